@@ -1,0 +1,322 @@
+//! What a test is: the client's request, sent to the server as-is and echoed in every report.
+//!
+//! These types are the wire contract as well as the library API, so each field says its unit.
+//! Values a client built through the CLI are already well-formed ([`NonZeroU16`] streams, a
+//! [`Duration`]); [`TestSpec::validate`] exists for the server, which must not trust its peer,
+//! and for embedders who build a spec by hand.
+
+use std::num::{NonZeroU16, NonZeroU32};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Most streams one test may ask for, client side. The server has its own, lower, limit.
+pub const MAX_STREAMS: u16 = 1024;
+/// Largest block one `send()` writes (bytes).
+pub const MAX_BLOCK_LEN: u32 = 64 << 20;
+/// Shortest reporting interval.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// Longest test a spec may describe (a week); servers cap this far lower by default.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The full description of one test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// What traffic to generate.
+    pub workload: Workload,
+    /// When the test ends.
+    pub end: EndCondition,
+    /// Time at the start left out of the totals, so slow start does not drag the mean down.
+    #[serde(with = "secs")]
+    pub omit: Duration,
+    /// How often to report; `None` reports only the summary.
+    #[serde(with = "opt_secs")]
+    pub interval: Option<Duration>,
+    /// Socket settings applied on both ends of every data connection.
+    pub socket: SocketOptions,
+}
+
+/// The kind of traffic a test generates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Workload {
+    /// Bulk TCP transfer over parallel streams (iperf3's default test).
+    Throughput(ThroughputSpec),
+}
+
+/// Bulk transfer settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputSpec {
+    /// Parallel TCP connections per direction (`-P`).
+    pub streams: NonZeroU16,
+    /// Which way the data flows.
+    pub direction: Direction,
+    /// Bytes handed to each `send()` and asked of each `recv()` (`-l`).
+    pub block_len: NonZeroU32,
+    /// Send with `sendfile(2)` from a memory file instead of copying from user space (`-Z`):
+    /// less CPU per byte, the same bytes on the wire.
+    #[serde(default)]
+    pub zerocopy: bool,
+}
+
+/// Which way a test's data flows, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// The client sends (iperf3's default).
+    ClientToServer,
+    /// The server sends (`-R`).
+    ServerToClient,
+    /// Both at once, `streams` in each direction (`--bidir`).
+    Bidir,
+}
+
+/// Which way one stream's data flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamDirection {
+    /// Client sends, server receives.
+    ClientToServer,
+    /// Server sends, client receives.
+    ServerToClient,
+}
+
+impl StreamDirection {
+    /// Short label for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            StreamDirection::ClientToServer => "client→server",
+            StreamDirection::ServerToClient => "server→client",
+        }
+    }
+}
+
+impl Direction {
+    /// The stream directions this test uses, in stream-id order.
+    pub fn stream_directions(self) -> &'static [StreamDirection] {
+        match self {
+            Direction::ClientToServer => &[StreamDirection::ClientToServer],
+            Direction::ServerToClient => &[StreamDirection::ServerToClient],
+            Direction::Bidir => &[
+                StreamDirection::ClientToServer,
+                StreamDirection::ServerToClient,
+            ],
+        }
+    }
+}
+
+/// When a test stops.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndCondition {
+    /// After this long, not counting the omitted start (`-t`).
+    Duration(#[serde(with = "secs")] Duration),
+    /// After this many bytes in total across the streams of each direction (`-n`).
+    Bytes(u64),
+}
+
+/// Socket options for data connections.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SocketOptions {
+    /// Send and receive buffer size in bytes on both ends (`-w`), which bounds the TCP window.
+    /// `None` leaves the kernel's autotuning alone, usually the best choice.
+    pub window: Option<u64>,
+    /// Maximum segment size in bytes (`-M`), set before connecting so both directions use it.
+    pub mss: Option<u32>,
+    /// Disable Nagle's algorithm (`-N`).
+    pub nodelay: bool,
+    /// Congestion control algorithm (`-C`), e.g. `cubic` or `bbr`; must be available on both
+    /// hosts (`/proc/sys/net/ipv4/tcp_available_congestion_control`).
+    pub congestion: Option<String>,
+}
+
+/// A spec the library refuses, with the field and the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct SpecError {
+    /// The offending field, named like the CLI flag.
+    pub field: &'static str,
+    /// What is wrong and what is allowed.
+    pub reason: String,
+}
+
+impl TestSpec {
+    /// A 10-second, single-stream, client-to-server throughput test with iperf3's defaults.
+    pub fn throughput() -> Self {
+        TestSpec {
+            workload: Workload::Throughput(ThroughputSpec::default()),
+            end: EndCondition::Duration(Duration::from_secs(10)),
+            omit: Duration::ZERO,
+            interval: Some(Duration::from_secs(1)),
+            socket: SocketOptions::default(),
+        }
+    }
+
+    /// Checks every bound; the server calls this on what a client sent.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let err = |field, reason: String| Err(SpecError { field, reason });
+        match self.end {
+            EndCondition::Duration(d) if d.is_zero() => {
+                return err("-t", "duration must be greater than zero".into());
+            }
+            EndCondition::Duration(d) if d > MAX_DURATION => {
+                return err("-t", format!("duration must be at most {MAX_DURATION:?}"));
+            }
+            EndCondition::Bytes(0) => {
+                return err("-n", "byte count must be greater than zero".into());
+            }
+            _ => {}
+        }
+        if self.omit > MAX_DURATION {
+            return err("-O", format!("omit must be at most {MAX_DURATION:?}"));
+        }
+        if let Some(i) = self.interval {
+            if i < MIN_INTERVAL {
+                return err(
+                    "-i",
+                    format!("interval must be at least {MIN_INTERVAL:?} (or 0 for none)"),
+                );
+            }
+        }
+        if let Some(w) = self.socket.window {
+            if !(1024..=(1 << 30)).contains(&w) {
+                return err("-w", "window must be between 1K and 1G".into());
+            }
+        }
+        if let Some(m) = self.socket.mss {
+            if !(88..=65_495).contains(&m) {
+                return err("-M", "MSS must be between 88 and 65495 bytes".into());
+            }
+        }
+        if let Some(c) = &self.socket.congestion {
+            if c.is_empty()
+                || c.len() > 15
+                || !c
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return err(
+                    "-C",
+                    format!("`{c}` is not a congestion control name (like cubic or bbr)"),
+                );
+            }
+        }
+        match &self.workload {
+            Workload::Throughput(t) => {
+                if t.streams.get() > MAX_STREAMS {
+                    return err("-P", format!("at most {MAX_STREAMS} streams"));
+                }
+                if t.block_len.get() > MAX_BLOCK_LEN {
+                    return err(
+                        "-l",
+                        format!("block length must be at most {} MiB", MAX_BLOCK_LEN >> 20),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Total number of data connections the test opens.
+    pub fn connection_count(&self) -> usize {
+        match &self.workload {
+            Workload::Throughput(t) => {
+                usize::from(t.streams.get()) * t.direction.stream_directions().len()
+            }
+        }
+    }
+
+    /// The throughput settings, if this is a throughput test.
+    pub fn as_throughput(&self) -> Option<&ThroughputSpec> {
+        match &self.workload {
+            Workload::Throughput(t) => Some(t),
+        }
+    }
+}
+
+impl Default for ThroughputSpec {
+    fn default() -> Self {
+        ThroughputSpec {
+            streams: NonZeroU16::MIN,
+            direction: Direction::ClientToServer,
+            // iperf3's TCP default; large enough that per-call overhead is noise.
+            block_len: NonZeroU32::new(128 * 1024).unwrap_or(NonZeroU32::MIN),
+            zerocopy: false,
+        }
+    }
+}
+
+/// Serde for a [`Duration`] as fractional seconds, the unit people read in JSON.
+pub(crate) mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let v = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Serde for an optional [`Duration`] as fractional seconds or null.
+pub(crate) mod opt_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Option::<f64>::deserialize(d)?
+            .map(|v| Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_spec_is_valid_and_round_trips() {
+        let s = TestSpec::throughput();
+        s.validate().unwrap();
+        let j = serde_json::to_string(&s).unwrap();
+        assert!(j.contains("\"duration\":10.0"), "{j}");
+        assert_eq!(serde_json::from_str::<TestSpec>(&j).unwrap(), s);
+    }
+
+    #[test]
+    fn hostile_specs_are_refused() {
+        let mut s = TestSpec::throughput();
+        s.end = EndCondition::Duration(Duration::ZERO);
+        assert_eq!(s.validate().unwrap_err().field, "-t");
+        let mut s = TestSpec::throughput();
+        s.socket.congestion = Some("../../etc".into());
+        assert_eq!(s.validate().unwrap_err().field, "-C");
+        let j = r#"{"workload":{"throughput":{"streams":0,"direction":"bidir","block_len":1}},
+                  "end":{"bytes":5},"omit":0,"interval":null,"socket":{"window":null,"mss":null,"nodelay":false,"congestion":null}}"#;
+        assert!(
+            serde_json::from_str::<TestSpec>(j).is_err(),
+            "zero streams must not parse"
+        );
+        let j = r#"{"workload":{"throughput":{"streams":1,"direction":"bidir","block_len":1}},
+                  "end":{"duration":-1},"omit":0,"interval":null,"socket":{"window":null,"mss":null,"nodelay":false,"congestion":null}}"#;
+        assert!(
+            serde_json::from_str::<TestSpec>(j).is_err(),
+            "negative duration must not parse"
+        );
+    }
+}

@@ -1,0 +1,299 @@
+//! Turns stream counters and `TCP_INFO` into intervals and per-stream totals for one end.
+//!
+//! The controller (client or server session) calls [`Sampler::on_wakeup`] at
+//! [`Sampler::next_wakeup`]: at every interval boundary, and every [`TICK`] in between so RTT
+//! and congestion-window statistics are not limited to one sample per `-i`. Only senders' TCP
+//! state is read; the sender's connection holds the congestion state that explains a rate.
+//! Rates use the actual sample times, so a late wake-up shortens nothing.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::schedule::Schedule;
+use super::stream::{StreamEnd, StreamHandle, StreamShared};
+use crate::report::{
+    CpuUsage, Role, RttStats, SenderLimits, SideInterval, SideResults, SideStreamInterval,
+    SideStreamResult, TcpInterval, TcpTotals, Transfer,
+};
+use crate::tcp_info::{self, TcpInfo};
+
+/// Period of RTT/cwnd sampling between interval boundaries.
+pub(crate) const TICK: Duration = Duration::from_millis(100);
+
+/// Samples one end's streams.
+#[derive(Debug)]
+pub(crate) struct Sampler {
+    start: Instant,
+    schedule: Schedule,
+    tracks: Vec<Track>,
+    index: u32,
+    interval_start: Duration,
+    next_boundary: Option<Duration>,
+    next_tick: Duration,
+    measuring: bool,
+}
+
+#[derive(Debug)]
+struct Track {
+    id: u16,
+    role: Role,
+    shared: Arc<StreamShared>,
+    iv_bytes: u64,
+    iv_retrans: u32,
+    base_bytes: u64,
+    base_info: Option<TcpInfo>,
+    rtt: RttAcc,
+    max_cwnd: u64,
+    max_snd_wnd: Option<u32>,
+    last: Option<TcpInfo>,
+}
+
+#[derive(Debug, Default)]
+struct RttAcc {
+    min: u32,
+    max: u32,
+    sum: f64,
+    n: u64,
+}
+
+impl RttAcc {
+    fn add(&mut self, v: u32) {
+        if v == 0 {
+            return; // no RTT sample yet
+        }
+        self.min = if self.n == 0 { v } else { self.min.min(v) };
+        self.max = self.max.max(v);
+        self.sum += f64::from(v);
+        self.n += 1;
+    }
+
+    fn stats(&self) -> Option<RttStats> {
+        (self.n > 0).then(|| RttStats {
+            min_us: self.min,
+            mean_us: self.sum / self.n as f64,
+            max_us: self.max,
+        })
+    }
+}
+
+impl Sampler {
+    /// Starts sampling `streams`, whose test started at `start`.
+    pub(crate) fn new(start: Instant, schedule: Schedule, streams: &[StreamHandle]) -> Self {
+        let tracks = streams
+            .iter()
+            .map(|h| Track {
+                id: h.id,
+                role: h.role,
+                shared: Arc::clone(&h.shared),
+                iv_bytes: 0,
+                iv_retrans: 0,
+                base_bytes: 0,
+                base_info: None,
+                rtt: RttAcc::default(),
+                max_cwnd: 0,
+                max_snd_wnd: None,
+                last: None,
+            })
+            .collect();
+        let mut s = Sampler {
+            start,
+            schedule,
+            tracks,
+            index: 0,
+            interval_start: Duration::ZERO,
+            next_boundary: schedule.next_boundary(Duration::ZERO),
+            next_tick: TICK,
+            measuring: schedule.omit().is_zero(),
+        };
+        if s.measuring {
+            s.read_all(true);
+            s.set_baseline();
+        }
+        s
+    }
+
+    /// When [`Self::on_wakeup`] wants to run next.
+    pub(crate) fn next_wakeup(&self) -> Instant {
+        let t = match self.next_boundary {
+            Some(b) => b.min(self.next_tick),
+            None => self.next_tick,
+        };
+        self.start + t
+    }
+
+    /// Samples; returns an interval when a boundary has passed.
+    pub(crate) fn on_wakeup(&mut self, now: Instant) -> Option<SideInterval> {
+        let t = now.saturating_duration_since(self.start);
+        while self.next_tick <= t {
+            self.next_tick += TICK;
+        }
+        let at_boundary = self.next_boundary.is_some_and(|b| b <= t);
+        self.read_all(self.measuring);
+        if !at_boundary {
+            return None;
+        }
+        let iv = self.close_interval(t);
+        if !self.measuring && t >= self.schedule.omit() {
+            self.measuring = true;
+            self.set_baseline();
+        }
+        self.next_boundary = self.schedule.next_boundary(t);
+        Some(iv)
+    }
+
+    /// Final sample once every stream has ended (or been given up on). Returns the last,
+    /// partial interval (if intervals are on and it is not empty) and the per-stream results.
+    pub(crate) fn finish(
+        mut self,
+        now: Instant,
+        ends: &HashMap<u16, StreamEnd>,
+    ) -> (Option<SideInterval>, SideResults) {
+        let t = now.saturating_duration_since(self.start);
+        self.read_all(self.measuring);
+        let last = (self.next_boundary.is_some() && t > self.interval_start)
+            .then(|| self.close_interval(t));
+        let mut cpu = CpuUsage::default();
+        let measure_start = self.start + self.schedule.omit();
+        let streams = self
+            .tracks
+            .iter()
+            .map(|tr| {
+                let end = ends.get(&tr.id);
+                if let Some(e) = end {
+                    cpu += e.cpu;
+                }
+                let total =
+                    end.map_or_else(|| tr.shared.bytes.0.load(Ordering::Relaxed), |e| e.bytes);
+                let ended = end.map_or(now, |e| e.ended);
+                let (bytes, seconds) = if self.measuring {
+                    (
+                        total.saturating_sub(tr.base_bytes),
+                        ended.saturating_duration_since(measure_start).as_secs_f64(),
+                    )
+                } else {
+                    (0, 0.0)
+                };
+                SideStreamResult {
+                    stream: tr.id,
+                    role: tr.role,
+                    transfer: Transfer::new(bytes, seconds),
+                    total_bytes: total,
+                    tcp: (tr.role == Role::Sender && self.measuring)
+                        .then(|| tr.totals(seconds))
+                        .flatten(),
+                    error: end.and_then(|e| e.error.clone()),
+                }
+            })
+            .collect();
+        (last, SideResults { streams, cpu })
+    }
+
+    fn read_all(&mut self, measuring: bool) {
+        for tr in &mut self.tracks {
+            if tr.role != Role::Sender {
+                continue;
+            }
+            // A socket the kernel has torn down keeps its last good sample.
+            let Ok(info) = tcp_info::read(&tr.shared.socket) else {
+                continue;
+            };
+            if measuring {
+                tr.rtt.add(info.srtt_us);
+                tr.max_cwnd = tr.max_cwnd.max(info.cwnd_bytes());
+                tr.max_snd_wnd = info.snd_wnd.map(|w| tr.max_snd_wnd.unwrap_or(0).max(w));
+            }
+            tr.last = Some(info);
+        }
+    }
+
+    fn set_baseline(&mut self) {
+        for tr in &mut self.tracks {
+            tr.base_bytes = tr.shared.bytes.0.load(Ordering::Relaxed);
+            tr.base_info = tr.last;
+        }
+    }
+
+    fn close_interval(&mut self, t: Duration) -> SideInterval {
+        let omitted = self.schedule.is_omitted(t);
+        let streams = self
+            .tracks
+            .iter_mut()
+            .map(|tr| {
+                let bytes_now = tr.shared.bytes.0.load(Ordering::Relaxed);
+                let bytes = bytes_now.saturating_sub(tr.iv_bytes);
+                tr.iv_bytes = bytes_now;
+                let tcp = tr.last.filter(|_| tr.role == Role::Sender).map(|i| {
+                    let retransmits = i.total_retrans.saturating_sub(tr.iv_retrans);
+                    tr.iv_retrans = i.total_retrans;
+                    TcpInterval {
+                        retransmits: u64::from(retransmits),
+                        cwnd_bytes: i.cwnd_bytes(),
+                        srtt_us: i.srtt_us,
+                        rttvar_us: i.rttvar_us,
+                        snd_wnd_bytes: i.snd_wnd,
+                    }
+                });
+                SideStreamInterval {
+                    stream: tr.id,
+                    role: tr.role,
+                    bytes,
+                    tcp,
+                }
+            })
+            .collect();
+        let iv = SideInterval {
+            index: self.index,
+            start_s: self.interval_start.as_secs_f64(),
+            end_s: t.as_secs_f64(),
+            omitted,
+            streams,
+        };
+        self.index += 1;
+        self.interval_start = t;
+        iv
+    }
+}
+
+impl Track {
+    /// TCP totals between the baseline (end of warm-up) and the last sample.
+    fn totals(&self, seconds: f64) -> Option<TcpTotals> {
+        let last = self.last?;
+        let base = self.base_info;
+        let delta = |f: fn(&TcpInfo) -> Option<u64>| -> Option<u64> {
+            Some(f(&last)?.saturating_sub(base.and_then(|b| f(&b)).unwrap_or(0)))
+        };
+        let pct = |us: Option<u64>| -> Option<f64> {
+            let us = us?;
+            (seconds > 0.0).then(|| (us as f64 / (seconds * 1e6) * 100.0).min(100.0))
+        };
+        let limits = match (
+            pct(delta(|i| i.busy_time_us)),
+            pct(delta(|i| i.rwnd_limited_us)),
+            pct(delta(|i| i.sndbuf_limited_us)),
+        ) {
+            (Some(busy_pct), Some(rwnd_limited_pct), Some(sndbuf_limited_pct)) => {
+                Some(SenderLimits {
+                    busy_pct,
+                    rwnd_limited_pct,
+                    sndbuf_limited_pct,
+                })
+            }
+            _ => None,
+        };
+        Some(TcpTotals {
+            retransmits: u64::from(
+                last.total_retrans
+                    .saturating_sub(base.map_or(0, |b| b.total_retrans)),
+            ),
+            rtt: self.rtt.stats(),
+            max_cwnd_bytes: self.max_cwnd.max(last.cwnd_bytes()),
+            max_snd_wnd_bytes: self.max_snd_wnd,
+            mss: last.snd_mss,
+            pmtu: last.pmtu,
+            min_rtt_us: last.min_rtt_us,
+            limits,
+        })
+    }
+}

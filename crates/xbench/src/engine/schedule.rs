@@ -1,0 +1,96 @@
+//! Where interval boundaries fall: every `-i` seconds, restarting at the end of the `-O`
+//! warm-up, so the first measured interval starts exactly when measurement starts.
+//!
+//! Both ends compute the same schedule from the same spec, each against its own start, which is
+//! what lets the client pair its intervals with the server's by index.
+
+use std::time::Duration;
+
+/// The interval schedule of one test.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Schedule {
+    interval: Option<Duration>,
+    omit: Duration,
+}
+
+impl Schedule {
+    pub(crate) fn new(interval: Option<Duration>, omit: Duration) -> Self {
+        Schedule { interval, omit }
+    }
+
+    /// End of the warm-up; measurement starts here.
+    pub(crate) fn omit(&self) -> Duration {
+        self.omit
+    }
+
+    /// The first boundary strictly after `t` (time since start), if any.
+    pub(crate) fn next_boundary(&self, t: Duration) -> Option<Duration> {
+        if t < self.omit {
+            let in_omit = self.interval.and_then(|i| {
+                let k = t.as_nanos() / i.as_nanos() + 1;
+                let b = i.checked_mul(u32::try_from(k).ok()?)?;
+                (b < self.omit).then_some(b)
+            });
+            return Some(in_omit.unwrap_or(self.omit));
+        }
+        let i = self.interval?;
+        let since = t - self.omit;
+        let k = since.as_nanos() / i.as_nanos() + 1;
+        self.omit
+            .checked_add(i.checked_mul(u32::try_from(k).ok()?)?)
+    }
+
+    /// Whether an interval ending at `end` lies in the warm-up.
+    pub(crate) fn is_omitted(&self, end: Duration) -> bool {
+        end <= self.omit && !self.omit.is_zero()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn boundaries(s: Schedule, until: f64) -> Vec<f64> {
+        let mut t = Duration::ZERO;
+        let mut out = vec![];
+        while let Some(b) = s.next_boundary(t) {
+            if b.as_secs_f64() > until {
+                break;
+            }
+            out.push(b.as_secs_f64());
+            t = b;
+        }
+        out
+    }
+
+    #[test]
+    fn plain_intervals() {
+        let s = Schedule::new(Some(Duration::from_secs(1)), Duration::ZERO);
+        assert_eq!(boundaries(s, 3.0), vec![1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn omit_restarts_the_grid() {
+        let s = Schedule::new(Some(Duration::from_secs(1)), Duration::from_millis(2500));
+        assert_eq!(boundaries(s, 4.5), vec![1.0, 2.0, 2.5, 3.5, 4.5]);
+        assert!(s.is_omitted(Duration::from_millis(2500)));
+        assert!(!s.is_omitted(Duration::from_millis(3500)));
+    }
+
+    #[test]
+    fn no_intervals_still_marks_the_omit_end() {
+        let s = Schedule::new(None, Duration::from_secs(2));
+        assert_eq!(boundaries(s, 100.0), vec![2.0]);
+        let s = Schedule::new(None, Duration::ZERO);
+        assert_eq!(boundaries(s, 100.0), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn a_late_sampler_skips_to_the_next_boundary() {
+        let s = Schedule::new(Some(Duration::from_secs(1)), Duration::ZERO);
+        assert_eq!(
+            s.next_boundary(Duration::from_millis(3200)),
+            Some(Duration::from_secs(4))
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! Socket options for data connections, applied with socket2, and a report of what the kernel
+//! actually granted.
+//!
+//! Linux doubles a requested buffer size for bookkeeping and silently caps it at
+//! `net.core.{w,r}mem_max`; a user who asked for a 16 MiB window and got 4 MiB must be told, or
+//! the bandwidth-delay ceiling they compute is wrong. Options that shape the handshake (buffer
+//! sizes, which set the window scale, and MSS) are applied before `connect()` on the client.
+
+use std::io;
+
+use socket2::SockRef;
+
+use crate::Error;
+use crate::config::SocketOptions;
+use crate::report::SocketReport;
+
+/// Applies `opts` to a socket. `warnings` collects kernel caps worth telling the user about.
+pub(crate) fn apply(
+    sock: SockRef<'_>,
+    opts: &SocketOptions,
+    warnings: &mut Vec<String>,
+) -> Result<(), Error> {
+    if let Some(w) = opts.window {
+        let w_usize = usize::try_from(w).unwrap_or(usize::MAX);
+        sock.set_send_buffer_size(w_usize)
+            .map_err(|e| sockopt_err("SO_SNDBUF", w.to_string(), e))?;
+        sock.set_recv_buffer_size(w_usize)
+            .map_err(|e| sockopt_err("SO_RCVBUF", w.to_string(), e))?;
+        let snd = sock.send_buffer_size().unwrap_or(0) as u64;
+        let rcv = sock.recv_buffer_size().unwrap_or(0) as u64;
+        // The kernel reports twice what it honours; less than 2× means the sysctl cap bit.
+        if snd < 2 * w {
+            warnings.push(format!(
+                "asked for a {w}-byte send buffer, the kernel granted {} (raise net.core.wmem_max)",
+                snd / 2
+            ));
+        }
+        if rcv < 2 * w {
+            warnings.push(format!(
+                "asked for a {w}-byte receive buffer, the kernel granted {} (raise net.core.rmem_max)",
+                rcv / 2
+            ));
+        }
+    }
+    if let Some(mss) = opts.mss {
+        sock.set_tcp_mss(mss)
+            .map_err(|e| sockopt_err("TCP_MAXSEG", mss.to_string(), e))?;
+    }
+    if opts.nodelay {
+        sock.set_tcp_nodelay(true)
+            .map_err(|e| sockopt_err("TCP_NODELAY", "1".into(), e))?;
+    }
+    if let Some(cc) = &opts.congestion {
+        sock.set_tcp_congestion(cc.as_bytes())
+            .map_err(|e| Error::SocketOption {
+                option: "TCP_CONGESTION",
+                value: cc.clone(),
+                hint: " (is it listed in /proc/sys/net/ipv4/tcp_available_congestion_control? \
+                   try `modprobe tcp_<name>`)",
+                source: e,
+            })?;
+    }
+    Ok(())
+}
+
+/// What the kernel says a socket's settings are now.
+pub(crate) fn report(sock: SockRef<'_>, opts: &SocketOptions) -> SocketReport {
+    SocketReport {
+        sndbuf_requested: opts.window,
+        sndbuf_granted: sock.send_buffer_size().unwrap_or(0) as u64,
+        rcvbuf_requested: opts.window,
+        rcvbuf_granted: sock.recv_buffer_size().unwrap_or(0) as u64,
+        mss: sock.tcp_mss().unwrap_or(0),
+        congestion: sock
+            .tcp_congestion()
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .trim_end_matches('\0')
+                    .to_owned()
+            })
+            .unwrap_or_default(),
+        nodelay: sock.tcp_nodelay().unwrap_or(false),
+    }
+}
+
+fn sockopt_err(option: &'static str, value: String, source: io::Error) -> Error {
+    Error::SocketOption {
+        option,
+        value,
+        hint: "",
+        source,
+    }
+}

@@ -1,0 +1,147 @@
+//! The library's error type. Every message names what failed and, where there is one, what the
+//! user can do about it; the CLI prints them as they are.
+
+use std::io;
+use std::time::Duration;
+
+use crate::config::SpecError;
+use crate::proto::{ErrorCode, ProtoError};
+
+/// Everything that can stop a test.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The test description is out of bounds.
+    #[error("invalid test: {0}")]
+    Spec(#[from] SpecError),
+    /// Name resolution failed.
+    #[error("cannot resolve `{host}`: {source}")]
+    Resolve {
+        /// The host as given.
+        host: String,
+        /// The resolver's error.
+        source: io::Error,
+    },
+    /// The host resolved, but to no address of the wanted family.
+    #[error("`{host}` has no {family} address")]
+    NoAddress {
+        /// The host as given.
+        host: String,
+        /// "IPv4" or "IPv6".
+        family: &'static str,
+    },
+    /// The control connection could not be opened.
+    #[error("cannot connect to {addr}: {source}{hint}")]
+    Connect {
+        /// `host:port`.
+        addr: String,
+        /// The socket error.
+        source: io::Error,
+        /// What to check.
+        hint: String,
+    },
+    /// The peer answered, but not as an xbench server does.
+    #[error("{addr} did not answer as an xbench server within {waited:?}{hint}")]
+    NotXbench {
+        /// `host:port`.
+        addr: String,
+        /// How long we waited for its preamble.
+        waited: Duration,
+        /// What it might be instead.
+        hint: &'static str,
+    },
+    /// Client and server speak different protocol versions.
+    #[error(
+        "the server at {addr} speaks xbench protocol version {server}, this client speaks version \
+         {client}; run the same xbench release on both ends"
+    )]
+    VersionMismatch {
+        /// `host:port`.
+        addr: String,
+        /// Our version.
+        client: u16,
+        /// Theirs.
+        server: u16,
+    },
+    /// The server refused or aborted the test.
+    #[error("the server refused the test: {message}")]
+    Refused {
+        /// Category.
+        code: ErrorCode,
+        /// The server's words.
+        message: String,
+    },
+    /// The control connection broke or carried garbage.
+    #[error("control connection to {addr}: {source}")]
+    Protocol {
+        /// `host:port`.
+        addr: String,
+        /// What went wrong.
+        source: ProtoError,
+    },
+    /// The peer sent a message that makes no sense at this point.
+    #[error("unexpected `{got}` message from {addr} while {state}")]
+    Unexpected {
+        /// `host:port`.
+        addr: String,
+        /// Message type received.
+        got: String,
+        /// What we were doing.
+        state: &'static str,
+    },
+    /// A data connection failed to open.
+    #[error("cannot open data connection {stream} to {addr}: {source}")]
+    DataConnect {
+        /// Stream id.
+        stream: u16,
+        /// `host:port`.
+        addr: String,
+        /// The socket error.
+        source: io::Error,
+    },
+    /// A socket option was refused by the kernel.
+    #[error("cannot set {option} to {value}: {source}{hint}")]
+    SocketOption {
+        /// The option, e.g. `TCP_CONGESTION`.
+        option: &'static str,
+        /// The value asked for.
+        value: String,
+        /// Where to look.
+        hint: &'static str,
+        /// The kernel's error.
+        source: io::Error,
+    },
+    /// Any other I/O failure, with what we were doing.
+    #[error("{context}: {source}")]
+    Io {
+        /// What we were doing.
+        context: String,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// The hint for a failed connect, by cause.
+pub(crate) fn connect_hint(e: &io::Error, port: u16) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => {
+            format!(" — is `xbench server` running there? is port {port} open?")
+        }
+        io::ErrorKind::TimedOut => format!(
+            " — no answer: is the host up, and does a firewall or security group allow TCP port {port}?"
+        ),
+        io::ErrorKind::HostUnreachable | io::ErrorKind::NetworkUnreachable => {
+            " — no route to the host: check the address and the routes".to_owned()
+        }
+        _ => String::new(),
+    }
+}

@@ -1,0 +1,159 @@
+//! Control messages: what client and server say to each other, in order.
+//!
+//! ```text
+//! client                                   server
+//!   preamble(control, v) ─────────────────▶
+//!                        ◀───────────────── preamble(server, v)
+//!   Hello ────────────────────────────────▶
+//!                        ◀───────────────── Welcome | Error
+//!   Start{spec} ──────────────────────────▶
+//!                        ◀───────────────── Accepted{cookie} | Error
+//!   N × data connection: preamble(data, v) + cookie + stream id
+//!                        ◀───────────────── Ready{sockets}
+//!                        ◀───────────────── Interval … (live, one per interval)
+//!                        ◀───────────────── SenderDone (server-sent byte-count tests)
+//!   Finish{interrupted} ──────────────────▶
+//!                        ◀───────────────── Results
+//! ```
+//!
+//! Either side may send `Error` at any point and close. The client opens every connection,
+//! data included, whichever way the data flows, so tests work through NAT and through firewalls
+//! that only allow client → server.
+
+use serde::{Deserialize, Serialize};
+
+use super::Cookie;
+use crate::config::TestSpec;
+use crate::report::{SideInterval, SideResults, SocketReport};
+
+/// Every control message, tagged by `type` in JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Message {
+    /// Client introduces itself.
+    Hello(Hello),
+    /// Server accepts the client.
+    Welcome(Welcome),
+    /// Client asks for a test.
+    Start(Box<TestSpec>),
+    /// Server accepted the test; data connections may connect.
+    Accepted(Accepted),
+    /// All data connections arrived; the test is running.
+    Ready(Ready),
+    /// One interval of the server's measurements.
+    Interval(SideInterval),
+    /// The server's senders have sent every byte of a byte-count test.
+    SenderDone,
+    /// Client ends the test.
+    Finish(Finish),
+    /// Server's final measurements.
+    Results(SideResults),
+    /// Something went wrong; the sender closes after this.
+    Error(ErrorMsg),
+}
+
+/// First message of a client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Software name and version, for the server's log.
+    pub software: String,
+}
+
+/// The server's answer to [`Hello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// Software name and version.
+    pub software: String,
+}
+
+/// The server accepted a test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accepted {
+    /// Present on every data connection of this test.
+    pub cookie: Cookie,
+}
+
+/// All data connections are attached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ready {
+    /// Server-side socket settings, indexed by stream id.
+    pub sockets: Vec<SocketReport>,
+}
+
+/// The client ends the test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finish {
+    /// The user cut the test short.
+    pub interrupted: bool,
+}
+
+/// Why a request failed, machine-readable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The request is malformed or out of bounds.
+    BadRequest,
+    /// The peer speaks another protocol version.
+    VersionMismatch,
+    /// A server limit was reached (streams, duration, concurrent tests…).
+    LimitExceeded,
+    /// The peer stopped talking.
+    Timeout,
+    /// A socket operation failed on the server.
+    ServerError,
+    /// The server is shutting down.
+    ShuttingDown,
+    /// A code from a newer version.
+    #[serde(other)]
+    Unknown,
+}
+
+/// An error with a message meant for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorMsg {
+    /// Category.
+    pub code: ErrorCode,
+    /// What happened and what to do about it.
+    pub message: String,
+}
+
+impl ErrorMsg {
+    /// Shorthand constructor.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Message {
+        Message::Error(ErrorMsg {
+            code,
+            message: message.into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_tagged_json() {
+        let m = Message::Finish(Finish { interrupted: true });
+        let j = serde_json::to_string(&m).unwrap();
+        assert_eq!(j, r#"{"type":"finish","interrupted":true}"#);
+        assert_eq!(serde_json::from_str::<Message>(&j).unwrap(), m);
+        let j = serde_json::to_string(&Message::SenderDone).unwrap();
+        assert_eq!(j, r#"{"type":"sender_done"}"#);
+    }
+
+    #[test]
+    fn unknown_error_codes_from_newer_servers_still_parse() {
+        let m: Message =
+            serde_json::from_str(r#"{"type":"error","code":"quota_melted","message":"x"}"#)
+                .unwrap();
+        assert!(matches!(
+            m,
+            Message::Error(ErrorMsg {
+                code: ErrorCode::Unknown,
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,240 @@
+//! The wire protocol between `xbench client` and `xbench server`.
+//!
+//! Every TCP connection to the server port opens with a fixed 7-byte preamble: the magic `XBNC`,
+//! a channel byte (control or data) and the protocol version. The magic is upper case so the
+//! server can tell an xbench client from an iperf3 client, whose first bytes are a lower-case
+//! base32 cookie (see [`frontend`]); a later iperf3-compatible front end plugs in there and shares
+//! the engine. The server answers a control preamble with its own, so each side learns the
+//! other's version before either parses anything version-specific and can name both versions
+//! when they differ. The preamble and the frame format ([`frame`]) never change between versions;
+//! the messages inside ([`message`]) may.
+//!
+//! This module is the protocol only: it does not open sockets or run tests.
+
+pub mod frame;
+pub mod frontend;
+pub mod message;
+
+use std::io;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+pub use frame::{FrameDecoder, MAX_FRAME_LEN, ProtoError};
+pub use message::*;
+
+/// First four bytes of every xbench connection.
+pub const MAGIC: [u8; 4] = *b"XBNC";
+
+/// The protocol version this build speaks. Bump it whenever a message changes incompatibly.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Length of [`Preamble`] on the wire.
+pub const PREAMBLE_LEN: usize = 7;
+
+/// Length of the data-connection greeting that follows a data preamble: cookie + stream index.
+pub const DATA_HELLO_LEN: usize = COOKIE_LEN + 2;
+
+/// Length of a test cookie, the random token that ties data connections to their test.
+pub const COOKIE_LEN: usize = 16;
+
+/// What a connection is for, announced in its preamble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// The client's control connection: framed JSON messages.
+    Control,
+    /// A data connection of a running test, followed by the test cookie and a stream index.
+    Data,
+    /// The server's answer to a control preamble.
+    Server,
+}
+
+impl Channel {
+    fn byte(self) -> u8 {
+        match self {
+            Channel::Control => b'C',
+            Channel::Data => b'D',
+            Channel::Server => b'S',
+        }
+    }
+
+    fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            b'C' => Some(Channel::Control),
+            b'D' => Some(Channel::Data),
+            b'S' => Some(Channel::Server),
+            _ => None,
+        }
+    }
+}
+
+/// The fixed opening of every connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preamble {
+    /// What the connection is for.
+    pub channel: Channel,
+    /// The sender's protocol version.
+    pub version: u16,
+}
+
+impl Preamble {
+    /// A preamble for this build's protocol version.
+    pub fn new(channel: Channel) -> Self {
+        Preamble {
+            channel,
+            version: PROTOCOL_VERSION,
+        }
+    }
+
+    /// The wire form.
+    pub fn encode(self) -> [u8; PREAMBLE_LEN] {
+        let v = self.version.to_be_bytes();
+        [
+            MAGIC[0],
+            MAGIC[1],
+            MAGIC[2],
+            MAGIC[3],
+            self.channel.byte(),
+            v[0],
+            v[1],
+        ]
+    }
+
+    /// Parses the wire form; the caller has already checked the magic when it needs to tell
+    /// other protocols apart.
+    pub fn decode(b: &[u8; PREAMBLE_LEN]) -> Result<Self, ProtoError> {
+        if b[..4] != MAGIC {
+            return Err(ProtoError::BadMagic);
+        }
+        let channel = Channel::from_byte(b[4]).ok_or(ProtoError::BadChannel(b[4]))?;
+        Ok(Preamble {
+            channel,
+            version: u16::from_be_bytes([b[5], b[6]]),
+        })
+    }
+}
+
+/// Random token naming one test; data connections present it so the server can attach them.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cookie(pub [u8; COOKIE_LEN]);
+
+impl Cookie {
+    /// A fresh random cookie from the OS generator.
+    pub fn random() -> io::Result<Self> {
+        let mut b = [0u8; COOKIE_LEN];
+        getrandom::fill(&mut b).map_err(io::Error::from)?;
+        Ok(Cookie(b))
+    }
+
+    /// Lower-case hex, as carried in JSON.
+    pub fn to_hex(self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Parses lower- or upper-case hex.
+    pub fn from_hex(s: &str) -> Option<Self> {
+        if s.len() != COOKIE_LEN * 2 || !s.is_ascii() {
+            return None;
+        }
+        let mut b = [0u8; COOKIE_LEN];
+        for (i, out) in b.iter_mut().enumerate() {
+            *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Cookie(b))
+    }
+}
+
+impl std::fmt::Debug for Cookie {
+    // Shortened: a cookie in a log line should identify a test, not let a reader join it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cookie({}…)", &self.to_hex()[..6])
+    }
+}
+
+impl serde::Serialize for Cookie {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Cookie {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Cookie::from_hex(&s).ok_or_else(|| serde::de::Error::custom("cookie must be 32 hex digits"))
+    }
+}
+
+/// Writes one framed message.
+pub async fn write_message<W: AsyncWrite + Unpin>(w: &mut W, msg: &Message) -> io::Result<()> {
+    let buf = frame::encode(msg).map_err(io::Error::other)?;
+    w.write_all(&buf).await?;
+    w.flush().await
+}
+
+/// Reads one framed message; `Ok(None)` is a clean end of stream between messages.
+pub async fn read_message<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Message>, ProtoError> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(ProtoError::Io(e.kind(), e.to_string())),
+    }
+    let n = u32::from_be_bytes(len);
+    frame::check_len(n)?;
+    let mut body = vec![0u8; n as usize];
+    r.read_exact(&mut body).await.map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            ProtoError::Truncated {
+                expected: n as usize,
+            }
+        } else {
+            ProtoError::Io(e.kind(), e.to_string())
+        }
+    })?;
+    frame::decode_body(&body).map(Some)
+}
+
+/// Reads a message, failing if none arrives within `limit`.
+pub async fn read_message_timeout<R: AsyncRead + Unpin>(
+    r: &mut R,
+    limit: Duration,
+) -> Result<Option<Message>, ProtoError> {
+    match tokio::time::timeout(limit, read_message(r)).await {
+        Ok(res) => res,
+        Err(_) => Err(ProtoError::Timeout(limit)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preamble_round_trips() {
+        for ch in [Channel::Control, Channel::Data, Channel::Server] {
+            let p = Preamble::new(ch);
+            assert_eq!(Preamble::decode(&p.encode()).unwrap(), p);
+        }
+        assert_eq!(&Preamble::new(Channel::Control).encode()[..4], b"XBNC");
+    }
+
+    #[test]
+    fn preamble_rejects_foreign_bytes() {
+        assert!(matches!(
+            Preamble::decode(b"GET / H"),
+            Err(ProtoError::BadMagic)
+        ));
+        assert!(matches!(
+            Preamble::decode(b"XBNCZ\0\x01"),
+            Err(ProtoError::BadChannel(b'Z'))
+        ));
+    }
+
+    #[test]
+    fn cookie_hex_round_trips() {
+        let c = Cookie::random().unwrap();
+        assert_eq!(Cookie::from_hex(&c.to_hex()), Some(c));
+        assert_eq!(Cookie::from_hex("zz"), None);
+        assert_eq!(Cookie::from_hex(&"é".repeat(16)), None);
+    }
+}

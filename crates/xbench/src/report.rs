@@ -1,0 +1,409 @@
+//! Result types: what a finished test reports, in Rust and in JSON.
+//!
+//! Two layers. [`SideInterval`] and [`SideResults`] are what one end measured of its own
+//! sockets; the server sends its side to the client over the control connection. [`TestReport`]
+//! is the merged view a user reads: per interval and per stream, the sender's bytes and TCP
+//! state beside the receiver's bytes, and a [`Summary`] per direction whose headline is the
+//! receiver's rate. The JSON form is versioned by [`SCHEMA_VERSION`] and described by
+//! `schema/report.schema.json`; change both together. How sides are merged lives in `summary`.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{StreamDirection, TestSpec};
+
+/// Version of the JSON report layout. Bump when a field changes meaning or is removed.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Whether an end sent or received a stream's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// This end wrote the data.
+    Sender,
+    /// This end read the data.
+    Receiver,
+}
+
+/// Bytes moved over a span of time.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Transfer {
+    /// Bytes counted in the span.
+    pub bytes: u64,
+    /// Length of the span in seconds.
+    pub seconds: f64,
+    /// `bytes × 8 ÷ seconds`; 0 for an empty span.
+    pub bits_per_second: f64,
+}
+
+impl Transfer {
+    /// A transfer with its rate computed.
+    pub fn new(bytes: u64, seconds: f64) -> Self {
+        let bits_per_second = if seconds > 0.0 {
+            bytes as f64 * 8.0 / seconds
+        } else {
+            0.0
+        };
+        Transfer {
+            bytes,
+            seconds,
+            bits_per_second,
+        }
+    }
+}
+
+/// CPU time spent by one end's data-path threads (user + system), seconds.
+///
+/// Measured per thread (`RUSAGE_THREAD`) so that a server running several tests, or a client
+/// with an in-process server, charges each test only its own work.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct CpuUsage {
+    /// User-mode seconds.
+    pub user_s: f64,
+    /// Kernel-mode seconds; on loopback this includes the receive path run in softirq context.
+    pub system_s: f64,
+}
+
+impl CpuUsage {
+    /// User plus system seconds.
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+}
+
+impl std::ops::AddAssign for CpuUsage {
+    fn add_assign(&mut self, o: Self) {
+        self.user_s += o.user_s;
+        self.system_s += o.system_s;
+    }
+}
+
+/// The sender's TCP state over one interval.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct TcpInterval {
+    /// Segments retransmitted during the interval.
+    pub retransmits: u64,
+    /// Congestion window at the end of the interval, bytes.
+    pub cwnd_bytes: u64,
+    /// Smoothed RTT at the end of the interval, µs.
+    pub srtt_us: u32,
+    /// RTT variance at the end of the interval, µs.
+    pub rttvar_us: u32,
+    /// The receiver's advertised window at the end of the interval, bytes (Linux 5.4+).
+    pub snd_wnd_bytes: Option<u32>,
+}
+
+/// One stream over one interval, as one end saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideStreamInterval {
+    /// Stream id.
+    pub stream: u16,
+    /// Whether this end sent or received.
+    pub role: Role,
+    /// Bytes written (sender) or read (receiver) in the interval.
+    pub bytes: u64,
+    /// TCP state, reported by senders only: the sender's connection holds the congestion state.
+    pub tcp: Option<TcpInterval>,
+}
+
+/// One interval as one end saw it. Both ends cut intervals on the same schedule relative to
+/// their own start, so equal `index` values describe the same span.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideInterval {
+    /// Position in the schedule, from 0.
+    pub index: u32,
+    /// Start, seconds since the test started.
+    pub start_s: f64,
+    /// End, seconds since the test started.
+    pub end_s: f64,
+    /// Inside the `-O` warm-up, left out of totals.
+    pub omitted: bool,
+    /// Every stream of this end.
+    pub streams: Vec<SideStreamInterval>,
+}
+
+/// RTT statistics over a test, from the smoothed RTT sampled every 100 ms.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RttStats {
+    /// Smallest smoothed RTT seen, µs.
+    pub min_us: u32,
+    /// Mean of the samples, µs.
+    pub mean_us: f64,
+    /// Largest smoothed RTT seen, µs.
+    pub max_us: u32,
+}
+
+/// How the sender spent the measured time, from the kernel's chrono counters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SenderLimits {
+    /// Share of the time with data in flight, percent. 100 − this is time the application
+    /// (here: xbench itself) had nothing queued.
+    pub busy_pct: f64,
+    /// Share of the time the receiver's advertised window stopped the sender, percent.
+    pub rwnd_limited_pct: f64,
+    /// Share of the time the sender's own socket buffer was full, percent.
+    pub sndbuf_limited_pct: f64,
+}
+
+/// Totals of a sender's TCP state over the measured part of a test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcpTotals {
+    /// Segments retransmitted after the omitted start.
+    pub retransmits: u64,
+    /// Smoothed-RTT statistics.
+    pub rtt: Option<RttStats>,
+    /// Largest congestion window seen, bytes.
+    pub max_cwnd_bytes: u64,
+    /// Largest window the receiver advertised, bytes (Linux 5.4+).
+    pub max_snd_wnd_bytes: Option<u32>,
+    /// Sender MSS at the end, bytes.
+    pub mss: u32,
+    /// Path MTU at the end, bytes.
+    pub pmtu: u32,
+    /// The kernel's lowest RTT sample, µs (Linux 4.6+).
+    pub min_rtt_us: Option<u32>,
+    /// Where the time went (Linux 4.10+).
+    pub limits: Option<SenderLimits>,
+}
+
+/// One stream's result as one end measured it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideStreamResult {
+    /// Stream id.
+    pub stream: u16,
+    /// Whether this end sent or received.
+    pub role: Role,
+    /// Bytes and time after the omitted start.
+    pub transfer: Transfer,
+    /// Bytes including the omitted start (for CPU per byte).
+    pub total_bytes: u64,
+    /// Sender's TCP totals.
+    pub tcp: Option<TcpTotals>,
+    /// Why the stream ended early, if it did.
+    pub error: Option<String>,
+}
+
+/// Everything one end measured, sent by the server when the test ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideResults {
+    /// Every stream of this end.
+    pub streams: Vec<SideStreamResult>,
+    /// CPU time of this end's data threads.
+    pub cpu: CpuUsage,
+}
+
+/// Socket settings of one data connection on one end: what was asked and what the kernel gave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketReport {
+    /// `SO_SNDBUF` asked for (`-w`), bytes.
+    pub sndbuf_requested: Option<u64>,
+    /// `SO_SNDBUF` as the kernel reports it. Linux doubles a request for bookkeeping and caps
+    /// it at `net.core.wmem_max`.
+    pub sndbuf_granted: u64,
+    /// `SO_RCVBUF` asked for, bytes.
+    pub rcvbuf_requested: Option<u64>,
+    /// `SO_RCVBUF` as the kernel reports it (doubled, capped at `net.core.rmem_max`).
+    pub rcvbuf_granted: u64,
+    /// `TCP_MAXSEG` after connecting, bytes.
+    pub mss: u32,
+    /// Congestion control in use.
+    pub congestion: String,
+    /// Nagle disabled.
+    pub nodelay: bool,
+}
+
+/// One data connection of a test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamInfo {
+    /// Stream id.
+    pub id: u16,
+    /// Which way its data flows.
+    pub direction: StreamDirection,
+    /// Client's address of the connection.
+    pub client_addr: SocketAddr,
+    /// Server's address of the connection.
+    pub server_addr: SocketAddr,
+    /// Client socket settings.
+    pub client_socket: SocketReport,
+    /// Server socket settings.
+    pub server_socket: SocketReport,
+}
+
+/// One stream over one interval, both ends merged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamInterval {
+    /// Stream id.
+    pub stream: u16,
+    /// Which way its data flows.
+    pub direction: StreamDirection,
+    /// What the sender wrote.
+    pub sent: Transfer,
+    /// What the receiver read, when its report arrived.
+    pub received: Option<Transfer>,
+    /// Sender TCP state.
+    pub tcp: Option<TcpInterval>,
+}
+
+/// All streams of one direction over one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSum {
+    /// Which way.
+    pub direction: StreamDirection,
+    /// Sum of what the senders wrote.
+    pub sent: Transfer,
+    /// Sum of what the receivers read, when all their reports arrived.
+    pub received: Option<Transfer>,
+    /// Sum of retransmits.
+    pub retransmits: u64,
+}
+
+/// One reporting interval, both ends merged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Position in the schedule, from 0.
+    pub index: u32,
+    /// Start, seconds since the test started.
+    pub start_s: f64,
+    /// End, seconds since the test started.
+    pub end_s: f64,
+    /// Inside the `-O` warm-up.
+    pub omitted: bool,
+    /// Per stream.
+    pub streams: Vec<StreamInterval>,
+    /// Per direction.
+    pub sum: Vec<IntervalSum>,
+}
+
+/// The result of one stream, both ends merged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamSummary {
+    /// Stream id.
+    pub stream: u16,
+    /// What the sender wrote.
+    pub sender: Transfer,
+    /// What the receiver read.
+    pub receiver: Option<Transfer>,
+    /// Sender TCP totals.
+    pub tcp: Option<TcpTotals>,
+}
+
+/// The bandwidth-delay ceiling: the most a window of this size can carry over this RTT.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WindowCeiling {
+    /// Sum over streams of the largest window the receiver advertised, bytes.
+    pub window_bytes: u64,
+    /// Mean smoothed RTT, µs.
+    pub rtt_us: f64,
+    /// `window × 8 ÷ RTT`.
+    pub bits_per_second: f64,
+}
+
+/// The result of all streams of one direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionSummary {
+    /// Which way.
+    pub direction: StreamDirection,
+    /// Number of streams.
+    pub streams: u16,
+    /// What the senders wrote.
+    pub sender: Transfer,
+    /// What the receivers read: the headline figure, because only delivered bytes count.
+    pub receiver: Option<Transfer>,
+    /// Segments retransmitted, all streams.
+    pub retransmits: u64,
+    /// RTT over all streams: min of minima, mean of means, max of maxima.
+    pub rtt: Option<RttStats>,
+    /// Largest congestion window of any stream, bytes.
+    pub max_cwnd_bytes: Option<u64>,
+    /// Mean over streams of where the senders' time went.
+    pub limits: Option<SenderLimits>,
+    /// True when the receive window held the senders back for at least
+    /// [`crate::summary::WINDOW_LIMITED_PCT`] percent of the time.
+    pub window_limited: bool,
+    /// What the advertised windows allow over the measured RTT.
+    pub window_ceiling: Option<WindowCeiling>,
+    /// Per stream.
+    pub per_stream: Vec<StreamSummary>,
+}
+
+/// Totals of a test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// One entry per direction the test used.
+    pub directions: Vec<DirectionSummary>,
+    /// Seconds measured (after the omitted start), from the client's clock.
+    pub measured_s: f64,
+}
+
+/// CPU time of both ends, and what it costs per gigabyte (10^9 bytes) moved.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CpuReport {
+    /// Client data threads.
+    pub client: CpuUsage,
+    /// Server data threads, when the server's results arrived.
+    pub server: Option<CpuUsage>,
+    /// Client CPU-seconds per GB the client sent or received, omitted start included.
+    pub client_s_per_gb: Option<f64>,
+    /// Server CPU-seconds per GB.
+    pub server_s_per_gb: Option<f64>,
+}
+
+/// How a test ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum Outcome {
+    /// Ran to its end condition.
+    Completed,
+    /// Stopped early by the user (Ctrl-C); the figures cover what ran.
+    Interrupted,
+    /// Stopped by an error; the figures cover what ran.
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+}
+
+/// Who answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerInfo {
+    /// Software name and version, e.g. `xbench 0.1.0`.
+    pub software: String,
+    /// Protocol version.
+    pub protocol: u16,
+}
+
+/// Everything about one finished test: the document `--json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestReport {
+    /// [`SCHEMA_VERSION`] of this document.
+    pub schema_version: u32,
+    /// Version of the xbench that wrote it.
+    pub xbench_version: String,
+    /// When the test started, RFC 3339 UTC.
+    pub started_at: String,
+    /// A user's name for the path or run (`--label`).
+    pub label: Option<String>,
+    /// Host as given on the command line.
+    pub host: String,
+    /// Control connection: client side.
+    pub client_addr: SocketAddr,
+    /// Control connection: server side.
+    pub server_addr: SocketAddr,
+    /// The server's software.
+    pub server: PeerInfo,
+    /// The resolved test configuration.
+    pub spec: TestSpec,
+    /// Data connections.
+    pub streams: Vec<StreamInfo>,
+    /// Per-interval figures (empty when intervals were off).
+    pub intervals: Vec<Interval>,
+    /// Totals.
+    pub summary: Summary,
+    /// CPU use.
+    pub cpu: CpuReport,
+    /// Completed, interrupted or failed.
+    pub outcome: Outcome,
+    /// Things the user should know (a window the kernel capped, a late report).
+    pub warnings: Vec<String>,
+}

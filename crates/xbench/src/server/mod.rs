@@ -1,0 +1,349 @@
+//! `xbench server`: accepts connections on one port, tells protocols apart by their first bytes,
+//! and runs any number of tests at once, each isolated in its own session task and threads.
+//!
+//! A misbehaving peer (garbage, silence, a vanished client) costs only its own connection: every
+//! read before a test starts is bounded by a timeout, every session owns its threads through a
+//! guard that aborts them, and the accept loop never waits on a session. The server stops when
+//! the `shutdown` future given to [`Server::run`] resolves: it stops accepting, lets running
+//! tests finish for [`ServerConfig::shutdown_grace`], then tells the rest why they are cut short.
+
+mod registry;
+mod session;
+
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+use self::registry::Registry;
+use crate::error::Error;
+use crate::proto::frontend::{self, Frontend};
+use crate::proto::{self, COOKIE_LEN, Channel, Cookie, Preamble};
+
+/// Server-side bounds on what clients may ask for and how long they may idle.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Most data connections one test may open.
+    pub max_streams: u16,
+    /// Longest test accepted (excluding `-O` warm-up).
+    pub max_duration: Duration,
+    /// Most tests running at once.
+    pub max_tests: usize,
+    /// How long a new connection may take to say what it is, and a client to answer each
+    /// handshake step. Bounds what an idle or half-open connection can hold.
+    pub handshake_timeout: Duration,
+    /// How long after the client's end the receivers may take to drain.
+    pub drain_timeout: Duration,
+    /// How far past its stated end a test may run before the server cuts it off.
+    pub overrun_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_streams: 128,
+            max_duration: Duration::from_secs(3600),
+            max_tests: 64,
+            handshake_timeout: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(10),
+            overrun_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How to run a server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Addresses to listen on. Empty means `[::]` (IPv4 and IPv6) on [`Self::port`], or
+    /// `0.0.0.0` where IPv6 is off.
+    pub bind: Vec<IpAddr>,
+    /// Port to listen on; 0 picks a free one.
+    pub port: u16,
+    /// Exit after the first completed test (`--one-off`).
+    pub one_off: bool,
+    /// Bounds on clients.
+    pub limits: Limits,
+    /// On shutdown, how long running tests may continue before they are cut short.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: Vec::new(),
+            port: crate::client::DEFAULT_PORT,
+            one_off: false,
+            limits: Limits::default(),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A bound server, ready to [`run`](Server::run).
+#[derive(Debug)]
+pub struct Server {
+    listeners: Vec<TcpListener>,
+    config: ServerConfig,
+}
+
+/// What sessions share.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    pub(crate) limits: Limits,
+    pub(crate) registry: Arc<Registry>,
+    /// Tests between `Start` and their end, checked against [`Limits::max_tests`].
+    pub(crate) running: AtomicUsize,
+    /// Raised when the shutdown grace has passed: sessions cut their tests short.
+    pub(crate) abort: watch::Receiver<bool>,
+}
+
+impl Server {
+    /// Binds the listening sockets.
+    pub async fn bind(config: ServerConfig) -> Result<Self, Error> {
+        let mut listeners = Vec::new();
+        if config.bind.is_empty() {
+            match listen(
+                SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), config.port),
+                true,
+            ) {
+                Ok(l) => listeners.push(l),
+                // No IPv6 on this host: IPv4 alone.
+                Err(_) => listeners.push(listen(
+                    SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), config.port),
+                    false,
+                )?),
+            }
+        } else {
+            for ip in &config.bind {
+                listeners.push(listen(SocketAddr::new(*ip, config.port), false)?);
+            }
+        }
+        Ok(Server { listeners, config })
+    }
+
+    /// Addresses actually bound (useful with port 0).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// Serves until `shutdown` resolves (or, with `one_off`, until one test completes).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+        let (abort_tx, abort_rx) = watch::channel(false);
+        let ctx = Arc::new(Ctx {
+            limits: self.config.limits.clone(),
+            registry: Arc::new(Registry::default()),
+            running: AtomicUsize::new(0),
+            abort: abort_rx,
+        });
+        let (conn_tx, mut conn_rx) = mpsc::channel::<(TcpStream, SocketAddr)>(64);
+        let mut acceptors = JoinSet::new();
+        for l in self.listeners {
+            acceptors.spawn(accept_loop(l, conn_tx.clone()));
+        }
+        drop(conn_tx);
+        let mut conns: JoinSet<ConnEnd> = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                Some((stream, peer)) = conn_rx.recv() => {
+                    let ctx = Arc::clone(&ctx);
+                    conns.spawn(handle_conn(stream, peer, ctx));
+                }
+                Some(done) = conns.join_next() => {
+                    match done {
+                        Ok(ConnEnd::TestCompleted) if self.config.one_off => break,
+                        Ok(_) => {}
+                        Err(e) if e.is_panic() => warn!("a connection handler panicked; the server carries on"),
+                        Err(_) => {}
+                    }
+                }
+                () = &mut shutdown => {
+                    info!("shutting down: no new connections");
+                    break;
+                }
+            }
+        }
+        acceptors.shutdown().await;
+        drop(conn_rx);
+        // Let running tests finish, then cut the rest short, telling their clients why.
+        if !conns.is_empty() {
+            let grace = self.config.shutdown_grace;
+            if tokio::time::timeout(grace, drain(&mut conns))
+                .await
+                .is_err()
+            {
+                info!(
+                    running = conns.len(),
+                    "shutdown grace of {grace:?} over: stopping running tests"
+                );
+                let _ = abort_tx.send(true);
+                if tokio::time::timeout(Duration::from_secs(5), drain(&mut conns))
+                    .await
+                    .is_err()
+                {
+                    conns.shutdown().await;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn drain(conns: &mut JoinSet<ConnEnd>) {
+    while conns.join_next().await.is_some() {}
+}
+
+fn listen(addr: SocketAddr, dual_stack: bool) -> Result<TcpListener, Error> {
+    let ctx = |e| Error::io(format!("cannot listen on {addr}"), e);
+    let sock =
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(ctx)?;
+    if dual_stack {
+        sock.set_only_v6(false).map_err(ctx)?;
+    }
+    sock.set_reuse_address(true).map_err(ctx)?;
+    sock.bind(&addr.into()).map_err(ctx)?;
+    sock.listen(1024).map_err(ctx)?;
+    sock.set_nonblocking(true).map_err(ctx)?;
+    TcpListener::from_std(std::net::TcpListener::from(sock)).map_err(ctx)
+}
+
+async fn accept_loop(l: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) {
+    loop {
+        match l.accept().await {
+            Ok(c) => {
+                if tx.send(c).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // Out of file descriptors or similar: back off instead of spinning.
+                warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// How a connection ended, for `--one-off`.
+#[derive(Debug)]
+enum ConnEnd {
+    TestCompleted,
+    Other,
+}
+
+async fn handle_conn(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) -> ConnEnd {
+    let limit = ctx.limits.handshake_timeout;
+    let mut first = [0u8; 4];
+    match tokio::time::timeout(limit, stream.read_exact(&mut first)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            debug!(%peer, "connection closed before saying anything: {e}");
+            return ConnEnd::Other;
+        }
+        Err(_) => {
+            info!(%peer, "dropped a connection that said nothing for {limit:?}");
+            return ConnEnd::Other;
+        }
+    }
+    match frontend::detect(&first) {
+        Frontend::Xbench => {}
+        Frontend::Iperf3 => {
+            info!(%peer, "refused an iperf3 client: this server speaks the xbench protocol; use `xbench client`");
+            let _ = stream.write_all(&frontend::iperf3_refusal()).await;
+            return ConnEnd::Other;
+        }
+        Frontend::Unknown => {
+            info!(%peer, first = ?first, "dropped a connection that does not speak xbench");
+            return ConnEnd::Other;
+        }
+    }
+    let mut rest = [0u8; proto::PREAMBLE_LEN - 4];
+    if tokio::time::timeout(limit, stream.read_exact(&mut rest))
+        .await
+        .map_or(true, |r| r.is_err())
+    {
+        info!(%peer, "dropped a connection with a truncated preamble");
+        return ConnEnd::Other;
+    }
+    let mut pre = [0u8; proto::PREAMBLE_LEN];
+    pre[..4].copy_from_slice(&first);
+    pre[4..].copy_from_slice(&rest);
+    let pre = match Preamble::decode(&pre) {
+        Ok(p) => p,
+        Err(e) => {
+            info!(%peer, "dropped a connection: {e}");
+            return ConnEnd::Other;
+        }
+    };
+    match pre.channel {
+        Channel::Control => match session::run(stream, peer, pre.version, ctx).await {
+            session::SessionEnd::Completed => ConnEnd::TestCompleted,
+            session::SessionEnd::Other => ConnEnd::Other,
+        },
+        Channel::Data => {
+            attach_data(stream, peer, &ctx).await;
+            ConnEnd::Other
+        }
+        Channel::Server => {
+            info!(%peer, "dropped a connection that claims to be a server");
+            ConnEnd::Other
+        }
+    }
+}
+
+async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
+    let mut hello = [0u8; proto::DATA_HELLO_LEN];
+    let limit = ctx.limits.handshake_timeout;
+    if tokio::time::timeout(limit, stream.read_exact(&mut hello))
+        .await
+        .map_or(true, |r| r.is_err())
+    {
+        info!(%peer, "dropped a data connection that did not name its test");
+        return;
+    }
+    let mut c = [0u8; COOKIE_LEN];
+    c.copy_from_slice(&hello[..COOKIE_LEN]);
+    let cookie = Cookie(c);
+    let id = u16::from_be_bytes([hello[COOKIE_LEN], hello[COOKIE_LEN + 1]]);
+    let std = match stream.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(%peer, "cannot take over a data connection: {e}");
+            return;
+        }
+    };
+    if let Err(e) = ctx.registry.attach(&cookie, (id, std, peer)) {
+        info!(%peer, ?cookie, stream = id, "dropped a data connection: {e:?}");
+    }
+}
+
+/// Counts a test as running if the limit allows another; `None` when it does not.
+pub(crate) fn try_running_guard(ctx: &Arc<Ctx>) -> Option<RunningGuard> {
+    ctx.running
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < ctx.limits.max_tests).then_some(n + 1)
+        })
+        .ok()?;
+    Some(RunningGuard(Arc::clone(ctx)))
+}
+
+/// Counts a running test while alive.
+#[derive(Debug)]
+pub(crate) struct RunningGuard(Arc<Ctx>);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
