@@ -20,10 +20,11 @@ use crate::engine::group::Group;
 use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
 use crate::engine::sockopt;
-use crate::engine::stream::{self, Budget, RecvMode, SendMode};
+use crate::engine::stream::{self, Budget, SendMode};
 use crate::error::{Error, connect_hint};
 use crate::proto::{
-    self, Channel, Cookie, ErrorMsg, Finish, Hello, Message, PROTOCOL_VERSION, Preamble,
+    self, Channel, Cookie, ErrorMsg, Finish, Hello, Message, MessageReader, PROTOCOL_VERSION,
+    Preamble,
 };
 use crate::report::{
     Interval, Outcome, PeerInfo, SCHEMA_VERSION, SideInterval, SideResults, SocketReport,
@@ -119,7 +120,8 @@ pub async fn run(
     let client_addr = ctrl
         .local_addr()
         .map_err(|e| Error::io("reading the local address", e))?;
-    let (mut rd, mut wr) = ctrl.into_split();
+    let (rd, mut wr) = ctrl.into_split();
+    let mut rd = MessageReader::new(rd);
     let server = handshake(&mut rd, &mut wr, &addr_s).await?;
 
     send(
@@ -200,9 +202,7 @@ pub async fn run(
             StreamDirection::ClientToServer => {
                 stream::spawn_sender(id, sock, block, send_mode, send_budget.clone())
             }
-            StreamDirection::ServerToClient => {
-                stream::spawn_receiver(id, sock, block, RecvMode::Copy)
-            }
+            StreamDirection::ServerToClient => stream::spawn_receiver(id, sock, block, tp.receive),
         };
         match h {
             Ok(h) => handles.push(h),
@@ -236,7 +236,13 @@ pub async fn run(
     let mut control_open = true;
     loop {
         tokio::select! {
-            msg = proto::read_message(&mut rd) => match msg {
+            // Biased: when the deadline and an interval boundary coincide, the deadline wins, so
+            // the last interval is closed by `finish` and includes the drain.
+            biased;
+            () = &mut cancel => { outcome = Outcome::Interrupted; break; }
+            _ = sleep_until_opt(deadline) => break,
+            _ = group.all_ended(), if budget.is_some() => break,
+            msg = rd.next() => match msg {
                 Ok(Some(Message::Interval(iv))) => merger.server(iv, on_event),
                 Ok(Some(Message::Error(e))) => {
                     outcome = Outcome::Failed { error: format!("the server ended the test: {}", e.message) };
@@ -263,28 +269,30 @@ pub async fn run(
                     merger.client(iv, on_event);
                 }
             }
-            _ = sleep_until_opt(deadline) => break,
-            _ = group.all_ended(), if budget.is_some() => break,
-            () = &mut cancel => { outcome = Outcome::Interrupted; break; }
         }
     }
 
     // Phase 2: stop sending, tell the server, let the receivers drain, collect its results.
     group.stop_senders();
     let interrupted = outcome == Outcome::Interrupted;
-    if control_open {
-        if send(&mut wr, &Message::Finish(Finish { interrupted }), &addr_s)
+    if control_open
+        && send(&mut wr, &Message::Finish(Finish { interrupted }), &addr_s)
             .await
             .is_err()
-        {
-            control_open = false;
-        }
+    {
+        control_open = false;
     }
-    let drain_deadline = Instant::now() + config.drain_timeout;
+    // An interrupted user wants the figures now, not after a slow path drains.
+    let drain_limit = if interrupted {
+        config.drain_timeout.min(Duration::from_secs(2))
+    } else {
+        config.drain_timeout
+    };
+    let drain_deadline = Instant::now() + drain_limit;
     let mut receivers_done = false;
     while control_open && (server_results.is_none() || !receivers_done) {
         tokio::select! {
-            msg = proto::read_message(&mut rd), if server_results.is_none() => match msg {
+            msg = rd.next(), if server_results.is_none() => match msg {
                 Ok(Some(Message::Interval(iv))) => merger.server(iv, on_event),
                 Ok(Some(Message::Results(r))) => server_results = Some(r),
                 Ok(Some(Message::Error(e))) => {
@@ -306,8 +314,7 @@ pub async fn run(
             }
             _ = tokio::time::sleep_until(drain_deadline.into()) => {
                 warnings.push(format!(
-                    "gave up waiting for the end of the test after {:?}; figures cover what had arrived",
-                    config.drain_timeout
+                    "gave up waiting for the end of the test after {drain_limit:?}; figures cover what had arrived"
                 ));
                 break;
             }
@@ -448,7 +455,7 @@ async fn connect_one(
 }
 
 async fn handshake(
-    rd: &mut OwnedReadHalf,
+    rd: &mut MessageReader<OwnedReadHalf>,
     wr: &mut OwnedWriteHalf,
     addr: &str,
 ) -> Result<PeerInfo, Error> {
@@ -466,7 +473,7 @@ async fn handshake(
         waited,
         hint: " (an iperf3 server waits silently like this; `xbench client` needs `xbench server`)",
     };
-    match tokio::time::timeout(waited, rd.read_exact(&mut pre)).await {
+    match tokio::time::timeout(waited, rd.inner_mut().read_exact(&mut pre)).await {
         Err(_) => return Err(not_xbench()),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             return Err(Error::NotXbench {
@@ -594,8 +601,12 @@ async fn send(wr: &mut OwnedWriteHalf, msg: &Message, addr: &str) -> Result<(), 
 }
 
 /// Reads the next message; an `Error` from the server becomes [`Error::Refused`].
-async fn expect(rd: &mut OwnedReadHalf, addr: &str, state: &'static str) -> Result<Message, Error> {
-    match proto::read_message_timeout(rd, Duration::from_secs(30)).await {
+async fn expect(
+    rd: &mut MessageReader<OwnedReadHalf>,
+    addr: &str,
+    state: &'static str,
+) -> Result<Message, Error> {
+    match rd.next_within(Duration::from_secs(30)).await {
         Ok(Some(Message::Error(ErrorMsg { code, message }))) => {
             Err(Error::Refused { code, message })
         }

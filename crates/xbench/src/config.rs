@@ -58,6 +58,23 @@ pub struct ThroughputSpec {
     /// less CPU per byte, the same bytes on the wire.
     #[serde(default)]
     pub zerocopy: bool,
+    /// How receivers consume data.
+    #[serde(default)]
+    pub receive: ReceiveMode,
+}
+
+/// How a receiver consumes the bytes it is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiveMode {
+    /// `recv(MSG_TRUNC)`: the kernel acknowledges and frees the data without copying it to
+    /// user space (tcp(7)). Flow control and receive-buffer autotuning behave exactly as for a
+    /// copying reader; the receiver just spends less CPU, so the tool is less often what limits
+    /// the rate.
+    #[default]
+    Discard,
+    /// `recv()` into a buffer, as an application (and iperf3) does (`--recv-copy`).
+    Copy,
 }
 
 /// Which way a test's data flows, seen from the client.
@@ -171,36 +188,35 @@ impl TestSpec {
         if self.omit > MAX_DURATION {
             return err("-O", format!("omit must be at most {MAX_DURATION:?}"));
         }
-        if let Some(i) = self.interval {
-            if i < MIN_INTERVAL {
-                return err(
-                    "-i",
-                    format!("interval must be at least {MIN_INTERVAL:?} (or 0 for none)"),
-                );
-            }
+        if let Some(i) = self.interval
+            && i < MIN_INTERVAL
+        {
+            return err(
+                "-i",
+                format!("interval must be at least {MIN_INTERVAL:?} (or 0 for none)"),
+            );
         }
-        if let Some(w) = self.socket.window {
-            if !(1024..=(1 << 30)).contains(&w) {
-                return err("-w", "window must be between 1K and 1G".into());
-            }
+        if let Some(w) = self.socket.window
+            && !(1024..=(1 << 30)).contains(&w)
+        {
+            return err("-w", "window must be between 1K and 1G".into());
         }
-        if let Some(m) = self.socket.mss {
-            if !(88..=65_495).contains(&m) {
-                return err("-M", "MSS must be between 88 and 65495 bytes".into());
-            }
+        if let Some(m) = self.socket.mss
+            && !(88..=65_495).contains(&m)
+        {
+            return err("-M", "MSS must be between 88 and 65495 bytes".into());
         }
-        if let Some(c) = &self.socket.congestion {
-            if c.is_empty()
+        if let Some(c) = &self.socket.congestion
+            && (c.is_empty()
                 || c.len() > 15
                 || !c
                     .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            {
-                return err(
-                    "-C",
-                    format!("`{c}` is not a congestion control name (like cubic or bbr)"),
-                );
-            }
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        {
+            return err(
+                "-C",
+                format!("`{c}` is not a congestion control name (like cubic or bbr)"),
+            );
         }
         match &self.workload {
             Workload::Throughput(t) => {
@@ -243,6 +259,7 @@ impl Default for ThroughputSpec {
             // iperf3's TCP default; large enough that per-call overhead is noise.
             block_len: NonZeroU32::new(128 * 1024).unwrap_or(NonZeroU32::MIN),
             zerocopy: false,
+            receive: ReceiveMode::Discard,
         }
     }
 }

@@ -177,12 +177,12 @@ fn direction_summary(
     let mut ceiling_bps = 0.0;
     let mut ceiling_streams = 0usize;
     for t in &tcps {
-        if let (Some(w), Some(r)) = (t.max_snd_wnd_bytes, t.rtt) {
-            if r.mean_us > 0.0 {
-                window_bytes += u64::from(w);
-                ceiling_bps += f64::from(w) * 8.0 / (r.mean_us / 1e6);
-                ceiling_streams += 1;
-            }
+        if let (Some(w), Some(r)) = (t.max_snd_wnd_bytes, t.rtt)
+            && r.mean_us > 0.0
+        {
+            window_bytes += u64::from(w);
+            ceiling_bps += f64::from(w) * 8.0 / (r.mean_us / 1e6);
+            ceiling_streams += 1;
         }
     }
     let window_ceiling =

@@ -129,13 +129,11 @@ impl Sampler {
         while self.next_tick <= t {
             self.next_tick += TICK;
         }
-        let at_boundary = self.next_boundary.is_some_and(|b| b <= t);
         self.read_all(self.measuring);
-        if !at_boundary {
-            return None;
-        }
-        let iv = self.close_interval(t);
-        if !self.measuring && t >= self.schedule.omit() {
+        let boundary = self.next_boundary.filter(|b| *b <= t)?;
+        // Omitted-ness follows the scheduled boundary; `t` is a little later.
+        let iv = self.close_interval(t, self.schedule.is_omitted(boundary));
+        if !self.measuring && boundary >= self.schedule.omit() {
             self.measuring = true;
             self.set_baseline();
         }
@@ -153,7 +151,7 @@ impl Sampler {
         let t = now.saturating_duration_since(self.start);
         self.read_all(self.measuring);
         let last = (self.next_boundary.is_some() && t > self.interval_start)
-            .then(|| self.close_interval(t));
+            .then(|| self.close_interval(t, !self.measuring));
         let mut cpu = CpuUsage::default();
         let measure_start = self.start + self.schedule.omit();
         let streams = self
@@ -215,8 +213,7 @@ impl Sampler {
         }
     }
 
-    fn close_interval(&mut self, t: Duration) -> SideInterval {
-        let omitted = self.schedule.is_omitted(t);
+    fn close_interval(&mut self, t: Duration, omitted: bool) -> SideInterval {
         let streams = self
             .tracks
             .iter_mut()

@@ -93,15 +93,7 @@ pub(crate) enum SendMode {
     Sendfile,
 }
 
-/// How a receiver consumes bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RecvMode {
-    /// `recv()` into a user-space buffer, as an application would.
-    Copy,
-    /// `recv(MSG_TRUNC)`: TCP acknowledges and frees the data without copying it out
-    /// (tcp(7)); flow control and autotuning behave as for a copying reader.
-    Discard,
-}
+pub(crate) use crate::config::ReceiveMode as RecvMode;
 
 impl StreamHandle {
     /// Ends a sender: raises its stop flag and shuts down the write side (the peer sees end of

@@ -37,10 +37,12 @@ pub enum ProtoError {
     #[error("empty control message")]
     Empty,
     /// The stream ended inside a frame.
-    #[error("connection closed in the middle of a {expected}-byte control message")]
+    #[error(
+        "connection closed in the middle of a control message ({received} bytes of it received)"
+    )]
     Truncated {
-        /// Bytes the frame announced.
-        expected: usize,
+        /// Bytes of the unfinished frame that did arrive.
+        received: usize,
     },
     /// The body is not a message this version understands.
     #[error("malformed control message: {0}")]

@@ -120,8 +120,8 @@ pub struct ErrorMsg {
 }
 
 impl ErrorMsg {
-    /// Shorthand constructor.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Message {
+    /// An `Error` message, ready to send.
+    pub fn message(code: ErrorCode, message: impl Into<String>) -> Message {
         Message::Error(ErrorMsg {
             code,
             message: message.into(),

@@ -171,37 +171,59 @@ pub async fn write_message<W: AsyncWrite + Unpin>(w: &mut W, msg: &Message) -> i
     w.flush().await
 }
 
-/// Reads one framed message; `Ok(None)` is a clean end of stream between messages.
-pub async fn read_message<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Message>, ProtoError> {
-    let mut len = [0u8; 4];
-    match r.read_exact(&mut len).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(ProtoError::Io(e.kind(), e.to_string())),
-    }
-    let n = u32::from_be_bytes(len);
-    frame::check_len(n)?;
-    let mut body = vec![0u8; n as usize];
-    r.read_exact(&mut body).await.map_err(|e| {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            ProtoError::Truncated {
-                expected: n as usize,
-            }
-        } else {
-            ProtoError::Io(e.kind(), e.to_string())
-        }
-    })?;
-    frame::decode_body(&body).map(Some)
+/// Reads framed messages from a stream. Cancel-safe: a `next()` dropped half-way through a
+/// message (because another `select!` branch won) loses nothing, since bytes are buffered in
+/// the decoder rather than in the dropped future.
+#[derive(Debug)]
+pub struct MessageReader<R> {
+    inner: R,
+    decoder: FrameDecoder,
+    buf: Vec<u8>,
 }
 
-/// Reads a message, failing if none arrives within `limit`.
-pub async fn read_message_timeout<R: AsyncRead + Unpin>(
-    r: &mut R,
-    limit: Duration,
-) -> Result<Option<Message>, ProtoError> {
-    match tokio::time::timeout(limit, read_message(r)).await {
-        Ok(res) => res,
-        Err(_) => Err(ProtoError::Timeout(limit)),
+impl<R: AsyncRead + Unpin> MessageReader<R> {
+    /// Wraps a byte stream.
+    pub fn new(inner: R) -> Self {
+        MessageReader {
+            inner,
+            decoder: FrameDecoder::new(),
+            buf: vec![0u8; 16 * 1024],
+        }
+    }
+
+    /// The underlying stream, for the unframed preamble that precedes all messages. Bytes
+    /// read through it bypass the decoder, so use it only before the first `next()`.
+    pub fn inner_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
+
+    /// The next message; `Ok(None)` is a clean end of stream between messages.
+    pub async fn next(&mut self) -> Result<Option<Message>, ProtoError> {
+        loop {
+            if let Some(m) = self.decoder.next_message()? {
+                return Ok(Some(m));
+            }
+            let n = self
+                .inner
+                .read(&mut self.buf)
+                .await
+                .map_err(|e| ProtoError::Io(e.kind(), e.to_string()))?;
+            if n == 0 {
+                return match self.decoder.pending() {
+                    0 => Ok(None),
+                    p => Err(ProtoError::Truncated { received: p }),
+                };
+            }
+            self.decoder.extend(&self.buf[..n]);
+        }
+    }
+
+    /// The next message, failing if none arrives within `limit`.
+    pub async fn next_within(&mut self, limit: Duration) -> Result<Option<Message>, ProtoError> {
+        match tokio::time::timeout(limit, self.next()).await {
+            Ok(res) => res,
+            Err(_) => Err(ProtoError::Timeout(limit)),
+        }
     }
 }
 

@@ -20,10 +20,10 @@ use crate::engine::group::Group;
 use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
 use crate::engine::sockopt;
-use crate::engine::stream::{self, Budget, RecvMode, SendMode};
+use crate::engine::stream::{self, Budget, SendMode};
 use crate::proto::{
-    self, Accepted, Channel, ErrorCode, ErrorMsg, Message, PROTOCOL_VERSION, Preamble, Ready,
-    Welcome,
+    self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, PROTOCOL_VERSION,
+    Preamble, Ready, Welcome,
 };
 use crate::report::SocketReport;
 
@@ -49,7 +49,8 @@ pub(super) async fn run(
     ctx: Arc<Ctx>,
 ) -> SessionEnd {
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = MessageReader::new(rd);
     let limit = ctx.limits.handshake_timeout;
     // Our preamble first, whatever theirs said: the client names both versions on a mismatch.
     if wr
@@ -63,7 +64,7 @@ pub(super) async fn run(
         info!(%peer, client_version = version, "refused a client of another protocol version");
         let _ = proto::write_message(
             &mut wr,
-            &ErrorMsg::new(
+            &ErrorMsg::message(
                 ErrorCode::VersionMismatch,
                 format!(
                     "client speaks xbench protocol version {version}, this server speaks version \
@@ -74,7 +75,7 @@ pub(super) async fn run(
         .await;
         return SessionEnd::Other;
     }
-    let client_sw = match proto::read_message_timeout(&mut rd, limit).await {
+    let client_sw = match rd.next_within(limit).await {
         Ok(Some(Message::Hello(h))) => h.software,
         other => {
             info!(%peer, "dropped a control connection without a valid hello: {}", describe(other));
@@ -92,7 +93,7 @@ pub(super) async fn run(
     {
         return SessionEnd::Other;
     }
-    let spec = match proto::read_message_timeout(&mut rd, limit).await {
+    let spec = match rd.next_within(limit).await {
         Ok(Some(Message::Start(spec))) => *spec,
         other => {
             info!(%peer, client = %client_sw, "dropped a control connection without a test request: {}", describe(other));
@@ -106,7 +107,7 @@ pub(super) async fn run(
         } else {
             ErrorCode::LimitExceeded
         };
-        let _ = proto::write_message(&mut wr, &ErrorMsg::new(code, reason)).await;
+        let _ = proto::write_message(&mut wr, &ErrorMsg::message(code, reason)).await;
         return SessionEnd::Other;
     }
     let Some(_running) = try_running_guard(&ctx) else {
@@ -115,7 +116,8 @@ pub(super) async fn run(
             ctx.limits.max_tests
         );
         info!(%peer, "refused a test: {msg}");
-        let _ = proto::write_message(&mut wr, &ErrorMsg::new(ErrorCode::LimitExceeded, msg)).await;
+        let _ =
+            proto::write_message(&mut wr, &ErrorMsg::message(ErrorCode::LimitExceeded, msg)).await;
         return SessionEnd::Other;
     };
 
@@ -125,7 +127,7 @@ pub(super) async fn run(
         Err(e) => {
             let _ = proto::write_message(
                 &mut wr,
-                &ErrorMsg::new(ErrorCode::ServerError, e.to_string()),
+                &ErrorMsg::message(ErrorCode::ServerError, e.to_string()),
             )
             .await;
             return SessionEnd::Other;
@@ -149,9 +151,11 @@ pub(super) async fn run(
                         "data connection from {from} claims stream {id}, which is out of range or taken"
                     );
                     info!(%peer, "aborted a test: {msg}");
-                    let _ =
-                        proto::write_message(&mut wr, &ErrorMsg::new(ErrorCode::BadRequest, msg))
-                            .await;
+                    let _ = proto::write_message(
+                        &mut wr,
+                        &ErrorMsg::message(ErrorCode::BadRequest, msg),
+                    )
+                    .await;
                     return SessionEnd::Other;
                 }
                 conns.insert(id, s);
@@ -163,8 +167,8 @@ pub(super) async fn run(
                     conns.len()
                 );
                 info!(%peer, "aborted a test: {msg}");
-                let _ =
-                    proto::write_message(&mut wr, &ErrorMsg::new(ErrorCode::Timeout, msg)).await;
+                let _ = proto::write_message(&mut wr, &ErrorMsg::message(ErrorCode::Timeout, msg))
+                    .await;
                 return SessionEnd::Other;
             }
         }
@@ -195,14 +199,13 @@ pub(super) async fn run(
         if let Err(e) = sockopt::apply(SockRef::from(&sock), &spec.socket, &mut warnings) {
             let msg = format!("server could not configure a data socket: {e}");
             info!(%peer, "aborted a test: {msg}");
-            let _ = proto::write_message(&mut wr, &ErrorMsg::new(ErrorCode::BadRequest, msg)).await;
+            let _ =
+                proto::write_message(&mut wr, &ErrorMsg::message(ErrorCode::BadRequest, msg)).await;
             return SessionEnd::Other;
         }
         sockets.push(sockopt::report(SockRef::from(&sock), &spec.socket));
         let h = match dirs[usize::from(id)] {
-            StreamDirection::ClientToServer => {
-                stream::spawn_receiver(id, sock, block, RecvMode::Copy)
-            }
+            StreamDirection::ClientToServer => stream::spawn_receiver(id, sock, block, tp.receive),
             StreamDirection::ServerToClient => {
                 stream::spawn_sender(id, sock, block, send_mode, budget.clone())
             }
@@ -212,8 +215,9 @@ pub(super) async fn run(
             Err(e) => {
                 let msg = format!("server could not start a stream thread: {e}");
                 warn!(%peer, "aborted a test: {msg}");
-                let _ = proto::write_message(&mut wr, &ErrorMsg::new(ErrorCode::ServerError, msg))
-                    .await;
+                let _ =
+                    proto::write_message(&mut wr, &ErrorMsg::message(ErrorCode::ServerError, msg))
+                        .await;
                 return SessionEnd::Other;
             }
         }
@@ -242,18 +246,18 @@ pub(super) async fn run(
 
     let end = loop {
         tokio::select! {
-            msg = proto::read_message(&mut rd) => match msg {
+            biased;
+            msg = rd.next() => match msg {
                 Ok(Some(Message::Finish(f))) => break TestEnd::Finished { interrupted: f.interrupted },
                 Ok(Some(other)) => break TestEnd::ClientGone(format!("unexpected message: {}", describe(Ok(Some(other))))),
                 Ok(None) => break TestEnd::ClientGone("client closed the control connection".into()),
                 Err(e) => break TestEnd::ClientGone(e.to_string()),
             },
             _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
-                if let Some(iv) = sampler.on_wakeup(Instant::now()) {
-                    if let Err(e) = proto::write_message(&mut wr, &Message::Interval(iv)).await {
+                if let Some(iv) = sampler.on_wakeup(Instant::now())
+                    && let Err(e) = proto::write_message(&mut wr, &Message::Interval(iv)).await {
                         break TestEnd::ClientGone(format!("cannot write to the client: {e}"));
                     }
-                }
             }
             _ = tokio::time::sleep_until(hard_stop.into()) => break TestEnd::Overran,
             () = async { let _ = abort.wait_for(|a| *a).await; } => break TestEnd::ShuttingDown,
@@ -269,12 +273,11 @@ pub(super) async fn run(
             tokio::select! {
                 _ = group.receivers_ended() => break,
                 _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
-                    if let Some(iv) = sampler.on_wakeup(Instant::now()) {
-                        if proto::write_message(&mut wr, &Message::Interval(iv)).await.is_err() {
+                    if let Some(iv) = sampler.on_wakeup(Instant::now())
+                        && proto::write_message(&mut wr, &Message::Interval(iv)).await.is_err() {
                             ok = false;
                             break;
                         }
-                    }
                 }
                 _ = tokio::time::sleep_until(drain_until.into()) => break,
             }
@@ -295,7 +298,7 @@ pub(super) async fn run(
             _ => (ErrorCode::Timeout, String::new()),
         };
         if !msg.is_empty() {
-            let _ = proto::write_message(&mut wr, &ErrorMsg::new(code, msg)).await;
+            let _ = proto::write_message(&mut wr, &ErrorMsg::message(code, msg)).await;
         }
     }
     let ends = group.collect(Duration::from_secs(2)).await;
@@ -326,14 +329,14 @@ fn admit(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
             l.max_streams
         ));
     }
-    if let EndCondition::Duration(d) = spec.end {
-        if d + spec.omit > l.max_duration {
-            return Err(format!(
-                "the test asks for {:?}; this server allows at most {:?} (--max-duration)",
-                d + spec.omit,
-                l.max_duration
-            ));
-        }
+    if let EndCondition::Duration(d) = spec.end
+        && d + spec.omit > l.max_duration
+    {
+        return Err(format!(
+            "the test asks for {:?}; this server allows at most {:?} (--max-duration)",
+            d + spec.omit,
+            l.max_duration
+        ));
     }
     Ok(())
 }

@@ -1,0 +1,181 @@
+//! The command line: clap structures only. Turning them into library configuration happens in
+//! `cmd/`, so each flag's meaning is in one place and the library never sees clap.
+
+use std::net::IpAddr;
+use std::num::{NonZeroU16, NonZeroU32};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use xbench::units::ByteSize;
+
+use crate::parse;
+
+/// Network throughput and latency between two hosts, with the TCP state that explains the figures.
+#[derive(Debug, Parser)]
+#[command(name = "xbench", version, about, max_term_width = 100)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run a test against an `xbench server` (or an in-process one with --local).
+    Client(ClientArgs),
+    /// Serve tests on a port until stopped.
+    Server(ServerArgs),
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line, for a log system.
+    Json,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("end").args(["time", "bytes"]))]
+#[command(group = clap::ArgGroup::new("dir").args(["reverse", "bidir"]))]
+#[command(group = clap::ArgGroup::new("output").args(["json", "json_stream"]))]
+pub(crate) struct ClientArgs {
+    /// Server host name or address. Leave out (or pass --local) to test against an in-process
+    /// server on loopback.
+    pub(crate) host: Option<String>,
+
+    /// Run against an in-process server on 127.0.0.1: a measurement with no other setup.
+    #[arg(long)]
+    pub(crate) local: bool,
+
+    /// Server port.
+    #[arg(short = 'p', long, default_value_t = xbench::client::DEFAULT_PORT)]
+    pub(crate) port: u16,
+
+    /// Parallel streams (TCP connections) per direction.
+    #[arg(short = 'P', long = "parallel", value_name = "N", default_value = "1", value_parser = parse::streams)]
+    pub(crate) parallel: NonZeroU16,
+
+    /// Test length: seconds, or with a unit (500ms, 10s, 2m).
+    #[arg(short = 't', long = "time", value_name = "SECS", value_parser = parse::positive_duration)]
+    pub(crate) time: Option<Duration>,
+
+    /// Bytes to send per direction instead of a duration (e.g. 1G, 500M).
+    #[arg(short = 'n', long = "bytes", value_name = "BYTES", value_parser = parse::size)]
+    pub(crate) bytes: Option<ByteSize>,
+
+    /// Seconds between interval reports; 0 for none.
+    #[arg(short = 'i', long = "interval", value_name = "SECS", default_value = "1", value_parser = parse::interval)]
+    pub(crate) interval: Duration,
+
+    /// Leave the first SECS out of the totals (TCP slow start).
+    #[arg(short = 'O', long = "omit", value_name = "SECS", default_value = "0", value_parser = parse::duration)]
+    pub(crate) omit: Duration,
+
+    /// Reverse: the server sends, the client receives.
+    #[arg(short = 'R', long)]
+    pub(crate) reverse: bool,
+
+    /// Both directions at once, -P streams each way.
+    #[arg(long)]
+    pub(crate) bidir: bool,
+
+    /// Bytes per write/read call (default 128K).
+    #[arg(short = 'l', long = "length", value_name = "LEN", value_parser = parse::block_len)]
+    pub(crate) length: Option<NonZeroU32>,
+
+    /// Socket buffer size on both ends, which bounds the TCP window (needs a unit: 256K, 4M).
+    #[arg(short = 'w', long = "window", value_name = "BYTES", value_parser = parse::size_with_unit)]
+    pub(crate) window: Option<ByteSize>,
+
+    /// TCP maximum segment size, bytes.
+    #[arg(short = 'M', long = "set-mss", value_name = "MSS", value_parser = parse::mss)]
+    pub(crate) mss: Option<u32>,
+
+    /// Disable Nagle's algorithm (TCP_NODELAY).
+    #[arg(short = 'N', long = "no-delay")]
+    pub(crate) no_delay: bool,
+
+    /// Congestion control algorithm on both ends (e.g. cubic, bbr).
+    #[arg(short = 'C', long = "congestion", value_name = "ALGO")]
+    pub(crate) congestion: Option<String>,
+
+    /// Send with sendfile(2) instead of copying from user space (less sender CPU).
+    #[arg(short = 'Z', long = "zerocopy")]
+    pub(crate) zerocopy: bool,
+
+    /// Receivers copy the data into user space as an application (and iperf3) does. By
+    /// default they let the kernel drop it after TCP has accepted it (MSG_TRUNC), which costs
+    /// less CPU and changes nothing on the wire.
+    #[arg(long)]
+    pub(crate) recv_copy: bool,
+
+    /// IPv4 only.
+    #[arg(short = '4', long = "version4", conflicts_with = "ipv6")]
+    pub(crate) ipv4: bool,
+
+    /// IPv6 only.
+    #[arg(short = '6', long = "version6")]
+    pub(crate) ipv6: bool,
+
+    /// Local address to send from.
+    #[arg(short = 'B', long = "bind", value_name = "ADDR")]
+    pub(crate) bind: Option<IpAddr>,
+
+    /// Seconds to wait for each connection to open.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::positive_duration)]
+    pub(crate) connect_timeout: Duration,
+
+    /// A name for this path or run, carried into the report.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) label: Option<String>,
+
+    /// Print one JSON document at the end.
+    #[arg(short = 'J', long)]
+    pub(crate) json: bool,
+
+    /// Print one JSON event per line as the test runs.
+    #[arg(long)]
+    pub(crate) json_stream: bool,
+
+    /// Also write the JSON report to FILE (written even when the test is interrupted).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServerArgs {
+    /// Port to listen on.
+    #[arg(short = 'p', long, default_value_t = xbench::client::DEFAULT_PORT)]
+    pub(crate) port: u16,
+
+    /// Address to listen on (repeatable); default all IPv4 and IPv6 addresses.
+    #[arg(short = 'B', long = "bind", value_name = "ADDR")]
+    pub(crate) bind: Vec<IpAddr>,
+
+    /// Exit after one completed test.
+    #[arg(short = '1', long)]
+    pub(crate) one_off: bool,
+
+    /// Most data connections one test may open.
+    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_streams)]
+    pub(crate) max_streams: u16,
+
+    /// Longest test accepted, seconds.
+    #[arg(long, value_name = "SECS", default_value = "3600", value_parser = parse::positive_duration)]
+    pub(crate) max_duration: Duration,
+
+    /// Most tests running at once.
+    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_tests)]
+    pub(crate) max_tests: usize,
+
+    /// On SIGINT/SIGTERM, seconds running tests may continue before they are cut short.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::duration)]
+    pub(crate) shutdown_grace: Duration,
+
+    /// Log line format.
+    #[arg(long, value_enum, default_value_t)]
+    pub(crate) log_format: LogFormat,
+}

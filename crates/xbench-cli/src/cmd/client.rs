@@ -1,0 +1,233 @@
+//! `xbench client`: flags → [`ClientConfig`], an in-process server for `--local`, Ctrl-C
+//! handling, and live rendering of the events the library reports.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use xbench::client::{AddressFamily, ClientEvent};
+use xbench::config::{
+    Direction, EndCondition, ReceiveMode, SocketOptions, TestSpec, ThroughputSpec, Workload,
+};
+use xbench::report::{Outcome, TestReport};
+use xbench::{ClientConfig, Server, ServerConfig};
+
+use crate::cli::ClientArgs;
+use crate::exit::{Exit, UsageError};
+use crate::render::json::{self, Event};
+use crate::render::{out, text::Text};
+
+/// Output style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Style {
+    Text,
+    Json,
+    JsonStream,
+}
+
+pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
+    let mut config = to_config(&args)?;
+    let style = if args.json {
+        Style::Json
+    } else if args.json_stream {
+        Style::JsonStream
+    } else {
+        Style::Text
+    };
+
+    // `--local` (or no host): an in-process server on a free loopback port.
+    let local = if args.local || args.host.is_none() {
+        let server = Server::bind(ServerConfig {
+            bind: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
+            port: 0,
+            ..ServerConfig::default()
+        })
+        .await
+        .context("cannot start the in-process server")?;
+        config.port = server
+            .local_addrs()
+            .first()
+            .map(|a| a.port())
+            .context("the in-process server has no address")?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Some((stop, task))
+    } else {
+        None
+    };
+
+    // First Ctrl-C ends the test and prints what was measured; a second one exits at once.
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = first_tx.send(());
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("xbench: interrupted twice; exiting without waiting for results");
+                std::process::exit(Exit::Interrupted.code());
+            }
+        }
+    });
+    let cancel = async {
+        if first_rx.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+
+    let mut text = Text::new(&config.spec);
+    let mut write_err: Option<io::Error> = None;
+    let mut on_event = |ev: ClientEvent| {
+        if write_err.is_some() {
+            return;
+        }
+        let s = match (&ev, style) {
+            (ClientEvent::Warning(w), _) => {
+                eprintln!("warning: {w}");
+                if style == Style::JsonStream {
+                    json::event_line(&Event::Warning { message: w })
+                } else {
+                    return;
+                }
+            }
+            (ClientEvent::Started { server, streams }, Style::Text) => {
+                text.started(&config, server, streams)
+            }
+            (ClientEvent::Started { server, streams }, Style::JsonStream) => {
+                json::event_line(&Event::Start {
+                    schema_version: xbench::report::SCHEMA_VERSION,
+                    server,
+                    streams,
+                })
+            }
+            (ClientEvent::Interval(iv), Style::Text) => text.interval(iv),
+            (ClientEvent::Interval(iv), Style::JsonStream) => {
+                json::event_line(&Event::Interval { interval: iv })
+            }
+            (_, Style::Json) => return,
+            _ => return,
+        };
+        if let Err(e) = out(&s) {
+            write_err = Some(e);
+        }
+    };
+    let result = xbench::client::run(&config, &mut on_event, cancel).await;
+
+    if let Some((stop, task)) = local {
+        let _ = stop.send(());
+        let _ = task.await;
+    }
+    let report = result.with_context(|| match &args.host {
+        Some(h) => format!("test against {h} failed"),
+        None => "test against the in-process server failed".to_owned(),
+    })?;
+    if let Some(e) = write_err {
+        return Err(e).context("writing results");
+    }
+    if let Some(path) = &args.json_file {
+        write_atomically(path, &json::document(&report))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let rendered = match style {
+        Style::Text => Text::new(&config.spec).summary(&report),
+        Style::Json => json::document(&report),
+        Style::JsonStream => json::event_line(&Event::End { report: &report }),
+    };
+    out(&rendered).context("writing results")?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(exit_for(&report))
+}
+
+fn exit_for(r: &TestReport) -> Exit {
+    match r.outcome {
+        Outcome::Completed => Exit::Success,
+        Outcome::Interrupted => Exit::Interrupted,
+        Outcome::Failed { .. } => Exit::Failure,
+    }
+}
+
+fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
+    if a.local && a.host.is_some() {
+        bail!(UsageError(
+            "--local runs against an in-process server; leave out the host, or drop --local".into()
+        ));
+    }
+    let host = a.host.clone().unwrap_or_else(|| "127.0.0.1".to_owned());
+    let direction = if a.bidir {
+        Direction::Bidir
+    } else if a.reverse {
+        Direction::ServerToClient
+    } else {
+        Direction::ClientToServer
+    };
+    let end = match (a.time, a.bytes) {
+        (_, Some(b)) => EndCondition::Bytes(b.0),
+        (Some(t), None) => EndCondition::Duration(t),
+        (None, None) => EndCondition::Duration(std::time::Duration::from_secs(10)),
+    };
+    let mut tp = ThroughputSpec {
+        streams: a.parallel,
+        direction,
+        zerocopy: a.zerocopy,
+        receive: if a.recv_copy {
+            ReceiveMode::Copy
+        } else {
+            ReceiveMode::Discard
+        },
+        ..ThroughputSpec::default()
+    };
+    if let Some(l) = a.length {
+        tp.block_len = l;
+    }
+    let spec = TestSpec {
+        workload: Workload::Throughput(tp),
+        end,
+        omit: a.omit,
+        interval: (!a.interval.is_zero()).then_some(a.interval),
+        socket: SocketOptions {
+            window: a.window.map(|w| w.0),
+            mss: a.mss,
+            nodelay: a.no_delay,
+            congestion: a.congestion.clone(),
+        },
+    };
+    // Flags are typed already; this catches combinations and bounds clap cannot see.
+    spec.validate()
+        .map_err(|e| UsageError(format!("invalid value for {}: {}", e.field, e.reason)))?;
+    Ok(ClientConfig {
+        host,
+        port: a.port,
+        family: if a.ipv4 {
+            AddressFamily::V4
+        } else if a.ipv6 {
+            AddressFamily::V6
+        } else {
+            AddressFamily::Any
+        },
+        bind: a.bind,
+        connect_timeout: a.connect_timeout,
+        spec,
+        label: a.label.clone(),
+        ..ClientConfig::new("")
+    })
+}
+
+/// Writes via a temporary file and a rename, so a crash or Ctrl-C never leaves half a file.
+pub(crate) fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, contents)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}

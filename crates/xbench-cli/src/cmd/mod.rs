@@ -1,0 +1,4 @@
+//! One module per subcommand: flags → library configuration → run → render.
+
+pub(crate) mod client;
+pub(crate) mod server;

@@ -1,0 +1,69 @@
+//! `xbench server`.
+
+use anyhow::Context;
+use tracing::info;
+use xbench::{Limits, Server, ServerConfig};
+
+use crate::cli::{LogFormat, ServerArgs};
+use crate::exit::Exit;
+
+pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
+    init_logging(args.log_format);
+    let config = ServerConfig {
+        bind: args.bind.clone(),
+        port: args.port,
+        one_off: args.one_off,
+        limits: Limits {
+            max_streams: args.max_streams,
+            max_duration: args.max_duration,
+            max_tests: args.max_tests,
+            ..Limits::default()
+        },
+        shutdown_grace: args.shutdown_grace,
+    };
+    let server = Server::bind(config)
+        .await
+        .with_context(|| format!("cannot start the server on port {}", args.port))?;
+    for a in server.local_addrs() {
+        info!(
+            "xbench server {} listening on {a}",
+            env!("CARGO_PKG_VERSION")
+        );
+    }
+    server
+        .run(shutdown_signal())
+        .await
+        .context("server failed")?;
+    info!("server stopped");
+    Ok(Exit::Success)
+}
+
+/// SIGINT or SIGTERM (systemd's stop).
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
+/// Logs go to stderr: text for a terminal, JSON lines for a log shipper. `RUST_LOG` overrides
+/// the level.
+pub(crate) fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}

@@ -1,0 +1,47 @@
+//! Exit statuses, decided in one place.
+//!
+//! 0: the test completed (or the server stopped cleanly). 1: it failed, or could not start.
+//! 2: the command line was wrong (clap uses 2 as well). 130: interrupted by Ctrl-C, after the
+//! partial results were printed. A closed stdout (`xbench … | head`) is not an error.
+
+use std::io;
+
+/// What the process reports to its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    Success,
+    Failure,
+    Usage,
+    Interrupted,
+}
+
+impl Exit {
+    pub(crate) fn code(self) -> i32 {
+        match self {
+            Exit::Success => 0,
+            Exit::Failure => 1,
+            Exit::Usage => 2,
+            Exit::Interrupted => 130,
+        }
+    }
+}
+
+/// A mistake on the command line found after parsing (flags that clap cannot relate).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct UsageError(pub(crate) String);
+
+/// The status for an error that ended the program.
+pub(crate) fn for_error(e: &anyhow::Error) -> Exit {
+    for cause in e.chain() {
+        if let Some(io) = cause.downcast_ref::<io::Error>()
+            && io.kind() == io::ErrorKind::BrokenPipe
+        {
+            return Exit::Success;
+        }
+        if cause.downcast_ref::<UsageError>().is_some() {
+            return Exit::Usage;
+        }
+    }
+    Exit::Failure
+}

@@ -1,0 +1,375 @@
+//! The human-readable report: iperf3's familiar interval table, with the receiver's rate and the
+//! sender's TCP state on every line, then a summary that says what limited the rate.
+
+use std::fmt::Write as _;
+
+use xbench::config::{Direction, EndCondition, StreamDirection, Workload};
+use xbench::report::{
+    DirectionSummary, Interval, Outcome, PeerInfo, StreamInfo, TcpInterval, TestReport, Transfer,
+};
+use xbench::units::{ByteSize, format_bits_per_second};
+use xbench::{ClientConfig, TestSpec};
+
+/// Renders one test's events as text.
+#[derive(Debug)]
+pub(crate) struct Text {
+    /// More than one stream per direction: print per-stream lines and a `[SUM]` line.
+    multi: bool,
+    /// Both directions: print a direction column.
+    bidir: bool,
+    header_done: bool,
+}
+
+const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
+
+impl Text {
+    pub(crate) fn new(spec: &TestSpec) -> Self {
+        let Workload::Throughput(tp) = &spec.workload else {
+            return Text {
+                multi: false,
+                bidir: false,
+                header_done: false,
+            };
+        };
+        Text {
+            multi: tp.streams.get() > 1,
+            bidir: tp.direction == Direction::Bidir,
+            header_done: false,
+        }
+    }
+
+    /// Lines printed once the data connections are up.
+    pub(crate) fn started(
+        &self,
+        config: &ClientConfig,
+        server: &PeerInfo,
+        streams: &[StreamInfo],
+    ) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "Connected to {} port {}: {} (protocol {})",
+            config.host, config.port, server.software, server.protocol
+        );
+        let _ = writeln!(s, "{}", describe_spec(&config.spec));
+        for st in streams {
+            let _ = writeln!(
+                s,
+                "[{:>3}] {} {} {}  mss {}  {}",
+                st.id,
+                st.client_addr,
+                if st.direction == StreamDirection::ClientToServer {
+                    "→"
+                } else {
+                    "←"
+                },
+                st.server_addr,
+                st.client_socket.mss,
+                st.client_socket.congestion,
+            );
+        }
+        if let (Some(w), Some(st)) = (config.spec.socket.window, streams.first()) {
+            let _ = writeln!(
+                s,
+                "Socket buffers: asked {}; kernel reports client snd {} rcv {}, server snd {} rcv {} \
+                 (Linux doubles a request and caps it at net.core.[rw]mem_max)",
+                ByteSize(w),
+                ByteSize(st.client_socket.sndbuf_granted),
+                ByteSize(st.client_socket.rcvbuf_granted),
+                ByteSize(st.server_socket.sndbuf_granted),
+                ByteSize(st.server_socket.rcvbuf_granted),
+            );
+        }
+        s
+    }
+
+    /// One interval: per-stream lines (with several streams) and the sum per direction.
+    pub(crate) fn interval(&mut self, iv: &Interval) -> String {
+        let mut s = String::new();
+        if !self.header_done {
+            self.header_done = true;
+            let _ = writeln!(
+                s,
+                "[ ID]{} Interval          Transfer      Bitrate      Received   Retr      Cwnd   sRTT (var)",
+                if self.bidir { " Dir" } else { "" }
+            );
+        }
+        let omitted = if iv.omitted { "  (omitted)" } else { "" };
+        let span = format!("{:6.2}-{:<6.2} s", iv.start_s, iv.end_s);
+        if self.multi || self.bidir {
+            for st in &iv.streams {
+                if !self.multi {
+                    break;
+                }
+                let _ = writeln!(
+                    s,
+                    "[{:>3}]{} {span} {}{}{omitted}",
+                    st.stream,
+                    self.dir_col(st.direction),
+                    transfer_cols(&st.sent, st.received.as_ref()),
+                    tcp_cols(st.tcp.as_ref()),
+                );
+            }
+            for sum in &iv.sum {
+                let _ = writeln!(
+                    s,
+                    "[SUM]{} {span} {}{:>7}{omitted}",
+                    self.dir_col(sum.direction),
+                    transfer_cols(&sum.sent, sum.received.as_ref()),
+                    sum.retransmits,
+                );
+            }
+        } else if let Some(st) = iv.streams.first() {
+            let _ = writeln!(
+                s,
+                "[{:>3}] {span} {}{}{omitted}",
+                st.stream,
+                transfer_cols(&st.sent, st.received.as_ref()),
+                tcp_cols(st.tcp.as_ref()),
+            );
+        }
+        s
+    }
+
+    /// The end-of-test summary.
+    pub(crate) fn summary(&self, r: &TestReport) -> String {
+        let mut s = String::from(RULE);
+        let _ = writeln!(
+            s,
+            "[ ID]{} Interval          Sent                     Received                  Retr  RTT min/mean/max     Max cwnd",
+            if self.bidir { " Dir" } else { "" }
+        );
+        let span = format!("{:6.2}-{:<6.2} s", 0.0, r.summary.measured_s);
+        for d in &r.summary.directions {
+            let dir = self.dir_col(d.direction);
+            if self.multi {
+                for st in &d.per_stream {
+                    let tcp = st.tcp.as_ref();
+                    let _ = writeln!(
+                        s,
+                        "[{:>3}]{dir} {span} {}  {}{:>6}  {:<19} {:>9}",
+                        st.stream,
+                        pair(&st.sender),
+                        st.receiver
+                            .as_ref()
+                            .map_or_else(|| format!("{:<24}", "(no report)"), pair),
+                        tcp.map_or(0, |t| t.retransmits),
+                        tcp.and_then(|t| t.rtt).map_or_else(
+                            || "-".into(),
+                            |r| rtt_triple(r.min_us, r.mean_us, r.max_us)
+                        ),
+                        tcp.map_or_else(|| "-".into(), |t| ByteSize(t.max_cwnd_bytes).to_string()),
+                    );
+                }
+            }
+            let _ = writeln!(
+                s,
+                "[{}]{dir} {span} {}  {}{:>6}  {:<19} {:>9}",
+                if self.multi { "SUM" } else { "  0" },
+                pair(&d.sender),
+                d.receiver
+                    .as_ref()
+                    .map_or_else(|| format!("{:<24}", "(no report)"), pair),
+                d.retransmits,
+                d.rtt
+                    .map_or_else(|| "-".into(), |r| rtt_triple(r.min_us, r.mean_us, r.max_us)),
+                d.max_cwnd_bytes
+                    .map_or_else(|| "-".into(), |c| ByteSize(c).to_string()),
+            );
+        }
+        s.push('\n');
+        for d in &r.summary.directions {
+            explain(&mut s, d, r);
+        }
+        let cpu = &r.cpu;
+        let per_gb = |v: Option<f64>| v.map_or_else(String::new, |v| format!(" ({v:.3} s/GB)"));
+        let _ = write!(
+            s,
+            "CPU: client {:.2} s{}",
+            cpu.client.total_s(),
+            per_gb(cpu.client_s_per_gb)
+        );
+        match cpu.server {
+            Some(sv) => {
+                let _ = writeln!(
+                    s,
+                    ", server {:.2} s{}",
+                    sv.total_s(),
+                    per_gb(cpu.server_s_per_gb)
+                );
+            }
+            None => s.push_str(", server: no report\n"),
+        }
+        match &r.outcome {
+            Outcome::Completed => {}
+            Outcome::Interrupted => {
+                let _ = writeln!(
+                    s,
+                    "Interrupted: the figures cover the {:.2} s that ran.",
+                    r.summary.measured_s
+                );
+            }
+            Outcome::Failed { error } => {
+                let _ = writeln!(s, "Failed: {error}. The figures cover what ran.");
+            }
+        }
+        s
+    }
+
+    fn dir_col(&self, d: StreamDirection) -> &'static str {
+        match (self.bidir, d) {
+            (false, _) => "",
+            (true, StreamDirection::ClientToServer) => " C→S",
+            (true, StreamDirection::ServerToClient) => " S→C",
+        }
+    }
+}
+
+/// The headline and the explanation: who limited the rate, and what the window allows.
+fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport) {
+    let streams = if d.streams == 1 {
+        "1 stream".to_owned()
+    } else {
+        format!("{} streams", d.streams)
+    };
+    match &d.receiver {
+        Some(rx) => {
+            let _ = writeln!(
+                s,
+                "{}: {} received ({} in {:.2} s, {streams}, {} retransmits)",
+                d.direction.label(),
+                format_bits_per_second(rx.bits_per_second),
+                ByteSize(rx.bytes),
+                rx.seconds,
+                d.retransmits
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "{}: {} sent; the receiver's figure is missing ({streams}, {} retransmits)",
+                d.direction.label(),
+                format_bits_per_second(d.sender.bits_per_second),
+                d.retransmits
+            );
+        }
+    }
+    if let Some(l) = d.limits {
+        let _ = writeln!(
+            s,
+            "  sender busy {:.0} % of the time; held back by the receive window {:.1} %, by its send buffer {:.1} %",
+            l.busy_pct, l.rwnd_limited_pct, l.sndbuf_limited_pct
+        );
+    }
+    let asked_window = r.spec.socket.window;
+    if let Some(c) = d
+        .window_ceiling
+        .filter(|_| d.window_limited || asked_window.is_some())
+    {
+        let _ = write!(
+            s,
+            "  window ceiling: {} advertised ÷ {} RTT = {}",
+            ByteSize(c.window_bytes),
+            rtt(c.rtt_us),
+            format_bits_per_second(c.bits_per_second)
+        );
+        if d.window_limited {
+            let _ = write!(
+                s,
+                " — receive-window limited: the window, not the network, sets this rate{}",
+                if asked_window.is_some() {
+                    "; raise -w"
+                } else {
+                    "; raise net.ipv4.tcp_rmem on the receiver"
+                }
+            );
+        }
+        s.push('\n');
+    }
+    if let Some(l) = d.limits
+        && l.sndbuf_limited_pct >= 20.0
+        && asked_window.is_some()
+    {
+        s.push_str("  send-buffer limited: -w also caps the sender's buffer; raise it\n");
+    }
+}
+
+fn describe_spec(spec: &TestSpec) -> String {
+    let Workload::Throughput(tp) = &spec.workload else {
+        return String::new();
+    };
+    let dir = match tp.direction {
+        Direction::ClientToServer => "client → server",
+        Direction::ServerToClient => "server → client (reverse)",
+        Direction::Bidir => "both directions",
+    };
+    let end = match spec.end {
+        EndCondition::Duration(d) => format!("{:.1} s", d.as_secs_f64()),
+        EndCondition::Bytes(b) => format!("{}", ByteSize(b)),
+    };
+    let mut s = format!(
+        "Test: {} stream{} {dir}, {end}, {} blocks",
+        tp.streams,
+        if tp.streams.get() == 1 { "" } else { "s" },
+        ByteSize(u64::from(tp.block_len.get()))
+    );
+    if !spec.omit.is_zero() {
+        let _ = write!(s, ", first {:.1} s omitted", spec.omit.as_secs_f64());
+    }
+    if tp.zerocopy {
+        s.push_str(", zero-copy send");
+    }
+    s
+}
+
+fn transfer_cols(sent: &Transfer, received: Option<&Transfer>) -> String {
+    format!(
+        "{:>10} {:>13} {:>13}",
+        ByteSize(sent.bytes).to_string(),
+        format_bits_per_second(sent.bits_per_second),
+        received.map_or_else(|| "-".into(), |r| format_bits_per_second(r.bits_per_second)),
+    )
+}
+
+fn tcp_cols(tcp: Option<&TcpInterval>) -> String {
+    match tcp {
+        Some(t) => format!(
+            "{:>7} {:>10}   {} ({})",
+            t.retransmits,
+            ByteSize(t.cwnd_bytes).to_string(),
+            rtt(f64::from(t.srtt_us)),
+            rtt(f64::from(t.rttvar_us))
+        ),
+        None => String::new(),
+    }
+}
+
+fn pair(t: &Transfer) -> String {
+    format!(
+        "{:>10} {:>13}",
+        ByteSize(t.bytes).to_string(),
+        format_bits_per_second(t.bits_per_second)
+    )
+}
+
+/// RTT in µs below a millisecond, else ms.
+pub(crate) fn rtt(us: f64) -> String {
+    if us < 1000.0 {
+        format!("{us:.0} µs")
+    } else {
+        format!("{:.2} ms", us / 1000.0)
+    }
+}
+
+fn rtt_triple(min: u32, mean: f64, max: u32) -> String {
+    if max < 1000 {
+        format!("{min}/{mean:.0}/{max} µs")
+    } else {
+        format!(
+            "{:.2}/{:.2}/{:.2} ms",
+            f64::from(min) / 1000.0,
+            mean / 1000.0,
+            f64::from(max) / 1000.0
+        )
+    }
+}
