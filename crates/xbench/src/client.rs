@@ -219,7 +219,7 @@ pub async fn run(
         streams: infos.clone(),
     });
 
-    let schedule = Schedule::new(config.spec.interval, config.spec.omit);
+    let schedule = Schedule::for_spec(&config.spec);
     let mut sampler = Sampler::new(start, schedule, &handles);
     let mut merger = Merger::new(dirs.clone());
     let mut group = Group::new(handles);

@@ -138,7 +138,7 @@ impl Sampler {
             self.set_baseline();
         }
         self.next_boundary = self.schedule.next_boundary(t);
-        Some(iv)
+        self.schedule.reports_intervals().then_some(iv)
     }
 
     /// Final sample once every stream has ended (or been given up on). Returns the last,
@@ -150,7 +150,7 @@ impl Sampler {
     ) -> (Option<SideInterval>, SideResults) {
         let t = now.saturating_duration_since(self.start);
         self.read_all(self.measuring);
-        let last = (self.next_boundary.is_some() && t > self.interval_start)
+        let last = (self.schedule.reports_intervals() && t > self.interval_start)
             .then(|| self.close_interval(t, !self.measuring));
         let mut cpu = CpuUsage::default();
         let measure_start = self.start + self.schedule.omit();

@@ -2,20 +2,49 @@
 //! warm-up, so the first measured interval starts exactly when measurement starts.
 //!
 //! Both ends compute the same schedule from the same spec, each against its own start, which is
-//! what lets the client pair its intervals with the server's by index.
+//! what lets the client pair its intervals with the server's by index. A timed test has no
+//! boundary at its end: the last interval is closed when the streams have drained, so it holds
+//! the bytes still in flight instead of leaving them to a sliver of an interval after the end.
 
 use std::time::Duration;
+
+use crate::config::{EndCondition, TestSpec};
 
 /// The interval schedule of one test.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Schedule {
     interval: Option<Duration>,
     omit: Duration,
+    /// End of a timed test (omit included); no boundary is placed at or after it.
+    end: Option<Duration>,
 }
 
 impl Schedule {
+    #[cfg(test)]
     pub(crate) fn new(interval: Option<Duration>, omit: Duration) -> Self {
-        Schedule { interval, omit }
+        Schedule {
+            interval,
+            omit,
+            end: None,
+        }
+    }
+
+    /// The schedule of a test as its spec describes it.
+    pub(crate) fn for_spec(spec: &TestSpec) -> Self {
+        Schedule {
+            interval: spec.interval,
+            omit: spec.omit,
+            end: match spec.end {
+                EndCondition::Duration(d) => spec.omit.checked_add(d),
+                EndCondition::Bytes(_) => None,
+            },
+        }
+    }
+
+    /// Whether intervals are reported at all (`-i 0` turns them off; the warm-up boundary is
+    /// still kept, to start the totals).
+    pub(crate) fn reports_intervals(&self) -> bool {
+        self.interval.is_some()
     }
 
     /// End of the warm-up; measurement starts here.
@@ -25,6 +54,11 @@ impl Schedule {
 
     /// The first boundary strictly after `t` (time since start), if any.
     pub(crate) fn next_boundary(&self, t: Duration) -> Option<Duration> {
+        self.grid_after(t)
+            .filter(|b| self.end.is_none_or(|end| *b < end))
+    }
+
+    fn grid_after(&self, t: Duration) -> Option<Duration> {
         if t < self.omit {
             let in_omit = self.interval.and_then(|i| {
                 let k = t.as_nanos() / i.as_nanos() + 1;
@@ -83,6 +117,16 @@ mod tests {
         assert_eq!(boundaries(s, 100.0), vec![2.0]);
         let s = Schedule::new(None, Duration::ZERO);
         assert_eq!(boundaries(s, 100.0), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn a_timed_test_has_no_boundary_at_its_end() {
+        let mut spec = TestSpec::throughput();
+        spec.end = EndCondition::Duration(Duration::from_secs(3));
+        assert_eq!(boundaries(Schedule::for_spec(&spec), 10.0), vec![1.0, 2.0]);
+        spec.end = EndCondition::Duration(Duration::from_millis(2500));
+        spec.omit = Duration::from_secs(1);
+        assert_eq!(boundaries(Schedule::for_spec(&spec), 10.0), vec![1.0, 2.0, 3.0]);
     }
 
     #[test]

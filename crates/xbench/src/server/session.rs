@@ -227,7 +227,7 @@ pub(super) async fn run(
     }
 
     let start = Instant::now();
-    let mut sampler = Sampler::new(start, Schedule::new(spec.interval, spec.omit), &handles);
+    let mut sampler = Sampler::new(start, Schedule::for_spec(&spec), &handles);
     let mut group = Group::new(handles);
     if proto::write_message(&mut wr, &Message::Ready(Ready { sockets }))
         .await
