@@ -331,7 +331,8 @@ pub async fn run(
     if let Some(iv) = last {
         merger.client(iv, on_event);
     }
-    let intervals = merger.finish(on_event);
+    let mut intervals = merger.finish(on_event);
+    summary::align_warm_up(&mut intervals, &client_results, server_results.as_ref());
     for s in client_results
         .streams
         .iter()

@@ -178,6 +178,10 @@ pub struct SideStreamResult {
     pub transfer: Transfer,
     /// Bytes including the omitted start (for CPU per byte).
     pub total_bytes: u64,
+    /// Bytes moved before measurement started (the `-O` warm-up). The receiver's measured
+    /// bytes are its total minus the *sender's* warm-up bytes, so bytes in flight at the
+    /// warm-up boundary are neither lost nor counted twice.
+    pub omitted_bytes: u64,
     /// Sender's TCP totals.
     pub tcp: Option<TcpTotals>,
     /// Why the stream ended early, if it did.

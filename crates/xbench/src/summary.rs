@@ -127,7 +127,7 @@ pub fn summarize(
                     StreamSummary {
                         stream: id,
                         sender: s.as_ref().map_or_else(Transfer::default, |s| s.transfer),
-                        receiver: r.map(|r| r.transfer),
+                        receiver: r.map(|r| receiver_transfer(&r, s.as_ref())),
                         tcp: s.and_then(|s| s.tcp),
                     }
                 })
@@ -138,6 +138,84 @@ pub fn summarize(
     Summary {
         directions,
         measured_s,
+    }
+}
+
+/// What a receiver measured: the bytes the sender sent after its warm-up that arrived. Each
+/// end starts measuring on its own clock, so the receiver's own warm-up count includes or
+/// misses whatever was in flight at that moment; the sender's count is the exact cut.
+fn receiver_transfer(r: &SideStreamResult, s: Option<&SideStreamResult>) -> Transfer {
+    match s {
+        Some(s) if r.transfer.seconds > 0.0 => Transfer::new(
+            r.total_bytes.saturating_sub(s.omitted_bytes),
+            r.transfer.seconds,
+        ),
+        _ => r.transfer,
+    }
+}
+
+/// Moves bytes in flight at the warm-up boundary between the last omitted and the first
+/// measured interval, so the measured intervals' received bytes add up to the receiver total
+/// of [`summarize`] (which cuts at the sender's warm-up count). A no-op without `-O`.
+pub fn align_warm_up(
+    intervals: &mut [Interval],
+    client: &SideResults,
+    server: Option<&SideResults>,
+) {
+    let Some(first) = intervals.iter().position(|i| !i.omitted) else {
+        return;
+    };
+    if first == 0 {
+        return;
+    }
+    let Some(server) = server else { return };
+    let (before, after) = intervals.split_at_mut(first);
+    let (last_omitted, first_measured) = (&mut before[first - 1], &mut after[0]);
+    for st in &mut first_measured.streams {
+        let (sender_side, receiver_side) = match st.direction {
+            StreamDirection::ClientToServer => (client, server),
+            StreamDirection::ServerToClient => (server, client),
+        };
+        let find = |side: &SideResults, role| {
+            side.streams
+                .iter()
+                .find(|x| x.stream == st.stream && x.role == role)
+                .map(|x| x.omitted_bytes)
+        };
+        let (Some(sent_cut), Some(recv_cut)) = (
+            find(sender_side, Role::Sender),
+            find(receiver_side, Role::Receiver),
+        ) else {
+            continue;
+        };
+        // Received during the receiver's warm-up but sent after the sender's: positive moves
+        // bytes into the measured interval.
+        let shift = recv_cut as i128 - sent_cut as i128;
+        let adjust = |t: &mut Transfer, by: i128| {
+            let bytes = (i128::from(t.bytes) + by).max(0) as u64;
+            *t = Transfer::new(bytes, t.seconds);
+        };
+        if let Some(rx) = st.received.as_mut() {
+            adjust(rx, shift);
+        }
+        if let Some(o) = last_omitted
+            .streams
+            .iter_mut()
+            .find(|o| o.stream == st.stream)
+        {
+            if let Some(rx) = o.received.as_mut() {
+                adjust(rx, -shift);
+            }
+        }
+    }
+    for iv in [last_omitted, first_measured] {
+        for sum in &mut iv.sum {
+            let of_dir = iv.streams.iter().filter(|s| s.direction == sum.direction);
+            if let Some(rx) = sum.received.as_mut() {
+                let bytes = of_dir.filter_map(|s| s.received).map(|t| t.bytes).sum();
+                *rx = Transfer::new(bytes, rx.seconds);
+            }
+        }
     }
 }
 

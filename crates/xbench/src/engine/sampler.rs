@@ -108,8 +108,9 @@ impl Sampler {
             measuring: schedule.omit().is_zero(),
         };
         if s.measuring {
+            // No warm-up: everything counts from byte 0. The threads are already running, so
+            // reading the counters here would silently drop their first bytes.
             s.read_all(true);
-            s.set_baseline();
         }
         s
     }
@@ -178,6 +179,7 @@ impl Sampler {
                     role: tr.role,
                     transfer: Transfer::new(bytes, seconds),
                     total_bytes: total,
+                    omitted_bytes: if self.measuring { tr.base_bytes } else { total },
                     tcp: (tr.role == Role::Sender && self.measuring)
                         .then(|| tr.totals(seconds))
                         .flatten(),

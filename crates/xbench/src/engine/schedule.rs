@@ -126,7 +126,10 @@ mod tests {
         assert_eq!(boundaries(Schedule::for_spec(&spec), 10.0), vec![1.0, 2.0]);
         spec.end = EndCondition::Duration(Duration::from_millis(2500));
         spec.omit = Duration::from_secs(1);
-        assert_eq!(boundaries(Schedule::for_spec(&spec), 10.0), vec![1.0, 2.0, 3.0]);
+        assert_eq!(
+            boundaries(Schedule::for_spec(&spec), 10.0),
+            vec![1.0, 2.0, 3.0]
+        );
     }
 
     #[test]

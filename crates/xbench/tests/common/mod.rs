@@ -1,0 +1,96 @@
+//! Shared test harness: a real server on a free loopback port in this process, stopped (and
+//! its tasks drained) when the handle drops out of scope via `stop()`.
+
+#![allow(dead_code)] // each test binary uses part of the harness
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use xbench::{ClientConfig, EndCondition, Limits, Server, ServerConfig, TestReport};
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), xbench::Error>>>,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::with_limits(Limits::default()).await
+    }
+
+    pub async fn with_limits(limits: Limits) -> Self {
+        let server = Server::bind(ServerConfig {
+            bind: vec!["127.0.0.1".parse().unwrap()],
+            port: 0,
+            limits,
+            shutdown_grace: Duration::from_secs(1),
+            ..ServerConfig::default()
+        })
+        .await
+        .unwrap();
+        let addr = server.local_addrs()[0];
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        TestServer {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    pub fn config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new("127.0.0.1");
+        c.port = self.addr.port();
+        c.spec.end = EndCondition::Duration(Duration::from_millis(600));
+        c.spec.interval = Some(Duration::from_millis(200));
+        c
+    }
+
+    pub async fn run(&self, config: &ClientConfig) -> TestReport {
+        xbench::client::run(config, &mut |_| {}, std::future::pending())
+            .await
+            .unwrap()
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(10), t)
+                .await
+                .expect("server stops within 10 s")
+                .unwrap()
+                .unwrap();
+        }
+    }
+}
+
+/// Open file descriptors of this process.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Threads of this process.
+pub fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// Waits up to `limit` for `f` to hold, polling.
+pub async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

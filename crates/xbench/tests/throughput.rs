@@ -1,0 +1,274 @@
+//! Real client against a real in-process server on loopback: the figures must be consistent
+//! with each other and with what the kernel reports.
+
+mod common;
+
+use std::num::NonZeroU16;
+use std::time::Duration;
+
+use common::TestServer;
+use xbench::config::{Direction, StreamDirection};
+use xbench::report::{Outcome, TestReport};
+use xbench::{EndCondition, Workload};
+
+fn set_streams(c: &mut xbench::ClientConfig, n: u16, dir: Direction) {
+    let Workload::Throughput(tp) = &mut c.spec.workload else {
+        unreachable!()
+    };
+    tp.streams = NonZeroU16::new(n).unwrap();
+    tp.direction = dir;
+}
+
+/// Per direction: every byte sent arrived; per-interval sums add up to the totals.
+fn check_consistent(r: &TestReport) {
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    for d in &r.summary.directions {
+        let rx = d.receiver.expect("receiver figures present");
+        assert!(rx.bytes > 0, "{:?} moved nothing", d.direction);
+        assert_eq!(
+            rx.bytes, d.sender.bytes,
+            "{:?}: bytes sent != bytes received",
+            d.direction
+        );
+        for s in &d.per_stream {
+            assert_eq!(
+                s.receiver.unwrap().bytes,
+                s.sender.bytes,
+                "stream {}",
+                s.stream
+            );
+        }
+        let mut sent = 0;
+        let mut received = 0;
+        for iv in r.intervals.iter().filter(|i| !i.omitted) {
+            let sum = iv.sum.iter().find(|s| s.direction == d.direction).unwrap();
+            sent += sum.sent.bytes;
+            received += sum.received.unwrap().bytes;
+        }
+        assert_eq!(sent, d.sender.bytes, "interval sums != sender total");
+        assert_eq!(received, rx.bytes, "interval sums != receiver total");
+    }
+}
+
+fn check_tcp_plausible(r: &TestReport) {
+    for d in &r.summary.directions {
+        for s in &d.per_stream {
+            let tcp = s.tcp.as_ref().expect("sender TCP_INFO present");
+            let rtt = tcp.rtt.expect("RTT sampled");
+            assert!(rtt.min_us > 0 && rtt.min_us as f64 <= rtt.mean_us);
+            assert!(rtt.mean_us <= rtt.max_us as f64);
+            assert!(
+                rtt.max_us < 1_000_000,
+                "loopback RTT under a second: {rtt:?}"
+            );
+            assert!(tcp.max_cwnd_bytes >= u64::from(tcp.mss), "{tcp:?}");
+            assert!(tcp.mss >= 536 && tcp.mss <= 65_535, "{tcp:?}");
+            let l = tcp.limits.expect("chrono stats (Linux 4.10+)");
+            for p in [l.busy_pct, l.rwnd_limited_pct, l.sndbuf_limited_pct] {
+                assert!((0.0..=100.0).contains(&p), "{l:?}");
+            }
+            assert!(l.busy_pct > 10.0, "a bulk sender is busy: {l:?}");
+        }
+        assert_eq!(
+            d.retransmits,
+            d.per_stream
+                .iter()
+                .map(|s| s.tcp.as_ref().unwrap().retransmits)
+                .sum::<u64>()
+        );
+    }
+    for iv in &r.intervals {
+        for s in &iv.streams {
+            let t = s.tcp.expect("interval TCP state");
+            assert!(t.srtt_us > 0 && t.cwnd_bytes > 0, "{t:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_to_server_bytes_and_intervals_add_up() {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    set_streams(&mut c, 2, Direction::ClientToServer);
+    let r = server.run(&c).await;
+    check_consistent(&r);
+    check_tcp_plausible(&r);
+    assert_eq!(r.summary.directions.len(), 1);
+    assert_eq!(
+        r.summary.directions[0].direction,
+        StreamDirection::ClientToServer
+    );
+    assert_eq!(r.streams.len(), 2);
+    assert!(r.intervals.len() >= 3, "600 ms at 200 ms intervals");
+    assert!(r.cpu.server.is_some() && r.cpu.client.total_s() > 0.0);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reverse_moves_data_from_server_to_client() {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    set_streams(&mut c, 1, Direction::ServerToClient);
+    let r = server.run(&c).await;
+    check_consistent(&r);
+    check_tcp_plausible(&r);
+    let d = &r.summary.directions[0];
+    assert_eq!(d.direction, StreamDirection::ServerToClient);
+    assert!(
+        r.streams
+            .iter()
+            .all(|s| s.direction == StreamDirection::ServerToClient)
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bidir_moves_data_both_ways_on_client_opened_connections() {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    set_streams(&mut c, 2, Direction::Bidir);
+    let r = server.run(&c).await;
+    check_consistent(&r);
+    let dirs: Vec<_> = r.summary.directions.iter().map(|d| d.direction).collect();
+    assert_eq!(
+        dirs,
+        [
+            StreamDirection::ClientToServer,
+            StreamDirection::ServerToClient
+        ]
+    );
+    assert_eq!(r.streams.len(), 4);
+    // The client opened every data connection: all go to the server's port.
+    assert!(
+        r.streams
+            .iter()
+            .all(|s| s.server_addr.port() == server.addr.port())
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_count_tests_deliver_exactly_that_many_bytes() {
+    let server = TestServer::start().await;
+    for dir in [Direction::ClientToServer, Direction::ServerToClient] {
+        let mut c = server.config();
+        set_streams(&mut c, 3, dir);
+        c.spec.end = EndCondition::Bytes(50_000_017);
+        let r = server.run(&c).await;
+        check_consistent(&r);
+        assert_eq!(
+            r.summary.directions[0].receiver.unwrap().bytes,
+            50_000_017,
+            "{dir:?}"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn omitted_warm_up_is_left_out_of_the_totals() {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    c.spec.omit = Duration::from_millis(400);
+    c.spec.end = EndCondition::Duration(Duration::from_millis(600));
+    let r = server.run(&c).await;
+    check_consistent(&r);
+    let omitted: Vec<_> = r.intervals.iter().filter(|i| i.omitted).collect();
+    assert_eq!(omitted.len(), 2, "two 200 ms intervals in a 400 ms warm-up");
+    assert!((r.summary.measured_s - 0.6).abs() < 1e-9);
+    let first_measured = r.intervals.iter().find(|i| !i.omitted).unwrap();
+    assert!(
+        (first_measured.start_s - 0.4).abs() < 0.05,
+        "{}",
+        first_measured.start_s
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_window_is_reported_as_granted_by_the_kernel() {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    c.spec.socket.window = Some(128 * 1024);
+    let r = server.run(&c).await;
+    check_consistent(&r);
+    let s = &r.streams[0];
+    assert_eq!(s.client_socket.sndbuf_requested, Some(128 * 1024));
+    // Linux doubles the request; either way the kernel's own figure is reported.
+    assert!(s.client_socket.sndbuf_granted >= 128 * 1024, "{s:?}");
+    assert!(s.server_socket.rcvbuf_granted >= 128 * 1024, "{s:?}");
+    let d = &r.summary.directions[0];
+    let ceiling = d.window_ceiling.expect("window and RTT known");
+    assert!(ceiling.window_bytes > 0 && ceiling.bits_per_second > 0.0);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_test_still_reports_what_was_measured() {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    c.spec.end = EndCondition::Duration(Duration::from_secs(30));
+    let cancel = tokio::time::sleep(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let r = xbench::client::run(&c, &mut |_| {}, cancel).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(r.outcome, Outcome::Interrupted);
+    let d = &r.summary.directions[0];
+    assert!(d.receiver.unwrap().bytes > 0);
+    assert_eq!(d.receiver.unwrap().bytes, d.sender.bytes);
+    assert!(r.summary.measured_s > 0.4 && r.summary.measured_s < 2.0);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_tests_run_at_once_on_one_server() {
+    let server = TestServer::start().await;
+    let c = server.config();
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                xbench::client::run(&c, &mut |_| {}, std::future::pending())
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for r in runs {
+        check_consistent(&r.await.unwrap());
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_loopback_works_when_the_host_has_it() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI machines have IPv6 loopback"
+        );
+        return;
+    }
+    let server = xbench::Server::bind(xbench::ServerConfig {
+        bind: vec!["::1".parse().unwrap()],
+        port: 0,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let port = server.local_addrs()[0].port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    let mut c = xbench::ClientConfig::new("::1");
+    c.port = port;
+    c.spec.end = EndCondition::Duration(Duration::from_millis(300));
+    let r = xbench::client::run(&c, &mut |_| {}, std::future::pending())
+        .await
+        .unwrap();
+    check_consistent(&r);
+    assert!(r.server_addr.is_ipv6());
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
