@@ -38,12 +38,12 @@ pub fn detect(first: &[u8; 4]) -> Frontend {
 }
 
 /// iperf3's reply to a client the server cannot serve: state `SERVER_ERROR` (-2), then
-/// `i_errno = IENEWTEST` (10) and `errno = EPROTONOSUPPORT`, both big-endian. An iperf3 client
+/// `i_errno = IENEWTEST` (100) and `errno = EPROTONOSUPPORT`, both big-endian. An iperf3 client
 /// prints "unable to create a new test: Protocol not supported" instead of hanging.
 pub fn iperf3_refusal() -> [u8; 9] {
     let mut out = [0u8; 9];
     out[0] = (-2i8) as u8;
-    out[1..5].copy_from_slice(&10i32.to_be_bytes());
+    out[1..5].copy_from_slice(&100i32.to_be_bytes());
     out[5..9].copy_from_slice(&libc::EPROTONOSUPPORT.to_be_bytes());
     out
 }

@@ -260,7 +260,12 @@ async fn handle_conn(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) -> 
         Frontend::Xbench => {}
         Frontend::Iperf3 => {
             info!(%peer, "refused an iperf3 client: this server speaks the xbench protocol; use `xbench client`");
+            // Take the rest of its cookie first: closing with unread bytes sends a reset, and
+            // the client would lose the refusal.
+            let mut rest = [0u8; frontend::IPERF3_COOKIE_LEN - 4];
+            let _ = tokio::time::timeout(limit, stream.read_exact(&mut rest)).await;
             let _ = stream.write_all(&frontend::iperf3_refusal()).await;
+            let _ = stream.shutdown().await;
             return ConnEnd::Other;
         }
         Frontend::Unknown => {

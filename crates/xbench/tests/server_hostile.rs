@@ -1,0 +1,364 @@
+//! A server must survive any client: garbage, truncated or oversized messages, silence, a
+//! client that vanishes mid-test. Each case ends that connection with a logged reason, the
+//! server keeps serving real tests, and no file descriptor or thread is leaked.
+//!
+//! The cases share one process-wide descriptor and thread count, so they run one at a time.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, eventually, open_fds, threads};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+use xbench::proto::{
+    self, Channel, Hello, Message, MessageReader, PREAMBLE_LEN, PROTOCOL_VERSION, Preamble,
+};
+use xbench::report::Outcome;
+use xbench::{EndCondition, Limits, TestSpec};
+
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+fn short_limits() -> Limits {
+    Limits {
+        handshake_timeout: Duration::from_millis(500),
+        ..Limits::default()
+    }
+}
+
+/// Runs `case` against a fresh server, then checks that the server still serves a real test
+/// and that descriptors and threads are back where they started.
+async fn survives<F, Fut>(case: F)
+where
+    F: FnOnce(std::net::SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let _serial = SERIAL.lock().await;
+    let server = TestServer::with_limits(short_limits()).await;
+    // Warm up once so lazily created runtime resources are not counted as leaks.
+    let r = server.run(&server.config()).await;
+    assert_eq!(r.outcome, Outcome::Completed);
+    let (fds, thr) = (open_fds(), threads());
+
+    case(server.addr).await;
+
+    let r = server.run(&server.config()).await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Completed,
+        "server still serves: {:?}",
+        r.warnings
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || open_fds() <= fds
+            && threads() <= thr)
+        .await,
+        "leak: fds {fds} -> {}, threads {thr} -> {}",
+        open_fds(),
+        threads()
+    );
+    server.stop().await;
+}
+
+async fn control(
+    addr: std::net::SocketAddr,
+) -> (
+    MessageReader<tokio::net::tcp::OwnedReadHalf>,
+    tokio::net::tcp::OwnedWriteHalf,
+) {
+    let s = TcpStream::connect(addr).await.unwrap();
+    let (rd, mut wr) = s.into_split();
+    let mut rd = MessageReader::new(rd);
+    wr.write_all(&Preamble::new(Channel::Control).encode())
+        .await
+        .unwrap();
+    let mut pre = [0u8; PREAMBLE_LEN];
+    rd.inner_mut().read_exact(&mut pre).await.unwrap();
+    assert_eq!(Preamble::decode(&pre).unwrap().channel, Channel::Server);
+    (rd, wr)
+}
+
+async fn hello(
+    addr: std::net::SocketAddr,
+) -> (
+    MessageReader<tokio::net::tcp::OwnedReadHalf>,
+    tokio::net::tcp::OwnedWriteHalf,
+) {
+    let (mut rd, mut wr) = control(addr).await;
+    proto::write_message(
+        &mut wr,
+        &Message::Hello(Hello {
+            software: "test".into(),
+        }),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(rd.next().await, Ok(Some(Message::Welcome(_)))));
+    (rd, wr)
+}
+
+/// Reads until the server closes; fails if it takes longer than `limit`.
+async fn closed_within(s: &mut (impl AsyncReadExt + Unpin), limit: Duration) {
+    let mut buf = [0u8; 4096];
+    let r = tokio::time::timeout(limit, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        r.is_ok(),
+        "server did not close the connection within {limit:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_bytes_are_dropped() {
+    survives(|addr| async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let junk: Vec<u8> = (0..10_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let _ = s.write_all(&junk).await;
+        closed_within(&mut s, Duration::from_secs(3)).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_4_gib_length_prefix_is_refused() {
+    survives(|addr| async move {
+        let (rd, mut wr) = control(addr).await;
+        wr.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+        wr.write_all(b"{\"type\":").await.unwrap();
+        let mut inner = rd;
+        closed_within(inner.inner_mut(), Duration::from_secs(3)).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_a_message_then_silence_times_out() {
+    survives(|addr| async move {
+        let (mut rd, mut wr) = control(addr).await;
+        wr.write_all(&100u32.to_be_bytes()).await.unwrap();
+        wr.write_all(b"{\"type\":\"hel").await.unwrap();
+        closed_within(rd.inner_mut(), Duration::from_secs(3)).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_dropped() {
+    survives(|addr| async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        closed_within(&mut s, Duration::from_secs(3)).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_handshake_then_garbage_is_dropped() {
+    survives(|addr| async move {
+        let (mut rd, mut wr) = hello(addr).await;
+        wr.write_all(&12u32.to_be_bytes()).await.unwrap();
+        wr.write_all(b"\xff\xfe not json").await.unwrap();
+        closed_within(rd.inner_mut(), Duration::from_secs(3)).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_out_of_bounds_spec_is_refused_with_a_reason() {
+    survives(|addr| async move {
+        let (mut rd, mut wr) = hello(addr).await;
+        let mut spec = TestSpec::throughput();
+        spec.end = EndCondition::Duration(Duration::from_secs(100_000));
+        proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+            .await
+            .unwrap();
+        match rd.next().await {
+            Ok(Some(Message::Error(e))) => {
+                assert!(e.message.contains("--max-duration"), "{}", e.message)
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_vanishes_mid_test_frees_its_test() {
+    survives(|addr| async move {
+        let (mut rd, mut wr) = hello(addr).await;
+        let mut spec = TestSpec::throughput();
+        spec.end = EndCondition::Duration(Duration::from_secs(60));
+        proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+            .await
+            .unwrap();
+        let Ok(Some(Message::Accepted(a))) = rd.next().await else {
+            panic!("not accepted")
+        };
+        let mut data = TcpStream::connect(addr).await.unwrap();
+        data.write_all(&Preamble::new(Channel::Data).encode())
+            .await
+            .unwrap();
+        data.write_all(&a.cookie.0).await.unwrap();
+        data.write_all(&0u16.to_be_bytes()).await.unwrap();
+        assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
+        data.write_all(&vec![7u8; 1 << 20]).await.unwrap();
+        // Vanish: every socket closes at once, no Finish.
+        drop((rd, wr, data));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_opens_its_data_connections_is_dropped() {
+    survives(|addr| async move {
+        let (mut rd, mut wr) = hello(addr).await;
+        proto::write_message(&mut wr, &Message::Start(Box::new(TestSpec::throughput())))
+            .await
+            .unwrap();
+        assert!(matches!(rd.next().await, Ok(Some(Message::Accepted(_)))));
+        match tokio::time::timeout(Duration::from_secs(3), rd.next()).await {
+            Ok(Ok(Some(Message::Error(e)))) => {
+                assert!(e.message.contains("data connections"), "{}", e.message)
+            }
+            other => panic!("expected an error naming the data connections, got {other:?}"),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guessed_cookie_attaches_to_nothing() {
+    survives(|addr| async move {
+        let mut data = TcpStream::connect(addr).await.unwrap();
+        data.write_all(&Preamble::new(Channel::Data).encode())
+            .await
+            .unwrap();
+        data.write_all(&[0x42; proto::COOKIE_LEN]).await.unwrap();
+        data.write_all(&0u16.to_be_bytes()).await.unwrap();
+        closed_within(&mut data, Duration::from_secs(3)).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_another_protocol_version_is_told_both_versions() {
+    survives(|addr| async move {
+        let s = TcpStream::connect(addr).await.unwrap();
+        let (rd, mut wr) = s.into_split();
+        let mut rd = MessageReader::new(rd);
+        let mut pre = Preamble::new(Channel::Control).encode();
+        pre[5..7].copy_from_slice(&(PROTOCOL_VERSION + 41).to_be_bytes());
+        wr.write_all(&pre).await.unwrap();
+        let mut theirs = [0u8; PREAMBLE_LEN];
+        rd.inner_mut().read_exact(&mut theirs).await.unwrap();
+        assert_eq!(Preamble::decode(&theirs).unwrap().version, PROTOCOL_VERSION);
+        match rd.next().await {
+            Ok(Some(Message::Error(e))) => {
+                assert!(
+                    e.message
+                        .contains(&format!("version {}", PROTOCOL_VERSION + 41)),
+                    "{}",
+                    e.message
+                );
+                assert!(
+                    e.message.contains(&format!("version {PROTOCOL_VERSION}")),
+                    "{}",
+                    e.message
+                );
+            }
+            other => panic!("expected a version error, got {other:?}"),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iperf3_client_is_told_this_is_not_its_server() {
+    survives(|addr| async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        // An iperf3 client's first bytes: a 36-character base32 cookie and a NUL.
+        s.write_all(b"abcdefghijklmnopqrstuvwxyz2345672345\0")
+            .await
+            .unwrap();
+        let mut reply = Vec::new();
+        tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut reply))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(reply, xbench::proto::frontend::iperf3_refusal());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_is_told_when_the_server_speaks_another_version() {
+    // The other side of the version check: a fake server announcing version 99.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let fake = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut pre = [0u8; PREAMBLE_LEN];
+        s.read_exact(&mut pre).await.unwrap();
+        let mut ours = Preamble::new(Channel::Server).encode();
+        ours[5..7].copy_from_slice(&99u16.to_be_bytes());
+        s.write_all(&ours).await.unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest).await;
+    });
+    let mut c = xbench::ClientConfig::new("127.0.0.1");
+    c.port = port;
+    let e = xbench::client::run(&c, &mut |_| {}, std::future::pending())
+        .await
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("version 99") && msg.contains(&format!("version {PROTOCOL_VERSION}")),
+        "{msg}"
+    );
+    fake.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_not_xbench_is_named_as_such() {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let fake = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        s.write_all(b"SSH-2.0-OpenSSH_9.2\r\n").await.unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest).await;
+    });
+    let mut c = xbench::ClientConfig::new("127.0.0.1");
+    c.port = port;
+    let msg = xbench::client::run(&c, &mut |_| {}, std::future::pending())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("did not answer as an xbench server"), "{msg}");
+    fake.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_refused_names_host_port_and_the_likely_cause() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut c = xbench::ClientConfig::new("127.0.0.1");
+    c.port = port;
+    let msg = xbench::client::run(&c, &mut |_| {}, std::future::pending())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
+    assert!(msg.contains("is `xbench server` running there?"), "{msg}");
+}
