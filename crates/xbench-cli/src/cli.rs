@@ -55,23 +55,23 @@ pub(crate) struct ClientArgs {
     pub(crate) port: u16,
 
     /// Parallel streams (TCP connections) per direction.
-    #[arg(short = 'P', long = "parallel", value_name = "N", default_value = "1", value_parser = parse::streams)]
+    #[arg(allow_negative_numbers = true, short = 'P', long = "parallel", value_name = "N", default_value = "1", value_parser = parse::streams)]
     pub(crate) parallel: NonZeroU16,
 
     /// Test length: seconds, or with a unit (500ms, 10s, 2m).
-    #[arg(short = 't', long = "time", value_name = "SECS", value_parser = parse::positive_duration)]
+    #[arg(allow_negative_numbers = true, short = 't', long = "time", value_name = "SECS", value_parser = parse::positive_duration)]
     pub(crate) time: Option<Duration>,
 
     /// Bytes to send per direction instead of a duration (e.g. 1G, 500M).
-    #[arg(short = 'n', long = "bytes", value_name = "BYTES", value_parser = parse::size)]
+    #[arg(allow_negative_numbers = true, short = 'n', long = "bytes", value_name = "BYTES", value_parser = parse::size)]
     pub(crate) bytes: Option<ByteSize>,
 
     /// Seconds between interval reports; 0 for none.
-    #[arg(short = 'i', long = "interval", value_name = "SECS", default_value = "1", value_parser = parse::interval)]
+    #[arg(allow_negative_numbers = true, short = 'i', long = "interval", value_name = "SECS", default_value = "1", value_parser = parse::interval)]
     pub(crate) interval: Duration,
 
     /// Leave the first SECS out of the totals (TCP slow start).
-    #[arg(short = 'O', long = "omit", value_name = "SECS", default_value = "0", value_parser = parse::duration)]
+    #[arg(allow_negative_numbers = true, short = 'O', long = "omit", value_name = "SECS", default_value = "0", value_parser = parse::duration)]
     pub(crate) omit: Duration,
 
     /// Reverse: the server sends, the client receives.
@@ -83,15 +83,15 @@ pub(crate) struct ClientArgs {
     pub(crate) bidir: bool,
 
     /// Bytes per write/read call (default 128K).
-    #[arg(short = 'l', long = "length", value_name = "LEN", value_parser = parse::block_len)]
+    #[arg(allow_negative_numbers = true, short = 'l', long = "length", value_name = "LEN", value_parser = parse::block_len)]
     pub(crate) length: Option<NonZeroU32>,
 
     /// Socket buffer size on both ends, which bounds the TCP window (needs a unit: 256K, 4M).
-    #[arg(short = 'w', long = "window", value_name = "BYTES", value_parser = parse::size_with_unit)]
+    #[arg(allow_negative_numbers = true, short = 'w', long = "window", value_name = "BYTES", value_parser = parse::size_with_unit)]
     pub(crate) window: Option<ByteSize>,
 
     /// TCP maximum segment size, bytes.
-    #[arg(short = 'M', long = "set-mss", value_name = "MSS", value_parser = parse::mss)]
+    #[arg(allow_negative_numbers = true, short = 'M', long = "set-mss", value_name = "MSS", value_parser = parse::mss)]
     pub(crate) mss: Option<u32>,
 
     /// Disable Nagle's algorithm (TCP_NODELAY).

@@ -259,7 +259,7 @@ pub async fn run(
                     break;
                 }
                 Err(e) => {
-                    outcome = Outcome::Failed { error: Error::Protocol { addr: addr_s.clone(), source: e }.to_string() };
+                    outcome = Outcome::Failed { error: Error::Protocol { addr: addr_s.clone(), cause: e }.to_string() };
                     control_open = false;
                     break;
                 }
@@ -378,7 +378,8 @@ async fn resolve(config: &ClientConfig) -> Result<Vec<SocketAddr>, Error> {
         .await
         .map_err(|e| Error::Resolve {
             host: config.host.clone(),
-            source: e,
+            port: config.port,
+            cause: e,
         })?
         .collect();
     let wanted: Vec<SocketAddr> = found
@@ -428,7 +429,7 @@ async fn connect_any(
     Err(Error::Connect {
         hint: connect_hint(&e, config.port),
         addr: shown,
-        source: e,
+        cause: e,
     })
 }
 
@@ -460,9 +461,9 @@ async fn handshake(
     wr: &mut OwnedWriteHalf,
     addr: &str,
 ) -> Result<PeerInfo, Error> {
-    let proto_err = |source| Error::Protocol {
+    let proto_err = |cause| Error::Protocol {
         addr: addr.to_owned(),
-        source,
+        cause,
     };
     wr.write_all(&Preamble::new(Channel::Control).encode())
         .await
@@ -563,7 +564,7 @@ async fn open_data(
                     Err(e) => Error::DataConnect {
                         stream: id as u16,
                         addr: server.to_string(),
-                        source: e,
+                        cause: e,
                     },
                 });
             }
@@ -597,7 +598,7 @@ async fn send(wr: &mut OwnedWriteHalf, msg: &Message, addr: &str) -> Result<(), 
         .await
         .map_err(|e| Error::Protocol {
             addr: addr.to_owned(),
-            source: proto::ProtoError::Io(e.kind(), e.to_string()),
+            cause: proto::ProtoError::Io(e.kind(), e.to_string()),
         })
 }
 
@@ -614,14 +615,14 @@ async fn expect(
         Ok(Some(m)) => Ok(m),
         Ok(None) => Err(Error::Protocol {
             addr: addr.to_owned(),
-            source: proto::ProtoError::Io(
+            cause: proto::ProtoError::Io(
                 std::io::ErrorKind::UnexpectedEof,
                 format!("the server closed the connection while {state}"),
             ),
         }),
-        Err(source) => Err(Error::Protocol {
+        Err(cause) => Err(Error::Protocol {
             addr: addr.to_owned(),
-            source,
+            cause,
         }),
     }
 }

@@ -8,19 +8,26 @@ use crate::config::SpecError;
 use crate::proto::{ErrorCode, ProtoError};
 
 /// Everything that can stop a test.
+///
+/// Each message carries its cause in its own text, so no variant exposes a `source()`: a
+/// caller printing the error chain would otherwise repeat it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The test description is out of bounds.
     #[error("invalid test: {0}")]
-    Spec(#[from] SpecError),
+    Spec(SpecError),
     /// Name resolution failed.
-    #[error("cannot resolve `{host}`: {source}")]
+    #[error(
+        "cannot resolve `{host}` (port {port}): {cause} — check the name, or give an IP address"
+    )]
     Resolve {
         /// The host as given.
         host: String,
+        /// The port we were going to connect to.
+        port: u16,
         /// The resolver's error.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The host resolved, but to no address of the wanted family.
     #[error("`{host}` has no {family} address")]
@@ -31,12 +38,12 @@ pub enum Error {
         family: &'static str,
     },
     /// The control connection could not be opened.
-    #[error("cannot connect to {addr}: {source}{hint}")]
+    #[error("cannot connect to {addr}: {cause}{hint}")]
     Connect {
         /// `host:port`.
         addr: String,
         /// The socket error.
-        source: io::Error,
+        cause: io::Error,
         /// What to check.
         hint: String,
     },
@@ -72,12 +79,12 @@ pub enum Error {
         message: String,
     },
     /// The control connection broke or carried garbage.
-    #[error("control connection to {addr}: {source}")]
+    #[error("control connection to {addr}: {cause}")]
     Protocol {
         /// `host:port`.
         addr: String,
         /// What went wrong.
-        source: ProtoError,
+        cause: ProtoError,
     },
     /// The peer sent a message that makes no sense at this point.
     #[error("unexpected `{got}` message from {addr} while {state}")]
@@ -90,17 +97,17 @@ pub enum Error {
         state: &'static str,
     },
     /// A data connection failed to open.
-    #[error("cannot open data connection {stream} to {addr}: {source}")]
+    #[error("cannot open data connection {stream} to {addr}: {cause}")]
     DataConnect {
         /// Stream id.
         stream: u16,
         /// `host:port`.
         addr: String,
         /// The socket error.
-        source: io::Error,
+        cause: io::Error,
     },
     /// A socket option was refused by the kernel.
-    #[error("cannot set {option} to {value}: {source}{hint}")]
+    #[error("cannot set {option} to {value}: {cause}{hint}")]
     SocketOption {
         /// The option, e.g. `TCP_CONGESTION`.
         option: &'static str,
@@ -109,23 +116,29 @@ pub enum Error {
         /// Where to look.
         hint: &'static str,
         /// The kernel's error.
-        source: io::Error,
+        cause: io::Error,
     },
     /// Any other I/O failure, with what we were doing.
-    #[error("{context}: {source}")]
+    #[error("{context}: {cause}")]
     Io {
         /// What we were doing.
         context: String,
         /// The error.
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
+impl From<SpecError> for Error {
+    fn from(e: SpecError) -> Self {
+        Error::Spec(e)
+    }
+}
+
 impl Error {
-    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+    pub(crate) fn io(context: impl Into<String>, cause: io::Error) -> Self {
         Error::Io {
             context: context.into(),
-            source,
+            cause,
         }
     }
 }

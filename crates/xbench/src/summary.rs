@@ -202,10 +202,9 @@ pub fn align_warm_up(
             .streams
             .iter_mut()
             .find(|o| o.stream == st.stream)
+            && let Some(rx) = o.received.as_mut()
         {
-            if let Some(rx) = o.received.as_mut() {
-                adjust(rx, -shift);
-            }
+            adjust(rx, -shift);
         }
     }
     for iv in [last_omitted, first_measured] {

@@ -57,7 +57,7 @@ pub(crate) fn apply(
                 value: cc.clone(),
                 hint: " (is it listed in /proc/sys/net/ipv4/tcp_available_congestion_control? \
                    try `modprobe tcp_<name>`)",
-                source: e,
+                cause: e,
             })?;
     }
     Ok(())
@@ -83,11 +83,11 @@ pub(crate) fn report(sock: SockRef<'_>, opts: &SocketOptions) -> SocketReport {
     }
 }
 
-fn sockopt_err(option: &'static str, value: String, source: io::Error) -> Error {
+fn sockopt_err(option: &'static str, value: String, cause: io::Error) -> Error {
     Error::SocketOption {
         option,
         value,
         hint: "",
-        source,
+        cause,
     }
 }

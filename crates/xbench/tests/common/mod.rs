@@ -10,18 +10,18 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use xbench::{ClientConfig, EndCondition, Limits, Server, ServerConfig, TestReport};
 
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), xbench::Error>>>,
 }
 
 impl TestServer {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         Self::with_limits(Limits::default()).await
     }
 
-    pub async fn with_limits(limits: Limits) -> Self {
+    pub(crate) async fn with_limits(limits: Limits) -> Self {
         let server = Server::bind(ServerConfig {
             bind: vec!["127.0.0.1".parse().unwrap()],
             port: 0,
@@ -43,7 +43,7 @@ impl TestServer {
         }
     }
 
-    pub fn config(&self) -> ClientConfig {
+    pub(crate) fn config(&self) -> ClientConfig {
         let mut c = ClientConfig::new("127.0.0.1");
         c.port = self.addr.port();
         c.spec.end = EndCondition::Duration(Duration::from_millis(600));
@@ -51,13 +51,13 @@ impl TestServer {
         c
     }
 
-    pub async fn run(&self, config: &ClientConfig) -> TestReport {
+    pub(crate) async fn run(&self, config: &ClientConfig) -> TestReport {
         xbench::client::run(config, &mut |_| {}, std::future::pending())
             .await
             .unwrap()
     }
 
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
@@ -72,17 +72,17 @@ impl TestServer {
 }
 
 /// Open file descriptors of this process.
-pub fn open_fds() -> usize {
+pub(crate) fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
 /// Threads of this process.
-pub fn threads() -> usize {
+pub(crate) fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
 }
 
 /// Waits up to `limit` for `f` to hold, polling.
-pub async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub(crate) async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let until = std::time::Instant::now() + limit;
     loop {
         if f() {
