@@ -1,6 +1,8 @@
 //! The `xbench` binary as a user runs it: exit codes, messages, and JSON that validates against
 //! the committed schema.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -4,6 +4,8 @@
 //!
 //! The cases share one process-wide descriptor and thread count, so they run one at a time.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
+
 mod common;
 
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! Real client against a real in-process server on loopback: the figures must be consistent
 //! with each other and with what the kernel reports.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
+
 mod common;
 
 use std::num::NonZeroU16;

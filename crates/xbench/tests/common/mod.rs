@@ -2,6 +2,7 @@
 //! its tasks drained) when the handle drops out of scope via `stop()`.
 
 #![allow(dead_code)] // each test binary uses part of the harness
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
 
 use std::net::SocketAddr;
 use std::time::Duration;
