@@ -16,6 +16,14 @@ pub const MAX_STREAMS: u16 = 1024;
 pub const MAX_BLOCK_LEN: u32 = 64 << 20;
 /// Shortest reporting interval.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// Most request/response flows (connections) one test may ask for.
+pub const MAX_FLOWS: u16 = 4096;
+/// Largest request or response of a request/response test (bytes).
+pub const MAX_RR_LEN: u32 = 16 << 20;
+/// Most transactions in flight per request/response flow.
+pub const MAX_BURST: u32 = 1024;
+/// Highest pacing rate per flow (transactions per second).
+pub const MAX_RATE_PER_FLOW: f64 = 10_000_000.0;
 /// Longest test a spec may describe (a week); servers cap this far lower by default.
 pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
 
@@ -43,6 +51,51 @@ pub struct TestSpec {
 pub enum Workload {
     /// Bulk TCP transfer over parallel streams (iperf3's default test).
     Throughput(ThroughputSpec),
+    /// Request/response transactions and their latency (netperf's TCP_RR and TCP_CRR).
+    RequestResponse(RrSpec),
+}
+
+/// Request/response settings (`--rr`, `--crr`).
+///
+/// A transaction is a `request_len`-byte request and the `response_len`-byte response to it;
+/// its latency runs from the request's start to the response's last byte. The bytes carry no
+/// headers, so a one-byte transaction is one byte each way, as in netperf.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrSpec {
+    /// Request size, bytes (`-r REQ,RESP`).
+    pub request_len: NonZeroU32,
+    /// Response size, bytes.
+    pub response_len: NonZeroU32,
+    /// Concurrent connections (`--flows`).
+    pub flows: NonZeroU16,
+    /// Transactions in flight per connection (`--burst`); 1 is strict ping-pong.
+    pub burst: NonZeroU32,
+    /// A new connection for every transaction (`--crr`): connect, request, response, close.
+    pub connect_per_transaction: bool,
+    /// Transactions per second per flow (`--rate`); `None` runs back to back. Paced latency is
+    /// measured from each transaction's intended start, so stalls are not hidden.
+    pub rate_per_flow: Option<f64>,
+}
+
+impl Default for RrSpec {
+    fn default() -> Self {
+        RrSpec {
+            request_len: NonZeroU32::MIN,
+            response_len: NonZeroU32::MIN,
+            flows: NonZeroU16::MIN,
+            burst: NonZeroU32::MIN,
+            connect_per_transaction: false,
+            rate_per_flow: None,
+        }
+    }
+}
+
+impl RrSpec {
+    /// Time between one flow's transactions when paced.
+    pub fn period(&self) -> Option<Duration> {
+        self.rate_per_flow
+            .and_then(|r| Duration::try_from_secs_f64(1.0 / r).ok())
+    }
 }
 
 /// Bulk transfer settings.
@@ -159,6 +212,14 @@ pub struct SpecError {
 }
 
 impl TestSpec {
+    /// A 10-second, one-flow, one-byte request/response test (netperf's TCP_RR defaults).
+    pub fn request_response() -> Self {
+        TestSpec {
+            workload: Workload::RequestResponse(RrSpec::default()),
+            ..TestSpec::throughput()
+        }
+    }
+
     /// A 10-second, single-stream, client-to-server throughput test with iperf3's defaults.
     pub fn throughput() -> Self {
         TestSpec {
@@ -219,6 +280,48 @@ impl TestSpec {
             );
         }
         match &self.workload {
+            Workload::RequestResponse(r) => {
+                if r.flows.get() > MAX_FLOWS {
+                    return err("--flows", format!("at most {MAX_FLOWS} flows"));
+                }
+                if r.request_len.get() > MAX_RR_LEN || r.response_len.get() > MAX_RR_LEN {
+                    return err(
+                        "-r",
+                        format!(
+                            "requests and responses are at most {} MiB",
+                            MAX_RR_LEN >> 20
+                        ),
+                    );
+                }
+                if r.burst.get() > MAX_BURST {
+                    return err("--burst", format!("at most {MAX_BURST} in flight per flow"));
+                }
+                if r.connect_per_transaction && r.burst.get() > 1 {
+                    return err(
+                        "--burst",
+                        "--crr carries one transaction per connection; use --flows for \
+                         concurrency"
+                            .into(),
+                    );
+                }
+                if let Some(rate) = r.rate_per_flow
+                    && (!rate.is_finite() || rate <= 0.0 || rate > MAX_RATE_PER_FLOW)
+                {
+                    return err(
+                        "--rate",
+                        format!(
+                            "a rate must be above 0 and at most {MAX_RATE_PER_FLOW} \
+                                 transactions per second per flow"
+                        ),
+                    );
+                }
+                if matches!(self.end, EndCondition::Bytes(_)) {
+                    return err(
+                        "-n",
+                        "request/response tests run for a time (-t), not a byte count".into(),
+                    );
+                }
+            }
             Workload::Throughput(t) => {
                 if t.streams.get() > MAX_STREAMS {
                     return err("-P", format!("at most {MAX_STREAMS} streams"));
@@ -240,6 +343,9 @@ impl TestSpec {
             Workload::Throughput(t) => {
                 usize::from(t.streams.get()) * t.direction.stream_directions().len()
             }
+            // --crr connections arrive during the test, one per transaction.
+            Workload::RequestResponse(r) if r.connect_per_transaction => 0,
+            Workload::RequestResponse(r) => usize::from(r.flows.get()),
         }
     }
 
@@ -247,6 +353,15 @@ impl TestSpec {
     pub fn as_throughput(&self) -> Option<&ThroughputSpec> {
         match &self.workload {
             Workload::Throughput(t) => Some(t),
+            Workload::RequestResponse(_) => None,
+        }
+    }
+
+    /// The request/response settings, if this is a request/response test.
+    pub fn as_rr(&self) -> Option<&RrSpec> {
+        match &self.workload {
+            Workload::RequestResponse(r) => Some(r),
+            Workload::Throughput(_) => None,
         }
     }
 }

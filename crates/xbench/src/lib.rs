@@ -45,6 +45,7 @@ pub mod client;
 pub mod config;
 mod engine;
 mod error;
+pub mod latency;
 pub mod proto;
 pub mod report;
 pub mod server;

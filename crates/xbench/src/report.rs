@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{StreamDirection, TestSpec};
+use crate::latency::LatencyStats;
 
 /// Version of the JSON report layout. Bump when a field changes meaning or is removed.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -351,6 +352,10 @@ pub struct CpuReport {
     pub client_s_per_gb: Option<f64>,
     /// Server CPU-seconds per GB.
     pub server_s_per_gb: Option<f64>,
+    /// Request/response tests: client CPU-microseconds per transaction.
+    pub client_us_per_transaction: Option<f64>,
+    /// Request/response tests: server CPU-microseconds per transaction.
+    pub server_us_per_transaction: Option<f64>,
 }
 
 /// How a test ended.
@@ -400,14 +405,166 @@ pub struct TestReport {
     pub spec: TestSpec,
     /// Data connections.
     pub streams: Vec<StreamInfo>,
-    /// Per-interval figures (empty when intervals were off).
+    /// Per-interval figures of a throughput test (empty when intervals were off, and for
+    /// request/response tests, whose intervals are in [`Self::rr`]).
     pub intervals: Vec<Interval>,
-    /// Totals.
+    /// Throughput totals (no directions for a request/response test).
     pub summary: Summary,
+    /// Request/response results, for `--rr` and `--crr` tests.
+    pub rr: Option<RrReport>,
     /// CPU use.
     pub cpu: CpuReport,
     /// Completed, interrupted or failed.
     pub outcome: Outcome,
     /// Things the user should know (a window the kernel capped, a late report).
     pub warnings: Vec<String>,
+}
+
+/// One interval of a request/response test as the server saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideRrInterval {
+    /// Position in the schedule, from 0.
+    pub index: u32,
+    /// Start, seconds since the server's start of the test.
+    pub start_s: f64,
+    /// End, seconds.
+    pub end_s: f64,
+    /// Inside the `-O` warm-up.
+    pub omitted: bool,
+    /// Requests answered.
+    pub transactions: u64,
+    /// Segments the server retransmitted.
+    pub retransmits: u64,
+    /// Connections accepted (`--crr`).
+    pub connections: u64,
+}
+
+/// One flow's totals as the server saw them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SideRrFlow {
+    /// Flow id.
+    pub flow: u16,
+    /// Requests answered over the whole test, warm-up included.
+    pub transactions: u64,
+    /// Segments the server retransmitted.
+    pub retransmits: u64,
+    /// Connections accepted (`--crr`).
+    pub connections: u64,
+}
+
+/// Everything the server measured of a request/response test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideRrResults {
+    /// Per flow, warm-up included.
+    pub flows: Vec<SideRrFlow>,
+    /// Segments retransmitted after the warm-up.
+    pub measured_retransmits: u64,
+    /// CPU time of the server's workers.
+    pub cpu: CpuUsage,
+}
+
+/// One interval of a request/response test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrInterval {
+    /// Position in the schedule, from 0.
+    pub index: u32,
+    /// Start, seconds since the test started.
+    pub start_s: f64,
+    /// End, seconds.
+    pub end_s: f64,
+    /// Inside the `-O` warm-up.
+    pub omitted: bool,
+    /// Transactions completed in the interval, all flows.
+    pub transactions: u64,
+    /// Transactions per second, all flows.
+    pub transactions_per_second: f64,
+    /// Latency of the interval's transactions, all flows merged.
+    pub latency: Option<LatencyStats>,
+    /// Segments the client retransmitted (requests).
+    pub retransmits: u64,
+    /// Segments the server retransmitted (responses), when its report arrived.
+    pub server_retransmits: Option<u64>,
+    /// Mean smoothed RTT of the flows' connections at the end of the interval, µs.
+    pub srtt_us: Option<f64>,
+    /// Connections opened (`--crr`).
+    pub connections: u64,
+    /// The interval's latency histogram: HdrHistogram V2, deflated, base64; nanoseconds.
+    pub histogram: String,
+}
+
+/// Pacing, for a `--rate` test.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Pacing {
+    /// Transactions per second asked for, all flows.
+    pub asked_per_second: f64,
+    /// Transactions per second achieved, all flows.
+    pub achieved_per_second: f64,
+    /// Whether the schedule was kept (achieved within 1 % of asked). When it was not, the
+    /// path or the machines could not sustain the rate, and the latencies, measured from each
+    /// transaction's intended start, show how far behind it fell.
+    pub kept_up: bool,
+}
+
+/// Totals of a request/response test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrSummary {
+    /// Transactions completed after the warm-up.
+    pub transactions: u64,
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Transactions per second, all flows.
+    pub transactions_per_second: f64,
+    /// Latency over the whole test, all flows merged.
+    pub latency: Option<LatencyStats>,
+    /// Latency measured from each transaction's intended start (`--rate`), so stalls are
+    /// charged to every transaction they delayed.
+    pub coordinated_omission_corrected: bool,
+    /// Segments the client retransmitted.
+    pub retransmits: u64,
+    /// Segments the server retransmitted, when its report arrived.
+    pub server_retransmits: Option<u64>,
+    /// Smoothed RTT of the connections over the test, from TCP_INFO.
+    pub rtt: Option<RttStats>,
+    /// Transactions completed over the whole test, warm-up included.
+    pub total_transactions: u64,
+    /// Requests the server answered over the whole test, warm-up included: equal to
+    /// `total_transactions` when every request sent was answered and counted at both ends.
+    pub server_transactions: Option<u64>,
+    /// Connections opened (`--crr`).
+    pub connections: u64,
+    /// Asked versus achieved rate (`--rate`).
+    pub pacing: Option<Pacing>,
+    /// The whole test's latency histogram: HdrHistogram V2, deflated, base64; nanoseconds.
+    pub histogram: String,
+}
+
+/// One flow of a request/response test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrFlowSummary {
+    /// Flow id.
+    pub flow: u16,
+    /// Transactions completed after the warm-up.
+    pub transactions: u64,
+    /// Transactions completed, warm-up included.
+    pub total_transactions: u64,
+    /// Requests the server answered on this flow, warm-up included.
+    pub server_transactions: Option<u64>,
+    /// The flow's own latency distribution; kept for up to
+    /// [`crate::client::PER_FLOW_LATENCY_LIMIT`] flows (one histogram each).
+    pub latency: Option<LatencyStats>,
+    /// Segments the client retransmitted on this flow.
+    pub retransmits: u64,
+    /// Why the flow stopped early, if it did.
+    pub error: Option<String>,
+}
+
+/// A request/response test's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrReport {
+    /// Per interval, all flows merged.
+    pub intervals: Vec<RrInterval>,
+    /// Totals.
+    pub summary: RrSummary,
+    /// Per flow.
+    pub flows: Vec<RrFlowSummary>,
 }

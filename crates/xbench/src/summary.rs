@@ -294,6 +294,8 @@ pub fn cpu_report(client: &SideResults, server: Option<&SideResults>) -> CpuRepo
         server: server.map(|s| s.cpu),
         client_s_per_gb: per_gb(client.cpu, client),
         server_s_per_gb: server.and_then(|s| per_gb(s.cpu, s)),
+        client_us_per_transaction: None,
+        server_us_per_transaction: None,
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub(crate) mod cpu;
 pub(crate) mod group;
+pub(crate) mod rr;
 pub(crate) mod sampler;
 pub(crate) mod schedule;
 pub(crate) mod sockopt;

@@ -10,11 +10,14 @@
 //!                        ◀───────────────── Accepted{cookie} | Error
 //!   N × data connection: preamble(data, v) + cookie + stream id
 //!                        ◀───────────────── Ready{sockets}
-//!                        ◀───────────────── Interval … (live, one per interval)
+//!                        ◀───────────────── Interval | RrInterval … (live, one per interval)
 //!                        ◀───────────────── SenderDone (server-sent byte-count tests)
 //!   Finish{interrupted} ──────────────────▶
-//!                        ◀───────────────── Results
+//!                        ◀───────────────── Results | RrResults
 //! ```
+//!
+//! With `--crr` no data connection opens before `Ready`; each transaction opens its own, with
+//! the same greeting, while the test runs.
 //!
 //! Either side may send `Error` at any point and close. The client opens every connection,
 //! data included, whichever way the data flows, so tests work through NAT and through firewalls
@@ -24,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Cookie;
 use crate::config::TestSpec;
-use crate::report::{SideInterval, SideResults, SocketReport};
+use crate::report::{SideInterval, SideResults, SideRrInterval, SideRrResults, SocketReport};
 
 /// Every control message, tagged by `type` in JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +52,10 @@ pub enum Message {
     Finish(Finish),
     /// Server's final measurements.
     Results(SideResults),
+    /// One interval of a request/response test, server side.
+    RrInterval(SideRrInterval),
+    /// Server's final measurements of a request/response test.
+    RrResults(SideRrResults),
     /// Something went wrong; the sender closes after this.
     Error(ErrorMsg),
 }

@@ -7,7 +7,9 @@
 //! the `shutdown` future given to [`Server::run`] resolves: it stops accepting, lets running
 //! tests finish for [`ServerConfig::shutdown_grace`], then tells the rest why they are cut short.
 
+mod bulk;
 mod registry;
+mod rr;
 mod session;
 
 use std::future::Future;
@@ -31,8 +33,10 @@ use crate::proto::{self, COOKIE_LEN, Channel, Cookie, Preamble};
 /// Server-side bounds on what clients may ask for and how long they may idle.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Most data connections one test may open.
+    /// Most data connections (each a thread here) one throughput test may open.
     pub max_streams: u16,
+    /// Most connections one request/response test may hold open at once; many share a thread.
+    pub max_flows: u16,
     /// Longest test accepted (excluding `-O` warm-up).
     pub max_duration: Duration,
     /// Most tests running at once.
@@ -50,6 +54,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_streams: 128,
+            max_flows: 4096,
             max_duration: Duration::from_secs(3600),
             max_tests: 64,
             handshake_timeout: Duration::from_secs(10),

@@ -3,31 +3,28 @@
 //!
 //! Ends in one log line per test: who, what was asked, how it ended, bytes moved.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use socket2::SockRef;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tracing::{info, warn};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+use tracing::info;
 
+use super::registry::DataConn;
 use super::{Ctx, try_running_guard};
 use crate::client::software;
-use crate::config::{EndCondition, StreamDirection, TestSpec, Workload};
-use crate::engine::group::Group;
-use crate::engine::sampler::Sampler;
-use crate::engine::schedule::Schedule;
-use crate::engine::sockopt;
-use crate::engine::stream::{self, Budget, SendMode};
+use crate::config::{EndCondition, TestSpec, Workload};
 use crate::proto::{
     self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, PROTOCOL_VERSION,
-    Preamble, Ready, Welcome,
+    Preamble, Welcome,
 };
-use crate::report::SocketReport;
 
 /// How a session ended, for `--one-off`.
+#[derive(Debug)]
 pub(super) enum SessionEnd {
     Completed,
     Other,
@@ -35,7 +32,7 @@ pub(super) enum SessionEnd {
 
 /// Why a test ended, for the log line.
 #[derive(Debug)]
-enum TestEnd {
+pub(super) enum TestEnd {
     Finished { interrupted: bool },
     ClientGone(String),
     Overran,
@@ -122,7 +119,12 @@ pub(super) async fn run(
     };
 
     let n = spec.connection_count();
-    let (_registration, cookie, mut data_rx) = match ctx.registry.register(n) {
+    // --crr connections keep arriving while the test runs; leave room for a burst of them.
+    let capacity = match spec.as_rr() {
+        Some(r) if r.connect_per_transaction => usize::from(r.flows.get()) * 2 + 64,
+        _ => n,
+    };
+    let (_registration, cookie, mut data_rx) = match ctx.registry.register(capacity) {
         Ok(r) => r,
         Err(e) => {
             let _ = proto::write_message(
@@ -173,148 +175,85 @@ pub(super) async fn run(
             }
         }
     }
-    drop(data_rx);
-
-    let Workload::Throughput(tp) = &spec.workload;
-    let dirs: Vec<StreamDirection> = tp
-        .direction
-        .stream_directions()
-        .iter()
-        .flat_map(|d| std::iter::repeat_n(*d, usize::from(tp.streams.get())))
-        .collect();
-    let budget = match spec.end {
-        EndCondition::Bytes(b) => Some(Budget::new(b)),
-        EndCondition::Duration(_) => None,
+    let test = Test {
+        peer,
+        client: client_sw,
+        ctx,
+        rd,
+        wr,
+        conns,
+        data: data_rx,
     };
-    let send_mode = if tp.zerocopy {
-        SendMode::Sendfile
-    } else {
-        SendMode::Copy
-    };
-    let block = tp.block_len.get() as usize;
-    let mut sockets: Vec<SocketReport> = Vec::with_capacity(n);
-    let mut handles = Vec::with_capacity(n);
-    let mut warnings = Vec::new();
-    for (id, sock) in conns {
-        if let Err(e) = sockopt::apply(SockRef::from(&sock), &spec.socket, &mut warnings) {
-            let msg = format!("server could not configure a data socket: {e}");
-            info!(%peer, "aborted a test: {msg}");
-            let _ =
-                proto::write_message(&mut wr, &ErrorMsg::message(ErrorCode::BadRequest, msg)).await;
-            return SessionEnd::Other;
-        }
-        sockets.push(sockopt::report(SockRef::from(&sock), &spec.socket));
-        let h = match dirs[usize::from(id)] {
-            StreamDirection::ClientToServer => stream::spawn_receiver(id, sock, block, tp.receive),
-            StreamDirection::ServerToClient => {
-                stream::spawn_sender(id, sock, block, send_mode, budget.clone())
-            }
-        };
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                let msg = format!("server could not start a stream thread: {e}");
-                warn!(%peer, "aborted a test: {msg}");
-                let _ =
-                    proto::write_message(&mut wr, &ErrorMsg::message(ErrorCode::ServerError, msg))
-                        .await;
-                return SessionEnd::Other;
-            }
-        }
+    match &spec.workload {
+        Workload::Throughput(tp) => super::bulk::run(test, &spec, tp).await,
+        Workload::RequestResponse(rr) => super::rr::run(test, &spec, rr).await,
     }
-    for w in warnings.iter().take(2) {
-        info!(%peer, "{w}");
-    }
+}
 
-    let start = Instant::now();
-    let mut sampler = Sampler::new(start, Schedule::for_spec(&spec), &handles);
-    let mut group = Group::new(handles);
-    if proto::write_message(&mut wr, &Message::Ready(Ready { sockets }))
-        .await
-        .is_err()
-    {
-        return SessionEnd::Other;
-    }
-    let hard_stop = start
-        + spec.omit
-        + match spec.end {
-            EndCondition::Duration(d) => d,
-            EndCondition::Bytes(_) => ctx.limits.max_duration,
-        }
-        + ctx.limits.overrun_grace;
-    let mut abort = ctx.abort.clone();
+/// An admitted test with its data connections, handed to the workload's own controller.
+pub(super) struct Test {
+    pub(super) peer: SocketAddr,
+    /// The client's software, for the log line.
+    pub(super) client: String,
+    pub(super) ctx: Arc<Ctx>,
+    pub(super) rd: MessageReader<OwnedReadHalf>,
+    pub(super) wr: OwnedWriteHalf,
+    /// Data connections by stream or flow id.
+    pub(super) conns: BTreeMap<u16, std::net::TcpStream>,
+    /// Where `--crr` connections keep arriving; dropped (refusing latecomers) otherwise.
+    pub(super) data: mpsc::Receiver<DataConn>,
+}
 
-    let end = loop {
-        tokio::select! {
-            biased;
-            msg = rd.next() => match msg {
-                Ok(Some(Message::Finish(f))) => break TestEnd::Finished { interrupted: f.interrupted },
-                Ok(Some(other)) => break TestEnd::ClientGone(format!("unexpected message: {}", describe(Ok(Some(other))))),
-                Ok(None) => break TestEnd::ClientGone("client closed the control connection".into()),
-                Err(e) => break TestEnd::ClientGone(e.to_string()),
-            },
-            _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
-                if let Some(iv) = sampler.on_wakeup(Instant::now())
-                    && let Err(e) = proto::write_message(&mut wr, &Message::Interval(iv)).await {
-                        break TestEnd::ClientGone(format!("cannot write to the client: {e}"));
-                    }
-            }
-            _ = tokio::time::sleep_until(hard_stop.into()) => break TestEnd::Overran,
-            () = async { let _ = abort.wait_for(|a| *a).await; } => break TestEnd::ShuttingDown,
-        }
-    };
-
-    let mut ok = matches!(end, TestEnd::Finished { .. });
-    if ok {
-        group.stop_senders();
-        // Let what the client sent drain into our receivers, still reporting intervals.
-        let drain_until = Instant::now() + ctx.limits.drain_timeout;
-        loop {
-            tokio::select! {
-                _ = group.receivers_ended() => break,
-                _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
-                    if let Some(iv) = sampler.on_wakeup(Instant::now())
-                        && proto::write_message(&mut wr, &Message::Interval(iv)).await.is_err() {
-                            ok = false;
-                            break;
-                        }
-                }
-                _ = tokio::time::sleep_until(drain_until.into()) => break,
-            }
-        }
-    } else {
-        let (code, msg) = match &end {
+impl Test {
+    /// Tells the client its test is over early, and why (nothing to say if it left).
+    pub(super) async fn tell_end(&mut self, end: &TestEnd) {
+        let (code, msg) = match end {
             TestEnd::Overran => (
                 ErrorCode::Timeout,
                 format!(
                     "test ran {:?} past its end; the server stopped it",
-                    ctx.limits.overrun_grace
+                    self.ctx.limits.overrun_grace
                 ),
             ),
             TestEnd::ShuttingDown => (
                 ErrorCode::ShuttingDown,
                 "the server is shutting down".to_owned(),
             ),
-            _ => (ErrorCode::Timeout, String::new()),
+            _ => return,
         };
-        if !msg.is_empty() {
-            let _ = proto::write_message(&mut wr, &ErrorMsg::message(code, msg)).await;
-        }
+        let _ = proto::write_message(&mut self.wr, &ErrorMsg::message(code, msg)).await;
     }
-    let ends = group.collect(Duration::from_secs(2)).await;
-    let (last, results) = sampler.finish(Instant::now(), &ends);
-    let bytes: u64 = results.streams.iter().map(|s| s.total_bytes).sum();
-    if ok {
-        if let Some(iv) = last {
-            let _ = proto::write_message(&mut wr, &Message::Interval(iv)).await;
-        }
-        let _ = proto::write_message(&mut wr, &Message::Results(results)).await;
-        let _ = wr.shutdown().await;
+
+    /// Refuses the test after admission (a socket the kernel would not configure, no threads).
+    pub(super) async fn abort(&mut self, code: ErrorCode, msg: String) -> SessionEnd {
+        info!(peer = %self.peer, "aborted a test: {msg}");
+        let _ = proto::write_message(&mut self.wr, &ErrorMsg::message(code, msg)).await;
+        SessionEnd::Other
     }
-    log_test(peer, &client_sw, &spec, &end, bytes, start.elapsed(), &ends);
-    match end {
-        TestEnd::Finished { interrupted: false } => SessionEnd::Completed,
-        _ => SessionEnd::Other,
+
+    /// When the server gives up on a test that should have ended.
+    pub(super) fn hard_stop(&self, spec: &TestSpec, start: Instant) -> Instant {
+        start
+            + spec.omit
+            + match spec.end {
+                EndCondition::Duration(d) => d,
+                EndCondition::Bytes(_) => self.ctx.limits.max_duration,
+            }
+            + self.ctx.limits.overrun_grace
+    }
+}
+
+/// Reads the client's next message during a test: `Finish` or the reason the test is over.
+pub(super) fn on_control(msg: Result<Option<Message>, proto::ProtoError>) -> TestEnd {
+    match msg {
+        Ok(Some(Message::Finish(f))) => TestEnd::Finished {
+            interrupted: f.interrupted,
+        },
+        Ok(Some(other)) => {
+            TestEnd::ClientGone(format!("unexpected message: {}", describe(Ok(Some(other)))))
+        }
+        Ok(None) => TestEnd::ClientGone("client closed the control connection".into()),
+        Err(e) => TestEnd::ClientGone(e.to_string()),
     }
 }
 
@@ -322,12 +261,25 @@ pub(super) async fn run(
 fn admit(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
     spec.validate().map_err(|e| format!("invalid test: {e}"))?;
     let l = &ctx.limits;
-    let n = spec.connection_count();
-    if n > usize::from(l.max_streams) {
-        return Err(format!(
-            "the test asks for {n} data connections; this server allows at most {} (--max-streams)",
-            l.max_streams
-        ));
+    match &spec.workload {
+        Workload::Throughput(_) => {
+            let n = spec.connection_count();
+            if n > usize::from(l.max_streams) {
+                return Err(format!(
+                    "the test asks for {n} data connections; this server allows at most {} \
+                     (--max-streams)",
+                    l.max_streams
+                ));
+            }
+        }
+        Workload::RequestResponse(rr) => {
+            if rr.flows.get() > l.max_flows {
+                return Err(format!(
+                    "the test asks for {} flows; this server allows at most {} (--max-flows)",
+                    rr.flows, l.max_flows
+                ));
+            }
+        }
     }
     if let EndCondition::Duration(d) = spec.end
         && d + spec.omit > l.max_duration
@@ -356,17 +308,16 @@ fn describe(m: Result<Option<Message>, proto::ProtoError>) -> String {
     }
 }
 
-fn log_test(
-    peer: SocketAddr,
-    client: &str,
+/// The one log line of a test: who, what was asked, how it ended, what moved.
+pub(super) fn log_test(
+    t: &Test,
     spec: &TestSpec,
     end: &TestEnd,
     bytes: u64,
+    transactions: Option<u64>,
     elapsed: Duration,
-    ends: &HashMap<u16, crate::engine::stream::StreamEnd>,
+    stream_errors: usize,
 ) {
-    let Workload::Throughput(tp) = &spec.workload;
-    let errors = ends.values().filter(|e| e.error.is_some()).count();
     let outcome = match end {
         TestEnd::Finished { interrupted: false } => "completed".to_owned(),
         TestEnd::Finished { interrupted: true } => "interrupted by the client".to_owned(),
@@ -374,16 +325,34 @@ fn log_test(
         TestEnd::Overran => "overran its duration".to_owned(),
         TestEnd::ShuttingDown => "cut short by shutdown".to_owned(),
     };
+    let workload = match &spec.workload {
+        Workload::Throughput(tp) => format!(
+            "throughput, {} stream(s), {:?}",
+            tp.streams.get(),
+            tp.direction
+        ),
+        Workload::RequestResponse(rr) => format!(
+            "{}, {} flow(s), {}/{} bytes",
+            if rr.connect_per_transaction {
+                "crr"
+            } else {
+                "rr"
+            },
+            rr.flows.get(),
+            rr.request_len.get(),
+            rr.response_len.get()
+        ),
+    };
     info!(
-        %peer,
-        client,
-        streams = tp.streams.get(),
-        direction = ?tp.direction,
+        peer = %t.peer,
+        client = %t.client,
+        workload,
         end = ?spec.end,
         outcome,
         bytes,
+        transactions,
         seconds = elapsed.as_secs_f64(),
-        stream_errors = errors,
+        stream_errors,
         "test ended"
     );
 }

@@ -1,0 +1,343 @@
+//! The client side of a throughput test: stream threads, live intervals merged with the
+//! server's, and the totals.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::{
+    ClientConfig, ClientEvent, ReportBody, Session, empty_socket_report, open_data, send,
+    sleep_until_opt, unexpected,
+};
+use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
+use crate::engine::group::Group;
+use crate::engine::sampler::Sampler;
+use crate::engine::schedule::Schedule;
+use crate::engine::stream::{self, Budget, SendMode};
+use crate::error::Error;
+use crate::proto::{Finish, Message};
+use crate::report::{Interval, Outcome, SideInterval, SideResults, StreamInfo, TestReport};
+use crate::summary::{self, Directions};
+
+pub(super) async fn run(
+    mut session: Session,
+    config: &ClientConfig,
+    tp: &ThroughputSpec,
+    on_event: &mut (dyn FnMut(ClientEvent) + Send),
+    cancel: impl Future<Output = ()>,
+) -> Result<TestReport, Error> {
+    let addr_s = session.addr.clone();
+    let (server_addr, client_addr, cookie) =
+        (session.server_addr, session.client_addr, session.cookie);
+    // Stream ids: `streams` client-to-server first, then server-to-client (bidir).
+    let dirs: Directions = tp
+        .direction
+        .stream_directions()
+        .iter()
+        .flat_map(|d| std::iter::repeat_n(*d, usize::from(tp.streams.get())))
+        .enumerate()
+        .map(|(i, d)| (i as u16, d))
+        .collect();
+    let mut warnings = Vec::new();
+    let data = open_data(config, server_addr, cookie, dirs.len(), &mut warnings).await?;
+
+    let ready = session.ready().await?;
+    for w in &warnings {
+        on_event(ClientEvent::Warning(w.clone()));
+    }
+
+    // Data flows from here; from now on every path ends in a report.
+    let started_at = SystemTime::now();
+    let start = Instant::now();
+    let budget = match config.spec.end {
+        EndCondition::Bytes(n) => Some(n),
+        EndCondition::Duration(_) => None,
+    };
+    let send_mode = if tp.zerocopy {
+        SendMode::Sendfile
+    } else {
+        SendMode::Copy
+    };
+    let send_budget = budget.map(Budget::new);
+    let mut handles = Vec::with_capacity(data.len());
+    let mut infos = Vec::with_capacity(data.len());
+    for (id, (sock, report)) in data.into_iter().enumerate() {
+        let id = id as u16;
+        let direction = dirs[&id];
+        infos.push(StreamInfo {
+            id,
+            direction,
+            client_addr: sock.local_addr().unwrap_or(client_addr),
+            server_addr: sock.peer_addr().unwrap_or(server_addr),
+            client_socket: report,
+            server_socket: ready
+                .sockets
+                .get(usize::from(id))
+                .cloned()
+                .unwrap_or_else(empty_socket_report),
+        });
+        let block = tp.block_len.get() as usize;
+        let h = match direction {
+            StreamDirection::ClientToServer => {
+                stream::spawn_sender(id, sock, block, send_mode, send_budget.clone())
+            }
+            StreamDirection::ServerToClient => stream::spawn_receiver(id, sock, block, tp.receive),
+        };
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                for h in &handles {
+                    h.abort();
+                }
+                return Err(Error::io("starting a stream thread", e));
+            }
+        }
+    }
+    on_event(ClientEvent::Started {
+        server: session.server.clone(),
+        streams: infos.clone(),
+    });
+
+    let schedule = Schedule::for_spec(&config.spec);
+    let mut sampler = Sampler::new(start, schedule, &handles);
+    let mut merger = Merger::new(dirs.clone());
+    let mut group = Group::new(handles);
+
+    let deadline = match config.spec.end {
+        EndCondition::Duration(d) => Some(start + config.spec.omit + d),
+        EndCondition::Bytes(_) => None,
+    };
+    tokio::pin!(cancel);
+    let mut outcome = Outcome::Completed;
+    let mut server_results: Option<SideResults> = None;
+
+    // Phase 1: the test runs until its end condition, the user, or a failure stops it.
+    let mut control_open = true;
+    loop {
+        tokio::select! {
+            // Biased: when the deadline and an interval boundary coincide, the deadline wins, so
+            // the last interval is closed by `finish` and includes the drain.
+            biased;
+            () = &mut cancel => { outcome = Outcome::Interrupted; break; }
+            _ = sleep_until_opt(deadline) => break,
+            _ = group.all_ended(), if budget.is_some() => break,
+            msg = session.rd.next() => match msg {
+                Ok(Some(Message::Interval(iv))) => merger.server(iv, on_event),
+                Ok(Some(Message::Error(e))) => {
+                    outcome = Outcome::Failed { error: format!("the server ended the test: {}", e.message) };
+                    control_open = false;
+                    break;
+                }
+                Ok(Some(other)) => {
+                    outcome = Outcome::Failed { error: unexpected(other, &addr_s, "the test ran").to_string() };
+                    break;
+                }
+                Ok(None) => {
+                    outcome = Outcome::Failed { error: format!("{addr_s} closed the control connection during the test") };
+                    control_open = false;
+                    break;
+                }
+                Err(e) => {
+                    outcome = Outcome::Failed { error: Error::Protocol { addr: addr_s.clone(), cause: e }.to_string() };
+                    control_open = false;
+                    break;
+                }
+            },
+            _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
+                if let Some(iv) = sampler.on_wakeup(Instant::now()) {
+                    merger.client(iv, on_event);
+                }
+            }
+        }
+    }
+
+    // Phase 2: stop sending, tell the server, let the receivers drain, collect its results.
+    group.stop_senders();
+    let interrupted = outcome == Outcome::Interrupted;
+    if control_open
+        && send(
+            &mut session.wr,
+            &Message::Finish(Finish { interrupted }),
+            &addr_s,
+        )
+        .await
+        .is_err()
+    {
+        control_open = false;
+    }
+    // An interrupted user wants the figures now, not after a slow path drains.
+    let drain_limit = if interrupted {
+        config.drain_timeout.min(Duration::from_secs(2))
+    } else {
+        config.drain_timeout
+    };
+    let drain_deadline = Instant::now() + drain_limit;
+    let mut receivers_done = false;
+    while control_open && (server_results.is_none() || !receivers_done) {
+        tokio::select! {
+            msg = session.rd.next(), if server_results.is_none() => match msg {
+                Ok(Some(Message::Interval(iv))) => merger.server(iv, on_event),
+                Ok(Some(Message::Results(r))) => server_results = Some(r),
+                Ok(Some(Message::Error(e))) => {
+                    if outcome == Outcome::Completed {
+                        outcome = Outcome::Failed { error: format!("the server ended the test: {}", e.message) };
+                    }
+                    break;
+                }
+                _ => {
+                    warnings.push(format!("{addr_s} closed the control connection before sending its results"));
+                    break;
+                }
+            },
+            _ = group.all_ended(), if !receivers_done => receivers_done = true,
+            _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
+                if let Some(iv) = sampler.on_wakeup(Instant::now()) {
+                    merger.client(iv, on_event);
+                }
+            }
+            _ = tokio::time::sleep_until(drain_deadline.into()) => {
+                warnings.push(format!(
+                    "gave up waiting for the end of the test after {drain_limit:?}; figures cover what had arrived"
+                ));
+                break;
+            }
+            () = &mut cancel, if !interrupted => {
+                // A second Ctrl-C: stop waiting.
+                outcome = Outcome::Interrupted;
+                break;
+            }
+        }
+    }
+    let ends = group.collect(Duration::from_secs(2)).await;
+    let end = Instant::now();
+    let (last, client_results) = sampler.finish(end, &ends);
+    if let Some(iv) = last {
+        merger.client(iv, on_event);
+    }
+    let mut intervals = merger.finish(on_event);
+    summary::align_warm_up(&mut intervals, &client_results, server_results.as_ref());
+    for s in client_results
+        .streams
+        .iter()
+        .chain(server_results.iter().flat_map(|r| &r.streams))
+    {
+        if let Some(e) = &s.error {
+            warnings.push(format!("stream {} ended with an error: {e}", s.stream));
+        }
+    }
+    let measured_s = match config.spec.end {
+        EndCondition::Duration(d) if outcome == Outcome::Completed => d.as_secs_f64(),
+        _ => end
+            .saturating_duration_since(start + config.spec.omit)
+            .as_secs_f64(),
+    };
+    let summary = summary::summarize(&dirs, &client_results, server_results.as_ref(), measured_s);
+    let cpu = summary::cpu_report(&client_results, server_results.as_ref());
+    if server_results.is_none() {
+        warnings.push("the server's results never arrived: receiver figures of client-to-server streams are missing".into());
+    }
+    Ok(session.report(
+        config,
+        started_at,
+        ReportBody {
+            streams: infos,
+            intervals,
+            summary,
+            rr: None,
+            cpu,
+            outcome,
+            warnings,
+        },
+    ))
+}
+
+/// Pairs the client's and the server's intervals by index and emits each once.
+struct Merger {
+    dirs: Directions,
+    pending: BTreeMap<u32, (Option<SideInterval>, Option<SideInterval>)>,
+    done: Vec<Interval>,
+}
+
+impl Merger {
+    fn new(dirs: Directions) -> Self {
+        Merger {
+            dirs,
+            pending: BTreeMap::new(),
+            done: Vec::new(),
+        }
+    }
+
+    fn client(&mut self, iv: SideInterval, on_event: &mut (dyn FnMut(ClientEvent) + Send)) {
+        let idx = iv.index;
+        self.pending.entry(idx).or_default().0 = Some(iv);
+        // A server report more than one interval late is not waited for.
+        self.emit(
+            |i, (c, s)| c.is_some() && (s.is_some() || i + 1 < idx),
+            on_event,
+        );
+    }
+
+    fn server(&mut self, iv: SideInterval, on_event: &mut (dyn FnMut(ClientEvent) + Send)) {
+        let idx = iv.index;
+        self.pending.entry(idx).or_default().1 = Some(iv);
+        self.emit(|_, (c, s)| c.is_some() && s.is_some(), on_event);
+    }
+
+    fn emit(
+        &mut self,
+        ready: impl Fn(u32, &(Option<SideInterval>, Option<SideInterval>)) -> bool,
+        on_event: &mut (dyn FnMut(ClientEvent) + Send),
+    ) {
+        while let Some((&i, pair)) = self.pending.first_key_value() {
+            if !ready(i, pair) {
+                break;
+            }
+            let Some((_, (c, s))) = self.pending.pop_first() else {
+                break;
+            };
+            if let Some(iv) = summary::merge_interval(&self.dirs, c.as_ref(), s.as_ref()) {
+                on_event(ClientEvent::Interval(iv.clone()));
+                self.done.push(iv);
+            }
+        }
+    }
+
+    /// Emits what is left. A server interval past the client's last (the receiver was still
+    /// draining when the client's clock stopped) is folded into the client's last interval so
+    /// that intervals still add up to the totals.
+    fn finish(mut self, on_event: &mut (dyn FnMut(ClientEvent) + Send)) -> Vec<Interval> {
+        let last_client = self
+            .pending
+            .iter()
+            .rev()
+            .find(|(_, (c, _))| c.is_some())
+            .map(|(i, _)| *i);
+        if let Some(lc) = last_client {
+            let late: Vec<u32> = self.pending.range(lc + 1..).map(|(i, _)| *i).collect();
+            for i in late {
+                let Some((_, Some(extra))) = self.pending.remove(&i) else {
+                    continue;
+                };
+                let slot = self.pending.entry(lc).or_default();
+                match &mut slot.1 {
+                    Some(s) => {
+                        s.end_s = extra.end_s;
+                        for x in extra.streams {
+                            if let Some(t) = s.streams.iter_mut().find(|t| t.stream == x.stream) {
+                                t.bytes += x.bytes;
+                                // Keep the latest state, but count every retransmit.
+                                if let Some(mut late) = x.tcp {
+                                    late.retransmits += t.tcp.map_or(0, |e| e.retransmits);
+                                    t.tcp = Some(late);
+                                }
+                            }
+                        }
+                    }
+                    None => slot.1 = Some(extra),
+                }
+            }
+        }
+        self.emit(|_, _| true, on_event);
+        self.done
+    }
+}

@@ -1,0 +1,493 @@
+//! Runs one test against a server: connect, negotiate, open the data connections, move bytes,
+//! and merge both ends' measurements into a [`TestReport`].
+//!
+//! Failures before the data flows are `Err`; once it flows, a test always yields a report, with
+//! [`Outcome::Interrupted`] or [`Outcome::Failed`] when it was cut short, so nothing measured is
+//! lost. Intervals reach the caller live through `on_event`. This module prints nothing.
+
+mod bulk;
+mod rr;
+
+pub use rr::PER_FLOW_LATENCY_LIMIT;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant, SystemTime};
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+use crate::config::{TestSpec, Workload};
+use crate::engine::sockopt;
+use crate::error::{Error, connect_hint};
+use crate::proto::{
+    self, Channel, Cookie, ErrorMsg, Hello, Message, MessageReader, PROTOCOL_VERSION, Preamble,
+    Ready,
+};
+use crate::report::{
+    CpuReport, Interval, Outcome, PeerInfo, RrInterval, RrReport, SCHEMA_VERSION, SocketReport,
+    StreamInfo, Summary, TestReport,
+};
+use crate::time::rfc3339;
+
+/// Default server port, iperf3's.
+pub const DEFAULT_PORT: u16 = 5201;
+
+/// Which address family to use for a host name with both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AddressFamily {
+    /// Whatever the resolver lists first.
+    #[default]
+    Any,
+    /// IPv4 only (`-4`).
+    V4,
+    /// IPv6 only (`-6`).
+    V6,
+}
+
+/// Where and how to run a test.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Server host name or address.
+    pub host: String,
+    /// Server port.
+    pub port: u16,
+    /// Address family for `host`.
+    pub family: AddressFamily,
+    /// Local address to send from (`-B`).
+    pub bind: Option<IpAddr>,
+    /// How long connecting may take, per connection.
+    pub connect_timeout: Duration,
+    /// How long to wait after the end for the receivers to drain and the server's results.
+    /// Data still queued in large buffers on a slow path can take seconds to arrive.
+    pub drain_timeout: Duration,
+    /// A request/response flow with a transaction outstanding and nothing received for this
+    /// long has failed: the server stopped answering. Long enough for TCP's own retransmission
+    /// back-off on a lossy path.
+    pub stall_timeout: Duration,
+    /// The test.
+    pub spec: TestSpec,
+    /// A name for the path, carried into the report (`--label`).
+    pub label: Option<String>,
+}
+
+impl ClientConfig {
+    /// A default throughput test against `host`.
+    pub fn new(host: impl Into<String>) -> Self {
+        ClientConfig {
+            host: host.into(),
+            port: DEFAULT_PORT,
+            family: AddressFamily::Any,
+            bind: None,
+            connect_timeout: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(10),
+            spec: TestSpec::throughput(),
+            label: None,
+        }
+    }
+}
+
+/// What happens during a test, as it happens.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ClientEvent {
+    /// Data connections are open and data is about to flow.
+    Started {
+        /// Who answered.
+        server: PeerInfo,
+        /// The data connections.
+        streams: Vec<StreamInfo>,
+    },
+    /// One interval, both ends merged (or the client's alone if the server's report is late).
+    Interval(Interval),
+    /// One interval of a request/response test.
+    RrInterval(RrInterval),
+    /// Something the user should know.
+    Warning(String),
+}
+
+/// Runs a test. `cancel` resolving (Ctrl-C) ends it early with [`Outcome::Interrupted`]; the
+/// report still covers what ran.
+pub async fn run(
+    config: &ClientConfig,
+    on_event: &mut (dyn FnMut(ClientEvent) + Send),
+    cancel: impl Future<Output = ()>,
+) -> Result<TestReport, Error> {
+    config.spec.validate()?;
+    let session = Session::open(config).await?;
+    match &config.spec.workload {
+        Workload::Throughput(tp) => bulk::run(session, config, tp, on_event, cancel).await,
+        Workload::RequestResponse(rr) => rr::run(session, config, rr, on_event, cancel).await,
+    }
+}
+
+/// An accepted test: the control connection after `Accepted`, and who answered.
+pub(crate) struct Session {
+    pub(crate) rd: MessageReader<OwnedReadHalf>,
+    pub(crate) wr: OwnedWriteHalf,
+    /// `host:port` as the user gave it, for messages.
+    pub(crate) addr: String,
+    pub(crate) server: PeerInfo,
+    pub(crate) server_addr: SocketAddr,
+    pub(crate) client_addr: SocketAddr,
+    pub(crate) cookie: Cookie,
+}
+
+impl Session {
+    async fn open(config: &ClientConfig) -> Result<Self, Error> {
+        let addrs = resolve(config).await?;
+        let (ctrl, server_addr) = connect_any(&addrs, config).await?;
+        let addr = format!("{}:{}", config.host, config.port);
+        let client_addr = ctrl
+            .local_addr()
+            .map_err(|e| Error::io("reading the local address", e))?;
+        let (rd, mut wr) = ctrl.into_split();
+        let mut rd = MessageReader::new(rd);
+        let server = handshake(&mut rd, &mut wr, &addr).await?;
+        send(
+            &mut wr,
+            &Message::Start(Box::new(config.spec.clone())),
+            &addr,
+        )
+        .await?;
+        let state = "waiting for the test to be accepted";
+        let cookie = match expect(&mut rd, &addr, state).await? {
+            Message::Accepted(a) => a.cookie,
+            other => return Err(unexpected(other, &addr, state)),
+        };
+        Ok(Session {
+            rd,
+            wr,
+            addr,
+            server,
+            server_addr,
+            client_addr,
+            cookie,
+        })
+    }
+
+    /// Waits for the server's `Ready`: its data sockets are set up and it is measuring.
+    pub(crate) async fn ready(&mut self) -> Result<Ready, Error> {
+        let state = "waiting for the data connections";
+        match expect(&mut self.rd, &self.addr, state).await? {
+            Message::Ready(r) => Ok(r),
+            other => Err(unexpected(other, &self.addr, state)),
+        }
+    }
+
+    /// The report's common part.
+    pub(crate) fn report(
+        &self,
+        config: &ClientConfig,
+        started_at: SystemTime,
+        body: ReportBody,
+    ) -> TestReport {
+        TestReport {
+            schema_version: SCHEMA_VERSION,
+            xbench_version: env!("CARGO_PKG_VERSION").to_owned(),
+            started_at: rfc3339(started_at),
+            label: config.label.clone(),
+            host: config.host.clone(),
+            client_addr: self.client_addr,
+            server_addr: self.server_addr,
+            server: self.server.clone(),
+            spec: config.spec.clone(),
+            streams: body.streams,
+            intervals: body.intervals,
+            summary: body.summary,
+            rr: body.rr,
+            cpu: body.cpu,
+            outcome: body.outcome,
+            warnings: body.warnings,
+        }
+    }
+}
+
+/// What a workload contributes to a [`TestReport`].
+pub(crate) struct ReportBody {
+    pub(crate) streams: Vec<StreamInfo>,
+    pub(crate) intervals: Vec<Interval>,
+    pub(crate) summary: Summary,
+    pub(crate) rr: Option<RrReport>,
+    pub(crate) cpu: CpuReport,
+    pub(crate) outcome: Outcome,
+    pub(crate) warnings: Vec<String>,
+}
+
+async fn resolve(config: &ClientConfig) -> Result<Vec<SocketAddr>, Error> {
+    let host = config.host.trim_start_matches('[').trim_end_matches(']');
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((host, config.port))
+        .await
+        .map_err(|e| Error::Resolve {
+            host: config.host.clone(),
+            port: config.port,
+            cause: e,
+        })?
+        .collect();
+    let wanted: Vec<SocketAddr> = found
+        .into_iter()
+        .filter(|a| match config.family {
+            AddressFamily::Any => true,
+            AddressFamily::V4 => a.is_ipv4(),
+            AddressFamily::V6 => a.is_ipv6(),
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Err(Error::NoAddress {
+            host: config.host.clone(),
+            family: match config.family {
+                AddressFamily::V6 => "IPv6",
+                AddressFamily::V4 => "IPv4",
+                AddressFamily::Any => "IP",
+            },
+        });
+    }
+    Ok(wanted)
+}
+
+/// Tries each resolved address in turn, as `connect(2)` users expect of a host name.
+async fn connect_any(
+    addrs: &[SocketAddr],
+    config: &ClientConfig,
+) -> Result<(TcpStream, SocketAddr), Error> {
+    let mut last = None;
+    for &addr in addrs {
+        match connect_one(addr, config, None, &mut Vec::new()).await {
+            Ok((s, _)) => return Ok((s, addr)),
+            Err(e) => last = Some((addr, e)),
+        }
+    }
+    let (addr, e) = last.unwrap_or_else(|| {
+        (
+            addrs[0],
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
+        )
+    });
+    let shown = if addrs.len() > 1 || addr.ip().to_string() != config.host {
+        format!("{}:{} ({addr})", config.host, config.port)
+    } else {
+        format!("{}:{}", config.host, config.port)
+    };
+    Err(Error::Connect {
+        hint: connect_hint(&e, config.port),
+        addr: shown,
+        cause: e,
+    })
+}
+
+async fn connect_one(
+    addr: SocketAddr,
+    config: &ClientConfig,
+    opts: Option<&crate::config::SocketOptions>,
+    warnings: &mut Vec<String>,
+) -> std::io::Result<(TcpStream, Option<SocketReport>)> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if let Some(opts) = opts {
+        sockopt::apply(SockRef::from(&sock), opts, warnings).map_err(std::io::Error::other)?;
+    }
+    if let Some(ip) = config.bind {
+        sock.bind(&SocketAddr::new(ip, 0).into())?;
+    }
+    sock.set_nonblocking(true)?;
+    let tsock = tokio::net::TcpSocket::from_std_stream(std::net::TcpStream::from(sock));
+    let stream = match tokio::time::timeout(config.connect_timeout, tsock.connect(addr)).await {
+        Ok(r) => r?,
+        Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+    };
+    let report = opts.map(|o| sockopt::report(SockRef::from(&stream), o));
+    Ok((stream, report))
+}
+
+async fn handshake(
+    rd: &mut MessageReader<OwnedReadHalf>,
+    wr: &mut OwnedWriteHalf,
+    addr: &str,
+) -> Result<PeerInfo, Error> {
+    let proto_err = |cause| Error::Protocol {
+        addr: addr.to_owned(),
+        cause,
+    };
+    wr.write_all(&Preamble::new(Channel::Control).encode())
+        .await
+        .map_err(|e| Error::io(format!("writing to {addr}"), e))?;
+    let waited = Duration::from_secs(5);
+    let mut pre = [0u8; proto::PREAMBLE_LEN];
+    let not_xbench = || Error::NotXbench {
+        addr: addr.to_owned(),
+        waited,
+        hint: " (an iperf3 server waits silently like this; `xbench client` needs `xbench server`)",
+    };
+    match tokio::time::timeout(waited, rd.inner_mut().read_exact(&mut pre)).await {
+        Err(_) => return Err(not_xbench()),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(Error::NotXbench {
+                addr: addr.to_owned(),
+                waited,
+                hint: " (it closed the connection)",
+            });
+        }
+        Ok(Err(e)) => return Err(Error::io(format!("reading from {addr}"), e)),
+        Ok(Ok(_)) => {}
+    }
+    let pre = Preamble::decode(&pre).map_err(|_| Error::NotXbench {
+        addr: addr.to_owned(),
+        waited,
+        hint: " (it answered with something else)",
+    })?;
+    if pre.version != PROTOCOL_VERSION {
+        return Err(Error::VersionMismatch {
+            addr: addr.to_owned(),
+            client: PROTOCOL_VERSION,
+            server: pre.version,
+        });
+    }
+    proto::write_message(
+        wr,
+        &Message::Hello(Hello {
+            software: software(),
+        }),
+    )
+    .await
+    .map_err(|e| proto_err(proto::ProtoError::Io(e.kind(), e.to_string())))?;
+    match expect(rd, addr, "waiting for the server's welcome").await? {
+        Message::Welcome(w) => Ok(PeerInfo {
+            software: w.software,
+            protocol: pre.version,
+        }),
+        other => Err(unexpected(other, addr, "waiting for the server's welcome")),
+    }
+}
+
+/// Opens every data connection concurrently (one by one would cost a round trip each).
+pub(crate) async fn open_data(
+    config: &ClientConfig,
+    server: SocketAddr,
+    cookie: Cookie,
+    n: usize,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(std::net::TcpStream, SocketReport)>, Error> {
+    let mut set = tokio::task::JoinSet::new();
+    for id in 0..n {
+        let config = config.clone();
+        set.spawn(async move {
+            let mut w = Vec::new();
+            let id16 = id as u16;
+            let res: std::io::Result<_> = async {
+                let (mut s, report) =
+                    connect_one(server, &config, Some(&config.spec.socket), &mut w).await?;
+                let mut hello = Vec::with_capacity(proto::PREAMBLE_LEN + proto::DATA_HELLO_LEN);
+                hello.extend_from_slice(&Preamble::new(Channel::Data).encode());
+                hello.extend_from_slice(&cookie.0);
+                hello.extend_from_slice(&id16.to_be_bytes());
+                s.write_all(&hello).await?;
+                let std = s.into_std()?;
+                Ok((std, report.unwrap_or_else(empty_socket_report)))
+            }
+            .await;
+            (id, res, w)
+        });
+    }
+    let mut out: BTreeMap<usize, (std::net::TcpStream, SocketReport)> = BTreeMap::new();
+    let mut first_err = None;
+    while let Some(joined) = set.join_next().await {
+        let Ok((id, res, w)) = joined else { continue };
+        if id == 0 {
+            // Every stream gets the same settings; one copy of each warning is enough.
+            warnings.extend(w);
+        }
+        match res {
+            Ok(v) => {
+                out.insert(id, v);
+            }
+            Err(e) if first_err.is_none() => {
+                // A socket option failure arrives wrapped; show the library error itself.
+                first_err = Some(match e.downcast::<Error>() {
+                    Ok(inner) => inner,
+                    Err(e) => Error::DataConnect {
+                        stream: id as u16,
+                        addr: server.to_string(),
+                        cause: e,
+                    },
+                });
+            }
+            Err(_) => {}
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    Ok(out.into_values().collect())
+}
+
+pub(crate) fn empty_socket_report() -> SocketReport {
+    SocketReport {
+        sndbuf_requested: None,
+        sndbuf_granted: 0,
+        rcvbuf_requested: None,
+        rcvbuf_granted: 0,
+        mss: 0,
+        congestion: String::new(),
+        nodelay: false,
+    }
+}
+
+pub(crate) fn software() -> String {
+    format!("xbench {}", env!("CARGO_PKG_VERSION"))
+}
+
+pub(crate) async fn send(wr: &mut OwnedWriteHalf, msg: &Message, addr: &str) -> Result<(), Error> {
+    proto::write_message(wr, msg)
+        .await
+        .map_err(|e| Error::Protocol {
+            addr: addr.to_owned(),
+            cause: proto::ProtoError::Io(e.kind(), e.to_string()),
+        })
+}
+
+/// Reads the next message; an `Error` from the server becomes [`Error::Refused`].
+async fn expect(
+    rd: &mut MessageReader<OwnedReadHalf>,
+    addr: &str,
+    state: &'static str,
+) -> Result<Message, Error> {
+    match rd.next_within(Duration::from_secs(30)).await {
+        Ok(Some(Message::Error(ErrorMsg { code, message }))) => {
+            Err(Error::Refused { code, message })
+        }
+        Ok(Some(m)) => Ok(m),
+        Ok(None) => Err(Error::Protocol {
+            addr: addr.to_owned(),
+            cause: proto::ProtoError::Io(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the server closed the connection while {state}"),
+            ),
+        }),
+        Err(cause) => Err(Error::Protocol {
+            addr: addr.to_owned(),
+            cause,
+        }),
+    }
+}
+
+pub(crate) fn unexpected(m: Message, addr: &str, state: &'static str) -> Error {
+    let got = serde_json::to_value(&m)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into());
+    Error::Unexpected {
+        addr: addr.to_owned(),
+        got,
+        state,
+    }
+}
+
+pub(crate) async fn sleep_until_opt(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,680 @@
+//! Client workers: start transactions, time them, record their latency.
+//!
+//! A transaction starts when its request is queued and ends when the last byte of its response
+//! arrives. Unpaced, a flow keeps `burst` transactions in flight back to back. Paced, a flow
+//! starts transaction *k* at `start + phase + k·period` and its latency is measured from that
+//! intended time, not from when the request actually left: a stall then shows up in every
+//! transaction it delayed (the coordinated-omission correction). With `--crr` each transaction
+//! opens its own connection, sends the data-connection greeting and the request, reads the
+//! response and waits for the server's close, so the client never holds TIME_WAIT sockets and
+//! does not run out of ports.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::poll::{Interest, Poll, Waker, precise_timers};
+use super::{Control, DRAINING, FlowSnapshot, RUNNING, Report, STOPPED, TcpTrack, Worker, tell};
+use crate::config::SocketOptions;
+use crate::engine::cpu::thread_cpu;
+use crate::engine::sockopt;
+use crate::latency::Recorder;
+
+/// How a client worker runs its flows.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub(crate) request_len: u64,
+    pub(crate) response_len: u64,
+    pub(crate) burst: usize,
+    /// Paced: time between one flow's transactions.
+    pub(crate) period: Option<Duration>,
+    /// Time zero of the test; latencies and schedules are nanoseconds since then.
+    pub(crate) base: Instant,
+    /// A flow with a transaction outstanding and no byte received for this long has failed.
+    pub(crate) stall_timeout: Duration,
+    /// `--crr`: where and how to open each transaction's connection.
+    pub(crate) connect: Option<Connect>,
+}
+
+/// How `--crr` opens connections.
+#[derive(Debug, Clone)]
+pub(crate) struct Connect {
+    pub(crate) addr: SocketAddr,
+    pub(crate) bind: Option<IpAddr>,
+    pub(crate) socket: SocketOptions,
+    /// Data preamble and cookie; the flow id follows.
+    pub(crate) hello: Vec<u8>,
+}
+
+/// Starts a client worker over `flows` (`(flow id, connection)`; connections are `None` with
+/// `--crr`). `phase` spreads paced flows over the period so they do not all fire at once.
+pub(crate) fn spawn(
+    index: usize,
+    plan: Plan,
+    flows: Vec<(u16, Option<TcpStream>)>,
+    control: Arc<Control>,
+    tx: UnboundedSender<Report>,
+    flows_total: usize,
+) -> io::Result<Worker> {
+    let waker = Arc::new(Waker::new()?);
+    let poll = Poll::new(flows.len() + 1)?;
+    poll.add(waker.raw(), WAKER, Interest::Read)?;
+    let mut state = Vec::with_capacity(flows.len());
+    for (slot, (id, sock)) in flows.into_iter().enumerate() {
+        let phase = plan.period.map_or(0, |p| {
+            // Flow i of n starts i/n of a period late.
+            (p.as_nanos() * u128::from(id) / flows_total.max(1) as u128) as u64
+        });
+        if let Some(s) = &sock {
+            s.set_nonblocking(true)?;
+            let _ = s.set_nodelay(true);
+            poll.add(s.as_raw_fd(), slot as u64, Interest::Read)?;
+        }
+        state.push(Flow::new(id, sock, phase));
+    }
+    let w = Arc::clone(&waker);
+    let thread = std::thread::Builder::new()
+        .name(format!("xb-rr-client-{index}"))
+        .spawn(move || {
+            precise_timers();
+            let mut worker = ClientWorker {
+                plan,
+                poll,
+                waker: w,
+                flows: state,
+                control,
+                tx,
+                due: BinaryHeap::new(),
+                zeros: Vec::new(),
+                epoch: 0,
+                next_stall_check: 0,
+            };
+            worker.run();
+        })?;
+    Ok(Worker {
+        waker,
+        conns: None,
+        thread: Some(thread),
+    })
+}
+
+const WAKER: u64 = u64::MAX;
+/// Largest single write; requests bigger than this go out in pieces.
+const CHUNK: usize = 256 * 1024;
+const STALL_CHECK_NS: u64 = 100_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Conn {
+    /// Persistent (`--rr`): the connection lives as long as the test.
+    Persistent,
+    /// `--crr`, between transactions.
+    Idle,
+    /// `--crr`, connect in progress.
+    Connecting,
+    /// `--crr`, sending the request and reading the response.
+    Exchanging,
+    /// `--crr`, response complete; waiting for the server to close first.
+    Closing,
+}
+
+#[derive(Debug)]
+struct Flow {
+    id: u16,
+    sock: Option<TcpStream>,
+    conn: Conn,
+    /// Start times (intended, when paced) of transactions whose request has been queued.
+    inflight: VecDeque<u64>,
+    /// Bytes queued and not yet written: the greeting (`--crr`) and requests.
+    unsent: u64,
+    /// Of `unsent`, greeting bytes still to go first.
+    hello_left: usize,
+    /// Bytes of the current response received so far.
+    rx: u64,
+    /// Paced: intended start of the next transaction, ns since base.
+    next_due: u64,
+    /// Writable interest registered.
+    want_write: bool,
+    /// Last time a byte arrived or a transaction started from idle, ns.
+    last_progress: u64,
+    rec: Recorder,
+    transactions: u64,
+    connections: u64,
+    retransmits: u64,
+    srtt_us: Option<u32>,
+    tcp: TcpTrack,
+    failed: bool,
+    /// Has an entry in the pacing queue.
+    scheduled: bool,
+}
+
+impl Flow {
+    fn new(id: u16, sock: Option<TcpStream>, phase: u64) -> Self {
+        Flow {
+            id,
+            conn: if sock.is_some() {
+                Conn::Persistent
+            } else {
+                Conn::Idle
+            },
+            sock,
+            inflight: VecDeque::new(),
+            unsent: 0,
+            hello_left: 0,
+            rx: 0,
+            next_due: phase,
+            want_write: false,
+            last_progress: 0,
+            rec: Recorder::new(),
+            transactions: 0,
+            connections: 0,
+            retransmits: 0,
+            srtt_us: None,
+            tcp: TcpTrack::default(),
+            failed: false,
+            scheduled: false,
+        }
+    }
+
+    fn snapshot(&mut self, latency: bool) -> FlowSnapshot {
+        if let (Conn::Persistent, Some(s)) = (self.conn, &self.sock) {
+            let (r, srtt) = self.tcp.sample(s);
+            self.retransmits += r;
+            self.srtt_us = srtt.or(self.srtt_us);
+        }
+        let rec = std::mem::take(&mut self.rec);
+        FlowSnapshot {
+            flow: self.id,
+            transactions: std::mem::take(&mut self.transactions),
+            latency: latency.then_some(rec),
+            retransmits: std::mem::take(&mut self.retransmits),
+            srtt_us: self.srtt_us,
+            connections: std::mem::take(&mut self.connections),
+        }
+    }
+}
+
+struct ClientWorker {
+    plan: Plan,
+    poll: Poll,
+    waker: Arc<Waker>,
+    flows: Vec<Flow>,
+    control: Arc<Control>,
+    tx: UnboundedSender<Report>,
+    /// Paced flows by next intended start.
+    due: BinaryHeap<Reverse<(u64, usize)>>,
+    /// What requests are made of; their content does not matter to the server.
+    zeros: Vec<u8>,
+    epoch: u32,
+    next_stall_check: u64,
+}
+
+impl ClientWorker {
+    fn now(&self) -> u64 {
+        crate::latency::as_ns(self.plan.base.elapsed())
+    }
+
+    fn run(&mut self) {
+        self.zeros = vec![0u8; (self.plan.request_len as usize).clamp(1, CHUNK)];
+        let now = self.now();
+        for i in 0..self.flows.len() {
+            if self.plan.period.is_some() {
+                self.schedule(i);
+            } else {
+                self.start_due(i, now);
+            }
+        }
+        let mut events = Vec::with_capacity(64);
+        loop {
+            let state = self.control.state();
+            if state == STOPPED || (state == DRAINING && self.all_idle()) {
+                break;
+            }
+            let deadline = self.deadline(state);
+            events.clear();
+            if let Err(e) = self.poll.wait(deadline, |ev| events.push(ev)) {
+                self.fail(None, format!("event loop failed: {e}"));
+                break;
+            }
+            let now = self.now();
+            for ev in &events {
+                if ev.token == WAKER {
+                    self.waker.drain();
+                    continue;
+                }
+                let i = ev.token as usize;
+                if i >= self.flows.len() || self.flows[i].failed {
+                    continue;
+                }
+                if let Err(e) = self.on_event(i, ev.readable || ev.closed, ev.writable, now) {
+                    self.fail(Some(i), e);
+                }
+            }
+            if self.control.state() == RUNNING {
+                self.start_paced(now);
+            }
+            let epoch = self.control.epoch.load(Ordering::Relaxed);
+            if epoch != self.epoch {
+                self.epoch = epoch;
+                let flows = self.flows.iter_mut().map(|f| f.snapshot(true)).collect();
+                tell(&self.tx, Report::Snapshot { epoch, flows });
+            }
+            if now >= self.next_stall_check {
+                self.next_stall_check = now + STALL_CHECK_NS;
+                self.check_stalls(now);
+            }
+        }
+        let flows = self.flows.iter_mut().map(|f| f.snapshot(true)).collect();
+        tell(
+            &self.tx,
+            Report::Done {
+                flows,
+                cpu: thread_cpu(),
+            },
+        );
+    }
+
+    fn all_idle(&self) -> bool {
+        self.flows
+            .iter()
+            .all(|f| f.failed || (f.inflight.is_empty() && f.conn != Conn::Closing))
+    }
+
+    fn deadline(&self, state: u8) -> Option<Instant> {
+        let stall = self.plan.base + Duration::from_nanos(self.next_stall_check);
+        let paced = (state == RUNNING)
+            .then(|| {
+                self.due
+                    .peek()
+                    .map(|Reverse((t, _))| self.plan.base + Duration::from_nanos(*t))
+            })
+            .flatten();
+        Some(paced.map_or(stall, |p| p.min(stall)))
+    }
+
+    fn start_paced(&mut self, now: u64) {
+        while let Some(&Reverse((t, i))) = self.due.peek() {
+            if t > now {
+                break;
+            }
+            self.due.pop();
+            self.flows[i].scheduled = false;
+            self.start_due(i, now);
+            // A flow at its burst limit (or mid-`--crr` exchange) is rescheduled when a
+            // response frees a slot.
+            let f = &self.flows[i];
+            if f.conn == Conn::Persistent && f.inflight.len() < self.plan.burst {
+                self.schedule(i);
+            }
+        }
+    }
+
+    /// Queues flow `i` for its next intended start, once.
+    fn schedule(&mut self, i: usize) {
+        let f = &mut self.flows[i];
+        if self.plan.period.is_some() && !f.scheduled && !f.failed {
+            f.scheduled = true;
+            self.due.push(Reverse((f.next_due, i)));
+        }
+    }
+
+    /// Starts every transaction flow `i` may start now.
+    fn start_due(&mut self, i: usize, now: u64) {
+        if self.control.state() != RUNNING || self.flows[i].failed {
+            return;
+        }
+        let period = self.plan.period.map(crate::latency::as_ns);
+        let req = self.plan.request_len;
+        let burst = self.plan.burst;
+        let f = &mut self.flows[i];
+        let mut started = false;
+        match f.conn {
+            Conn::Persistent => {
+                while f.inflight.len() < burst {
+                    let t = match period {
+                        None => now,
+                        Some(p) if f.next_due <= now => {
+                            let t = f.next_due;
+                            f.next_due += p;
+                            t
+                        }
+                        Some(_) => break,
+                    };
+                    if f.inflight.is_empty() {
+                        f.last_progress = now;
+                    }
+                    f.inflight.push_back(t);
+                    f.unsent += req;
+                    started = true;
+                }
+            }
+            Conn::Idle => {
+                let t = match period {
+                    None => now,
+                    Some(p) if f.next_due <= now => {
+                        let t = f.next_due;
+                        f.next_due += p;
+                        t
+                    }
+                    Some(_) => return,
+                };
+                f.inflight.push_back(t);
+                f.last_progress = now;
+                if let Err(e) = self.connect(i) {
+                    self.fail(Some(i), e);
+                }
+                return;
+            }
+            _ => return,
+        }
+        if started && let Err(e) = self.flush(i) {
+            self.fail(Some(i), e);
+        }
+    }
+
+    fn connect(&mut self, i: usize) -> Result<(), String> {
+        let Some(c) = &self.plan.connect else {
+            return Err("internal: --crr flow without a target".into());
+        };
+        let addr = c.addr;
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .map_err(|e| connect_error(&e, addr))?;
+        let mut ignored = Vec::new();
+        sockopt::apply(SockRef::from(&sock), &c.socket, &mut ignored).map_err(|e| e.to_string())?;
+        let _ = sock.set_tcp_nodelay(true);
+        sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+        if let Some(ip) = c.bind {
+            sock.bind(&SocketAddr::new(ip, 0).into())
+                .map_err(|e| connect_error(&e, addr))?;
+        }
+        match sock.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(connect_error(&e, addr)),
+        }
+        let hello_len = c.hello.len() + 2;
+        let stream = TcpStream::from(sock);
+        self.poll
+            .add(stream.as_raw_fd(), i as u64, Interest::Write)
+            .map_err(|e| e.to_string())?;
+        let f = &mut self.flows[i];
+        f.sock = Some(stream);
+        f.conn = Conn::Connecting;
+        f.want_write = true;
+        f.unsent = hello_len as u64 + self.plan.request_len;
+        f.hello_left = hello_len;
+        f.rx = 0;
+        f.connections += 1;
+        f.tcp = TcpTrack::default();
+        Ok(())
+    }
+
+    fn on_event(
+        &mut self,
+        i: usize,
+        readable: bool,
+        writable: bool,
+        now: u64,
+    ) -> Result<(), String> {
+        if self.flows[i].conn == Conn::Connecting && writable {
+            let Some(s) = &self.flows[i].sock else {
+                return Ok(());
+            };
+            let error = match s.take_error() {
+                Ok(e) => e,
+                Err(e) => Some(e),
+            };
+            if let (Some(e), Some(c)) = (error, &self.plan.connect) {
+                return Err(connect_error(&e, c.addr));
+            }
+            self.flows[i].conn = Conn::Exchanging;
+            self.set_interest(i)?;
+        }
+        if writable && self.flows[i].unsent > 0 {
+            self.flush(i)?;
+        }
+        if readable {
+            self.read(i, now)?;
+        }
+        Ok(())
+    }
+
+    fn read(&mut self, i: usize, now: u64) -> Result<(), String> {
+        let resp = self.plan.response_len;
+        let f = &mut self.flows[i];
+        let Some(s) = &f.sock else { return Ok(()) };
+        let want = (resp.saturating_mul(f.inflight.len().max(1) as u64)).clamp(1, 1 << 30) as usize;
+        let mut token = [0u8; 64];
+        // MSG_TRUNC: TCP discards the bytes without copying them out (tcp(7)); only their count
+        // matters. SAFETY: with MSG_TRUNC the kernel writes nothing, so `want` may exceed the
+        // token buffer, which is live for the call either way.
+        let n = unsafe {
+            libc::recv(
+                s.as_raw_fd(),
+                token.as_mut_ptr().cast(),
+                want,
+                libc::MSG_TRUNC,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
+                _ => Err(format!("connection failed: {e}")),
+            };
+        }
+        if n == 0 {
+            return match f.conn {
+                Conn::Closing => {
+                    self.close_crr(i, now);
+                    Ok(())
+                }
+                _ if f.inflight.is_empty() && self.control.state() != RUNNING => Ok(()),
+                _ => Err(format!(
+                    "the server closed the connection with {} transaction(s) unanswered",
+                    f.inflight.len().max(1)
+                )),
+            };
+        }
+        f.rx += n as u64;
+        f.last_progress = now;
+        let mut completed = 0;
+        while f.rx >= resp {
+            let Some(start) = f.inflight.pop_front() else {
+                return Err(format!(
+                    "the server sent {} bytes more than the responses asked for",
+                    f.rx
+                ));
+            };
+            f.rx -= resp;
+            f.rec.record(now.saturating_sub(start));
+            f.transactions += 1;
+            completed += 1;
+        }
+        if completed > 0 {
+            match f.conn {
+                Conn::Persistent => self.start_due(i, now),
+                Conn::Exchanging => {
+                    // Wait for the server's FIN: closing first would leave this end in
+                    // TIME_WAIT and, thousands of transactions later, out of ports.
+                    self.flows[i].conn = Conn::Closing;
+                }
+                _ => {}
+            }
+            if self.flows[i].conn == Conn::Persistent
+                && self.flows[i].inflight.len() < self.plan.burst
+            {
+                self.schedule(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// The server has closed a `--crr` connection after its response.
+    fn close_crr(&mut self, i: usize, now: u64) {
+        if let Some(s) = self.flows[i].sock.take() {
+            let (r, srtt) = self.flows[i].tcp.sample(&s);
+            self.flows[i].retransmits += r;
+            self.flows[i].srtt_us = srtt.or(self.flows[i].srtt_us);
+            self.poll.delete(s.as_raw_fd());
+        }
+        let f = &mut self.flows[i];
+        f.conn = Conn::Idle;
+        f.want_write = false;
+        f.unsent = 0;
+        if self.plan.period.is_some() {
+            self.schedule(i);
+        } else {
+            self.start_due(i, now);
+        }
+    }
+
+    fn flush(&mut self, i: usize) -> Result<(), String> {
+        let f = &mut self.flows[i];
+        let Some(s) = &f.sock else { return Ok(()) };
+        if f.conn == Conn::Connecting {
+            return Ok(());
+        }
+        let fd = s.as_raw_fd();
+        let mut blocked = false;
+        while f.unsent > 0 {
+            let body = (f.unsent - f.hello_left as u64).min(self.zeros.len() as u64) as usize;
+            let n = if f.hello_left > 0 {
+                let Some(c) = &self.plan.connect else { break };
+                let mut hello = [0u8; 64];
+                let len = c.hello.len() + 2;
+                hello[..c.hello.len()].copy_from_slice(&c.hello);
+                hello[c.hello.len()..len].copy_from_slice(&f.id.to_be_bytes());
+                send_two(fd, &hello[len - f.hello_left..len], &self.zeros[..body])
+            } else {
+                // SAFETY: `zeros` is valid for `body` bytes for the duration of the call.
+                unsafe { libc::send(fd, self.zeros.as_ptr().cast(), body, libc::MSG_NOSIGNAL) }
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock => {
+                        blocked = true;
+                        break;
+                    }
+                    io::ErrorKind::Interrupted => continue,
+                    _ => return Err(format!("send failed: {e}")),
+                }
+            }
+            let mut n = n as u64;
+            let h = (f.hello_left as u64).min(n);
+            f.hello_left -= h as usize;
+            n -= h;
+            f.unsent -= h + n;
+        }
+        if blocked != f.want_write {
+            f.want_write = blocked;
+            self.set_interest(i)?;
+        }
+        Ok(())
+    }
+
+    fn set_interest(&mut self, i: usize) -> Result<(), String> {
+        let f = &self.flows[i];
+        let Some(s) = &f.sock else { return Ok(()) };
+        let interest = if f.want_write {
+            Interest::ReadWrite
+        } else {
+            Interest::Read
+        };
+        self.poll
+            .modify(s.as_raw_fd(), i as u64, interest)
+            .map_err(|e| e.to_string())
+    }
+
+    fn check_stalls(&mut self, now: u64) {
+        let limit = crate::latency::as_ns(self.plan.stall_timeout);
+        let stalled: Vec<usize> = self
+            .flows
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| {
+                !f.failed
+                    && (!f.inflight.is_empty() || f.conn == Conn::Closing)
+                    && now.saturating_sub(f.last_progress) > limit
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for i in stalled {
+            let what = match self.flows[i].conn {
+                Conn::Connecting => "the connection did not open",
+                Conn::Closing => "the server did not close the connection after its response",
+                _ => "no response",
+            };
+            self.fail(
+                Some(i),
+                format!(
+                    "{what} for {:.1} s — has the server stopped answering?",
+                    self.plan.stall_timeout.as_secs_f64()
+                ),
+            );
+        }
+    }
+
+    fn fail(&mut self, i: Option<usize>, error: String) {
+        let flow = match i {
+            Some(i) => {
+                let f = &mut self.flows[i];
+                f.failed = true;
+                f.inflight.clear();
+                if let Some(s) = f.sock.take() {
+                    self.poll.delete(s.as_raw_fd());
+                }
+                f.id
+            }
+            None => u16::MAX,
+        };
+        tell(&self.tx, Report::Failed { flow, error });
+    }
+}
+
+/// `sendmsg` of two buffers at once, so a `--crr` greeting and its request share a segment.
+fn send_two(fd: i32, a: &[u8], b: &[u8]) -> isize {
+    let mut iov = [
+        libc::iovec {
+            iov_base: a.as_ptr() as *mut libc::c_void,
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        },
+    ];
+    // SAFETY: an all-zero msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: `msg` points at two iovecs over live buffers; the kernel only reads them.
+    unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) }
+}
+
+/// A connect failure in words a user can act on.
+fn connect_error(e: &io::Error, addr: SocketAddr) -> String {
+    match e.raw_os_error() {
+        Some(libc::EADDRNOTAVAIL) => format!(
+            "cannot open a new connection to {addr}: out of local ports (every port in \
+             net.ipv4.ip_local_port_range is in use or in TIME_WAIT); use fewer --flows, a \
+             lower --rate, or widen the port range"
+        ),
+        Some(libc::EMFILE) | Some(libc::ENFILE) => format!(
+            "cannot open a new connection to {addr}: too many open files; raise `ulimit -n` or \
+             use fewer --flows"
+        ),
+        Some(libc::ECONNREFUSED) => format!(
+            "{addr} refused a new connection (is its listen backlog full, or the server gone?)"
+        ),
+        _ => format!("cannot open a new connection to {addr}: {e}"),
+    }
+}

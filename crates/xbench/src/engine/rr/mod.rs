@@ -1,0 +1,189 @@
+//! The request/response data path: worker threads that each drive many connections from one
+//! epoll loop, so a thousand flows need a handful of threads, not a thousand.
+//!
+//! A client worker keeps `burst` transactions in flight per flow (or starts them on a pacing
+//! schedule) and records each one's latency; a server worker answers every complete request
+//! with a response. With `--crr` each transaction is its own connection. Workers count and
+//! record; the controller (client or server session) decides when an interval ends by bumping
+//! [`Control::epoch`] and waking them, and each worker answers with a [`Report::Snapshot`] of
+//! its flows. Nothing here knows the control protocol or prints.
+
+pub(crate) mod client;
+pub(crate) mod poll;
+pub(crate) mod server;
+
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::thread::JoinHandle;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use self::poll::Waker;
+use crate::latency::Recorder;
+use crate::report::CpuUsage;
+use crate::tcp_info;
+
+/// What the controller tells its workers, read on every pass of their loops.
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    /// Bumped at each interval boundary: a worker seeing a new value sends a snapshot.
+    pub(crate) epoch: AtomicU32,
+    /// [`RUNNING`], [`DRAINING`] or [`STOPPED`].
+    pub(crate) state: AtomicU8,
+}
+
+/// Transactions start as usual.
+pub(crate) const RUNNING: u8 = 0;
+/// No new transactions; those in flight finish (so both ends count the same transactions).
+pub(crate) const DRAINING: u8 = 1;
+/// Stop now; whatever is in flight is abandoned.
+pub(crate) const STOPPED: u8 = 2;
+
+impl Control {
+    pub(crate) fn state(&self) -> u8 {
+        self.state.load(Ordering::Relaxed)
+    }
+}
+
+/// One flow's figures since the previous snapshot.
+#[derive(Debug)]
+pub(crate) struct FlowSnapshot {
+    pub(crate) flow: u16,
+    /// Completed transactions (client: responses received; server: requests answered).
+    pub(crate) transactions: u64,
+    /// Latency of those transactions (client only).
+    pub(crate) latency: Option<Recorder>,
+    /// Segments this end retransmitted.
+    pub(crate) retransmits: u64,
+    /// Smoothed RTT at the snapshot, µs, when the flow has a connection.
+    pub(crate) srtt_us: Option<u32>,
+    /// Connections opened (client) or accepted (server), `--crr`.
+    pub(crate) connections: u64,
+}
+
+/// What workers tell the controller.
+#[derive(Debug)]
+pub(crate) enum Report {
+    /// Every flow of a worker, answering `epoch`.
+    Snapshot {
+        epoch: u32,
+        flows: Vec<FlowSnapshot>,
+    },
+    /// A flow failed; the test should end with this error (what was measured is kept).
+    Failed { flow: u16, error: String },
+    /// The worker has stopped: the last partial interval and its thread's CPU time.
+    Done {
+        flows: Vec<FlowSnapshot>,
+        cpu: CpuUsage,
+    },
+}
+
+/// A running worker thread.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    pub(crate) waker: Arc<Waker>,
+    /// Hands a server worker new `--crr` connections.
+    pub(crate) conns: Option<std::sync::mpsc::Sender<(u16, TcpStream)>>,
+    pub(crate) thread: Option<JoinHandle<()>>,
+}
+
+/// All workers of one end of one test. Dropping it stops and joins them, so no thread outlives
+/// the test however its controller exits.
+#[derive(Debug)]
+pub(crate) struct Workers {
+    pub(crate) control: Arc<Control>,
+    pub(crate) workers: Vec<Worker>,
+    next_conn: usize,
+}
+
+impl Workers {
+    pub(crate) fn new(control: Arc<Control>, workers: Vec<Worker>) -> Self {
+        Workers {
+            control,
+            workers,
+            next_conn: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Ends the interval in progress: every worker answers with a snapshot.
+    pub(crate) fn next_epoch(&self) -> u32 {
+        let e = self.control.epoch.fetch_add(1, Ordering::Relaxed) + 1;
+        self.wake_all();
+        e
+    }
+
+    pub(crate) fn set_state(&self, state: u8) {
+        self.control.state.store(state, Ordering::Relaxed);
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        for w in &self.workers {
+            w.waker.wake();
+        }
+    }
+
+    /// Gives a new `--crr` connection to the next worker, round robin.
+    pub(crate) fn hand_over(&mut self, flow: u16, conn: TcpStream) {
+        if self.workers.is_empty() {
+            return;
+        }
+        let i = self.next_conn % self.workers.len();
+        self.next_conn = self.next_conn.wrapping_add(1);
+        let w = &self.workers[i];
+        if let Some(tx) = &w.conns
+            && tx.send((flow, conn)).is_ok()
+        {
+            w.waker.wake();
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.set_state(STOPPED);
+        for w in &mut self.workers {
+            if let Some(t) = w.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Retransmit and RTT bookkeeping of one connection.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct TcpTrack {
+    /// `tcpi_total_retrans` at the last snapshot.
+    seen: u32,
+}
+
+impl TcpTrack {
+    /// Retransmits since the last call, and the current smoothed RTT.
+    pub(crate) fn sample(&mut self, sock: &TcpStream) -> (u64, Option<u32>) {
+        match tcp_info::read(sock) {
+            Ok(i) => {
+                let d = i.total_retrans.saturating_sub(self.seen);
+                self.seen = i.total_retrans;
+                (u64::from(d), (i.srtt_us > 0).then_some(i.srtt_us))
+            }
+            Err(_) => (0, None),
+        }
+    }
+}
+
+/// How many worker threads drive `flows` connections: one per core at most, since each one
+/// keeps its core busy at high rates, and never more than there are flows.
+pub(crate) fn worker_count(flows: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    flows.clamp(1, cores.max(1))
+}
+
+/// Sends to the controller; a gone controller just means nobody is listening any more.
+pub(crate) fn tell(tx: &UnboundedSender<Report>, r: Report) {
+    let _ = tx.send(r);
+}

@@ -1,0 +1,359 @@
+//! Server workers: answer every complete request with a response, count the transactions.
+//!
+//! Requests and responses carry no headers: a request is `request_len` bytes, its response
+//! `response_len` bytes, both fixed for the test, so the server only counts bytes (and reads
+//! them with `MSG_TRUNC`, never copying them). With `--crr` a connection carries one
+//! transaction and the server closes it right after the response, so TIME_WAIT lands here
+//! rather than on the client's ephemeral ports.
+
+use std::io;
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::poll::{Interest, Poll, Waker};
+use super::{Control, FlowSnapshot, Report, STOPPED, TcpTrack, Worker, tell};
+use crate::engine::cpu::thread_cpu;
+
+/// What a server worker answers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    pub(crate) request_len: u64,
+    pub(crate) response_len: u64,
+    /// `--crr`: one transaction per connection, then close.
+    pub(crate) one_per_connection: bool,
+}
+
+/// Starts a server worker over persistent `flows`; `--crr` connections arrive later through
+/// the returned worker's channel.
+pub(crate) fn spawn(
+    index: usize,
+    plan: Plan,
+    flows: Vec<(u16, TcpStream)>,
+    all_flows: &[u16],
+    control: Arc<Control>,
+    tx: UnboundedSender<Report>,
+) -> io::Result<Worker> {
+    let waker = Arc::new(Waker::new()?);
+    let poll = Poll::new(flows.len() + 1)?;
+    poll.add(waker.raw(), WAKER, Interest::Read)?;
+    let (conn_tx, conn_rx) = std::sync::mpsc::channel();
+    let mut worker = ServerWorker {
+        plan,
+        poll,
+        waker: Arc::clone(&waker),
+        conns: Vec::new(),
+        free: Vec::new(),
+        counts: all_flows.iter().map(|&f| (f, Counts::default())).collect(),
+        incoming: conn_rx,
+        control,
+        tx,
+        zeros: vec![0u8; (plan.response_len as usize).clamp(1, CHUNK)],
+        epoch: 0,
+    };
+    for (id, s) in flows {
+        worker.add(id, s)?;
+    }
+    let thread = std::thread::Builder::new()
+        .name(format!("xb-rr-server-{index}"))
+        .spawn(move || worker.run())?;
+    Ok(Worker {
+        waker,
+        conns: plan.one_per_connection.then_some(conn_tx),
+        thread: Some(thread),
+    })
+}
+
+const WAKER: u64 = u64::MAX;
+const CHUNK: usize = 256 * 1024;
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    transactions: u64,
+    connections: u64,
+    retransmits: u64,
+    srtt_us: Option<u32>,
+}
+
+#[derive(Debug)]
+struct ServerConn {
+    flow: u16,
+    sock: TcpStream,
+    /// Bytes of the current request received so far.
+    rx: u64,
+    /// Response bytes owed.
+    owed: u64,
+    want_write: bool,
+    answered: bool,
+    tcp: TcpTrack,
+}
+
+struct ServerWorker {
+    plan: Plan,
+    poll: Poll,
+    waker: Arc<Waker>,
+    /// Connections by token; `None` slots are free (listed in `free`).
+    conns: Vec<Option<ServerConn>>,
+    free: Vec<usize>,
+    /// Per flow id, since the last snapshot.
+    counts: Vec<(u16, Counts)>,
+    incoming: Receiver<(u16, TcpStream)>,
+    control: Arc<Control>,
+    tx: UnboundedSender<Report>,
+    zeros: Vec<u8>,
+    epoch: u32,
+}
+
+impl ServerWorker {
+    fn add(&mut self, flow: u16, sock: TcpStream) -> io::Result<()> {
+        sock.set_nonblocking(true)?;
+        let _ = sock.set_nodelay(true);
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        self.poll
+            .add(sock.as_raw_fd(), slot as u64, Interest::Read)?;
+        self.conns[slot] = Some(ServerConn {
+            flow,
+            sock,
+            rx: 0,
+            owed: 0,
+            want_write: false,
+            answered: false,
+            tcp: TcpTrack::default(),
+        });
+        if self.plan.one_per_connection {
+            self.count(flow).connections += 1;
+        }
+        Ok(())
+    }
+
+    fn count(&mut self, flow: u16) -> &mut Counts {
+        // Flow ids are dense from 0, so the position is the id; a hostile id out of range was
+        // refused before the connection got here, but fall back to a search anyway.
+        let i = usize::from(flow);
+        if i < self.counts.len() && self.counts[i].0 == flow {
+            return &mut self.counts[i].1;
+        }
+        match self.counts.iter().position(|(f, _)| *f == flow) {
+            Some(p) => &mut self.counts[p].1,
+            None => {
+                self.counts.push((flow, Counts::default()));
+                let last = self.counts.len() - 1;
+                &mut self.counts[last].1
+            }
+        }
+    }
+
+    fn run(mut self) {
+        let mut events = Vec::with_capacity(64);
+        while self.control.state() != STOPPED {
+            events.clear();
+            if let Err(e) = self.poll.wait(None, |ev| events.push(ev)) {
+                tell(
+                    &self.tx,
+                    Report::Failed {
+                        flow: u16::MAX,
+                        error: format!("server event loop failed: {e}"),
+                    },
+                );
+                break;
+            }
+            for ev in &events {
+                if ev.token == WAKER {
+                    self.waker.drain();
+                    continue;
+                }
+                let slot = ev.token as usize;
+                if let Err(e) = self.on_event(slot, ev.readable || ev.closed, ev.writable) {
+                    self.close(slot, Some(e));
+                }
+            }
+            while let Ok((flow, s)) = self.incoming.try_recv() {
+                if let Err(e) = self.add(flow, s) {
+                    tell(
+                        &self.tx,
+                        Report::Failed {
+                            flow,
+                            error: format!("server could not take a connection: {e}"),
+                        },
+                    );
+                }
+            }
+            let epoch = self.control.epoch.load(Ordering::Relaxed);
+            if epoch != self.epoch {
+                self.epoch = epoch;
+                let flows = self.snapshot();
+                tell(&self.tx, Report::Snapshot { epoch, flows });
+            }
+        }
+        let flows = self.snapshot();
+        tell(
+            &self.tx,
+            Report::Done {
+                flows,
+                cpu: thread_cpu(),
+            },
+        );
+    }
+
+    fn snapshot(&mut self) -> Vec<FlowSnapshot> {
+        let mut samples = Vec::new();
+        for c in self.conns.iter_mut().flatten() {
+            samples.push((c.flow, c.tcp.sample(&c.sock)));
+        }
+        for (flow, (r, srtt)) in samples {
+            let c = self.count(flow);
+            c.retransmits += r;
+            c.srtt_us = srtt.or(c.srtt_us);
+        }
+        self.counts
+            .iter_mut()
+            .map(|(flow, c)| {
+                let taken = std::mem::take(c);
+                c.srtt_us = taken.srtt_us;
+                FlowSnapshot {
+                    flow: *flow,
+                    transactions: taken.transactions,
+                    latency: None,
+                    retransmits: taken.retransmits,
+                    srtt_us: taken.srtt_us,
+                    connections: taken.connections,
+                }
+            })
+            .collect()
+    }
+
+    fn on_event(&mut self, slot: usize, readable: bool, writable: bool) -> Result<(), String> {
+        if slot >= self.conns.len() || self.conns[slot].is_none() {
+            return Ok(());
+        }
+        if readable {
+            self.read(slot)?;
+        }
+        if (writable || readable) && self.conns.get(slot).is_some_and(|c| c.is_some()) {
+            self.flush(slot)?;
+        }
+        Ok(())
+    }
+
+    fn read(&mut self, slot: usize) -> Result<(), String> {
+        let (req, resp) = (self.plan.request_len, self.plan.response_len);
+        let Some(c) = self.conns[slot].as_mut() else {
+            return Ok(());
+        };
+        let mut token = [0u8; 64];
+        // SAFETY: with MSG_TRUNC the kernel discards TCP data without writing to the buffer
+        // (tcp(7)); the token buffer is live for the call.
+        let n = unsafe {
+            libc::recv(
+                c.sock.as_raw_fd(),
+                token.as_mut_ptr().cast(),
+                CHUNK.max(req as usize),
+                libc::MSG_TRUNC,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
+                io::ErrorKind::ConnectionReset => {
+                    self.close(slot, None);
+                    Ok(())
+                }
+                _ => Err(e.to_string()),
+            };
+        }
+        if n == 0 {
+            // The client is done with this connection (end of test, or of its --crr exchange).
+            self.close(slot, None);
+            return Ok(());
+        }
+        c.rx += n as u64;
+        let complete = c.rx / req;
+        c.rx %= req;
+        if complete > 0 {
+            if self.plan.one_per_connection && (complete > 1 || c.answered) {
+                return Err("a --crr connection sent more than one request".into());
+            }
+            c.owed += complete * resp;
+            let flow = c.flow;
+            self.count(flow).transactions += complete;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, slot: usize) -> Result<(), String> {
+        let Some(c) = self.conns[slot].as_mut() else {
+            return Ok(());
+        };
+        let fd = c.sock.as_raw_fd();
+        let mut blocked = false;
+        while c.owed > 0 {
+            let n = c.owed.min(self.zeros.len() as u64) as usize;
+            // SAFETY: `zeros` is valid for `n` bytes during the call.
+            let rc = unsafe { libc::send(fd, self.zeros.as_ptr().cast(), n, libc::MSG_NOSIGNAL) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock => {
+                        blocked = true;
+                        break;
+                    }
+                    io::ErrorKind::Interrupted => continue,
+                    _ => return Err(e.to_string()),
+                }
+            }
+            c.owed -= rc as u64;
+            if c.owed == 0 && self.plan.one_per_connection {
+                c.answered = true;
+            }
+        }
+        if blocked != c.want_write {
+            c.want_write = blocked;
+            let interest = if blocked {
+                Interest::ReadWrite
+            } else {
+                Interest::Read
+            };
+            self.poll
+                .modify(fd, slot as u64, interest)
+                .map_err(|e| e.to_string())?;
+        }
+        if self.plan.one_per_connection && c.answered && c.owed == 0 {
+            // Close first (the response is queued ahead of the FIN), so TIME_WAIT stays here.
+            let _ = c.sock.shutdown(Shutdown::Write);
+            self.close(slot, None);
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, slot: usize, error: Option<String>) {
+        let Some(c) = self.conns.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        self.poll.delete(c.sock.as_raw_fd());
+        let mut tcp = c.tcp;
+        let (r, srtt) = tcp.sample(&c.sock);
+        let counts = self.count(c.flow);
+        counts.retransmits += r;
+        counts.srtt_us = srtt.or(counts.srtt_us);
+        self.free.push(slot);
+        if let Some(e) = error
+            && self.control.state() != STOPPED
+        {
+            tell(
+                &self.tx,
+                Report::Failed {
+                    flow: c.flow,
+                    error: e,
+                },
+            );
+        }
+    }
+}

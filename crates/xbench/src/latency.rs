@@ -1,0 +1,427 @@
+//! Latency distributions: recording samples cheaply on a hot path, merging them without ever
+//! averaging percentiles, and the summary figures and HdrHistogram encodings reports carry.
+//!
+//! A [`Recorder`] is what a request/response loop writes into: an HDR histogram (nanoseconds,
+//! 3 significant digits, 1 ns to [`MAX_LATENCY_NS`]) plus exact moments (count, sum, sum of
+//! squares, min, max), so the mean and standard deviation are exact rather than read off
+//! bucket midpoints. Recorders use 32-bit counts to halve the memory of one histogram per flow
+//! per interval; [`Distribution`] is the merged, 64-bit form that intervals and totals use.
+//! Percentiles are only ever read from a merged histogram.
+//!
+//! Not for: deciding when to record (that is the request/response engine's job).
+
+use std::io;
+use std::time::Duration;
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::{Counter, Histogram};
+use serde::{Deserialize, Serialize};
+
+/// Longest latency a histogram resolves; longer samples are recorded as this value (and still
+/// counted exactly in the maximum and the mean).
+pub const MAX_LATENCY_NS: u64 = 3_600 * 1_000_000_000;
+
+/// Significant decimal digits the histograms keep: a recorded value is within 0.1 % of the
+/// sample.
+pub const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// Exact moments of a set of samples, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Moments {
+    count: u64,
+    sum: u128,
+    sum_sq: u128,
+    min: u64,
+    max: u64,
+}
+
+impl Moments {
+    #[inline]
+    fn add(&mut self, ns: u64) {
+        self.min = if self.count == 0 {
+            ns
+        } else {
+            self.min.min(ns)
+        };
+        self.max = self.max.max(ns);
+        self.count += 1;
+        self.sum += u128::from(ns);
+        self.sum_sq += u128::from(ns) * u128::from(ns);
+    }
+
+    fn merge(&mut self, o: &Moments) {
+        if o.count == 0 {
+            return;
+        }
+        self.min = if self.count == 0 {
+            o.min
+        } else {
+            self.min.min(o.min)
+        };
+        self.max = self.max.max(o.max);
+        self.count += o.count;
+        self.sum += o.sum;
+        self.sum_sq += o.sum_sq;
+    }
+
+    fn mean_ns(&self) -> f64 {
+        self.sum as f64 / self.count as f64
+    }
+
+    /// Population standard deviation, computed in integers so a narrow distribution with a
+    /// large mean loses nothing to cancellation.
+    fn stddev_ns(&self) -> f64 {
+        if self.count < 2 {
+            return 0.0;
+        }
+        let n = u128::from(self.count);
+        // n²·variance = n·Σx² − (Σx)², exact in u128 for any realistic sample set.
+        let scaled = (n * self.sum_sq).saturating_sub(self.sum * self.sum);
+        (scaled as f64).sqrt() / self.count as f64
+    }
+}
+
+fn histogram<C: Counter>() -> Histogram<C> {
+    // Auto-resizing from a small range: a loopback flow's histogram stays a few KiB instead of
+    // the ~100 KiB a histogram sized for an hour would take, which matters with 1,000 flows.
+    let mut h = Histogram::new_with_bounds(1, 1 << 20, SIGNIFICANT_DIGITS)
+        .unwrap_or_else(|_| unreachable!("1 ≤ 2^20 with 3 digits are valid bounds"));
+    h.auto(true);
+    h
+}
+
+/// Samples of one flow over one interval, written by the request/response loop.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    hist: Histogram<u32>,
+    moments: Moments,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder {
+            hist: histogram(),
+            moments: Moments::default(),
+        }
+    }
+}
+
+impl Recorder {
+    /// An empty recorder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records one latency sample in nanoseconds.
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        self.moments.add(ns);
+        // The histogram grows to fit (up to its bound); counts saturate rather than wrap in
+        // the pathological week-long single interval. Growing allocates, which cannot fail
+        // short of running out of memory.
+        let _ = self.hist.record(ns.min(MAX_LATENCY_NS));
+    }
+
+    /// Samples recorded.
+    pub fn count(&self) -> u64 {
+        self.moments.count
+    }
+}
+
+/// A merged latency distribution: an interval across flows, or a whole test.
+#[derive(Debug, Clone)]
+pub struct Distribution {
+    hist: Histogram<u64>,
+    moments: Moments,
+}
+
+impl Default for Distribution {
+    fn default() -> Self {
+        Distribution {
+            hist: histogram(),
+            moments: Moments::default(),
+        }
+    }
+}
+
+impl Distribution {
+    /// An empty distribution.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a flow's interval.
+    pub fn add_recorder(&mut self, r: &Recorder) {
+        self.moments.merge(&r.moments);
+        // Counter types differ, so add bucket by bucket; both histograms have the same
+        // precision, so each value lands in the bucket it came from.
+        for v in r.hist.iter_recorded() {
+            let _ = self
+                .hist
+                .record_n(v.value_iterated_to(), u64::from(v.count_at_value()));
+        }
+    }
+
+    /// Adds another distribution.
+    pub fn add(&mut self, d: &Distribution) {
+        self.moments.merge(&d.moments);
+        // Same precision and counter type, and auto-resizing: the addition cannot fail.
+        let _ = self.hist.add(&d.hist);
+    }
+
+    /// Samples in the distribution.
+    pub fn count(&self) -> u64 {
+        self.moments.count
+    }
+
+    /// Latency at quantile `q` (0–1), nanoseconds; exact at 0 and 1.
+    pub fn quantile_ns(&self, q: f64) -> u64 {
+        if q <= 0.0 {
+            return self.moments.min;
+        }
+        if q >= 1.0 {
+            return self.moments.max;
+        }
+        // The histogram reports the top of a bucket; never beyond the true extremes.
+        self.hist
+            .value_at_quantile(q)
+            .clamp(self.moments.min, self.moments.max)
+    }
+
+    /// The figures a report prints, or `None` without samples.
+    pub fn stats(&self) -> Option<LatencyStats> {
+        if self.moments.count == 0 {
+            return None;
+        }
+        let us = |ns: u64| ns as f64 / 1e3;
+        Some(LatencyStats {
+            count: self.moments.count,
+            min_us: us(self.moments.min),
+            mean_us: self.moments.mean_ns() / 1e3,
+            stddev_us: self.moments.stddev_ns() / 1e3,
+            p50_us: us(self.quantile_ns(0.50)),
+            p90_us: us(self.quantile_ns(0.90)),
+            p99_us: us(self.quantile_ns(0.99)),
+            p99_9_us: us(self.quantile_ns(0.999)),
+            p99_99_us: us(self.quantile_ns(0.9999)),
+            max_us: us(self.moments.max),
+        })
+    }
+
+    /// The histogram itself, for interval logs and percentile tables.
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.hist
+    }
+
+    /// The histogram in HdrHistogram's compressed V2 encoding, base64: the form HdrHistogram
+    /// tools (HistogramLogAnalyzer, `hdr-plot`, the Java/Go/Python libraries) decode.
+    pub fn encode(&self) -> String {
+        encode_histogram(&self.hist)
+    }
+
+    /// A distribution from an [`encode`](Self::encode)d histogram. Exact moments are not in the
+    /// encoding; they are rebuilt from the histogram (so mean and min/max are within its
+    /// precision).
+    pub fn decode(s: &str) -> Result<Self, DecodeError> {
+        let hist = decode_histogram(s)?;
+        let mut moments = Moments::default();
+        for v in hist.iter_recorded() {
+            // Each sample is somewhere in its bucket; the midpoint is the unbiased guess.
+            let ns = hist.median_equivalent(v.value_iterated_to());
+            let n = v.count_at_value();
+            moments.min = if moments.count == 0 {
+                ns
+            } else {
+                moments.min.min(ns)
+            };
+            moments.max = moments.max.max(ns);
+            moments.count += n;
+            moments.sum += u128::from(ns) * u128::from(n);
+            moments.sum_sq += u128::from(ns) * u128::from(ns) * u128::from(n);
+        }
+        Ok(Distribution { hist, moments })
+    }
+}
+
+/// Why an encoded histogram could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("not an encoded HdrHistogram: {0}")]
+pub struct DecodeError(String);
+
+/// Encodes any histogram as base64 of its V2 deflate form.
+pub fn encode_histogram<C: Counter>(h: &Histogram<C>) -> String {
+    let mut buf = Vec::new();
+    // Serializing into a Vec fails only for histograms too large to encode, which our
+    // bounds rule out; an empty string then reads back as a decode error, not garbage.
+    if V2DeflateSerializer::new().serialize(h, &mut buf).is_err() {
+        return String::new();
+    }
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+/// Decodes base64 of a V2 (deflate or plain) histogram.
+pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, DecodeError> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .map_err(|e| DecodeError(e.to_string()))?;
+    Deserializer::new()
+        .deserialize(&mut io::Cursor::new(bytes))
+        .map_err(|e| DecodeError(format!("{e:?}")))
+}
+
+/// Latency figures in microseconds, as reports and JSON carry them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    /// Transactions measured.
+    pub count: u64,
+    /// Fastest, µs (exact).
+    pub min_us: f64,
+    /// Mean, µs (exact).
+    pub mean_us: f64,
+    /// Population standard deviation, µs (exact).
+    pub stddev_us: f64,
+    /// Median, µs (within 0.1 %).
+    pub p50_us: f64,
+    /// 90th percentile, µs.
+    pub p90_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// 99.9th percentile, µs.
+    pub p99_9_us: f64,
+    /// 99.99th percentile, µs.
+    pub p99_99_us: f64,
+    /// Slowest, µs (exact).
+    pub max_us: f64,
+}
+
+/// HdrHistogram's percentile-distribution text (the `.hgrm` format its plotters read), values
+/// in microseconds.
+pub fn percentile_distribution(d: &Distribution) -> String {
+    use std::fmt::Write as _;
+    let h = d.histogram();
+    let mut s = String::from("       Value     Percentile TotalCount 1/(1-Percentile)\n\n");
+    for v in h.iter_quantiles(5) {
+        let q = v.quantile_iterated_to();
+        let value = h.highest_equivalent(v.value_iterated_to()) as f64 / 1e3;
+        let total = h.count_between(0, v.value_iterated_to());
+        if q < 1.0 {
+            let _ = writeln!(
+                s,
+                "{value:12.3} {q:14.12} {total:10} {:14.2}",
+                1.0 / (1.0 - q)
+            );
+        } else {
+            let _ = writeln!(s, "{value:12.3} {q:14.12} {total:10}");
+        }
+    }
+    let (mean, sd) = (d.moments.mean_ns() / 1e3, d.moments.stddev_ns() / 1e3);
+    let _ = writeln!(s, "#[Mean    = {mean:12.3}, StdDeviation   = {sd:12.3}]");
+    let _ = writeln!(
+        s,
+        "#[Max     = {:12.3}, Total count    = {:12}]",
+        d.moments.max as f64 / 1e3,
+        d.moments.count
+    );
+    let _ = writeln!(
+        s,
+        "#[Buckets = {:12}, SubBuckets     = {:12}]",
+        h.buckets(),
+        h.distinct_values()
+    );
+    s
+}
+
+/// Converts a duration to whole nanoseconds, saturating.
+pub fn as_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_moments_and_bounded_percentiles() {
+        let mut r = Recorder::new();
+        for v in 1..=1000u64 {
+            r.record(v * 1000); // 1 µs .. 1 ms
+        }
+        let mut d = Distribution::new();
+        d.add_recorder(&r);
+        let s = d.stats().unwrap();
+        assert_eq!(s.count, 1000);
+        assert_eq!(s.min_us, 1.0);
+        assert_eq!(s.max_us, 1000.0);
+        assert!((s.mean_us - 500.5).abs() < 1e-9);
+        // Population stddev of 1..=1000 is sqrt((1000²−1)/12).
+        assert!((s.stddev_us - ((1000.0f64 * 1000.0 - 1.0) / 12.0).sqrt()).abs() < 1e-6);
+        assert!((s.p50_us - 500.0).abs() <= 0.5, "{}", s.p50_us);
+        assert!((s.p99_us - 990.0).abs() <= 1.0, "{}", s.p99_us);
+        assert!(s.min_us <= s.p50_us && s.p50_us <= s.p90_us && s.p90_us <= s.p99_us);
+        assert!(s.p99_us <= s.p99_9_us && s.p99_9_us <= s.p99_99_us && s.p99_99_us <= s.max_us);
+    }
+
+    #[test]
+    fn merging_is_not_averaging() {
+        // Flow A fast, flow B slow: the merged p50 is neither flow's median averaged.
+        let mut a = Recorder::new();
+        let mut b = Recorder::new();
+        for _ in 0..900 {
+            a.record(10_000);
+        }
+        for _ in 0..100 {
+            b.record(1_000_000);
+        }
+        let mut d = Distribution::new();
+        d.add_recorder(&a);
+        d.add_recorder(&b);
+        let s = d.stats().unwrap();
+        assert!((s.p50_us - 10.0).abs() < 0.02);
+        assert!((s.p99_us - 1000.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn huge_samples_count_exactly_in_max_and_mean() {
+        let mut r = Recorder::new();
+        r.record(10);
+        r.record(2 * MAX_LATENCY_NS);
+        let mut d = Distribution::new();
+        d.add_recorder(&r);
+        let s = d.stats().unwrap();
+        assert_eq!(s.max_us, 2.0 * MAX_LATENCY_NS as f64 / 1e3);
+        assert_eq!(d.count(), 2);
+    }
+
+    #[test]
+    fn encoding_round_trips() {
+        let mut r = Recorder::new();
+        for v in [5_000u64, 7_000, 20_000, 20_000, 3_000_000] {
+            r.record(v);
+        }
+        let mut d = Distribution::new();
+        d.add_recorder(&r);
+        let back = Distribution::decode(&d.encode()).unwrap();
+        assert_eq!(back.count(), 5);
+        for q in [0.0, 0.5, 0.9, 0.99, 1.0] {
+            let (a, b) = (back.quantile_ns(q) as f64, d.quantile_ns(q) as f64);
+            assert!((a - b).abs() <= b * 1e-3, "q={q}: {a} vs {b}");
+        }
+        assert!(Distribution::decode("not base64!").is_err());
+    }
+
+    #[test]
+    fn percentile_text_ends_with_totals() {
+        let mut r = Recorder::new();
+        for v in 1..100u64 {
+            r.record(v * 1_000);
+        }
+        let mut d = Distribution::new();
+        d.add_recorder(&r);
+        let t = percentile_distribution(&d);
+        assert!(
+            t.contains("#[Max     =       99.000, Total count    =           99]"),
+            "{t}"
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! The server side of a throughput test: stream threads, live intervals, final results.
+
+use std::time::{Duration, Instant};
+
+use socket2::SockRef;
+use tokio::io::AsyncWriteExt;
+
+use super::session::{SessionEnd, Test, TestEnd, log_test, on_control};
+use crate::config::{EndCondition, StreamDirection, TestSpec, ThroughputSpec};
+use crate::engine::group::Group;
+use crate::engine::sampler::Sampler;
+use crate::engine::schedule::Schedule;
+use crate::engine::sockopt;
+use crate::engine::stream::{self, Budget, SendMode};
+use crate::proto::{self, ErrorCode, Message, Ready};
+use crate::report::SocketReport;
+
+pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> SessionEnd {
+    let n = spec.connection_count();
+    let peer = t.peer;
+    let dirs: Vec<StreamDirection> = tp
+        .direction
+        .stream_directions()
+        .iter()
+        .flat_map(|d| std::iter::repeat_n(*d, usize::from(tp.streams.get())))
+        .collect();
+    let budget = match spec.end {
+        EndCondition::Bytes(b) => Some(Budget::new(b)),
+        EndCondition::Duration(_) => None,
+    };
+    let send_mode = if tp.zerocopy {
+        SendMode::Sendfile
+    } else {
+        SendMode::Copy
+    };
+    let block = tp.block_len.get() as usize;
+    let mut sockets: Vec<SocketReport> = Vec::with_capacity(n);
+    let mut handles = Vec::with_capacity(n);
+    let mut warnings = Vec::new();
+    let conns = std::mem::take(&mut t.conns);
+    for (id, sock) in conns {
+        if let Err(e) = sockopt::apply(SockRef::from(&sock), &spec.socket, &mut warnings) {
+            let msg = format!("server could not configure a data socket: {e}");
+            return t.abort(ErrorCode::BadRequest, msg).await;
+        }
+        sockets.push(sockopt::report(SockRef::from(&sock), &spec.socket));
+        let h = match dirs[usize::from(id)] {
+            StreamDirection::ClientToServer => stream::spawn_receiver(id, sock, block, tp.receive),
+            StreamDirection::ServerToClient => {
+                stream::spawn_sender(id, sock, block, send_mode, budget.clone())
+            }
+        };
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                let msg = format!("server could not start a stream thread: {e}");
+                return t.abort(ErrorCode::ServerError, msg).await;
+            }
+        }
+    }
+    for w in warnings.iter().take(2) {
+        tracing::info!(%peer, "{w}");
+    }
+
+    let start = Instant::now();
+    let mut sampler = Sampler::new(start, Schedule::for_spec(spec), &handles);
+    let mut group = Group::new(handles);
+    if proto::write_message(&mut t.wr, &Message::Ready(Ready { sockets }))
+        .await
+        .is_err()
+    {
+        return SessionEnd::Other;
+    }
+    let hard_stop = t.hard_stop(spec, start);
+    let mut abort = t.ctx.abort.clone();
+
+    let end = loop {
+        tokio::select! {
+            biased;
+            msg = t.rd.next() => break on_control(msg),
+            _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
+                if let Some(iv) = sampler.on_wakeup(Instant::now())
+                    && let Err(e) = proto::write_message(&mut t.wr, &Message::Interval(iv)).await {
+                        break TestEnd::ClientGone(format!("cannot write to the client: {e}"));
+                    }
+            }
+            _ = tokio::time::sleep_until(hard_stop.into()) => break TestEnd::Overran,
+            () = async { let _ = abort.wait_for(|a| *a).await; } => break TestEnd::ShuttingDown,
+        }
+    };
+
+    let mut ok = matches!(end, TestEnd::Finished { .. });
+    if ok {
+        group.stop_senders();
+        // Let what the client sent drain into our receivers, still reporting intervals.
+        let drain_until = Instant::now() + t.ctx.limits.drain_timeout;
+        loop {
+            tokio::select! {
+                _ = group.receivers_ended() => break,
+                _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
+                    if let Some(iv) = sampler.on_wakeup(Instant::now())
+                        && proto::write_message(&mut t.wr, &Message::Interval(iv)).await.is_err() {
+                            ok = false;
+                            break;
+                        }
+                }
+                _ = tokio::time::sleep_until(drain_until.into()) => break,
+            }
+        }
+    } else {
+        t.tell_end(&end).await;
+    }
+    let ends = group.collect(Duration::from_secs(2)).await;
+    let (last, results) = sampler.finish(Instant::now(), &ends);
+    let bytes: u64 = results.streams.iter().map(|s| s.total_bytes).sum();
+    if ok {
+        if let Some(iv) = last {
+            let _ = proto::write_message(&mut t.wr, &Message::Interval(iv)).await;
+        }
+        let _ = proto::write_message(&mut t.wr, &Message::Results(results)).await;
+        let _ = t.wr.shutdown().await;
+    }
+    let errors = ends.values().filter(|e| e.error.is_some()).count();
+    log_test(&t, spec, &end, bytes, None, start.elapsed(), errors);
+    match end {
+        TestEnd::Finished { interrupted: false } => SessionEnd::Completed,
+        _ => SessionEnd::Other,
+    }
+}

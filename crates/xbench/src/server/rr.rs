@@ -1,0 +1,258 @@
+//! The server side of a request/response test: workers answer requests; this controller cuts
+//! intervals, hands `--crr` connections to workers as they arrive, and reports the counts the
+//! client checks its own against.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tracing::debug;
+
+use super::session::{SessionEnd, Test, TestEnd, log_test, on_control};
+use crate::config::{RrSpec, TestSpec};
+use crate::engine::rr::{self, Control, FlowSnapshot, Report, STOPPED, Workers};
+use crate::engine::schedule::Schedule;
+use crate::proto::{self, ErrorCode, Message, Ready};
+use crate::report::{CpuUsage, SideRrFlow, SideRrInterval, SideRrResults};
+
+pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> SessionEnd {
+    let flows = usize::from(rr_spec.flows.get());
+    let ids: Vec<u16> = (0..flows).map(|i| i as u16).collect();
+    let plan = rr::server::Plan {
+        request_len: u64::from(rr_spec.request_len.get()),
+        response_len: u64::from(rr_spec.response_len.get()),
+        one_per_connection: rr_spec.connect_per_transaction,
+    };
+    let n_workers = rr::worker_count(flows);
+    let mut shares: Vec<Vec<(u16, std::net::TcpStream)>> =
+        (0..n_workers).map(|_| Vec::new()).collect();
+    for (i, (id, s)) in std::mem::take(&mut t.conns).into_iter().enumerate() {
+        shares[i % n_workers].push((id, s));
+    }
+    let control = Arc::new(Control::default());
+    let (tx, mut reports) = mpsc::unbounded_channel();
+    let mut spawned = Vec::with_capacity(n_workers);
+    for (i, share) in shares.into_iter().enumerate() {
+        match rr::server::spawn(i, plan, share, &ids, Arc::clone(&control), tx.clone()) {
+            Ok(w) => spawned.push(w),
+            Err(e) => {
+                drop(Workers::new(Arc::clone(&control), spawned));
+                let msg = format!("server could not start a request/response worker: {e}");
+                return t.abort(ErrorCode::ServerError, msg).await;
+            }
+        }
+    }
+    drop(tx);
+    let mut workers = Workers::new(control, spawned);
+
+    let start = Instant::now();
+    if proto::write_message(
+        &mut t.wr,
+        &Message::Ready(Ready {
+            sockets: Vec::new(),
+        }),
+    )
+    .await
+    .is_err()
+    {
+        return SessionEnd::Other;
+    }
+    let schedule = Schedule::for_spec(spec);
+    let mut next_boundary = schedule.next_boundary(Duration::ZERO);
+    let mut interval_start = Duration::ZERO;
+    let mut next_index = 0u32;
+    let hard_stop = t.hard_stop(spec, start);
+    let mut abort = t.ctx.abort.clone();
+    let mut acc = Totals::new(&ids, n_workers);
+    let mut crr_open = rr_spec.connect_per_transaction;
+
+    let end = loop {
+        let boundary_at = next_boundary.map(|b| start + b);
+        tokio::select! {
+            biased;
+            msg = t.rd.next() => break on_control(msg),
+            conn = t.data.recv(), if crr_open => match conn {
+                Some((flow, sock, from)) if usize::from(flow) < flows => {
+                    workers.hand_over(flow, sock);
+                    let _ = from;
+                }
+                Some((flow, _, from)) => debug!(%from, flow, "dropped a --crr connection naming no flow of its test"),
+                None => crr_open = false,
+            },
+            r = reports.recv() => match r {
+                Some(Report::Snapshot { epoch, flows, .. }) => {
+                    if let Some(iv) = acc.snapshot(epoch, flows)
+                        && proto::write_message(&mut t.wr, &Message::RrInterval(iv)).await.is_err() {
+                        break TestEnd::ClientGone("cannot write to the client".into());
+                    }
+                }
+                Some(Report::Failed { flow, error }) => debug!(peer = %t.peer, flow, "flow ended: {error}"),
+                Some(Report::Done { .. }) | None => {}
+            },
+            _ = sleep_until_opt(boundary_at) => {
+                let Some(b) = next_boundary else { continue };
+                let now = start.elapsed();
+                let epoch = workers.next_epoch();
+                acc.pending(epoch, SideRrInterval {
+                    index: next_index,
+                    start_s: interval_start.as_secs_f64(),
+                    end_s: now.as_secs_f64(),
+                    omitted: schedule.is_omitted(b),
+                    transactions: 0,
+                    retransmits: 0,
+                    connections: 0,
+                }, schedule.reports_intervals());
+                next_index += 1;
+                interval_start = now;
+                next_boundary = schedule.next_boundary(now);
+            }
+            _ = tokio::time::sleep_until(hard_stop.into()) => break TestEnd::Overran,
+            () = async { let _ = abort.wait_for(|a| *a).await; } => break TestEnd::ShuttingDown,
+        }
+    };
+
+    workers.set_state(STOPPED);
+    let mut done = 0;
+    let mut cpu = CpuUsage::default();
+    let mut last = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(2);
+    while done < workers.len() {
+        match tokio::time::timeout_at(until, reports.recv()).await {
+            Ok(Some(Report::Done { flows, cpu: c, .. })) => {
+                done += 1;
+                cpu += c;
+                last.extend(flows);
+            }
+            Ok(Some(Report::Snapshot { epoch, flows, .. })) => {
+                let _ = acc.snapshot(epoch, flows);
+            }
+            Ok(Some(Report::Failed { .. })) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    drop(workers);
+    let last_iv = acc.finish(
+        last,
+        SideRrInterval {
+            index: next_index,
+            start_s: interval_start.as_secs_f64(),
+            end_s: start.elapsed().as_secs_f64(),
+            omitted: false,
+            transactions: 0,
+            retransmits: 0,
+            connections: 0,
+        },
+    );
+    let transactions: u64 = acc.flows.iter().map(|f| f.transactions).sum();
+    if matches!(end, TestEnd::Finished { .. }) {
+        if schedule.reports_intervals() {
+            let _ = proto::write_message(&mut t.wr, &Message::RrInterval(last_iv)).await;
+        }
+        let results = SideRrResults {
+            flows: acc.flows.clone(),
+            measured_retransmits: acc.measured_retransmits,
+            cpu,
+        };
+        let _ = proto::write_message(&mut t.wr, &Message::RrResults(results)).await;
+        let _ = t.wr.shutdown().await;
+    } else {
+        t.tell_end(&end).await;
+    }
+    log_test(&t, spec, &end, 0, Some(transactions), start.elapsed(), 0);
+    match end {
+        TestEnd::Finished { interrupted: false } => SessionEnd::Completed,
+        _ => SessionEnd::Other,
+    }
+}
+
+async fn sleep_until_opt(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Per-interval and per-flow sums of the workers' snapshots.
+#[derive(Debug)]
+struct Totals {
+    workers: usize,
+    /// Intervals waiting for every worker's snapshot, by epoch.
+    waiting: Vec<(u32, SideRrInterval, usize, bool)>,
+    flows: Vec<SideRrFlow>,
+    measured_retransmits: u64,
+}
+
+impl Totals {
+    fn new(ids: &[u16], workers: usize) -> Self {
+        Totals {
+            workers,
+            waiting: Vec::new(),
+            flows: ids
+                .iter()
+                .map(|&flow| SideRrFlow {
+                    flow,
+                    transactions: 0,
+                    retransmits: 0,
+                    connections: 0,
+                })
+                .collect(),
+            measured_retransmits: 0,
+        }
+    }
+
+    fn pending(&mut self, epoch: u32, iv: SideRrInterval, report: bool) {
+        self.waiting.push((epoch, iv, 0, report));
+    }
+
+    /// Adds a worker's snapshot; returns the interval once every worker has answered it (and
+    /// intervals are reported at all).
+    fn snapshot(&mut self, epoch: u32, flows: Vec<FlowSnapshot>) -> Option<SideRrInterval> {
+        let pos = self.waiting.iter().rposition(|(e, ..)| *e <= epoch)?;
+        let omitted = self.waiting[pos].1.omitted;
+        let mut add = SideRrInterval {
+            ..self.waiting[pos].1.clone()
+        };
+        add.transactions = 0;
+        add.retransmits = 0;
+        add.connections = 0;
+        for f in &flows {
+            self.add_flow(f, omitted);
+            add.transactions += f.transactions;
+            add.retransmits += f.retransmits;
+            add.connections += f.connections;
+        }
+        let w = &mut self.waiting[pos];
+        w.1.transactions += add.transactions;
+        w.1.retransmits += add.retransmits;
+        w.1.connections += add.connections;
+        w.2 += 1;
+        if w.2 < self.workers {
+            return None;
+        }
+        let (_, iv, _, report) = self.waiting.remove(pos);
+        report.then_some(iv)
+    }
+
+    fn add_flow(&mut self, f: &FlowSnapshot, omitted: bool) {
+        if let Some(t) = self.flows.iter_mut().find(|t| t.flow == f.flow) {
+            t.transactions += f.transactions;
+            t.retransmits += f.retransmits;
+            t.connections += f.connections;
+        }
+        if !omitted {
+            self.measured_retransmits += f.retransmits;
+        }
+    }
+
+    /// The last, partial interval from the workers' final snapshots.
+    fn finish(&mut self, last: Vec<FlowSnapshot>, mut iv: SideRrInterval) -> SideRrInterval {
+        for f in &last {
+            self.add_flow(f, false);
+            iv.transactions += f.transactions;
+            iv.retransmits += f.retransmits;
+            iv.connections += f.connections;
+        }
+        iv
+    }
+}

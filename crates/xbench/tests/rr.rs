@@ -1,0 +1,188 @@
+//! Request/response tests against a real in-process server on loopback.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
+
+mod common;
+
+use std::num::{NonZeroU16, NonZeroU32};
+use std::time::Duration;
+
+use common::TestServer;
+use xbench::config::RrSpec;
+use xbench::report::{Outcome, RrReport, TestReport};
+use xbench::{ClientConfig, EndCondition, TestSpec, Workload};
+
+fn rr_config(server: &TestServer, spec: RrSpec, secs: f64) -> ClientConfig {
+    let mut c = server.config();
+    c.spec = TestSpec {
+        workload: Workload::RequestResponse(spec),
+        end: EndCondition::Duration(Duration::from_secs_f64(secs)),
+        interval: Some(Duration::from_millis(250)),
+        ..TestSpec::request_response()
+    };
+    c
+}
+
+fn rr(r: &TestReport) -> &RrReport {
+    r.rr.as_ref().expect("an rr report")
+}
+
+fn check_percentiles_ordered(r: &RrReport) {
+    let l = r.summary.latency.expect("latency measured");
+    let seq = [
+        l.min_us,
+        l.p50_us,
+        l.p90_us,
+        l.p99_us,
+        l.p99_9_us,
+        l.p99_99_us,
+        l.max_us,
+    ];
+    assert!(seq.windows(2).all(|w| w[0] <= w[1]), "{seq:?}");
+    assert!(l.min_us <= l.mean_us && l.mean_us <= l.max_us, "{l:?}");
+    for iv in &r.intervals {
+        if let Some(l) = iv.latency {
+            assert!(l.min_us <= l.p50_us && l.p50_us <= l.p99_us && l.p99_us <= l.max_us);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_flow_ping_pong_counts_match_at_both_ends() {
+    let server = TestServer::start().await;
+    let r = server
+        .run(&rr_config(&server, RrSpec::default(), 1.0))
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    let rr = rr(&r);
+    check_percentiles_ordered(rr);
+    let s = &rr.summary;
+    assert!(
+        s.transactions > 1000,
+        "{} transactions in 1 s on loopback",
+        s.transactions
+    );
+    assert_eq!(s.server_transactions, Some(s.total_transactions));
+    assert_eq!(rr.flows.len(), 1);
+    assert_eq!(
+        rr.flows[0].server_transactions,
+        Some(rr.flows[0].total_transactions)
+    );
+    // Intervals add up to the total.
+    let sum: u64 = rr
+        .intervals
+        .iter()
+        .filter(|i| !i.omitted)
+        .map(|i| i.transactions)
+        .sum();
+    assert_eq!(sum, s.transactions);
+    assert!(rr.intervals.len() >= 4);
+    assert_eq!(s.latency.unwrap().count, s.transactions);
+    assert!(s.rtt.is_some(), "TCP_INFO RTT of the RR connection");
+    assert!(r.cpu.client_us_per_transaction.unwrap() > 0.0);
+    assert!(!s.coordinated_omission_corrected);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_and_larger_messages_still_match() {
+    let server = TestServer::start().await;
+    let spec = RrSpec {
+        request_len: NonZeroU32::new(3000).unwrap(),
+        response_len: NonZeroU32::new(70_000).unwrap(),
+        flows: NonZeroU16::new(4).unwrap(),
+        burst: NonZeroU32::new(8).unwrap(),
+        ..RrSpec::default()
+    };
+    let r = server.run(&rr_config(&server, spec, 1.0)).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    let rr = rr(&r);
+    check_percentiles_ordered(rr);
+    assert_eq!(
+        rr.summary.server_transactions,
+        Some(rr.summary.total_transactions)
+    );
+    for f in &rr.flows {
+        assert!(f.transactions > 0, "flow {} did nothing", f.flow);
+        assert_eq!(
+            f.server_transactions,
+            Some(f.total_transactions),
+            "flow {}",
+            f.flow
+        );
+        assert!(f.latency.is_some());
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crr_opens_one_connection_per_transaction() {
+    let server = TestServer::start().await;
+    let spec = RrSpec {
+        flows: NonZeroU16::new(2).unwrap(),
+        connect_per_transaction: true,
+        ..RrSpec::default()
+    };
+    let r = server.run(&rr_config(&server, spec, 1.0)).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    let rr = rr(&r);
+    check_percentiles_ordered(rr);
+    let s = &rr.summary;
+    assert!(s.transactions > 100, "{s:?}");
+    assert_eq!(
+        s.connections, s.transactions,
+        "one connection per transaction"
+    );
+    assert_eq!(s.server_transactions, Some(s.total_transactions));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paced_mode_keeps_its_schedule() {
+    let server = TestServer::start().await;
+    let spec = RrSpec {
+        flows: NonZeroU16::new(2).unwrap(),
+        rate_per_flow: Some(500.0),
+        ..RrSpec::default()
+    };
+    let r = server.run(&rr_config(&server, spec, 2.0)).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    let s = &rr(&r).summary;
+    let want = 2.0 * 500.0 * 2.0;
+    let got = s.transactions as f64;
+    assert!(
+        (got - want).abs() <= want * 0.01,
+        "{got} transactions, want {want} ±1 %"
+    );
+    let p = s.pacing.unwrap();
+    assert!(p.kept_up, "{p:?}");
+    assert!(s.coordinated_omission_corrected);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_flows_on_a_few_threads() {
+    let server = TestServer::start().await;
+    let spec = RrSpec {
+        flows: NonZeroU16::new(1000).unwrap(),
+        ..RrSpec::default()
+    };
+    let before = common::threads();
+    let r = server.run(&rr_config(&server, spec, 2.0)).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    let rr = rr(&r);
+    assert_eq!(rr.flows.len(), 1000);
+    assert!(
+        rr.flows.iter().all(|f| f.transactions > 0),
+        "every flow made progress"
+    );
+    assert_eq!(
+        rr.summary.server_transactions,
+        Some(rr.summary.total_transactions)
+    );
+    check_percentiles_ordered(rr);
+    // Per-flow histograms are not kept at this scale; the merged distribution is.
+    assert!(rr.flows[0].latency.is_none());
+    let _ = before;
+    server.stop().await;
+}
