@@ -22,7 +22,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run a test against an `xbench server` (or an in-process one with --local).
-    Client(ClientArgs),
+    Client(Box<ClientArgs>),
     /// Serve tests on a port until stopped.
     Server(ServerArgs),
 }
@@ -40,7 +40,8 @@ pub(crate) enum LogFormat {
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("end").args(["time", "bytes"]))]
 #[command(group = clap::ArgGroup::new("dir").args(["reverse", "bidir"]))]
-#[command(group = clap::ArgGroup::new("output").args(["json", "json_stream"]))]
+#[command(group = clap::ArgGroup::new("output").args(["json", "json_stream", "fields"]))]
+#[command(group = clap::ArgGroup::new("latency").args(["rr", "crr"]))]
 pub(crate) struct ClientArgs {
     /// Server host name or address. Leave out (or pass --local) to test against an in-process
     /// server on loopback.
@@ -54,9 +55,9 @@ pub(crate) struct ClientArgs {
     #[arg(short = 'p', long, default_value_t = xbench::client::DEFAULT_PORT)]
     pub(crate) port: u16,
 
-    /// Parallel streams (TCP connections) per direction.
-    #[arg(allow_negative_numbers = true, short = 'P', long = "parallel", value_name = "N", default_value = "1", value_parser = parse::streams)]
-    pub(crate) parallel: NonZeroU16,
+    /// Parallel streams (TCP connections) per direction [default: 1].
+    #[arg(allow_negative_numbers = true, short = 'P', long = "parallel", value_name = "N", value_parser = parse::streams)]
+    pub(crate) parallel: Option<NonZeroU16>,
 
     /// Test length: seconds, or with a unit (500ms, 10s, 2m).
     #[arg(allow_negative_numbers = true, short = 't', long = "time", value_name = "SECS", value_parser = parse::positive_duration)]
@@ -143,6 +144,62 @@ pub(crate) struct ClientArgs {
     /// Also write the JSON report to FILE (written even when the test is interrupted).
     #[arg(long, value_name = "FILE")]
     pub(crate) json_file: Option<PathBuf>,
+
+    /// Request/response latency over persistent connections (netperf's TCP_RR).
+    #[arg(long, help_heading = "Request/response (latency)",
+          conflicts_with_all = ["reverse", "bidir", "bytes", "zerocopy", "length", "recv_copy", "parallel"])]
+    pub(crate) rr: bool,
+
+    /// A new connection for every transaction: connect, request, response, close (TCP_CRR).
+    #[arg(long, help_heading = "Request/response (latency)",
+          conflicts_with_all = ["reverse", "bidir", "bytes", "zerocopy", "length", "recv_copy", "parallel", "burst"])]
+    pub(crate) crr: bool,
+
+    /// Request and response sizes, bytes [default: 1,1] (e.g. 64,16K).
+    #[arg(short = 'r', long = "rr-size", value_name = "REQ,RESP",
+          value_parser = parse::rr_sizes, help_heading = "Request/response (latency)")]
+    pub(crate) rr_size: Option<(NonZeroU32, NonZeroU32)>,
+
+    /// Concurrent request/response connections [default: 1].
+    #[arg(long, value_name = "N", value_parser = parse::flows,
+          allow_negative_numbers = true, help_heading = "Request/response (latency)")]
+    pub(crate) flows: Option<NonZeroU16>,
+
+    /// Transactions in flight per connection [default: 1, strict ping-pong].
+    #[arg(long, value_name = "K", value_parser = parse::burst,
+          allow_negative_numbers = true, help_heading = "Request/response (latency)")]
+    pub(crate) burst: Option<NonZeroU32>,
+
+    /// Pace each flow: transactions per second (200), or the time between them like netperf's
+    /// -w (10ms). Latency is then measured from each transaction's intended send time.
+    #[arg(long, value_name = "TPS|INTERVAL", value_parser = parse::rate,
+          allow_negative_numbers = true, help_heading = "Request/response (latency)")]
+    pub(crate) rate: Option<f64>,
+
+    /// A flow waiting this long for a response fails the test: the server stopped answering.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::positive_duration,
+          help_heading = "Request/response (latency)")]
+    pub(crate) response_timeout: Duration,
+
+    /// Write the latency histograms as an HdrHistogram interval log to FILE, and the
+    /// percentile distribution to FILE.hgrm.
+    #[arg(long, value_name = "FILE", help_heading = "Request/response (latency)")]
+    pub(crate) hist: Option<PathBuf>,
+
+    /// Print only these figures, netperf-style (like netperf -O), e.g.
+    /// min_latency,mean_latency,max_latency,stddev_latency,transaction_rate.
+    #[arg(long, value_name = "LIST", value_parser = parse::fields, help_heading = "Request/response (latency)")]
+    pub(crate) fields: Option<crate::render::netperf::FieldList>,
+
+    /// Layout of --fields: columns (netperf -O), csv (-o) or keyval (-k).
+    #[arg(
+        long,
+        value_enum,
+        default_value_t,
+        requires = "fields",
+        help_heading = "Request/response (latency)"
+    )]
+    pub(crate) fields_format: crate::render::netperf::Format,
 }
 
 #[derive(Debug, Args)]
@@ -159,9 +216,13 @@ pub(crate) struct ServerArgs {
     #[arg(short = '1', long)]
     pub(crate) one_off: bool,
 
-    /// Most data connections one test may open.
+    /// Most data connections (threads) one throughput test may open.
     #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_streams)]
     pub(crate) max_streams: u16,
+
+    /// Most connections one request/response test may hold open at once.
+    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_flows)]
+    pub(crate) max_flows: u16,
 
     /// Longest test accepted, seconds.
     #[arg(long, value_name = "SECS", default_value = "3600", value_parser = parse::positive_duration)]

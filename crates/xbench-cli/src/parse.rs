@@ -24,11 +24,12 @@ pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     let secs = match unit.trim() {
         "" | "s" | "sec" => v,
         "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
         u => {
             return Err(format!(
-                "unknown time unit `{u}` in `{t}`; use ms, s, m or h"
+                "unknown time unit `{u}` in `{t}`; use us, ms, s, m or h"
             ));
         }
     };
@@ -110,6 +111,94 @@ pub(crate) fn mss(s: &str) -> Result<u32, String> {
     Ok(v)
 }
 
+/// Request and response sizes: `REQ,RESP` (netperf's `-r`), or one size for both.
+pub(crate) fn rr_sizes(s: &str) -> Result<(NonZeroU32, NonZeroU32), String> {
+    let (req, resp) = s.split_once(',').unwrap_or((s, s));
+    let one = |v: &str| -> Result<NonZeroU32, String> {
+        let b = size(v)?;
+        let max = xbench::config::MAX_RR_LEN;
+        if b.0 > u64::from(max) {
+            return Err(format!(
+                "`{v}` is larger than the {} MiB maximum",
+                max >> 20
+            ));
+        }
+        NonZeroU32::new(b.0 as u32).ok_or_else(|| "sizes must be at least 1 byte".into())
+    };
+    Ok((one(req.trim())?, one(resp.trim())?))
+}
+
+/// Request/response flows: 1 to the library's maximum.
+pub(crate) fn flows(s: &str) -> Result<NonZeroU16, String> {
+    let n: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number of flows"))?;
+    let max = xbench::config::MAX_FLOWS;
+    if n == 0 || n > u32::from(max) {
+        return Err(format!("must be between 1 and {max}"));
+    }
+    NonZeroU16::new(n as u16).ok_or_else(|| "must be at least 1".into())
+}
+
+/// Transactions in flight per flow.
+pub(crate) fn burst(s: &str) -> Result<NonZeroU32, String> {
+    let n: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number"))?;
+    let max = xbench::config::MAX_BURST;
+    if n == 0 || n > max {
+        return Err(format!("must be between 1 and {max}"));
+    }
+    NonZeroU32::new(n).ok_or_else(|| "must be at least 1".into())
+}
+
+/// Pacing, per flow: transactions per second (`200`, `1.5k`) or the gap between them
+/// (`10ms`, as netperf's `-w`). Returns transactions per second.
+pub(crate) fn rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let tps = if t.ends_with('s') {
+        let gap = duration(t)?;
+        if gap.is_zero() {
+            return Err("the time between transactions must be above 0".into());
+        }
+        1.0 / gap.as_secs_f64()
+    } else {
+        let (num, mult) = match t.strip_suffix(['k', 'K']) {
+            Some(n) => (n, 1e3),
+            None => (t, 1.0),
+        };
+        let v: f64 = num.trim().parse().map_err(|_| {
+            format!("`{t}` is not a rate; give transactions per second (200) or a gap (10ms)")
+        })?;
+        v * mult
+    };
+    let max = xbench::config::MAX_RATE_PER_FLOW;
+    if !tps.is_finite() || tps <= 0.0 {
+        return Err(format!("`{t}` must be above 0"));
+    }
+    if tps > max {
+        return Err(format!("at most {max} transactions per second per flow"));
+    }
+    Ok(tps)
+}
+
+/// netperf-style output selectors, comma-separated.
+pub(crate) fn fields(s: &str) -> Result<crate::render::netperf::FieldList, String> {
+    s.split(',')
+        .filter(|f| !f.trim().is_empty())
+        .map(|f| crate::render::netperf::Field::parse(f.trim()))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|v| {
+            if v.is_empty() {
+                Err("name at least one field".into())
+            } else {
+                Ok(crate::render::netperf::FieldList(v))
+            }
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +226,21 @@ mod tests {
         assert!(size("-5").is_err());
         assert!(block_len("0").is_err());
         assert!(mss("20").is_err());
+    }
+
+    #[test]
+    fn request_response_values() {
+        let (a, b) = rr_sizes("64,16K").unwrap();
+        assert_eq!((a.get(), b.get()), (64, 16_384));
+        assert_eq!(rr_sizes("1").unwrap().1.get(), 1);
+        assert!(rr_sizes("0,0").unwrap_err().contains("greater than 0"));
+        assert!(rr_sizes("1,1G").unwrap_err().contains("maximum"));
+        assert!(flows("0").is_err() && flows("5000").is_err());
+        assert!(burst("0").is_err());
+        assert_eq!(rate("200").unwrap(), 200.0);
+        assert_eq!(rate("2k").unwrap(), 2000.0);
+        assert!((rate("10ms").unwrap() - 100.0).abs() < 1e-9);
+        assert!((rate("250us").unwrap() - 4000.0).abs() < 1e-6);
+        assert!(rate("0").is_err() && rate("-5").is_err() && rate("0ms").is_err());
     }
 }

@@ -380,7 +380,7 @@ fn live_text_lines_arrive_while_the_test_runs() {
     let first_interval = lines
         .by_ref()
         .map(|l| l.unwrap())
-        .find(|l| l.contains("0.00-0.50"))
+        .find(|l| l.starts_with("[  0]") && l.contains("  0.00-"))
         .unwrap();
     assert!(
         started.elapsed() < Duration::from_millis(1800),
@@ -388,4 +388,284 @@ fn live_text_lines_arrive_while_the_test_runs() {
     );
     for _ in lines {}
     assert!(child.wait().unwrap().success());
+}
+
+fn run_json(args: &[&str]) -> Value {
+    let out = xbench()
+        .arg("client")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&schema(), &doc);
+    doc
+}
+
+#[test]
+fn rr_and_crr_reports_validate_against_the_schema() {
+    for args in [
+        &["--rr", "-t", "1", "-i", "0.5"][..],
+        &[
+            "--rr", "-t", "1", "--flows", "3", "--burst", "4", "-r", "100,2K",
+        ],
+        &["--rr", "-t", "1", "--rate", "1k", "-O", "0.3"],
+        &["--crr", "-t", "1", "--flows", "2"],
+    ] {
+        let doc = run_json(args);
+        let s = &doc["rr"]["summary"];
+        assert!(s["transactions"].as_u64().unwrap() > 0, "{args:?}");
+        assert_eq!(
+            s["server_transactions"], s["total_transactions"],
+            "{args:?}"
+        );
+        let l = &s["latency"];
+        assert!(l["min_us"].as_f64() <= l["p50_us"].as_f64());
+        assert!(l["p99_us"].as_f64() <= l["max_us"].as_f64());
+    }
+}
+
+#[test]
+fn rr_json_stream_validates() {
+    let out = xbench()
+        .args(["client", "--rr", "-t", "1", "-i", "0.25", "--json-stream"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let schema = event_schema();
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    for l in &lines {
+        assert_valid(&schema, l);
+    }
+    assert!(lines.iter().filter(|l| l["event"] == "rr_interval").count() >= 3);
+}
+
+#[test]
+fn histogram_files_parse_back_to_the_same_percentiles() {
+    use hdrhistogram::serialization::Deserializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+    let dir = std::env::temp_dir().join(format!("xbench-hist-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rr.hlog");
+    let out = xbench()
+        .args([
+            "client", "--rr", "-t", "1.5", "-i", "0.5", "-O", "0.5", "--flows", "2", "--json",
+            "--hist",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let log = std::fs::read(&file).unwrap();
+    let mut merged = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+    let (mut untagged, mut warmup) = (0, 0);
+    for entry in IntervalLogIterator::new(&log) {
+        let LogEntry::Interval(iv) = entry.unwrap() else {
+            continue;
+        };
+        let bytes = base64_decode(iv.encoded_histogram());
+        let h: hdrhistogram::Histogram<u64> = Deserializer::new()
+            .deserialize(&mut std::io::Cursor::new(bytes))
+            .unwrap();
+        if iv.tag().is_some_and(|t| t.as_str() == "warmup") {
+            warmup += 1;
+            continue;
+        }
+        untagged += 1;
+        merged.add(&h).unwrap();
+    }
+    assert!(
+        warmup >= 1 && untagged >= 2,
+        "warmup {warmup}, measured {untagged}"
+    );
+    let s = &doc["rr"]["summary"];
+    assert_eq!(merged.len(), s["transactions"].as_u64().unwrap());
+    for (q, key) in [(0.5, "p50_us"), (0.9, "p90_us"), (0.99, "p99_us")] {
+        let from_log = merged.value_at_quantile(q) as f64 / 1e3;
+        let reported = s["latency"][key].as_f64().unwrap();
+        assert!(
+            (from_log - reported).abs() <= reported * 0.002 + 0.001,
+            "{key}: log {from_log} vs report {reported}"
+        );
+    }
+    let mut hgrm = file.into_os_string();
+    hgrm.push(".hgrm");
+    let text = std::fs::read_to_string(&hgrm).unwrap();
+    assert!(text.contains("Value     Percentile TotalCount"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Total count    = {:12}",
+            s["transactions"].as_u64().unwrap()
+        )),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Standard base64, for the interval log's encoded histograms.
+fn base64_decode(s: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.bytes().filter(|c| *c != b'=') {
+        let v = ALPHABET.iter().position(|a| *a == c).unwrap() as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn netperf_style_fields_print_one_line_of_values() {
+    let out = xbench()
+        .args([
+            "client",
+            "--rr",
+            "-t",
+            "0.5",
+            "--fields",
+            "min_latency,mean_latency,max_latency,stddev_latency,transaction_rate",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "3 title lines, a blank, the values: {text}");
+    assert!(
+        lines[0].starts_with("Minimum") && lines[2].starts_with("Microseconds"),
+        "{text}"
+    );
+    let values: Vec<f64> = lines[4]
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(values.len(), 5);
+    assert!(
+        values[0] <= values[1] && values[1] <= values[2],
+        "{values:?}"
+    );
+    assert!(values[4] > 100.0, "transactions/s: {values:?}");
+
+    let out = xbench()
+        .args([
+            "client",
+            "--rr",
+            "-t",
+            "0.3",
+            "--fields",
+            "P99_LATENCY,transaction_rate",
+            "--fields-format",
+            "keyval",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("P99_LATENCY=") && text.contains("\nTRANSACTION_RATE="),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_request_response_flags_are_usage_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--rr", "-r", "0,0"], "greater than 0"),
+        (&["--rr", "-r", "1,1G"], "maximum"),
+        (&["--rr", "--burst", "0"], "--burst"),
+        (&["--crr", "--burst", "2"], "--burst"),
+        (&["--rr", "--flows", "0"], "--flows"),
+        (&["--rr", "--flows", "100000"], "--flows"),
+        (&["--rr", "--rate", "0"], "--rate"),
+        (&["--rr", "--rate", "-10"], "--rate"),
+        (&["--flows", "4"], "add --rr or --crr"),
+        (&["--rr", "-R"], "--reverse"),
+        (&["--rr", "--crr"], "--crr"),
+        (&["--rr", "--fields", "nonsense"], "unknown field"),
+    ];
+    for (args, needle) in cases {
+        let out = xbench().arg("client").args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_server_that_stops_answering_fails_the_test_naming_the_flow_and_keeps_results() {
+    let server = ServerProc::start(&[]);
+    let child = xbench()
+        .args([
+            "client",
+            "127.0.0.1",
+            "-p",
+            &server.port(),
+            "--rr",
+            "-t",
+            "30",
+            "-i",
+            "0.5",
+        ])
+        .args(["--flows", "2", "--response-timeout", "1.5", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    signal(&server.child, libc::SIGSTOP);
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    signal(&server.child, libc::SIGCONT);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&schema(), &doc);
+    let err = doc["outcome"]["error"].as_str().unwrap();
+    assert!(
+        err.starts_with("flow ") && err.contains("stopped answering"),
+        "{err}"
+    );
+    assert!(
+        doc["rr"]["summary"]["transactions"].as_u64().unwrap() > 0,
+        "results so far are kept"
+    );
+    assert!(!doc["rr"]["intervals"].as_array().unwrap().is_empty());
 }

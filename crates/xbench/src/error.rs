@@ -97,7 +97,7 @@ pub enum Error {
         state: &'static str,
     },
     /// A data connection failed to open.
-    #[error("cannot open data connection {stream} to {addr}: {cause}")]
+    #[error("cannot open data connection {stream} to {addr}: {cause}{}", data_hint(cause))]
     DataConnect {
         /// Stream id.
         stream: u16,
@@ -156,5 +156,16 @@ pub(crate) fn connect_hint(e: &io::Error, port: u16) -> String {
             " — no route to the host: check the address and the routes".to_owned()
         }
         _ => String::new(),
+    }
+}
+
+fn data_hint(e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EMFILE) | Some(libc::ENFILE) => {
+            " — out of file descriptors: raise the open-file limit (`ulimit -n`) or use fewer \
+             streams/flows"
+        }
+        Some(libc::EADDRNOTAVAIL) => " — out of local ports (net.ipv4.ip_local_port_range)",
+        _ => "",
     }
 }

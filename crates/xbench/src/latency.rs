@@ -11,12 +11,15 @@
 //! Not for: deciding when to record (that is the request/response engine's job).
 
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use base64::Engine as _;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::{Counter, Histogram};
 use serde::{Deserialize, Serialize};
+
+use crate::report::{RrReport, TestReport};
 
 /// Longest latency a histogram resolves; longer samples are recorded as this value (and still
 /// counted exactly in the maximum and the mean).
@@ -223,7 +226,7 @@ impl Distribution {
     /// A distribution from an [`encode`](Self::encode)d histogram. Exact moments are not in the
     /// encoding; they are rebuilt from the histogram (so mean and min/max are within its
     /// precision).
-    pub fn decode(s: &str) -> Result<Self, DecodeError> {
+    pub fn decode(s: &str) -> Result<Self, HistogramError> {
         let hist = decode_histogram(s)?;
         let mut moments = Moments::default();
         for v in hist.iter_recorded() {
@@ -244,10 +247,10 @@ impl Distribution {
     }
 }
 
-/// Why an encoded histogram could not be read.
+/// Why a histogram could not be read or written.
 #[derive(Debug, thiserror::Error)]
-#[error("not an encoded HdrHistogram: {0}")]
-pub struct DecodeError(String);
+#[error("histogram encoding: {0}")]
+pub struct HistogramError(String);
 
 /// Encodes any histogram as base64 of its V2 deflate form.
 pub fn encode_histogram<C: Counter>(h: &Histogram<C>) -> String {
@@ -261,13 +264,13 @@ pub fn encode_histogram<C: Counter>(h: &Histogram<C>) -> String {
 }
 
 /// Decodes base64 of a V2 (deflate or plain) histogram.
-pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, DecodeError> {
+pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, HistogramError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(s.trim())
-        .map_err(|e| DecodeError(e.to_string()))?;
+        .map_err(|e| HistogramError(e.to_string()))?;
     Deserializer::new()
         .deserialize(&mut io::Cursor::new(bytes))
-        .map_err(|e| DecodeError(format!("{e:?}")))
+        .map_err(|e| HistogramError(format!("{e:?}")))
 }
 
 /// Latency figures in microseconds, as reports and JSON carry them.
@@ -330,6 +333,46 @@ pub fn percentile_distribution(d: &Distribution) -> String {
         h.distinct_values()
     );
     s
+}
+
+/// A request/response test's latency histograms as an HdrHistogram interval log (`.hlog`),
+/// the format `HistogramLogProcessor`, HistogramLogAnalyzer and the HdrHistogram libraries
+/// read: one line per interval, values in nanoseconds, the max column in milliseconds.
+/// Warm-up intervals carry the tag `warmup`, so tools reading the untagged series skip them.
+/// Without intervals (`-i 0`) the log holds the whole test as one.
+pub fn interval_log(report: &TestReport, rr: &RrReport) -> Result<String, HistogramError> {
+    let err = |e: String| HistogramError(e);
+    let start = crate::time::parse_rfc3339(&report.started_at).unwrap_or(UNIX_EPOCH);
+    let mut out = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    let mut builder = IntervalLogWriterBuilder::new();
+    builder
+        .add_comment(&format!(
+            "xbench {} request/response latency, {} to {}",
+            report.xbench_version, report.client_addr, report.server_addr
+        ))
+        .add_comment("values in nanoseconds; max column in milliseconds")
+        .with_start_time(start)
+        .with_base_time(start)
+        .with_max_value_divisor(1e6);
+    let mut log = builder
+        .begin_log_with(&mut out, &mut serializer)
+        .map_err(|e| err(e.to_string()))?;
+    let secs = |s: f64| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or_default();
+    let warmup = Tag::new("warmup");
+    if rr.intervals.is_empty() {
+        let h = decode_histogram(&rr.summary.histogram)?;
+        log.write_histogram(&h, Duration::ZERO, secs(rr.summary.seconds), None)
+            .map_err(|e| err(e.to_string()))?;
+    }
+    for iv in &rr.intervals {
+        let h = decode_histogram(&iv.histogram)?;
+        let tag = if iv.omitted { warmup } else { None };
+        log.write_histogram(&h, secs(iv.start_s), secs(iv.end_s - iv.start_s), tag)
+            .map_err(|e| err(e.to_string()))?;
+    }
+    drop(log);
+    String::from_utf8(out).map_err(|e| err(e.to_string()))
 }
 
 /// Converts a duration to whole nanoseconds, saturating.

@@ -6,16 +6,20 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use std::num::{NonZeroU16, NonZeroU32};
 use xbench::client::{AddressFamily, ClientEvent};
+
 use xbench::config::{
-    Direction, EndCondition, ReceiveMode, SocketOptions, TestSpec, ThroughputSpec, Workload,
+    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, Workload,
 };
-use xbench::report::{Outcome, TestReport};
+use xbench::report::{Outcome, RrReport, TestReport};
 use xbench::{ClientConfig, Server, ServerConfig};
 
 use crate::cli::ClientArgs;
 use crate::exit::{Exit, UsageError};
 use crate::render::json::{self, Event};
+use crate::render::netperf;
+use crate::render::rr::RrText;
 use crate::render::{out, text::Text};
 
 /// Output style.
@@ -24,6 +28,8 @@ enum Style {
     Text,
     Json,
     JsonStream,
+    /// `--fields`: nothing live, the selected figures at the end.
+    Fields,
 }
 
 pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
@@ -32,6 +38,8 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
         Style::Json
     } else if args.json_stream {
         Style::JsonStream
+    } else if args.fields.is_some() {
+        Style::Fields
     } else {
         Style::Text
     };
@@ -77,6 +85,8 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
     };
 
     let mut text = Text::new(&config.spec);
+    let mut rr_text = RrText::default();
+    let is_rr = config.spec.as_rr().is_some();
     let mut write_err: Option<io::Error> = None;
     let mut on_event = |ev: ClientEvent| {
         if write_err.is_some() {
@@ -91,6 +101,7 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
                     return;
                 }
             }
+            (ClientEvent::Started { .. }, Style::Text) if is_rr => rr_text.started(&config),
             (ClientEvent::Started { server, streams }, Style::Text) => {
                 text.started(&config, server, streams)
             }
@@ -105,7 +116,10 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
             (ClientEvent::Interval(iv), Style::JsonStream) => {
                 json::event_line(&Event::Interval { interval: iv })
             }
-            (_, Style::Json) => return,
+            (ClientEvent::RrInterval(iv), Style::Text) => rr_text.interval(iv),
+            (ClientEvent::RrInterval(iv), Style::JsonStream) => {
+                json::event_line(&Event::RrInterval { interval: iv })
+            }
             _ => return,
         };
         if let Err(e) = out(&s) {
@@ -129,10 +143,19 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
         write_atomically(path, &json::document(&report))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    if let (Some(path), Some(rr)) = (&args.hist, &report.rr) {
+        write_histograms(path, &report, rr)?;
+    }
     let rendered = match style {
+        Style::Text if is_rr => rr_text.summary(&report),
         Style::Text => Text::new(&config.spec).summary(&report),
         Style::Json => json::document(&report),
         Style::JsonStream => json::event_line(&Event::End { report: &report }),
+        Style::Fields => netperf::render(
+            &report,
+            args.fields.as_ref().map_or(&[][..], |f| &f.0),
+            args.fields_format,
+        ),
     };
     out(&rendered).context("writing results")?;
     for w in &report.warnings {
@@ -168,8 +191,22 @@ fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
         (Some(t), None) => EndCondition::Duration(t),
         (None, None) => EndCondition::Duration(std::time::Duration::from_secs(10)),
     };
+    let rr_only = [
+        ("-r", a.rr_size.is_some()),
+        ("--flows", a.flows.is_some()),
+        ("--burst", a.burst.is_some()),
+        ("--rate", a.rate.is_some()),
+        ("--hist", a.hist.is_some()),
+    ];
+    if !(a.rr || a.crr)
+        && let Some((flag, _)) = rr_only.iter().find(|(_, given)| *given)
+    {
+        bail!(UsageError(format!(
+            "{flag} applies to request/response tests; add --rr or --crr"
+        )));
+    }
     let mut tp = ThroughputSpec {
-        streams: a.parallel,
+        streams: a.parallel.unwrap_or(NonZeroU16::MIN),
         direction,
         zerocopy: a.zerocopy,
         receive: if a.recv_copy {
@@ -182,8 +219,21 @@ fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
     if let Some(l) = a.length {
         tp.block_len = l;
     }
+    let workload = if a.rr || a.crr {
+        let (request_len, response_len) = a.rr_size.unwrap_or((NonZeroU32::MIN, NonZeroU32::MIN));
+        Workload::RequestResponse(RrSpec {
+            request_len,
+            response_len,
+            flows: a.flows.unwrap_or(NonZeroU16::MIN),
+            burst: a.burst.unwrap_or(NonZeroU32::MIN),
+            connect_per_transaction: a.crr,
+            rate_per_flow: a.rate,
+        })
+    } else {
+        Workload::Throughput(tp)
+    };
     let spec = TestSpec {
-        workload: Workload::Throughput(tp),
+        workload,
         end,
         omit: a.omit,
         interval: (!a.interval.is_zero()).then_some(a.interval),
@@ -209,6 +259,7 @@ fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
         },
         bind: a.bind,
         connect_timeout: a.connect_timeout,
+        stall_timeout: a.response_timeout,
         spec,
         label: a.label.clone(),
         ..ClientConfig::new("")
@@ -230,4 +281,20 @@ pub(crate) fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
+}
+
+/// `--hist FILE`: the interval log at FILE and the percentile distribution at FILE.hgrm,
+/// both in the formats HdrHistogram's own tools read.
+fn write_histograms(path: &Path, report: &TestReport, rr: &RrReport) -> anyhow::Result<()> {
+    let log = xbench::latency::interval_log(report, rr)
+        .with_context(|| format!("cannot encode the histograms for {}", path.display()))?;
+    write_atomically(path, &log).with_context(|| format!("cannot write {}", path.display()))?;
+    let total = xbench::latency::Distribution::decode(&rr.summary.histogram)
+        .context("cannot decode the total histogram")?;
+    let mut hgrm = path.as_os_str().to_owned();
+    hgrm.push(".hgrm");
+    let hgrm = std::path::PathBuf::from(hgrm);
+    write_atomically(&hgrm, &xbench::latency::percentile_distribution(&total))
+        .with_context(|| format!("cannot write {}", hgrm.display()))?;
+    Ok(())
 }

@@ -1,10 +1,11 @@
 //! `--json` (one document at the end) and `--json-stream` (one event per line as it happens).
 //!
-//! Stream events: `{"event":"start",…}`, `{"event":"interval","interval":{…}}`, `{"event":"warning",…}` and
+//! Stream events: `{"event":"start",…}`, `{"event":"interval","interval":{…}}` (or
+//! `rr_interval` for request/response tests), `{"event":"warning",…}` and
 //! a final `{"event":"end","report":{…}}` whose report is the `--json` document.
 
 use serde::Serialize;
-use xbench::report::{Interval, PeerInfo, StreamInfo, TestReport};
+use xbench::report::{Interval, PeerInfo, RrInterval, StreamInfo, TestReport};
 
 /// One line of `--json-stream`.
 #[derive(Debug, Serialize)]
@@ -17,6 +18,9 @@ pub(crate) enum Event<'a> {
     },
     Interval {
         interval: &'a Interval,
+    },
+    RrInterval {
+        interval: &'a RrInterval,
     },
     Warning {
         message: &'a str,

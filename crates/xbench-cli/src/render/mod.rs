@@ -2,6 +2,8 @@
 //! numbers all come from the library's report types.
 
 pub(crate) mod json;
+pub(crate) mod netperf;
+pub(crate) mod rr;
 pub(crate) mod text;
 
 use std::io::{self, Write};

@@ -1,0 +1,264 @@
+//! The human-readable report of a request/response test: one line per interval with the rate
+//! and the latency distribution, then a summary with every percentile, the TCP state of the
+//! connections, and whether the server's count agrees.
+
+use std::fmt::Write as _;
+
+use xbench::latency::LatencyStats;
+use xbench::report::{Outcome, RrInterval, TestReport};
+use xbench::units::ByteSize;
+use xbench::{ClientConfig, TestSpec};
+
+use super::text::rtt;
+
+const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
+
+/// Renders one request/response test as text.
+#[derive(Debug, Default)]
+pub(crate) struct RrText {
+    header_done: bool,
+}
+
+impl RrText {
+    pub(crate) fn started(&self, config: &ClientConfig) -> String {
+        format!(
+            "Connected to {} port {}\n{}\n",
+            config.host,
+            config.port,
+            describe(&config.spec)
+        )
+    }
+
+    pub(crate) fn interval(&mut self, iv: &RrInterval) -> String {
+        let mut s = String::new();
+        if !self.header_done {
+            self.header_done = true;
+            let _ = writeln!(
+                s,
+                "[ ID] Interval          {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}",
+                "Trans/s", "min µs", "p50", "p90", "p99", "max", "Retr", "sRTT"
+            );
+        }
+        let l = iv.latency;
+        let col = |f: fn(&LatencyStats) -> f64| l.as_ref().map_or_else(|| "-".into(), |l| us(f(l)));
+        let retr = match iv.server_retransmits {
+            Some(sv) => format!("{}/{}", iv.retransmits, sv),
+            None => iv.retransmits.to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "[SUM] {:6.2}-{:<6.2} s {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}{}",
+            iv.start_s,
+            iv.end_s,
+            rate(iv.transactions_per_second),
+            col(|l| l.min_us),
+            col(|l| l.p50_us),
+            col(|l| l.p90_us),
+            col(|l| l.p99_us),
+            col(|l| l.max_us),
+            retr,
+            iv.srtt_us.map_or_else(|| "-".into(), rtt),
+            if iv.omitted { "  (omitted)" } else { "" },
+        );
+        s
+    }
+
+    pub(crate) fn summary(&self, r: &TestReport) -> String {
+        let mut s = String::from(RULE);
+        let Some(rr) = &r.rr else {
+            return s;
+        };
+        let sum = &rr.summary;
+        let flows = rr.flows.len();
+        let _ = writeln!(
+            s,
+            "request/response: {} transactions/s over {:.2} s ({} transactions, {} flow{}{})",
+            rate(sum.transactions_per_second),
+            sum.seconds,
+            sum.transactions,
+            flows,
+            if flows == 1 { "" } else { "s" },
+            if sum.connections > 0 {
+                format!(", {} connections", sum.connections)
+            } else {
+                String::new()
+            }
+        );
+        match sum.latency {
+            Some(l) => {
+                let _ = writeln!(
+                    s,
+                    "  latency µs: min {}  mean {}  stddev {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
+                    us(l.min_us),
+                    us(l.mean_us),
+                    us(l.stddev_us),
+                    us(l.p50_us),
+                    us(l.p90_us),
+                    us(l.p99_us),
+                    us(l.p99_9_us),
+                    us(l.p99_99_us),
+                    us(l.max_us)
+                );
+            }
+            None => s.push_str("  no transaction completed\n"),
+        }
+        if let Some(p) = sum.pacing {
+            let _ = writeln!(
+                s,
+                "  paced: asked {:.1}/s, achieved {:.1}/s{}; latency is measured from each transaction's intended send time (coordinated-omission corrected)",
+                p.asked_per_second,
+                p.achieved_per_second,
+                if p.kept_up {
+                    ""
+                } else {
+                    " — could not keep up"
+                }
+            );
+        }
+        let _ = write!(
+            s,
+            "  retransmits: client {}, server {}",
+            sum.retransmits,
+            sum.server_retransmits
+                .map_or_else(|| "no report".into(), |v| v.to_string())
+        );
+        if let Some(t) = sum.rtt {
+            let _ = write!(
+                s,
+                "; TCP sRTT min/mean/max {}/{}/{}",
+                rtt(f64::from(t.min_us)),
+                rtt(t.mean_us),
+                rtt(f64::from(t.max_us))
+            );
+        }
+        s.push('\n');
+        match sum.server_transactions {
+            Some(st) if st == sum.total_transactions => {
+                let _ = writeln!(
+                    s,
+                    "  the server answered {st} requests: every transaction counted at both ends"
+                );
+            }
+            Some(st) => {
+                let _ = writeln!(
+                    s,
+                    "  the server answered {st} requests, this client completed {}",
+                    sum.total_transactions
+                );
+            }
+            None => s.push_str("  the server's count never arrived\n"),
+        }
+        if (2..=16).contains(&flows) {
+            for f in &rr.flows {
+                let _ = write!(s, "  [{:>3}] {:>10} transactions", f.flow, f.transactions);
+                if let Some(l) = f.latency {
+                    let _ = write!(
+                        s,
+                        "  p50 {}  p99 {}  max {} µs",
+                        us(l.p50_us),
+                        us(l.p99_us),
+                        us(l.max_us)
+                    );
+                }
+                if let Some(e) = &f.error {
+                    let _ = write!(s, "  error: {e}");
+                }
+                s.push('\n');
+            }
+        }
+        let cpu = &r.cpu;
+        let per =
+            |v: Option<f64>| v.map_or_else(String::new, |v| format!(" ({v:.2} µs/transaction)"));
+        let _ = write!(
+            s,
+            "CPU: client {:.2} s{}",
+            cpu.client.total_s(),
+            per(cpu.client_us_per_transaction)
+        );
+        match cpu.server {
+            Some(sv) => {
+                let _ = writeln!(
+                    s,
+                    ", server {:.2} s{}",
+                    sv.total_s(),
+                    per(cpu.server_us_per_transaction)
+                );
+            }
+            None => s.push_str(", server: no report\n"),
+        }
+        match &r.outcome {
+            Outcome::Completed => {}
+            Outcome::Interrupted => {
+                let _ = writeln!(
+                    s,
+                    "Interrupted: the figures cover the {:.2} s that ran.",
+                    r.summary.measured_s
+                );
+            }
+            Outcome::Failed { error } => {
+                let _ = writeln!(s, "Failed: {error}. The figures cover what ran.");
+            }
+        }
+        s
+    }
+}
+
+fn describe(spec: &TestSpec) -> String {
+    let Some(rr) = spec.as_rr() else {
+        return String::new();
+    };
+    let mut s = format!(
+        "Test: {}, {} flow{}, {} requests, {} responses",
+        if rr.connect_per_transaction {
+            "connect/request/response (a new connection per transaction)"
+        } else {
+            "request/response"
+        },
+        rr.flows,
+        if rr.flows.get() == 1 { "" } else { "s" },
+        size(rr.request_len.get()),
+        size(rr.response_len.get()),
+    );
+    if rr.burst.get() > 1 {
+        let _ = write!(s, ", {} in flight per flow", rr.burst);
+    }
+    if let Some(r) = rr.rate_per_flow {
+        let _ = write!(s, ", paced at {r}/s per flow");
+    }
+    if let xbench::EndCondition::Duration(d) = spec.end {
+        let _ = write!(s, ", {:.1} s", d.as_secs_f64());
+    }
+    if !spec.omit.is_zero() {
+        let _ = write!(s, ", first {:.1} s omitted", spec.omit.as_secs_f64());
+    }
+    s
+}
+
+/// Message sizes as people write them: exact bytes when small.
+fn size(b: u32) -> String {
+    if b < 1024 {
+        format!("{b}-byte")
+    } else {
+        ByteSize(u64::from(b)).to_string()
+    }
+}
+
+/// Microseconds, with a decimal while it means something.
+fn us(v: f64) -> String {
+    if v < 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Transactions per second, shortened.
+fn rate(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e4 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.1}")
+    }
+}
