@@ -97,7 +97,10 @@ pub enum Error {
         state: &'static str,
     },
     /// A data connection failed to open.
-    #[error("cannot open data connection {stream} to {addr}: {cause}{}", data_hint(cause))]
+    #[error(
+        "cannot open data connection {stream} to {addr}: {cause}{}",
+        data_hint(cause)
+    )]
     DataConnect {
         /// Stream id.
         stream: u16,

@@ -1,0 +1,563 @@
+//! xbench beside the tools a user would pick instead, on loopback, in one run.
+//!
+//! Throughput: `xbench` against Debian's `iperf3` at `-P 1`, `4` and `16`: receiver Gbit/s and
+//! CPU-seconds per GB at each end. Latency: `xbench --rr` against `sockperf ping-pong --tcp`
+//! (with `--full-rtt`, so both report the round trip) and `qperf tcp_lat` (which reports half
+//! the round trip; doubled here), 14-byte messages (sockperf's minimum); `--crr` rate beside.
+//!
+//! These machines are noisy, so absolute figures wander: every configuration runs once per
+//! round, the tools alternate in each round (interleaved, so drift hits both alike), and the
+//! table shows medians and the ratio of medians. CPU comes from the kernel's rusage of each
+//! process (client and server alike for every tool), not from the tools' own reports.
+//!
+//! `XBENCH_BENCH_ROUNDS` (default 5) and `XBENCH_BENCH_SECS` (default 5) set the size;
+//! `XBENCH_BENCH_STRICT=1` exits non-zero when a bar is missed; `XBENCH_BENCH_ONLY=throughput`
+//! or `latency` runs half. A tool that is not installed is reported and skipped.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)] // a benchmark reports on the terminal
+#![allow(clippy::unwrap_used)] // and panics on a broken setup
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn main() {
+    // `cargo bench` passes `--bench`; anything else (a filter) is ignored.
+    let rounds: usize = env_or("XBENCH_BENCH_ROUNDS", 5);
+    let secs: u64 = env_or("XBENCH_BENCH_SECS", 5);
+    let only = std::env::var("XBENCH_BENCH_ONLY").unwrap_or_default();
+    let xbench = build_xbench();
+    println!(
+        "xbench comparison on loopback: {rounds} interleaved rounds of {secs} s per configuration, {} CPUs",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let mut misses = Vec::new();
+    if only.is_empty() || only == "throughput" {
+        throughput(&xbench, rounds, secs, &mut misses);
+    }
+    if only.is_empty() || only == "latency" {
+        latency(&xbench, rounds, secs, &mut misses);
+    }
+    if misses.is_empty() {
+        println!("\nall bars met");
+    } else {
+        println!("\nbars missed:");
+        for m in &misses {
+            println!("  - {m}");
+        }
+        if std::env::var("XBENCH_BENCH_STRICT").is_ok_and(|v| v == "1") {
+            std::process::exit(1);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Throughput
+
+#[derive(Debug, Clone, Copy)]
+struct Bulk {
+    gbps: f64,
+    client_s_per_gb: f64,
+    server_s_per_gb: f64,
+}
+
+fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>) {
+    if !installed("iperf3") {
+        println!(
+            "\niperf3 is not installed (apt-get install iperf3): throughput comparison skipped"
+        );
+        return;
+    }
+    println!("\nThroughput, client → server, receiver figures (median of {rounds})");
+    let streams = [1usize, 4, 16];
+    let mut results: Vec<[Vec<Bulk>; 3]> = streams.iter().map(|_| Default::default()).collect();
+    for round in 0..rounds {
+        for (i, &p) in streams.iter().enumerate() {
+            // Alternate who goes first so neither always runs on a machine the other warmed.
+            let order: [usize; 3] = if round % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
+            for tool in order {
+                let m = match tool {
+                    0 => run_iperf3(p, secs),
+                    1 => run_xbench_bulk(xbench, p, secs, false),
+                    _ => run_xbench_bulk(xbench, p, secs, true),
+                };
+                match m {
+                    Ok(m) => results[i][tool].push(m),
+                    Err(e) => eprintln!("  round {round}, -P {p}, tool {tool}: {e}"),
+                }
+            }
+        }
+        eprintln!("  round {} of {rounds} done", round + 1);
+    }
+    println!(
+        "{:>4}  {:<22} {:>9} {:>12} {:>12} {:>8} {:>9}",
+        "-P", "tool", "Gbit/s", "client s/GB", "server s/GB", "ratio", "bar"
+    );
+    for (i, &p) in streams.iter().enumerate() {
+        let med = |v: &[Bulk], f: fn(&Bulk) -> f64| median(v.iter().map(f).collect());
+        let iperf = &results[i][0];
+        let base = med(iperf, |b| b.gbps);
+        let bar = if p == 1 { 1.0 } else { 1.3 };
+        for (tool, name) in [(0, "iperf3"), (1, "xbench"), (2, "xbench --recv-copy")] {
+            let v = &results[i][tool];
+            if v.is_empty() {
+                continue;
+            }
+            let g = med(v, |b| b.gbps);
+            let (c, s) = (med(v, |b| b.client_s_per_gb), med(v, |b| b.server_s_per_gb));
+            let ratio = g / base;
+            let verdict = if tool == 0 {
+                String::new()
+            } else {
+                let cpu_ok = c <= med(iperf, |b| b.client_s_per_gb) * 1.02
+                    && s <= med(iperf, |b| b.server_s_per_gb) * 1.02;
+                let ok = ratio >= bar && cpu_ok;
+                if !ok && tool == 1 {
+                    misses.push(format!(
+                        "-P {p}: xbench {ratio:.2}× iperf3 (bar {bar}×){}",
+                        if cpu_ok { "" } else { ", more CPU per GB" }
+                    ));
+                }
+                format!("{} ≥{bar}×", if ok { "met" } else { "MISSED" })
+            };
+            println!(
+                "{:>4}  {:<22} {:>9.2} {:>12.3} {:>12.3} {:>7.2}× {:>9}",
+                p, name, g, c, s, ratio, verdict
+            );
+        }
+    }
+}
+
+fn run_iperf3(streams: usize, secs: u64) -> Result<Bulk, String> {
+    let port = free_port();
+    let server = Command::new("iperf3")
+        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    wait_listening(port)?;
+    let client = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
+        .args(["-t", &secs.to_string(), "-P", &streams.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let (out, client_cpu) = finish(client)?;
+    let (_, server_cpu) = finish(server)?;
+    let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("iperf3 -J: {e}"))?;
+    let r = &doc["end"]["sum_received"];
+    let bytes = r["bytes"].as_f64().ok_or("iperf3 reported no bytes")?;
+    Ok(Bulk {
+        gbps: r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9,
+        client_s_per_gb: client_cpu / (bytes / 1e9),
+        server_s_per_gb: server_cpu / (bytes / 1e9),
+    })
+}
+
+fn run_xbench_bulk(
+    xbench: &PathBuf,
+    streams: usize,
+    secs: u64,
+    copy: bool,
+) -> Result<Bulk, String> {
+    let port = free_port();
+    let server = Command::new(xbench)
+        .args([
+            "server",
+            "--one-off",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    wait_listening(port)?;
+    let mut cmd = Command::new(xbench);
+    cmd.args(["client", "127.0.0.1", "-p", &port.to_string(), "--json"])
+        .args(["-t", &secs.to_string(), "-P", &streams.to_string()]);
+    if copy {
+        cmd.arg("--recv-copy");
+    }
+    let client = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let (out, client_cpu) = finish(client)?;
+    let (_, server_cpu) = finish(server)?;
+    let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("xbench --json: {e}"))?;
+    let r = &doc["summary"]["directions"][0]["receiver"];
+    let bytes = r["bytes"].as_f64().ok_or("xbench reported no bytes")?;
+    Ok(Bulk {
+        gbps: r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9,
+        client_s_per_gb: client_cpu / (bytes / 1e9),
+        server_s_per_gb: server_cpu / (bytes / 1e9),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Latency
+
+#[derive(Debug, Clone, Copy)]
+struct Rtt {
+    mean_us: f64,
+    p99_us: Option<f64>,
+}
+
+fn latency(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>) {
+    println!("\nRequest/response round trip, one flow, 14-byte messages (median of {rounds})");
+    let tools: [(&str, bool); 3] = [
+        ("sockperf ping-pong", installed("sockperf")),
+        ("qperf tcp_lat", installed("qperf")),
+        ("xbench --rr", true),
+    ];
+    for (name, ok) in &tools {
+        if !ok {
+            println!("  {name}: not installed, skipped");
+        }
+    }
+    let mut results: [Vec<Rtt>; 3] = Default::default();
+    let mut crr = Vec::new();
+    for round in 0..rounds {
+        let order: [usize; 3] = if round % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
+        for t in order {
+            if !tools[t].1 {
+                continue;
+            }
+            let m = match t {
+                0 => run_sockperf(secs),
+                1 => run_qperf(secs),
+                _ => run_xbench_rr(xbench, secs, false).map(|(r, _)| r),
+            };
+            match m {
+                Ok(m) => results[t].push(m),
+                Err(e) => eprintln!("  round {round}, {}: {e}", tools[t].0),
+            }
+        }
+        match run_xbench_rr(xbench, secs, true) {
+            Ok((_, rate)) => crr.push(rate),
+            Err(e) => eprintln!("  round {round}, xbench --crr: {e}"),
+        }
+        eprintln!("  round {} of {rounds} done", round + 1);
+    }
+    println!(
+        "{:<22} {:>14} {:>14} {:>12}",
+        "tool", "mean RTT µs", "p99 RTT µs", "vs sockperf"
+    );
+    let sock_mean =
+        (!results[0].is_empty()).then(|| median(results[0].iter().map(|r| r.mean_us).collect()));
+    let sock_p99 = (!results[0].is_empty())
+        .then(|| median(results[0].iter().filter_map(|r| r.p99_us).collect()));
+    for (t, (name, _)) in tools.iter().enumerate() {
+        let v = &results[t];
+        if v.is_empty() {
+            continue;
+        }
+        let mean = median(v.iter().map(|r| r.mean_us).collect());
+        let p99s: Vec<f64> = v.iter().filter_map(|r| r.p99_us).collect();
+        let p99 = (!p99s.is_empty()).then(|| median(p99s));
+        let vs = sock_mean.map_or_else(|| "-".into(), |s| format!("{:.2}×", mean / s));
+        println!(
+            "{:<22} {:>14.2} {:>14} {:>12}",
+            name,
+            mean,
+            p99.map_or_else(|| "-".into(), |p| format!("{p:.2}")),
+            vs
+        );
+        if t == 2 {
+            if let Some(s) = sock_mean
+                && mean > 1.1 * s
+            {
+                misses.push(format!(
+                    "xbench --rr mean RTT {:.2}× sockperf's (bar 1.1×)",
+                    mean / s
+                ));
+            }
+            if let (Some(sp), Some(xp)) = (sock_p99, p99)
+                && xp > sp
+            {
+                misses.push(format!(
+                    "xbench --rr p99 {xp:.1} µs, worse than sockperf's {sp:.1} µs"
+                ));
+            }
+        }
+    }
+    if !crr.is_empty() {
+        println!(
+            "{:<22} {:>14}   (one connection per transaction: connect, request, response, close)",
+            "xbench --crr",
+            format!("{:.0}/s", median(crr))
+        );
+    }
+}
+
+fn run_sockperf(secs: u64) -> Result<Rtt, String> {
+    let port = free_port();
+    let mut server = Command::new("sockperf")
+        .args([
+            "server",
+            "--tcp",
+            "-i",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    wait_listening(port)?;
+    let out = Command::new("sockperf")
+        .args([
+            "ping-pong",
+            "--tcp",
+            "--full-rtt",
+            "-m",
+            "14",
+            "-i",
+            "127.0.0.1",
+        ])
+        .args(["-p", &port.to_string(), "-t", &secs.to_string()])
+        .output()
+        .map_err(|e| e.to_string());
+    let _ = server.kill();
+    let _ = server.wait();
+    let text = String::from_utf8_lossy(&out?.stdout).to_string();
+    // "====> avg-rtt=24.872 (std-dev=…)" and "percentile 99.000 =  48.421", microseconds.
+    let mean = text
+        .split("avg-")
+        .nth(1)
+        .and_then(|r| r.split('=').nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .ok_or_else(|| format!("no average in sockperf's output: {text}"))?;
+    let p99 = text
+        .lines()
+        .find(|l| l.contains("percentile 99.000"))
+        .and_then(|l| l.rsplit('=').next())
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    Ok(Rtt {
+        mean_us: mean,
+        p99_us: p99,
+    })
+}
+
+fn run_qperf(secs: u64) -> Result<Rtt, String> {
+    let port = free_port();
+    let mut server = Command::new("qperf")
+        .args(["-lp", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    wait_listening(port)?;
+    let out = Command::new("qperf")
+        .args([
+            "-lp",
+            &port.to_string(),
+            "127.0.0.1",
+            "-t",
+            &secs.to_string(),
+        ])
+        .args(["-m", "14", "tcp_lat"])
+        .output()
+        .map_err(|e| e.to_string());
+    let _ = server.kill();
+    let _ = server.wait();
+    let text = String::from_utf8_lossy(&out?.stdout).to_string();
+    // "latency = 11.3 us": half the round trip.
+    let rest = text
+        .split("latency")
+        .nth(1)
+        .and_then(|r| r.split('=').nth(1))
+        .ok_or_else(|| format!("no latency in qperf's output: {text}"))?;
+    let mut it = rest.split_whitespace();
+    let v: f64 = it
+        .next()
+        .and_then(|v| v.parse().ok())
+        .ok_or("qperf latency")?;
+    let scale = match it.next() {
+        Some("ns") => 1e-3,
+        Some("ms") => 1e3,
+        Some("sec") | Some("s") => 1e6,
+        _ => 1.0,
+    };
+    Ok(Rtt {
+        mean_us: 2.0 * v * scale,
+        p99_us: None,
+    })
+}
+
+/// One `--rr` (or `--crr`) run: the round trip, and the transaction rate.
+fn run_xbench_rr(xbench: &PathBuf, secs: u64, crr: bool) -> Result<(Rtt, f64), String> {
+    let port = free_port();
+    let server = Command::new(xbench)
+        .args([
+            "server",
+            "--one-off",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    wait_listening(port)?;
+    let out = Command::new(xbench)
+        .args([
+            "client",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "--json",
+            "-t",
+            &secs.to_string(),
+        ])
+        .args(if crr {
+            ["--crr", "-r", "14,14"]
+        } else {
+            ["--rr", "-r", "14,14"]
+        })
+        .output()
+        .map_err(|e| e.to_string())?;
+    let _ = finish(server);
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("xbench --json: {e}"))?;
+    let s = &doc["rr"]["summary"];
+    let l = &s["latency"];
+    Ok((
+        Rtt {
+            mean_us: l["mean_us"].as_f64().ok_or("no latency")?,
+            p99_us: l["p99_us"].as_f64(),
+        },
+        s["transactions_per_second"].as_f64().unwrap_or(0.0),
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plumbing
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn installed(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Builds the release `xbench` binary (the benchmark compares shipped binaries, not
+/// in-process code) and returns its path.
+fn build_xbench() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = Command::new(cargo)
+        .current_dir(&root)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "-p",
+            "xbench-cli",
+            "--bin",
+            "xbench",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success(), "building xbench failed");
+    let target =
+        std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), PathBuf::from);
+    target.join("release").join("xbench")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until something listens on `port` (read from /proc, so no probe connection
+/// disturbs a one-test server).
+fn wait_listening(port: u16) -> Result<(), String> {
+    let hex = format!(":{port:04X} ");
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            if let Ok(t) = std::fs::read_to_string(f) {
+                // local_address is the second column; state 0A is LISTEN.
+                if t.lines().any(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    cols.len() > 3
+                        && format!("{} ", &cols[1][cols[1].len() - 5..]) == hex
+                        && cols[3] == "0A"
+                }) {
+                    return Ok(());
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(format!("nothing listened on port {port} within 10 s"))
+}
+
+/// Waits for a child and returns its stdout and the CPU seconds (user + system) it used.
+fn finish(mut child: Child) -> Result<(Vec<u8>, f64), String> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    if let Some(mut s) = child.stdout.take() {
+        let _ = s.read_to_end(&mut out);
+    }
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data, filled by wait4 on success.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        // SAFETY: waits for our own child; `status` and `ru` are valid for writing.
+        let rc = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if rc == pid {
+            break;
+        }
+        if rc < 0 {
+            return Err(format!("wait4: {}", std::io::Error::last_os_error()));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err("a process did not exit within 120 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Ok((out, tv(ru.ru_utime) + tv(ru.ru_stime)))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
