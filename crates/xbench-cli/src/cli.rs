@@ -95,6 +95,14 @@ pub(crate) struct ClientArgs {
     #[arg(allow_negative_numbers = true, short = 'M', long = "set-mss", value_name = "MSS", value_parser = parse::mss)]
     pub(crate) mss: Option<u32>,
 
+    /// Most each stream sends, bits per second (e.g. 100M); the kernel paces the connection.
+    #[arg(short = 'b', long = "bitrate", value_name = "BITRATE", value_parser = parse::bitrate)]
+    pub(crate) bitrate: Option<u64>,
+
+    /// Prove to the server that this client holds the key in FILE (the server's --psk-file).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) psk_file: Option<PathBuf>,
+
     /// Disable Nagle's algorithm (TCP_NODELAY).
     #[arg(short = 'N', long = "no-delay")]
     pub(crate) no_delay: bool,
@@ -231,6 +239,28 @@ pub(crate) struct ServerArgs {
     /// Most tests running at once.
     #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_tests)]
     pub(crate) max_tests: usize,
+
+    /// Most tests running at once from one client address.
+    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_tests_per_client)]
+    pub(crate) max_tests_per_client: usize,
+
+    /// Most the server sends in total across all tests (e.g. 5G); its sending streams share it.
+    #[arg(long, value_name = "BITRATE", value_parser = parse::bitrate)]
+    pub(crate) max_send_rate: Option<u64>,
+
+    /// End a running test after this many seconds in which no data moved.
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse::positive_duration)]
+    pub(crate) idle_timeout: Duration,
+
+    /// Require clients to prove they hold the key in FILE (HMAC-SHA256 challenge-response;
+    /// the key never crosses the network). Without it the server is open to anyone, as
+    /// iperf3's is.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) psk_file: Option<PathBuf>,
+
+    /// Only these client networks may connect (e.g. 10.0.0.0/8,192.168.1.7); repeatable.
+    #[arg(long, value_name = "CIDR,...", value_delimiter = ',', value_parser = parse::network)]
+    pub(crate) allow: Vec<ipnet::IpNet>,
 
     /// On SIGINT/SIGTERM, seconds running tests may continue before they are cut short.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::duration)]

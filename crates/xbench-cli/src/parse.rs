@@ -199,6 +199,30 @@ pub(crate) fn fields(s: &str) -> Result<crate::render::netperf::FieldList, Strin
         })
 }
 
+/// A bit rate: bits per second with an optional decimal unit (`100M`, `2.5G`, `500k`).
+pub(crate) fn bitrate(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("`{t}` is negative"));
+    }
+    let v = xbench::units::BitRate::parse(t).map_err(|e| e.to_string())?;
+    if v.bits_per_second() == 0 {
+        return Err("must be greater than 0".into());
+    }
+    Ok(v.bits_per_second())
+}
+
+/// A network in CIDR form, or one address (a /32 or /128).
+pub(crate) fn network(s: &str) -> Result<ipnet::IpNet, String> {
+    let t = s.trim();
+    if let Ok(n) = t.parse::<ipnet::IpNet>() {
+        return Ok(n.trunc());
+    }
+    t.parse::<std::net::IpAddr>()
+        .map(ipnet::IpNet::from)
+        .map_err(|_| format!("`{t}` is not an address or a network like 10.0.0.0/8"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -223,6 +223,13 @@ impl ServerProc {
     fn port(&self) -> String {
         self.port.to_string()
     }
+
+    /// Stops the server and waits, so its whole log has been read.
+    fn child_kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 impl Drop for ServerProc {
@@ -668,4 +675,57 @@ fn a_server_that_stops_answering_fails_the_test_naming_the_flow_and_keeps_result
         "results so far are kept"
     );
     assert!(!doc["rr"]["intervals"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_locked_down_server_serves_only_key_holders() {
+    let dir = std::env::temp_dir().join(format!("xbench-psk-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (good, bad) = (dir.join("good.key"), dir.join("bad.key"));
+    std::fs::write(&good, "correct horse battery staple 1234\n").unwrap();
+    std::fs::write(&bad, "an entirely different key, 12345\n").unwrap();
+    let mut server = ServerProc::start(&["--psk-file", good.to_str().unwrap()]);
+    let client = |key: Option<&std::path::Path>| {
+        let mut c = xbench();
+        c.args(["client", "127.0.0.1", "-p", &server.port(), "-t", "0.3"]);
+        if let Some(k) = key {
+            c.arg("--psk-file").arg(k);
+        }
+        c.output().unwrap()
+    };
+    let ok = client(Some(&good));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    for (key, needle) in [
+        (None, "requires a pre-shared key"),
+        (Some(bad.as_path()), "keys differ"),
+    ] {
+        let out = client(key);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(needle));
+    }
+    server.child_kill();
+    let log: Vec<String> = server.log.try_iter().collect();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("did not prove the pre-shared key")),
+        "{log:#?}"
+    );
+    assert!(
+        !log.iter().any(|l| l.contains("horse")),
+        "the key leaked into the log"
+    );
+    drop(server);
+    std::fs::write(dir.join("tiny.key"), "short").unwrap();
+    let out = xbench()
+        .args(["server", "-p", "0", "--psk-file"])
+        .arg(dir.join("tiny.key"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -114,6 +114,10 @@ pub struct ThroughputSpec {
     /// How receivers consume data.
     #[serde(default)]
     pub receive: ReceiveMode,
+    /// Most each stream sends, bits per second (`-b`, per stream as in iperf3); the kernel
+    /// paces the connection (`SO_MAX_PACING_RATE`). `None`: as fast as the path allows.
+    #[serde(default)]
+    pub bitrate: Option<u64>,
 }
 
 /// How a receiver consumes the bytes it is sent.
@@ -326,6 +330,9 @@ impl TestSpec {
                 if t.streams.get() > MAX_STREAMS {
                     return err("-P", format!("at most {MAX_STREAMS} streams"));
                 }
+                if t.bitrate.is_some_and(|b| b < 8_000) {
+                    return err("-b", "a bitrate must be at least 8 kbit/s".into());
+                }
                 if t.block_len.get() > MAX_BLOCK_LEN {
                     return err(
                         "-l",
@@ -375,6 +382,7 @@ impl Default for ThroughputSpec {
             block_len: NonZeroU32::new(128 * 1024).unwrap_or(NonZeroU32::MIN),
             zerocopy: false,
             receive: ReceiveMode::Discard,
+            bitrate: None,
         }
     }
 }

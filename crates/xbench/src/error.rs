@@ -70,6 +70,14 @@ pub enum Error {
         /// Theirs.
         server: u16,
     },
+    /// Authentication with the pre-shared key failed.
+    #[error("authentication with {addr} failed: {reason}")]
+    Auth {
+        /// `host:port`.
+        addr: String,
+        /// What went wrong, and what to do.
+        reason: String,
+    },
     /// The server refused or aborted the test.
     #[error("the server refused the test: {message}")]
     Refused {

@@ -41,6 +41,7 @@
 
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod client;
 pub mod config;
 mod engine;

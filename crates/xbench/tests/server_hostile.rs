@@ -36,8 +36,16 @@ where
     F: FnOnce(std::net::SocketAddr) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
+    survives_with(short_limits(), case).await;
+}
+
+async fn survives_with<F, Fut>(limits: Limits, case: F)
+where
+    F: FnOnce(std::net::SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let _serial = SERIAL.lock().await;
-    let server = TestServer::with_limits(short_limits()).await;
+    let server = TestServer::with_limits(limits).await;
     // Warm up once so lazily created runtime resources are not counted as leaks.
     let r = server.run(&server.config()).await;
     assert_eq!(r.outcome, Outcome::Completed);
@@ -92,6 +100,7 @@ async fn hello(
         &mut wr,
         &Message::Hello(Hello {
             software: "test".into(),
+            nonce: xbench::auth::Nonce::random().unwrap(),
         }),
     )
     .await
@@ -363,4 +372,41 @@ async fn connection_refused_names_host_port_and_the_likely_cause() {
         .to_string();
     assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
     assert!(msg.contains("is `xbench server` running there?"), "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_quiet_mid_test_is_dropped_after_the_idle_timeout() {
+    let limits = Limits {
+        idle_timeout: Duration::from_millis(1500),
+        ..short_limits()
+    };
+    survives_with(limits, |addr| async move {
+        let (mut rd, mut wr) = hello(addr).await;
+        let mut spec = TestSpec::throughput();
+        spec.end = EndCondition::Duration(Duration::from_secs(60));
+        proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+            .await
+            .unwrap();
+        let Ok(Some(Message::Accepted(a))) = rd.next().await else {
+            panic!("not accepted")
+        };
+        let mut data = TcpStream::connect(addr).await.unwrap();
+        data.write_all(&Preamble::new(Channel::Data).encode())
+            .await
+            .unwrap();
+        data.write_all(&a.cookie.0).await.unwrap();
+        data.write_all(&0u16.to_be_bytes()).await.unwrap();
+        assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
+        data.write_all(&[1u8; 10_000]).await.unwrap();
+        // Now silence on every connection, none of them closed.
+        let started = std::time::Instant::now();
+        closed_within(rd.inner_mut(), Duration::from_secs(10)).await;
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(1400) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+        drop((wr, data));
+    })
+    .await;
 }

@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use std::num::{NonZeroU16, NonZeroU32};
 use xbench::client::{AddressFamily, ClientEvent};
 
+use xbench::auth::Psk;
 use xbench::config::{
     Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, Workload,
 };
@@ -49,6 +50,7 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
         let server = Server::bind(ServerConfig {
             bind: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
             port: 0,
+            psk: config.psk.clone(),
             ..ServerConfig::default()
         })
         .await
@@ -209,6 +211,7 @@ fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
         streams: a.parallel.unwrap_or(NonZeroU16::MIN),
         direction,
         zerocopy: a.zerocopy,
+        bitrate: a.bitrate,
         receive: if a.recv_copy {
             ReceiveMode::Copy
         } else {
@@ -260,6 +263,10 @@ fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
         bind: a.bind,
         connect_timeout: a.connect_timeout,
         stall_timeout: a.response_timeout,
+        psk: match &a.psk_file {
+            Some(p) => Some(Psk::from_file(p).map_err(|e| UsageError(e.to_string()))?),
+            None => None,
+        },
         spec,
         label: a.label.clone(),
         ..ClientConfig::new("")

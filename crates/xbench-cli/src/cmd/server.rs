@@ -2,25 +2,42 @@
 
 use anyhow::Context;
 use tracing::info;
+use xbench::auth::Psk;
 use xbench::{Limits, Server, ServerConfig};
 
 use crate::cli::{LogFormat, ServerArgs};
-use crate::exit::Exit;
+use crate::exit::{Exit, UsageError};
 
 pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
     init_logging(args.log_format);
+    let psk = match &args.psk_file {
+        Some(path) => {
+            warn_if_readable_by_others(path);
+            Some(Psk::from_file(path).map_err(|e| UsageError(e.to_string()))?)
+        }
+        None => None,
+    };
     let config = ServerConfig {
         bind: args.bind.clone(),
         port: args.port,
         one_off: args.one_off,
         limits: Limits {
             max_streams: args.max_streams,
+            max_flows: args.max_flows,
             max_duration: args.max_duration,
             max_tests: args.max_tests,
+            max_tests_per_client: args.max_tests_per_client,
+            max_send_rate: args.max_send_rate,
+            idle_timeout: args.idle_timeout,
             ..Limits::default()
         },
         shutdown_grace: args.shutdown_grace,
+        psk,
+        allow: args.allow.clone(),
     };
+    if config.psk.is_none() {
+        info!("no --psk-file: any client that can reach this port may run tests");
+    }
     let server = Server::bind(config)
         .await
         .with_context(|| format!("cannot start the server on port {}", args.port))?;
@@ -59,11 +76,26 @@ async fn shutdown_signal() {
 pub(crate) fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour only on a terminal: escape codes in a journal or a log file are noise.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// A key others can read is a key others have; say so (but run: the operator decides).
+pub(crate) fn warn_if_readable_by_others(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(m) = std::fs::metadata(path)
+        && m.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(
+            "{} is readable by other users; `chmod 600` it",
+            path.display()
+        );
+    }
 }

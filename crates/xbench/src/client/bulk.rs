@@ -79,6 +79,7 @@ pub(super) async fn run(
         let block = tp.block_len.get() as usize;
         let h = match direction {
             StreamDirection::ClientToServer => {
+                crate::engine::sockopt::set_max_pacing_rate(&sock, tp.bitrate);
                 stream::spawn_sender(id, sock, block, send_mode, send_budget.clone())
             }
             StreamDirection::ServerToClient => stream::spawn_receiver(id, sock, block, tp.receive),

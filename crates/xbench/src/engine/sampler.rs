@@ -115,6 +115,14 @@ impl Sampler {
         s
     }
 
+    /// Bytes moved so far by every stream of this end: if it stops growing, nothing moves.
+    pub(crate) fn total_bytes(&self) -> u64 {
+        self.tracks
+            .iter()
+            .map(|t| t.shared.bytes.0.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// When [`Self::on_wakeup`] wants to run next.
     pub(crate) fn next_wakeup(&self) -> Instant {
         let t = match self.next_boundary {

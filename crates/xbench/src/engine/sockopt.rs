@@ -83,6 +83,29 @@ pub(crate) fn report(sock: SockRef<'_>, opts: &SocketOptions) -> SocketReport {
     }
 }
 
+/// Caps a socket's sending rate (bits per second; `None` lifts the cap) with
+/// `SO_MAX_PACING_RATE`: TCP paces its segments to the rate (internal pacing since Linux 4.13,
+/// no `fq` qdisc needed), which is how `-b` and the server's `--max-send-rate` are enforced
+/// without sleeping in the send loop. Failure (an old kernel) leaves the socket unpaced.
+pub(crate) fn set_max_pacing_rate(sock: &impl std::os::fd::AsRawFd, bits_per_second: Option<u64>) {
+    let bytes: u64 = bits_per_second.map_or(u64::MAX, |b| (b / 8).max(1));
+    // SAFETY: setsockopt reads `size_of::<u64>()` bytes from a live u64; the kernel takes a
+    // 64-bit rate since 4.20 and truncates to 32 bits on older ones.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MAX_PACING_RATE,
+            (&raw const bytes).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        );
+    }
+}
+
+/// `SO_MAX_PACING_RATE` from `asm-generic/socket.h` (x86-64, arm64 and most others); libc does
+/// not export it.
+const SO_MAX_PACING_RATE: libc::c_int = 47;
+
 fn sockopt_err(option: &'static str, value: String, cause: io::Error) -> Error {
     Error::SocketOption {
         option,

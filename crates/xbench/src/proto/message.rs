@@ -4,8 +4,9 @@
 //! client                                   server
 //!   preamble(control, v) ─────────────────▶
 //!                        ◀───────────────── preamble(server, v)
-//!   Hello ────────────────────────────────▶
-//!                        ◀───────────────── Welcome | Error
+//!   Hello{nonce} ─────────────────────────▶
+//!                        ◀───────────────── Welcome{nonce, proof} | Error
+//!   Auth{proof} (when the server has a key) ▶
 //!   Start{spec} ──────────────────────────▶
 //!                        ◀───────────────── Accepted{cookie} | Error
 //!   N × data connection: preamble(data, v) + cookie + stream id
@@ -26,6 +27,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Cookie;
+use crate::auth::{Nonce, Proof};
 use crate::config::TestSpec;
 use crate::report::{SideInterval, SideResults, SideRrInterval, SideRrResults, SocketReport};
 
@@ -36,6 +38,8 @@ use crate::report::{SideInterval, SideResults, SideRrInterval, SideRrResults, So
 pub enum Message {
     /// Client introduces itself.
     Hello(Hello),
+    /// Client proves it holds the server's pre-shared key (see [`crate::auth`]).
+    Auth(AuthProof),
     /// Server accepts the client.
     Welcome(Welcome),
     /// Client asks for a test.
@@ -65,6 +69,15 @@ pub enum Message {
 pub struct Hello {
     /// Software name and version, for the server's log.
     pub software: String,
+    /// The client's challenge to a server with a key.
+    pub nonce: Nonce,
+}
+
+/// The client's answer to the server's challenge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthProof {
+    /// HMAC over both nonces with the pre-shared key.
+    pub proof: Proof,
 }
 
 /// The server's answer to [`Hello`].
@@ -72,6 +85,12 @@ pub struct Hello {
 pub struct Welcome {
     /// Software name and version.
     pub software: String,
+    /// The server's challenge.
+    pub nonce: Nonce,
+    /// The server has a pre-shared key: the client must send [`Message::Auth`] before `Start`.
+    pub auth_required: bool,
+    /// The server's own proof of the key, so the client can tell it from an impostor.
+    pub proof: Option<Proof>,
 }
 
 /// The server accepted a test.
@@ -112,6 +131,10 @@ pub enum ErrorCode {
     ServerError,
     /// The server is shutting down.
     ShuttingDown,
+    /// Authentication failed or was missing.
+    AuthFailed,
+    /// The client's address is not allowed.
+    Forbidden,
     /// A code from a newer version.
     #[serde(other)]
     Unknown,

@@ -128,19 +128,13 @@ impl Cookie {
 
     /// Lower-case hex, as carried in JSON.
     pub fn to_hex(self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        to_hex(&self.0)
     }
 
     /// Parses lower- or upper-case hex.
     pub fn from_hex(s: &str) -> Option<Self> {
-        if s.len() != COOKIE_LEN * 2 || !s.is_ascii() {
-            return None;
-        }
         let mut b = [0u8; COOKIE_LEN];
-        for (i, out) in b.iter_mut().enumerate() {
-            *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-        }
-        Some(Cookie(b))
+        from_hex(s, &mut b).map(|()| Cookie(b))
     }
 }
 
@@ -162,6 +156,22 @@ impl<'de> serde::Deserialize<'de> for Cookie {
         let s = String::deserialize(d)?;
         Cookie::from_hex(&s).ok_or_else(|| serde::de::Error::custom("cookie must be 32 hex digits"))
     }
+}
+
+/// Lower-case hex of `bytes`.
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Fills `out` from exactly `2 × out.len()` hex digits.
+pub(crate) fn from_hex(s: &str, out: &mut [u8]) -> Option<()> {
+    if s.len() != out.len() * 2 || !s.is_ascii() {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(())
 }
 
 /// Writes one framed message.

@@ -1,5 +1,6 @@
 //! The server side of a throughput test: stream threads, live intervals, final results.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use socket2::SockRef;
@@ -13,7 +14,9 @@ use crate::engine::schedule::Schedule;
 use crate::engine::sockopt;
 use crate::engine::stream::{self, Budget, SendMode};
 use crate::proto::{self, ErrorCode, Message, Ready};
-use crate::report::SocketReport;
+use crate::report::{Role, SocketReport};
+use crate::server::governor::Governor;
+use crate::server::session::Idle;
 
 pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> SessionEnd {
     let n = spec.connection_count();
@@ -47,6 +50,8 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
         let h = match dirs[usize::from(id)] {
             StreamDirection::ClientToServer => stream::spawn_receiver(id, sock, block, tp.receive),
             StreamDirection::ServerToClient => {
+                // Paced from the first byte; the governor may lower it to a fair share below.
+                sockopt::set_max_pacing_rate(&sock, tp.bitrate);
                 stream::spawn_sender(id, sock, block, send_mode, budget.clone())
             }
         };
@@ -62,6 +67,12 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
         tracing::info!(%peer, "{w}");
     }
 
+    let senders: Vec<_> = handles
+        .iter()
+        .filter(|h| h.role == Role::Sender)
+        .map(|h| Arc::clone(&h.shared))
+        .collect();
+    let _share = (!senders.is_empty()).then(|| Governor::join(&t.ctx, senders, tp.bitrate));
     let start = Instant::now();
     let mut sampler = Sampler::new(start, Schedule::for_spec(spec), &handles);
     let mut group = Group::new(handles);
@@ -74,6 +85,9 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
     let hard_stop = t.hard_stop(spec, start);
     let mut abort = t.ctx.abort.clone();
 
+    let idle_limit = t.ctx.limits.idle_timeout;
+    let mut idle = Idle::new(sampler.total_bytes());
+    let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
     let end = loop {
         tokio::select! {
             biased;
@@ -83,6 +97,11 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
                     && let Err(e) = proto::write_message(&mut t.wr, &Message::Interval(iv)).await {
                         break TestEnd::ClientGone(format!("cannot write to the client: {e}"));
                     }
+            }
+            _ = idle_tick.tick() => {
+                if idle.stalled(sampler.total_bytes(), idle_limit) {
+                    break TestEnd::ClientGone(format!("no data moved for {idle_limit:?}"));
+                }
             }
             _ = tokio::time::sleep_until(hard_stop.into()) => break TestEnd::Overran,
             () = async { let _ = abort.wait_for(|a| *a).await; } => break TestEnd::ShuttingDown,

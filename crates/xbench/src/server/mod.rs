@@ -8,16 +8,19 @@
 //! tests finish for [`ServerConfig::shutdown_grace`], then tells the rest why they are cut short.
 
 mod bulk;
+mod governor;
 mod registry;
 mod rr;
 mod session;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use ipnet::IpNet;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -25,10 +28,12 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+use self::governor::Governor;
 use self::registry::Registry;
+use crate::auth::Psk;
 use crate::error::Error;
 use crate::proto::frontend::{self, Frontend};
-use crate::proto::{self, COOKIE_LEN, Channel, Cookie, Preamble};
+use crate::proto::{self, COOKIE_LEN, Channel, Cookie, ErrorCode, ErrorMsg, Preamble};
 
 /// Server-side bounds on what clients may ask for and how long they may idle.
 #[derive(Debug, Clone)]
@@ -41,6 +46,15 @@ pub struct Limits {
     pub max_duration: Duration,
     /// Most tests running at once.
     pub max_tests: usize,
+    /// Most tests running at once from one client address, so one host cannot take every
+    /// slot.
+    pub max_tests_per_client: usize,
+    /// Most the server sends in total, bits per second, across every test's server-to-client
+    /// streams; they share it (TCP pacing, `SO_MAX_PACING_RATE`). `None`: no cap.
+    pub max_send_rate: Option<u64>,
+    /// A running test in which no data moved for this long is ended: its client is gone
+    /// without closing (or stalled).
+    pub idle_timeout: Duration,
     /// How long a new connection may take to say what it is, and a client to answer each
     /// handshake step. Bounds what an idle or half-open connection can hold.
     pub handshake_timeout: Duration,
@@ -57,6 +71,9 @@ impl Default for Limits {
             max_flows: 4096,
             max_duration: Duration::from_secs(3600),
             max_tests: 64,
+            max_tests_per_client: 8,
+            max_send_rate: None,
+            idle_timeout: Duration::from_secs(60),
             handshake_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(10),
             overrun_grace: Duration::from_secs(30),
@@ -78,6 +95,11 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// On shutdown, how long running tests may continue before they are cut short.
     pub shutdown_grace: Duration,
+    /// Pre-shared key clients must prove they hold (`--psk-file`); `None` serves anyone, as
+    /// iperf3 does.
+    pub psk: Option<Psk>,
+    /// Client networks allowed to connect (`--allow`); empty allows all.
+    pub allow: Vec<IpNet>,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +110,8 @@ impl Default for ServerConfig {
             one_off: false,
             limits: Limits::default(),
             shutdown_grace: Duration::from_secs(10),
+            psk: None,
+            allow: Vec::new(),
         }
     }
 }
@@ -103,6 +127,12 @@ pub struct Server {
 #[derive(Debug)]
 pub(crate) struct Ctx {
     pub(crate) limits: Limits,
+    pub(crate) psk: Option<Psk>,
+    pub(crate) allow: Vec<IpNet>,
+    /// Running tests per client address, checked against [`Limits::max_tests_per_client`].
+    pub(crate) per_client: Mutex<HashMap<IpAddr, usize>>,
+    /// Shares [`Limits::max_send_rate`] among the streams the server sends on.
+    pub(crate) governor: Governor,
     pub(crate) registry: Arc<Registry>,
     /// Tests between `Start` and their end, checked against [`Limits::max_tests`].
     pub(crate) running: AtomicUsize,
@@ -147,6 +177,10 @@ impl Server {
         let (abort_tx, abort_rx) = watch::channel(false);
         let ctx = Arc::new(Ctx {
             limits: self.config.limits.clone(),
+            psk: self.config.psk.clone(),
+            allow: self.config.allow.clone(),
+            per_client: Mutex::new(HashMap::new()),
+            governor: Governor::new(self.config.limits.max_send_rate),
             registry: Arc::new(Registry::default()),
             running: AtomicUsize::new(0),
             abort: abort_rx,
@@ -249,6 +283,10 @@ enum ConnEnd {
 
 async fn handle_conn(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) -> ConnEnd {
     let limit = ctx.limits.handshake_timeout;
+    let allowed = ctx.allow.is_empty() || {
+        let ip = peer.ip().to_canonical();
+        ctx.allow.iter().any(|n| n.contains(&ip))
+    };
     let mut first = [0u8; 4];
     match tokio::time::timeout(limit, stream.read_exact(&mut first)).await {
         Ok(Ok(_)) => {}
@@ -296,6 +334,22 @@ async fn handle_conn(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) -> 
             return ConnEnd::Other;
         }
     };
+    if !allowed {
+        info!(%peer, "refused a connection from outside the --allow list");
+        if pre.channel == Channel::Control {
+            let _ = stream
+                .write_all(&Preamble::new(Channel::Server).encode())
+                .await;
+            let msg = format!(
+                "{} is not allowed to use this server (its --allow list)",
+                peer.ip().to_canonical()
+            );
+            let _ =
+                proto::write_message(&mut stream, &ErrorMsg::message(ErrorCode::Forbidden, msg))
+                    .await;
+        }
+        return ConnEnd::Other;
+    }
     match pre.channel {
         Channel::Control => match session::run(stream, peer, pre.version, ctx).await {
             session::SessionEnd::Completed => ConnEnd::TestCompleted,
@@ -338,22 +392,70 @@ async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
     }
 }
 
-/// Counts a test as running if the limit allows another; `None` when it does not.
-pub(crate) fn try_running_guard(ctx: &Arc<Ctx>) -> Option<RunningGuard> {
+/// Counts a test as running if the limits allow another, in total and from `client`; the
+/// refusal names the limit.
+pub(crate) fn try_running_guard(ctx: &Arc<Ctx>, client: IpAddr) -> Result<RunningGuard, String> {
+    let client = client.to_canonical();
+    {
+        let mut per = ctx
+            .per_client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let n = per.entry(client).or_insert(0);
+        if *n >= ctx.limits.max_tests_per_client {
+            return Err(format!(
+                "{client} already runs {} tests on this server, its limit \
+                 (--max-tests-per-client); try again when one ends",
+                *n
+            ));
+        }
+        *n += 1;
+    }
+    // From here the guard owns the per-client count; `total` says whether it also holds one
+    // of the server's slots.
+    let mut guard = RunningGuard {
+        ctx: Arc::clone(ctx),
+        client,
+        total: false,
+    };
     ctx.running
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
             (n < ctx.limits.max_tests).then_some(n + 1)
         })
-        .ok()?;
-    Some(RunningGuard(Arc::clone(ctx)))
+        .map_err(|_| {
+            format!(
+                "the server is running its maximum of {} tests at once (--max-tests); try \
+                 again shortly",
+                ctx.limits.max_tests
+            )
+        })?;
+    guard.total = true;
+    Ok(guard)
 }
 
-/// Counts a running test while alive.
+/// Counts a running test (in total and for its client) while alive.
 #[derive(Debug)]
-pub(crate) struct RunningGuard(Arc<Ctx>);
+pub(crate) struct RunningGuard {
+    ctx: Arc<Ctx>,
+    client: IpAddr,
+    total: bool,
+}
 
 impl Drop for RunningGuard {
     fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        if self.total {
+            self.ctx.running.fetch_sub(1, Ordering::SeqCst);
+        }
+        let mut per = self
+            .ctx
+            .per_client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = per.get_mut(&self.client) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                per.remove(&self.client);
+            }
+        }
     }
 }

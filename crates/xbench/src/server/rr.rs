@@ -9,7 +9,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tracing::debug;
 
-use super::session::{SessionEnd, Test, TestEnd, log_test, on_control};
+use super::session::{Idle, SessionEnd, Test, TestEnd, log_test, on_control};
 use crate::config::{RrSpec, TestSpec};
 use crate::engine::rr::{self, Control, FlowSnapshot, Report, STOPPED, Workers};
 use crate::engine::schedule::Schedule;
@@ -67,6 +67,13 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
     let mut acc = Totals::new(&ids, n_workers);
     let mut crr_open = rr_spec.connect_per_transaction;
 
+    let idle_limit = t.ctx.limits.idle_timeout;
+    let mut idle = Idle::new(0);
+    let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
+    // A paced test slower than one transaction per idle period is quiet, not dead.
+    let check_idle = rr_spec
+        .period()
+        .is_none_or(|p| p.saturating_mul(2) < idle_limit);
     let end = loop {
         let boundary_at = next_boundary.map(|b| start + b);
         tokio::select! {
@@ -106,6 +113,12 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
                 next_index += 1;
                 interval_start = now;
                 next_boundary = schedule.next_boundary(now);
+            }
+            _ = idle_tick.tick(), if check_idle => {
+                let progress = workers.control.activity.load(std::sync::atomic::Ordering::Relaxed);
+                if idle.stalled(progress, idle_limit) {
+                    break TestEnd::ClientGone(format!("no request arrived for {idle_limit:?}"));
+                }
             }
             _ = tokio::time::sleep_until(hard_stop.into()) => break TestEnd::Overran,
             () = async { let _ = abort.wait_for(|a| *a).await; } => break TestEnd::ShuttingDown,

@@ -16,6 +16,7 @@ use tracing::info;
 
 use super::registry::DataConn;
 use super::{Ctx, try_running_guard};
+use crate::auth::Nonce;
 use crate::client::software;
 use crate::config::{EndCondition, TestSpec, Workload};
 use crate::proto::{
@@ -46,6 +47,7 @@ pub(super) async fn run(
     ctx: Arc<Ctx>,
 ) -> SessionEnd {
     let _ = stream.set_nodelay(true);
+    crate::client::keepalive(&stream);
     let (rd, mut wr) = stream.into_split();
     let mut rd = MessageReader::new(rd);
     let limit = ctx.limits.handshake_timeout;
@@ -72,23 +74,43 @@ pub(super) async fn run(
         .await;
         return SessionEnd::Other;
     }
-    let client_sw = match rd.next_within(limit).await {
-        Ok(Some(Message::Hello(h))) => h.software,
+    let (client_sw, client_nonce) = match rd.next_within(limit).await {
+        Ok(Some(Message::Hello(h))) => (h.software, h.nonce),
         other => {
             info!(%peer, "dropped a control connection without a valid hello: {}", describe(other));
             return SessionEnd::Other;
         }
     };
-    if proto::write_message(
-        &mut wr,
-        &Message::Welcome(Welcome {
-            software: software(),
-        }),
-    )
-    .await
-    .is_err()
+    let Ok(nonce) = Nonce::random() else {
+        return SessionEnd::Other;
+    };
+    let welcome = Welcome {
+        software: software(),
+        nonce,
+        auth_required: ctx.psk.is_some(),
+        proof: ctx
+            .psk
+            .as_ref()
+            .map(|k| k.server_proof(&client_nonce, &nonce)),
+    };
+    if proto::write_message(&mut wr, &Message::Welcome(welcome))
+        .await
+        .is_err()
     {
         return SessionEnd::Other;
+    }
+    if let Some(key) = &ctx.psk {
+        let proven = match rd.next_within(limit).await {
+            Ok(Some(Message::Auth(a))) => key.verify_client(&client_nonce, &nonce, &a.proof),
+            _ => false,
+        };
+        if !proven {
+            info!(%peer, client = %client_sw, "refused a client that did not prove the pre-shared key");
+            let msg = "authentication failed: this server requires its pre-shared key (--psk-file)";
+            let _ =
+                proto::write_message(&mut wr, &ErrorMsg::message(ErrorCode::AuthFailed, msg)).await;
+            return SessionEnd::Other;
+        }
     }
     let spec = match rd.next_within(limit).await {
         Ok(Some(Message::Start(spec))) => *spec,
@@ -107,15 +129,15 @@ pub(super) async fn run(
         let _ = proto::write_message(&mut wr, &ErrorMsg::message(code, reason)).await;
         return SessionEnd::Other;
     }
-    let Some(_running) = try_running_guard(&ctx) else {
-        let msg = format!(
-            "the server is running its maximum of {} tests at once; try again shortly",
-            ctx.limits.max_tests
-        );
-        info!(%peer, "refused a test: {msg}");
-        let _ =
-            proto::write_message(&mut wr, &ErrorMsg::message(ErrorCode::LimitExceeded, msg)).await;
-        return SessionEnd::Other;
+    let _running = match try_running_guard(&ctx, peer.ip()) {
+        Ok(g) => g,
+        Err(msg) => {
+            info!(%peer, "refused a test: {msg}");
+            let _ =
+                proto::write_message(&mut wr, &ErrorMsg::message(ErrorCode::LimitExceeded, msg))
+                    .await;
+            return SessionEnd::Other;
+        }
     };
 
     let n = spec.connection_count();
@@ -243,6 +265,31 @@ impl Test {
     }
 }
 
+/// Notices a test in which nothing moves: its client left without closing, or stalled.
+#[derive(Debug)]
+pub(super) struct Idle {
+    last: u64,
+    since: Instant,
+}
+
+impl Idle {
+    pub(super) fn new(progress: u64) -> Self {
+        Idle {
+            last: progress,
+            since: Instant::now(),
+        }
+    }
+
+    /// `progress` is any counter that grows while data moves.
+    pub(super) fn stalled(&mut self, progress: u64, limit: Duration) -> bool {
+        if progress != self.last {
+            self.last = progress;
+            self.since = Instant::now();
+        }
+        self.since.elapsed() >= limit
+    }
+}
+
 /// Reads the client's next message during a test: `Finish` or the reason the test is over.
 pub(super) fn on_control(msg: Result<Option<Message>, proto::ProtoError>) -> TestEnd {
     match msg {
@@ -262,7 +309,15 @@ fn admit(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
     spec.validate().map_err(|e| format!("invalid test: {e}"))?;
     let l = &ctx.limits;
     match &spec.workload {
-        Workload::Throughput(_) => {
+        Workload::Throughput(tp) => {
+            let server_sends = tp
+                .direction
+                .stream_directions()
+                .contains(&crate::config::StreamDirection::ServerToClient);
+            if server_sends {
+                ctx.governor
+                    .admit(tp.bitrate, usize::from(tp.streams.get()))?;
+            }
             let n = spec.connection_count();
             if n > usize::from(l.max_streams) {
                 return Err(format!(

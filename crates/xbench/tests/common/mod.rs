@@ -23,12 +23,21 @@ impl TestServer {
     }
 
     pub(crate) async fn with_limits(limits: Limits) -> Self {
+        Self::with_config(ServerConfig {
+            limits,
+            ..ServerConfig::default()
+        })
+        .await
+    }
+
+    /// A server with `config`, on a free loopback port.
+    pub(crate) async fn with_config(config: ServerConfig) -> Self {
+        raise_fd_limit();
         let server = Server::bind(ServerConfig {
             bind: vec!["127.0.0.1".parse().unwrap()],
             port: 0,
-            limits,
             shutdown_grace: Duration::from_secs(1),
-            ..ServerConfig::default()
+            ..config
         })
         .await
         .unwrap();
@@ -93,5 +102,20 @@ pub(crate) async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> 
             return false;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Thousands of connections in one test process need more than the usual 1024 descriptors.
+pub(crate) fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write one rlimit we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
     }
 }

@@ -14,7 +14,7 @@ pub(crate) mod server;
 
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use tokio::sync::mpsc::UnboundedSender;
@@ -31,6 +31,9 @@ pub(crate) struct Control {
     pub(crate) epoch: AtomicU32,
     /// [`RUNNING`], [`DRAINING`] or [`STOPPED`].
     pub(crate) state: AtomicU8,
+    /// Bumped by server workers whenever bytes arrive, so the controller can tell a quiet
+    /// test from a dead one.
+    pub(crate) activity: AtomicU64,
 }
 
 /// Transactions start as usual.

@@ -275,6 +275,7 @@ impl ServerWorker {
             return Ok(());
         }
         c.rx += n as u64;
+        self.control.activity.fetch_add(1, Ordering::Relaxed);
         let complete = c.rx / req;
         c.rx %= req;
         if complete > 0 {

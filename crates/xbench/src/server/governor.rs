@@ -1,0 +1,120 @@
+//! The server's total sending rate (`--max-send-rate`), shared fairly among the streams it
+//! sends on, whatever test they belong to.
+//!
+//! Each server-to-client stream is paced by the kernel (`SO_MAX_PACING_RATE`, TCP's internal
+//! pacing since Linux 4.13), at `cap ÷ streams sending now`, or less if its client asked for
+//! less with `-b`. Rates are recomputed whenever a sending test starts or ends, so the sum
+//! never exceeds the cap and nobody is left with a stale small share. A test that asks for
+//! more than the whole cap is refused at admission with a message naming the limit.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::engine::sockopt;
+use crate::engine::stream::StreamShared;
+use crate::units::format_bits_per_second;
+
+/// Shares the cap.
+#[derive(Debug)]
+pub(crate) struct Governor {
+    cap: Option<u64>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    next: u64,
+    members: HashMap<u64, Member>,
+}
+
+#[derive(Debug)]
+struct Member {
+    sockets: Vec<Arc<StreamShared>>,
+    /// What the client asked for per stream (`-b`), bits per second.
+    asked: Option<u64>,
+}
+
+/// A sending test's place in the share; leaving (drop) hands its share back.
+#[derive(Debug)]
+pub(crate) struct Share {
+    ctx: Arc<super::Ctx>,
+    id: u64,
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        self.ctx.governor.leave(self.id);
+    }
+}
+
+impl Governor {
+    pub(crate) fn new(cap: Option<u64>) -> Self {
+        Governor {
+            cap,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// Refuses a test whose own ask exceeds the whole cap.
+    pub(crate) fn admit(
+        &self,
+        asked_per_stream: Option<u64>,
+        streams: usize,
+    ) -> Result<(), String> {
+        let (Some(cap), Some(asked)) = (self.cap, asked_per_stream) else {
+            return Ok(());
+        };
+        let total = asked.saturating_mul(streams as u64);
+        if total > cap {
+            return Err(format!(
+                "the test asks the server to send {} ({} × {streams} streams); this server sends at \
+                 most {} in total (--max-send-rate)",
+                format_bits_per_second(total as f64),
+                format_bits_per_second(asked as f64),
+                format_bits_per_second(cap as f64)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Adds a test's sending streams and rebalances everyone.
+    pub(crate) fn join(
+        ctx: &Arc<super::Ctx>,
+        sockets: Vec<Arc<StreamShared>>,
+        asked: Option<u64>,
+    ) -> Share {
+        let g = &ctx.governor;
+        let id = {
+            let mut inner = g.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let id = inner.next;
+            inner.next += 1;
+            inner.members.insert(id, Member { sockets, asked });
+            g.rebalance(&inner);
+            id
+        };
+        Share {
+            ctx: Arc::clone(ctx),
+            id,
+        }
+    }
+
+    fn leave(&self, id: u64) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.members.remove(&id);
+        self.rebalance(&inner);
+    }
+
+    fn rebalance(&self, inner: &Inner) {
+        let streams: usize = inner.members.values().map(|m| m.sockets.len()).sum();
+        let fair = self.cap.map(|c| c / streams.max(1) as u64);
+        for m in inner.members.values() {
+            let rate = match (fair, m.asked) {
+                (Some(f), Some(a)) => Some(f.min(a)),
+                (f, a) => f.or(a),
+            };
+            for s in &m.sockets {
+                sockopt::set_max_pacing_rate(&s.socket, rate);
+            }
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! A server left running for weeks: authentication, the allow list, every limit with its
+//! refusal, idle and overrunning clients, rate caps, graceful shutdown, and many clients at
+//! once.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
+
+mod common;
+
+use std::num::NonZeroU16;
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use xbench::auth::Psk;
+use xbench::config::Direction;
+use xbench::proto::{self, Channel, Hello, Message, MessageReader, PREAMBLE_LEN, Preamble};
+use xbench::report::Outcome;
+use xbench::{EndCondition, Error, Limits, ServerConfig, TestSpec, Workload};
+
+fn key(s: &str) -> Psk {
+    Psk::new(format!("{s:-<24}").into_bytes()).unwrap()
+}
+
+fn tp(c: &mut xbench::ClientConfig) -> &mut xbench::ThroughputSpec {
+    let Workload::Throughput(t) = &mut c.spec.workload else {
+        unreachable!()
+    };
+    t
+}
+
+async fn run(c: &xbench::ClientConfig) -> Result<xbench::TestReport, Error> {
+    xbench::client::run(c, &mut |_| {}, std::future::pending()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_key_is_required_and_proven_both_ways() {
+    let server = TestServer::with_config(ServerConfig {
+        psk: Some(key("right")),
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.config();
+    let e = run(&c).await.unwrap_err().to_string();
+    assert!(
+        e.contains("requires a pre-shared key") && e.contains("--psk-file"),
+        "{e}"
+    );
+    c.psk = Some(key("wrong"));
+    let e = run(&c).await.unwrap_err().to_string();
+    assert!(e.contains("keys differ"), "{e}");
+    c.psk = Some(key("right"));
+    assert_eq!(run(&c).await.unwrap().outcome, Outcome::Completed);
+    server.stop().await;
+
+    // A client with a key refuses a server that cannot prove it holds one.
+    let open = TestServer::start().await;
+    let mut c = open.config();
+    c.psk = Some(key("right"));
+    let e = run(&c).await.unwrap_err().to_string();
+    assert!(e.contains("cannot prove who it is"), "{e}");
+    open.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_skips_authentication_gets_nothing() {
+    let server = TestServer::with_config(ServerConfig {
+        psk: Some(key("right")),
+        ..ServerConfig::default()
+    })
+    .await;
+    // Hello, then straight to Start without Auth.
+    let s = TcpStream::connect(server.addr).await.unwrap();
+    let (rd, mut wr) = s.into_split();
+    let mut rd = MessageReader::new(rd);
+    wr.write_all(&Preamble::new(Channel::Control).encode())
+        .await
+        .unwrap();
+    let mut pre = [0u8; PREAMBLE_LEN];
+    rd.inner_mut().read_exact(&mut pre).await.unwrap();
+    let hello = Hello {
+        software: "impostor".into(),
+        nonce: xbench::auth::Nonce::random().unwrap(),
+    };
+    proto::write_message(&mut wr, &Message::Hello(hello))
+        .await
+        .unwrap();
+    let Ok(Some(Message::Welcome(w))) = rd.next().await else {
+        panic!("no welcome")
+    };
+    assert!(w.auth_required && w.proof.is_some());
+    proto::write_message(&mut wr, &Message::Start(Box::new(TestSpec::throughput())))
+        .await
+        .unwrap();
+    match rd.next().await {
+        Ok(Some(Message::Error(e))) => {
+            assert!(e.message.contains("authentication failed"), "{}", e.message)
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_allow_list_refuses_other_addresses_by_name() {
+    let server = TestServer::with_config(ServerConfig {
+        allow: vec!["10.0.0.0/8".parse().unwrap()],
+        ..ServerConfig::default()
+    })
+    .await;
+    let e = run(&server.config()).await.unwrap_err().to_string();
+    assert!(
+        e.contains("127.0.0.1 is not allowed") && e.contains("--allow"),
+        "{e}"
+    );
+    server.stop().await;
+    let server = TestServer::with_config(ServerConfig {
+        allow: vec![
+            "10.0.0.0/8".parse().unwrap(),
+            "127.0.0.0/8".parse().unwrap(),
+        ],
+        ..ServerConfig::default()
+    })
+    .await;
+    assert_eq!(
+        run(&server.config()).await.unwrap().outcome,
+        Outcome::Completed
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_limit_refuses_with_its_name() {
+    let server = TestServer::with_limits(Limits {
+        max_streams: 4,
+        max_flows: 10,
+        max_duration: Duration::from_secs(5),
+        max_tests: 2,
+        max_tests_per_client: 1,
+        ..Limits::default()
+    })
+    .await;
+    let mut c = server.config();
+    tp(&mut c).streams = NonZeroU16::new(5).unwrap();
+    let e = run(&c).await.unwrap_err().to_string();
+    assert!(e.contains("--max-streams"), "{e}");
+
+    let mut c = server.config();
+    c.spec = TestSpec::request_response();
+    c.spec.end = EndCondition::Duration(Duration::from_millis(300));
+    if let Workload::RequestResponse(r) = &mut c.spec.workload {
+        r.flows = NonZeroU16::new(11).unwrap();
+    }
+    let e = run(&c).await.unwrap_err().to_string();
+    assert!(e.contains("--max-flows"), "{e}");
+
+    let mut c = server.config();
+    c.spec.end = EndCondition::Duration(Duration::from_secs(6));
+    let e = run(&c).await.unwrap_err().to_string();
+    assert!(e.contains("--max-duration"), "{e}");
+
+    // One test per client address: a second from the same address waits its turn.
+    let mut long = server.config();
+    long.spec.end = EndCondition::Duration(Duration::from_secs(2));
+    let first = tokio::spawn(async move { run(&long).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let e = run(&server.config()).await.unwrap_err().to_string();
+    assert!(e.contains("--max-tests-per-client"), "{e}");
+    assert_eq!(first.await.unwrap().unwrap().outcome, Outcome::Completed);
+    // The slot came back.
+    assert_eq!(
+        run(&server.config()).await.unwrap().outcome,
+        Outcome::Completed
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bitrate_paces_each_stream() {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    c.spec.end = EndCondition::Duration(Duration::from_secs(2));
+    tp(&mut c).bitrate = Some(100_000_000);
+    tp(&mut c).streams = NonZeroU16::new(2).unwrap();
+    let r = run(&c).await.unwrap();
+    let got = r.summary.directions[0].receiver.unwrap().bits_per_second;
+    // Two streams at 100 Mbit/s each; the kernel's pacing is accurate to a few percent.
+    assert!((180e6..=210e6).contains(&got), "{got}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_send_cap_is_shared_and_never_exceeded() {
+    let server = TestServer::with_limits(Limits {
+        max_send_rate: Some(200_000_000),
+        ..Limits::default()
+    })
+    .await;
+    let mut c = server.config();
+    c.spec.end = EndCondition::Duration(Duration::from_secs(2));
+    tp(&mut c).direction = Direction::ServerToClient;
+    let (a, b) = (c.clone(), c.clone());
+    let (ra, rb) = tokio::join!(run(&a), run(&b));
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    let rate = |r: &xbench::TestReport| r.summary.directions[0].receiver.unwrap().bits_per_second;
+    let total = rate(&ra) + rate(&rb);
+    assert!(total <= 200e6 * 1.06, "total {total}");
+    assert!(
+        total >= 200e6 * 0.8,
+        "the cap is shared, not wasted: {total}"
+    );
+    // A test that alone asks for more than the cap is refused, naming it.
+    let mut greedy = c.clone();
+    tp(&mut greedy).bitrate = Some(300_000_000);
+    let e = run(&greedy).await.unwrap_err().to_string();
+    assert!(e.contains("--max-send-rate"), "{e}");
+    // Client-to-server tests are not the server's sending: unaffected.
+    let mut up = server.config();
+    tp(&mut up).bitrate = Some(300_000_000);
+    assert_eq!(run(&up).await.unwrap().outcome, Outcome::Completed);
+    server.stop().await;
+}
+
+/// A client that starts a test, sends a little, then goes quiet without closing anything.
+async fn quiet_client(
+    addr: std::net::SocketAddr,
+    spec: TestSpec,
+) -> (
+    MessageReader<tokio::net::tcp::OwnedReadHalf>,
+    tokio::net::tcp::OwnedWriteHalf,
+    TcpStream,
+) {
+    let s = TcpStream::connect(addr).await.unwrap();
+    let (rd, mut wr) = s.into_split();
+    let mut rd = MessageReader::new(rd);
+    wr.write_all(&Preamble::new(Channel::Control).encode())
+        .await
+        .unwrap();
+    let mut pre = [0u8; PREAMBLE_LEN];
+    rd.inner_mut().read_exact(&mut pre).await.unwrap();
+    let hello = Hello {
+        software: "quiet".into(),
+        nonce: xbench::auth::Nonce::random().unwrap(),
+    };
+    proto::write_message(&mut wr, &Message::Hello(hello))
+        .await
+        .unwrap();
+    assert!(matches!(rd.next().await, Ok(Some(Message::Welcome(_)))));
+    proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+        .await
+        .unwrap();
+    let Ok(Some(Message::Accepted(a))) = rd.next().await else {
+        panic!("not accepted")
+    };
+    let mut data = TcpStream::connect(addr).await.unwrap();
+    data.write_all(&Preamble::new(Channel::Data).encode())
+        .await
+        .unwrap();
+    data.write_all(&a.cookie.0).await.unwrap();
+    data.write_all(&0u16.to_be_bytes()).await.unwrap();
+    assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
+    data.write_all(&[1u8; 10_000]).await.unwrap();
+    (rd, wr, data)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_never_outlives_its_duration_by_more_than_the_grace() {
+    let server = TestServer::with_limits(Limits {
+        overrun_grace: Duration::from_millis(500),
+        ..Limits::default()
+    })
+    .await;
+    let mut spec = TestSpec::throughput();
+    spec.end = EndCondition::Duration(Duration::from_millis(500));
+    let started = Instant::now();
+    // Keeps its data flowing (so it is not idle) but never says Finish.
+    let (mut rd, _wr, mut data) = quiet_client(server.addr, spec).await;
+    let feeder = tokio::spawn(async move {
+        let buf = vec![0u8; 64 * 1024];
+        while data.write_all(&buf).await.is_ok() {}
+    });
+    let mut told = None;
+    let r = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match rd.next().await {
+                Ok(Some(Message::Error(e))) => told = Some(e.message),
+                Ok(Some(_)) => continue,
+                _ => return,
+            }
+        }
+    })
+    .await;
+    assert!(r.is_ok());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        told.is_some_and(|m| m.contains("past its end")),
+        "the client is told why"
+    );
+    feeder.abort();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_tests_finish_then_cuts_the_rest_short_with_a_reason() {
+    let server = TestServer::start().await; // shutdown grace 1 s
+    let mut short = server.config();
+    short.spec.end = EndCondition::Duration(Duration::from_millis(700));
+    let mut long = server.config();
+    long.spec.end = EndCondition::Duration(Duration::from_secs(30));
+    let a = tokio::spawn(async move { run(&short).await });
+    let b = tokio::spawn(async move { run(&long).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopped = Instant::now();
+    server.stop().await;
+    assert!(stopped.elapsed() < Duration::from_secs(8));
+    assert_eq!(
+        a.await.unwrap().unwrap().outcome,
+        Outcome::Completed,
+        "finished within the grace"
+    );
+    let r = b.await.unwrap().unwrap();
+    match &r.outcome {
+        Outcome::Failed { error } => assert!(error.contains("shutting down"), "{error}"),
+        o => panic!("expected a failed test, got {o:?}"),
+    }
+    assert!(r.summary.directions[0].sender.bytes > 0, "what ran is kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_clients_at_once_each_get_their_own_result() {
+    let server = TestServer::with_limits(Limits {
+        max_tests_per_client: 64,
+        ..Limits::default()
+    })
+    .await;
+    let runs: Vec<_> = (0..64u64)
+        .map(|i| {
+            let mut c = server.config();
+            // A distinct byte count per client: a mixed-up result would show.
+            c.spec.end = EndCondition::Bytes(1_000_000 + i * 1_003);
+            c.spec.interval = None;
+            tokio::spawn(async move { (i, run(&c).await) })
+        })
+        .collect();
+    for r in runs {
+        let (i, r) = r.await.unwrap();
+        let r = r.unwrap();
+        assert_eq!(r.outcome, Outcome::Completed);
+        let d = &r.summary.directions[0];
+        assert_eq!(
+            d.receiver.unwrap().bytes,
+            1_000_000 + i * 1_003,
+            "client {i}"
+        );
+        assert_eq!(d.sender.bytes, d.receiver.unwrap().bytes);
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_idle_connections_do_not_stop_real_tests() {
+    let server = TestServer::with_limits(Limits {
+        handshake_timeout: Duration::from_secs(3),
+        ..Limits::default()
+    })
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..2000 {
+        idle.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    let r = run(&server.config()).await.unwrap();
+    assert_eq!(r.outcome, Outcome::Completed);
+    // The idlers are dropped once their handshake time is up.
+    let mut closed = 0;
+    for mut s in idle {
+        let mut b = [0u8; 1];
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_secs(6), s.read(&mut b)).await {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 2000);
+    server.stop().await;
+}
