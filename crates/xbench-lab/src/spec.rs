@@ -234,6 +234,10 @@ pub struct LabSpec {
     /// outlives this process (`xbench lab up`). Without it, delay lines run as threads of this
     /// process and no servers are started (library tests, embedding programs).
     pub xbench: Option<PathBuf>,
+    /// The delay line spins this long before each release instead of sleeping to it:
+    /// more precise where timer wake-ups are slow (virtual machines), at the cost of CPU the
+    /// TCP endpoints on a small host would otherwise use.
+    pub delay_spin: Duration,
     /// The command that is building the lab, recorded for refusal messages.
     pub command: String,
 }
@@ -248,6 +252,7 @@ impl LabSpec {
             backend: Backend::Auto,
             seed: 1,
             xbench: None,
+            delay_spin: Duration::from_nanos(crate::lab::DEFAULT_SPIN_NS),
             command: std::env::args().collect::<Vec<_>>().join(" "),
         }
     }

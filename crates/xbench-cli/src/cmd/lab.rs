@@ -88,6 +88,11 @@ struct TopologyArgs {
     /// Seed of the loss and jitter generators.
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
+
+    /// Delay line: spin this long before each release instead of sleeping (e.g. 30us; more
+    /// precise on virtual machines with slow timer wake-ups, costs CPU).
+    #[arg(long, value_name = "TIME", value_parser = parse_lab_duration)]
+    spin: Option<Duration>,
 }
 
 impl TopologyArgs {
@@ -99,6 +104,7 @@ impl TopologyArgs {
             || self.loss.is_some()
             || self.impair.is_some()
             || self.seed.is_some()
+            || self.spin.is_some()
     }
 }
 
@@ -378,6 +384,11 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
     out(&paths_table(lab.paths())).context("writing output")?;
 
     let cases = suite(a);
+    out(&format!(
+        "\n{:<12} {:>4}  {:>15}  {:>11}\n",
+        "path", "test", "receiver Gbit/s", "retransmits"
+    ))
+    .context("writing output")?;
     let mut rows = Vec::new();
     'paths: for p in lab.paths() {
         let dir = a.out.join(&p.label);
@@ -489,11 +500,11 @@ fn row_line(r: &Row) -> String {
     match &r.problem {
         Some(p) => format!("{:<12} {:>4}  failed: {p}\n", r.path, r.case),
         None => format!(
-            "{:<12} {:>4}  {:>14} received  {:>7} retransmits\n",
+            "{:<12} {:>4}  {:>15}  {:>11}\n",
             r.path,
             r.case,
             r.bits_per_second
-                .map_or_else(|| "-".into(), format_bits_per_second),
+                .map_or_else(|| "-".into(), |b| format!("{:.3}", b / 1e9)),
             r.retransmits.map_or_else(|| "-".into(), |n| n.to_string())
         ),
     }
@@ -593,11 +604,24 @@ fn lab_spec(t: &TopologyArgs, place: &WhereArgs) -> anyhow::Result<LabSpec> {
     if let Some(s) = t.seed {
         spec.seed = s;
     }
+    if let Some(s) = t.spin {
+        spec.delay_spin = s;
+    }
     spec.xbench = Some(std::env::current_exe().context("cannot find the xbench executable")?);
     spec.command = command_line();
     // Values are typed already; this catches what only the whole spec shows (duplicate
     // labels, rates below the floor) before anything needs root.
     spec.validate().map_err(lab_error)?;
+    for p in &spec.paths {
+        if p.impairment.needs_delay_line() && p.impairment.rate_bps.is_none() {
+            eprintln!(
+                "warning: path `{}` has delay or loss but no rate cap: TCP will fill whatever the \
+                 delay line (or netem) can forward, and a userspace delay line that is the \
+                 bottleneck holds packets longer than asked; add --rate (200M is a good start)",
+                p.label
+            );
+        }
+    }
     Ok(spec)
 }
 
@@ -708,10 +732,11 @@ async fn delay_line(a: DelayLineArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// SIGINT or SIGTERM.
+/// SIGINT, SIGTERM or SIGHUP (a closed terminal), any of which must still clean up.
 async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let on = |kind: SignalKind| async move {
+        match signal(kind) {
             Ok(mut s) => {
                 s.recv().await;
             }
@@ -719,8 +744,9 @@ async fn shutdown_signal() {
         }
     };
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
+        () = on(SignalKind::interrupt()) => {}
+        () = on(SignalKind::terminate()) => {}
+        () = on(SignalKind::hangup()) => {}
     }
 }
 
@@ -772,6 +798,7 @@ mod tests {
                 loss: None,
                 impair: None,
                 seed: None,
+                spin: None,
             },
             place: WhereArgs {
                 prefix: "xbl-".into(),
