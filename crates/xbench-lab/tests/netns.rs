@@ -183,3 +183,43 @@ fn root_netns_cancelling_a_build_removes_what_was_built() {
     assert!(matches!(e, xbench_lab::LabError::Cancelled), "{e}");
     assert!(netns_with("xbtx-").is_empty(), "{:?}", netns_with("xbtx-"));
 }
+
+/// Jitter of ±3 ms on 10 ms each way: every round trip stays within 2 × (10 ± 3) ms plus the
+/// line's own sub-millisecond cost, and round trips really vary (a wandering offset, not a
+/// constant).
+#[test]
+fn root_netns_jitter_stays_within_its_bounds_and_varies() {
+    if !root_or_skip("root_netns_jitter_stays_within_its_bounds_and_varies") {
+        return;
+    }
+    let _s = serial();
+    let spec = spec(
+        "jitter",
+        "j",
+        vec![PathSpec::new(PathKind::Direct).with(Impairment {
+            delay: Duration::from_millis(10),
+            jitter: Duration::from_millis(3),
+            ..Impairment::default()
+        })],
+    );
+    let lab = Lab::up(&spec, &AtomicBool::new(false)).expect("lab up");
+    let p = &lab.paths()[0];
+    let mut rtt = ping_pong(&p.client_netns, &p.server_netns, p.server_addr, 300);
+    rtt.sort();
+    let (lo, hi) = (rtt[0], rtt[rtt.len() - 1]);
+    let (p10, p90) = (rtt[rtt.len() / 10], rtt[rtt.len() * 9 / 10]);
+    eprintln!("RTT with 10 ± 3 ms each way: min {lo:?} p10 {p10:?} p90 {p90:?} max {hi:?}");
+    assert!(
+        lo >= Duration::from_millis(14),
+        "below 2 × (10 − 3) ms: {lo:?}"
+    );
+    // The upper bound allows the line's own cost and a scheduling hiccup on a busy machine.
+    assert!(
+        p90 <= Duration::from_millis(27),
+        "p90 above 2 × (10 + 3) ms + 1 ms: {p90:?}"
+    );
+    assert!(
+        p90 - p10 >= Duration::from_millis(2),
+        "round trips hardly vary: p10 {p10:?}, p90 {p90:?}"
+    );
+}

@@ -196,10 +196,10 @@ pub(crate) async fn run(args: LabArgs) -> anyhow::Result<Exit> {
 
 /// The library's error, as a usage error (exit 2) when it is the caller's mistake.
 fn lab_error(e: LabError) -> anyhow::Error {
-    match e {
-        LabError::Cancelled => anyhow::Error::new(e),
-        e if e.is_usage() => UsageError(e.to_string()).into(),
-        e => e.into(),
+    if e.is_usage() {
+        UsageError(e.to_string()).into()
+    } else {
+        e.into()
     }
 }
 
