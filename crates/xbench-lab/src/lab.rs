@@ -394,6 +394,7 @@ impl Lab {
             b_to_a: params(d.seeds[1]),
             realtime: true,
             spin_ns: spec.delay_spin.as_nanos() as u64,
+            offload: imp.loss == 0.0,
         };
         let Some(xbench) = &spec.xbench else {
             self.lines.push((d.label.clone(), DelayLine::start(&line)?));

@@ -5,8 +5,9 @@
 //! Topology (hub and spoke): one client namespace `<prefix>c` is the hub; each path is a spoke
 //! ending in its own server namespace `<prefix><label>-s`. A path with impairments gets a WAN
 //! segment, two namespaces `-wa` and `-wb`, joined either by the delay line's TUN pair or by a
-//! veth carrying `tbf`/`netem`; qdiscs sit on the WAN devices' egress, so the bottleneck queue
-//! is in a forwarding hop, as on a real path, and not in the sender's own host.
+//! veth carrying `tbf`/`netem`. The qdiscs sit in those forwarding namespaces (on the WAN veth,
+//! or on the hops just after the delay line), so the bottleneck queue is in a forwarding hop,
+//! as on a real path, and not in the sender's own host.
 //!
 //! ```text
 //! direct:   c ── s                      (impaired: c ── wa ~wan~ wb ── s)
@@ -282,12 +283,29 @@ pub(crate) fn plan(spec: &LabSpec, netem_available: bool) -> Plan {
             plan.routes.extend(chain_routes(links));
         }
 
-        for l in inner_links.iter().chain(&under_links) {
-            if is_wan(l) {
+        for links in [&inner_links, &under_links] {
+            for (k, l) in links.iter().enumerate() {
+                if !is_wan(l) {
+                    continue;
+                }
                 let tbf = imp.rate_bps.map(|r| tbf_for(r, imp.delay));
                 let netem = (wan == Some(Wan::Veth { netem: true })).then_some(imp);
+                // The cap sits on the WAN devices themselves for a veth WAN, and on the hops
+                // just after a delay line (wb toward the server, wa toward the client): the
+                // line then sees the senders' TSO packets whole, not tbf's MTU-sized output,
+                // and a fixed delay before a bottleneck is the same path to TCP as one after.
+                let ends: Vec<&End> = if l.kind == LinkKind::DelayTun {
+                    let (Some(before), Some(after)) =
+                        (k.checked_sub(1).map(|i| &links[i]), links.get(k + 1))
+                    else {
+                        continue; // a WAN segment always has a hop on each side
+                    };
+                    vec![&before.b, &after.a]
+                } else {
+                    vec![&l.a, &l.b]
+                };
                 if tbf.is_some() || netem.is_some() {
-                    for e in [&l.a, &l.b] {
+                    for e in ends {
                         plan.qdiscs.push(Qdisc {
                             ns: e.ns.clone(),
                             dev: e.dev.clone(),
@@ -605,9 +623,19 @@ mod tests {
             route("t-transit-s", 8).via,
             Some(Ipv4Addr::new(198, 18, 10, 1))
         );
-        // tbf on both WAN devices, so both directions are capped.
-        assert_eq!(p.qdiscs.len(), 2);
-        assert!(p.qdiscs.iter().all(|q| q.dev == "wan" && q.netem.is_none()));
+        // tbf on the hops after the delay line, so both directions are capped and the line
+        // sees TSO packets whole: wa toward the router, wb toward the server.
+        let at: Vec<(&str, &str)> = p
+            .qdiscs
+            .iter()
+            .map(|q| (q.ns.as_str(), q.dev.as_str()))
+            .collect();
+        assert_eq!(at, [("t-transit-wa", "to-r"), ("t-transit-wb", "to-s")]);
+        assert!(
+            p.qdiscs
+                .iter()
+                .all(|q| q.tbf.is_some() && q.netem.is_none())
+        );
         assert_eq!(p.delay_lines.len(), 1);
         assert_ne!(p.delay_lines[0].seeds[0], p.delay_lines[0].seeds[1]);
     }
