@@ -25,6 +25,8 @@ pub(crate) enum Command {
     Client(Box<ClientArgs>),
     /// Serve tests on a port until stopped.
     Server(ServerArgs),
+    /// Emulated cloud paths (peering, transit hop, software VPN) in network namespaces.
+    Lab(crate::cmd::lab::LabArgs),
 }
 
 /// How results are printed.

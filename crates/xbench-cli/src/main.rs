@@ -31,6 +31,7 @@ fn main() {
         match cli.command {
             Command::Client(args) => cmd::client::run(*args).await,
             Command::Server(args) => cmd::server::run(args).await,
+            Command::Lab(args) => cmd::lab::run(args).await,
         }
     });
     let status = match result {

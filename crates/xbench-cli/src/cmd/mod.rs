@@ -1,4 +1,5 @@
 //! One module per subcommand: flags → library configuration → run → render.
 
 pub(crate) mod client;
+pub(crate) mod lab;
 pub(crate) mod server;

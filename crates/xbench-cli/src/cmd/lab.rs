@@ -1,0 +1,821 @@
+//! `xbench lab`: flags → [`xbench_lab::LabSpec`], building and removing the path lab, running
+//! the comparison suite on every path, and the hidden `delay-line` helper process that
+//! `xbench lab up` leaves running. The lab itself (namespaces, delay line, VPN, cleanup) is
+//! the `xbench-lab` library; this module only parses, prints and maps outcomes to exit codes.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use xbench::report::TestReport;
+use xbench::units::{BitRate, ByteSize, format_bits_per_second};
+use xbench_lab::delay::{DelayLine, DelayLineSpec, DelayLineStats};
+use xbench_lab::state::LabState;
+use xbench_lab::sys::netns::{self, Detach};
+use xbench_lab::{Backend, Impairment, Lab, LabError, LabSpec, PathInfo, PathKind, PathSpec};
+
+use crate::exit::{Exit, UsageError};
+use crate::parse;
+use crate::render::out;
+
+/// Emulated cloud paths (peering, a transit hop, a software VPN) in network namespaces.
+#[derive(Debug, Args)]
+pub(crate) struct LabArgs {
+    #[command(subcommand)]
+    command: LabCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum LabCommand {
+    /// Build the lab and leave it running; `xbench lab down` removes it.
+    Up(UpArgs),
+    /// Run the comparison suite on every path (building a lab for the run unless one is up).
+    Run(RunArgs),
+    /// Remove the lab, or what a killed one left behind.
+    Down(WhereArgs),
+    /// Show the lab that is up: paths, addresses and delay-line accuracy.
+    Status(WhereArgs),
+    /// The delay line of one path, run by `xbench lab up` (not for direct use).
+    #[command(hide = true)]
+    DelayLine(DelayLineArgs),
+}
+
+#[derive(Debug, Args)]
+struct WhereArgs {
+    /// Start of every namespace name the lab creates.
+    #[arg(long, default_value = xbench_lab::DEFAULT_PREFIX)]
+    prefix: String,
+
+    /// Where the lab keeps its lock, state, logs and keys.
+    #[arg(long, value_name = "DIR", default_value = xbench_lab::DEFAULT_STATE_DIR)]
+    state_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct TopologyArgs {
+    /// Paths to build, comma-separated: direct, transit, vpn (default all three). Each may
+    /// carry its own settings after colons, e.g. `vpn:delay=20ms:loss=0.5%`, and a
+    /// `label=NAME` to have two paths of one kind.
+    #[arg(long, value_name = "PATHS", value_delimiter = ',', value_parser = parse_path)]
+    paths: Option<Vec<PathArg>>,
+
+    /// Rate cap of every path, each direction (tc tbf), e.g. 200M.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    rate: Option<u64>,
+
+    /// One-way delay added in each direction, e.g. 10ms (20 ms round trip).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_lab_duration)]
+    delay: Option<Duration>,
+
+    /// Delay varies within ± this, never reordering packets, e.g. 1ms.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_lab_duration)]
+    jitter: Option<Duration>,
+
+    /// Random loss in each direction, percent, e.g. 1% or 0.5.
+    #[arg(long, value_name = "PERCENT", allow_hyphen_values = true, value_parser = parse_loss)]
+    loss: Option<f64>,
+
+    /// How delay, jitter and loss are made: the kernel's netem when present (auto), or the
+    /// lab's userspace delay line.
+    #[arg(long, value_enum, value_name = "HOW")]
+    impair: Option<Impair>,
+
+    /// Seed of the loss and jitter generators.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+
+    /// Delay line: spin this long before each release instead of sleeping (e.g. 30us; more
+    /// precise on virtual machines with slow timer wake-ups, costs CPU).
+    #[arg(long, value_name = "TIME", value_parser = parse_lab_duration)]
+    spin: Option<Duration>,
+}
+
+impl TopologyArgs {
+    fn given(&self) -> bool {
+        self.paths.is_some()
+            || self.rate.is_some()
+            || self.delay.is_some()
+            || self.jitter.is_some()
+            || self.loss.is_some()
+            || self.impair.is_some()
+            || self.seed.is_some()
+            || self.spin.is_some()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Impair {
+    Auto,
+    Netem,
+    DelayLine,
+}
+
+#[derive(Debug, Args)]
+struct UpArgs {
+    #[command(flatten)]
+    topology: TopologyArgs,
+    #[command(flatten)]
+    place: WhereArgs,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    topology: TopologyArgs,
+    #[command(flatten)]
+    place: WhereArgs,
+
+    /// Parallel stream counts of the throughput sweep.
+    #[arg(long, value_name = "N,…", value_delimiter = ',', default_value = "1,2,4,8", value_parser = parse::streams)]
+    streams: Vec<std::num::NonZeroU16>,
+
+    /// Length of each test: seconds, or with a unit.
+    #[arg(short = 't', long = "time", value_name = "SECS", default_value = "10", value_parser = parse::positive_duration)]
+    time: Duration,
+
+    /// Leave the first SECS of each test out (TCP slow start).
+    #[arg(short = 'O', long = "omit", value_name = "SECS", value_parser = parse::duration)]
+    omit: Option<Duration>,
+
+    /// Socket buffer size on both ends, which bounds the TCP window (needs a unit: 256K).
+    #[arg(short = 'w', long = "window", value_name = "BYTES", value_parser = parse::size_with_unit)]
+    window: Option<ByteSize>,
+
+    /// Directory for the reports: one JSON report per test in DIR/LABEL/ (LABEL: the path).
+    #[arg(long, value_name = "DIR", default_value = "xbench-lab-results")]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct DelayLineArgs {
+    /// Where to keep the line's stats (rewritten every second and on exit).
+    #[arg(long, value_name = "FILE")]
+    stats: PathBuf,
+    /// The line, as JSON.
+    spec: String,
+}
+
+/// One `--paths` item.
+#[derive(Debug, Clone)]
+struct PathArg {
+    kind: PathKind,
+    label: Option<String>,
+    rate: Option<u64>,
+    delay: Option<Duration>,
+    jitter: Option<Duration>,
+    loss: Option<f64>,
+}
+
+pub(crate) async fn run(args: LabArgs) -> anyhow::Result<Exit> {
+    match args.command {
+        LabCommand::DelayLine(a) => delay_line(a).await,
+        LabCommand::Status(a) => status(&a),
+        command => {
+            // Ctrl-C or SIGTERM: stop at the next step and remove what was built.
+            let cancel = Arc::new(AtomicBool::new(false));
+            let c = Arc::clone(&cancel);
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                c.store(true, Ordering::Relaxed);
+            });
+            let work = tokio::task::spawn_blocking(move || match command {
+                LabCommand::Up(a) => up(&a, &cancel),
+                LabCommand::Run(a) => run_suite(&a, &cancel),
+                LabCommand::Down(a) => down(&a),
+                LabCommand::Status(_) | LabCommand::DelayLine(_) => Ok(Exit::Success),
+            });
+            work.await.context("the lab task failed")?
+        }
+    }
+}
+
+/// The library's error, as a usage error (exit 2) when it is the caller's mistake.
+fn lab_error(e: LabError) -> anyhow::Error {
+    if e.is_usage() {
+        UsageError(e.to_string()).into()
+    } else {
+        e.into()
+    }
+}
+
+fn up(a: &UpArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
+    let spec = lab_spec(&a.topology, &a.place)?;
+    let lab = match Lab::up(&spec, cancel) {
+        Err(LabError::Cancelled) => return Ok(Exit::Interrupted),
+        r => r.map_err(lab_error).context("cannot build the lab")?,
+    };
+    let st = lab.keep().map_err(lab_error)?;
+    let exe = spec
+        .xbench
+        .as_deref()
+        .map_or_else(|| "xbench".into(), |p| p.display().to_string());
+    let mut s = format!(
+        "lab up: {} path(s); state in {}\n",
+        st.paths.len(),
+        spec.state_dir.display()
+    );
+    s += &paths_table(&st.paths);
+    if let Some(p) = st.paths.first() {
+        s += &format!(
+            "\nRun tests from the client namespace, e.g.\n  ip netns exec {} {exe} client {} -t 10\n\
+             Remove the lab with: {exe} lab down{}\n",
+            p.client_netns,
+            p.server_addr,
+            prefix_flag(&spec.prefix, &spec.state_dir)
+        );
+    }
+    out(&s).context("writing output")?;
+    Ok(Exit::Success)
+}
+
+fn down(a: &WhereArgs) -> anyhow::Result<Exit> {
+    let t = xbench_lab::down(&a.state_dir, &a.prefix, &command_line())
+        .map_err(lab_error)
+        .context("cannot remove the lab")?;
+    let mut s = String::new();
+    if t.is_empty() {
+        s += &format!(
+            "nothing to remove (no lab in {} and no namespaces named {}*)\n",
+            a.state_dir.display(),
+            a.prefix
+        );
+    } else {
+        s += &format!(
+            "lab down: stopped {} process(es), removed {} namespace(s)\n",
+            t.stopped.len(),
+            t.removed_netns.len()
+        );
+    }
+    out(&s).context("writing output")?;
+    if !t.problems.is_empty() {
+        for p in &t.problems {
+            eprintln!("xbench: could not remove: {p}");
+        }
+        return Ok(Exit::Failure);
+    }
+    Ok(Exit::Success)
+}
+
+fn status(a: &WhereArgs) -> anyhow::Result<Exit> {
+    let Some(st) = LabState::load(&a.state_dir).map_err(lab_error)? else {
+        out(&format!(
+            "no lab is up (no state in {})\n",
+            a.state_dir.display()
+        ))
+        .context("writing output")?;
+        return Ok(Exit::Success);
+    };
+    let mut s = format!(
+        "lab built by {}{}\n",
+        st.builder,
+        if st.complete {
+            ""
+        } else {
+            " — incomplete (killed while building?); `xbench lab down` removes it"
+        }
+    );
+    s += &paths_table(&st.paths);
+    for p in &st.paths {
+        let path = xbench_lab::delay_stats_path(&a.state_dir, &p.label);
+        if let Ok(d) = DelayLineStats::load(&path) {
+            s += &delay_line_summary(&p.label, &d);
+        }
+    }
+    out(&s).context("writing output")?;
+    Ok(Exit::Success)
+}
+
+fn delay_line_summary(label: &str, d: &DelayLineStats) -> String {
+    let mut s = String::new();
+    for (dir, x) in [("client→server", &d.a_to_b), ("server→client", &d.b_to_a)] {
+        let l = &x.lateness_ns;
+        s += &format!(
+            "delay line {label} {dir}: {} packets, {} lost, {} overflow; release late by \
+             p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs{}\n",
+            x.packets_in,
+            x.lost,
+            x.overflow,
+            l.p50 as f64 / 1e3,
+            l.p99 as f64 / 1e3,
+            l.p999 as f64 / 1e3,
+            l.max as f64 / 1e3,
+            if d.realtime { "" } else { " (not real-time)" }
+        );
+    }
+    s
+}
+
+/// One test of the suite: a label for its report file and the client flags.
+#[derive(Debug, Clone)]
+struct Case {
+    name: String,
+    flags: Vec<String>,
+}
+
+/// The suite run on every path. Today a throughput sweep over stream counts; request/response
+/// latency (`--rr`) and the sweep/report machinery take this place when they land.
+fn suite(a: &RunArgs) -> Vec<Case> {
+    let mut common = vec![
+        "-t".to_owned(),
+        format!("{}", a.time.as_secs_f64()),
+        "--json".to_owned(),
+    ];
+    if let Some(o) = a.omit {
+        common.extend(["-O".to_owned(), format!("{}", o.as_secs_f64())]);
+    }
+    if let Some(w) = a.window {
+        common.extend(["-w".to_owned(), format!("{}B", w.0)]);
+    }
+    a.streams
+        .iter()
+        .map(|n| {
+            let mut flags = vec!["-P".to_owned(), n.to_string()];
+            flags.extend(common.iter().cloned());
+            Case {
+                name: format!("P{n}"),
+                flags,
+            }
+        })
+        .collect()
+}
+
+/// A finished test of the suite.
+#[derive(Debug)]
+struct Row {
+    path: String,
+    case: String,
+    bits_per_second: Option<f64>,
+    retransmits: Option<u64>,
+    problem: Option<String>,
+}
+
+fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
+    let command = command_line();
+    // Run on the lab `xbench lab up` left, or build one for this run.
+    let existing = LabState::load(&a.place.state_dir)
+        .map_err(lab_error)?
+        .is_some();
+    let lab = if existing {
+        if a.topology.given() {
+            bail!(UsageError(format!(
+                "a lab is already up (state in {}); run without path options to use it, or \
+                 `xbench lab down` first",
+                a.place.state_dir.display()
+            )));
+        }
+        Lab::attach(&a.place.state_dir, &command)
+            .map_err(lab_error)
+            .context("cannot use the lab that is up")?
+    } else {
+        let spec = lab_spec(&a.topology, &a.place)?;
+        match Lab::up(&spec, cancel) {
+            Err(LabError::Cancelled) => return Ok(Exit::Interrupted),
+            r => r.map_err(lab_error).context("cannot build the lab")?,
+        }
+    };
+    let exe = std::env::current_exe().context("cannot find the xbench executable")?;
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    out(&paths_table(lab.paths())).context("writing output")?;
+
+    let cases = suite(a);
+    out(&format!(
+        "\n{:<12} {:>4}  {:>15}  {:>11}\n",
+        "path", "test", "receiver Gbit/s", "retransmits"
+    ))
+    .context("writing output")?;
+    let mut rows = Vec::new();
+    'paths: for p in lab.paths() {
+        let dir = a.out.join(&p.label);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        for c in &cases {
+            if cancel.load(Ordering::Relaxed) {
+                break 'paths;
+            }
+            let file = dir.join(format!("{}.json", c.name));
+            let row = run_case(&exe, p, c, &file, a.time, cancel);
+            out(&row_line(&row)).context("writing output")?;
+            rows.push(row);
+        }
+    }
+    let mut s = format!("\nreports in {}\n", a.out.display());
+    for p in lab.paths() {
+        if let Some(d) = lab.delay_line_stats(&p.label) {
+            s += &delay_line_summary(&p.label, &d);
+        }
+    }
+    out(&s).context("writing output")?;
+    drop(lab); // a lab built for this run is removed here
+    if cancel.load(Ordering::Relaxed) {
+        return Ok(Exit::Interrupted);
+    }
+    if rows.iter().any(|r| r.problem.is_some()) {
+        return Ok(Exit::Failure);
+    }
+    Ok(Exit::Success)
+}
+
+fn run_case(
+    exe: &Path,
+    p: &PathInfo,
+    c: &Case,
+    file: &Path,
+    time: Duration,
+    cancel: &AtomicBool,
+) -> Row {
+    let mut row = Row {
+        path: p.label.clone(),
+        case: c.name.clone(),
+        bits_per_second: None,
+        retransmits: None,
+        problem: None,
+    };
+    let mut cmd = Command::new(exe);
+    cmd.arg("client")
+        .arg(p.server_addr.to_string())
+        .args(["-p", &p.server_port.to_string(), "--label", &p.label])
+        .args(&c.flags)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = match netns::spawn_in(&p.client_netns, &mut cmd, Detach::No) {
+        Ok(c) => c,
+        Err(e) => {
+            row.problem = Some(format!("cannot start the client: {e}"));
+            return row;
+        }
+    };
+    // Read stdout on a thread so a large report cannot block the client while we wait.
+    let mut stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        if let Some(s) = stdout.as_mut() {
+            let _ = s.read_to_end(&mut v);
+        }
+        v
+    });
+    let limit = Instant::now() + time + Duration::from_secs(60);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if cancel.load(Ordering::Relaxed) || Instant::now() > limit => {
+                // Stopped by id; it prints what it measured on SIGINT.
+                // SAFETY: kill has no memory-safety preconditions; the pid is our own child,
+                // not yet reaped, so it cannot have been reused.
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+                break child.wait().ok();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => break None,
+        }
+    };
+    let json = reader.join().unwrap_or_default();
+    match serde_json::from_slice::<TestReport>(&json) {
+        Ok(report) => {
+            if let Some(d) = report.summary.directions.first() {
+                row.bits_per_second = d.receiver.map(|r| r.bits_per_second);
+                row.retransmits = Some(d.retransmits);
+            }
+            if let Err(e) = std::fs::write(file, &json) {
+                row.problem = Some(format!("cannot write {}: {e}", file.display()));
+            }
+        }
+        Err(e) => {
+            row.problem = Some(format!(
+                "no report from the client ({}): {e}",
+                status.map_or_else(|| "did not finish".into(), |s| s.to_string())
+            ));
+        }
+    }
+    row
+}
+
+fn row_line(r: &Row) -> String {
+    match &r.problem {
+        Some(p) => format!("{:<12} {:>4}  failed: {p}\n", r.path, r.case),
+        None => format!(
+            "{:<12} {:>4}  {:>15}  {:>11}\n",
+            r.path,
+            r.case,
+            r.bits_per_second
+                .map_or_else(|| "-".into(), |b| format!("{:.3}", b / 1e9)),
+            r.retransmits.map_or_else(|| "-".into(), |n| n.to_string())
+        ),
+    }
+}
+
+fn paths_table(paths: &[PathInfo]) -> String {
+    let mut s = String::new();
+    for p in paths {
+        s += &format!(
+            "  {:<12} {:<8} {} → {}:{}  {}\n",
+            p.label,
+            p.kind,
+            p.client_addr,
+            p.server_addr,
+            p.server_port,
+            describe(&p.impairment, p.impairment_by)
+        );
+    }
+    s
+}
+
+fn describe(i: &Impairment, by: Option<Backend>) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = i.rate_bps {
+        parts.push(format!("rate {}", format_bits_per_second(r as f64)));
+    }
+    if !i.delay.is_zero() {
+        parts.push(format!("delay {:?} each way", i.delay));
+    }
+    if !i.jitter.is_zero() {
+        parts.push(format!("jitter ±{:?}", i.jitter));
+    }
+    if i.loss > 0.0 {
+        parts.push(format!("loss {} %", i.loss * 100.0));
+    }
+    if parts.is_empty() {
+        return "unimpaired".into();
+    }
+    let how = match by {
+        Some(Backend::Netem) => " (netem)",
+        Some(Backend::DelayLine) => " (delay line)",
+        _ => "",
+    };
+    format!("{}{how}", parts.join(", "))
+}
+
+fn prefix_flag(prefix: &str, dir: &Path) -> String {
+    let mut s = String::new();
+    if prefix != xbench_lab::DEFAULT_PREFIX {
+        s += &format!(" --prefix {prefix}");
+    }
+    if dir != Path::new(xbench_lab::DEFAULT_STATE_DIR) {
+        s += &format!(" --state-dir {}", dir.display());
+    }
+    s
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+fn lab_spec(t: &TopologyArgs, place: &WhereArgs) -> anyhow::Result<LabSpec> {
+    let items = t.paths.clone().unwrap_or_else(|| {
+        PathKind::ALL
+            .iter()
+            .map(|&kind| PathArg {
+                kind,
+                label: None,
+                rate: None,
+                delay: None,
+                jitter: None,
+                loss: None,
+            })
+            .collect()
+    });
+    let paths = items
+        .into_iter()
+        .map(|p| PathSpec {
+            kind: p.kind,
+            label: p.label.unwrap_or_else(|| p.kind.name().to_owned()),
+            impairment: Impairment {
+                rate_bps: p.rate.or(t.rate),
+                delay: p.delay.or(t.delay).unwrap_or_default(),
+                jitter: p.jitter.or(t.jitter).unwrap_or_default(),
+                loss: p.loss.or(t.loss).unwrap_or(0.0),
+            },
+        })
+        .collect();
+    let mut spec = LabSpec::new(paths);
+    spec.prefix = place.prefix.clone();
+    spec.state_dir = place.state_dir.clone();
+    spec.backend = match t.impair {
+        None | Some(Impair::Auto) => Backend::Auto,
+        Some(Impair::Netem) => Backend::Netem,
+        Some(Impair::DelayLine) => Backend::DelayLine,
+    };
+    if let Some(s) = t.seed {
+        spec.seed = s;
+    }
+    if let Some(s) = t.spin {
+        spec.delay_spin = s;
+    }
+    spec.xbench = Some(std::env::current_exe().context("cannot find the xbench executable")?);
+    spec.command = command_line();
+    // Values are typed already; this catches what only the whole spec shows (duplicate
+    // labels, rates below the floor) before anything needs root.
+    spec.validate().map_err(lab_error)?;
+    for p in &spec.paths {
+        if p.impairment.needs_delay_line() && p.impairment.rate_bps.is_none() {
+            eprintln!(
+                "warning: path `{}` has delay or loss but no rate cap: TCP will fill whatever the \
+                 delay line (or netem) can forward, and a userspace delay line that is the \
+                 bottleneck holds packets longer than asked; add --rate (200M is a good start)",
+                p.label
+            );
+        }
+    }
+    Ok(spec)
+}
+
+/// `kind[:key=value…]`, e.g. `vpn:delay=20ms:loss=0.5%:label=vpn-lossy`.
+fn parse_path(s: &str) -> Result<PathArg, String> {
+    let mut parts = s.split(':');
+    let kind = parts
+        .next()
+        .unwrap_or_default()
+        .parse::<PathKind>()
+        .map_err(|e| e.to_string())?;
+    let mut p = PathArg {
+        kind,
+        label: None,
+        rate: None,
+        delay: None,
+        jitter: None,
+        loss: None,
+    };
+    for kv in parts {
+        let (k, v) = kv.split_once('=').ok_or_else(|| {
+            format!("`{kv}` in `{s}` is not KEY=VALUE (rate, delay, jitter, loss, label)")
+        })?;
+        match k {
+            "rate" => p.rate = Some(parse_rate(v)?),
+            "delay" => p.delay = Some(parse_lab_duration(v)?),
+            "jitter" => p.jitter = Some(parse_lab_duration(v)?),
+            "loss" => p.loss = Some(parse_loss(v)?),
+            "label" => p.label = Some(v.to_owned()),
+            _ => {
+                return Err(format!(
+                    "unknown path setting `{k}` in `{s}`; use rate, delay, jitter, loss or label"
+                ));
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// A rate with a unit, bits per second (`200M`).
+fn parse_rate(s: &str) -> Result<u64, String> {
+    BitRate::parse(s)
+        .map(|r| r.bits_per_second())
+        .map_err(|e| e.to_string())
+}
+
+/// A delay or jitter: must carry a unit (`10ms`, `500us`, `0.2s`), must not be negative.
+fn parse_lab_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!(
+            "`{t}` is negative; a delay is 0 or more, e.g. 10ms"
+        ));
+    }
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{t}` is not a time; give one like 10ms, 500us or 0.2s"))?;
+    let secs = match unit {
+        "us" | "µs" => v / 1e6,
+        "ms" => v / 1e3,
+        "s" => v,
+        "" => return Err(format!("`{t}` has no unit; write {t}ms (or us, s)")),
+        u => return Err(format!("unknown time unit `{u}` in `{t}`; use us, ms or s")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{t}` is out of range"))
+}
+
+/// Loss in percent (`1%`, `0.5`), returned as a probability.
+fn parse_loss(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v: f64 = t
+        .trim_end_matches('%')
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{t}` is not a percentage like 1% or 0.5"))?;
+    if !(0.0..=100.0).contains(&v) {
+        return Err(format!("loss {t} is outside 0–100 %"));
+    }
+    Ok(v / 100.0)
+}
+
+/// The hidden helper: runs one delay line until SIGTERM/SIGINT, keeping its stats file.
+async fn delay_line(a: DelayLineArgs) -> anyhow::Result<Exit> {
+    let spec: DelayLineSpec =
+        serde_json::from_str(&a.spec).context("the delay line's spec is not valid JSON")?;
+    let line = DelayLine::start(&spec).map_err(lab_error)?;
+    // The first stats file tells `xbench lab up` that both devices are attached.
+    line.write_stats(&a.stats).map_err(lab_error)?;
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                line.write_stats(&a.stats).map_err(lab_error)?;
+            }
+        }
+    }
+    line.write_stats(&a.stats).map_err(lab_error)?;
+    let _final = line.stop();
+    Ok(Exit::Success)
+}
+
+/// SIGINT, SIGTERM or SIGHUP (a closed terminal), any of which must still clean up.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let on = |kind: SignalKind| async move {
+        match signal(kind) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = on(SignalKind::interrupt()) => {}
+        () = on(SignalKind::terminate()) => {}
+        () = on(SignalKind::hangup()) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_items_carry_their_own_settings() {
+        let p = parse_path("vpn:delay=20ms:loss=0.5%:label=vpn-lossy").unwrap();
+        assert_eq!(p.kind, PathKind::Vpn);
+        assert_eq!(p.delay, Some(Duration::from_millis(20)));
+        assert_eq!(p.loss, Some(0.005));
+        assert_eq!(p.label.as_deref(), Some("vpn-lossy"));
+        assert!(
+            parse_path("mpls")
+                .unwrap_err()
+                .contains("unknown path kind `mpls`")
+        );
+        assert!(
+            parse_path("direct:speed=1G")
+                .unwrap_err()
+                .contains("unknown path setting")
+        );
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        assert!(parse_lab_duration("-5ms").unwrap_err().contains("negative"));
+        assert!(parse_lab_duration("10").unwrap_err().contains("no unit"));
+        assert_eq!(
+            parse_lab_duration("500us").unwrap(),
+            Duration::from_micros(500)
+        );
+        assert!(parse_loss("101%").unwrap_err().contains("outside 0–100"));
+        assert!(parse_loss("-1").unwrap_err().contains("outside"));
+        assert_eq!(parse_loss("1%").unwrap(), 0.01);
+        assert_eq!(parse_rate("200M").unwrap(), 200_000_000);
+    }
+
+    #[test]
+    fn suite_sweeps_the_stream_counts() {
+        let a = RunArgs {
+            topology: TopologyArgs {
+                paths: None,
+                rate: None,
+                delay: None,
+                jitter: None,
+                loss: None,
+                impair: None,
+                seed: None,
+                spin: None,
+            },
+            place: WhereArgs {
+                prefix: "xbl-".into(),
+                state_dir: "/tmp/x".into(),
+            },
+            streams: [1u16, 8]
+                .iter()
+                .map(|&n| std::num::NonZeroU16::new(n).unwrap())
+                .collect(),
+            time: Duration::from_secs(3),
+            omit: None,
+            window: Some(ByteSize(262_144)),
+            out: "o".into(),
+        };
+        let s = suite(&a);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[1].name, "P8");
+        assert_eq!(s[1].flags.join(" "), "-P 8 -t 3 --json -w 262144B");
+    }
+}
