@@ -92,8 +92,8 @@ fn root_lab_rate_cap_200mbit_xbench_within_3pct_of_iperf3() {
 }
 
 /// 10 ms one-way delay each way: request/response p50 between 20 and 21.5 ms, min ≥ 20 ms.
-/// Measured with a 1-byte TCP ping-pong through the lab's delay-line process until
-/// `xbench client --rr` lands.
+/// Measured twice: a bare 1-byte TCP ping-pong (the ground truth of the delay line) and
+/// `xbench client --rr`.
 #[test]
 fn root_lab_delay_10ms_each_way_rr_p50_20_to_21_5ms() {
     if !root_or_skip("root_lab_delay_10ms_each_way_rr_p50_20_to_21_5ms") {
@@ -128,11 +128,29 @@ fn root_lab_delay_10ms_each_way_rr_p50_20_to_21_5ms() {
         pct(0.5)
     );
 
-    // ---- `xbench client --rr` check: wire here once request/response lands on main. ----
-    // let r = xbench_client(p, &["--rr", "-t", "5"]);
-    // let lat = <r's RR latency summary: min and p50 in µs>;
-    // assert!(lat.min_us >= 20_000 && (20_000..=21_500).contains(&lat.p50_us));
-    // ------------------------------------------------------------------------------------
+    // The same through xbench itself: `--rr` must see what the ping-pong saw.
+    let r = xbench_client(p, &["--rr", "-t", "5"]);
+    let rr = r.rr.expect("an rr report");
+    let lat = rr.summary.latency.expect("transactions completed");
+    eprintln!(
+        "xbench --rr over 10 ms each way: {} transactions, min {:.3} p50 {:.3} p99 {:.3} max {:.3} ms",
+        lat.count,
+        lat.min_us / 1e3,
+        lat.p50_us / 1e3,
+        lat.p99_us / 1e3,
+        lat.max_us / 1e3
+    );
+    assert!(
+        lat.count >= 200,
+        "{} transactions in 5 s at 20 ms",
+        lat.count
+    );
+    assert!(lat.min_us >= 20_000.0, "min {} µs", lat.min_us);
+    assert!(
+        (20_000.0..=21_500.0).contains(&lat.p50_us),
+        "p50 {} µs",
+        lat.p50_us
+    );
 }
 
 /// A 1-byte TCP echo, `n` round trips, from the path's client namespace to a listener in its
@@ -298,10 +316,7 @@ fn control_socket(server: SocketAddr, data: &[SocketAddr]) -> Option<TcpStream> 
 /// rate) and a 256 KiB window: one stream reads near window ÷ RTT, and the summary says it is
 /// receive-window limited.
 ///
-/// With CUBIC. Under BBR (this machine's default) the rate reaches the same ceiling but BBR
-/// paces the window out over the round trip, so the kernel's `rwnd_limited` time — the only
-/// input of xbench's `window_limited` — stays around 15–30 % and the summary says "not window
-/// limited": an xbench bug, pinned by the ignored test below until the summary is fixed.
+/// With CUBIC, which fills the window and so accumulates the kernel's `rwnd_limited` time.
 #[test]
 fn root_lab_256k_window_over_40ms_rtt_reads_near_window_over_rtt() {
     if !root_or_skip("root_lab_256k_window_over_40ms_rtt_reads_near_window_over_rtt") {
@@ -312,10 +327,11 @@ fn root_lab_256k_window_over_40ms_rtt_reads_near_window_over_rtt() {
     check_window_limited(&lab, "cubic");
 }
 
-/// The same path under BBR: the rate sits at window ÷ RTT, so the summary should say
-/// window-limited. It does not yet (see above).
+/// The same path under BBR. BBR paces the window out over the round trip, so the kernel's
+/// `rwnd_limited` time stays around 15–30 %; the rate still sits at window ÷ RTT, which is what
+/// the summary must read as window-limited. (A regression test: the summary once looked at the
+/// rwnd-limited time alone and said "not window limited".)
 #[test]
-#[ignore = "xbench bug: window_limited reads only the kernel's rwnd_limited time, which BBR's pacing keeps low"]
 fn root_lab_bbr_256k_window_over_40ms_rtt_is_window_limited() {
     if !root_or_skip("root_lab_bbr_256k_window_over_40ms_rtt_is_window_limited") {
         return;

@@ -324,7 +324,9 @@ pub struct DirectionSummary {
     /// Mean over streams of where the senders' time went.
     pub limits: Option<SenderLimits>,
     /// True when the receive window held the senders back for at least
-    /// [`crate::summary::WINDOW_LIMITED_PCT`] percent of the time.
+    /// [`crate::summary::WINDOW_LIMITED_PCT`] percent of the time, or the receiver's rate
+    /// reached [`crate::summary::WINDOW_CEILING_SHARE`] of the window ceiling (a pacing
+    /// congestion control seldom hits the window but is capped by it all the same).
     pub window_limited: bool,
     /// What the advertised windows allow over the measured RTT.
     pub window_ceiling: Option<WindowCeiling>,

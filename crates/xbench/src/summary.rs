@@ -17,6 +17,13 @@ use crate::report::{
 /// called window-limited.
 pub const WINDOW_LIMITED_PCT: f64 = 20.0;
 
+/// Share of the window ceiling (window ÷ RTT) a receiver rate must reach for a direction to be
+/// called window-limited even when the kernel's rwnd-limited time is low: a pacing congestion
+/// control (BBR) spaces its segments out, so it seldom *hits* the window, yet the window still
+/// caps its rate. Data in flight can never exceed the window, so a rate this close to
+/// window ÷ RTT means the window is what is full.
+pub const WINDOW_CEILING_SHARE: f64 = 0.85;
+
 /// Stream id → direction, for a test's streams.
 pub type Directions = BTreeMap<u16, StreamDirection>;
 
@@ -276,7 +283,10 @@ fn direction_summary(
         retransmits: tcps.iter().map(|t| t.retransmits).sum(),
         rtt,
         max_cwnd_bytes: tcps.iter().map(|t| t.max_cwnd_bytes).max(),
-        window_limited: limits.is_some_and(|l| l.rwnd_limited_pct >= WINDOW_LIMITED_PCT),
+        window_limited: limits.is_some_and(|l| l.rwnd_limited_pct >= WINDOW_LIMITED_PCT)
+            || matches!((&receiver, &window_ceiling), (Some(rx), Some(c))
+                if c.bits_per_second > 0.0
+                    && rx.bits_per_second >= WINDOW_CEILING_SHARE * c.bits_per_second),
         limits,
         window_ceiling,
         per_stream,
@@ -387,5 +397,46 @@ mod tests {
         assert!(d.window_limited);
         let c = d.window_ceiling.unwrap();
         assert!((c.bits_per_second - 262_144.0 * 8.0 / 0.04).abs() < 1.0);
+
+        // BBR paces instead of hitting the window: little rwnd-limited time, but a rate at
+        // window ÷ RTT is window-limited all the same.
+        let mut paced = tcp_at(10.0);
+        let ceiling = 262_144.0 * 8.0 / 0.04;
+        let at = |rate: f64, tcp: TcpTotals| {
+            direction_summary(
+                StreamDirection::ClientToServer,
+                vec![StreamSummary {
+                    stream: 0,
+                    sender: Transfer::new(1, 1.0),
+                    receiver: Some(Transfer::new((rate / 8.0) as u64, 1.0)),
+                    tcp: Some(tcp),
+                }],
+            )
+        };
+        assert!(at(0.97 * ceiling, paced.clone()).window_limited);
+        assert!(!at(0.5 * ceiling, paced.clone()).window_limited);
+        paced.limits = None;
+        assert!(at(0.9 * ceiling, paced).window_limited);
+    }
+
+    fn tcp_at(rwnd_limited_pct: f64) -> TcpTotals {
+        TcpTotals {
+            retransmits: 0,
+            rtt: Some(RttStats {
+                min_us: 40_000,
+                mean_us: 40_000.0,
+                max_us: 40_000,
+            }),
+            max_cwnd_bytes: 0,
+            max_snd_wnd_bytes: Some(262_144),
+            mss: 1448,
+            pmtu: 1500,
+            min_rtt_us: None,
+            limits: Some(SenderLimits {
+                busy_pct: 100.0,
+                rwnd_limited_pct,
+                sndbuf_limited_pct: 0.0,
+            }),
+        }
     }
 }
