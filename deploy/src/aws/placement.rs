@@ -153,6 +153,7 @@ impl PlacementGroupApi for Ec2PlacementGroups {
 #[derive(Debug, Default)]
 pub struct FakePlacementGroups {
     groups: Mutex<BTreeMap<(String, String), PlacementGroupInfo>>,
+    created: std::sync::atomic::AtomicUsize,
 }
 
 impl FakePlacementGroups {
@@ -162,6 +163,11 @@ impl FakePlacementGroups {
             .keys()
             .map(|(r, n)| format!("{r}/{n}"))
             .collect()
+    }
+
+    /// How many groups were ever created.
+    pub fn created(&self) -> usize {
+        self.created.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), PlacementGroupInfo>> {
@@ -206,6 +212,8 @@ impl PlacementGroupApi for FakePlacementGroups {
                     message: format!("The placement group '{name}' already exists."),
                 });
             }
+            self.created
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             g.insert(
                 k,
                 PlacementGroupInfo {
