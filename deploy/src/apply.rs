@@ -1227,8 +1227,12 @@ impl Build<'_> {
                     for (found, r) in [(one, &rs), (other, &rc)] {
                         if let Some(f) = found {
                             info!("replacing lone vpn gateway {} in {}", f.id, r.region);
-                            crate::teardown::terminate_and_wait(r, &[f.id.clone()], &self.d.timing)
-                                .await?;
+                            crate::teardown::terminate_and_wait(
+                                r,
+                                std::slice::from_ref(&f.id),
+                                &self.d.timing,
+                            )
+                            .await?;
                             let mut ids = self.ids();
                             if let Some(inv) = ids.inventory.get_mut(&r.region) {
                                 inv.instances.retain(|i| i.id != f.id);

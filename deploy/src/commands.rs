@@ -97,14 +97,16 @@ pub(crate) async fn up(c: &Common, a: UpArgs) -> Result<Exit> {
         Some(r) => Some(r.parse::<RunId>()?),
         None => None,
     };
+    if !a.yes && !std::io::stdin().is_terminal() {
+        return Err(BadInput(
+            "refusing to create resources without confirmation: stdin is not a terminal; pass --yes".into(),
+        )
+        .into());
+    }
+    // Credentials are checked before asking, so a "yes" is not wasted on a missing login.
+    let d = deployer(c).await?;
     print!("{}", render::plan(&plan, None));
     if !a.yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(BadInput(
-                "refusing to create resources without confirmation: stdin is not a terminal; pass --yes".into(),
-            )
-            .into());
-        }
         print!("\ncreate these resources? type 'yes' to go on: ");
         std::io::stdout().flush()?;
         let mut line = String::new();
@@ -113,7 +115,6 @@ pub(crate) async fn up(c: &Common, a: UpArgs) -> Result<Exit> {
             return Err(BadInput("not confirmed; nothing was created".into()).into());
         }
     }
-    let d = deployer(c).await?;
     let opts = UpOptions {
         run_id,
         keep_on_failure: a.keep,

@@ -1,5 +1,8 @@
 //! Failures, interruptions, repeated teardowns and `gc`, against the moto emulator.
 
+// Helpers outside #[test] fns unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::future::pending;

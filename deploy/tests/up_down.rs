@@ -2,6 +2,9 @@
 //! placement groups against the in-memory fakes), checking the outputs and that nothing is
 //! left in any region afterwards.
 
+// Helpers outside #[test] fns unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::future::pending;

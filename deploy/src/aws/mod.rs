@@ -161,8 +161,9 @@ impl Aws {
         // Asking once up front turns "no credentials" into one clear message instead of a
         // dispatch failure on the first call. The credentials themselves are dropped here.
         if let Err(e) = provider.provide_credentials().await {
+            // The top-level message only: the chain's Debug form repeats every attempt.
             return Err(Error::MissingCredentials {
-                detail: DisplayErrorContext(&e).to_string(),
+                detail: e.to_string(),
             });
         }
         Ok(Aws {

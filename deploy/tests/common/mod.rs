@@ -2,7 +2,10 @@
 //! when the test panics), a [`Deployer`] pointed at it with test credentials, and an
 //! independent leftover check that lists every region through the SDK directly.
 
-#![allow(dead_code, unreachable_pub)] // each test file uses a different part
+#![allow(dead_code, unreachable_pub)]
+// each test file uses a different part
+// Test support: a failed step is a failed test, with its panic message and backtrace.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
