@@ -547,8 +547,24 @@ impl RawXbench {
                 if self.sha256.is_some() {
                     return Err(bad("xbench.sha256", "only applies to url"));
                 }
-                if !git.starts_with("https://") {
-                    return Err(bad("xbench.cargo_git", "must be an https:// URL"));
+                if !git.starts_with("https://")
+                    || git.contains(['\'', '"', '\\', '`', '$', ' ', '\n'])
+                {
+                    return Err(bad(
+                        "xbench.cargo_git",
+                        "must be an https:// URL without quotes, spaces or '$'",
+                    ));
+                }
+                if let Some(rev) = &self.cargo_rev
+                    && (rev.is_empty()
+                        || !rev
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b)))
+                {
+                    return Err(bad(
+                        "xbench.cargo_rev",
+                        "must be a commit, tag or branch name (letters, digits, . _ / -)",
+                    ));
                 }
                 Ok(XbenchInstall::CargoGit {
                     git: git.clone(),

@@ -412,3 +412,19 @@ trait Blocking: std::future::Future + Sized {
 }
 
 impl<F: std::future::Future> Blocking for F {}
+
+#[test]
+fn shipped_examples_plan() {
+    let dir = TempDir::new("examples");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let r = cmd(dir.path(), None, &["plan", &path.display().to_string()]);
+            assert_eq!(r.code, 0, "{}: {}", path.display(), r.stderr);
+            seen += 1;
+        }
+    }
+    assert!(seen >= 2);
+}

@@ -85,7 +85,7 @@ impl Moto {
     pub fn start() -> Option<Moto> {
         let Some(bin) = find_on_path("moto_server") else {
             let msg = format!(
-                "moto_server is not on PATH; install it with: pip install -r deploy/requirements-test.txt  (pins {MOTO_PIN})"
+                "moto_server is not on PATH; install it with: pip install '{MOTO_PIN}'  (or: pip install -r deploy/requirements-test.txt)"
             );
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{msg}");
