@@ -194,6 +194,7 @@ impl Error {
                 || c == "IncorrectState"
                 || c == "InvalidTransitGatewayAttachmentID.InvalidState"
                 || c == "IncorrectInstanceState"
+                || c == "InvalidPlacementGroup.InUse"
         })
     }
 }

@@ -428,3 +428,74 @@ fn shipped_examples_plan() {
     }
     assert!(seen >= 2);
 }
+
+#[test]
+fn ctrl_c_during_up_tears_down() {
+    let moto = moto_or_skip!();
+    let dir = TempDir::new("sigint");
+    let file = write(
+        &dir,
+        "s.toml",
+        &two_regions("sigint", &format!("{PCX}{}", PCX.replace("peering", "tgw"))),
+    );
+    let state = dir.path().join("state");
+    let mut child = Command::new(BIN)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir.path())
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ACCESS_KEY_ID", TEST_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET)
+        .args([
+            "--state-dir",
+            &state.display().to_string(),
+            "--endpoint-url",
+            &moto.endpoint,
+        ])
+        .args([
+            "--skip-accelerators",
+            "--poll-ms",
+            "20",
+            "--wait-secs",
+            "30",
+            "up",
+            "--yes",
+            &file,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the run has created a few resources, then press Ctrl-C.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let created = std::fs::read_dir(&state)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("state.json")).ok())
+            .map(|t| t.matches("/vpc-").count() + t.matches("/subnet-").count())
+            .max()
+            .unwrap_or(0);
+        if created >= 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "up created nothing");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "up ended before it could be interrupted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let r = finish(child.wait_with_output().unwrap());
+    assert_eq!(r.code, 130, "{}", r.stderr);
+    assert!(r.stderr.contains("interrupted"), "{}", r.stderr);
+    assert!(r.stderr.contains("was deleted again"), "{}", r.stderr);
+    assert!(moto.leftovers().await_blocking().is_empty());
+}
