@@ -212,3 +212,50 @@ async fn placement_group_against_fake() {
     })
     .await;
 }
+
+/// Global Accelerator leaves a security group named "GlobalAccelerator" in the endpoint's VPC
+/// (untagged); `down` must find it through the VPC, or the VPC cannot be deleted.
+#[tokio::test]
+async fn down_removes_the_group_global_accelerator_leaves() {
+    let moto = moto_or_skip!();
+    let state = TempDir::new("state");
+    let (d, _, _) = moto.deployer(state.path()).await;
+    let scenario = Scenario::from_toml(&two_regions(
+        "gasg",
+        "[[path]]\nkind = \"accelerator\"\nclient_address = \"203.0.113.7\"\nserver = \"us-east-1\"\n",
+    ))
+    .unwrap();
+    let plan = Plan::build(&scenario, &PriceTable::shipped()).unwrap();
+    let out = d
+        .up(&scenario, &plan, &UpOptions::default(), pending())
+        .await
+        .unwrap();
+    let server = out
+        .hosts
+        .iter()
+        .find(|h| h.key == "server-us-east-1")
+        .unwrap();
+    let ec2 = moto.ec2("us-east-1").await;
+    let vpc = ec2
+        .describe_instances()
+        .instance_ids(&server.instance_id)
+        .send()
+        .await
+        .unwrap()
+        .reservations()[0]
+        .instances()[0]
+        .vpc_id()
+        .unwrap()
+        .to_owned();
+    // What Global Accelerator would do on AWS.
+    ec2.create_security_group()
+        .group_name("GlobalAccelerator")
+        .description("made by Global Accelerator")
+        .vpc_id(&vpc)
+        .send()
+        .await
+        .unwrap();
+    d.down(&out.run_id, &[]).await.unwrap();
+    let left = moto.leftovers().await;
+    assert!(left.is_empty(), "left after down: {left:#?}");
+}

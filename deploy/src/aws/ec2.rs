@@ -16,6 +16,9 @@ use crate::aws::{RegionClients, aws_error};
 use crate::error::Error;
 use crate::state::{RunId, RunTags, TAG_KEY, TAG_RUN};
 
+/// The security group Global Accelerator creates in an endpoint's VPC.
+pub const GA_GROUP_NAME: &str = "GlobalAccelerator";
+
 /// Which runs a lookup is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selector {
@@ -94,7 +97,8 @@ pub struct RegionInventory {
     pub route_tables: Vec<Found>,
     /// Internet gateways.
     pub internet_gateways: Vec<Found>,
-    /// Security groups other than a VPC's default one.
+    /// Security groups other than a VPC's default one (including the one Global Accelerator
+    /// leaves in a run's VPC).
     pub security_groups: Vec<Found>,
     /// Peering connections not deleted, rejected, failed or expired.
     pub vpc_peerings: Vec<Found>,
@@ -367,6 +371,44 @@ pub async fn discover(r: &RegionClients, sel: &Selector) -> Result<RegionInvento
                 vpc_id: g.vpc_id().map(str::to_owned),
                 ..Found::default()
             });
+        }
+    }
+
+    // Global Accelerator (client IP preservation) makes a security group named
+    // "GlobalAccelerator" in the endpoint's VPC and leaves it behind; it carries none of our
+    // tags but blocks deleting the VPC, so it counts as part of the run that owns the VPC.
+    if !vpc_ids.is_empty() {
+        let ga_groups = r
+            .ec2
+            .describe_security_groups()
+            .filters(filter("vpc-id", &vpc_ids))
+            .filters(filter("group-name", &[GA_GROUP_NAME.to_owned()]))
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| aws_error("DescribeSecurityGroups", region, e))?;
+        for g in ga_groups {
+            let vpc = g.vpc_id().map(str::to_owned);
+            let id = g.group_id().unwrap_or_default().to_owned();
+            let ours = vpc.as_ref().is_some_and(|v| vpc_ids.contains(v));
+            if g.group_name() != Some(GA_GROUP_NAME)
+                || !ours
+                || inv.security_groups.iter().any(|f| f.id == id)
+            {
+                continue;
+            }
+            let run = vpc_run(vpc.as_deref());
+            if sel.matches(run.as_deref()) {
+                inv.security_groups.push(Found {
+                    id,
+                    tags: tag_map(g.tags()),
+                    run,
+                    vpc_id: vpc,
+                    ..Found::default()
+                });
+            }
         }
     }
 
