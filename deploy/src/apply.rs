@@ -189,7 +189,7 @@ impl Deployer {
                 if opts.keep_on_failure {
                     return Err(Error::UpFailed {
                         run_id: run.to_string(),
-                        source: Box::new(source),
+                        cause: Box::new(source),
                         teardown: None,
                         kept: true,
                     });
@@ -198,7 +198,7 @@ impl Deployer {
                 let teardown = self.down(&run, &regions).await.err().map(Box::new);
                 Err(Error::UpFailed {
                     run_id: run.to_string(),
-                    source: Box::new(source),
+                    cause: Box::new(source),
                     teardown,
                     kept: false,
                 })
@@ -1360,7 +1360,8 @@ impl Build<'_> {
             )
             .user_data(userdata::encode(&script))
             .tag_specifications(tag_spec(ResourceType::Instance, self.tags, &key))
-            .tag_specifications(tag_spec(ResourceType::Volume, self.tags, &key));
+            .tag_specifications(tag_spec(ResourceType::Volume, self.tags, &key))
+            .tag_specifications(tag_spec(ResourceType::NetworkInterface, self.tags, &key));
         if let Some(k) = &self.s.key_name {
             req = req.key_name(k);
         }

@@ -91,12 +91,14 @@ pub enum Error {
     #[error("interrupted")]
     Interrupted,
     /// `up` failed; says whether what it created was removed.
-    #[error("{source}\n{}", teardown_note(run_id, teardown, *kept))]
+    // `cause` rather than `source`: the message already contains it, and a `source` would be
+    // printed a second time by error-chain printers.
+    #[error("{cause}\n{}", teardown_note(run_id, teardown, *kept))]
     UpFailed {
         /// The run.
         run_id: String,
         /// What went wrong.
-        source: Box<Error>,
+        cause: Box<Error>,
         /// `None`: everything created was deleted (or `kept`); `Some`: the teardown failed too.
         teardown: Option<Box<Error>>,
         /// Whether teardown was skipped on request (`--keep`).

@@ -41,7 +41,7 @@ pub(crate) fn for_error(e: &anyhow::Error) -> Exit {
         if let Some(err) = cause.downcast_ref::<Error>() {
             return match err {
                 Error::Interrupted => Exit::Interrupted,
-                Error::UpFailed { source, .. } if matches!(**source, Error::Interrupted) => {
+                Error::UpFailed { cause, .. } if matches!(**cause, Error::Interrupted) => {
                     Exit::Interrupted
                 }
                 e if e.is_bad_input() => Exit::BadInput,

@@ -44,7 +44,7 @@ async fn failure_halfway_through_up_leaves_nothing() {
         .await
         .unwrap_err();
     let Error::UpFailed {
-        source,
+        cause: source,
         teardown,
         kept,
         run_id,
@@ -165,7 +165,7 @@ async fn interrupted_up_tears_down() {
         .unwrap_err();
     match &err {
         Error::UpFailed {
-            source,
+            cause: source,
             teardown: None,
             kept: false,
             ..
