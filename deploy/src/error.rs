@@ -1,0 +1,202 @@
+//! The library's error type: every way `plan`, `up`, `down` and `gc` can fail, in words a user
+//! can act on.
+//!
+//! An AWS failure always names the operation, the region and AWS's own code and message. Not
+//! for exit codes: the binary maps these to exit statuses in one place.
+
+use crate::plan::PlanError;
+use crate::scenario::ScenarioError;
+
+/// Where the SDK looks for credentials, in order; shown when it finds none.
+pub const CREDENTIAL_SOURCES: &str = "the AWS SDK looks for credentials, in order, in: \
+the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, with AWS_SESSION_TOKEN for temporary ones); \
+the shared files ~/.aws/credentials and ~/.aws/config (profile from AWS_PROFILE, else 'default'; \
+SSO and credential_process profiles work too); a web identity token (AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN); \
+the ECS container endpoint; and the EC2 instance metadata service. \
+Configure one of these, e.g. `aws configure` or `aws sso login --profile NAME` with AWS_PROFILE=NAME";
+
+/// A failure of a library operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The scenario file was refused.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// The scenario cannot be laid out.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// No credentials were found.
+    #[error("no AWS credentials: {detail}\n{CREDENTIAL_SOURCES}")]
+    MissingCredentials {
+        /// What the SDK said.
+        detail: String,
+    },
+    /// An AWS call failed.
+    #[error("{operation} in {region} failed: {}{message}", code.as_ref().map(|c| format!("{c}: ")).unwrap_or_default())]
+    Aws {
+        /// API operation, e.g. `CreateSubnet`.
+        operation: &'static str,
+        /// Region the call went to.
+        region: String,
+        /// AWS's error code, when it sent one.
+        code: Option<String>,
+        /// AWS's message (or the transport's, when no answer came).
+        message: String,
+    },
+    /// The instance type lacks ENA.
+    #[error(
+        "instance type {instance_type} has no enhanced networking (ENA support: {ena}) in {region}; network measurements on it would be capped by its emulated NIC. Use {suggestion}"
+    )]
+    NoEnhancedNetworking {
+        /// The type.
+        instance_type: String,
+        /// Region checked.
+        region: String,
+        /// What AWS reported for ENA.
+        ena: String,
+        /// A replacement type with ENA.
+        suggestion: String,
+    },
+    /// The instance type is unknown to AWS or not offered where needed.
+    #[error("instance type {instance_type} is not offered in {region}{}", zone.as_ref().map(|z| format!(" zone {z}")).unwrap_or_default())]
+    InstanceTypeUnavailable {
+        /// The type.
+        instance_type: String,
+        /// Region.
+        region: String,
+        /// Zone, when one was asked for.
+        zone: Option<String>,
+    },
+    /// AWS did not reach a state in time.
+    #[error("timed out after {seconds} s waiting for {what} in {region}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// Region.
+        region: String,
+        /// How long.
+        seconds: u64,
+    },
+    /// AWS answered without something it always sends.
+    #[error("{operation} in {region} returned no {missing}")]
+    Incomplete {
+        /// Operation.
+        operation: &'static str,
+        /// Region.
+        region: String,
+        /// What was missing.
+        missing: &'static str,
+    },
+    /// `up` was interrupted (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
+    /// `up` failed; says whether what it created was removed.
+    // `cause` rather than `source`: the message already contains it, and a `source` would be
+    // printed a second time by error-chain printers.
+    #[error("{cause}\n{}", teardown_note(run_id, teardown, *kept))]
+    UpFailed {
+        /// The run.
+        run_id: String,
+        /// What went wrong.
+        cause: Box<Error>,
+        /// `None`: everything created was deleted (or `kept`); `Some`: the teardown failed too.
+        teardown: Option<Box<Error>>,
+        /// Whether teardown was skipped on request (`--keep`).
+        kept: bool,
+    },
+    /// `down` could not delete everything.
+    #[error(
+        "run {run_id}: {count} resource(s) could not be deleted, first: {first}; run `xbench-deploy down {run_id}` again, or check the console"
+    )]
+    TeardownIncomplete {
+        /// The run.
+        run_id: String,
+        /// How many failed.
+        count: usize,
+        /// The first failure.
+        first: Box<Error>,
+    },
+    /// A run id that is not of the form this tool makes.
+    #[error("'{0}' is not a run id (they look like xb-20250601-3fa9c0)")]
+    BadRunId(String),
+    /// The local state or outputs file could not be read or written.
+    #[error("state file {path}: {message}")]
+    StateFile {
+        /// File.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// No AMI could be found.
+    #[error("no AMI for {what} in {region}: {message}")]
+    Ami {
+        /// What was looked up.
+        what: String,
+        /// Region.
+        region: String,
+        /// Why.
+        message: String,
+    },
+    /// A bug or an impossible answer.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn teardown_note(run_id: &str, teardown: &Option<Box<Error>>, kept: bool) -> String {
+    match (kept, teardown) {
+        (true, _) => format!(
+            "resources of run {run_id} were kept (--keep): continue with `xbench-deploy up FILE --run-id {run_id}` or delete with `xbench-deploy down {run_id}`"
+        ),
+        (false, None) => format!("everything run {run_id} had created was deleted again"),
+        (false, Some(e)) => format!(
+            "deleting what run {run_id} had created also failed: {e}\nrun `xbench-deploy down {run_id}` again"
+        ),
+    }
+}
+
+impl Error {
+    /// Whether the error is about the input (scenario, instance type, credentials, run id), found
+    /// before anything was created.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            Error::Scenario(_)
+                | Error::Plan(_)
+                | Error::MissingCredentials { .. }
+                | Error::NoEnhancedNetworking { .. }
+                | Error::InstanceTypeUnavailable { .. }
+                | Error::BadRunId(_)
+        )
+    }
+
+    /// AWS's error code, if this is an AWS failure.
+    pub fn aws_code(&self) -> Option<&str> {
+        match self {
+            Error::Aws { code, .. } => code.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether AWS said the thing does not exist (so deleting it again is done).
+    pub fn is_not_found(&self) -> bool {
+        self.aws_code().is_some_and(|c| {
+            c.ends_with(".NotFound")
+                || c.ends_with("NotFoundException")
+                || c == "InvalidGroup.NotFound"
+                || c == "InvalidTransitGatewayAttachmentID.NotFound"
+                || c == "InvalidPlacementGroup.Unknown"
+                || c == "Gateway.NotAttached"
+        })
+    }
+
+    /// Whether AWS refused because something still depends on the resource (retry later).
+    pub fn is_dependency(&self) -> bool {
+        self.aws_code().is_some_and(|c| {
+            c == "DependencyViolation"
+                || c == "IncorrectState"
+                || c == "InvalidTransitGatewayAttachmentID.InvalidState"
+                || c == "IncorrectInstanceState"
+                || c == "InvalidPlacementGroup.InUse"
+        })
+    }
+}

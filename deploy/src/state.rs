@@ -1,0 +1,358 @@
+//! Run identity and bookkeeping: the run id, the tags every resource carries, the local state
+//! file, and the outputs file later tooling reads.
+//!
+//! The tags are the source of truth for what a run owns (`down` and `gc` find resources by
+//! them); the local state file is only a hint that saves scanning every region and remembers
+//! ids whose tags an emulator may drop. Not for talking to AWS.
+
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+
+use aws_smithy_types::date_time::{DateTime, Format};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::scenario::PathKind;
+
+/// Tag key holding the run id. Every resource `up` creates has it.
+pub const TAG_RUN: &str = "xbench:run-id";
+/// Tag key holding the scenario name.
+pub const TAG_SCENARIO: &str = "xbench:scenario";
+/// Tag key holding when `gc` may delete the run (RFC 3339, UTC).
+pub const TAG_DUE: &str = "xbench:deletion-due";
+/// Tag key holding the resource's key in the plan (`vpc/use1`, `host/server-use1`, …), which is
+/// how a re-run of `up` finds what it already made.
+pub const TAG_KEY: &str = "xbench:key";
+/// Tag key holding the regions the run spans, so `down` from another machine knows where to look.
+pub const TAG_REGIONS: &str = "xbench:regions";
+/// Tag key present (value `yes`) when the run uses placement groups, so `down` calls that API
+/// only for runs that need it (the moto emulator does not implement it).
+pub const TAG_PLACEMENT: &str = "xbench:placement-groups";
+
+/// A run's id: `xb-YYYYMMDD-` and six hex digits, e.g. `xb-20250601-3fa9c0`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RunId(String);
+
+impl RunId {
+    /// A new id for a run starting at `now`.
+    pub fn generate(now: SystemTime) -> Result<Self, Error> {
+        let mut bytes = [0u8; 3];
+        getrandom::fill(&mut bytes).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+        let date = format_time(now);
+        Ok(RunId(format!(
+            "xb-{}{}{}-{:02x}{:02x}{:02x}",
+            &date[0..4],
+            &date[5..7],
+            &date[8..10],
+            bytes[0],
+            bytes[1],
+            bytes[2]
+        )))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for RunId {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let b = s.as_bytes();
+        let ok = b.len() == 18
+            && s.starts_with("xb-")
+            && b[3..11].iter().all(u8::is_ascii_digit)
+            && b[11] == b'-'
+            && b[12..]
+                .iter()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c));
+        if ok {
+            Ok(RunId(s.to_owned()))
+        } else {
+            Err(Error::BadRunId(s.to_owned()))
+        }
+    }
+}
+
+impl TryFrom<String> for RunId {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
+
+impl From<RunId> for String {
+    fn from(r: RunId) -> String {
+        r.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `t` as RFC 3339 UTC with seconds (`2025-06-01T12:00:00Z`).
+pub fn format_time(t: SystemTime) -> String {
+    // Whole seconds: tags and file names read better, and nothing needs finer.
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    DateTime::from_secs(i64::try_from(secs).unwrap_or(i64::MAX))
+        .fmt(Format::DateTime)
+        // Any SystemTime after 1970 and before year 10000 formats; ours is "now" plus a TTL.
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
+}
+
+/// Parses what [`format_time`] writes.
+pub fn parse_time(s: &str) -> Option<SystemTime> {
+    let dt = DateTime::from_str(s, Format::DateTime).ok()?;
+    SystemTime::try_from(dt).ok()
+}
+
+/// The tags shared by every resource of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunTags {
+    /// Run id.
+    pub run: RunId,
+    /// Scenario name.
+    pub scenario: String,
+    /// When `gc` may delete it.
+    pub deletion_due: String,
+    /// Comma-separated regions.
+    pub regions: String,
+    /// Whether the run uses placement groups.
+    pub uses_placement: bool,
+}
+
+impl RunTags {
+    /// Tags for a run of `scenario` started at `now` living `ttl`.
+    pub fn new(
+        run: RunId,
+        scenario: &str,
+        now: SystemTime,
+        ttl: Duration,
+        regions: &[String],
+    ) -> Self {
+        RunTags {
+            run,
+            scenario: scenario.to_owned(),
+            deletion_due: format_time(now + ttl),
+            regions: regions.join(","),
+            uses_placement: false,
+        }
+    }
+
+    /// Key/value pairs for a resource with plan key `key`, including a readable `Name`.
+    pub fn for_resource(&self, key: &str) -> Vec<(String, String)> {
+        [
+            (
+                "Name".into(),
+                format!("xbench-{}-{}", self.run, key.replace('/', "-")),
+            ),
+            (TAG_RUN.into(), self.run.to_string()),
+            (TAG_SCENARIO.into(), self.scenario.clone()),
+            (TAG_DUE.into(), self.deletion_due.clone()),
+            (TAG_KEY.into(), key.to_owned()),
+            (TAG_REGIONS.into(), self.regions.clone()),
+        ]
+        .into_iter()
+        .chain(
+            self.uses_placement
+                .then(|| (TAG_PLACEMENT.into(), "yes".into())),
+        )
+        .collect()
+    }
+}
+
+/// What the local state file records about a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LocalState {
+    /// Run id.
+    pub run_id: Option<RunId>,
+    /// Scenario name.
+    pub scenario: String,
+    /// Regions the run spans.
+    pub regions: Vec<String>,
+    /// When `gc` may delete it.
+    pub deletion_due: String,
+    /// `creating`, `up`, `failed`, `deleted`.
+    pub status: String,
+    /// Ids created, as `region/id` (a hint for `down`; tags are authoritative).
+    pub created: Vec<String>,
+    /// Accelerator ARNs created.
+    pub accelerators: Vec<String>,
+    /// Whether the run uses placement groups.
+    #[serde(default)]
+    pub uses_placement: bool,
+}
+
+/// Where a run's files go: `<dir>/<run-id>/state.json` and `outputs.json`.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    dir: PathBuf,
+}
+
+impl StateDir {
+    /// Files under `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        StateDir { dir: dir.into() }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Path of a run's state file.
+    pub fn state_file(&self, run: &RunId) -> PathBuf {
+        self.dir.join(run.as_str()).join("state.json")
+    }
+
+    /// Path of a run's outputs file.
+    pub fn outputs_file(&self, run: &RunId) -> PathBuf {
+        self.dir.join(run.as_str()).join("outputs.json")
+    }
+
+    /// Reads a run's state file, if there is one.
+    pub fn load(&self, run: &RunId) -> Result<Option<LocalState>, Error> {
+        let path = self.state_file(run);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| Error::StateFile {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::StateFile {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// Writes a run's state file (atomically: a crash leaves the old or the new file).
+    pub fn save(&self, run: &RunId, state: &LocalState) -> Result<(), Error> {
+        write_json(&self.state_file(run), state)
+    }
+
+    /// Writes a run's outputs file and returns its path.
+    pub fn save_outputs(&self, outputs: &Outputs) -> Result<PathBuf, Error> {
+        let path = self.outputs_file(&outputs.run_id);
+        write_json(&path, outputs)?;
+        Ok(path)
+    }
+}
+
+/// Writes `value` as pretty JSON to `path` through a temporary file and a rename.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
+    let fail = |e: &dyn fmt::Display| Error::StateFile {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| fail(&e))?;
+    }
+    let text = serde_json::to_string_pretty(value).map_err(|e| fail(&e))?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text + "\n").map_err(|e| fail(&e))?;
+    std::fs::rename(&tmp, path).map_err(|e| fail(&e))
+}
+
+/// Identifies the outputs format; bump on incompatible change.
+pub const OUTPUTS_FORMAT: &str = "xbench-deploy-outputs/1";
+
+/// What `up` built, for people and for a later sweep across paths.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outputs {
+    /// Always [`OUTPUTS_FORMAT`].
+    pub format: String,
+    /// Run id.
+    pub run_id: RunId,
+    /// Scenario name.
+    pub scenario: String,
+    /// When `gc` may delete the run.
+    pub deletion_due: String,
+    /// The `xbench server` port.
+    pub port: u16,
+    /// Hosts created.
+    pub hosts: Vec<HostOutput>,
+    /// One entry per path.
+    pub paths: Vec<PathOutput>,
+}
+
+/// A host `up` created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostOutput {
+    /// Plan key (`server-use1`, `client-peering`, …).
+    pub key: String,
+    /// `server`, `client` or `gateway`.
+    pub role: String,
+    /// Region.
+    pub region: String,
+    /// Instance id.
+    pub instance_id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Private address.
+    pub private_ip: Option<Ipv4Addr>,
+    /// Public address.
+    pub public_ip: Option<Ipv4Addr>,
+}
+
+/// One path, ready to measure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathOutput {
+    /// Label (also passed as `--label`).
+    pub label: String,
+    /// Kind.
+    pub kind: PathKind,
+    /// Host key of the client, when this tool made it.
+    pub client_host: Option<String>,
+    /// Where to run the command: the client host's public address, or the user's own host.
+    pub run_on: Option<Ipv4Addr>,
+    /// Address the client dials.
+    pub target: Ipv4Addr,
+    /// Port.
+    pub port: u16,
+    /// The exact command.
+    pub command: String,
+}
+
+/// The `xbench client` command for a path.
+pub fn client_command(target: Ipv4Addr, port: u16, label: &str) -> String {
+    let port = if port == crate::scenario::DEFAULT_XBENCH_PORT {
+        String::new()
+    } else {
+        format!(" -p {port}")
+    };
+    format!("xbench client {target}{port} --label {label}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_round_trip() {
+        let id = RunId::generate(SystemTime::now()).unwrap();
+        assert_eq!(id.as_str().parse::<RunId>().unwrap(), id);
+        assert!("xb-2025-abc".parse::<RunId>().is_err());
+        assert!("xb-20250601-ABCDEF".parse::<RunId>().is_err());
+    }
+
+    #[test]
+    fn times_round_trip() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000);
+        assert_eq!(parse_time(&format_time(t)), Some(t));
+    }
+}
