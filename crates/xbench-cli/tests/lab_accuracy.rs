@@ -375,12 +375,11 @@ fn check_window_limited(lab: &Lab, congestion: &str) {
     // "Window ÷ RTT" with the window the receiver actually advertised (the report's ceiling):
     // Linux doubles SO_RCVBUF (256 KiB → 512 KiB of buffer) and advertises the share of it
     // that its skb overhead leaves (`scaling_ratio`, about 0.6–0.9), so `-w 256K` gives an
-    // advertised window between 1.0 and 1.8 × 256 KiB — as with iperf3's `-w`. The report's
-    // ceiling uses the *largest* window advertised; on a loaded machine the receiving server
-    // is sometimes scheduled late and the window dips (we saw 340 KB fall to 217 KB for an
-    // interval), so the rate runs at 85–90 % of that ceiling; 80 % leaves room for that.
+    // advertised window between 1.0 and 1.8 × 256 KiB — as with iperf3's `-w`. The ceiling
+    // uses the mean advertised window (a regression test: it once used the largest, and a
+    // window that dipped when the loaded receiver read late put the rate at 72 % of it).
     assert!(
-        (0.80 * ceiling.bits_per_second..=1.05 * ceiling.bits_per_second).contains(&bps),
+        (0.88 * ceiling.bits_per_second..=1.05 * ceiling.bits_per_second).contains(&bps),
         "{bps} vs the advertised window over the RTT, {}",
         ceiling.bits_per_second
     );

@@ -158,6 +158,10 @@ pub struct TcpTotals {
     pub max_cwnd_bytes: u64,
     /// Largest window the receiver advertised, bytes (Linux 5.4+).
     pub max_snd_wnd_bytes: Option<u32>,
+    /// Mean of the window the receiver advertised, sampled with the RTT every 100 ms, bytes
+    /// (Linux 5.4+). The window ceiling uses it: a window that dips now and then (a receiver
+    /// read late) caps the rate by its average, not its peak.
+    pub mean_snd_wnd_bytes: Option<f64>,
     /// Sender MSS at the end, bytes.
     pub mss: u32,
     /// Path MTU at the end, bytes.
@@ -296,7 +300,7 @@ pub struct StreamSummary {
 /// The bandwidth-delay ceiling: the most a window of this size can carry over this RTT.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WindowCeiling {
-    /// Sum over streams of the largest window the receiver advertised, bytes.
+    /// Sum over streams of the mean window the receiver advertised, bytes.
     pub window_bytes: u64,
     /// Mean smoothed RTT, µs.
     pub rtt_us: f64,

@@ -261,11 +261,12 @@ fn direction_summary(
     let mut ceiling_bps = 0.0;
     let mut ceiling_streams = 0usize;
     for t in &tcps {
-        if let (Some(w), Some(r)) = (t.max_snd_wnd_bytes, t.rtt)
+        // The mean advertised window over the mean RTT: what the window allowed on average.
+        if let (Some(w), Some(r)) = (t.mean_snd_wnd_bytes, t.rtt)
             && r.mean_us > 0.0
         {
-            window_bytes += u64::from(w);
-            ceiling_bps += f64::from(w) * 8.0 / (r.mean_us / 1e6);
+            window_bytes += w.round() as u64;
+            ceiling_bps += w * 8.0 / (r.mean_us / 1e6);
             ceiling_streams += 1;
         }
     }
@@ -376,6 +377,7 @@ mod tests {
             }),
             max_cwnd_bytes: 0,
             max_snd_wnd_bytes: Some(262_144),
+            mean_snd_wnd_bytes: Some(262_144.0),
             mss: 1448,
             pmtu: 1500,
             min_rtt_us: None,
@@ -429,6 +431,7 @@ mod tests {
             }),
             max_cwnd_bytes: 0,
             max_snd_wnd_bytes: Some(262_144),
+            mean_snd_wnd_bytes: Some(262_144.0),
             mss: 1448,
             pmtu: 1500,
             min_rtt_us: None,

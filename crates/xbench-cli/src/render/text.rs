@@ -268,7 +268,7 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport) {
     {
         let _ = write!(
             s,
-            "  window ceiling: {} advertised ÷ {} RTT = {}",
+            "  window ceiling: {} advertised on average ÷ {} RTT = {}",
             ByteSize(c.window_bytes),
             rtt(c.rtt_us),
             format_bits_per_second(c.bits_per_second)

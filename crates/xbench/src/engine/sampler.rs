@@ -47,6 +47,9 @@ struct Track {
     rtt: RttAcc,
     max_cwnd: u64,
     max_snd_wnd: Option<u32>,
+    /// Sum and count of advertised-window samples, for the mean.
+    snd_wnd_sum: f64,
+    snd_wnd_n: u64,
     last: Option<TcpInfo>,
 }
 
@@ -94,6 +97,8 @@ impl Sampler {
                 rtt: RttAcc::default(),
                 max_cwnd: 0,
                 max_snd_wnd: None,
+                snd_wnd_sum: 0.0,
+                snd_wnd_n: 0,
                 last: None,
             })
             .collect();
@@ -211,6 +216,10 @@ impl Sampler {
                 tr.rtt.add(info.srtt_us);
                 tr.max_cwnd = tr.max_cwnd.max(info.cwnd_bytes());
                 tr.max_snd_wnd = info.snd_wnd.map(|w| tr.max_snd_wnd.unwrap_or(0).max(w));
+                if let Some(w) = info.snd_wnd {
+                    tr.snd_wnd_sum += f64::from(w);
+                    tr.snd_wnd_n += 1;
+                }
             }
             tr.last = Some(info);
         }
@@ -297,6 +306,8 @@ impl Track {
             rtt: self.rtt.stats(),
             max_cwnd_bytes: self.max_cwnd.max(last.cwnd_bytes()),
             max_snd_wnd_bytes: self.max_snd_wnd,
+            mean_snd_wnd_bytes: (self.snd_wnd_n > 0)
+                .then(|| self.snd_wnd_sum / self.snd_wnd_n as f64),
             mss: last.snd_mss,
             pmtu: last.pmtu,
             min_rtt_us: last.min_rtt_us,
