@@ -23,6 +23,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
         request_len: u64::from(rr_spec.request_len.get()),
         response_len: u64::from(rr_spec.response_len.get()),
         one_per_connection: rr_spec.connect_per_transaction,
+        ping_pong: rr_spec.burst.get() == 1,
     };
     let n_workers = rr::worker_count(flows);
     let mut shares: Vec<Vec<(u16, std::net::TcpStream)>> =

@@ -110,6 +110,8 @@ const WAKER: u64 = u64::MAX;
 /// Largest single write; requests bigger than this go out in pieces.
 const CHUNK: usize = 256 * 1024;
 const STALL_CHECK_NS: u64 = 100_000_000;
+/// How long a blocking ping-pong flow waits in one call before looking at its controls.
+const SLICE: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Conn {
@@ -231,6 +233,13 @@ impl ClientWorker {
                 self.start_due(i, now);
             }
         }
+        if self.flows.len() == 1
+            && self.flows[0].conn == Conn::Persistent
+            && self.plan.period.is_none()
+            && self.plan.burst == 1
+        {
+            self.run_blocking();
+        }
         let mut events = Vec::with_capacity(64);
         loop {
             let state = self.control.state();
@@ -260,16 +269,7 @@ impl ClientWorker {
             if self.control.state() == RUNNING {
                 self.start_paced(now);
             }
-            let epoch = self.control.epoch.load(Ordering::Relaxed);
-            if epoch != self.epoch {
-                self.epoch = epoch;
-                let flows = self.flows.iter_mut().map(|f| f.snapshot(true)).collect();
-                tell(&self.tx, Report::Snapshot { epoch, flows });
-            }
-            if now >= self.next_stall_check {
-                self.next_stall_check = now + STALL_CHECK_NS;
-                self.check_stalls(now);
-            }
+            self.housekeeping(now);
         }
         let flows = self.flows.iter_mut().map(|f| f.snapshot(true)).collect();
         tell(
@@ -279,6 +279,61 @@ impl ClientWorker {
                 cpu: thread_cpu(),
             },
         );
+    }
+
+    /// One unpaced ping-pong flow: blocking `recv`/`send` instead of the epoll loop, so a
+    /// transaction costs two system calls (as sockperf's does) instead of three. The socket
+    /// times out every [`SLICE`] so interval boundaries, stops and stalls are still seen.
+    /// Returns to the epoll loop (which then sees the stop) when the test ends or the flow
+    /// fails.
+    fn run_blocking(&mut self) {
+        let Some(s) = self.flows[0].sock.as_ref() else {
+            return;
+        };
+        let ok = s.set_nonblocking(false).is_ok()
+            && s.set_read_timeout(Some(SLICE)).is_ok()
+            && s.set_write_timeout(Some(SLICE)).is_ok();
+        if ok {
+            loop {
+                let state = self.control.state();
+                if state == STOPPED
+                    || (state == DRAINING && self.all_idle())
+                    || self.flows[0].failed
+                {
+                    break;
+                }
+                let r = if self.flows[0].unsent > 0 {
+                    self.flush(0)
+                } else {
+                    self.read(0, None)
+                };
+                if let Err(e) = r {
+                    self.fail(Some(0), e);
+                    break;
+                }
+                let now = self.now();
+                self.housekeeping(now);
+            }
+        }
+        if let Some(s) = self.flows[0].sock.as_ref() {
+            let _ = s.set_read_timeout(None);
+            let _ = s.set_write_timeout(None);
+            let _ = s.set_nonblocking(true);
+        }
+    }
+
+    /// Interval snapshots and stall checks, between events.
+    fn housekeeping(&mut self, now: u64) {
+        let epoch = self.control.epoch.load(Ordering::Relaxed);
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            let flows = self.flows.iter_mut().map(|f| f.snapshot(true)).collect();
+            tell(&self.tx, Report::Snapshot { epoch, flows });
+        }
+        if now >= self.next_stall_check {
+            self.next_stall_check = now + STALL_CHECK_NS;
+            self.check_stalls(now);
+        }
     }
 
     fn all_idle(&self) -> bool {
@@ -441,13 +496,16 @@ impl ClientWorker {
             self.flush(i)?;
         }
         if readable {
-            self.read(i, now)?;
+            self.read(i, Some(now))?;
         }
         Ok(())
     }
 
-    fn read(&mut self, i: usize, now: u64) -> Result<(), String> {
+    /// Reads what arrived on flow `i`. `now` is when it was known to have arrived (after an
+    /// epoll wake-up), or `None` to read the clock after the `recv` (a blocking read).
+    fn read(&mut self, i: usize, now: Option<u64>) -> Result<(), String> {
         let resp = self.plan.response_len;
+        let base = self.plan.base;
         let f = &mut self.flows[i];
         let Some(s) = &f.sock else { return Ok(()) };
         let want = (resp.saturating_mul(f.inflight.len().max(1) as u64)).clamp(1, 1 << 30) as usize;
@@ -470,6 +528,7 @@ impl ClientWorker {
                 _ => Err(format!("connection failed: {e}")),
             };
         }
+        let now = now.unwrap_or_else(|| crate::latency::as_ns(base.elapsed()));
         if n == 0 {
             return match f.conn {
                 Conn::Closing => {

@@ -26,6 +26,9 @@ pub(crate) struct Plan {
     pub(crate) response_len: u64,
     /// `--crr`: one transaction per connection, then close.
     pub(crate) one_per_connection: bool,
+    /// The client keeps one transaction in flight per flow (strict ping-pong), so a lone
+    /// connection can be served with blocking calls.
+    pub(crate) ping_pong: bool,
 }
 
 /// Starts a server worker over persistent `flows`; `--crr` connections arrive later through
@@ -70,6 +73,8 @@ pub(crate) fn spawn(
 
 const WAKER: u64 = u64::MAX;
 const CHUNK: usize = 256 * 1024;
+/// How long a blocking ping-pong connection waits in one call before looking at its controls.
+const SLICE: std::time::Duration = std::time::Duration::from_millis(10);
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Counts {
@@ -151,6 +156,9 @@ impl ServerWorker {
     }
 
     fn run(mut self) {
+        if self.plan.ping_pong && !self.plan.one_per_connection && self.conns.len() == 1 {
+            self.run_blocking();
+        }
         let mut events = Vec::with_capacity(64);
         while self.control.state() != STOPPED {
             events.clear();
@@ -185,12 +193,7 @@ impl ServerWorker {
                     );
                 }
             }
-            let epoch = self.control.epoch.load(Ordering::Relaxed);
-            if epoch != self.epoch {
-                self.epoch = epoch;
-                let flows = self.snapshot();
-                tell(&self.tx, Report::Snapshot { epoch, flows });
-            }
+            self.housekeeping();
         }
         let flows = self.snapshot();
         tell(
@@ -200,6 +203,42 @@ impl ServerWorker {
                 cpu: thread_cpu(),
             },
         );
+    }
+
+    /// One ping-pong connection: blocking `recv`/`send`, two system calls per transaction
+    /// instead of three, waking every [`SLICE`] to see interval boundaries and stops. Returns to
+    /// the epoll loop when the test stops or the connection ends.
+    fn run_blocking(&mut self) {
+        let slot = 0;
+        let Some(c) = self.conns.first().and_then(Option::as_ref) else {
+            return;
+        };
+        let ok = c.sock.set_nonblocking(false).is_ok()
+            && c.sock.set_read_timeout(Some(SLICE)).is_ok()
+            && c.sock.set_write_timeout(Some(SLICE)).is_ok();
+        while ok && self.control.state() != STOPPED {
+            if let Err(e) = self.read(slot).and_then(|()| self.flush(slot)) {
+                self.close(slot, Some(e));
+            }
+            self.housekeeping();
+            if self.conns[slot].is_none() {
+                break;
+            }
+        }
+        if let Some(c) = self.conns.first().and_then(Option::as_ref) {
+            let _ = c.sock.set_read_timeout(None);
+            let _ = c.sock.set_write_timeout(None);
+            let _ = c.sock.set_nonblocking(true);
+        }
+    }
+
+    fn housekeeping(&mut self) {
+        let epoch = self.control.epoch.load(Ordering::Relaxed);
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            let flows = self.snapshot();
+            tell(&self.tx, Report::Snapshot { epoch, flows });
+        }
     }
 
     fn snapshot(&mut self) -> Vec<FlowSnapshot> {
