@@ -45,7 +45,12 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
         }
     }
     drop(tx);
-    let mut workers = Workers::new(control, spawned);
+    let workers = Workers::new(control, spawned);
+    let handoff = Arc::new(workers.handoff());
+    if rr_spec.connect_per_transaction {
+        t.registration
+            .route_directly(Arc::clone(&handoff), rr_spec.flows.get());
+    }
 
     let start = Instant::now();
     if proto::write_message(
@@ -81,10 +86,8 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
             biased;
             msg = t.rd.next() => break on_control(msg),
             conn = t.data.recv(), if crr_open => match conn {
-                Some((flow, sock, from)) if usize::from(flow) < flows => {
-                    workers.hand_over(flow, sock);
-                    let _ = from;
-                }
+                // Before the direct route was set up; from then on they skip this task.
+                Some((flow, sock, _)) if usize::from(flow) < flows => handoff.give(flow, sock),
                 Some((flow, _, from)) => debug!(%from, flow, "dropped a --crr connection naming no flow of its test"),
                 None => crr_open = false,
             },

@@ -146,7 +146,7 @@ pub(super) async fn run(
         Some(r) if r.connect_per_transaction => usize::from(r.flows.get()) * 2 + 64,
         _ => n,
     };
-    let (_registration, cookie, mut data_rx) = match ctx.registry.register(capacity) {
+    let (registration, cookie, mut data_rx) = match ctx.registry.register(capacity) {
         Ok(r) => r,
         Err(e) => {
             let _ = proto::write_message(
@@ -205,6 +205,7 @@ pub(super) async fn run(
         wr,
         conns,
         data: data_rx,
+        registration,
     };
     match &spec.workload {
         Workload::Throughput(tp) => super::bulk::run(test, &spec, tp).await,
@@ -224,6 +225,8 @@ pub(super) struct Test {
     pub(super) conns: BTreeMap<u16, std::net::TcpStream>,
     /// Where `--crr` connections keep arriving; dropped (refusing latecomers) otherwise.
     pub(super) data: mpsc::Receiver<DataConn>,
+    /// The test's cookie in the registry, for as long as the test runs.
+    pub(super) registration: super::registry::Registration,
 }
 
 impl Test {

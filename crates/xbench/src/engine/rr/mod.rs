@@ -97,16 +97,32 @@ pub(crate) struct Worker {
 pub(crate) struct Workers {
     pub(crate) control: Arc<Control>,
     pub(crate) workers: Vec<Worker>,
-    next_conn: usize,
+}
+
+/// Gives new `--crr` connections to server workers, round robin; callable from any thread
+/// (the accept path uses it directly).
+#[derive(Debug)]
+pub(crate) struct Handoff {
+    targets: Vec<(std::sync::mpsc::Sender<(u16, TcpStream)>, Arc<Waker>)>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl Handoff {
+    pub(crate) fn give(&self, flow: u16, conn: TcpStream) {
+        if self.targets.is_empty() {
+            return;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.targets.len();
+        let (tx, waker) = &self.targets[i];
+        if tx.send((flow, conn)).is_ok() {
+            waker.wake();
+        }
+    }
 }
 
 impl Workers {
     pub(crate) fn new(control: Arc<Control>, workers: Vec<Worker>) -> Self {
-        Workers {
-            control,
-            workers,
-            next_conn: 0,
-        }
+        Workers { control, workers }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -131,18 +147,15 @@ impl Workers {
         }
     }
 
-    /// Gives a new `--crr` connection to the next worker, round robin.
-    pub(crate) fn hand_over(&mut self, flow: u16, conn: TcpStream) {
-        if self.workers.is_empty() {
-            return;
-        }
-        let i = self.next_conn % self.workers.len();
-        self.next_conn = self.next_conn.wrapping_add(1);
-        let w = &self.workers[i];
-        if let Some(tx) = &w.conns
-            && tx.send((flow, conn)).is_ok()
-        {
-            w.waker.wake();
+    /// Where new `--crr` connections go: the workers that take them, round robin.
+    pub(crate) fn handoff(&self) -> Handoff {
+        Handoff {
+            targets: self
+                .workers
+                .iter()
+                .filter_map(|w| w.conns.clone().map(|tx| (tx, Arc::clone(&w.waker))))
+                .collect(),
+            next: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 }
