@@ -76,6 +76,7 @@ pub struct CellKey {
     /// Throughput tests: parallel streams per direction (`-P`).
     pub streams: Option<u16>,
     /// Socket buffer asked for with `-w`, bytes; `None` left the kernel to autotune.
+    #[serde(rename = "window_bytes")]
     pub window: Option<u64>,
     /// Request/response: request size, bytes.
     pub request_bytes: Option<u32>,

@@ -497,35 +497,32 @@ fn timeline_chart(runs: &[&Run], unit: ThroughputUnit) -> Result<ChartData, Char
     let mut retr = Vec::new();
     for (di, d) in dirs.iter().enumerate() {
         let dname = d.direction.label();
+        // Rates and counts hold over an interval: steps, not points.
+        let steps = |y: &dyn Fn(&crate::run::TimelinePoint) -> f64| -> Vec<Point> {
+            d.timeline
+                .iter()
+                .flat_map(|p| {
+                    [p.start_s, p.end_s].map(|x| Point {
+                        x,
+                        y: y(p),
+                        bar: None,
+                    })
+                })
+                .collect()
+        };
         rate.push(Series {
             name: dname.into(),
             colour: di,
             dashed: false,
-            markers: true,
-            points: d
-                .timeline
-                .iter()
-                .map(|p| Point {
-                    x: p.end_s,
-                    y: p.bits_per_second * f,
-                    bar: None,
-                })
-                .collect(),
+            markers: false,
+            points: steps(&|p| p.bits_per_second * f),
         });
         retr.push(Series {
             name: dname.into(),
             colour: di,
             dashed: false,
-            markers: true,
-            points: d
-                .timeline
-                .iter()
-                .map(|p| Point {
-                    x: p.end_s,
-                    y: p.retransmits as f64,
-                    bar: None,
-                })
-                .collect(),
+            markers: false,
+            points: steps(&|p| p.retransmits as f64),
         });
         let streams = d
             .timeline
@@ -554,7 +551,7 @@ fn timeline_chart(runs: &[&Run], unit: ThroughputUnit) -> Result<ChartData, Char
                 name,
                 colour: di * streams + s,
                 dashed: false,
-                markers: false,
+                markers: true,
                 points,
             });
         }
@@ -710,9 +707,20 @@ fn draw<DB: DrawingBackend>(
     let body = root
         .titled(&data.title, (FONT, 22).into_font().color(&BLACK))
         .map_err(draw_err)?;
+    // One right margin for all panels, wide enough for every line's name, so that stacked
+    // panels share their x positions.
+    let label_style: TextStyle<'_> = (FONT, 15).into_font().into();
+    let name_w = data
+        .panels
+        .iter()
+        .flat_map(|p| &p.series)
+        .filter_map(|s| root.estimate_text_size(&s.name, &label_style).ok())
+        .map(|(w, _)| w)
+        .max()
+        .unwrap_or(0);
     let areas = body.split_evenly((data.panels.len(), 1));
     for (area, panel) in areas.iter().zip(&data.panels) {
-        draw_panel(area, panel)?;
+        draw_panel(area, panel, name_w)?;
     }
     Ok(())
 }
@@ -720,6 +728,7 @@ fn draw<DB: DrawingBackend>(
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     p: &Panel,
+    name_w: u32,
 ) -> Result<(), ChartError> {
     let pts = || p.series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1) = match &p.x_axis {
@@ -741,21 +750,12 @@ fn draw_panel<DB: DrawingBackend>(
     let y_hi = pts()
         .map(|q| q.bar.map_or(q.y, |b| b.1.max(q.y)))
         .fold(0.0f64, f64::max);
-    // Room on the right for the names written at the lines' ends.
-    let label_style: TextStyle<'_> = (FONT, 15).into_font().into();
-    let name_w = p
-        .series
-        .iter()
-        .filter_map(|s| area.estimate_text_size(&s.name, &label_style).ok())
-        .map(|(w, _)| w)
-        .max()
-        .unwrap_or(0);
     let mut builder = ChartBuilder::on(area);
     builder
         .margin_top(8)
         .margin_left(8)
         .margin_bottom(4)
-        .margin_right(name_w + 24)
+        .margin_right(name_w + 28)
         .x_label_area_size(48)
         .y_label_area_size(80);
     if !p.title.is_empty() {
@@ -809,8 +809,11 @@ where
         XAxis::Nines => 7,
         XAxis::Linear => 10,
     };
+    let categories = matches!(p.x_axis, XAxis::Categories(_));
     chart
         .configure_mesh()
+        .x_max_light_lines(if categories { 0 } else { 4 })
+        .y_max_light_lines(4)
         .x_desc(p.x_desc.as_str())
         .y_desc(p.y_desc.as_str())
         .x_labels(x_labels)
@@ -818,15 +821,28 @@ where
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&|y: &f64| trim_number(*y))
         .axis_desc_style((FONT, 16))
-        .label_style((FONT, 13))
+        .label_style((FONT, 14))
         .light_line_style(RGBColor(235, 235, 235))
         .bold_line_style(RGBColor(210, 210, 210))
         .draw()
         .map_err(draw_err)?;
 
+    // Categories: shift each path's points a little sideways so error bars do not overlap.
+    let measured: Vec<&Series> = p.series.iter().filter(|s| !s.dashed).collect();
+    let dodge = |s: &Series| -> f64 {
+        if !categories || measured.len() < 2 {
+            return 0.0;
+        }
+        let i = measured
+            .iter()
+            .position(|m| std::ptr::eq(*m, s))
+            .map_or(0.0, |i| i as f64);
+        (i - (measured.len() - 1) as f64 / 2.0) * (0.3 / measured.len() as f64).min(0.06)
+    };
     for s in &p.series {
         let c = colour(s.colour);
-        let pts: Vec<(f64, f64)> = s.points.iter().map(|q| (q.x, q.y)).collect();
+        let dx = dodge(s);
+        let pts: Vec<(f64, f64)> = s.points.iter().map(|q| (q.x + dx, q.y)).collect();
         if s.dashed {
             chart
                 .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, c.stroke_width(2)))
@@ -845,7 +861,7 @@ where
             .draw_series(s.points.iter().filter_map(|q| {
                 let (lo, hi) = q.bar?;
                 Some(ErrorBar::new_vertical(
-                    q.x,
+                    q.x + dx,
                     lo,
                     q.y,
                     hi,
@@ -863,7 +879,7 @@ where
         .iter()
         .filter_map(|s| {
             let last = s.points.last()?;
-            let (x, y) = chart.backend_coord(&(last.x, last.y));
+            let (x, y) = chart.backend_coord(&(last.x + dodge(s), last.y));
             Some((x - base.0, y - base.1, s))
         })
         .collect();
@@ -879,7 +895,7 @@ where
             .into_font()
             .color(&colour(s.colour))
             .pos(Pos::new(HPos::Left, VPos::Center));
-        area.draw(&Text::new(s.name.clone(), (x + 10, y), style))
+        area.draw(&Text::new(s.name.clone(), (x + 14, y), style))
             .map_err(draw_err)?;
     }
     Ok(())
@@ -926,6 +942,7 @@ mod tests {
                 retransmits: 1,
                 rtt_mean_us: Some(1000.0),
                 timeline: vec![TimelinePoint {
+                    start_s: 0.0,
                     end_s: 1.0,
                     bits_per_second: mbps * 1e6,
                     retransmits: 1,

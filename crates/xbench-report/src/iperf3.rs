@@ -101,6 +101,7 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
                     .iter()
                     .filter(|s| s["sender"].as_bool() == Some(client_sends));
                 Some(TimelinePoint {
+                    start_s: sum["start"].as_f64().unwrap_or(0.0),
                     end_s: sum["end"].as_f64()?,
                     bits_per_second: sum["bits_per_second"].as_f64()?,
                     retransmits: sum["retransmits"].as_u64().unwrap_or(0),

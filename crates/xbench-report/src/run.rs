@@ -54,6 +54,8 @@ pub struct DirectionResult {
 /// One interval of one direction.
 #[derive(Debug, Clone, Serialize)]
 pub struct TimelinePoint {
+    /// Start of the interval, seconds since the start of the test.
+    pub start_s: f64,
     /// End of the interval, seconds since the start.
     pub end_s: f64,
     /// Rate in the interval (receiver's when known, else sender's), bits per second.
@@ -139,6 +141,7 @@ impl Run {
                     .filter_map(|iv| {
                         let sum = iv.sum.iter().find(|s| s.direction == d.direction)?;
                         Some(TimelinePoint {
+                            start_s: iv.start_s,
                             end_s: iv.end_s,
                             bits_per_second: sum.received.unwrap_or(sum.sent).bits_per_second,
                             retransmits: sum.retransmits,

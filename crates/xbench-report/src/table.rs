@@ -121,7 +121,7 @@ impl Comparison {
                     bits_per_second: Stats::of(&bps)?,
                     retransmits: Stats::of(&retr)?,
                     rtt_us: Stats::of(&rtt),
-                    files: group.iter().map(|(r, _)| r.path.clone()).collect(),
+                    files: saved_files(group.iter().map(|(r, _)| *r)),
                 })
             })
             .collect();
@@ -150,7 +150,7 @@ impl Comparison {
                     p99_9_us: of(&|r| r.p99_9_us)?,
                     mean_us: of(&|r| r.mean_us)?,
                     retransmits: of(&|r| r.retransmits as f64)?,
-                    files: group.iter().map(|r| r.path.clone()).collect(),
+                    files: saved_files(group.iter().copied()),
                 })
             })
             .collect();
@@ -185,6 +185,13 @@ impl Comparison {
     pub fn is_empty(&self) -> bool {
         self.throughput.is_empty() && self.rr.is_empty()
     }
+}
+
+/// The files of runs that have one (a sweep without `--save` keeps runs in memory only).
+fn saved_files<'a>(runs: impl Iterator<Item = &'a Run>) -> Vec<PathBuf> {
+    runs.filter(|r| !r.path.as_os_str().is_empty())
+        .map(|r| r.path.clone())
+        .collect()
 }
 
 /// Labels in the order runs first name them.

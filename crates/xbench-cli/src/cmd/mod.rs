@@ -1,4 +1,6 @@
 //! One module per subcommand: flags → library configuration → run → render.
 
 pub(crate) mod client;
+pub(crate) mod report;
 pub(crate) mod server;
+pub(crate) mod sweep;
