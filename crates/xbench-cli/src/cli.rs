@@ -221,7 +221,7 @@ pub(crate) struct SweepArgs {
     #[arg(long, value_name = "SECS", value_parser = parse::duration)]
     pub(crate) pause: Option<Duration>,
 
-    /// Save each finished run to DIR/<label>/<cell>/run-<n>.json as it finishes.
+    /// Save each finished run to DIR/LABEL/CELL/run-N.json as it finishes.
     #[arg(long, value_name = "DIR")]
     pub(crate) save: Option<PathBuf>,
 

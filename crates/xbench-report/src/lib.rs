@@ -6,7 +6,7 @@
 //! 1. [`sweep`] expands lists of streams, windows, request/response sizes and flows into
 //!    cells, runs each cell `repeat` times in round-robin order through
 //!    [`xbench::client::run`], and saves every finished run at once (see [`layout`]).
-//! 2. [`load`] reads saved runs back: xbench reports and `iperf3 -J` files ([`iperf3`]).
+//! 2. [`load`](mod@load) reads saved runs back: xbench reports and `iperf3 -J` files ([`iperf3`]).
 //! 3. [`table`] groups runs into cells per label with [`stats`] (mean, sample standard
 //!    deviation, Student-t 95 % CI, CV); [`render`] prints that as text, Markdown, CSV or JSON.
 //! 4. [`chart`] draws the comparison charts to SVG or PNG.
