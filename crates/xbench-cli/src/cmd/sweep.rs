@@ -143,6 +143,12 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
                 }
                 return;
             }
+            SweepEvent::Pausing(d) => {
+                if let Some(b) = &bar {
+                    b.set_message(format!("pausing {:.0} s", d.as_secs_f64()));
+                }
+                return;
+            }
             SweepEvent::Client(ClientEvent::Warning(w)) => {
                 suspend(&bar, || eprintln!("warning: {w}"));
                 return;
@@ -282,7 +288,7 @@ fn progress_bar(total: usize) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stdout());
     // The template is a constant; should it ever be rejected, the default style still works.
     if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} {elapsed_precise} [{bar:30}] {pos}/{len} runs  {msg}  ETA {eta}",
+        "{spinner} [{bar:20}] {pos}/{len} runs · {msg} · ETA {eta}",
     ) {
         bar.set_style(style.progress_chars("=> "));
     }
