@@ -12,6 +12,52 @@
 //! part of a test, and averaging them in would bias the cell; a resumed sweep runs it again.
 //! Cancel stops the sweep after the run in progress returns, keeping everything finished.
 //! This module prints nothing; events go to the caller.
+//!
+//! ```
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::num::{NonZeroU16, NonZeroU32};
+//! use std::time::Duration;
+//! use xbench::{ClientConfig, EndCondition, Server, ServerConfig};
+//! use xbench_report::sweep::{self, SweepEnd, SweepPlan};
+//!
+//! let server = Server::bind(ServerConfig {
+//!     bind: vec!["127.0.0.1".parse()?],
+//!     port: 0,
+//!     ..ServerConfig::default()
+//! })
+//! .await?;
+//! let mut base = ClientConfig::new("127.0.0.1");
+//! base.port = server.local_addrs()[0].port();
+//! base.spec.end = EndCondition::Duration(Duration::from_millis(200));
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let serving = tokio::spawn(server.run(async { let _ = stopped.await; }));
+//!
+//! // -P 1,2 --repeat 2, kept in memory (no `save`).
+//! let plan = SweepPlan {
+//!     base,
+//!     streams: vec![NonZeroU16::new(1).unwrap(), NonZeroU16::new(2).unwrap()],
+//!     windows: vec![],
+//!     rr_sizes: vec![],
+//!     flows: vec![],
+//!     repeat: NonZeroU32::new(2).unwrap(),
+//!     pause: Duration::ZERO,
+//!     label: "loopback".into(),
+//!     save: None,
+//!     resume: false,
+//! };
+//! let outcome = sweep::run(&plan, &mut |_event| {}, std::future::pending()).await?;
+//! assert_eq!(outcome.summary.end, SweepEnd::Completed);
+//! assert_eq!(outcome.runs.len(), 4);
+//! let table = xbench_report::Comparison::build(&outcome.runs);
+//! assert_eq!(table.throughput.len(), 2, "one row per cell");
+//! assert_eq!(table.throughput[1].runs, 2);
+//!
+//! let _ = stop.send(());
+//! serving.await??;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::future::Future;
 use std::num::{NonZeroU16, NonZeroU32};
@@ -405,6 +451,13 @@ pub async fn run(
         };
         let report = match result {
             Ok(r) => r,
+            Err(e) if cancel.fired => {
+                // Ctrl-C while the test was still being set up.
+                record.status = RunStatus::Interrupted;
+                record.error = Some(e.to_string());
+                end = SweepEnd::Interrupted;
+                break;
+            }
             Err(e) => {
                 record.status = RunStatus::Failed;
                 record.error = Some(e.to_string());

@@ -287,9 +287,9 @@ fn usage_or_failure(e: SweepError) -> anyhow::Error {
 fn progress_bar(total: usize) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stdout());
     // The template is a constant; should it ever be rejected, the default style still works.
-    if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} [{bar:20}] {pos}/{len} runs · {msg} · ETA {eta}",
-    ) {
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} runs · {msg} · ETA {eta}")
+    {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.enable_steady_tick(Duration::from_millis(250));
