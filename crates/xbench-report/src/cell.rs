@@ -187,6 +187,10 @@ impl CellKey {
         if let Some(p) = self.streams {
             parts.push(format!("P={p}"));
         }
+        // A table section is one stream direction; --bidir runs must not look like -R runs.
+        if self.direction == Some(TestDirection::Bidir) {
+            parts.push("bidir".into());
+        }
         if let (Some(q), Some(r)) = (self.request_bytes, self.response_bytes) {
             parts.push(format!(
                 "-r {},{}",
