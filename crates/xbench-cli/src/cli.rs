@@ -27,6 +27,8 @@ pub(crate) enum Command {
     Server(ServerArgs),
     /// Emulated cloud paths (peering, transit hop, software VPN) in network namespaces.
     Lab(crate::cmd::lab::LabArgs),
+    /// Compare saved runs (sweeps, repeats, iperf3 -J files) in one table, and chart them.
+    Report(ReportArgs),
 }
 
 /// How results are printed.
@@ -57,9 +59,9 @@ pub(crate) struct ClientArgs {
     #[arg(short = 'p', long, default_value_t = xbench::client::DEFAULT_PORT)]
     pub(crate) port: u16,
 
-    /// Parallel streams (TCP connections) per direction [default: 1].
-    #[arg(allow_negative_numbers = true, short = 'P', long = "parallel", value_name = "N", value_parser = parse::streams)]
-    pub(crate) parallel: Option<NonZeroU16>,
+    /// Parallel streams (TCP connections) per direction [default: 1]; a list (1,2,4,8) sweeps.
+    #[arg(allow_negative_numbers = true, short = 'P', long = "parallel", value_name = "N[,N…]", value_parser = parse::streams_list)]
+    pub(crate) parallel: Option<parse::List<NonZeroU16>>,
 
     /// Test length: seconds, or with a unit (500ms, 10s, 2m).
     #[arg(allow_negative_numbers = true, short = 't', long = "time", value_name = "SECS", value_parser = parse::positive_duration)]
@@ -89,9 +91,10 @@ pub(crate) struct ClientArgs {
     #[arg(allow_negative_numbers = true, short = 'l', long = "length", value_name = "LEN", value_parser = parse::block_len)]
     pub(crate) length: Option<NonZeroU32>,
 
-    /// Socket buffer size on both ends, which bounds the TCP window (needs a unit: 256K, 4M).
-    #[arg(allow_negative_numbers = true, short = 'w', long = "window", value_name = "BYTES", value_parser = parse::size_with_unit)]
-    pub(crate) window: Option<ByteSize>,
+    /// Socket buffer size on both ends, which bounds the TCP window (needs a unit: 256K, 4M);
+    /// a list (64K,256K,1M) sweeps.
+    #[arg(allow_negative_numbers = true, short = 'w', long = "window", value_name = "BYTES[,…]", value_parser = parse::window_list)]
+    pub(crate) window: Option<parse::List<ByteSize>>,
 
     /// TCP maximum segment size, bytes.
     #[arg(allow_negative_numbers = true, short = 'M', long = "set-mss", value_name = "MSS", value_parser = parse::mss)]
@@ -165,15 +168,16 @@ pub(crate) struct ClientArgs {
           conflicts_with_all = ["reverse", "bidir", "bytes", "zerocopy", "length", "recv_copy", "parallel", "burst"])]
     pub(crate) crr: bool,
 
-    /// Request and response sizes, bytes [default: 1,1] (e.g. 64,16K).
-    #[arg(short = 'r', long = "rr-size", value_name = "REQ,RESP",
+    /// Request and response sizes, bytes [default: 1,1] (e.g. 64,16K); repeat the flag to
+    /// sweep (-r 1,1 -r 64,16K).
+    #[arg(short = 'r', long = "rr-size", value_name = "REQ,RESP", action = clap::ArgAction::Append,
           value_parser = parse::rr_sizes, help_heading = "Request/response (latency)")]
-    pub(crate) rr_size: Option<(NonZeroU32, NonZeroU32)>,
+    pub(crate) rr_size: Vec<(NonZeroU32, NonZeroU32)>,
 
-    /// Concurrent request/response connections [default: 1].
-    #[arg(long, value_name = "N", value_parser = parse::flows,
+    /// Concurrent request/response connections [default: 1]; a list (1,4,16) sweeps.
+    #[arg(long, value_name = "N[,N…]", value_parser = parse::flows_list,
           allow_negative_numbers = true, help_heading = "Request/response (latency)")]
-    pub(crate) flows: Option<NonZeroU16>,
+    pub(crate) flows: Option<parse::List<NonZeroU16>>,
 
     /// Transactions in flight per connection [default: 1, strict ping-pong].
     #[arg(long, value_name = "K", value_parser = parse::burst,
@@ -210,6 +214,86 @@ pub(crate) struct ClientArgs {
         help_heading = "Request/response (latency)"
     )]
     pub(crate) fields_format: crate::render::netperf::Format,
+
+    #[command(flatten)]
+    pub(crate) sweep: SweepArgs,
+}
+
+/// Sweeps and repeats: any list above, --repeat or --save makes a client run a sweep.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Sweeps and repeats")]
+pub(crate) struct SweepArgs {
+    /// Run every cell of the sweep N times, round-robin over the cells to spread drift.
+    #[arg(long, value_name = "N", value_parser = parse::repeat)]
+    pub(crate) repeat: Option<NonZeroU32>,
+
+    /// Wait this long between two runs (e.g. 30s, 5m).
+    #[arg(long, value_name = "SECS", value_parser = parse::duration)]
+    pub(crate) pause: Option<Duration>,
+
+    /// Save each finished run to DIR/LABEL/CELL/run-N.json as it finishes.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) save: Option<PathBuf>,
+
+    /// Complete an interrupted sweep: skip the runs already saved under --save.
+    #[arg(long, requires = "save")]
+    pub(crate) resume: bool,
+
+    /// Throughput unit of the sweep's summary table: Mbit/s, Gbit/s or MB/s.
+    #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = parse::throughput_unit)]
+    pub(crate) unit: xbench_report::ThroughputUnit,
+}
+
+/// Table formats of `xbench report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum TableFormat {
+    /// Aligned columns.
+    Text,
+    /// Markdown tables.
+    #[value(alias = "markdown")]
+    Md,
+    /// One line per row and metric.
+    Csv,
+    /// One JSON document (schema: crates/xbench-report/schema/comparison.schema.json).
+    Json,
+}
+
+/// Charts of `xbench report --plot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ChartArg {
+    /// Throughput vs parallel streams, one line per path, 95 % CI bars.
+    Streams,
+    /// Throughput vs window size beside the window ÷ RTT ceiling.
+    Window,
+    /// Request/response latency by percentile, one curve per path.
+    Latency,
+    /// One run per interval: throughput, congestion windows, retransmits.
+    Timeline,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Directories of saved runs (xbench client --save) or result files, xbench JSON or
+    /// iperf3 -J; the directory right below each one names the path (its label).
+    #[arg(value_name = "DIR", required = true)]
+    pub(crate) paths: Vec<PathBuf>,
+
+    /// Table format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub(crate) format: TableFormat,
+
+    /// Also draw a chart to FILE (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) plot: Option<PathBuf>,
+
+    /// Which chart [default: streams if -P varies, else window if -w varies, else latency
+    /// for request/response runs, else the timeline of one run].
+    #[arg(long, value_enum, requires = "plot")]
+    pub(crate) chart: Option<ChartArg>,
+
+    /// Throughput unit: Mbit/s, Gbit/s or MB/s (JSON stays in bits per second).
+    #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = parse::throughput_unit)]
+    pub(crate) unit: xbench_report::ThroughputUnit,
 }
 
 #[derive(Debug, Args)]

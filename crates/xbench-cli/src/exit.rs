@@ -3,6 +3,10 @@
 //! 0: the test completed (or the server stopped cleanly). 1: it failed, or could not start.
 //! 2: the command line was wrong (clap uses 2 as well). 130: interrupted by Ctrl-C, after the
 //! partial results were printed. A closed stdout (`xbench … | head`) is not an error.
+//!
+//! Sweeps: 0 when every run completed, 1 when one failed (the others are kept), 130 on Ctrl-C
+//! after the summary of what finished. `xbench report`: 2 for a path that does not exist, 1 when
+//! no usable result was found or the chart cannot be drawn; skipped files are only warnings.
 
 use std::io;
 

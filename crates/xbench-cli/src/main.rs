@@ -1,5 +1,6 @@
-//! The `xbench` command: `xbench server` and `xbench client`. Parses flags, hands typed
-//! configuration to the library, prints what comes back, and maps the outcome to an exit status.
+//! The `xbench` command: `xbench server`, `xbench client` and `xbench report`. Parses flags,
+//! hands typed configuration to the library, prints what comes back, and maps the outcome to an
+//! exit status.
 
 #![allow(clippy::print_stderr)] // the binary owns the terminal
 
@@ -32,6 +33,7 @@ fn main() {
             Command::Client(args) => cmd::client::run(*args).await,
             Command::Server(args) => cmd::server::run(args).await,
             Command::Lab(args) => cmd::lab::run(args).await,
+            Command::Report(args) => cmd::report::run(args),
         }
     });
     let status = match result {

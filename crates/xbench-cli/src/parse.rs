@@ -184,6 +184,66 @@ pub(crate) fn rate(s: &str) -> Result<f64, String> {
     Ok(tps)
 }
 
+/// A comma-separated list of values for a sweep (`-P 1,2,4,8`), each parsed as the single
+/// flag parses it. A duplicate or an empty item is refused: each value is one cell of the sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct List<T>(pub(crate) Vec<T>);
+
+impl<T: Copy> List<T> {
+    /// The first value: what a single test (no sweep) uses.
+    pub(crate) fn first(&self) -> Option<T> {
+        self.0.first().copied()
+    }
+}
+
+fn list<T: PartialEq>(s: &str, one: fn(&str) -> Result<T, String>) -> Result<List<T>, String> {
+    let mut out: Vec<T> = Vec::new();
+    for item in s.split(',') {
+        let item = item.trim();
+        if item.is_empty() {
+            return Err(format!("`{s}` has an empty item; write a list like 1,2,4"));
+        }
+        let v = one(item).map_err(|e| format!("`{item}`: {e}"))?;
+        if out.contains(&v) {
+            return Err(format!(
+                "`{item}` is listed twice in `{s}`; each value is one cell of the sweep"
+            ));
+        }
+        out.push(v);
+    }
+    Ok(List(out))
+}
+
+/// `-P`: one stream count, or a list to sweep (`1,2,4,8,16`).
+pub(crate) fn streams_list(s: &str) -> Result<List<NonZeroU16>, String> {
+    list(s, streams)
+}
+
+/// `-w`: one window, or a list to sweep (`64K,256K,1M`).
+pub(crate) fn window_list(s: &str) -> Result<List<ByteSize>, String> {
+    list(s, size_with_unit)
+}
+
+/// `--flows`: one flow count, or a list to sweep (`1,4,16`).
+pub(crate) fn flows_list(s: &str) -> Result<List<NonZeroU16>, String> {
+    list(s, flows)
+}
+
+/// `--unit`: how sweep and report tables show throughput.
+pub(crate) fn throughput_unit(s: &str) -> Result<xbench_report::ThroughputUnit, String> {
+    s.parse()
+        .map_err(|e: xbench_report::units::UnknownUnit| e.to_string())
+}
+
+/// `--repeat`: runs per cell, at least 1.
+pub(crate) fn repeat(s: &str) -> Result<NonZeroU32, String> {
+    let n: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number of runs"))?;
+    NonZeroU32::new(n).ok_or_else(|| "must be at least 1".into())
+}
+
 /// netperf-style output selectors, comma-separated.
 pub(crate) fn fields(s: &str) -> Result<crate::render::netperf::FieldList, String> {
     s.split(',')
@@ -266,5 +326,24 @@ mod tests {
         assert!((rate("10ms").unwrap() - 100.0).abs() < 1e-9);
         assert!((rate("250us").unwrap() - 4000.0).abs() < 1e-6);
         assert!(rate("0").is_err() && rate("-5").is_err() && rate("0ms").is_err());
+    }
+
+    #[test]
+    fn sweep_lists() {
+        let l = streams_list("1, 2,4,8,16").unwrap();
+        assert_eq!(
+            l.0.iter().map(|v| v.get()).collect::<Vec<_>>(),
+            [1, 2, 4, 8, 16]
+        );
+        assert_eq!(l.first().unwrap().get(), 1);
+        assert!(streams_list("1,2,1").unwrap_err().contains("listed twice"));
+        assert!(streams_list("1,0").unwrap_err().contains("at least 1"));
+        assert!(streams_list("1,,2").unwrap_err().contains("empty item"));
+        assert_eq!(window_list("64K,1M").unwrap().0[1].0, 1 << 20);
+        assert!(window_list("64K,256").unwrap_err().contains("no unit"));
+        assert!(window_list("256K,256K").unwrap_err().contains("twice"));
+        assert!(flows_list("1,0").is_err());
+        assert!(repeat("0").is_err());
+        assert_eq!(repeat("15").unwrap().get(), 15);
     }
 }

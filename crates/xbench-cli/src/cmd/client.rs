@@ -34,6 +34,9 @@ enum Style {
 }
 
 pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
+    if super::sweep::wanted(&args) {
+        return super::sweep::run(args).await;
+    }
     let mut config = to_config(&args)?;
     let style = if args.json {
         Style::Json
@@ -174,7 +177,7 @@ fn exit_for(r: &TestReport) -> Exit {
     }
 }
 
-fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
+pub(crate) fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
     if a.local && a.host.is_some() {
         bail!(UsageError(
             "--local runs against an in-process server; leave out the host, or drop --local".into()
@@ -194,7 +197,7 @@ fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
         (None, None) => EndCondition::Duration(std::time::Duration::from_secs(10)),
     };
     let rr_only = [
-        ("-r", a.rr_size.is_some()),
+        ("-r", !a.rr_size.is_empty()),
         ("--flows", a.flows.is_some()),
         ("--burst", a.burst.is_some()),
         ("--rate", a.rate.is_some()),
@@ -208,7 +211,12 @@ fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
         )));
     }
     let mut tp = ThroughputSpec {
-        streams: a.parallel.unwrap_or(NonZeroU16::MIN),
+        // A sweep (a list) starts from its first value; cmd/sweep sets each cell's.
+        streams: a
+            .parallel
+            .as_ref()
+            .and_then(|l| l.first())
+            .unwrap_or(NonZeroU16::MIN),
         direction,
         zerocopy: a.zerocopy,
         bitrate: a.bitrate,
@@ -223,11 +231,19 @@ fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
         tp.block_len = l;
     }
     let workload = if a.rr || a.crr {
-        let (request_len, response_len) = a.rr_size.unwrap_or((NonZeroU32::MIN, NonZeroU32::MIN));
+        let (request_len, response_len) = a
+            .rr_size
+            .first()
+            .copied()
+            .unwrap_or((NonZeroU32::MIN, NonZeroU32::MIN));
         Workload::RequestResponse(RrSpec {
             request_len,
             response_len,
-            flows: a.flows.unwrap_or(NonZeroU16::MIN),
+            flows: a
+                .flows
+                .as_ref()
+                .and_then(|l| l.first())
+                .unwrap_or(NonZeroU16::MIN),
             burst: a.burst.unwrap_or(NonZeroU32::MIN),
             connect_per_transaction: a.crr,
             rate_per_flow: a.rate,
@@ -241,7 +257,7 @@ fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
         omit: a.omit,
         interval: (!a.interval.is_zero()).then_some(a.interval),
         socket: SocketOptions {
-            window: a.window.map(|w| w.0),
+            window: a.window.as_ref().and_then(|l| l.first()).map(|w| w.0),
             mss: a.mss,
             nodelay: a.no_delay,
             congestion: a.congestion.clone(),

@@ -2,4 +2,6 @@
 
 pub(crate) mod client;
 pub(crate) mod lab;
+pub(crate) mod report;
 pub(crate) mod server;
+pub(crate) mod sweep;

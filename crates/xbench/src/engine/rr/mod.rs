@@ -87,9 +87,12 @@ pub(crate) enum Report {
 pub(crate) struct Worker {
     pub(crate) waker: Arc<Waker>,
     /// Hands a server worker new `--crr` connections.
-    pub(crate) conns: Option<std::sync::mpsc::Sender<(u16, TcpStream)>>,
+    pub(crate) conns: Option<ConnSender>,
     pub(crate) thread: Option<JoinHandle<()>>,
 }
+
+/// Where a server worker takes new `--crr` connections.
+pub(crate) type ConnSender = std::sync::mpsc::Sender<(u16, TcpStream)>;
 
 /// All workers of one end of one test. Dropping it stops and joins them, so no thread outlives
 /// the test however its controller exits.
@@ -103,7 +106,7 @@ pub(crate) struct Workers {
 /// (the accept path uses it directly).
 #[derive(Debug)]
 pub(crate) struct Handoff {
-    targets: Vec<(std::sync::mpsc::Sender<(u16, TcpStream)>, Arc<Waker>)>,
+    targets: Vec<(ConnSender, Arc<Waker>)>,
     next: std::sync::atomic::AtomicUsize,
 }
 

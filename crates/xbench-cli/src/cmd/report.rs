@@ -1,0 +1,71 @@
+//! `xbench report DIR…`: saved runs (and iperf3 -J files) → one comparison table, and a chart
+//! with `--plot`. Unusable files are named in warnings and skipped; a path that does not exist
+//! is a usage error (2); no usable result at all, or a chart that cannot be drawn, fails (1).
+
+use anyhow::{Context, bail};
+use xbench_report::chart::{self, ChartKind};
+use xbench_report::load::LoadError;
+use xbench_report::render::{self, Document, Format};
+use xbench_report::{Comparison, load};
+
+use crate::cli::{ChartArg, ReportArgs, TableFormat};
+use crate::exit::{Exit, UsageError};
+use crate::render::out;
+
+pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
+    // A chart file name we cannot write is a usage error, found before reading anything.
+    if let Some(path) = &args.plot {
+        chart::ImageFormat::of_path(path).map_err(|e| UsageError(e.to_string()))?;
+    }
+    let loaded = load(&args.paths).map_err(|e| match e {
+        LoadError::Missing(_) => anyhow::Error::new(UsageError(e.to_string())),
+        other => anyhow::Error::new(other),
+    })?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w} (skipped)");
+    }
+    if loaded.runs.is_empty() {
+        let names: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+        bail!(
+            "no xbench or iperf3 results in {} ({} file{} looked at{}); save runs with \
+             `xbench client … --save DIR`",
+            names.join(", "),
+            loaded.files_seen,
+            if loaded.files_seen == 1 { "" } else { "s" },
+            if loaded.warnings.is_empty() {
+                String::new()
+            } else {
+                format!(", {} skipped", loaded.warnings.len())
+            }
+        );
+    }
+    let table = Comparison::build(&loaded.runs);
+    let rendered = match args.format {
+        TableFormat::Json => Document::new(&table, &loaded.warnings, None).to_json(),
+        TableFormat::Text => render::render(&table, Format::Text, args.unit),
+        TableFormat::Md => render::render(&table, Format::Markdown, args.unit),
+        TableFormat::Csv => render::render(&table, Format::Csv, args.unit),
+    };
+    out(&rendered).context("writing the table")?;
+
+    if let Some(path) = &args.plot {
+        let kind = args.chart.map(|c| match c {
+            ChartArg::Streams => ChartKind::Streams,
+            ChartArg::Window => ChartKind::Window,
+            ChartArg::Latency => ChartKind::Latency,
+            ChartArg::Timeline => ChartKind::Timeline,
+        });
+        let data = chart::plan(&loaded.runs, kind, args.unit).context("no chart drawn")?;
+        chart::write(&data, path).context("no chart drawn")?;
+        if data.left_out > 0 {
+            eprintln!(
+                "note: {} run{} of the other kind left out of the {} chart",
+                data.left_out,
+                if data.left_out == 1 { "" } else { "s" },
+                data.kind.name()
+            );
+        }
+        eprintln!("{} chart written to {}", data.kind.name(), path.display());
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,637 @@
+//! Sweeps, repeats and `xbench report` as a user runs them: real sweeps against the in-process
+//! server, saved files, interrupt and resume, iperf3 import, charts that parse, JSON that
+//! validates against the committed schema, and every kind of bad input.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn xbench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_xbench"))
+}
+
+fn comparison_schema() -> Value {
+    serde_json::from_str(include_str!(
+        "../../xbench-report/schema/comparison.schema.json"
+    ))
+    .unwrap()
+}
+
+fn assert_valid(doc: &Value) {
+    let schema = comparison_schema();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "schema violations: {errors:#?}");
+}
+
+/// A fresh directory under the system's temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("xbench-sweep-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(args: &[&str], dir: Option<&Path>) -> Output {
+    let mut c = xbench();
+    c.args(args);
+    if let Some(d) = dir {
+        c.arg(d);
+    }
+    c.output().unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// Every file under `dir`, relative, sorted.
+fn files(dir: &Path) -> BTreeSet<String> {
+    fn walk(root: &Path, d: &Path, out: &mut BTreeSet<String>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.insert(p.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    if dir.exists() {
+        walk(dir, dir, &mut out);
+    }
+    out
+}
+
+/// The table row of `cell` and `label` as words ("" for a cell name shown once above).
+fn row<'a>(table: &'a str, cell: &str, label: &str) -> Option<Vec<&'a str>> {
+    let mut current = String::new();
+    for line in table.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(pos) = words.iter().position(|w| *w == label) else {
+            continue;
+        };
+        if pos > 0 {
+            current = words[..pos].join(" ");
+        }
+        if current == cell {
+            return Some(words[pos..].to_vec());
+        }
+    }
+    None
+}
+
+fn svg_texts(svg: &str) -> Vec<String> {
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(|t| t.trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_repeated_sweep_over_two_labels_gives_the_table_and_a_chart() {
+    let dir = TempDir::new("two-labels");
+    for label in ["a", "b"] {
+        let out = xbench()
+            .args(["client", "-t", "0.3", "-P", "1,2", "--repeat", "3"])
+            .args(["--label", label, "--save"])
+            .arg(&dir.0)
+            .output()
+            .unwrap();
+        let text = ok(&out);
+        // One line per run as it finishes, then the label's summary; no progress bar in a pipe.
+        let run_lines = text.lines().filter(|l| l.starts_with('[')).count();
+        assert_eq!(run_lines, 6, "{text}");
+        assert!(
+            text.contains(&format!("{label}: 6 of 6 runs completed")),
+            "{text}"
+        );
+        assert!(text.contains("Throughput client→server"), "{text}");
+        assert!(!text.contains("ETA") && !text.contains('\r'), "{text}");
+    }
+    let want: BTreeSet<String> = ["a", "b"]
+        .iter()
+        .flat_map(|l| {
+            ["tcp-up-P1", "tcp-up-P2"]
+                .iter()
+                .flat_map(move |c| (1..=3).map(move |n| format!("{l}/{c}/run-{n}.json")))
+        })
+        .collect();
+    assert_eq!(files(&dir.0), want);
+    // Every saved file is a plain report, label inside.
+    let one: Value =
+        serde_json::from_slice(&std::fs::read(dir.0.join("b/tcp-up-P2/run-3.json")).unwrap())
+            .unwrap();
+    assert_eq!(one["label"], "b");
+    assert_eq!(one["spec"]["workload"]["throughput"]["streams"], 2);
+
+    let svg = dir.0.join("out.svg");
+    let out = xbench()
+        .arg("report")
+        .arg(&dir.0)
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let table = ok(&out);
+    let rows: Vec<&str> = table.lines().collect();
+    assert!(rows[0].starts_with("Throughput client→server: receiver rate in Mbit/s"));
+    assert!(rows[1].starts_with("cell  label  runs"), "{table}");
+    assert!(rows[2].starts_with("P=1   a         3"), "{table}");
+    assert!(rows[3].starts_with("      b         3"), "{table}");
+    assert!(rows[4].starts_with("P=2   a         3"), "{table}");
+    assert!(rows[5].starts_with("      b         3"), "{table}");
+    for col in ["mean", "stddev", "min", "max", "95 % CI", "CV", "retr"] {
+        assert!(rows[1].contains(col), "{col}: {table}");
+    }
+    let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    for want in [
+        "a",
+        "b",
+        "Parallel TCP streams (-P)",
+        "Receiver throughput (Mbit/s)",
+    ] {
+        assert!(texts.iter().any(|t| t == want), "{want} in {texts:?}");
+    }
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&svg_text).unwrap();
+    let lines = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .count();
+    assert!(lines >= 2, "a line per path: {lines}");
+
+    // The other formats.
+    let out = run(&["report", "--format", "json"], Some(&dir.0));
+    let doc: Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_valid(&doc);
+    assert_eq!(doc["labels"], serde_json::json!(["a", "b"]));
+    assert_eq!(doc["throughput"].as_array().unwrap().len(), 4);
+    assert_eq!(doc["throughput"][0]["files"].as_array().unwrap().len(), 3);
+    let csv = ok(&run(
+        &["report", "--format", "csv", "--unit", "MB/s"],
+        Some(&dir.0),
+    ));
+    assert!(csv.starts_with("kind,direction,label,cell,"), "{csv}");
+    assert!(csv.contains(",throughput,MB/s,3,"), "{csv}");
+    let md = ok(&run(
+        &["report", "--format", "md", "--unit", "gbit"],
+        Some(&dir.0),
+    ));
+    assert!(md.contains("| cell | label | runs |"), "{md}");
+    assert!(md.contains("Gbit/s"), "{md}");
+    // PNG too.
+    let png = dir.0.join("out.png");
+    ok(&xbench()
+        .arg("report")
+        .arg(&dir.0)
+        .arg("--plot")
+        .arg(&png)
+        .output()
+        .unwrap());
+    assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+}
+
+#[test]
+fn a_sweep_prints_one_json_document_that_validates() {
+    let dir = TempDir::new("json");
+    let out = xbench()
+        .args([
+            "client", "-t", "0.2", "-P", "1,2", "-w", "128K,1M", "--json", "--label", "j", "--save",
+        ])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_valid(&doc);
+    let s = &doc["sweep"];
+    assert_eq!(s["planned"], 4);
+    assert_eq!(s["completed"], 4);
+    assert_eq!(s["end"], "completed");
+    for r in s["runs"].as_array().unwrap() {
+        assert!(Path::new(r["path"].as_str().unwrap()).is_file(), "{r}");
+    }
+    assert_eq!(doc["throughput"].as_array().unwrap().len(), 4);
+    assert_eq!(doc["throughput"][0]["cell"]["window_bytes"], 131_072);
+
+    // Without --save the same document, with no files.
+    let out = run(&["client", "-t", "0.2", "--repeat", "2", "--json"], None);
+    let doc: Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_valid(&doc);
+    assert_eq!(doc["throughput"][0]["runs"], 2);
+    assert_eq!(doc["sweep"]["dir"], Value::Null);
+}
+
+#[test]
+fn window_and_request_response_sweeps_chart_their_own_way() {
+    let dir = TempDir::new("kinds");
+    ok(&xbench()
+        .args([
+            "client", "-t", "0.2", "-w", "64K,256K", "--label", "w", "--save",
+        ])
+        .arg(&dir.0)
+        .output()
+        .unwrap());
+    let svg = dir.0.join("w.svg");
+    ok(&xbench()
+        .arg("report")
+        .arg(dir.0.join("w"))
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap());
+    let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    assert!(texts.iter().any(|t| t == "w ceiling"), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "64K"), "{texts:?}");
+
+    let rr = dir.0.join("rr");
+    let out = xbench()
+        .args(["client", "--rr", "-t", "0.2", "-r", "1,1", "-r", "64,1K"])
+        .args(["--flows", "1,2", "--label", "tgw", "--save"])
+        .arg(&rr)
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    assert!(text.contains("Request/response (TCP_RR)"), "{text}");
+    assert_eq!(files(&rr).len(), 4, "{:?}", files(&rr));
+    assert!(files(&rr).contains("tgw/rr-64x1K-f2/run-1.json"));
+    let svg = dir.0.join("lat.svg");
+    let out = xbench()
+        .arg("report")
+        .arg(&rr)
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let table = ok(&out);
+    assert!(table.contains("p50 95 % CI"), "{table}");
+    let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    assert!(texts.iter().any(|t| t == "Percentile"), "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t == "tgw -r 64,1K flows=2"),
+        "{texts:?}"
+    );
+
+    // RR and throughput in one chart: an error naming files of both kinds.
+    let out = xbench()
+        .arg("report")
+        .arg(&dir.0)
+        .arg("--plot")
+        .arg(dir.0.join("mixed.svg"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("request/response and throughput"), "{err}");
+    assert!(err.contains("rr-1x1-f1/run-1.json"), "{err}");
+    assert!(err.contains("tcp-up-P1-w64K/run-1.json"), "{err}");
+    assert!(!dir.0.join("mixed.svg").exists());
+    // Naming the chart picks one kind.
+    let out = xbench()
+        .arg("report")
+        .arg(&dir.0)
+        .args(["--chart", "latency", "--plot"])
+        .arg(dir.0.join("lat2.svg"))
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("left out of the latency chart"));
+}
+
+fn signal(child: &std::process::Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on a child we spawned and have not yet reaped.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, sig);
+    }
+}
+
+#[test]
+fn an_interrupted_sweep_keeps_finished_runs_and_resume_completes_the_rest() {
+    let dir = TempDir::new("resume");
+    let args = [
+        "client", "-t", "0.5", "-P", "1,2", "--repeat", "4", "--label", "vpn",
+    ];
+    let child = xbench()
+        .args(args)
+        .arg("--save")
+        .arg(&dir.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once three runs are saved, in the middle of the fourth.
+    let until = Instant::now() + Duration::from_secs(60);
+    while files(&dir.0).len() < 3 {
+        assert!(Instant::now() < until, "no runs saved");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&child, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kept = files(&dir.0);
+    assert!(
+        (3..8).contains(&kept.len()),
+        "finished runs kept, no more: {kept:?}"
+    );
+    assert!(
+        kept.iter()
+            .all(|f| f.ends_with(".json") && !f.contains("/.")),
+        "no temporary files: {kept:?}"
+    );
+    // The summary of what finished was printed.
+    assert!(text.contains("vpn: "), "{text}");
+    assert!(text.contains("Throughput client→server"), "{text}");
+    let before: Vec<(String, Vec<u8>)> = kept
+        .iter()
+        .map(|f| (f.clone(), std::fs::read(dir.0.join(f)).unwrap()))
+        .collect();
+
+    // Without --resume the directory is refused rather than mixed.
+    let out = xbench()
+        .args(args)
+        .arg("--save")
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--resume"));
+    // Nor with other settings.
+    let out = xbench()
+        .args(["client", "-t", "0.3", "-P", "1,2", "--repeat", "4"])
+        .args(["--label", "vpn", "--resume", "--save"])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("end.duration: saved 0.5, now 0.3"), "{err}");
+
+    let out = xbench()
+        .args(args)
+        .args(["--resume", "--save"])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    let n = kept.len();
+    assert!(
+        text.contains(&format!(
+            "vpn: {} of 8 runs completed in this sweep, {n} already saved",
+            8 - n
+        )),
+        "{text}"
+    );
+    let all = files(&dir.0);
+    let want: BTreeSet<String> = ["tcp-up-P1", "tcp-up-P2"]
+        .iter()
+        .flat_map(|c| (1..=4).map(move |i| format!("vpn/{c}/run-{i}.json")))
+        .collect();
+    assert_eq!(all, want, "every run once, no duplicates");
+    for (f, bytes) in before {
+        assert_eq!(
+            std::fs::read(dir.0.join(&f)).unwrap(),
+            bytes,
+            "{f} left alone"
+        );
+    }
+    // The summary covers all eight.
+    assert_eq!(row(&text, "P=1", "vpn").unwrap()[1], "4", "{text}");
+    assert_eq!(row(&text, "P=2", "vpn").unwrap()[1], "4", "{text}");
+}
+
+#[test]
+fn iperf3_json_output_sits_in_the_same_table() {
+    let Ok(probe) = Command::new("iperf3").arg("--version").output() else {
+        assert!(std::env::var("CI").is_err(), "CI installs iperf3");
+        return;
+    };
+    assert!(probe.status.success());
+    let dir = TempDir::new("iperf3");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut server = Command::new("iperf3")
+        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // iperf3 -s has no readiness signal; retry the client until the server listens.
+    let until = Instant::now() + Duration::from_secs(30);
+    let out = loop {
+        let out = Command::new("iperf3")
+            .args(["-c", "127.0.0.1", "-p", &port, "-t", "1", "-P", "2", "-J"])
+            .output()
+            .unwrap();
+        if out.status.success() || Instant::now() > until {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    if !out.status.success() {
+        let _ = server.kill();
+    }
+    let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let legacy = dir.0.join("legacy");
+    std::fs::create_dir_all(&legacy).unwrap();
+    std::fs::write(legacy.join("2019-run.json"), &out.stdout).unwrap();
+    ok(&xbench()
+        .args([
+            "client", "-t", "0.2", "-P", "2", "--label", "peering", "--save",
+        ])
+        .arg(&dir.0)
+        .output()
+        .unwrap());
+
+    // The old iperf3 run (labelled by its directory) beside the new xbench run.
+    let table = ok(&run(&["report"], Some(&dir.0)));
+    assert_eq!(
+        row(&table, "P=2 (iperf3)", "legacy").unwrap()[1],
+        "1",
+        "{table}"
+    );
+    assert_eq!(row(&table, "P=2", "peering").unwrap()[1], "1", "{table}");
+    let doc: Value =
+        serde_json::from_str(&ok(&run(&["report", "--format", "json"], Some(&dir.0)))).unwrap();
+    assert_valid(&doc);
+    let imported = doc["throughput"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cell"]["tool"] == "iperf3")
+        .unwrap();
+    assert!(imported["bits_per_second"]["mean"].as_f64().unwrap() > 1e6);
+    // Its intervals chart as a timeline.
+    let svg = dir.0.join("t.svg");
+    ok(&xbench()
+        .arg("report")
+        .arg(legacy.join("2019-run.json"))
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap());
+    let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    assert!(
+        texts.iter().any(|t| t == "Congestion window per stream"),
+        "{texts:?}"
+    );
+}
+
+#[test]
+fn bad_saved_files_are_named_and_skipped() {
+    let dir = TempDir::new("bad-files");
+    ok(&xbench()
+        .args(["client", "-t", "0.2", "--label", "good", "--save"])
+        .arg(&dir.0)
+        .output()
+        .unwrap());
+    let good = dir.0.join("good/tcp-up-P1/run-1.json");
+    let text = std::fs::read_to_string(&good).unwrap();
+    let bad = dir.0.join("good/tcp-up-P1");
+    std::fs::write(bad.join("run-2.json"), &text[..text.len() / 2]).unwrap();
+    std::fs::write(bad.join("run-3.json"), "not json at all").unwrap();
+    std::fs::write(
+        bad.join("run-4.json"),
+        text.replacen("\"schema_version\": 1", "\"schema_version\": 7", 1),
+    )
+    .unwrap();
+    std::fs::write(bad.join("run-5.json"), "").unwrap();
+    let out = run(&["report"], Some(&dir.0));
+    let table = ok(&out);
+    assert_eq!(row(&table, "P=1", "good").unwrap()[1], "1", "{table}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for (file, why) in [
+        ("run-2.json", "truncated JSON"),
+        ("run-3.json", "not valid JSON"),
+        ("run-4.json", "newer xbench (report schema version 7"),
+        ("run-5.json", "empty file"),
+    ] {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("warning: ") && l.contains(file) && l.contains(why)),
+            "{file}: {err}"
+        );
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn missing_and_empty_directories_are_clear_errors() {
+    let dir = TempDir::new("empty");
+    let out = run(&["report"], Some(&dir.0.join("nope")));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope: no such file or directory"), "{err}");
+
+    let out = run(&["report"], Some(&dir.0));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no xbench or iperf3 results in"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let out = run(&["report"], None);
+    assert_eq!(out.status.code(), Some(2), "a DIR is required");
+}
+
+#[test]
+fn bad_sweep_flags_are_usage_errors_naming_the_flag() {
+    let dir = TempDir::new("bad-flags");
+    let d = dir.0.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["-P", "1,2,1"], "--parallel"),
+        (&["-P", "1,2,1"], "listed twice"),
+        (&["-P", "1,0"], "at least 1"),
+        (&["-P", "1,,2"], "empty item"),
+        (&["-w", "64K,64K"], "listed twice"),
+        (&["-w", "64K,0K"], "greater than 0"),
+        (&["--rr", "--flows", "1,1"], "listed twice"),
+        (&["--rr", "--flows", "0,2"], "--flows"),
+        (&["--rr", "-r", "1,1", "-r", "1,1"], "-r lists 1,1 twice"),
+        (&["--repeat", "0"], "--repeat"),
+        (&["--resume"], "--save"),
+        (&["--repeat", "2", "--json-stream"], "--json-stream"),
+        (&["-P", "1,2", "--hist", "x"], "--hist"),
+        (&["--repeat", "2", "--label", "a/b"], "--label"),
+        (
+            &["--repeat", "2", "--unit", "furlongs"],
+            "unknown throughput unit",
+        ),
+        (&["--flows", "1,2"], "add --rr or --crr"),
+    ];
+    for (args, needle) in cases {
+        let out = xbench()
+            .arg("client")
+            .args(*args)
+            .args(["-t", "0.1"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    for (args, needle) in [
+        (vec!["report", d, "--plot", "x.jpg"], ".svg or .png"),
+        (vec!["report", d, "--chart", "streams"], "--plot"),
+        (vec!["report", d, "--format", "yaml"], "--format"),
+    ] {
+        let out = xbench().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn one_value_lists_still_run_a_single_test() {
+    let out = run(&["client", "-t", "0.3", "-P", "2", "-w", "256K"], None);
+    let text = ok(&out);
+    // The single test's interval table and summary, not a sweep's lines.
+    assert!(text.contains("[SUM]"), "{text}");
+    assert!(text.contains("client→server:"), "{text}");
+    assert!(!text.contains("runs completed"), "{text}");
+}

@@ -1,0 +1,322 @@
+//! What makes two runs repeats of the same measurement: the [`CellKey`], built from a test's
+//! spec (or an iperf3 file's settings), and its short name on disk and in tables.
+//!
+//! A cell is one point of a sweep: a workload with its streams, window, request/response sizes
+//! and flows. Runs of one label and one cell are averaged together; anything else is compared.
+//! This module does not read files (see `load`) or compute statistics (see `stats`).
+
+use std::fmt::{self, Write as _};
+
+use serde::Serialize;
+use xbench::config::{Direction, TestSpec, Workload};
+
+/// The kind of traffic a run measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Bulk TCP throughput (`xbench client`, `iperf3`).
+    Throughput,
+    /// Request/response over persistent connections (`--rr`).
+    Rr,
+    /// A connection per transaction (`--crr`).
+    Crr,
+}
+
+impl Kind {
+    /// Request/response kinds, whose figures are latencies and rates rather than bits.
+    pub fn is_rr(self) -> bool {
+        matches!(self, Kind::Rr | Kind::Crr)
+    }
+}
+
+/// Which way a throughput test sent its data, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestDirection {
+    /// The client sends (the default).
+    ClientToServer,
+    /// The server sends (`-R`).
+    ServerToClient,
+    /// Both at once (`--bidir`).
+    Bidir,
+}
+
+impl From<Direction> for TestDirection {
+    fn from(d: Direction) -> Self {
+        match d {
+            Direction::ClientToServer => TestDirection::ClientToServer,
+            Direction::ServerToClient => TestDirection::ServerToClient,
+            Direction::Bidir => TestDirection::Bidir,
+        }
+    }
+}
+
+/// Which program measured a run. Kept in the key so that imported iperf3 runs sit beside
+/// xbench runs in a table instead of being averaged into them: the tools count differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tool {
+    /// xbench's own report.
+    Xbench,
+    /// An `iperf3 -J` file.
+    Iperf3,
+}
+
+/// Everything that makes runs comparable as repeats. Fields that do not apply to the kind are
+/// `None`. Ordering sorts cells as a reader expects: kind, direction, then streams, window,
+/// sizes and flows ascending.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct CellKey {
+    /// Throughput or request/response.
+    pub kind: Kind,
+    /// Throughput tests: which way the data went.
+    pub direction: Option<TestDirection>,
+    /// Which program measured.
+    pub tool: Tool,
+    /// Throughput tests: parallel streams per direction (`-P`).
+    pub streams: Option<u16>,
+    /// Socket buffer asked for with `-w`, bytes; `None` left the kernel to autotune.
+    #[serde(rename = "window_bytes")]
+    pub window: Option<u64>,
+    /// Request/response: request size, bytes.
+    pub request_bytes: Option<u32>,
+    /// Request/response: response size, bytes.
+    pub response_bytes: Option<u32>,
+    /// Request/response: concurrent connections (`--flows`).
+    pub flows: Option<u16>,
+    /// Request/response: transactions in flight per connection (`--burst`).
+    pub burst: Option<u32>,
+    /// Request/response: pacing per flow, transactions per second, as written (`--rate`).
+    pub rate: Option<String>,
+    /// MSS asked for with `-M`, bytes.
+    pub mss: Option<u32>,
+    /// Congestion control asked for with `-C`.
+    pub congestion: Option<String>,
+}
+
+impl CellKey {
+    /// The cell of an xbench test.
+    pub fn of_spec(spec: &TestSpec) -> CellKey {
+        let mut key = CellKey {
+            kind: Kind::Throughput,
+            direction: None,
+            tool: Tool::Xbench,
+            streams: None,
+            window: spec.socket.window,
+            request_bytes: None,
+            response_bytes: None,
+            flows: None,
+            burst: None,
+            rate: None,
+            mss: spec.socket.mss,
+            congestion: spec.socket.congestion.clone(),
+        };
+        match &spec.workload {
+            Workload::Throughput(t) => {
+                key.direction = Some(t.direction.into());
+                key.streams = Some(t.streams.get());
+            }
+            Workload::RequestResponse(r) => {
+                key.kind = if r.connect_per_transaction {
+                    Kind::Crr
+                } else {
+                    Kind::Rr
+                };
+                key.request_bytes = Some(r.request_len.get());
+                key.response_bytes = Some(r.response_len.get());
+                key.flows = Some(r.flows.get());
+                key.burst = Some(r.burst.get());
+                key.rate = r.rate_per_flow.map(|r| r.to_string());
+            }
+            // A workload this crate does not know yet still gets a cell of its own.
+            _ => {}
+        }
+        key
+    }
+
+    /// A short, filesystem-safe name that differs between any two cells of one sweep, used
+    /// as the directory of the cell's runs: `tcp-up-P4-w256K`, `rr-64x16K-f4`.
+    pub fn slug(&self) -> String {
+        let mut s = String::new();
+        match self.kind {
+            Kind::Throughput => {
+                s.push_str("tcp");
+                s.push_str(match self.direction {
+                    Some(TestDirection::ServerToClient) => "-down",
+                    Some(TestDirection::Bidir) => "-bidir",
+                    _ => "-up",
+                });
+            }
+            Kind::Rr => s.push_str("rr"),
+            Kind::Crr => s.push_str("crr"),
+        }
+        if self.tool == Tool::Iperf3 {
+            s.push_str("-iperf3");
+        }
+        if let Some(p) = self.streams {
+            let _ = write!(s, "-P{p}");
+        }
+        if let (Some(q), Some(r)) = (self.request_bytes, self.response_bytes) {
+            let _ = write!(s, "-{}x{}", short_size(q.into()), short_size(r.into()));
+        }
+        if let Some(f) = self.flows {
+            let _ = write!(s, "-f{f}");
+        }
+        if let Some(b) = self.burst.filter(|b| *b > 1) {
+            let _ = write!(s, "-b{b}");
+        }
+        if let Some(r) = &self.rate {
+            let _ = write!(s, "-rate{r}");
+        }
+        if let Some(w) = self.window {
+            let _ = write!(s, "-w{}", short_size(w));
+        }
+        if let Some(m) = self.mss {
+            let _ = write!(s, "-M{m}");
+        }
+        if let Some(c) = &self.congestion {
+            let _ = write!(s, "-C{c}");
+        }
+        s
+    }
+
+    /// The cell's settings as a reader sees them in a table: `P=4 w=256K`, `-r 64,16K flows=4`.
+    /// The kind and direction head the table section instead.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(p) = self.streams {
+            parts.push(format!("P={p}"));
+        }
+        // A table section is one stream direction; --bidir runs must not look like -R runs.
+        if self.direction == Some(TestDirection::Bidir) {
+            parts.push("bidir".into());
+        }
+        if let (Some(q), Some(r)) = (self.request_bytes, self.response_bytes) {
+            parts.push(format!(
+                "-r {},{}",
+                short_size(q.into()),
+                short_size(r.into())
+            ));
+        }
+        if let Some(f) = self.flows {
+            parts.push(format!("flows={f}"));
+        }
+        if let Some(b) = self.burst.filter(|b| *b > 1) {
+            parts.push(format!("burst={b}"));
+        }
+        if let Some(r) = &self.rate {
+            parts.push(format!("rate={r}/s"));
+        }
+        if let Some(w) = self.window {
+            parts.push(format!("w={}", short_size(w)));
+        }
+        if let Some(m) = self.mss {
+            parts.push(format!("M={m}"));
+        }
+        if let Some(c) = &self.congestion {
+            parts.push(format!("C={c}"));
+        }
+        if self.tool == Tool::Iperf3 {
+            parts.push("(iperf3)".into());
+        }
+        if parts.is_empty() {
+            parts.push("default".into());
+        }
+        parts.join(" ")
+    }
+
+    /// The same cell with one dimension left out, for grouping runs into chart series whose
+    /// x axis is that dimension.
+    pub(crate) fn without(&self, dim: Dimension) -> CellKey {
+        let mut k = self.clone();
+        match dim {
+            Dimension::Streams => k.streams = None,
+            Dimension::Window => k.window = None,
+        }
+        k
+    }
+}
+
+impl fmt::Display for CellKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+/// A swept dimension a chart can put on its x axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dimension {
+    Streams,
+    Window,
+}
+
+/// Bytes as a sweep list writes them: `256K`, `4M`, `1500B` when not a whole multiple.
+pub fn short_size(b: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    for (m, u) in UNITS {
+        if b >= m && b.is_multiple_of(m) {
+            return format!("{}{u}", b / m);
+        }
+    }
+    if b < 1024 {
+        // Request/response sizes are often a few bytes: `1x1` reads better than `1Bx1B`.
+        return b.to_string();
+    }
+    format!("{b}B")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::{NonZeroU16, NonZeroU32};
+
+    use xbench::config::{RrSpec, ThroughputSpec};
+
+    use super::*;
+
+    #[test]
+    fn slugs_name_every_swept_value() {
+        let mut spec = TestSpec::throughput();
+        spec.workload = Workload::Throughput(ThroughputSpec {
+            streams: NonZeroU16::new(4).unwrap(),
+            ..ThroughputSpec::default()
+        });
+        spec.socket.window = Some(256 << 10);
+        let k = CellKey::of_spec(&spec);
+        assert_eq!(k.slug(), "tcp-up-P4-w256K");
+        assert_eq!(k.describe(), "P=4 w=256K");
+
+        let mut spec = TestSpec::request_response();
+        spec.workload = Workload::RequestResponse(RrSpec {
+            request_len: NonZeroU32::new(64).unwrap(),
+            response_len: NonZeroU32::new(16 << 10).unwrap(),
+            flows: NonZeroU16::new(4).unwrap(),
+            ..RrSpec::default()
+        });
+        let k = CellKey::of_spec(&spec);
+        assert_eq!(k.kind, Kind::Rr);
+        assert_eq!(k.slug(), "rr-64x16K-f4");
+        assert_eq!(k.describe(), "-r 64,16K flows=4");
+    }
+
+    #[test]
+    fn cells_sort_by_streams_numerically() {
+        let key = |p| CellKey {
+            streams: Some(p),
+            ..CellKey::of_spec(&TestSpec::throughput())
+        };
+        let mut v = [key(16), key(2), key(1), key(8)];
+        v.sort();
+        let p: Vec<u16> = v.iter().filter_map(|k| k.streams).collect();
+        assert_eq!(p, [1, 2, 8, 16]);
+    }
+
+    #[test]
+    fn sizes_read_like_flags() {
+        assert_eq!(short_size(1), "1");
+        assert_eq!(short_size(65536), "64K");
+        assert_eq!(short_size(4 << 20), "4M");
+        assert_eq!(short_size(1000), "1000");
+        assert_eq!(short_size(1500), "1500B");
+        assert_eq!(short_size(1025), "1025B");
+    }
+}

@@ -1,0 +1,1105 @@
+//! The charts people drew by hand from their tables, rendered to SVG or PNG with `plotters`:
+//!
+//! - **streams**: throughput vs parallel streams, mean with 95 % CI error bars, one line per
+//!   path;
+//! - **window**: throughput vs window size, with each path's ceiling window ÷ RTT dashed
+//!   beside it (the bandwidth-delay product);
+//! - **latency**: request/response latency by percentile, one curve per path, from the runs'
+//!   merged HDR histograms;
+//! - **timeline**: one run per interval: throughput, each stream's congestion window, and
+//!   retransmits.
+//!
+//! Every line is named at its end in its own colour, so no legend needs hunting; titles and
+//! axes carry units. Text is drawn with DejaVu Sans, embedded, so a PNG looks the same on a
+//! machine with no fonts; in SVG it stays `<text>`. Charts never mix request/response and
+//! throughput runs. This module turns runs into series ([`ChartData`]) and draws them; it does
+//! not read files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{Ranged, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use xbench::config::StreamDirection;
+use xbench::latency::Distribution;
+
+use crate::cell::{CellKey, Dimension, short_size};
+use crate::run::{Measure, Run};
+use crate::stats::Stats;
+use crate::units::ThroughputUnit;
+
+/// Which chart to draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartKind {
+    /// Throughput vs parallel streams.
+    Streams,
+    /// Throughput vs window size, with the window ÷ RTT ceiling.
+    Window,
+    /// Latency by percentile.
+    Latency,
+    /// One run's intervals.
+    Timeline,
+}
+
+impl ChartKind {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChartKind::Streams => "streams",
+            ChartKind::Window => "window",
+            ChartKind::Latency => "latency",
+            ChartKind::Timeline => "timeline",
+        }
+    }
+}
+
+/// The file format, from the file name's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    /// Scalable vector graphics, text as `<text>`.
+    Svg,
+    /// A 1200 × 750 (timeline: 1200 × 900) bitmap.
+    Png,
+}
+
+impl ImageFormat {
+    /// The format `path`'s extension names.
+    pub fn of_path(path: &Path) -> Result<ImageFormat, ChartError> {
+        let ext = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("svg") => Ok(ImageFormat::Svg),
+            Some("png") => Ok(ImageFormat::Png),
+            _ => Err(ChartError::Format(path.to_path_buf())),
+        }
+    }
+}
+
+/// Why a chart was not drawn.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChartError {
+    /// Request/response and throughput runs were given to one chart.
+    #[error(
+        "cannot draw request/response and throughput results in one chart: request/response \
+         in {rr}; throughput in {throughput}. Pick one with --chart latency or --chart \
+         streams/window/timeline, or report the directories separately"
+    )]
+    Mixed {
+        /// Request/response files (a few, and how many more).
+        rr: String,
+        /// Throughput files.
+        throughput: String,
+    },
+    /// The runs do not have what the chart shows.
+    #[error("nothing to draw for a {kind} chart: {reason}")]
+    Nothing {
+        /// The chart.
+        kind: &'static str,
+        /// What is missing.
+        reason: String,
+    },
+    /// The file name has no known image extension.
+    #[error("{0}: name the chart file .svg or .png")]
+    Format(PathBuf),
+    /// plotters failed.
+    #[error("drawing the chart failed: {0}")]
+    Draw(String),
+    /// The file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+}
+
+/// A chart ready to draw: its panels and what it left out.
+#[derive(Debug, Clone)]
+pub struct ChartData {
+    /// Which chart.
+    pub kind: ChartKind,
+    /// The title over the whole image.
+    pub title: String,
+    /// One panel, or three for a timeline.
+    pub panels: Vec<Panel>,
+    /// Runs not drawn because they are of the other kind (request/response vs throughput).
+    pub left_out: usize,
+}
+
+/// One set of axes.
+#[derive(Debug, Clone)]
+pub struct Panel {
+    /// Panel title (empty for a single-panel chart).
+    pub title: String,
+    /// X axis description, with unit.
+    pub x_desc: String,
+    /// Y axis description, with unit.
+    pub y_desc: String,
+    /// How x values read.
+    pub x_axis: XAxis,
+    /// Logarithmic y.
+    pub log_y: bool,
+    /// The lines.
+    pub series: Vec<Series>,
+}
+
+/// How an x axis is labelled.
+#[derive(Debug, Clone, PartialEq)]
+pub enum XAxis {
+    /// Evenly spaced categories at x = 0, 1, …, named.
+    Categories(Vec<String>),
+    /// Percentiles as "nines": x = −log10(1 − q), so 1 is p90, 2 p99, 3 p99.9.
+    Nines,
+    /// Plain numbers.
+    Linear,
+}
+
+/// One line.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Its name, written at its end.
+    pub name: String,
+    /// Palette index: the same path keeps its colour across lines (its ceiling, its streams).
+    pub colour: usize,
+    /// Dashed (a ceiling, not a measurement).
+    pub dashed: bool,
+    /// Draw a marker at each point.
+    pub markers: bool,
+    /// The points, x ascending.
+    pub points: Vec<Point>,
+}
+
+/// One point, with the ends of its error bar when it has one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// x.
+    pub x: f64,
+    /// y.
+    pub y: f64,
+    /// Error bar from, to.
+    pub bar: Option<(f64, f64)>,
+}
+
+/// Builds the chart for `runs`: `kind`, or the one the data calls for — streams if stream
+/// counts vary, else window if windows vary, else latency for request/response runs, else the
+/// timeline of the first run.
+pub fn plan(
+    runs: &[Run],
+    kind: Option<ChartKind>,
+    unit: ThroughputUnit,
+) -> Result<ChartData, ChartError> {
+    let (rr, tp): (Vec<&Run>, Vec<&Run>) = runs.iter().partition(|r| r.is_rr());
+    let kind = match kind {
+        Some(k) => k,
+        None => {
+            if !rr.is_empty() && !tp.is_empty() {
+                return Err(ChartError::Mixed {
+                    rr: some_files(&rr),
+                    throughput: some_files(&tp),
+                });
+            }
+            if !rr.is_empty() {
+                ChartKind::Latency
+            } else if distinct(&tp, |r| r.key.streams) > 1 {
+                ChartKind::Streams
+            } else if distinct(&tp, |r| r.key.window) > 1 {
+                ChartKind::Window
+            } else {
+                ChartKind::Timeline
+            }
+        }
+    };
+    let (mine, others) = if kind == ChartKind::Latency {
+        (rr, tp.len())
+    } else {
+        (tp, rr.len())
+    };
+    let mut data = match kind {
+        ChartKind::Streams => sweep_chart(&mine, Dimension::Streams, unit)?,
+        ChartKind::Window => sweep_chart(&mine, Dimension::Window, unit)?,
+        ChartKind::Latency => latency_chart(&mine)?,
+        ChartKind::Timeline => timeline_chart(&mine, unit)?,
+    };
+    data.left_out = others;
+    Ok(data)
+}
+
+/// Draws `data` into an SVG document.
+pub fn to_svg(data: &ChartData) -> Result<String, ChartError> {
+    let (w, h) = size(data);
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, (w, h)).into_drawing_area();
+        draw(&root, data)?;
+        root.present().map_err(draw_err)?;
+    }
+    Ok(s)
+}
+
+/// Draws `data` into a PNG file's bytes.
+pub fn to_png(data: &ChartData) -> Result<Vec<u8>, ChartError> {
+    let (w, h) = size(data);
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        draw(&root, data)?;
+        root.present().map_err(draw_err)?;
+    }
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let encoded = enc
+        .write_header()
+        .and_then(|mut w| w.write_image_data(&rgb).and_then(|()| w.finish()));
+    encoded.map_err(|e| ChartError::Draw(format!("PNG encoding: {e}")))?;
+    Ok(out)
+}
+
+/// Draws `data` to `path`, SVG or PNG by its extension, written atomically.
+pub fn write(data: &ChartData, path: &Path) -> Result<(), ChartError> {
+    let bytes = match ImageFormat::of_path(path)? {
+        ImageFormat::Svg => to_svg(data)?.into_bytes(),
+        ImageFormat::Png => to_png(data)?,
+    };
+    crate::layout::write_atomically(path, &bytes).map_err(|source| ChartError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+// ---- series from runs --------------------------------------------------------------------
+
+/// Throughput vs one swept dimension: a series per (label, other settings, direction).
+fn sweep_chart(
+    runs: &[&Run],
+    dim: Dimension,
+    unit: ThroughputUnit,
+) -> Result<ChartData, ChartError> {
+    let name = if dim == Dimension::Streams {
+        "streams"
+    } else {
+        "window"
+    };
+    let x_of = |r: &Run| match dim {
+        Dimension::Streams => r.key.streams.map(u64::from),
+        Dimension::Window => r.key.window,
+    };
+    // series key → x value → per-run (bits/s, RTT µs)
+    type Groups =
+        BTreeMap<(usize, CellKey, StreamDirection), BTreeMap<u64, Vec<(f64, Option<f64>)>>>;
+    let labels =
+        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let mut groups: Groups = BTreeMap::new();
+    for r in runs {
+        let Some(x) = x_of(r) else { continue };
+        let Measure::Throughput(dirs) = &r.measure else {
+            continue;
+        };
+        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        for d in dirs {
+            groups
+                .entry((li, r.key.without(dim), d.direction))
+                .or_default()
+                .entry(x)
+                .or_default()
+                .push((d.bits_per_second, d.rtt_mean_us));
+        }
+    }
+    if groups.is_empty() {
+        return Err(ChartError::Nothing {
+            kind: name,
+            reason: if dim == Dimension::Window {
+                "no throughput run set a window (-w)".into()
+            } else {
+                "no throughput runs".into()
+            },
+        });
+    }
+    let xs: Vec<u64> = {
+        let mut v: Vec<u64> = groups.values().flat_map(|m| m.keys().copied()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
+    let namer = SeriesNamer::new(
+        groups
+            .keys()
+            .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
+    );
+    let f = unit.factor();
+    let mut series = Vec::new();
+    for ((li, rest, dir), by_x) in &groups {
+        let name = namer.name(&labels[*li], rest, *dir);
+        let colour = namer.colour(&labels[*li], rest, *dir);
+        let mut points = Vec::new();
+        let mut ceiling = Vec::new();
+        for (x, vals) in by_x {
+            let bps: Vec<f64> = vals.iter().map(|v| v.0).collect();
+            let Some(s) = Stats::of(&bps) else { continue };
+            points.push(Point {
+                x: pos(*x),
+                y: s.mean * f,
+                bar: s.ci95_low.zip(s.ci95_high).map(|(lo, hi)| (lo * f, hi * f)),
+            });
+            let rtts: Vec<f64> = vals.iter().filter_map(|v| v.1).collect();
+            if dim == Dimension::Window
+                && let Some(rtt) = Stats::of(&rtts).filter(|s| s.mean > 0.0)
+            {
+                ceiling.push(Point {
+                    x: pos(*x),
+                    y: *x as f64 * 8.0 / (rtt.mean * 1e-6) * f,
+                    bar: None,
+                });
+            }
+        }
+        series.push(Series {
+            name: name.clone(),
+            colour,
+            dashed: false,
+            markers: true,
+            points,
+        });
+        if !ceiling.is_empty() {
+            series.push(Series {
+                name: format!("{name} ceiling"),
+                colour,
+                dashed: true,
+                markers: false,
+                points: ceiling,
+            });
+        }
+    }
+    let (title, x_desc, cats) = match dim {
+        Dimension::Streams => (
+            "Throughput vs parallel streams (mean of runs, bars: 95 % CI)".to_owned(),
+            "Parallel TCP streams (-P)".to_owned(),
+            xs.iter().map(u64::to_string).collect(),
+        ),
+        Dimension::Window => (
+            "Throughput vs window size (mean of runs, bars: 95 % CI; dashed: window ÷ RTT ceiling)"
+                .to_owned(),
+            "Socket buffer / TCP window (-w), bytes".to_owned(),
+            xs.iter().map(|w| short_size(*w)).collect(),
+        ),
+    };
+    Ok(ChartData {
+        kind: if dim == Dimension::Streams {
+            ChartKind::Streams
+        } else {
+            ChartKind::Window
+        },
+        title,
+        panels: vec![Panel {
+            title: String::new(),
+            x_desc,
+            y_desc: format!("Receiver throughput ({})", unit.label()),
+            x_axis: XAxis::Categories(cats),
+            log_y: false,
+            series,
+        }],
+        left_out: 0,
+    })
+}
+
+/// Latency by percentile: a curve per (label, cell) from the runs' merged histograms.
+fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
+    let labels =
+        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let mut groups: BTreeMap<(usize, CellKey), Distribution> = BTreeMap::new();
+    for r in runs {
+        let Measure::Rr(rr) = &r.measure else {
+            continue;
+        };
+        // A histogram that does not decode leaves that run out of the curve, not the chart.
+        let Ok(d) = Distribution::decode(&rr.histogram) else {
+            continue;
+        };
+        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        groups.entry((li, r.key.clone())).or_default().add(&d);
+    }
+    groups.retain(|_, d| d.count() > 0);
+    if groups.is_empty() {
+        return Err(ChartError::Nothing {
+            kind: "latency",
+            reason: "no request/response runs with latency histograms".into(),
+        });
+    }
+    let namer = SeriesNamer::new(groups.keys().map(|(l, k)| {
+        (
+            labels[*l].clone(),
+            k.clone(),
+            StreamDirection::ClientToServer,
+        )
+    }));
+    let mut series = Vec::new();
+    for ((li, key), d) in &groups {
+        // Up to the percentile the sample supports: 1,000 transactions reach p99.9.
+        let top = (d.count() as f64).log10().clamp(0.0, 5.0);
+        let steps = (top / 0.05).floor() as usize;
+        let points = (0..=steps)
+            .map(|i| {
+                let x = i as f64 * 0.05;
+                let q = 1.0 - 10f64.powf(-x);
+                Point {
+                    x,
+                    y: d.quantile_ns(q) as f64 / 1e3,
+                    bar: None,
+                }
+            })
+            .collect();
+        let dir = StreamDirection::ClientToServer;
+        series.push(Series {
+            name: namer.name(&labels[*li], key, dir),
+            colour: namer.colour(&labels[*li], key, dir),
+            dashed: false,
+            markers: false,
+            points,
+        });
+    }
+    Ok(ChartData {
+        kind: ChartKind::Latency,
+        title: "Request/response latency by percentile (all runs of a path merged)".into(),
+        panels: vec![Panel {
+            title: String::new(),
+            x_desc: "Percentile".into(),
+            y_desc: "Latency (µs, log scale)".into(),
+            x_axis: XAxis::Nines,
+            log_y: true,
+            series,
+        }],
+        left_out: 0,
+    })
+}
+
+/// One run's intervals: throughput, congestion windows, retransmits.
+fn timeline_chart(runs: &[&Run], unit: ThroughputUnit) -> Result<ChartData, ChartError> {
+    let Some((run, dirs)) = runs.iter().find_map(|r| match &r.measure {
+        Measure::Throughput(d) if d.iter().any(|d| !d.timeline.is_empty()) => Some((r, d)),
+        _ => None,
+    }) else {
+        return Err(ChartError::Nothing {
+            kind: "timeline",
+            reason: "no throughput run with interval figures (was -i 0 given?)".into(),
+        });
+    };
+    let f = unit.factor();
+    let mut rate = Vec::new();
+    let mut cwnd = Vec::new();
+    let mut retr = Vec::new();
+    for (di, d) in dirs.iter().enumerate() {
+        let dname = d.direction.label();
+        // Rates and counts hold over an interval: steps, not points.
+        let steps = |y: &dyn Fn(&crate::run::TimelinePoint) -> f64| -> Vec<Point> {
+            d.timeline
+                .iter()
+                .flat_map(|p| {
+                    [p.start_s, p.end_s].map(|x| Point {
+                        x,
+                        y: y(p),
+                        bar: None,
+                    })
+                })
+                .collect()
+        };
+        rate.push(Series {
+            name: dname.into(),
+            colour: di,
+            dashed: false,
+            markers: false,
+            points: steps(&|p| p.bits_per_second * f),
+        });
+        retr.push(Series {
+            name: dname.into(),
+            colour: di,
+            dashed: false,
+            markers: false,
+            points: steps(&|p| p.retransmits as f64),
+        });
+        let streams = d
+            .timeline
+            .iter()
+            .map(|p| p.cwnd_bytes.len())
+            .max()
+            .unwrap_or(0);
+        for s in 0..streams {
+            let points: Vec<Point> = d
+                .timeline
+                .iter()
+                .filter_map(|p| {
+                    Some(Point {
+                        x: p.end_s,
+                        y: *p.cwnd_bytes.get(s)? as f64 / 1024.0,
+                        bar: None,
+                    })
+                })
+                .collect();
+            let name = if dirs.len() > 1 {
+                format!("{} stream {s}", if di == 0 { "↑" } else { "↓" })
+            } else {
+                format!("stream {s}")
+            };
+            cwnd.push(Series {
+                name,
+                colour: di * streams + s,
+                dashed: false,
+                markers: true,
+                points,
+            });
+        }
+    }
+    let panel = |title: &str, y_desc: String, series| Panel {
+        title: title.into(),
+        x_desc: "Time since start (s)".into(),
+        y_desc,
+        x_axis: XAxis::Linear,
+        log_y: false,
+        series,
+    };
+    Ok(ChartData {
+        kind: ChartKind::Timeline,
+        title: format!(
+            "One run per interval: {} — {} ({})",
+            run.label,
+            run.key.describe(),
+            run.path.display()
+        ),
+        panels: vec![
+            panel("Throughput", format!("Rate ({})", unit.label()), rate),
+            panel("Congestion window per stream", "cwnd (KiB)".into(), cwnd),
+            panel("Retransmits", "Segments per interval".into(), retr),
+        ],
+        left_out: 0,
+    })
+}
+
+/// Names series by label, adding the other settings or the direction only where they vary,
+/// and gives each label its own colour.
+struct SeriesNamer {
+    keys: Vec<(String, CellKey, StreamDirection)>,
+}
+
+impl SeriesNamer {
+    fn new(keys: impl Iterator<Item = (String, CellKey, StreamDirection)>) -> Self {
+        SeriesNamer {
+            keys: keys.collect(),
+        }
+    }
+
+    fn name(&self, label: &str, rest: &CellKey, dir: StreamDirection) -> String {
+        let mut name = label.to_owned();
+        let mut rests: Vec<&CellKey> = self.keys.iter().map(|k| &k.1).collect();
+        rests.dedup();
+        if rests.len() > 1 {
+            let r = rest.describe();
+            if r != "default" {
+                name.push(' ');
+                name.push_str(&r);
+            }
+        }
+        let dirs = self.keys.iter().any(|k| k.2 != dir);
+        if dirs {
+            name.push(' ');
+            name.push_str(if dir == StreamDirection::ClientToServer {
+                "↑"
+            } else {
+                "↓"
+            });
+        }
+        name
+    }
+
+    fn colour(&self, label: &str, rest: &CellKey, dir: StreamDirection) -> usize {
+        self.keys
+            .iter()
+            .position(|k| k.0 == label && &k.1 == rest && k.2 == dir)
+            .unwrap_or(0)
+    }
+}
+
+fn distinct<T: PartialEq>(runs: &[&Run], f: impl Fn(&Run) -> Option<T>) -> usize {
+    let mut seen: Vec<T> = Vec::new();
+    for r in runs {
+        if let Some(v) = f(r)
+            && !seen.contains(&v)
+        {
+            seen.push(v);
+        }
+    }
+    seen.len()
+}
+
+fn some_files(runs: &[&Run]) -> String {
+    let mut s: Vec<String> = runs
+        .iter()
+        .take(3)
+        .map(|r| r.path.display().to_string())
+        .collect();
+    if runs.len() > 3 {
+        s.push(format!("and {} more", runs.len() - 3));
+    }
+    s.join(", ")
+}
+
+// ---- drawing -----------------------------------------------------------------------------
+
+/// Tableau 10: distinguishable, and kind to the common colour-vision deficiencies.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+const FONT: &str = "sans-serif";
+
+fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+fn size(data: &ChartData) -> (u32, u32) {
+    if data.panels.len() > 1 {
+        (1200, 300 * data.panels.len() as u32)
+    } else {
+        (1200, 750)
+    }
+}
+
+fn draw_err(e: impl std::fmt::Display) -> ChartError {
+    ChartError::Draw(e.to_string())
+}
+
+/// Registers the embedded font once per process; plotters' `ab_glyph` text looks fonts up by
+/// family name in a global table.
+fn fonts() -> Result<(), ChartError> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok()
+            && plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold()).is_ok()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(ChartError::Draw("the embedded font did not load".into()))
+    }
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    data: &ChartData,
+) -> Result<(), ChartError> {
+    fonts()?;
+    root.fill(&WHITE).map_err(draw_err)?;
+    let body = root
+        .titled(&data.title, (FONT, 22).into_font().color(&BLACK))
+        .map_err(draw_err)?;
+    // One right margin for all panels, wide enough for every line's name, so that stacked
+    // panels share their x positions.
+    let label_style: TextStyle<'_> = (FONT, 15).into_font().into();
+    let name_w = data
+        .panels
+        .iter()
+        .flat_map(|p| &p.series)
+        .filter_map(|s| root.estimate_text_size(&s.name, &label_style).ok())
+        .map(|(w, _)| w)
+        .max()
+        .unwrap_or(0);
+    let areas = body.split_evenly((data.panels.len(), 1));
+    for (area, panel) in areas.iter().zip(&data.panels) {
+        draw_panel(area, panel, name_w)?;
+    }
+    Ok(())
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    p: &Panel,
+    name_w: u32,
+) -> Result<(), ChartError> {
+    let pts = || p.series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1) = match &p.x_axis {
+        XAxis::Categories(c) => (-0.5, c.len().max(1) as f64 - 0.5),
+        _ => (
+            pts().map(|q| q.x).fold(f64::INFINITY, f64::min),
+            pts().map(|q| q.x).fold(f64::NEG_INFINITY, f64::max),
+        ),
+    };
+    if !x0.is_finite() || !x1.is_finite() {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if matches!(p.x_axis, XAxis::Linear) {
+        x0 = x0.min(0.0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let y_hi = pts()
+        .map(|q| q.bar.map_or(q.y, |b| b.1.max(q.y)))
+        .fold(0.0f64, f64::max);
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .margin_top(8)
+        .margin_left(8)
+        .margin_bottom(4)
+        .margin_right(name_w + 28)
+        .x_label_area_size(48)
+        .y_label_area_size(80);
+    if !p.title.is_empty() {
+        builder.caption(&p.title, (FONT, 17));
+    }
+    if p.log_y {
+        let y_lo = pts()
+            .map(|q| q.y)
+            .filter(|y| *y > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let y_lo = if y_lo.is_finite() { y_lo * 0.8 } else { 1.0 };
+        let y_hi = (y_hi * 1.25).max(y_lo * 10.0);
+        let chart = builder
+            .build_cartesian_2d(
+                x0..x1,
+                (y_lo..y_hi)
+                    .log_scale()
+                    .with_key_points(log_ticks(y_lo, y_hi)),
+            )
+            .map_err(draw_err)?;
+        draw_body(area, chart, p)
+    } else {
+        let y_hi = if y_hi > 0.0 { y_hi * 1.1 } else { 1.0 };
+        let chart = builder
+            .build_cartesian_2d(x0..x1, 0.0..y_hi)
+            .map_err(draw_err)?;
+        draw_body(area, chart, p)
+    }
+}
+
+fn draw_body<DB, Y>(
+    area: &DrawingArea<DB, Shift>,
+    mut chart: ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
+    p: &Panel,
+) -> Result<(), ChartError>
+where
+    DB: DrawingBackend,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let x_fmt = |x: &f64| -> String {
+        match &p.x_axis {
+            XAxis::Categories(c) => {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    c.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            }
+            // Only whole nines (90 %, 99 %, …): 68.3772 % helps nobody.
+            XAxis::Nines if (x - x.round()).abs() < 1e-6 => nines_label(x.round()),
+            XAxis::Nines => String::new(),
+            XAxis::Linear => trim_number(*x),
+        }
+    };
+    let x_labels = match &p.x_axis {
+        XAxis::Categories(c) => c.len().max(1),
+        XAxis::Nines => 7,
+        XAxis::Linear => 10,
+    };
+    let categories = matches!(p.x_axis, XAxis::Categories(_));
+    chart
+        .configure_mesh()
+        .x_max_light_lines(if categories { 0 } else { 4 })
+        .y_max_light_lines(4)
+        .x_desc(p.x_desc.as_str())
+        .y_desc(p.y_desc.as_str())
+        .x_labels(x_labels)
+        .y_labels(8)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&|y: &f64| trim_number(*y))
+        .axis_desc_style((FONT, 16))
+        .label_style((FONT, 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .bold_line_style(RGBColor(210, 210, 210))
+        .draw()
+        .map_err(draw_err)?;
+
+    // Categories: shift each path's points a little sideways so error bars do not overlap.
+    let measured: Vec<&Series> = p.series.iter().filter(|s| !s.dashed).collect();
+    let dodge = |s: &Series| -> f64 {
+        if !categories || measured.len() < 2 {
+            return 0.0;
+        }
+        let i = measured
+            .iter()
+            .position(|m| std::ptr::eq(*m, s))
+            .map_or(0.0, |i| i as f64);
+        (i - (measured.len() - 1) as f64 / 2.0) * (0.3 / measured.len() as f64).min(0.06)
+    };
+    for s in &p.series {
+        let c = colour(s.colour);
+        let dx = dodge(s);
+        let pts: Vec<(f64, f64)> = s.points.iter().map(|q| (q.x + dx, q.y)).collect();
+        if s.dashed {
+            chart
+                .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, c.stroke_width(2)))
+                .map_err(draw_err)?;
+        } else {
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(draw_err)?;
+        }
+        if s.markers {
+            chart
+                .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 4, c.filled())))
+                .map_err(draw_err)?;
+        }
+        chart
+            .draw_series(s.points.iter().filter_map(|q| {
+                let (lo, hi) = q.bar?;
+                Some(ErrorBar::new_vertical(
+                    q.x + dx,
+                    lo,
+                    q.y,
+                    hi,
+                    c.stroke_width(2),
+                    12,
+                ))
+            }))
+            .map_err(draw_err)?;
+    }
+
+    // Names at the lines' ends, nudged apart so that two close lines stay readable.
+    let base = area.get_base_pixel();
+    let mut ends: Vec<(i32, i32, &Series)> = p
+        .series
+        .iter()
+        .filter_map(|s| {
+            let last = s.points.last()?;
+            let (x, y) = chart.backend_coord(&(last.x + dodge(s), last.y));
+            Some((x - base.0, y - base.1, s))
+        })
+        .collect();
+    ends.sort_by_key(|e| e.1);
+    let gap = 17;
+    for i in 1..ends.len() {
+        if ends[i].1 < ends[i - 1].1 + gap && (ends[i].0 - ends[i - 1].0).abs() < 200 {
+            ends[i].1 = ends[i - 1].1 + gap;
+        }
+    }
+    for (x, y, s) in ends {
+        let style = (FONT, 15)
+            .into_font()
+            .color(&colour(s.colour))
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        area.draw(&Text::new(s.name.clone(), (x + 14, y), style))
+            .map_err(draw_err)?;
+    }
+    Ok(())
+}
+
+/// Ticks of a log axis at 1, 2 and 5 times powers of ten, fewer when the range is wide.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let decades = (hi / lo).log10();
+    let mantissas: &[f64] = if decades > 4.0 {
+        &[1.0]
+    } else {
+        &[1.0, 2.0, 5.0]
+    };
+    let mut out = Vec::new();
+    let mut e = lo.log10().floor() as i32;
+    while 10f64.powi(e) <= hi {
+        for m in mantissas {
+            let v = m * 10f64.powi(e);
+            if v >= lo && v <= hi {
+                out.push(v);
+            }
+        }
+        e += 1;
+    }
+    out
+}
+
+/// `0` → "0%", `1` → "90%", `2` → "99%", `3` → "99.9%".
+fn nines_label(x: f64) -> String {
+    let q = 100.0 * (1.0 - 10f64.powf(-x));
+    let s = format!("{q:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}%")
+}
+
+fn trim_number(v: f64) -> String {
+    if v.abs() >= 100.0 || v == v.round() {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        let s = format!("{v:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{Kind, Tool};
+    use crate::run::{DirectionResult, RrResult, TimelinePoint};
+
+    fn tp(label: &str, p: u16, w: Option<u64>, mbps: f64) -> Run {
+        Run {
+            path: format!("{label}/P{p}.json").into(),
+            label: label.into(),
+            key: CellKey {
+                streams: Some(p),
+                window: w,
+                ..CellKey::of_spec(&xbench::config::TestSpec::throughput())
+            },
+            started_at: String::new(),
+            measure: Measure::Throughput(vec![DirectionResult {
+                direction: StreamDirection::ClientToServer,
+                bits_per_second: mbps * 1e6,
+                retransmits: 1,
+                rtt_mean_us: Some(1000.0),
+                timeline: vec![TimelinePoint {
+                    start_s: 0.0,
+                    end_s: 1.0,
+                    bits_per_second: mbps * 1e6,
+                    retransmits: 1,
+                    cwnd_bytes: vec![65536; p as usize],
+                }],
+            }]),
+        }
+    }
+
+    fn rr(label: &str) -> Run {
+        let mut d = Distribution::new();
+        let mut r = xbench::latency::Recorder::new();
+        for ns in [20_000u64, 21_000, 22_000, 40_000, 90_000] {
+            for _ in 0..40 {
+                r.record(ns);
+            }
+        }
+        d.add_recorder(&r);
+        Run {
+            path: format!("{label}/rr.json").into(),
+            label: label.into(),
+            key: CellKey::of_spec(&xbench::config::TestSpec::request_response()),
+            started_at: String::new(),
+            measure: Measure::Rr(RrResult {
+                transactions_per_second: 1000.0,
+                p50_us: 22.0,
+                p90_us: 90.0,
+                p99_us: 90.0,
+                p99_9_us: 90.0,
+                mean_us: 38.6,
+                retransmits: 0,
+                histogram: d.encode(),
+            }),
+        }
+    }
+
+    #[test]
+    fn streams_chart_has_a_line_per_path_with_error_bars() {
+        let runs = vec![
+            tp("peering", 1, None, 100.0),
+            tp("peering", 1, None, 110.0),
+            tp("peering", 4, None, 380.0),
+            tp("vpn", 1, None, 50.0),
+            tp("vpn", 4, None, 120.0),
+        ];
+        let c = plan(&runs, None, ThroughputUnit::Mbits).unwrap();
+        assert_eq!(c.kind, ChartKind::Streams);
+        let s = &c.panels[0].series;
+        let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["peering", "vpn"]);
+        assert_eq!(s[0].points[0].y, 105.0);
+        assert!(s[0].points[0].bar.is_some(), "two runs give a CI");
+        assert!(s[1].points[0].bar.is_none(), "one run gives none");
+        assert_ne!(s[0].colour, s[1].colour);
+        let svg = to_svg(&c).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .map(str::trim)
+            .collect();
+        for want in [
+            "peering",
+            "vpn",
+            "Parallel TCP streams (-P)",
+            "Receiver throughput (Mbit/s)",
+        ] {
+            assert!(texts.contains(&want), "{want} in {texts:?}");
+        }
+        let png = to_png(&c).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+    }
+
+    #[test]
+    fn window_chart_draws_the_ceiling() {
+        let runs = vec![
+            tp("a", 1, Some(64 << 10), 400.0),
+            tp("a", 1, Some(256 << 10), 900.0),
+        ];
+        let c = plan(&runs, None, ThroughputUnit::Mbits).unwrap();
+        assert_eq!(c.kind, ChartKind::Window);
+        let s = &c.panels[0].series;
+        assert_eq!(s[1].name, "a ceiling");
+        assert!(s[1].dashed);
+        // 64 KiB ÷ 1 ms = 524.288 Mbit/s.
+        assert!((s[1].points[0].y - 524.288).abs() < 1e-6);
+    }
+
+    #[test]
+    fn mixed_kinds_name_the_files() {
+        let runs = vec![tp("a", 1, None, 1.0), rr("b")];
+        let e = plan(&runs, None, ThroughputUnit::Mbits).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("b/rr.json") && msg.contains("a/P1.json"),
+            "{msg}"
+        );
+        // Asking for one kind leaves the other out instead.
+        let c = plan(&runs, Some(ChartKind::Latency), ThroughputUnit::Mbits).unwrap();
+        assert_eq!(c.left_out, 1);
+        assert_eq!(c.panels[0].series[0].name, "b");
+        to_svg(&c).unwrap();
+    }
+
+    #[test]
+    fn one_cell_gives_a_timeline() {
+        let c = plan(&[tp("a", 2, None, 10.0)], None, ThroughputUnit::Gbits).unwrap();
+        assert_eq!(c.kind, ChartKind::Timeline);
+        assert_eq!(c.panels.len(), 3);
+        assert_eq!(c.panels[1].series.len(), 2, "a cwnd line per stream");
+        to_svg(&c).unwrap();
+        let _ = (Kind::Rr, Tool::Xbench);
+    }
+
+    #[test]
+    fn log_axis_ticks_at_one_two_five() {
+        assert_eq!(
+            log_ticks(150.0, 5000.0),
+            [200.0, 500.0, 1000.0, 2000.0, 5000.0]
+        );
+        assert_eq!(log_ticks(1.0, 1e6), [1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]);
+    }
+
+    #[test]
+    fn percentile_labels() {
+        assert_eq!(nines_label(0.0), "0%");
+        assert_eq!(nines_label(1.0), "90%");
+        assert_eq!(nines_label(3.0), "99.9%");
+    }
+}

@@ -1,0 +1,417 @@
+//! The comparison table as text (aligned columns for a terminal), Markdown, CSV (one line per
+//! row and metric, for spreadsheets) and JSON (the document `schema/comparison.schema.json`
+//! describes). Rendering only: the rows and their statistics come from `table`.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use xbench::config::StreamDirection;
+
+use crate::cell::Kind;
+use crate::load::Warning;
+use crate::stats::Stats;
+use crate::sweep::SweepSummary;
+use crate::table::{Comparison, RrRow, ThroughputRow};
+use crate::units::{ThroughputUnit, number};
+
+/// Version of the comparison JSON layout. Bump when a field changes meaning or is removed.
+pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
+
+/// Output formats of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Aligned columns.
+    #[default]
+    Text,
+    /// A GitHub-flavoured Markdown table per section.
+    Markdown,
+    /// Comma-separated values, one line per row and metric.
+    Csv,
+    /// One JSON document.
+    Json,
+}
+
+/// The JSON document of `xbench report --format json` and of a sweep's `--json`.
+#[derive(Debug, Serialize)]
+pub struct Document<'a> {
+    /// [`COMPARISON_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Always `"xbench-comparison"`, so a reader can tell it from a single test's report.
+    pub document: &'static str,
+    /// The xbench that wrote it.
+    pub xbench_version: &'static str,
+    /// Labels, throughput rows and request/response rows.
+    #[serde(flatten)]
+    pub comparison: &'a Comparison,
+    /// Files left out, and why.
+    pub warnings: &'a [Warning],
+    /// For a sweep: what ran, where it was saved, and how it ended.
+    pub sweep: Option<&'a SweepSummary>,
+}
+
+impl<'a> Document<'a> {
+    /// A document for `comparison`.
+    pub fn new(
+        comparison: &'a Comparison,
+        warnings: &'a [Warning],
+        sweep: Option<&'a SweepSummary>,
+    ) -> Self {
+        Document {
+            schema_version: COMPARISON_SCHEMA_VERSION,
+            document: "xbench-comparison",
+            xbench_version: env!("CARGO_PKG_VERSION"),
+            comparison,
+            warnings,
+            sweep,
+        }
+    }
+
+    /// Pretty-printed JSON with a final newline.
+    pub fn to_json(&self) -> String {
+        // Plain data with string keys: serializing cannot fail, but say so if it ever does.
+        let mut s = serde_json::to_string_pretty(self)
+            .unwrap_or_else(|e| format!("{{\"error\":\"cannot serialize the report: {e}\"}}"));
+        s.push('\n');
+        s
+    }
+}
+
+/// Renders the table in `format`; JSON carries no sweep section (see [`Document`]).
+pub fn render(c: &Comparison, format: Format, unit: ThroughputUnit) -> String {
+    match format {
+        Format::Text => sections(c, unit, false),
+        Format::Markdown => sections(c, unit, true),
+        Format::Csv => csv(c, unit),
+        Format::Json => Document::new(c, &[], None).to_json(),
+    }
+}
+
+fn sections(c: &Comparison, unit: ThroughputUnit, md: bool) -> String {
+    let mut out = String::new();
+    for dir in [
+        StreamDirection::ClientToServer,
+        StreamDirection::ServerToClient,
+    ] {
+        let rows: Vec<&ThroughputRow> =
+            c.throughput.iter().filter(|r| r.direction == dir).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let title = format!(
+            "Throughput {}: receiver rate in {}, per run; 95 % CI of the mean (Student t)",
+            dir.label(),
+            unit.label()
+        );
+        let head = [
+            "cell", "label", "runs", "mean", "stddev", "min", "max", "95 % CI", "CV", "retr",
+            "RTT µs",
+        ];
+        let body = rows
+            .iter()
+            .map(|r| {
+                let s = r.bits_per_second.scaled(unit.factor());
+                vec![
+                    r.cell_name.clone(),
+                    r.label.clone(),
+                    r.runs.to_string(),
+                    number(s.mean),
+                    opt(s.stddev),
+                    number(s.min),
+                    number(s.max),
+                    ci(&s),
+                    cv(&s),
+                    format!("{:.1}", r.retransmits.mean),
+                    r.rtt_us.map_or("-".into(), |x| format!("{:.0}", x.mean)),
+                ]
+            })
+            .collect();
+        table(&mut out, &title, &head, body, md);
+    }
+    for kind in [Kind::Rr, Kind::Crr] {
+        let rows: Vec<&RrRow> = c.rr.iter().filter(|r| r.cell.kind == kind).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let name = if kind == Kind::Rr {
+            "Request/response (TCP_RR)"
+        } else {
+            "Connect/request/response (TCP_CRR)"
+        };
+        let title =
+            format!("{name}: mean over runs of each run's percentile, µs; rate in transactions/s");
+        let head = [
+            "cell",
+            "label",
+            "runs",
+            "p50",
+            "p50 95 % CI",
+            "p99",
+            "p99 95 % CI",
+            "rate",
+            "rate stddev",
+            "rate CV",
+            "retr",
+        ];
+        let body = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.cell_name.clone(),
+                    r.label.clone(),
+                    r.runs.to_string(),
+                    number(r.p50_us.mean),
+                    ci(&r.p50_us),
+                    number(r.p99_us.mean),
+                    ci(&r.p99_us),
+                    number(r.transactions_per_second.mean),
+                    opt(r.transactions_per_second.stddev),
+                    cv(&r.transactions_per_second),
+                    format!("{:.1}", r.retransmits.mean),
+                ]
+            })
+            .collect();
+        table(&mut out, &title, &head, body, md);
+    }
+    out
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), number)
+}
+
+fn ci(s: &Stats) -> String {
+    match (s.ci95_low, s.ci95_high) {
+        (Some(lo), Some(hi)) => format!("{}–{}", number(lo), number(hi)),
+        _ => "-".into(),
+    }
+}
+
+fn cv(s: &Stats) -> String {
+    s.cv.map_or("-".into(), |c| format!("{:.1} %", c * 100.0))
+}
+
+/// Appends one titled table; text columns (the first two) align left, figures right. In text,
+/// a cell name repeated on consecutive rows is printed once.
+fn table(out: &mut String, title: &str, head: &[&str], body: Vec<Vec<String>>, md: bool) {
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    if md {
+        let _ = writeln!(out, "**{title}**\n");
+        let _ = writeln!(out, "| {} |", head.join(" | "));
+        let align: Vec<&str> = (0..head.len())
+            .map(|i| if i < 2 { "---" } else { "---:" })
+            .collect();
+        let _ = writeln!(out, "| {} |", align.join(" | "));
+        for row in body {
+            let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        return;
+    }
+    let _ = writeln!(out, "{title}");
+    let mut shown = body.clone();
+    for i in (1..shown.len()).rev() {
+        if shown[i][0] == shown[i - 1][0] {
+            shown[i][0].clear();
+        }
+    }
+    let width = |i: usize| {
+        shown
+            .iter()
+            .map(|r| r[i].chars().count())
+            .chain([head[i].chars().count()])
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..head.len()).map(width).collect();
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = widths[i].saturating_sub(c.chars().count());
+            if i > 0 {
+                s.push_str("  ");
+            }
+            if i < 2 {
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad));
+            } else {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            }
+        }
+        s.trim_end().to_owned()
+    };
+    let _ = writeln!(out, "{}", line(head.to_vec()));
+    for r in &shown {
+        let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
+    }
+}
+
+fn csv(c: &Comparison, unit: ThroughputUnit) -> String {
+    let mut out = String::from(
+        "kind,direction,label,cell,tool,streams,window_bytes,request_bytes,response_bytes,flows,\
+         metric,unit,runs,mean,stddev,min,max,ci95_low,ci95_high,cv\n",
+    );
+    let num = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
+    let mut line = |row: &[String], metric: &str, u: &str, s: &Stats| {
+        let fields: Vec<String> = row
+            .iter()
+            .cloned()
+            .chain([
+                metric.to_owned(),
+                u.to_owned(),
+                s.n.to_string(),
+                num(Some(s.mean)),
+                num(s.stddev),
+                num(Some(s.min)),
+                num(Some(s.max)),
+                num(s.ci95_low),
+                num(s.ci95_high),
+                num(s.cv),
+            ])
+            .map(|f| csv_field(&f))
+            .collect();
+        let _ = writeln!(out, "{}", fields.join(","));
+    };
+    let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+    for r in &c.throughput {
+        let k = &r.cell;
+        let row = [
+            "throughput".to_owned(),
+            dir_name(r.direction).to_owned(),
+            r.label.clone(),
+            r.cell_name.clone(),
+            tool_name(k),
+            opt(k.streams.map(u64::from)),
+            opt(k.window),
+            String::new(),
+            String::new(),
+            String::new(),
+        ];
+        line(
+            &row,
+            "throughput",
+            unit.label(),
+            &r.bits_per_second.scaled(unit.factor()),
+        );
+        line(&row, "retransmits", "segments", &r.retransmits);
+        if let Some(rtt) = &r.rtt_us {
+            line(&row, "rtt", "us", rtt);
+        }
+    }
+    for r in &c.rr {
+        let k = &r.cell;
+        let row = [
+            if k.kind == Kind::Crr { "crr" } else { "rr" }.to_owned(),
+            String::new(),
+            r.label.clone(),
+            r.cell_name.clone(),
+            tool_name(k),
+            String::new(),
+            opt(k.window),
+            opt(k.request_bytes.map(u64::from)),
+            opt(k.response_bytes.map(u64::from)),
+            opt(k.flows.map(u64::from)),
+        ];
+        line(&row, "transaction_rate", "1/s", &r.transactions_per_second);
+        line(&row, "p50_latency", "us", &r.p50_us);
+        line(&row, "p99_latency", "us", &r.p99_us);
+        line(&row, "p99_9_latency", "us", &r.p99_9_us);
+        line(&row, "mean_latency", "us", &r.mean_us);
+        line(&row, "retransmits", "segments", &r.retransmits);
+    }
+    out
+}
+
+fn dir_name(d: StreamDirection) -> &'static str {
+    match d {
+        StreamDirection::ClientToServer => "client_to_server",
+        StreamDirection::ServerToClient => "server_to_client",
+    }
+}
+
+fn tool_name(k: &crate::cell::CellKey) -> String {
+    match k.tool {
+        crate::cell::Tool::Xbench => "xbench".into(),
+        crate::cell::Tool::Iperf3 => "iperf3".into(),
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{CellKey, Tool};
+    use crate::run::{DirectionResult, Measure, Run};
+
+    fn run(label: &str, p: u16, mbps: f64) -> Run {
+        Run {
+            path: format!("{label}/{p}.json").into(),
+            label: label.into(),
+            key: CellKey {
+                streams: Some(p),
+                ..CellKey::of_spec(&xbench::config::TestSpec::throughput())
+            },
+            started_at: String::new(),
+            measure: Measure::Throughput(vec![DirectionResult {
+                direction: StreamDirection::ClientToServer,
+                bits_per_second: mbps * 1e6,
+                retransmits: 2,
+                rtt_mean_us: Some(88_000.0),
+                timeline: vec![],
+            }]),
+        }
+    }
+
+    fn sample() -> Comparison {
+        Comparison::build(&[
+            run("peering", 1, 100.0),
+            run("vpn", 1, 50.0),
+            run("peering", 1, 110.0),
+            run("vpn", 1, 54.0),
+            run("peering", 2, 190.0),
+        ])
+    }
+
+    #[test]
+    fn text_puts_labels_of_a_cell_side_by_side() {
+        let t = render(&sample(), Format::Text, ThroughputUnit::Mbits);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("Throughput client→server: receiver rate in Mbit/s"));
+        assert!(lines[1].starts_with("cell  label"), "{t}");
+        assert!(lines[2].starts_with("P=1   peering     2   105"), "{t}");
+        // The cell name is not repeated; vpn follows peering.
+        assert!(lines[3].starts_with("      vpn         2  52.0"), "{t}");
+        assert!(lines[4].starts_with("P=2   peering     1   190"), "{t}");
+        // 95 % CI of 100, 110: 105 ± 12.7062 · 7.0711 / 1.4142 = 105 ± 63.5.
+        assert!(lines[2].contains("41.5–169"), "{t}");
+    }
+
+    #[test]
+    fn markdown_and_csv() {
+        let c = sample();
+        let md = render(&c, Format::Markdown, ThroughputUnit::MBytes);
+        assert!(md.contains("| cell | label | runs |"), "{md}");
+        assert!(md.contains("| P=1 | peering | 2 | 13.1 |"), "{md}");
+        let csv = render(&c, Format::Csv, ThroughputUnit::Gbits);
+        let first = csv.lines().nth(1).unwrap();
+        assert!(
+            first.starts_with(
+                "throughput,client_to_server,peering,P=1,xbench,1,,,,,throughput,Gbit/s,2,"
+            ),
+            "{first}"
+        );
+        let mean: f64 = first.split(',').nth(13).unwrap().parse().unwrap();
+        assert!((mean - 0.105).abs() < 1e-12, "{first}");
+        assert_eq!(csv.lines().count(), 1 + 3 * 3);
+        let _ = Tool::Iperf3;
+    }
+}

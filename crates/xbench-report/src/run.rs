@@ -1,0 +1,215 @@
+//! One finished run reduced to the figures a comparison needs, whatever wrote it: an xbench
+//! [`TestReport`] or an imported iperf3 file (see `iperf3`).
+//!
+//! Keeping only these figures (and one timeline) lets a table over hundreds of runs stay small
+//! and lets iperf3 and xbench runs sit in one table. This module does not read files.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use xbench::config::StreamDirection;
+use xbench::report::{Outcome, TestReport};
+
+use crate::cell::{CellKey, Tool};
+
+/// A finished run.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The file it came from (empty for a run not saved).
+    pub path: PathBuf,
+    /// The path's name (`--label`), which the comparison puts side by side.
+    pub label: String,
+    /// Which cell of a sweep it belongs to.
+    pub key: CellKey,
+    /// When it started, RFC 3339 (as the file gives it).
+    pub started_at: String,
+    /// What it measured.
+    pub measure: Measure,
+}
+
+/// The figures of a run, by kind.
+#[derive(Debug, Clone)]
+pub enum Measure {
+    /// Throughput: one entry per direction measured (two for `--bidir`).
+    Throughput(Vec<DirectionResult>),
+    /// Request/response.
+    Rr(RrResult),
+}
+
+/// One direction of a throughput run.
+#[derive(Debug, Clone)]
+pub struct DirectionResult {
+    /// Which way the data flowed.
+    pub direction: StreamDirection,
+    /// The receiver's rate, bits per second: only delivered bytes count.
+    pub bits_per_second: f64,
+    /// Segments retransmitted, all streams.
+    pub retransmits: u64,
+    /// Mean smoothed RTT, µs, when the sender reported it.
+    pub rtt_mean_us: Option<f64>,
+    /// Per interval, for the timeline chart.
+    pub timeline: Vec<TimelinePoint>,
+}
+
+/// One interval of one direction.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelinePoint {
+    /// Start of the interval, seconds since the start of the test.
+    pub start_s: f64,
+    /// End of the interval, seconds since the start.
+    pub end_s: f64,
+    /// Rate in the interval (receiver's when known, else sender's), bits per second.
+    pub bits_per_second: f64,
+    /// Retransmits in the interval, all streams.
+    pub retransmits: u64,
+    /// Congestion window of each stream at the end of the interval, bytes.
+    pub cwnd_bytes: Vec<u64>,
+}
+
+/// A request/response run.
+#[derive(Debug, Clone)]
+pub struct RrResult {
+    /// Transactions per second, all flows.
+    pub transactions_per_second: f64,
+    /// Median latency, µs.
+    pub p50_us: f64,
+    /// 90th percentile, µs.
+    pub p90_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// 99.9th percentile, µs.
+    pub p99_9_us: f64,
+    /// Mean latency, µs.
+    pub mean_us: f64,
+    /// Segments retransmitted, both ends when the server reported.
+    pub retransmits: u64,
+    /// The run's latency histogram (HdrHistogram V2, base64), for percentile curves.
+    pub histogram: String,
+}
+
+/// Why a report was not turned into a run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotUsable {
+    /// It was cut short: its figures do not measure the cell's full test.
+    #[error("the run was interrupted; left out of the statistics")]
+    Interrupted,
+    /// It failed.
+    #[error("the run failed ({0}); left out of the statistics")]
+    Failed(String),
+    /// It carries no figures the comparison can use.
+    #[error("{0}")]
+    Empty(String),
+}
+
+impl Run {
+    /// The figures of an xbench report. `label` is used when the report has none.
+    pub fn from_report(report: &TestReport, path: PathBuf, label: &str) -> Result<Run, NotUsable> {
+        match &report.outcome {
+            Outcome::Completed => {}
+            Outcome::Interrupted => return Err(NotUsable::Interrupted),
+            Outcome::Failed { error } => return Err(NotUsable::Failed(error.clone())),
+        }
+        let measure = if let Some(rr) = &report.rr {
+            let s = &rr.summary;
+            let l = s.latency.ok_or_else(|| {
+                NotUsable::Empty("the request/response run completed no transaction".into())
+            })?;
+            Measure::Rr(RrResult {
+                transactions_per_second: s.transactions_per_second,
+                p50_us: l.p50_us,
+                p90_us: l.p90_us,
+                p99_us: l.p99_us,
+                p99_9_us: l.p99_9_us,
+                mean_us: l.mean_us,
+                retransmits: s.retransmits + s.server_retransmits.unwrap_or(0),
+                histogram: s.histogram.clone(),
+            })
+        } else {
+            let mut dirs = Vec::new();
+            for d in &report.summary.directions {
+                let Some(rx) = d.receiver else {
+                    return Err(NotUsable::Empty(format!(
+                        "{} has no receiver figures (the server's report never arrived)",
+                        d.direction.label()
+                    )));
+                };
+                let timeline = report
+                    .intervals
+                    .iter()
+                    .filter(|iv| !iv.omitted)
+                    .filter_map(|iv| {
+                        let sum = iv.sum.iter().find(|s| s.direction == d.direction)?;
+                        Some(TimelinePoint {
+                            start_s: iv.start_s,
+                            end_s: iv.end_s,
+                            bits_per_second: sum.received.unwrap_or(sum.sent).bits_per_second,
+                            retransmits: sum.retransmits,
+                            cwnd_bytes: iv
+                                .streams
+                                .iter()
+                                .filter(|s| s.direction == d.direction)
+                                .map(|s| s.tcp.map_or(0, |t| t.cwnd_bytes))
+                                .collect(),
+                        })
+                    })
+                    .collect();
+                dirs.push(DirectionResult {
+                    direction: d.direction,
+                    bits_per_second: rx.bits_per_second,
+                    retransmits: d.retransmits,
+                    rtt_mean_us: d.rtt.map(|r| r.mean_us),
+                    timeline,
+                });
+            }
+            if dirs.is_empty() {
+                return Err(NotUsable::Empty("the report has no results".into()));
+            }
+            Measure::Throughput(dirs)
+        };
+        Ok(Run {
+            path,
+            label: report.label.clone().unwrap_or_else(|| label.to_owned()),
+            key: CellKey::of_spec(&report.spec),
+            started_at: report.started_at.clone(),
+            measure,
+        })
+    }
+
+    /// Whether this is a request/response run.
+    pub fn is_rr(&self) -> bool {
+        matches!(self.measure, Measure::Rr(_))
+    }
+
+    /// Which program measured it.
+    pub fn tool(&self) -> Tool {
+        self.key.tool
+    }
+
+    /// A one-line result, as a sweep prints each run when it finishes.
+    pub fn one_line(&self, unit: crate::units::ThroughputUnit) -> String {
+        match &self.measure {
+            Measure::Throughput(dirs) => dirs
+                .iter()
+                .map(|d| {
+                    let mut s = format!(
+                        "{} {} {}, {} retransmits",
+                        d.direction.label(),
+                        unit.format(d.bits_per_second),
+                        unit.label(),
+                        d.retransmits
+                    );
+                    if let Some(rtt) = d.rtt_mean_us {
+                        s.push_str(&format!(", RTT {rtt:.0} µs"));
+                    }
+                    s
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+            Measure::Rr(r) => format!(
+                "{:.0} transactions/s, p50 {:.1} µs, p99 {:.1} µs",
+                r.transactions_per_second, r.p50_us, r.p99_us
+            ),
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The comparison table's data: runs grouped into cells per label, with statistics per cell.
+//!
+//! One row is one (cell, label) — for throughput, one (cell, direction, label) — so that the
+//! labels of a cell (peering, vpn, tgw) follow each other and read side by side. Rows hold base
+//! units (bits per second, µs, transactions per second); rendering picks display units. This
+//! module neither reads files nor formats text (see `render`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use xbench::config::StreamDirection;
+
+use crate::cell::CellKey;
+use crate::run::{Measure, Run};
+use crate::stats::Stats;
+
+/// Every row of a comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// Labels in the order they were first met (the order of the command line).
+    pub labels: Vec<String>,
+    /// Throughput rows.
+    pub throughput: Vec<ThroughputRow>,
+    /// Request/response rows.
+    pub rr: Vec<RrRow>,
+}
+
+/// One label's runs of one throughput cell, one direction.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThroughputRow {
+    /// The path.
+    pub label: String,
+    /// The cell's settings.
+    pub cell: CellKey,
+    /// The cell as a table shows it (`P=4 w=256K`).
+    pub cell_name: String,
+    /// Which way the data flowed.
+    pub direction: StreamDirection,
+    /// Runs averaged.
+    pub runs: usize,
+    /// Receiver rate, bits per second.
+    pub bits_per_second: Stats,
+    /// Retransmitted segments per run.
+    pub retransmits: Stats,
+    /// Mean smoothed RTT per run, µs, over the runs that reported one.
+    pub rtt_us: Option<Stats>,
+    /// The runs' files.
+    pub files: Vec<PathBuf>,
+}
+
+/// One label's runs of one request/response cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct RrRow {
+    /// The path.
+    pub label: String,
+    /// The cell's settings.
+    pub cell: CellKey,
+    /// The cell as a table shows it (`-r 1,1 flows=1`).
+    pub cell_name: String,
+    /// Runs averaged.
+    pub runs: usize,
+    /// Transactions per second per run.
+    pub transactions_per_second: Stats,
+    /// Median latency per run, µs.
+    pub p50_us: Stats,
+    /// 99th percentile per run, µs.
+    pub p99_us: Stats,
+    /// 99.9th percentile per run, µs.
+    pub p99_9_us: Stats,
+    /// Mean latency per run, µs.
+    pub mean_us: Stats,
+    /// Retransmitted segments per run.
+    pub retransmits: Stats,
+    /// The runs' files.
+    pub files: Vec<PathBuf>,
+}
+
+impl Comparison {
+    /// Groups `runs` into rows and computes each row's statistics.
+    pub fn build(runs: &[Run]) -> Comparison {
+        let labels = labels_in_order(runs);
+        let label_pos = |l: &str| labels.iter().position(|x| x == l).unwrap_or(usize::MAX);
+
+        type TpGroup<'a> = BTreeMap<(CellKey, StreamDirection, usize), Vec<(&'a Run, usize)>>;
+        let mut tp: TpGroup<'_> = BTreeMap::new();
+        let mut rr: BTreeMap<(CellKey, usize), Vec<&Run>> = BTreeMap::new();
+        for run in runs {
+            match &run.measure {
+                Measure::Throughput(dirs) => {
+                    for (i, d) in dirs.iter().enumerate() {
+                        tp.entry((run.key.clone(), d.direction, label_pos(&run.label)))
+                            .or_default()
+                            .push((run, i));
+                    }
+                }
+                Measure::Rr(_) => rr
+                    .entry((run.key.clone(), label_pos(&run.label)))
+                    .or_default()
+                    .push(run),
+            }
+        }
+
+        let throughput = tp
+            .into_iter()
+            .filter_map(|((cell, direction, _), group)| {
+                let dir = |(r, i): &(&Run, usize)| match &r.measure {
+                    Measure::Throughput(d) => d.get(*i).cloned(),
+                    Measure::Rr(_) => None,
+                };
+                let dirs: Vec<_> = group.iter().filter_map(dir).collect();
+                let bps: Vec<f64> = dirs.iter().map(|d| d.bits_per_second).collect();
+                let retr: Vec<f64> = dirs.iter().map(|d| d.retransmits as f64).collect();
+                let rtt: Vec<f64> = dirs.iter().filter_map(|d| d.rtt_mean_us).collect();
+                Some(ThroughputRow {
+                    label: group.first()?.0.label.clone(),
+                    cell_name: cell.describe(),
+                    cell,
+                    direction,
+                    runs: dirs.len(),
+                    bits_per_second: Stats::of(&bps)?,
+                    retransmits: Stats::of(&retr)?,
+                    rtt_us: Stats::of(&rtt),
+                    files: saved_files(group.iter().map(|(r, _)| *r)),
+                })
+            })
+            .collect();
+
+        let rr = rr
+            .into_iter()
+            .filter_map(|((cell, _), group)| {
+                let results: Vec<_> = group
+                    .iter()
+                    .filter_map(|r| match &r.measure {
+                        Measure::Rr(x) => Some(x),
+                        Measure::Throughput(_) => None,
+                    })
+                    .collect();
+                let of = |f: &dyn Fn(&crate::run::RrResult) -> f64| {
+                    Stats::of(&results.iter().map(|r| f(r)).collect::<Vec<_>>())
+                };
+                Some(RrRow {
+                    label: group.first()?.label.clone(),
+                    cell_name: cell.describe(),
+                    cell,
+                    runs: results.len(),
+                    transactions_per_second: of(&|r| r.transactions_per_second)?,
+                    p50_us: of(&|r| r.p50_us)?,
+                    p99_us: of(&|r| r.p99_us)?,
+                    p99_9_us: of(&|r| r.p99_9_us)?,
+                    mean_us: of(&|r| r.mean_us)?,
+                    retransmits: of(&|r| r.retransmits as f64)?,
+                    files: saved_files(group.iter().copied()),
+                })
+            })
+            .collect();
+
+        Comparison {
+            labels,
+            throughput,
+            rr,
+        }
+    }
+
+    /// Only the rows of one label (a sweep's own summary).
+    pub fn for_label(&self, label: &str) -> Comparison {
+        Comparison {
+            labels: vec![label.to_owned()],
+            throughput: self
+                .throughput
+                .iter()
+                .filter(|r| r.label == label)
+                .cloned()
+                .collect(),
+            rr: self
+                .rr
+                .iter()
+                .filter(|r| r.label == label)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// No rows at all.
+    pub fn is_empty(&self) -> bool {
+        self.throughput.is_empty() && self.rr.is_empty()
+    }
+}
+
+/// The files of runs that have one (a sweep without `--save` keeps runs in memory only).
+fn saved_files<'a>(runs: impl Iterator<Item = &'a Run>) -> Vec<PathBuf> {
+    runs.filter(|r| !r.path.as_os_str().is_empty())
+        .map(|r| r.path.clone())
+        .collect()
+}
+
+/// Labels in the order runs first name them.
+pub(crate) fn labels_in_order(runs: &[Run]) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::new();
+    for r in runs {
+        if !labels.contains(&r.label) {
+            labels.push(r.label.clone());
+        }
+    }
+    labels
+}
