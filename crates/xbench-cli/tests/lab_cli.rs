@@ -217,21 +217,47 @@ fn root_lab_run_writes_one_report_per_path_and_stream_count() {
     )
     .unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
+    // Saved as `xbench client --save` saves: DIR/LABEL/CELL/run-N.json, every file a report.
     for label in ["direct", "transit"] {
-        for p in ["P1", "P2"] {
-            let f = out.join(label).join(format!("{p}.json"));
-            let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{f:?}: {e}"));
-            let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-            assert!(validator.is_valid(&json), "{f:?} does not match the schema");
-            let r: TestReport = serde_json::from_value(json).unwrap();
-            assert_eq!(r.label.as_deref(), Some(label));
+        let mut reports = Vec::new();
+        for cell in std::fs::read_dir(out.join(label)).unwrap() {
+            for f in std::fs::read_dir(cell.unwrap().path()).unwrap() {
+                let f = f.unwrap().path();
+                let json: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+                assert!(validator.is_valid(&json), "{f:?} does not match the schema");
+                let r: TestReport = serde_json::from_value(json).unwrap();
+                assert_eq!(r.label.as_deref(), Some(label));
+                reports.push(r);
+            }
         }
+        let mut streams: Vec<u16> = reports
+            .iter()
+            .filter_map(|r| r.spec.as_throughput().map(|t| t.streams.get()))
+            .collect();
+        streams.sort();
+        assert_eq!(
+            streams,
+            [1, 2],
+            "{label}: one throughput run per stream count"
+        );
+        assert_eq!(
+            reports.iter().filter(|r| r.rr.is_some()).count(),
+            1,
+            "{label}: one latency run"
+        );
     }
-    let table = stdout(&o);
+    // The comparison, printed and written, with its charts.
+    let text = stdout(&o);
     assert!(
-        table.contains("transit") && table.contains("retransmits"),
-        "{table}"
+        text.contains("direct") && text.contains("transit"),
+        "{text}"
     );
+    assert!(out.join("report.md").is_file());
+    for chart in ["throughput.svg", "latency.svg"] {
+        let svg = std::fs::read_to_string(out.join(chart)).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("transit"), "{chart}");
+    }
     assert!(
         netns_with("xbtrun-").is_empty(),
         "run removes the lab it built"

@@ -3,7 +3,6 @@
 //! `xbench lab up` leaves running. The lab itself (namespaces, delay line, VPN, cleanup) is
 //! the `xbench-lab` library; this module only parses, prints and maps outcomes to exit codes.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -12,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use xbench::report::TestReport;
 use xbench::units::{BitRate, ByteSize, format_bits_per_second};
 use xbench_lab::delay::{DelayLine, DelayLineSpec, DelayLineStats};
 use xbench_lab::state::LabState;
@@ -146,7 +144,17 @@ struct RunArgs {
     #[arg(short = 'w', long = "window", value_name = "BYTES", value_parser = parse::size_with_unit)]
     window: Option<ByteSize>,
 
-    /// Directory for the reports: one JSON report per test in DIR/LABEL/ (LABEL: the path).
+    /// Runs of every test on every path (round robin, as `xbench client --repeat`).
+    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
+
+    /// Leave out the request/response (latency) test.
+    #[arg(long)]
+    no_rr: bool,
+
+    /// Directory for the results: every run saved as `xbench client --save` does
+    /// (DIR/LABEL/CELL/run-N.json, LABEL the path), the comparison in DIR/report.md and the
+    /// charts in DIR/*.svg.
     #[arg(long, value_name = "DIR", default_value = "xbench-lab-results")]
     out: PathBuf,
 }
@@ -310,48 +318,48 @@ fn delay_line_summary(label: &str, d: &DelayLineStats) -> String {
     s
 }
 
-/// One test of the suite: a label for its report file and the client flags.
+/// One sweep of the suite, run on every path: `xbench client` flags; each finished run is
+/// saved with `--save`, so the comparison is what `xbench report` reads.
 #[derive(Debug, Clone)]
 struct Case {
     name: String,
     flags: Vec<String>,
+    /// Runs the sweep makes: its cells × the repeats.
+    runs: u32,
 }
 
-/// The suite run on every path. Today a throughput sweep over stream counts; request/response
-/// latency (`--rr`) and the sweep/report machinery take this place when they land.
+/// The suite: a throughput sweep over stream counts, and request/response latency.
 fn suite(a: &RunArgs) -> Vec<Case> {
     let mut common = vec![
         "-t".to_owned(),
         format!("{}", a.time.as_secs_f64()),
-        "--json".to_owned(),
+        "--repeat".to_owned(),
+        a.repeat.to_string(),
     ];
     if let Some(o) = a.omit {
         common.extend(["-O".to_owned(), format!("{}", o.as_secs_f64())]);
     }
+    let streams: Vec<String> = a.streams.iter().map(|n| n.to_string()).collect();
+    let mut throughput = vec!["-P".to_owned(), streams.join(",")];
     if let Some(w) = a.window {
-        common.extend(["-w".to_owned(), format!("{}B", w.0)]);
+        throughput.extend(["-w".to_owned(), format!("{}B", w.0)]);
     }
-    a.streams
-        .iter()
-        .map(|n| {
-            let mut flags = vec!["-P".to_owned(), n.to_string()];
-            flags.extend(common.iter().cloned());
-            Case {
-                name: format!("P{n}"),
-                flags,
-            }
-        })
-        .collect()
-}
-
-/// A finished test of the suite.
-#[derive(Debug)]
-struct Row {
-    path: String,
-    case: String,
-    bits_per_second: Option<f64>,
-    retransmits: Option<u64>,
-    problem: Option<String>,
+    throughput.extend(common.iter().cloned());
+    let mut cases = vec![Case {
+        name: "throughput".into(),
+        flags: throughput,
+        runs: a.streams.len() as u32 * a.repeat,
+    }];
+    if !a.no_rr {
+        let mut rr = vec!["--rr".to_owned()];
+        rr.extend(common);
+        cases.push(Case {
+            name: "latency".into(),
+            flags: rr,
+            runs: a.repeat,
+        });
+    }
+    cases
 }
 
 fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
@@ -383,28 +391,19 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
         .with_context(|| format!("cannot create {}", a.out.display()))?;
     out(&paths_table(lab.paths())).context("writing output")?;
 
-    let cases = suite(a);
-    out(&format!(
-        "\n{:<12} {:>4}  {:>15}  {:>11}\n",
-        "path", "test", "receiver Gbit/s", "retransmits"
-    ))
-    .context("writing output")?;
-    let mut rows = Vec::new();
+    let mut failed = Vec::new();
     'paths: for p in lab.paths() {
-        let dir = a.out.join(&p.label);
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        for c in &cases {
+        for c in suite(a) {
             if cancel.load(Ordering::Relaxed) {
                 break 'paths;
             }
-            let file = dir.join(format!("{}.json", c.name));
-            let row = run_case(&exe, p, c, &file, a.time, cancel);
-            out(&row_line(&row)).context("writing output")?;
-            rows.push(row);
+            out(&format!("\n{} — {}\n", p.label, c.name)).context("writing output")?;
+            if let Err(e) = run_case(&exe, p, &c, &a.out, a.time, cancel) {
+                failed.push(format!("{} {}: {e}", p.label, c.name));
+            }
         }
     }
-    let mut s = format!("\nreports in {}\n", a.out.display());
+    let mut s = String::new();
     for p in lab.paths() {
         if let Some(d) = lab.delay_line_stats(&p.label) {
             s += &delay_line_summary(&p.label, &d);
@@ -412,60 +411,50 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
     }
     out(&s).context("writing output")?;
     drop(lab); // a lab built for this run is removed here
+    compare(&a.out)?;
+    for f in &failed {
+        eprintln!("xbench: {f}");
+    }
     if cancel.load(Ordering::Relaxed) {
         return Ok(Exit::Interrupted);
     }
-    if rows.iter().any(|r| r.problem.is_some()) {
+    if !failed.is_empty() {
         return Ok(Exit::Failure);
     }
     Ok(Exit::Success)
 }
 
+/// Runs one sweep of the suite from the path's client namespace; it prints a line per run and
+/// saves each one under `out`.
 fn run_case(
     exe: &Path,
     p: &PathInfo,
     c: &Case,
-    file: &Path,
+    out_dir: &Path,
     time: Duration,
     cancel: &AtomicBool,
-) -> Row {
-    let mut row = Row {
-        path: p.label.clone(),
-        case: c.name.clone(),
-        bits_per_second: None,
-        retransmits: None,
-        problem: None,
-    };
+) -> Result<(), String> {
     let mut cmd = Command::new(exe);
     cmd.arg("client")
         .arg(p.server_addr.to_string())
         .args(["-p", &p.server_port.to_string(), "--label", &p.label])
+        .arg("--save")
+        .arg(out_dir)
+        // A rerun into the same directory adds what is missing instead of refusing.
+        .arg("--resume")
         .args(&c.flags)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
-    let mut child = match netns::spawn_in(&p.client_netns, &mut cmd, Detach::No) {
-        Ok(c) => c,
-        Err(e) => {
-            row.problem = Some(format!("cannot start the client: {e}"));
-            return row;
-        }
-    };
-    // Read stdout on a thread so a large report cannot block the client while we wait.
-    let mut stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.read_to_end(&mut v);
-        }
-        v
-    });
-    let limit = Instant::now() + time + Duration::from_secs(60);
+    let mut child = netns::spawn_in(&p.client_netns, &mut cmd, Detach::No)
+        .map_err(|e| format!("cannot start the client: {e}"))?;
+    // Each run takes its time plus set-up and drain; a sweep far past that is stuck.
+    let limit = Instant::now() + (time + Duration::from_secs(30)) * c.runs;
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
             Ok(None) if cancel.load(Ordering::Relaxed) || Instant::now() > limit => {
-                // Stopped by id; it prints what it measured on SIGINT.
+                // Stopped by id; a sweep keeps the runs that finished on SIGINT.
                 // SAFETY: kill has no memory-safety preconditions; the pid is our own child,
                 // not yet reaped, so it cannot have been reused.
                 unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
@@ -475,39 +464,57 @@ fn run_case(
             Err(_) => break None,
         }
     };
-    let json = reader.join().unwrap_or_default();
-    match serde_json::from_slice::<TestReport>(&json) {
-        Ok(report) => {
-            if let Some(d) = report.summary.directions.first() {
-                row.bits_per_second = d.receiver.map(|r| r.bits_per_second);
-                row.retransmits = Some(d.retransmits);
-            }
-            if let Err(e) = std::fs::write(file, &json) {
-                row.problem = Some(format!("cannot write {}: {e}", file.display()));
-            }
-        }
-        Err(e) => {
-            row.problem = Some(format!(
-                "no report from the client ({}): {e}",
-                status.map_or_else(|| "did not finish".into(), |s| s.to_string())
-            ));
-        }
+    match status {
+        Some(s) if s.success() => Ok(()),
+        Some(s) => Err(format!("the sweep ended with {s}")),
+        None => Err("the sweep did not finish".into()),
     }
-    row
 }
 
-fn row_line(r: &Row) -> String {
-    match &r.problem {
-        Some(p) => format!("{:<12} {:>4}  failed: {p}\n", r.path, r.case),
-        None => format!(
-            "{:<12} {:>4}  {:>15}  {:>11}\n",
-            r.path,
-            r.case,
-            r.bits_per_second
-                .map_or_else(|| "-".into(), |b| format!("{:.3}", b / 1e9)),
-            r.retransmits.map_or_else(|| "-".into(), |n| n.to_string())
-        ),
+/// The comparison of every path, as `xbench report` would print it, and its charts.
+fn compare(dir: &Path) -> anyhow::Result<()> {
+    let loaded = xbench_report::load(&[dir.to_path_buf()])
+        .with_context(|| format!("cannot read the results in {}", dir.display()))?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w} (skipped)");
     }
+    if loaded.runs.is_empty() {
+        return Ok(());
+    }
+    let table = xbench_report::Comparison::build(&loaded.runs);
+    let unit = xbench_report::ThroughputUnit::default();
+    out(&format!(
+        "\n{}",
+        xbench_report::render::render(&table, xbench_report::render::Format::Text, unit)
+    ))
+    .context("writing output")?;
+    let md = dir.join("report.md");
+    std::fs::write(
+        &md,
+        xbench_report::render::render(&table, xbench_report::render::Format::Markdown, unit),
+    )
+    .with_context(|| format!("cannot write {}", md.display()))?;
+    let mut written = vec![md.display().to_string()];
+    for (kind, name) in [
+        (xbench_report::chart::ChartKind::Streams, "throughput.svg"),
+        (xbench_report::chart::ChartKind::Latency, "latency.svg"),
+    ] {
+        // A suite without the request/response test has no latency chart to draw.
+        let Ok(data) = xbench_report::chart::plan(&loaded.runs, Some(kind), unit) else {
+            continue;
+        };
+        let path = dir.join(name);
+        xbench_report::chart::write(&data, &path)
+            .with_context(|| format!("cannot draw {}", path.display()))?;
+        written.push(path.display().to_string());
+    }
+    out(&format!(
+        "\nresults in {}: {}\n",
+        dir.display(),
+        written.join(", ")
+    ))
+    .context("writing output")?;
+    Ok(())
 }
 
 fn paths_table(paths: &[PathInfo]) -> String {
@@ -788,7 +795,7 @@ mod tests {
     }
 
     #[test]
-    fn suite_sweeps_the_stream_counts() {
+    fn suite_sweeps_the_stream_counts_then_measures_latency() {
         let a = RunArgs {
             topology: TopologyArgs {
                 paths: None,
@@ -811,11 +818,21 @@ mod tests {
             time: Duration::from_secs(3),
             omit: None,
             window: Some(ByteSize(262_144)),
+            repeat: 3,
+            no_rr: false,
             out: "o".into(),
         };
         let s = suite(&a);
         assert_eq!(s.len(), 2);
-        assert_eq!(s[1].name, "P8");
-        assert_eq!(s[1].flags.join(" "), "-P 8 -t 3 --json -w 262144B");
+        assert_eq!(s[0].flags[..2], ["-P", "1,8"]);
+        assert!(s[0].flags.windows(2).any(|w| w == ["-w", "262144B"]));
+        assert!(s[0].flags.windows(2).any(|w| w == ["--repeat", "3"]));
+        assert_eq!(s[0].runs, 6);
+        assert_eq!(s[1].flags[0], "--rr");
+        assert!(
+            !s[1].flags.contains(&"-w".to_owned()),
+            "latency runs keep the default window"
+        );
+        assert_eq!(s[1].runs, 3);
     }
 }
