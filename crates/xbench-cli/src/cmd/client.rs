@@ -2,21 +2,22 @@
 //! handling, and live rendering of the events the library reports.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use std::num::{NonZeroU16, NonZeroU32};
 use xbench::client::{AddressFamily, ClientEvent};
 
+use xbench::ClientConfig;
 use xbench::auth::Psk;
 use xbench::config::{
     Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, Workload,
 };
 use xbench::report::{Outcome, RrReport, TestReport};
-use xbench::{ClientConfig, Server, ServerConfig};
+use xbench_report::layout::write_atomically;
 
 use crate::cli::ClientArgs;
+use crate::cmd::local::{LocalServer, ctrl_c};
 use crate::exit::{Exit, UsageError};
 use crate::render::json::{self, Event};
 use crate::render::netperf;
@@ -50,44 +51,13 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
 
     // `--local` (or no host): an in-process server on a free loopback port.
     let local = if args.local || args.host.is_none() {
-        let server = Server::bind(ServerConfig {
-            bind: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
-            port: 0,
-            psk: config.psk.clone(),
-            ..ServerConfig::default()
-        })
-        .await
-        .context("cannot start the in-process server")?;
-        config.port = server
-            .local_addrs()
-            .first()
-            .map(|a| a.port())
-            .context("the in-process server has no address")?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        Some((stop, task))
+        let l = LocalServer::start(config.psk.clone()).await?;
+        config.port = l.port;
+        Some(l)
     } else {
         None
     };
-
-    // First Ctrl-C ends the test and prints what was measured; a second one exits at once.
-    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = first_tx.send(());
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("xbench: interrupted twice; exiting without waiting for results");
-                std::process::exit(Exit::Interrupted.code());
-            }
-        }
-    });
-    let cancel = async {
-        if first_rx.await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
+    let cancel = ctrl_c("waiting for results");
 
     let mut text = Text::new(&config.spec);
     let mut rr_text = RrText::default();
@@ -133,9 +103,8 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
     };
     let result = xbench::client::run(&config, &mut on_event, cancel).await;
 
-    if let Some((stop, task)) = local {
-        let _ = stop.send(());
-        let _ = task.await;
+    if let Some(l) = local {
+        l.stop().await;
     }
     let report = result.with_context(|| match &args.host {
         Some(h) => format!("test against {h} failed"),
@@ -145,7 +114,7 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
         return Err(e).context("writing results");
     }
     if let Some(path) = &args.json_file {
-        write_atomically(path, &json::document(&report))
+        write_atomically(path, json::document(&report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let (Some(path), Some(rr)) = (&args.hist, &report.rr) {
@@ -289,35 +258,22 @@ pub(crate) fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
     })
 }
 
-/// Writes via a temporary file and a rename, so a crash or Ctrl-C never leaves half a file.
-pub(crate) fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, contents)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
-
 /// `--hist FILE`: the interval log at FILE and the percentile distribution at FILE.hgrm,
 /// both in the formats HdrHistogram's own tools read.
 fn write_histograms(path: &Path, report: &TestReport, rr: &RrReport) -> anyhow::Result<()> {
     let log = xbench::latency::interval_log(report, rr)
         .with_context(|| format!("cannot encode the histograms for {}", path.display()))?;
-    write_atomically(path, &log).with_context(|| format!("cannot write {}", path.display()))?;
+    write_atomically(path, log.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
     let total = xbench::latency::Distribution::decode(&rr.summary.histogram)
         .context("cannot decode the total histogram")?;
     let mut hgrm = path.as_os_str().to_owned();
     hgrm.push(".hgrm");
     let hgrm = std::path::PathBuf::from(hgrm);
-    write_atomically(&hgrm, &xbench::latency::percentile_distribution(&total))
-        .with_context(|| format!("cannot write {}", hgrm.display()))?;
+    write_atomically(
+        &hgrm,
+        xbench::latency::percentile_distribution(&total).as_bytes(),
+    )
+    .with_context(|| format!("cannot write {}", hgrm.display()))?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 pub(crate) mod client;
 pub(crate) mod lab;
+pub(crate) mod local;
 pub(crate) mod report;
 pub(crate) mod server;
 pub(crate) mod sweep;

@@ -7,19 +7,18 @@
 //! runs that finished are kept and summarised, and the exit status is 130.
 
 use std::io::{self, IsTerminal};
-use std::net::{IpAddr, Ipv4Addr};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use xbench::client::ClientEvent;
-use xbench::{Server, ServerConfig};
 use xbench_report::render::{self, Document, Format};
 use xbench_report::sweep::{self, SweepEnd, SweepError, SweepEvent, SweepPlan};
 use xbench_report::{Comparison, layout};
 
 use crate::cli::ClientArgs;
+use crate::cmd::local::{LocalServer, ctrl_c};
 use crate::exit::{Exit, UsageError};
 use crate::render::out;
 
@@ -79,43 +78,14 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
 
     // `--local` (or no host): an in-process server on a free loopback port, as for one test.
     let local = if args.local || args.host.is_none() {
-        let server = Server::bind(ServerConfig {
-            bind: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
-            port: 0,
-            ..ServerConfig::default()
-        })
-        .await
-        .context("cannot start the in-process server")?;
-        plan.base.port = server
-            .local_addrs()
-            .first()
-            .map(|a| a.port())
-            .context("the in-process server has no address")?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        Some((stop, task))
+        let l = LocalServer::start(plan.base.psk.clone()).await?;
+        plan.base.port = l.port;
+        Some(l)
     } else {
         None
     };
-
     // First Ctrl-C ends the run in progress and the sweep; a second one exits at once.
-    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = first_tx.send(());
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("xbench: interrupted twice; exiting without the summary");
-                std::process::exit(Exit::Interrupted.code());
-            }
-        }
-    });
-    let cancel = async {
-        if first_rx.await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
+    let cancel = ctrl_c("the summary");
 
     let total = plan.schedule().len();
     let cells = plan.cells().len();
@@ -204,9 +174,8 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    if let Some((stop, task)) = local {
-        let _ = stop.send(());
-        let _ = task.await;
+    if let Some(l) = local {
+        l.stop().await;
     }
     let outcome = outcome.map_err(usage_or_failure)?;
     if let Some(e) = write_err {

@@ -1,0 +1,72 @@
+//! What `xbench client` and a sweep share around the library's client: the in-process server
+//! of `--local`, and Ctrl-C handling (the first ends the test and keeps what was measured, a
+//! second exits at once).
+
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr};
+
+use anyhow::Context;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use xbench::auth::Psk;
+use xbench::{Server, ServerConfig};
+
+use crate::exit::Exit;
+
+/// A server on a free loopback port, in this process, stopped by [`LocalServer::stop`].
+#[derive(Debug)]
+pub(crate) struct LocalServer {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), xbench::Error>>,
+    pub(crate) port: u16,
+}
+
+impl LocalServer {
+    /// Starts one, with the client's key if it has one.
+    pub(crate) async fn start(psk: Option<Psk>) -> anyhow::Result<Self> {
+        let server = Server::bind(ServerConfig {
+            bind: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
+            port: 0,
+            psk,
+            ..ServerConfig::default()
+        })
+        .await
+        .context("cannot start the in-process server")?;
+        let port = server
+            .local_addrs()
+            .first()
+            .map(|a| a.port())
+            .context("the in-process server has no address")?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Ok(LocalServer { stop, task, port })
+    }
+
+    /// Stops it and waits for its tests to wind down.
+    pub(crate) async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// Resolves at the first Ctrl-C; a second one exits the process with status 130 after
+/// printing `second` (what is lost by not waiting).
+pub(crate) fn ctrl_c(second: &'static str) -> impl Future<Output = ()> {
+    let (first_tx, first_rx) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = first_tx.send(());
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("xbench: interrupted twice; exiting without {second}");
+                std::process::exit(Exit::Interrupted.code());
+            }
+        }
+    });
+    async {
+        if first_rx.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
