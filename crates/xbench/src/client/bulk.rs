@@ -173,7 +173,17 @@ pub(super) async fn run(
         config.drain_timeout
     };
     let drain_deadline = Instant::now() + drain_limit;
+    // The server drains its own receivers for as long (by default) before it reports: give
+    // its results a few seconds more than our own drain, or both give up at the same moment
+    // and the receiver's figures are lost just when they matter (a path holding data back).
+    let results_deadline = drain_deadline
+        + if interrupted {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs(5)
+        };
     let mut receivers_done = false;
+    let mut drain_over = false;
     while control_open && (server_results.is_none() || !receivers_done) {
         tokio::select! {
             msg = session.rd.next(), if server_results.is_none() => match msg {
@@ -196,12 +206,16 @@ pub(super) async fn run(
                     merger.client(iv, on_event);
                 }
             }
-            _ = tokio::time::sleep_until(drain_deadline.into()) => {
-                warnings.push(format!(
-                    "gave up waiting for the end of the test after {drain_limit:?}; figures cover what had arrived"
-                ));
-                break;
+            _ = tokio::time::sleep_until(drain_deadline.into()), if !drain_over => {
+                drain_over = true;
+                if !receivers_done {
+                    receivers_done = true;
+                    warnings.push(format!(
+                        "gave up waiting for the end of the test after {drain_limit:?}; figures cover what had arrived"
+                    ));
+                }
             }
+            _ = tokio::time::sleep_until(results_deadline.into()) => break,
             () = &mut cancel, if !interrupted => {
                 // A second Ctrl-C: stop waiting.
                 outcome = Outcome::Interrupted;
@@ -236,6 +250,22 @@ pub(super) async fn run(
     let cpu = summary::cpu_report(&client_results, server_results.as_ref());
     if server_results.is_none() {
         warnings.push("the server's results never arrived: receiver figures of client-to-server streams are missing".into());
+    }
+    if outcome != Outcome::Interrupted {
+        for d in &summary.directions {
+            let Some(rx) = d.receiver else { continue };
+            let missing = d.sender.bytes.saturating_sub(rx.bytes);
+            if missing > (d.sender.bytes / 100).max(64 * 1024) {
+                warnings.push(format!(
+                    "{}: {} of the {} sent had not arrived {drain_limit:?} after the end — \
+                     the path is holding or dropping data (a deep queue in a shaper, or an MTU \
+                     black hole that drops every full-size packet: -M 1200 tells)",
+                    d.direction.label(),
+                    crate::units::ByteSize(missing),
+                    crate::units::ByteSize(d.sender.bytes)
+                ));
+            }
+        }
     }
     Ok(session.report(
         config,
