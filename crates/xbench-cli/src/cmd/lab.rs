@@ -675,32 +675,17 @@ fn parse_rate(s: &str) -> Result<u64, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A delay or jitter: must carry a unit (`10ms`, `500us`, `0.2s`), must not be negative.
+/// A delay or jitter: must carry a unit (`10ms`, `500us`, `0.2s`), must not be negative; a
+/// bare number would be read as seconds, which a delay of "10" almost never means.
 fn parse_lab_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    if t.starts_with('-') {
-        return Err(format!(
-            "`{t}` is negative; a delay is 0 or more, e.g. 10ms"
-        ));
-    }
     if t == "0" {
         return Ok(Duration::ZERO);
     }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{t}` is not a time; give one like 10ms, 500us or 0.2s"))?;
-    let secs = match unit {
-        "us" | "µs" => v / 1e6,
-        "ms" => v / 1e3,
-        "s" => v,
-        "" => return Err(format!("`{t}` has no unit; write {t}ms (or us, s)")),
-        u => return Err(format!("unknown time unit `{u}` in `{t}`; use us, ms or s")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{t}` is out of range"))
+    if !t.starts_with('-') && t.ends_with(|c: char| c.is_ascii_digit() || c == '.') {
+        return Err(format!("`{t}` has no unit; write {t}ms (or us, s)"));
+    }
+    parse::duration(t)
 }
 
 /// Loss in percent (`1%`, `0.5`), returned as a probability.

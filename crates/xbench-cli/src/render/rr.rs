@@ -5,11 +5,11 @@
 use std::fmt::Write as _;
 
 use xbench::latency::LatencyStats;
-use xbench::report::{Outcome, RrInterval, TestReport};
+use xbench::report::{RrInterval, TestReport};
 use xbench::units::ByteSize;
 use xbench::{ClientConfig, TestSpec};
 
-use super::text::rtt;
+use super::text::{outcome_line, rtt};
 
 const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
 
@@ -186,19 +186,7 @@ impl RrText {
             }
             None => s.push_str(", server: no report\n"),
         }
-        match &r.outcome {
-            Outcome::Completed => {}
-            Outcome::Interrupted => {
-                let _ = writeln!(
-                    s,
-                    "Interrupted: the figures cover the {:.2} s that ran.",
-                    r.summary.measured_s
-                );
-            }
-            Outcome::Failed { error } => {
-                let _ = writeln!(s, "Failed: {error}. The figures cover what ran.");
-            }
-        }
+        s.push_str(&outcome_line(r));
         s
     }
 }

@@ -200,19 +200,7 @@ impl Text {
             }
             None => s.push_str(", server: no report\n"),
         }
-        match &r.outcome {
-            Outcome::Completed => {}
-            Outcome::Interrupted => {
-                let _ = writeln!(
-                    s,
-                    "Interrupted: the figures cover the {:.2} s that ran.",
-                    r.summary.measured_s
-                );
-            }
-            Outcome::Failed { error } => {
-                let _ = writeln!(s, "Failed: {error}. The figures cover what ran.");
-            }
-        }
+        s.push_str(&outcome_line(r));
         s
     }
 
@@ -222,6 +210,18 @@ impl Text {
             (true, StreamDirection::ClientToServer) => " C→S",
             (true, StreamDirection::ServerToClient) => " S→C",
         }
+    }
+}
+
+/// How the test ended, when it did not complete: a line saying what the figures cover.
+pub(crate) fn outcome_line(r: &TestReport) -> String {
+    match &r.outcome {
+        Outcome::Completed => String::new(),
+        Outcome::Interrupted => format!(
+            "Interrupted: the figures cover the {:.2} s that ran.\n",
+            r.summary.measured_s
+        ),
+        Outcome::Failed { error } => format!("Failed: {error}. The figures cover what ran.\n"),
     }
 }
 
