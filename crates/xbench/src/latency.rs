@@ -49,8 +49,10 @@ impl Moments {
         };
         self.max = self.max.max(ns);
         self.count += 1;
-        self.sum += u128::from(ns);
-        self.sum_sq += u128::from(ns) * u128::from(ns);
+        // A u64 squared fits a u128; only the sums can saturate, after centuries of samples
+        // (or in a hostile file).
+        self.sum = self.sum.saturating_add(u128::from(ns));
+        self.sum_sq = self.sum_sq.saturating_add(u128::from(ns) * u128::from(ns));
     }
 
     fn merge(&mut self, o: &Moments) {
@@ -63,9 +65,9 @@ impl Moments {
             self.min.min(o.min)
         };
         self.max = self.max.max(o.max);
-        self.count += o.count;
-        self.sum += o.sum;
-        self.sum_sq += o.sum_sq;
+        self.count = self.count.saturating_add(o.count);
+        self.sum = self.sum.saturating_add(o.sum);
+        self.sum_sq = self.sum_sq.saturating_add(o.sum_sq);
     }
 
     fn mean_ns(&self) -> f64 {
@@ -79,9 +81,15 @@ impl Moments {
             return 0.0;
         }
         let n = u128::from(self.count);
-        // n²·variance = n·Σx² − (Σx)², exact in u128 for any realistic sample set.
-        let scaled = (n * self.sum_sq).saturating_sub(self.sum * self.sum);
-        (scaled as f64).sqrt() / self.count as f64
+        // n²·variance = n·Σx² − (Σx)², exact in u128 for any realistic sample set; beyond
+        // that (a decoded file claiming absurd counts) fall back to floating point.
+        match (n.checked_mul(self.sum_sq), self.sum.checked_mul(self.sum)) {
+            (Some(a), Some(b)) => (a.saturating_sub(b) as f64).sqrt() / self.count as f64,
+            _ => {
+                let (n, s, sq) = (self.count as f64, self.sum as f64, self.sum_sq as f64);
+                (sq / n - (s / n) * (s / n)).max(0.0).sqrt()
+            }
+        }
     }
 }
 
@@ -239,9 +247,10 @@ impl Distribution {
                 moments.min.min(ns)
             };
             moments.max = moments.max.max(ns);
-            moments.count += n;
-            moments.sum += u128::from(ns) * u128::from(n);
-            moments.sum_sq += u128::from(ns) * u128::from(ns) * u128::from(n);
+            moments.count = moments.count.saturating_add(n);
+            let (ns, n) = (u128::from(ns), u128::from(n));
+            moments.sum = moments.sum.saturating_add(ns.saturating_mul(n));
+            moments.sum_sq = moments.sum_sq.saturating_add((ns * ns).saturating_mul(n));
         }
         Ok(Distribution { hist, moments })
     }
@@ -451,6 +460,23 @@ mod tests {
             assert!((a - b).abs() <= b * 1e-3, "q={q}: {a} vs {b}");
         }
         assert!(Distribution::decode("not base64!").is_err());
+    }
+
+    #[test]
+    fn a_hostile_histogram_does_not_overflow_the_moments() {
+        // Found by the `histogram` fuzz target: a file whose histogram claims huge values and
+        // counts overflowed the u128 moments (a panic in a debug build, garbage in release).
+        let text = include_str!("../tests/fixtures/fuzz-histogram-overflow.txt");
+        if let Ok(d) = Distribution::decode(text) {
+            let s = d.stats().unwrap();
+            assert!(s.stddev_us.is_finite() && s.mean_us.is_finite(), "{s:?}");
+        }
+        let mut a = Moments::default();
+        a.add(u64::MAX);
+        a.add(u64::MAX);
+        let mut b = a;
+        b.merge(&a);
+        assert!(b.stddev_ns().is_finite());
     }
 
     #[test]
