@@ -292,9 +292,11 @@ fn sweep_chart(
         Dimension::Streams => r.key.streams.map(u64::from),
         Dimension::Window => r.key.window,
     };
-    // series key → x value → per-run (bits/s, RTT µs)
-    type Groups =
-        BTreeMap<(usize, CellKey, StreamDirection), BTreeMap<u64, Vec<(f64, Option<f64>)>>>;
+    // series key → x value → per-run (bits/s, RTT µs, measured window ceiling bits/s)
+    type Groups = BTreeMap<
+        (usize, CellKey, StreamDirection),
+        BTreeMap<u64, Vec<(f64, Option<f64>, Option<f64>)>>,
+    >;
     let labels =
         crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
     let mut groups: Groups = BTreeMap::new();
@@ -310,7 +312,7 @@ fn sweep_chart(
                 .or_default()
                 .entry(x)
                 .or_default()
-                .push((d.bits_per_second, d.rtt_mean_us));
+                .push((d.bits_per_second, d.rtt_mean_us, d.window_ceiling_bps));
         }
     }
     if groups.is_empty() {
@@ -350,13 +352,22 @@ fn sweep_chart(
                 y: s.mean * f,
                 bar: s.ci95_low.zip(s.ci95_high).map(|(lo, hi)| (lo * f, hi * f)),
             });
+            // The window the receiver really advertised, over the RTT, as each run measured
+            // it; for runs without that (iperf3's), the asked size over the RTT.
+            let measured: Vec<f64> = vals.iter().filter_map(|v| v.2).collect();
             let rtts: Vec<f64> = vals.iter().filter_map(|v| v.1).collect();
+            let ceiling_bps = match Stats::of(&measured) {
+                Some(m) if measured.len() == vals.len() => Some(m.mean),
+                _ => Stats::of(&rtts)
+                    .filter(|s| s.mean > 0.0)
+                    .map(|rtt| *x as f64 * 8.0 / (rtt.mean * 1e-6)),
+            };
             if dim == Dimension::Window
-                && let Some(rtt) = Stats::of(&rtts).filter(|s| s.mean > 0.0)
+                && let Some(c) = ceiling_bps
             {
                 ceiling.push(Point {
                     x: pos(*x),
-                    y: *x as f64 * 8.0 / (rtt.mean * 1e-6) * f,
+                    y: c * f,
                     bar: None,
                 });
             }
@@ -970,6 +981,7 @@ mod tests {
                 bits_per_second: mbps * 1e6,
                 retransmits: 1,
                 rtt_mean_us: Some(1000.0),
+                window_ceiling_bps: None,
                 timeline: vec![TimelinePoint {
                     start_s: 0.0,
                     end_s: 1.0,
@@ -1059,6 +1071,20 @@ mod tests {
         assert!(s[1].dashed);
         // 64 KiB ÷ 1 ms = 524.288 Mbit/s.
         assert!((s[1].points[0].y - 524.288).abs() < 1e-6);
+
+        // A run that measured its advertised window draws that ceiling, not the asked size's:
+        // Linux grants -w about 1.3 times over (a regression test: the asked size put the
+        // ceiling under the measured rate).
+        let mut runs = runs;
+        for r in &mut runs {
+            if let Measure::Throughput(dirs) = &mut r.measure {
+                dirs[0].window_ceiling_bps = Some(dirs[0].bits_per_second * 1.02);
+            }
+        }
+        let c = plan(&runs, None, ThroughputUnit::Mbits).unwrap();
+        let s = &c.panels[0].series;
+        assert!((s[1].points[0].y - 408.0).abs() < 1e-6);
+        assert!((s[1].points[1].y - 918.0).abs() < 1e-6);
     }
 
     #[test]

@@ -114,6 +114,7 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             bits_per_second: bps,
             retransmits,
             rtt_mean_us,
+            window_ceiling_bps: None,
             timeline,
         });
     }

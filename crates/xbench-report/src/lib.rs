@@ -31,6 +31,7 @@
 //!         bits_per_second: mbps * 1e6,
 //!         retransmits: 0,
 //!         rtt_mean_us: None,
+//!         window_ceiling_bps: None,
 //!         timeline: vec![],
 //!     }]),
 //! };

@@ -366,6 +366,7 @@ mod tests {
                 bits_per_second: mbps * 1e6,
                 retransmits: 2,
                 rtt_mean_us: Some(88_000.0),
+                window_ceiling_bps: None,
                 timeline: vec![],
             }]),
         }

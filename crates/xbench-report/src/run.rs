@@ -47,6 +47,10 @@ pub struct DirectionResult {
     pub retransmits: u64,
     /// Mean smoothed RTT, µs, when the sender reported it.
     pub rtt_mean_us: Option<f64>,
+    /// What the window the receiver actually advertised allowed (its mean ÷ the mean RTT),
+    /// bits per second, when xbench measured it. Linux grants a `-w` request about 1.3 times
+    /// over, so the asked size alone understates the ceiling.
+    pub window_ceiling_bps: Option<f64>,
     /// Per interval, for the timeline chart.
     pub timeline: Vec<TimelinePoint>,
 }
@@ -159,6 +163,7 @@ impl Run {
                     bits_per_second: rx.bits_per_second,
                     retransmits: d.retransmits,
                     rtt_mean_us: d.rtt.map(|r| r.mean_us),
+                    window_ceiling_bps: d.window_ceiling.map(|c| c.bits_per_second),
                     timeline,
                 });
             }
