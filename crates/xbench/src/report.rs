@@ -536,8 +536,10 @@ pub struct RrSummary {
     /// Requests the server answered over the whole test, warm-up included: equal to
     /// `total_transactions` when every request sent was answered and counted at both ends.
     pub server_transactions: Option<u64>,
-    /// Connections opened (`--crr`).
+    /// Connections opened (`--crr`), counted by the client.
     pub connections: u64,
+    /// Connections the server accepted (`--crr`), warm-up included, when its report arrived.
+    pub server_connections: Option<u64>,
     /// Asked versus achieved rate (`--rate`).
     pub pacing: Option<Pacing>,
     /// The whole test's latency histogram: HdrHistogram V2, deflated, base64; nanoseconds.

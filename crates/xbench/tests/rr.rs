@@ -134,6 +134,8 @@ async fn crr_opens_one_connection_per_transaction() {
         "one connection per transaction"
     );
     assert_eq!(s.server_transactions, Some(s.total_transactions));
+    // Counted on the server too: every transaction arrived on a connection of its own.
+    assert_eq!(s.server_connections, Some(s.total_transactions));
     server.stop().await;
 }
 

@@ -620,6 +620,7 @@ impl Accumulator {
                 total_transactions,
                 server_transactions: server_total,
                 connections: self.connections,
+                server_connections: server.map(|s| s.flows.iter().map(|f| f.connections).sum()),
                 pacing,
                 histogram: self.total.encode(),
             },
