@@ -410,3 +410,69 @@ async fn a_client_that_goes_quiet_mid_test_is_dropped_after_the_idle_timeout() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_its_control_connection_is_dropped() {
+    survives(|addr| async move {
+        // A control socket with a tiny receive buffer, never read once the test runs: the
+        // server's interval reports pile up until its writes block.
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.set_recv_buffer_size(2048).unwrap();
+        // A small MSS keeps the server's initial send buffer small too (Linux sizes it from
+        // the MSS: about 1.3 MB at loopback's 64 KB MSS, which would take a minute to fill).
+        sock.set_tcp_mss(536).unwrap();
+        sock.connect(&addr.into()).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let s = TcpStream::from_std(std::net::TcpStream::from(sock)).unwrap();
+        let (rd, mut wr) = s.into_split();
+        let mut rd = MessageReader::new(rd);
+        wr.write_all(&Preamble::new(Channel::Control).encode())
+            .await
+            .unwrap();
+        let mut pre = [0u8; PREAMBLE_LEN];
+        rd.inner_mut().read_exact(&mut pre).await.unwrap();
+        proto::write_message(
+            &mut wr,
+            &Message::Hello(Hello {
+                software: "test".into(),
+                nonce: xbench::auth::Nonce::random().unwrap(),
+            }),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(rd.next().await, Ok(Some(Message::Welcome(_)))));
+        let mut spec = TestSpec::throughput();
+        spec.end = EndCondition::Duration(Duration::from_secs(60));
+        spec.interval = Some(Duration::from_millis(100));
+        if let xbench::Workload::Throughput(t) = &mut spec.workload {
+            t.streams = std::num::NonZeroU16::new(32).unwrap();
+        }
+        proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+            .await
+            .unwrap();
+        let Ok(Some(Message::Accepted(a))) = rd.next().await else {
+            panic!("not accepted")
+        };
+        let mut data = Vec::new();
+        for id in 0..32u16 {
+            let mut d = TcpStream::connect(addr).await.unwrap();
+            d.write_all(&Preamble::new(Channel::Data).encode())
+                .await
+                .unwrap();
+            d.write_all(&a.cookie.0).await.unwrap();
+            d.write_all(&id.to_be_bytes()).await.unwrap();
+            data.push(d);
+        }
+        // Now never read again. The server must end the test on its own, well within the
+        // 60 s it asked for: its blocked write gives up after the handshake timeout.
+        let started = std::time::Instant::now();
+        let mut first = data.remove(0);
+        let mut b = [0u8; 1];
+        let ended = tokio::time::timeout(Duration::from_secs(20), first.read(&mut b)).await;
+        assert!(ended.is_ok(), "the server still holds the test after 20 s");
+        assert!(started.elapsed() < Duration::from_secs(20));
+        drop((rd, wr, data, first));
+    })
+    .await;
+}

@@ -13,7 +13,7 @@ use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
 use crate::engine::sockopt;
 use crate::engine::stream::{self, Budget, SendMode};
-use crate::proto::{self, ErrorCode, Message, Ready};
+use crate::proto::{ErrorCode, Message, Ready};
 use crate::report::{Role, SocketReport};
 use crate::server::governor::Governor;
 use crate::server::session::Idle;
@@ -76,10 +76,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
     let start = Instant::now();
     let mut sampler = Sampler::new(start, Schedule::for_spec(spec), &handles);
     let mut group = Group::new(handles);
-    if proto::write_message(&mut t.wr, &Message::Ready(Ready { sockets }))
-        .await
-        .is_err()
-    {
+    if t.send(&Message::Ready(Ready { sockets })).await.is_err() {
         return SessionEnd::Other;
     }
     let hard_stop = t.hard_stop(spec, start);
@@ -94,8 +91,8 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
             msg = t.rd.next() => break on_control(msg),
             _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
                 if let Some(iv) = sampler.on_wakeup(Instant::now())
-                    && let Err(e) = proto::write_message(&mut t.wr, &Message::Interval(iv)).await {
-                        break TestEnd::ClientGone(format!("cannot write to the client: {e}"));
+                    && let Err(e) = t.send(&Message::Interval(iv)).await {
+                        break TestEnd::ClientGone(e);
                     }
             }
             _ = idle_tick.tick() => {
@@ -118,7 +115,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
                 _ = group.receivers_ended() => break,
                 _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
                     if let Some(iv) = sampler.on_wakeup(Instant::now())
-                        && proto::write_message(&mut t.wr, &Message::Interval(iv)).await.is_err() {
+                        && t.send(&Message::Interval(iv)).await.is_err() {
                             ok = false;
                             break;
                         }
@@ -134,9 +131,9 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
     let bytes: u64 = results.streams.iter().map(|s| s.total_bytes).sum();
     if ok {
         if let Some(iv) = last {
-            let _ = proto::write_message(&mut t.wr, &Message::Interval(iv)).await;
+            let _ = t.send(&Message::Interval(iv)).await;
         }
-        let _ = proto::write_message(&mut t.wr, &Message::Results(results)).await;
+        let _ = t.send(&Message::Results(results)).await;
         let _ = t.wr.shutdown().await;
     }
     let errors = ends.values().filter(|e| e.error.is_some()).count();

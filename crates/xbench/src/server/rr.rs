@@ -13,7 +13,7 @@ use super::session::{Idle, SessionEnd, Test, TestEnd, log_test, on_control};
 use crate::config::{RrSpec, TestSpec};
 use crate::engine::rr::{self, Control, FlowSnapshot, Report, STOPPED, Workers};
 use crate::engine::schedule::Schedule;
-use crate::proto::{self, ErrorCode, Message, Ready};
+use crate::proto::{ErrorCode, Message, Ready};
 use crate::report::{CpuUsage, SideRrFlow, SideRrInterval, SideRrResults};
 
 pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> SessionEnd {
@@ -53,12 +53,9 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
     }
 
     let start = Instant::now();
-    if proto::write_message(
-        &mut t.wr,
-        &Message::Ready(Ready {
-            sockets: Vec::new(),
-        }),
-    )
+    if t.send(&Message::Ready(Ready {
+        sockets: Vec::new(),
+    }))
     .await
     .is_err()
     {
@@ -94,8 +91,8 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
             r = reports.recv() => match r {
                 Some(Report::Snapshot { epoch, flows, .. }) => {
                     if let Some(iv) = acc.snapshot(epoch, flows)
-                        && proto::write_message(&mut t.wr, &Message::RrInterval(iv)).await.is_err() {
-                        break TestEnd::ClientGone("cannot write to the client".into());
+                        && let Err(e) = t.send(&Message::RrInterval(iv)).await {
+                        break TestEnd::ClientGone(e);
                     }
                 }
                 Some(Report::Failed { flow, error }) => debug!(peer = %t.peer, flow, "flow ended: {error}"),
@@ -164,14 +161,14 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
     let transactions: u64 = acc.flows.iter().map(|f| f.transactions).sum();
     if matches!(end, TestEnd::Finished { .. }) {
         if schedule.reports_intervals() {
-            let _ = proto::write_message(&mut t.wr, &Message::RrInterval(last_iv)).await;
+            let _ = t.send(&Message::RrInterval(last_iv)).await;
         }
         let results = SideRrResults {
             flows: acc.flows.clone(),
             measured_retransmits: acc.measured_retransmits,
             cpu,
         };
-        let _ = proto::write_message(&mut t.wr, &Message::RrResults(results)).await;
+        let _ = t.send(&Message::RrResults(results)).await;
         let _ = t.wr.shutdown().await;
     } else {
         t.tell_end(&end).await;

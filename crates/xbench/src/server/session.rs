@@ -230,6 +230,20 @@ pub(super) struct Test {
 }
 
 impl Test {
+    /// Writes a control message, giving up after the handshake timeout: a client that stopped
+    /// reading (a full receive window) must not hold its test, and the test's threads, past
+    /// every other limit while this task waits on the write.
+    pub(super) async fn send(&mut self, msg: &Message) -> Result<(), String> {
+        let limit = self.ctx.limits.handshake_timeout;
+        match tokio::time::timeout(limit, proto::write_message(&mut self.wr, msg)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("cannot write to the client: {e}")),
+            Err(_) => Err(format!(
+                "the client stopped reading its control connection for {limit:?}"
+            )),
+        }
+    }
+
     /// Tells the client its test is over early, and why (nothing to say if it left).
     pub(super) async fn tell_end(&mut self, end: &TestEnd) {
         let (code, msg) = match end {
@@ -246,13 +260,13 @@ impl Test {
             ),
             _ => return,
         };
-        let _ = proto::write_message(&mut self.wr, &ErrorMsg::message(code, msg)).await;
+        let _ = self.send(&ErrorMsg::message(code, msg)).await;
     }
 
     /// Refuses the test after admission (a socket the kernel would not configure, no threads).
     pub(super) async fn abort(&mut self, code: ErrorCode, msg: String) -> SessionEnd {
         info!(peer = %self.peer, "aborted a test: {msg}");
-        let _ = proto::write_message(&mut self.wr, &ErrorMsg::message(code, msg)).await;
+        let _ = self.send(&ErrorMsg::message(code, msg)).await;
         SessionEnd::Other
     }
 
