@@ -314,6 +314,10 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_streams)]
     pub(crate) max_streams: u16,
 
+    /// Largest block (-l) a throughput test may ask for, bytes (e.g. 4M).
+    #[arg(long, value_name = "BYTES", default_value = "4M", value_parser = parse::block_len)]
+    pub(crate) max_block_len: std::num::NonZeroU32,
+
     /// Most connections one request/response test may hold open at once.
     #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_flows)]
     pub(crate) max_flows: u16,

@@ -146,6 +146,11 @@ async fn each_limit_refuses_with_its_name() {
     assert!(e.contains("--max-streams"), "{e}");
 
     let mut c = server.config();
+    tp(&mut c).block_len = std::num::NonZeroU32::new(8 << 20).unwrap();
+    let e = run(&c).await.unwrap_err().to_string();
+    assert!(e.contains("--max-block-len"), "{e}");
+
+    let mut c = server.config();
     c.spec = TestSpec::request_response();
     c.spec.end = EndCondition::Duration(Duration::from_millis(300));
     if let Workload::RequestResponse(r) = &mut c.spec.workload {

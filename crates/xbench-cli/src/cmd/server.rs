@@ -24,6 +24,7 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
         limits: Limits {
             max_streams: args.max_streams,
             max_flows: args.max_flows,
+            max_block_len: args.max_block_len.get(),
             max_duration: args.max_duration,
             max_tests: args.max_tests,
             max_tests_per_client: args.max_tests_per_client,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{
@@ -13,7 +14,7 @@ use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::engine::group::Group;
 use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
-use crate::engine::stream::{self, Budget, SendMode};
+use crate::engine::stream::{self, Budget, Payload, SendMode};
 use crate::error::Error;
 use crate::proto::{Finish, Message};
 use crate::report::{Interval, Outcome, SideInterval, SideResults, StreamInfo, TestReport};
@@ -59,6 +60,15 @@ pub(super) async fn run(
         SendMode::Copy
     };
     let send_budget = budget.map(Budget::new);
+    let block = tp.block_len.get() as usize;
+    let sends = tp
+        .direction
+        .stream_directions()
+        .contains(&StreamDirection::ClientToServer);
+    let payload = match sends.then(|| Payload::new(block, send_mode)).transpose() {
+        Ok(p) => p.map(Arc::new),
+        Err(e) => return Err(Error::io("preparing the payload", e)),
+    };
     let mut handles = Vec::with_capacity(data.len());
     let mut infos = Vec::with_capacity(data.len());
     for (id, (sock, report)) in data.into_iter().enumerate() {
@@ -76,13 +86,18 @@ pub(super) async fn run(
                 .cloned()
                 .unwrap_or_else(empty_socket_report),
         });
-        let block = tp.block_len.get() as usize;
-        let h = match direction {
-            StreamDirection::ClientToServer => {
+        let h = match (direction, &payload) {
+            (StreamDirection::ClientToServer, Some(p)) => {
                 crate::engine::sockopt::set_max_pacing_rate(&sock, tp.bitrate);
-                stream::spawn_sender(id, sock, block, send_mode, send_budget.clone())
+                stream::spawn_sender(id, sock, Arc::clone(p), send_budget.clone())
             }
-            StreamDirection::ServerToClient => stream::spawn_receiver(id, sock, block, tp.receive),
+            // The payload exists whenever a stream sends; kept as an error, not a panic.
+            (StreamDirection::ClientToServer, None) => {
+                Err(std::io::Error::other("no payload for a sending stream"))
+            }
+            (StreamDirection::ServerToClient, _) => {
+                stream::spawn_receiver(id, sock, block, tp.receive)
+            }
         };
         match h {
             Ok(h) => handles.push(h),

@@ -110,19 +110,22 @@ impl StreamHandle {
     }
 }
 
-/// Starts a sender thread on `socket`.
+/// Starts a sender thread on `socket`, writing `payload` (shared by the test's senders: it is
+/// read-only, and one copy per stream would cost streams × block length of memory).
 pub(crate) fn spawn_sender(
     id: u16,
     socket: TcpStream,
-    block_len: usize,
-    mode: SendMode,
+    payload: Arc<Payload>,
     budget: Option<Arc<Budget>>,
 ) -> io::Result<StreamHandle> {
-    let payload = Payload::new(block_len, mode)?;
     spawn(id, Role::Sender, socket, move |shared| {
         send_loop(shared, &payload, budget.as_deref())
     })
 }
+
+/// Largest buffer a copying receiver reads into: `recv` returns what has arrived, rarely
+/// more than this, so a bigger `-l` would only cost memory (times the streams).
+const RECV_COPY_MAX: usize = 256 * 1024;
 
 /// Starts a receiver thread on `socket`.
 pub(crate) fn spawn_receiver(
@@ -135,7 +138,7 @@ pub(crate) fn spawn_receiver(
     let mut buf = vec![
         0u8;
         if mode == RecvMode::Copy {
-            block_len
+            block_len.min(RECV_COPY_MAX)
         } else {
             64
         }
@@ -189,13 +192,13 @@ fn spawn(
 
 /// What a sender writes: incompressible bytes, so a VPN or WAN optimiser that compresses cannot
 /// inflate the figure (iperf3 does the same).
-enum Payload {
+pub(crate) enum Payload {
     Buffer(Vec<u8>),
     File { fd: OwnedFd, len: usize },
 }
 
 impl Payload {
-    fn new(len: usize, mode: SendMode) -> io::Result<Self> {
+    pub(crate) fn new(len: usize, mode: SendMode) -> io::Result<Self> {
         let buf = random_bytes(len)?;
         match mode {
             SendMode::Copy => Ok(Payload::Buffer(buf)),
@@ -348,7 +351,8 @@ mod tests {
         ] {
             let (c, s) = pair();
             let budget = Budget::new(10_000_019);
-            let tx = spawn_sender(0, c, 100_000, send, Some(budget)).unwrap();
+            let payload = Arc::new(Payload::new(100_000, send).unwrap());
+            let tx = spawn_sender(0, c, payload, Some(budget)).unwrap();
             let rx = spawn_receiver(0, s, 100_000, recv).unwrap();
             let tx_end = tx.done.blocking_recv().unwrap();
             let rx_end = rx.done.blocking_recv().unwrap();
@@ -362,7 +366,8 @@ mod tests {
     fn stopping_a_blocked_sender_wakes_it() {
         let (c, s) = pair();
         // Nobody reads `s`, so the sender fills the buffers and blocks in send().
-        let tx = spawn_sender(0, c, 1 << 16, SendMode::Copy, None).unwrap();
+        let payload = Arc::new(Payload::new(1 << 16, SendMode::Copy).unwrap());
+        let tx = spawn_sender(0, c, payload, None).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(100));
         tx.stop_sending();
         let end = tx.done.blocking_recv().unwrap();

@@ -12,7 +12,7 @@ use crate::engine::group::Group;
 use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
 use crate::engine::sockopt;
-use crate::engine::stream::{self, Budget, SendMode};
+use crate::engine::stream::{self, Budget, Payload, SendMode};
 use crate::proto::{ErrorCode, Message, Ready};
 use crate::report::{Role, SocketReport};
 use crate::server::governor::Governor;
@@ -37,27 +37,41 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
         SendMode::Copy
     };
     let block = tp.block_len.get() as usize;
+    let payload = if dirs.contains(&StreamDirection::ServerToClient) {
+        match Payload::new(block, send_mode) {
+            Ok(p) => Some(Arc::new(p)),
+            Err(e) => {
+                let msg = format!("server could not prepare its payload: {e}");
+                return t.abort(ErrorCode::ServerError, msg).await;
+            }
+        }
+    } else {
+        None
+    };
     let mut sockets: Vec<SocketReport> = Vec::with_capacity(n);
     let mut handles = Vec::with_capacity(n);
     let mut warnings = Vec::new();
     let conns = std::mem::take(&mut t.conns);
     for (id, sock) in conns {
         if let Err(e) = sockopt::apply(SockRef::from(&sock), &spec.socket, &mut warnings) {
+            // Streams already started must not outlive the refusal.
+            drop(Group::new(handles));
             let msg = format!("server could not configure a data socket: {e}");
             return t.abort(ErrorCode::BadRequest, msg).await;
         }
         sockets.push(sockopt::report(SockRef::from(&sock), &spec.socket));
-        let h = match dirs[usize::from(id)] {
-            StreamDirection::ClientToServer => stream::spawn_receiver(id, sock, block, tp.receive),
-            StreamDirection::ServerToClient => {
+        let h = match (dirs[usize::from(id)], &payload) {
+            (StreamDirection::ServerToClient, Some(p)) => {
                 // Paced from the first byte; the governor may lower it to a fair share below.
                 sockopt::set_max_pacing_rate(&sock, tp.bitrate);
-                stream::spawn_sender(id, sock, block, send_mode, budget.clone())
+                stream::spawn_sender(id, sock, Arc::clone(p), budget.clone())
             }
+            _ => stream::spawn_receiver(id, sock, block, tp.receive),
         };
         match h {
             Ok(h) => handles.push(h),
             Err(e) => {
+                drop(Group::new(handles));
                 let msg = format!("server could not start a stream thread: {e}");
                 return t.abort(ErrorCode::ServerError, msg).await;
             }

@@ -40,6 +40,9 @@ use crate::proto::{self, COOKIE_LEN, Channel, Cookie, ErrorCode, ErrorMsg, Pream
 pub struct Limits {
     /// Most data connections (each a thread here) one throughput test may open.
     pub max_streams: u16,
+    /// Largest block (`-l`) a throughput test may ask for, bytes: the server holds one block
+    /// per test as its payload, so this bounds what a client can make it allocate.
+    pub max_block_len: u32,
     /// Most connections one request/response test may hold open at once; many share a thread.
     pub max_flows: u16,
     /// Longest test accepted (excluding `-O` warm-up).
@@ -68,6 +71,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_streams: 128,
+            max_block_len: 4 << 20,
             max_flows: 4096,
             max_duration: Duration::from_secs(3600),
             max_tests: 64,

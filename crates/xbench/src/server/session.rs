@@ -335,6 +335,13 @@ fn admit(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
                 ctx.governor
                     .admit(tp.bitrate, usize::from(tp.streams.get()))?;
             }
+            if tp.block_len.get() > l.max_block_len {
+                return Err(format!(
+                    "the test asks for {}-byte blocks; this server allows at most {} \
+                     (--max-block-len)",
+                    tp.block_len, l.max_block_len
+                ));
+            }
             let n = spec.connection_count();
             if n > usize::from(l.max_streams) {
                 return Err(format!(
