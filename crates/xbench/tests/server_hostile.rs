@@ -476,3 +476,40 @@ async fn a_client_that_stops_reading_its_control_connection_is_dropped() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crr_connections_that_send_nothing_are_bounded_and_closed() {
+    survives(|addr| async move {
+        let (mut rd, mut wr) = hello(addr).await;
+        let mut spec = TestSpec::request_response();
+        spec.end = EndCondition::Duration(Duration::from_secs(30));
+        if let xbench::Workload::RequestResponse(r) = &mut spec.workload {
+            r.connect_per_transaction = true;
+        }
+        proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+            .await
+            .unwrap();
+        let Ok(Some(Message::Accepted(a))) = rd.next().await else {
+            panic!("not accepted")
+        };
+        assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
+        // A hundred connections that greet and then say nothing: a --crr client with one
+        // flow keeps one open. Every one must be closed, the excess at once and the rest
+        // when their request is overdue.
+        let mut idle = Vec::new();
+        for _ in 0..100 {
+            let mut d = TcpStream::connect(addr).await.unwrap();
+            d.write_all(&Preamble::new(Channel::Data).encode())
+                .await
+                .unwrap();
+            d.write_all(&a.cookie.0).await.unwrap();
+            d.write_all(&0u16.to_be_bytes()).await.unwrap();
+            idle.push(d);
+        }
+        for mut d in idle {
+            closed_within(&mut d, Duration::from_secs(5)).await;
+        }
+        drop((rd, wr));
+    })
+    .await;
+}

@@ -24,6 +24,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
         response_len: u64::from(rr_spec.response_len.get()),
         one_per_connection: rr_spec.connect_per_transaction,
         ping_pong: rr_spec.burst.get() == 1,
+        request_timeout: t.ctx.limits.handshake_timeout,
     };
     let n_workers = rr::worker_count(flows);
     let mut shares: Vec<Vec<(u16, std::net::TcpStream)>> =
@@ -46,7 +47,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
     }
     drop(tx);
     let workers = Workers::new(control, spawned);
-    let handoff = Arc::new(workers.handoff());
+    let handoff = Arc::new(workers.handoff(flows * 2 + 16));
     if rr_spec.connect_per_transaction {
         t.registration
             .route_directly(Arc::clone(&handoff), rr_spec.flows.get());

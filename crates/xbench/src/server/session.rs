@@ -197,6 +197,10 @@ pub(super) async fn run(
             }
         }
     }
+    if !matches!(spec.as_rr(), Some(r) if r.connect_per_transaction) {
+        // Every data connection is here; later ones are refused at the door.
+        data_rx.close();
+    }
     let test = Test {
         peer,
         client: client_sw,

@@ -34,6 +34,8 @@ pub(crate) struct Control {
     /// Bumped by server workers whenever bytes arrive, so the controller can tell a quiet
     /// test from a dead one.
     pub(crate) activity: AtomicU64,
+    /// `--crr` connections handed to the workers and not yet closed.
+    pub(crate) live: std::sync::atomic::AtomicUsize,
 }
 
 /// Transactions start as usual.
@@ -108,12 +110,26 @@ pub(crate) struct Workers {
 pub(crate) struct Handoff {
     targets: Vec<(ConnSender, Arc<Waker>)>,
     next: std::sync::atomic::AtomicUsize,
+    control: Arc<Control>,
+    /// Most connections open at once: a client keeps one per flow, plus a few closing; more
+    /// is a client opening connections it does not use, and they are refused.
+    max_live: usize,
 }
 
 impl Handoff {
     pub(crate) fn give(&self, flow: u16, conn: TcpStream) {
         if self.targets.is_empty() {
             return;
+        }
+        let admitted = self
+            .control
+            .live
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.max_live).then_some(n + 1)
+            })
+            .is_ok();
+        if !admitted {
+            return; // dropped: the client sees the connection close and names the flow
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.targets.len();
         let (tx, waker) = &self.targets[i];
@@ -150,8 +166,9 @@ impl Workers {
         }
     }
 
-    /// Where new `--crr` connections go: the workers that take them, round robin.
-    pub(crate) fn handoff(&self) -> Handoff {
+    /// Where new `--crr` connections go: the workers that take them, round robin, at most
+    /// `max_live` open at once.
+    pub(crate) fn handoff(&self, max_live: usize) -> Handoff {
         Handoff {
             targets: self
                 .workers
@@ -159,6 +176,8 @@ impl Workers {
                 .filter_map(|w| w.conns.clone().map(|tx| (tx, Arc::clone(&w.waker))))
                 .collect(),
             next: std::sync::atomic::AtomicUsize::new(0),
+            control: Arc::clone(&self.control),
+            max_live,
         }
     }
 }

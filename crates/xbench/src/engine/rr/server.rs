@@ -12,6 +12,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -29,6 +30,9 @@ pub(crate) struct Plan {
     /// The client keeps one transaction in flight per flow (strict ping-pong), so a lone
     /// connection can be served with blocking calls.
     pub(crate) ping_pong: bool,
+    /// A `--crr` connection without its whole request after this long is closed: a client
+    /// must not hold connections open by sending nothing.
+    pub(crate) request_timeout: Duration,
 }
 
 /// Starts a server worker over persistent `flows`; `--crr` connections arrive later through
@@ -73,12 +77,14 @@ pub(crate) fn spawn(
 
 const WAKER: u64 = u64::MAX;
 const CHUNK: usize = 256 * 1024;
+/// How often a `--crr` worker looks for connections past their deadline.
+const SWEEP: Duration = Duration::from_secs(1);
 /// How long a blocking ping-pong connection waits in one call before looking at its controls.
 /// Long on purpose: a busy flow returns from every call at once anyway, and only an idle one
 /// waits the whole slice before it sees a stop or an interval boundary. A 10 ms slice made
 /// the kernel re-arm a timer on every call and cost the tail: p99 306 µs against 146 µs for
 /// 500 ms (sockperf: 246 µs) in `benches/compare`, ten interleaved rounds each.
-const SLICE: std::time::Duration = std::time::Duration::from_millis(500);
+const SLICE: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Counts {
@@ -99,6 +105,8 @@ struct ServerConn {
     want_write: bool,
     answered: bool,
     tcp: TcpTrack,
+    /// When a `--crr` connection must have sent its request by.
+    deadline: Option<Instant>,
 }
 
 struct ServerWorker {
@@ -135,6 +143,10 @@ impl ServerWorker {
             want_write: false,
             answered: false,
             tcp: TcpTrack::default(),
+            deadline: self
+                .plan
+                .one_per_connection
+                .then(|| Instant::now() + self.plan.request_timeout),
         });
         if self.plan.one_per_connection {
             self.count(flow).connections += 1;
@@ -166,7 +178,9 @@ impl ServerWorker {
         let mut events = Vec::with_capacity(64);
         while self.control.state() != STOPPED {
             events.clear();
-            if let Err(e) = self.poll.wait(None, |ev| events.push(ev)) {
+            // --crr connections have deadlines; nothing else needs a timer.
+            let wake = self.plan.one_per_connection.then(|| Instant::now() + SWEEP);
+            if let Err(e) = self.poll.wait(wake, |ev| events.push(ev)) {
                 tell(
                     &self.tx,
                     Report::Failed {
@@ -198,6 +212,9 @@ impl ServerWorker {
                 }
             }
             self.housekeeping();
+            if self.plan.one_per_connection {
+                self.close_overdue();
+            }
         }
         let flows = self.snapshot();
         tell(
@@ -377,11 +394,32 @@ impl ServerWorker {
         Ok(())
     }
 
+    /// Closes `--crr` connections that have not sent their request in time.
+    fn close_overdue(&mut self) {
+        let now = Instant::now();
+        let overdue: Vec<usize> = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                c.as_ref()
+                    .is_some_and(|c| !c.answered && c.deadline.is_some_and(|d| now > d))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for slot in overdue {
+            self.close(slot, None);
+        }
+    }
+
     fn close(&mut self, slot: usize, error: Option<String>) {
         let Some(c) = self.conns.get_mut(slot).and_then(Option::take) else {
             return;
         };
         self.poll.delete(c.sock.as_raw_fd());
+        if self.plan.one_per_connection {
+            self.control.live.fetch_sub(1, Ordering::Relaxed);
+        }
         let mut tcp = c.tcp;
         let (r, srtt) = tcp.sample(&c.sock);
         let counts = self.count(c.flow);
