@@ -311,7 +311,8 @@ pub(crate) struct ServerArgs {
     pub(crate) one_off: bool,
 
     /// Most data connections (threads) one throughput test may open.
-    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_streams)]
+    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_streams,
+          value_parser = clap::value_parser!(u16).range(1..))]
     pub(crate) max_streams: u16,
 
     /// Largest block (-l) a throughput test may ask for, bytes (e.g. 4M).
@@ -319,19 +320,22 @@ pub(crate) struct ServerArgs {
     pub(crate) max_block_len: std::num::NonZeroU32,
 
     /// Most connections one request/response test may hold open at once.
-    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_flows)]
+    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_flows,
+          value_parser = clap::value_parser!(u16).range(1..))]
     pub(crate) max_flows: u16,
 
-    /// Longest test accepted, seconds.
-    #[arg(long, value_name = "SECS", default_value = "3600", value_parser = parse::positive_duration)]
+    /// Longest test accepted, warm-up included: seconds, or with a unit (up to a week).
+    #[arg(long, value_name = "SECS", default_value = "3600", value_parser = parse::max_duration)]
     pub(crate) max_duration: Duration,
 
     /// Most tests running at once.
-    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_tests)]
+    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_tests,
+          value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
     pub(crate) max_tests: usize,
 
     /// Most tests running at once from one client address.
-    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_tests_per_client)]
+    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_tests_per_client,
+          value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
     pub(crate) max_tests_per_client: usize,
 
     /// Most the server sends in total across all tests (e.g. 5G); its sending streams share it.

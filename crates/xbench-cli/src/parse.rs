@@ -45,6 +45,27 @@ pub(crate) fn positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A count that must be at least 1 (a limit of 0 would refuse every test).
+pub(crate) fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}
+
+/// A server's longest test: positive, and no longer than a test may be at all (a week).
+pub(crate) fn max_duration(s: &str) -> Result<Duration, String> {
+    let d = positive_duration(s)?;
+    if d > xbench::config::MAX_DURATION {
+        return Err(format!(
+            "at most {} s (a week)",
+            xbench::config::MAX_DURATION.as_secs()
+        ));
+    }
+    Ok(d)
+}
+
 /// Reporting interval: 0 turns interval reports off, as in iperf3.
 pub(crate) fn interval(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;

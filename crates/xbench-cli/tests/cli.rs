@@ -158,6 +158,27 @@ fn bad_flags_are_usage_errors_naming_the_flag() {
 }
 
 #[test]
+fn bad_server_limits_are_usage_errors_naming_the_flag() {
+    // A limit of 0 would refuse every test; a longer-than-a-week one would overflow deadlines.
+    let cases: &[(&[&str], &str)] = &[
+        (&["--max-tests", "0"], "--max-tests"),
+        (&["--max-tests-per-client", "0"], "--max-tests-per-client"),
+        (&["--max-streams", "0"], "--max-streams"),
+        (&["--max-flows", "0"], "--max-flows"),
+        (&["--max-duration", "0"], "--max-duration"),
+        (&["--max-duration", "1000000h"], "--max-duration"),
+        (&["-p", "70000"], "--port"),
+    ];
+    for (args, needle) in cases {
+        let out = xbench().arg("server").args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn unreachable_servers_get_one_actionable_line_and_exit_1() {
     let port = free_port();
     let out = xbench()

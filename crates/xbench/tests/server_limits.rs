@@ -164,6 +164,13 @@ async fn each_limit_refuses_with_its_name() {
     let e = run(&c).await.unwrap_err().to_string();
     assert!(e.contains("--max-duration"), "{e}");
 
+    // A warm-up alone as long as the limit is refused too, byte-count tests included.
+    let mut c = server.config();
+    c.spec.end = EndCondition::Bytes(1 << 20);
+    c.spec.omit = Duration::from_secs(5);
+    let e = run(&c).await.unwrap_err().to_string();
+    assert!(e.contains("--max-duration"), "{e}");
+
     // One test per client address: a second from the same address waits its turn.
     let mut long = server.config();
     long.spec.end = EndCondition::Duration(Duration::from_secs(2));

@@ -123,7 +123,12 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
     if ok {
         group.stop_senders();
         // Let what the client sent drain into our receivers, still reporting intervals.
-        let drain_until = Instant::now() + t.ctx.limits.drain_timeout;
+        // An interrupted client waits only briefly; answer before it gives up.
+        let drain = match end {
+            TestEnd::Finished { interrupted: true } => Duration::from_secs(1),
+            _ => t.ctx.limits.drain_timeout,
+        };
+        let drain_until = Instant::now() + drain;
         loop {
             tokio::select! {
                 _ = group.receivers_ended() => break,

@@ -45,7 +45,7 @@ pub struct Limits {
     pub max_block_len: u32,
     /// Most connections one request/response test may hold open at once; many share a thread.
     pub max_flows: u16,
-    /// Longest test accepted (excluding `-O` warm-up).
+    /// Longest test accepted, `-O` warm-up included; byte-count tests are stopped at it.
     pub max_duration: Duration,
     /// Most tests running at once.
     pub max_tests: usize,

@@ -75,7 +75,10 @@ pub(super) async fn run(
         return SessionEnd::Other;
     }
     let (client_sw, client_nonce) = match rd.next_within(limit).await {
-        Ok(Some(Message::Hello(h))) => (h.software, h.nonce),
+        // The name goes into the log: a peer does not get to write a megabyte of it.
+        Ok(Some(Message::Hello(h))) if h.software.len() <= 64 => {
+            (h.software.escape_debug().to_string(), h.nonce)
+        }
         other => {
             info!(%peer, "dropped a control connection without a valid hello: {}", describe(other));
             return SessionEnd::Other;
@@ -275,14 +278,18 @@ impl Test {
     }
 
     /// When the server gives up on a test that should have ended.
+    /// A byte-count test may take as long as the longest test allowed, warm-up included;
+    /// nothing a client asks for reaches past that.
     pub(super) fn hard_stop(&self, spec: &TestSpec, start: Instant) -> Instant {
+        let l = &self.ctx.limits;
+        let asked = match spec.end {
+            EndCondition::Duration(d) => spec.omit.saturating_add(d),
+            EndCondition::Bytes(_) => l.max_duration,
+        };
+        let within = asked.min(l.max_duration).saturating_add(l.overrun_grace);
         start
-            + spec.omit
-            + match spec.end {
-                EndCondition::Duration(d) => d,
-                EndCondition::Bytes(_) => self.ctx.limits.max_duration,
-            }
-            + self.ctx.limits.overrun_grace
+            .checked_add(within)
+            .unwrap_or_else(|| start + Duration::from_secs(7 * 24 * 3600))
     }
 }
 
@@ -364,12 +371,14 @@ fn admit(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
             }
         }
     }
-    if let EndCondition::Duration(d) = spec.end
-        && d + spec.omit > l.max_duration
-    {
+    let asked = match spec.end {
+        EndCondition::Duration(d) => d.saturating_add(spec.omit),
+        // A byte count has no length, but its warm-up alone must fit.
+        EndCondition::Bytes(_) => spec.omit,
+    };
+    if asked > l.max_duration || (spec.omit > Duration::ZERO && spec.omit >= l.max_duration) {
         return Err(format!(
-            "the test asks for {:?}; this server allows at most {:?} (--max-duration)",
-            d + spec.omit,
+            "the test asks for {asked:?}; this server allows at most {:?} (--max-duration)",
             l.max_duration
         ));
     }
