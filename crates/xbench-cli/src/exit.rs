@@ -46,6 +46,9 @@ pub(crate) fn for_error(e: &anyhow::Error) -> Exit {
         if cause.downcast_ref::<UsageError>().is_some() {
             return Exit::Usage;
         }
+        if let Some(xbench::Error::Interrupted { .. }) = cause.downcast_ref::<xbench::Error>() {
+            return Exit::Interrupted;
+        }
     }
     Exit::Failure
 }

@@ -351,6 +351,28 @@ fn ctrl_c_prints_what_was_measured_and_exits_130() {
 }
 
 #[test]
+fn ctrl_c_while_the_server_has_not_answered_exits_130_at_once() {
+    // A listener that accepts and never speaks: the client would wait 5 s for a preamble.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port().to_string();
+    let child = xbench()
+        .args(["client", "127.0.0.1", "-p", &port, "-t", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, libc::SIGINT);
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2), "slow to stop");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted while connecting"), "{err}");
+    drop(silent);
+}
+
+#[test]
 fn json_file_is_written_even_when_interrupted() {
     let dir = std::env::temp_dir().join(format!("xbench-cli-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -129,6 +129,12 @@ pub enum Error {
         /// The kernel's error.
         cause: io::Error,
     },
+    /// The caller's cancel future fired (Ctrl-C) before data flowed: nothing was measured.
+    #[error("interrupted while {during}; nothing was measured")]
+    Interrupted {
+        /// The setup step that was cut short.
+        during: &'static str,
+    },
     /// Any other I/O failure, with what we were doing.
     #[error("{context}: {cause}")]
     Io {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{
-    ClientConfig, ClientEvent, ReportBody, Session, empty_socket_report, open_data, send,
-    sleep_until_opt, unexpected,
+    ClientConfig, ClientEvent, ReportBody, Session, empty_socket_report, interruptible, open_data,
+    send, sleep_until_opt, unexpected,
 };
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::engine::group::Group;
@@ -39,10 +39,20 @@ pub(super) async fn run(
         .enumerate()
         .map(|(i, d)| (i as u16, d))
         .collect();
+    tokio::pin!(cancel);
     let mut warnings = Vec::new();
-    let data = open_data(config, server_addr, cookie, dirs.len(), &mut warnings).await?;
-
-    let ready = session.ready().await?;
+    let data = interruptible(
+        open_data(config, server_addr, cookie, dirs.len(), &mut warnings),
+        cancel.as_mut(),
+        "opening the data connections",
+    )
+    .await?;
+    let ready = interruptible(
+        session.ready(),
+        cancel.as_mut(),
+        "waiting for the server's data connections",
+    )
+    .await?;
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
@@ -123,7 +133,6 @@ pub(super) async fn run(
         EndCondition::Duration(d) => Some(start + config.spec.omit + d),
         EndCondition::Bytes(_) => None,
     };
-    tokio::pin!(cancel);
     let mut outcome = Outcome::Completed;
     let mut server_results: Option<SideResults> = None;
 

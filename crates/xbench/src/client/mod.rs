@@ -13,6 +13,7 @@ pub use rr::PER_FLOW_LATENCY_LIMIT;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::time::{Duration, Instant, SystemTime};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
@@ -123,10 +124,25 @@ pub async fn run(
     cancel: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
     config.spec.validate()?;
-    let session = Session::open(config).await?;
+    // Setup can take a connect timeout or a slow server's answer: Ctrl-C must cut it short too.
+    let mut cancel = std::pin::pin!(cancel);
+    let session = interruptible(Session::open(config), cancel.as_mut(), "connecting").await?;
     match &config.spec.workload {
         Workload::Throughput(tp) => bulk::run(session, config, tp, on_event, cancel).await,
         Workload::RequestResponse(rr) => rr::run(session, config, rr, on_event, cancel).await,
+    }
+}
+
+/// Runs one setup step unless `cancel` fires first, which yields [`Error::Interrupted`].
+/// Dropping the step closes whatever it opened; the server sees a client that went away.
+pub(crate) async fn interruptible<T>(
+    step: impl Future<Output = Result<T, Error>>,
+    cancel: Pin<&mut impl Future<Output = ()>>,
+    during: &'static str,
+) -> Result<T, Error> {
+    tokio::select! {
+        r = step => r,
+        () = cancel => Err(Error::Interrupted { during }),
     }
 }
 

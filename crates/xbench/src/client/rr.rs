@@ -10,7 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
 
 use super::{
-    ClientConfig, ClientEvent, ReportBody, Session, open_data, send, sleep_until_opt, unexpected,
+    ClientConfig, ClientEvent, ReportBody, Session, interruptible, open_data, send,
+    sleep_until_opt, unexpected,
 };
 use crate::config::{EndCondition, RrSpec};
 use crate::engine::rr::{self, Control, DRAINING, FlowSnapshot, Report, STOPPED, Workers};
@@ -34,21 +35,31 @@ pub(super) async fn run(
     on_event: &mut (dyn FnMut(ClientEvent) + Send),
     cancel: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
+    tokio::pin!(cancel);
     let flows = usize::from(spec.flows.get());
     let mut warnings = Vec::new();
     let conns = if spec.connect_per_transaction {
         Vec::new()
     } else {
-        open_data(
-            config,
-            session.server_addr,
-            session.cookie,
-            flows,
-            &mut warnings,
+        interruptible(
+            open_data(
+                config,
+                session.server_addr,
+                session.cookie,
+                flows,
+                &mut warnings,
+            ),
+            cancel.as_mut(),
+            "opening the data connections",
         )
         .await?
     };
-    session.ready().await?;
+    interruptible(
+        session.ready(),
+        cancel.as_mut(),
+        "waiting for the server's data connections",
+    )
+    .await?;
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
@@ -113,7 +124,6 @@ pub(super) async fn run(
         EndCondition::Duration(d) => Some(start + config.spec.omit + d),
         EndCondition::Bytes(_) => None,
     };
-    tokio::pin!(cancel);
     let mut outcome = Outcome::Completed;
     let mut control_open = true;
     let addr = session.addr.clone();
