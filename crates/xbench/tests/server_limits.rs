@@ -233,6 +233,39 @@ async fn the_server_send_cap_is_shared_and_never_exceeded() {
     server.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_send_cap_paces_request_response_answers_too() {
+    // 1 MB answers at a 40 Mbit/s cap: at most 5 a second, where loopback would do hundreds.
+    let cap = 40_000_000u64;
+    let server = TestServer::with_limits(Limits {
+        max_send_rate: Some(cap),
+        ..Limits::default()
+    })
+    .await;
+    let mut c = server.config();
+    c.spec = TestSpec::request_response();
+    c.spec.end = EndCondition::Duration(Duration::from_secs(3));
+    if let Workload::RequestResponse(r) = &mut c.spec.workload {
+        r.response_len = std::num::NonZeroU32::new(1_000_000).unwrap();
+        r.flows = NonZeroU16::new(2).unwrap();
+    }
+    let r = run(&c).await.unwrap();
+    assert_eq!(r.outcome, Outcome::Completed);
+    let s = &r.rr.as_ref().unwrap().summary;
+    let sent_bits = s.total_transactions as f64 * 8e6;
+    let rate = sent_bits / s.seconds;
+    // Pacing lets an initial window out unpaced; a 10 % allowance covers it.
+    assert!(
+        rate <= cap as f64 * 1.1,
+        "{rate} bit/s over a {cap} bit/s cap"
+    );
+    assert!(
+        rate >= cap as f64 * 0.5,
+        "the cap is used, not starved: {rate}"
+    );
+    server.stop().await;
+}
+
 /// A client that starts a test, sends a little, then goes quiet without closing anything.
 async fn quiet_client(
     addr: std::net::SocketAddr,

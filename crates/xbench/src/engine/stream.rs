@@ -30,6 +30,12 @@ pub(crate) struct StreamShared {
     pub(crate) stop: AtomicBool,
 }
 
+impl std::os::fd::AsRawFd for StreamShared {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.socket.as_raw_fd()
+    }
+}
+
 /// A cache-line-aligned counter.
 #[derive(Debug, Default)]
 #[repr(align(128))]

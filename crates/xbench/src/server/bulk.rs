@@ -15,7 +15,7 @@ use crate::engine::sockopt;
 use crate::engine::stream::{self, Budget, Payload, SendMode};
 use crate::proto::{ErrorCode, Message, Ready};
 use crate::report::{Role, SocketReport};
-use crate::server::governor::Governor;
+use crate::server::governor::{Governor, PacedSocket};
 use crate::server::session::Idle;
 
 pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> SessionEnd {
@@ -84,7 +84,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
     let senders: Vec<_> = handles
         .iter()
         .filter(|h| h.role == Role::Sender)
-        .map(|h| Arc::clone(&h.shared))
+        .map(|h| Arc::downgrade(&h.shared) as PacedSocket)
         .collect();
     let _share = (!senders.is_empty()).then(|| Governor::join(&t.ctx, senders, tp.bitrate));
     let start = Instant::now();

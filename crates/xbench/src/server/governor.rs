@@ -6,13 +6,21 @@
 //! less with `-b`. Rates are recomputed whenever a sending test starts or ends, so the sum
 //! never exceeds the cap and nobody is left with a stale small share. A test that asks for
 //! more than the whole cap is refused at admission with a message naming the limit.
+//!
+//! Request/response connections share the cap too (a `-r 1M` test sends as much as a bulk
+//! one). `--crr` connections live for one transaction each and are not paced: their
+//! responses are bounded by `--max-flows` connections of `--max-block-len`-sized answers.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::engine::sockopt;
-use crate::engine::stream::StreamShared;
 use crate::units::format_bits_per_second;
+
+/// A socket the governor paces. Held weakly: the governor must not keep a connection open
+/// after its owner closed it, and a closed one simply drops out of the next rebalance.
+pub(crate) type PacedSocket = Weak<dyn AsRawFd + Send + Sync>;
 
 /// Shares the cap.
 #[derive(Debug)]
@@ -29,7 +37,7 @@ struct Inner {
 
 #[derive(Debug)]
 struct Member {
-    sockets: Vec<Arc<StreamShared>>,
+    sockets: Vec<PacedSocket>,
     /// What the client asked for per stream (`-b`), bits per second.
     asked: Option<u64>,
 }
@@ -80,7 +88,7 @@ impl Governor {
     /// Adds a test's sending streams and rebalances everyone.
     pub(crate) fn join(
         ctx: &Arc<super::Ctx>,
-        sockets: Vec<Arc<StreamShared>>,
+        sockets: Vec<PacedSocket>,
         asked: Option<u64>,
     ) -> Share {
         let g = &ctx.governor;
@@ -105,15 +113,16 @@ impl Governor {
     }
 
     fn rebalance(&self, inner: &Inner) {
-        let streams: usize = inner.members.values().map(|m| m.sockets.len()).sum();
+        let live = |m: &Member| m.sockets.iter().filter(|s| s.strong_count() > 0).count();
+        let streams: usize = inner.members.values().map(live).sum();
         let fair = self.cap.map(|c| c / streams.max(1) as u64);
         for m in inner.members.values() {
             let rate = match (fair, m.asked) {
                 (Some(f), Some(a)) => Some(f.min(a)),
                 (f, a) => f.or(a),
             };
-            for s in &m.sockets {
-                sockopt::set_max_pacing_rate(&s.socket, rate);
+            for s in m.sockets.iter().filter_map(Weak::upgrade) {
+                sockopt::set_max_pacing_rate(&s.as_raw_fd(), rate);
             }
         }
     }

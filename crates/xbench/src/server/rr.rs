@@ -15,6 +15,7 @@ use crate::engine::rr::{self, Control, FlowSnapshot, Report, STOPPED, Workers};
 use crate::engine::schedule::Schedule;
 use crate::proto::{ErrorCode, Message, Ready};
 use crate::report::{CpuUsage, SideRrFlow, SideRrInterval, SideRrResults};
+use crate::server::governor::{Governor, PacedSocket};
 
 pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> SessionEnd {
     let flows = usize::from(rr_spec.flows.get());
@@ -27,10 +28,19 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
         request_timeout: t.ctx.limits.handshake_timeout,
     };
     let n_workers = rr::worker_count(flows);
-    let mut shares: Vec<Vec<(u16, std::net::TcpStream)>> =
+    let conns: Vec<(u16, Arc<std::net::TcpStream>)> = std::mem::take(&mut t.conns)
+        .into_iter()
+        .map(|(id, s)| (id, Arc::new(s)))
+        .collect();
+    // Responses count against --max-send-rate like any stream the server sends on.
+    let _share = (t.ctx.limits.max_send_rate.is_some() && !conns.is_empty()).then(|| {
+        let paced = conns.iter().map(|(_, s)| Arc::downgrade(s) as PacedSocket);
+        Governor::join(&t.ctx, paced.collect(), None)
+    });
+    let mut shares: Vec<Vec<(u16, Arc<std::net::TcpStream>)>> =
         (0..n_workers).map(|_| Vec::new()).collect();
-    for (i, (id, s)) in std::mem::take(&mut t.conns).into_iter().enumerate() {
-        shares[i % n_workers].push((id, s));
+    for (i, c) in conns.into_iter().enumerate() {
+        shares[i % n_workers].push(c);
     }
     let control = Arc::new(Control::default());
     let (tx, mut reports) = mpsc::unbounded_channel();

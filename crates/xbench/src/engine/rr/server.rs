@@ -40,7 +40,7 @@ pub(crate) struct Plan {
 pub(crate) fn spawn(
     index: usize,
     plan: Plan,
-    flows: Vec<(u16, TcpStream)>,
+    flows: Vec<(u16, Arc<TcpStream>)>,
     all_flows: &[u16],
     control: Arc<Control>,
     tx: UnboundedSender<Report>,
@@ -97,7 +97,8 @@ struct Counts {
 #[derive(Debug)]
 struct ServerConn {
     flow: u16,
-    sock: TcpStream,
+    /// Shared only with the send-rate governor, which holds it weakly to pace it.
+    sock: Arc<TcpStream>,
     /// Bytes of the current request received so far.
     rx: u64,
     /// Response bytes owed.
@@ -126,7 +127,7 @@ struct ServerWorker {
 }
 
 impl ServerWorker {
-    fn add(&mut self, flow: u16, sock: TcpStream) -> io::Result<()> {
+    fn add(&mut self, flow: u16, sock: Arc<TcpStream>) -> io::Result<()> {
         sock.set_nonblocking(true)?;
         let _ = sock.set_nodelay(true);
         let slot = self.free.pop().unwrap_or_else(|| {
@@ -201,7 +202,7 @@ impl ServerWorker {
                 }
             }
             while let Ok((flow, s)) = self.incoming.try_recv() {
-                if let Err(e) = self.add(flow, s) {
+                if let Err(e) = self.add(flow, Arc::new(s)) {
                     tell(
                         &self.tx,
                         Report::Failed {
