@@ -339,6 +339,8 @@ struct Accumulator {
     report_intervals: bool,
     next_index: u32,
     pending: BTreeMap<u32, Pending>,
+    /// The newest epoch each worker answered.
+    answered: Vec<u32>,
     ready: BTreeMap<u32, Ready>,
     done: Vec<RrInterval>,
     total: Distribution,
@@ -357,6 +359,7 @@ impl Accumulator {
             report_intervals,
             next_index: 0,
             pending: BTreeMap::new(),
+            answered: vec![0; workers],
             ready: BTreeMap::new(),
             done: Vec::new(),
             total: Distribution::new(),
@@ -390,15 +393,29 @@ impl Accumulator {
     }
 
     fn report(&mut self, r: Report, on_event: &mut (dyn FnMut(ClientEvent) + Send)) {
-        let Report::Snapshot { epoch, flows, .. } = r else {
+        let Report::Snapshot {
+            worker,
+            epoch,
+            flows,
+        } = r
+        else {
             return;
         };
-        // A worker that slept through an epoch answers the newest; fold it into that one.
-        let Some(p) = self.pending.range_mut(..=epoch).next_back().map(|(_, p)| p) else {
-            return;
-        };
-        p.flows.extend(flows);
-        p.reported += 1;
+        // A worker that slept through epochs answers only the newest, with everything since
+        // its last snapshot: it has nothing separate for the ones it skipped.
+        if let Some(prev) = self.answered.get_mut(worker) {
+            let first_skipped = prev.saturating_add(1);
+            if epoch > first_skipped {
+                for (_, p) in self.pending.range_mut(first_skipped..epoch) {
+                    p.reported += 1;
+                }
+            }
+            *prev = epoch.max(*prev);
+        }
+        if let Some((_, p)) = self.pending.range_mut(..=epoch).next_back() {
+            p.flows.extend(flows);
+            p.reported += 1;
+        }
         let complete: Vec<u32> = self
             .pending
             .iter()
@@ -636,5 +653,63 @@ impl Accumulator {
             },
             flows,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(worker: usize, epoch: u32, flow: u16, transactions: u64) -> Report {
+        Report::Snapshot {
+            worker,
+            epoch,
+            flows: vec![FlowSnapshot {
+                flow,
+                transactions,
+                latency: None,
+                retransmits: 0,
+                srtt_us: None,
+                connections: 0,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_worker_that_slept_through_an_interval_does_not_hold_it_back() {
+        let spec = RrSpec {
+            flows: std::num::NonZeroU16::new(2).unwrap(),
+            ..RrSpec::default()
+        };
+        let mut acc = Accumulator::new(&spec, 2, true);
+        let mut seen = Vec::new();
+        let mut on_event = |ev: ClientEvent| {
+            if let ClientEvent::RrInterval(iv) = ev {
+                seen.push((iv.index, iv.transactions));
+            }
+        };
+        acc.close_interval(1, 0.0, 1.0, false);
+        acc.report(snap(0, 1, 0, 10), &mut on_event);
+        acc.close_interval(2, 1.0, 2.0, false);
+        acc.report(snap(0, 2, 0, 10), &mut on_event);
+        // Worker 1 answers only epoch 2, with both intervals' transactions.
+        acc.report(snap(1, 2, 1, 14), &mut on_event);
+        assert!(acc.pending.is_empty());
+        // Intervals go out once the server's counts for them arrive.
+        for index in 0..2 {
+            let server = SideRrInterval {
+                index,
+                start_s: f64::from(index),
+                end_s: f64::from(index + 1),
+                omitted: false,
+                transactions: 0,
+                retransmits: 0,
+                connections: 0,
+            };
+            acc.server_interval(server, &mut on_event);
+        }
+        assert_eq!(seen, vec![(0, 10), (1, 24)]);
+        // Nothing is lost: the totals hold every transaction.
+        assert_eq!(acc.flows.iter().map(|f| f.transactions).sum::<u64>(), 34);
     }
 }

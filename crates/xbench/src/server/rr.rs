@@ -88,7 +88,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
     let check_idle = rr_spec
         .period()
         .is_none_or(|p| p.saturating_mul(2) < idle_limit);
-    let end = loop {
+    let end = 'test: loop {
         let boundary_at = next_boundary.map(|b| start + b);
         tokio::select! {
             biased;
@@ -100,10 +100,11 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
                 None => crr_open = false,
             },
             r = reports.recv() => match r {
-                Some(Report::Snapshot { epoch, flows, .. }) => {
-                    if let Some(iv) = acc.snapshot(epoch, flows)
-                        && let Err(e) = t.send(&Message::RrInterval(iv)).await {
-                        break TestEnd::ClientGone(e);
+                Some(Report::Snapshot { worker, epoch, flows }) => {
+                    for iv in acc.snapshot(worker, epoch, flows) {
+                        if let Err(e) = t.send(&Message::RrInterval(iv)).await {
+                            break 'test TestEnd::ClientGone(e);
+                        }
                     }
                 }
                 Some(Report::Failed { flow, error }) => debug!(peer = %t.peer, flow, "flow ended: {error}"),
@@ -149,8 +150,12 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
                 cpu += c;
                 last.extend(flows);
             }
-            Ok(Some(Report::Snapshot { epoch, flows, .. })) => {
-                let _ = acc.snapshot(epoch, flows);
+            Ok(Some(Report::Snapshot {
+                worker,
+                epoch,
+                flows,
+            })) => {
+                let _ = acc.snapshot(worker, epoch, flows);
             }
             Ok(Some(Report::Failed { .. })) => {}
             Ok(None) | Err(_) => break,
@@ -204,6 +209,8 @@ struct Totals {
     workers: usize,
     /// Intervals waiting for every worker's snapshot, by epoch.
     waiting: Vec<(u32, SideRrInterval, usize, bool)>,
+    /// The newest epoch each worker answered.
+    answered: Vec<u32>,
     flows: Vec<SideRrFlow>,
     measured_retransmits: u64,
 }
@@ -213,6 +220,7 @@ impl Totals {
         Totals {
             workers,
             waiting: Vec::new(),
+            answered: vec![0; workers],
             flows: ids
                 .iter()
                 .map(|&flow| SideRrFlow {
@@ -230,10 +238,38 @@ impl Totals {
         self.waiting.push((epoch, iv, 0, report));
     }
 
-    /// Adds a worker's snapshot; returns the interval once every worker has answered it (and
-    /// intervals are reported at all).
-    fn snapshot(&mut self, epoch: u32, flows: Vec<FlowSnapshot>) -> Option<SideRrInterval> {
-        let pos = self.waiting.iter().rposition(|(e, ..)| *e <= epoch)?;
+    /// Adds `worker`'s snapshot answering `epoch`; returns the intervals every worker has now
+    /// answered, oldest first (none when intervals are not reported).
+    fn snapshot(
+        &mut self,
+        worker: usize,
+        epoch: u32,
+        flows: Vec<FlowSnapshot>,
+    ) -> Vec<SideRrInterval> {
+        // Epochs this worker slept through: it has nothing separate for them.
+        if let Some(prev) = self.answered.get_mut(worker) {
+            let skipped = prev.saturating_add(1)..epoch;
+            *prev = epoch.max(*prev);
+            for w in &mut self.waiting {
+                if skipped.contains(&w.0) {
+                    w.2 += 1;
+                }
+            }
+        }
+        if let Some(pos) = self.waiting.iter().rposition(|(e, ..)| *e <= epoch) {
+            self.credit(pos, &flows);
+        }
+        let mut done = Vec::new();
+        while let Some(pos) = self.waiting.iter().position(|w| w.2 >= self.workers) {
+            let (_, iv, _, report) = self.waiting.remove(pos);
+            if report {
+                done.push(iv);
+            }
+        }
+        done
+    }
+
+    fn credit(&mut self, pos: usize, flows: &[FlowSnapshot]) {
         let omitted = self.waiting[pos].1.omitted;
         let mut add = SideRrInterval {
             ..self.waiting[pos].1.clone()
@@ -241,7 +277,7 @@ impl Totals {
         add.transactions = 0;
         add.retransmits = 0;
         add.connections = 0;
-        for f in &flows {
+        for f in flows {
             self.add_flow(f, omitted);
             add.transactions += f.transactions;
             add.retransmits += f.retransmits;
@@ -252,11 +288,6 @@ impl Totals {
         w.1.retransmits += add.retransmits;
         w.1.connections += add.connections;
         w.2 += 1;
-        if w.2 < self.workers {
-            return None;
-        }
-        let (_, iv, _, report) = self.waiting.remove(pos);
-        report.then_some(iv)
     }
 
     fn add_flow(&mut self, f: &FlowSnapshot, omitted: bool) {
@@ -279,5 +310,48 @@ impl Totals {
             iv.connections += f.connections;
         }
         iv
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(flow: u16, transactions: u64) -> Vec<FlowSnapshot> {
+        vec![FlowSnapshot {
+            flow,
+            transactions,
+            latency: None,
+            retransmits: 0,
+            srtt_us: None,
+            connections: 0,
+        }]
+    }
+
+    fn interval(index: u32) -> SideRrInterval {
+        SideRrInterval {
+            index,
+            start_s: f64::from(index),
+            end_s: f64::from(index + 1),
+            omitted: false,
+            transactions: 0,
+            retransmits: 0,
+            connections: 0,
+        }
+    }
+
+    #[test]
+    fn a_worker_that_slept_through_an_interval_does_not_hold_it_back() {
+        let mut t = Totals::new(&[0, 1], 2);
+        t.pending(1, interval(0), true);
+        assert!(t.snapshot(0, 1, snap(0, 10)).is_empty());
+        t.pending(2, interval(1), true);
+        assert!(t.snapshot(0, 2, snap(0, 10)).is_empty());
+        // Worker 1 answers only epoch 2, with both intervals' transactions.
+        let done = t.snapshot(1, 2, snap(1, 14));
+        let got: Vec<(u32, u64)> = done.iter().map(|i| (i.index, i.transactions)).collect();
+        assert_eq!(got, vec![(0, 10), (1, 24)]);
+        assert!(t.waiting.is_empty());
+        assert_eq!(t.flows.iter().map(|f| f.transactions).sum::<u64>(), 34);
     }
 }

@@ -94,6 +94,7 @@ pub(crate) fn spawn(
                 tx,
                 due: BinaryHeap::new(),
                 zeros: Vec::new(),
+                index,
                 epoch: 0,
                 next_stall_check: 0,
             };
@@ -218,6 +219,8 @@ struct ClientWorker {
     due: BinaryHeap<Reverse<(u64, usize)>>,
     /// What requests are made of; their content does not matter to the server.
     zeros: Vec<u8>,
+    /// Which worker of the test this is, in its snapshots.
+    index: usize,
     epoch: u32,
     next_stall_check: u64,
 }
@@ -332,7 +335,15 @@ impl ClientWorker {
         if epoch != self.epoch {
             self.epoch = epoch;
             let flows = self.flows.iter_mut().map(|f| f.snapshot(true)).collect();
-            tell(&self.tx, Report::Snapshot { epoch, flows });
+            let worker = self.index;
+            tell(
+                &self.tx,
+                Report::Snapshot {
+                    worker,
+                    epoch,
+                    flows,
+                },
+            );
         }
         if now >= self.next_stall_check {
             self.next_stall_check = now + STALL_CHECK_NS;

@@ -70,8 +70,12 @@ pub(crate) struct FlowSnapshot {
 /// What workers tell the controller.
 #[derive(Debug)]
 pub(crate) enum Report {
-    /// Every flow of a worker, answering `epoch`.
+    /// Every flow of a worker, answering `epoch`. A worker that was busy (or asleep in a
+    /// blocking call) across several boundaries answers only the newest, with everything
+    /// since its last snapshot; the controller credits it with nothing for the ones it
+    /// skipped, so those intervals still complete.
     Snapshot {
+        worker: usize,
         epoch: u32,
         flows: Vec<FlowSnapshot>,
     },

@@ -60,6 +60,7 @@ pub(crate) fn spawn(
         control,
         tx,
         zeros: vec![0u8; (plan.response_len as usize).clamp(1, CHUNK)],
+        index,
         epoch: 0,
     };
     for (id, s) in flows {
@@ -123,6 +124,8 @@ struct ServerWorker {
     control: Arc<Control>,
     tx: UnboundedSender<Report>,
     zeros: Vec<u8>,
+    /// Which worker of the test this is, in its snapshots.
+    index: usize,
     epoch: u32,
 }
 
@@ -259,7 +262,15 @@ impl ServerWorker {
         if epoch != self.epoch {
             self.epoch = epoch;
             let flows = self.snapshot();
-            tell(&self.tx, Report::Snapshot { epoch, flows });
+            let worker = self.index;
+            tell(
+                &self.tx,
+                Report::Snapshot {
+                    worker,
+                    epoch,
+                    flows,
+                },
+            );
         }
     }
 
