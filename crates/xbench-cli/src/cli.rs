@@ -333,10 +333,15 @@ pub(crate) struct ServerArgs {
           value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
     pub(crate) max_tests: usize,
 
-    /// Most tests running at once from one client address.
+    /// Most tests running at once from one client address (IPv6: from one /64).
     #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_tests_per_client,
           value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
     pub(crate) max_tests_per_client: usize,
+
+    /// Most connections still in their handshake; beyond it new ones are closed at once.
+    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_handshakes,
+          value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
+    pub(crate) max_handshakes: usize,
 
     /// Most the server sends in total across all tests (e.g. 5G); its sending streams share it.
     #[arg(long, value_name = "BITRATE", value_parser = parse::bitrate)]

@@ -153,6 +153,46 @@ async fn a_4_gib_length_prefix_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_message_before_the_test_request_is_refused_without_reading_it() {
+    survives(|addr| async move {
+        let (rd, mut wr) = control(addr).await;
+        // 100 KB announced: fine by the protocol's 1 MiB cap, far beyond any client message.
+        wr.write_all(&100_000u32.to_be_bytes()).await.unwrap();
+        let _ = wr.write_all(&[b' '; 1000]).await;
+        let mut inner = rd;
+        // Closed at once, not after the handshake timeout waiting for the rest.
+        closed_within(inner.inner_mut(), Duration::from_millis(400)).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_silent_connections_costs_sockets_not_the_server() {
+    survives_with(
+        Limits {
+            handshake_timeout: Duration::from_millis(1500),
+            max_handshakes: 20,
+            ..Limits::default()
+        },
+        |addr| async move {
+            let mut silent = Vec::new();
+            for _ in 0..20 {
+                silent.push(TcpStream::connect(addr).await.unwrap());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            // Every slot is held: the next connection is closed at once.
+            let mut extra = TcpStream::connect(addr).await.unwrap();
+            closed_within(&mut extra, Duration::from_millis(500)).await;
+            // The silent ones time out and give their slots back.
+            for mut s in silent {
+                closed_within(&mut s, Duration::from_secs(3)).await;
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_a_message_then_silence_times_out() {
     survives(|addr| async move {
         let (mut rd, mut wr) = control(addr).await;

@@ -28,6 +28,7 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
             max_duration: args.max_duration,
             max_tests: args.max_tests,
             max_tests_per_client: args.max_tests_per_client,
+            max_handshakes: args.max_handshakes,
             max_send_rate: args.max_send_rate,
             idle_timeout: args.idle_timeout,
             ..Limits::default()

@@ -71,14 +71,16 @@ pub fn encode(msg: &Message) -> Result<Vec<u8>, ProtoError> {
 
 /// Refuses lengths a correct peer never sends.
 pub fn check_len(len: u32) -> Result<(), ProtoError> {
+    check_len_within(len, MAX_FRAME_LEN)
+}
+
+/// Refuses empty frames and frames longer than `max`.
+fn check_len_within(len: u32, max: u32) -> Result<(), ProtoError> {
     if len == 0 {
         return Err(ProtoError::Empty);
     }
-    if len > MAX_FRAME_LEN {
-        return Err(ProtoError::Oversized {
-            len,
-            max: MAX_FRAME_LEN,
-        });
+    if len > max {
+        return Err(ProtoError::Oversized { len, max });
     }
     Ok(())
 }
@@ -89,15 +91,32 @@ pub fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
 }
 
 /// Incremental decoder: feed bytes as they arrive, take whole messages out.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FrameDecoder {
     buf: Vec<u8>,
+    max: u32,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        Self::with_max(MAX_FRAME_LEN)
+    }
 }
 
 impl FrameDecoder {
     /// An empty decoder.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty decoder that refuses frames longer than `max` (at most [`MAX_FRAME_LEN`]):
+    /// a server reading what a client sends expects only small messages, and should not let
+    /// an unauthenticated peer make it buffer a megabyte.
+    pub fn with_max(max: u32) -> Self {
+        FrameDecoder {
+            buf: Vec::new(),
+            max: max.min(MAX_FRAME_LEN),
+        }
     }
 
     /// Appends received bytes.
@@ -112,7 +131,7 @@ impl FrameDecoder {
             return Ok(None);
         };
         let len = u32::from_be_bytes(*len);
-        check_len(len)?;
+        check_len_within(len, self.max)?;
         let end = 4 + len as usize;
         if self.buf.len() < end {
             return Ok(None);

@@ -194,9 +194,14 @@ pub struct MessageReader<R> {
 impl<R: AsyncRead + Unpin> MessageReader<R> {
     /// Wraps a byte stream.
     pub fn new(inner: R) -> Self {
+        Self::with_max_frame(inner, MAX_FRAME_LEN)
+    }
+
+    /// Wraps a byte stream whose messages are never longer than `max` bytes.
+    pub fn with_max_frame(inner: R, max: u32) -> Self {
         MessageReader {
             inner,
-            decoder: FrameDecoder::new(),
+            decoder: FrameDecoder::with_max(max),
             buf: vec![0u8; 16 * 1024],
         }
     }

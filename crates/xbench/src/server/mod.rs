@@ -18,7 +18,7 @@ use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -50,7 +50,7 @@ pub struct Limits {
     /// Most tests running at once.
     pub max_tests: usize,
     /// Most tests running at once from one client address, so one host cannot take every
-    /// slot.
+    /// slot. IPv6 clients are counted by their /64, which a host can pick addresses from.
     pub max_tests_per_client: usize,
     /// Most the server sends in total, bits per second, across every test's server-to-client
     /// streams; they share it (TCP pacing, `SO_MAX_PACING_RATE`). `None`: no cap.
@@ -61,6 +61,11 @@ pub struct Limits {
     /// How long a new connection may take to say what it is, and a client to answer each
     /// handshake step. Bounds what an idle or half-open connection can hold.
     pub handshake_timeout: Duration,
+    /// Most connections still saying what they are (control sessions before their test
+    /// request, data connections before they find their test). Beyond it new connections are
+    /// closed at once, so a flood of silent ones costs sockets, not memory. At least twice
+    /// [`Self::max_flows`]: a request/response test opens all its connections at once.
+    pub max_handshakes: usize,
     /// How long after the client's end the receivers may take to drain.
     pub drain_timeout: Duration,
     /// How far past its stated end a test may run before the server cuts it off.
@@ -79,6 +84,7 @@ impl Default for Limits {
             max_send_rate: None,
             idle_timeout: Duration::from_secs(60),
             handshake_timeout: Duration::from_secs(10),
+            max_handshakes: 8192,
             drain_timeout: Duration::from_secs(10),
             overrun_grace: Duration::from_secs(30),
         }
@@ -140,6 +146,8 @@ pub(crate) struct Ctx {
     pub(crate) registry: Arc<Registry>,
     /// Tests between `Start` and their end, checked against [`Limits::max_tests`].
     pub(crate) running: AtomicUsize,
+    /// Connections in their handshake, checked against [`Limits::max_handshakes`].
+    pub(crate) handshaking: AtomicUsize,
     /// Raised when the shutdown grace has passed: sessions cut their tests short.
     pub(crate) abort: watch::Receiver<bool>,
 }
@@ -187,6 +195,7 @@ impl Server {
             governor: Governor::new(self.config.limits.max_send_rate),
             registry: Arc::new(Registry::default()),
             running: AtomicUsize::new(0),
+            handshaking: AtomicUsize::new(0),
             abort: abort_rx,
         });
         let (conn_tx, mut conn_rx) = mpsc::channel::<(TcpStream, SocketAddr)>(64);
@@ -196,13 +205,19 @@ impl Server {
         }
         drop(conn_tx);
         let mut conns: JoinSet<ConnEnd> = JoinSet::new();
+        let mut turned_away = TurnedAway::default();
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
-                Some((stream, peer)) = conn_rx.recv() => {
-                    let ctx = Arc::clone(&ctx);
-                    conns.spawn(handle_conn(stream, peer, ctx));
-                }
+                Some((stream, peer)) = conn_rx.recv() => match HandshakeSlot::take(&ctx) {
+                    Some(slot) => {
+                        conns.spawn(handle_conn(stream, peer, Arc::clone(&ctx), slot));
+                    }
+                    None => {
+                        drop(stream);
+                        turned_away.note(peer, ctx.limits.max_handshakes);
+                    }
+                },
                 Some(done) = conns.join_next() => {
                     match done {
                         Ok(ConnEnd::TestCompleted) if self.config.one_off => break,
@@ -278,6 +293,57 @@ async fn accept_loop(l: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) 
     }
 }
 
+/// Holds one of [`Limits::max_handshakes`] until the connection has said what it is.
+#[derive(Debug)]
+pub(crate) struct HandshakeSlot {
+    ctx: Arc<Ctx>,
+}
+
+impl HandshakeSlot {
+    fn take(ctx: &Arc<Ctx>) -> Option<Self> {
+        ctx.handshaking
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < ctx.limits.max_handshakes).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| HandshakeSlot {
+                ctx: Arc::clone(ctx),
+            })
+    }
+}
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        self.ctx.handshaking.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Connections closed for want of a handshake slot, logged at most once a second.
+#[derive(Debug, Default)]
+struct TurnedAway {
+    since_log: u64,
+    last_log: Option<Instant>,
+}
+
+impl TurnedAway {
+    fn note(&mut self, peer: SocketAddr, max: usize) {
+        self.since_log += 1;
+        if self
+            .last_log
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
+            warn!(
+                %peer,
+                closed = self.since_log,
+                "closed new connections at once: {max} are still in their handshake \
+                 (--max-handshakes); a flood of silent connections, or a limit set too low"
+            );
+            self.since_log = 0;
+            self.last_log = Some(Instant::now());
+        }
+    }
+}
+
 /// How a connection ended, for `--one-off`.
 #[derive(Debug)]
 enum ConnEnd {
@@ -285,11 +351,22 @@ enum ConnEnd {
     Other,
 }
 
-async fn handle_conn(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) -> ConnEnd {
-    let limit = ctx.limits.handshake_timeout;
+async fn handle_conn(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    ctx: Arc<Ctx>,
+    slot: HandshakeSlot,
+) -> ConnEnd {
     let allowed = ctx.allow.is_empty() || {
         let ip = peer.ip().to_canonical();
         ctx.allow.iter().any(|n| n.contains(&ip))
+    };
+    // A peer outside --allow only gets its refusal if it says at once what it is; it does
+    // not get to hold a connection open for the whole handshake timeout.
+    let limit = if allowed {
+        ctx.limits.handshake_timeout
+    } else {
+        ctx.limits.handshake_timeout.min(Duration::from_secs(1))
     };
     let mut first = [0u8; 4];
     match tokio::time::timeout(limit, stream.read_exact(&mut first)).await {
@@ -355,12 +432,13 @@ async fn handle_conn(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) -> 
         return ConnEnd::Other;
     }
     match pre.channel {
-        Channel::Control => match session::run(stream, peer, pre.version, ctx).await {
+        Channel::Control => match session::run(stream, peer, pre.version, ctx, slot).await {
             session::SessionEnd::Completed => ConnEnd::TestCompleted,
             session::SessionEnd::Other => ConnEnd::Other,
         },
         Channel::Data => {
             attach_data(stream, peer, &ctx).await;
+            drop(slot);
             ConnEnd::Other
         }
         Channel::Server => {
@@ -399,7 +477,7 @@ async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
 /// Counts a test as running if the limits allow another, in total and from `client`; the
 /// refusal names the limit.
 pub(crate) fn try_running_guard(ctx: &Arc<Ctx>, client: IpAddr) -> Result<RunningGuard, String> {
-    let client = client.to_canonical();
+    let (client, shown) = client_key(client);
     {
         let mut per = ctx
             .per_client
@@ -408,7 +486,7 @@ pub(crate) fn try_running_guard(ctx: &Arc<Ctx>, client: IpAddr) -> Result<Runnin
         let n = per.entry(client).or_insert(0);
         if *n >= ctx.limits.max_tests_per_client {
             return Err(format!(
-                "{client} already runs {} tests on this server, its limit \
+                "{shown} already runs {} tests on this server, its limit \
                  (--max-tests-per-client); try again when one ends",
                 *n
             ));
@@ -437,6 +515,18 @@ pub(crate) fn try_running_guard(ctx: &Arc<Ctx>, client: IpAddr) -> Result<Runnin
     Ok(guard)
 }
 
+/// Where a client's tests are counted, and how to name it: an IPv4 address, or the /64 of an
+/// IPv6 one, since a host is routinely given a whole /64 and may send from any address in it.
+fn client_key(ip: IpAddr) -> (IpAddr, String) {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let prefix = Ipv6Addr::from_bits(v6.to_bits() & !((1u128 << 64) - 1));
+            (IpAddr::V6(prefix), format!("{prefix}/64"))
+        }
+        v4 => (v4, v4.to_string()),
+    }
+}
+
 /// Counts a running test (in total and for its client) while alive.
 #[derive(Debug)]
 pub(crate) struct RunningGuard {
@@ -461,5 +551,26 @@ impl Drop for RunningGuard {
                 per.remove(&self.client);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_clients_are_counted_by_their_64() {
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(client_key(a).0, client_key(b).0);
+        assert_ne!(client_key(a).0, client_key(c).0);
+        assert_eq!(client_key(a).1, "2001:db8:1:2::/64");
+        // IPv4, also when it arrives mapped on a dual-stack socket, stays one address.
+        let v4: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(
+            client_key(v4),
+            ("192.0.2.7".parse().unwrap(), "192.0.2.7".into())
+        );
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tracing::info;
 
 use super::registry::DataConn;
-use super::{Ctx, try_running_guard};
+use super::{Ctx, HandshakeSlot, try_running_guard};
 use crate::auth::Nonce;
 use crate::client::software;
 use crate::config::{EndCondition, TestSpec, Workload};
@@ -23,6 +23,10 @@ use crate::proto::{
     self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, PROTOCOL_VERSION,
     Preamble, Welcome,
 };
+
+/// Longest message a client sends (its test request is the largest, well under 4 KiB): a peer
+/// that has not authenticated does not get to make the server buffer a megabyte.
+const CLIENT_FRAME_MAX: u32 = 64 * 1024;
 
 /// How a session ended, for `--one-off`.
 #[derive(Debug)]
@@ -45,11 +49,12 @@ pub(super) async fn run(
     peer: SocketAddr,
     version: u16,
     ctx: Arc<Ctx>,
+    slot: HandshakeSlot,
 ) -> SessionEnd {
     let _ = stream.set_nodelay(true);
     crate::client::keepalive(&stream);
     let (rd, mut wr) = stream.into_split();
-    let mut rd = MessageReader::new(rd);
+    let mut rd = MessageReader::with_max_frame(rd, CLIENT_FRAME_MAX);
     let limit = ctx.limits.handshake_timeout;
     // Our preamble first, whatever theirs said: the client names both versions on a mismatch.
     if wr
@@ -122,6 +127,8 @@ pub(super) async fn run(
             return SessionEnd::Other;
         }
     };
+    // The handshake is over; the test limits take it from here.
+    drop(slot);
     if let Err(reason) = admit(&spec, &ctx) {
         info!(%peer, client = %client_sw, "refused a test: {reason}");
         let code = if reason.starts_with("invalid") {
