@@ -189,10 +189,31 @@ impl Workers {
 impl Drop for Workers {
     fn drop(&mut self) {
         self.set_state(STOPPED);
-        for w in &mut self.workers {
-            if let Some(t) = w.thread.take() {
+        let running: Vec<JoinHandle<()>> = self
+            .workers
+            .iter_mut()
+            .filter_map(|w| w.thread.take())
+            .collect();
+        if running.iter().all(JoinHandle::is_finished) {
+            for t in running {
                 let _ = t.join();
             }
+            return;
+        }
+        // A worker in a blocking call sees the stop only when the call returns (up to half a
+        // second); an async controller must not hold a runtime thread that long, so a short-
+        // lived thread of its own waits for them (not tokio's blocking pool, whose idle
+        // threads linger for seconds).
+        let joiner = std::thread::Builder::new()
+            .name("xb-rr-join".into())
+            .spawn(move || {
+                for t in running {
+                    let _ = t.join();
+                }
+            });
+        if let Err(e) = joiner {
+            // Dropped handles detach the threads; told to stop, they exit on their own.
+            tracing::debug!("cannot start a thread to join stopped workers: {e}");
         }
     }
 }
