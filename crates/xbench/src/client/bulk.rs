@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{
-    ClientConfig, ClientEvent, ReportBody, Session, empty_socket_report, interruptible, open_data,
-    send, sleep_until_opt, unexpected,
+    ClientConfig, ClientEvent, ReportBody, Session, empty_socket_report, ended_by, interruptible,
+    open_data, send, sleep_until_opt,
 };
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::engine::group::Group;
@@ -148,23 +148,10 @@ pub(super) async fn run(
             _ = group.all_ended(), if budget.is_some() => break,
             msg = session.rd.next() => match msg {
                 Ok(Some(Message::Interval(iv))) => merger.server(iv, on_event),
-                Ok(Some(Message::Error(e))) => {
-                    outcome = Outcome::Failed { error: format!("the server ended the test: {}", e.message) };
-                    control_open = false;
-                    break;
-                }
-                Ok(Some(other)) => {
-                    outcome = Outcome::Failed { error: unexpected(other, &addr_s, "the test ran").to_string() };
-                    break;
-                }
-                Ok(None) => {
-                    outcome = Outcome::Failed { error: format!("{addr_s} closed the control connection during the test") };
-                    control_open = false;
-                    break;
-                }
-                Err(e) => {
-                    outcome = Outcome::Failed { error: Error::Protocol { addr: addr_s.clone(), cause: e }.to_string() };
-                    control_open = false;
+                other => {
+                    let (error, usable) = ended_by(other, &addr_s);
+                    outcome = Outcome::Failed { error };
+                    control_open = usable;
                     break;
                 }
             },

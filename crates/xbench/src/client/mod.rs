@@ -27,7 +27,7 @@ use crate::engine::sockopt;
 use crate::error::{Error, connect_hint};
 use crate::proto::{
     self, AuthProof, Channel, Cookie, ErrorMsg, Hello, Message, MessageReader, PROTOCOL_VERSION,
-    Preamble, Ready,
+    Preamble, ProtoError, Ready,
 };
 use crate::report::{
     CpuReport, Interval, Outcome, PeerInfo, RrInterval, RrReport, SCHEMA_VERSION, SocketReport,
@@ -550,6 +550,28 @@ pub(crate) fn unexpected(m: Message, addr: &str, state: &'static str) -> Error {
     }
 }
 
+/// What a control message other than the expected interval means while a test runs: the
+/// error that ends it, and whether the control connection is still usable for the goodbye.
+pub(crate) fn ended_by(msg: Result<Option<Message>, ProtoError>, addr: &str) -> (String, bool) {
+    match msg {
+        Ok(Some(Message::Error(e))) => (format!("the server ended the test: {}", e.message), false),
+        Ok(Some(other)) => (unexpected(other, addr, "the test ran").to_string(), true),
+        Ok(None) => (
+            format!("{addr} closed the control connection during the test"),
+            false,
+        ),
+        Err(e) => (
+            Error::Protocol {
+                addr: addr.to_owned(),
+                cause: e,
+            }
+            .to_string(),
+            false,
+        ),
+    }
+}
+
+/// Sleeps until `t`, or for ever without one (a `select!` branch that never fires).
 pub(crate) async fn sleep_until_opt(t: Option<Instant>) {
     match t {
         Some(t) => tokio::time::sleep_until(t.into()).await,

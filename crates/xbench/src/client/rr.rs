@@ -10,8 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
 
 use super::{
-    ClientConfig, ClientEvent, ReportBody, Session, interruptible, open_data, send,
-    sleep_until_opt, unexpected,
+    ClientConfig, ClientEvent, ReportBody, Session, ended_by, interruptible, open_data, send,
+    sleep_until_opt,
 };
 use crate::config::{EndCondition, RrSpec};
 use crate::engine::rr::{self, Control, DRAINING, FlowSnapshot, Report, STOPPED, Workers};
@@ -146,23 +146,10 @@ pub(super) async fn run(
             },
             msg = session.rd.next() => match msg {
                 Ok(Some(Message::RrInterval(iv))) => acc.server_interval(iv, on_event),
-                Ok(Some(Message::Error(e))) => {
-                    outcome = Outcome::Failed { error: format!("the server ended the test: {}", e.message) };
-                    control_open = false;
-                    break;
-                }
-                Ok(Some(other)) => {
-                    outcome = Outcome::Failed { error: unexpected(other, &addr, "the test ran").to_string() };
-                    break;
-                }
-                Ok(None) => {
-                    outcome = Outcome::Failed { error: format!("{addr} closed the control connection during the test") };
-                    control_open = false;
-                    break;
-                }
-                Err(e) => {
-                    outcome = Outcome::Failed { error: Error::Protocol { addr: addr.clone(), cause: e }.to_string() };
-                    control_open = false;
+                other => {
+                    let (error, usable) = ended_by(other, &addr);
+                    outcome = Outcome::Failed { error };
+                    control_open = usable;
                     break;
                 }
             },
@@ -664,14 +651,7 @@ mod tests {
         Report::Snapshot {
             worker,
             epoch,
-            flows: vec![FlowSnapshot {
-                flow,
-                transactions,
-                latency: None,
-                retransmits: 0,
-                srtt_us: None,
-                connections: 0,
-            }],
+            flows: vec![FlowSnapshot::counted(flow, transactions)],
         }
     }
 

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 use super::session::{Idle, SessionEnd, Test, TestEnd, log_test, on_control};
+use crate::client::sleep_until_opt;
 use crate::config::{RrSpec, TestSpec};
 use crate::engine::rr::{self, Control, FlowSnapshot, Report, STOPPED, Workers};
 use crate::engine::schedule::Schedule;
@@ -196,13 +197,6 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
     }
 }
 
-async fn sleep_until_opt(t: Option<Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(t.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Per-interval and per-flow sums of the workers' snapshots.
 #[derive(Debug)]
 struct Totals {
@@ -318,14 +312,7 @@ mod tests {
     use super::*;
 
     fn snap(flow: u16, transactions: u64) -> Vec<FlowSnapshot> {
-        vec![FlowSnapshot {
-            flow,
-            transactions,
-            latency: None,
-            retransmits: 0,
-            srtt_us: None,
-            connections: 0,
-        }]
+        vec![FlowSnapshot::counted(flow, transactions)]
     }
 
     fn interval(index: u32) -> SideRrInterval {

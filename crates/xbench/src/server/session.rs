@@ -129,13 +129,8 @@ pub(super) async fn run(
     };
     // The handshake is over; the test limits take it from here.
     drop(slot);
-    if let Err(reason) = admit(&spec, &ctx) {
+    if let Err((code, reason)) = admit(&spec, &ctx) {
         info!(%peer, client = %client_sw, "refused a test: {reason}");
-        let code = if reason.starts_with("invalid") {
-            ErrorCode::BadRequest
-        } else {
-            ErrorCode::LimitExceeded
-        };
         let _ = proto::write_message(&mut wr, &ErrorMsg::message(code, reason)).await;
         return SessionEnd::Other;
     }
@@ -339,9 +334,15 @@ pub(super) fn on_control(msg: Result<Option<Message>, proto::ProtoError>) -> Tes
     }
 }
 
-/// Checks a request against the server's limits; the message goes to the client as-is.
-fn admit(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
-    spec.validate().map_err(|e| format!("invalid test: {e}"))?;
+/// Checks a request: a malformed one is a bad request, one beyond the server's limits is
+/// refused naming the limit. The message goes to the client as-is.
+fn admit(spec: &TestSpec, ctx: &Ctx) -> Result<(), (ErrorCode, String)> {
+    spec.validate()
+        .map_err(|e| (ErrorCode::BadRequest, format!("invalid test: {e}")))?;
+    within_limits(spec, ctx).map_err(|m| (ErrorCode::LimitExceeded, m))
+}
+
+fn within_limits(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
     let l = &ctx.limits;
     match &spec.workload {
         Workload::Throughput(tp) => {

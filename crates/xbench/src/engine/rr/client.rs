@@ -15,14 +15,15 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::poll::{Interest, Poll, Waker, precise_timers};
-use super::{Control, DRAINING, FlowSnapshot, RUNNING, Report, STOPPED, TcpTrack, Worker, tell};
+use super::{
+    Control, DRAINING, Epochs, FlowSnapshot, RUNNING, Report, STOPPED, TcpTrack, Worker, tell,
+};
 use crate::config::SocketOptions;
 use crate::engine::cpu::thread_cpu;
 use crate::engine::sockopt;
@@ -94,8 +95,7 @@ pub(crate) fn spawn(
                 tx,
                 due: BinaryHeap::new(),
                 zeros: Vec::new(),
-                index,
-                epoch: 0,
+                epochs: Epochs::new(index),
                 next_stall_check: 0,
             };
             worker.run();
@@ -219,9 +219,7 @@ struct ClientWorker {
     due: BinaryHeap<Reverse<(u64, usize)>>,
     /// What requests are made of; their content does not matter to the server.
     zeros: Vec<u8>,
-    /// Which worker of the test this is, in its snapshots.
-    index: usize,
-    epoch: u32,
+    epochs: Epochs,
     next_stall_check: u64,
 }
 
@@ -331,19 +329,9 @@ impl ClientWorker {
 
     /// Interval snapshots and stall checks, between events.
     fn housekeeping(&mut self, now: u64) {
-        let epoch = self.control.epoch.load(Ordering::Relaxed);
-        if epoch != self.epoch {
-            self.epoch = epoch;
+        if let Some(epoch) = self.epochs.due(&self.control) {
             let flows = self.flows.iter_mut().map(|f| f.snapshot(true)).collect();
-            let worker = self.index;
-            tell(
-                &self.tx,
-                Report::Snapshot {
-                    worker,
-                    epoch,
-                    flows,
-                },
-            );
+            tell(&self.tx, self.epochs.snapshot(epoch, flows));
         }
         if now >= self.next_stall_check {
             self.next_stall_check = now + STALL_CHECK_NS;

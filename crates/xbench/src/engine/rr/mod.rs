@@ -67,6 +67,21 @@ pub(crate) struct FlowSnapshot {
     pub(crate) connections: u64,
 }
 
+#[cfg(test)]
+impl FlowSnapshot {
+    /// A snapshot of `transactions` and nothing else, for the controllers' tests.
+    pub(crate) fn counted(flow: u16, transactions: u64) -> Self {
+        FlowSnapshot {
+            flow,
+            transactions,
+            latency: None,
+            retransmits: 0,
+            srtt_us: None,
+            connections: 0,
+        }
+    }
+}
+
 /// What workers tell the controller.
 #[derive(Debug)]
 pub(crate) enum Report {
@@ -86,6 +101,38 @@ pub(crate) enum Report {
         flows: Vec<FlowSnapshot>,
         cpu: CpuUsage,
     },
+}
+
+/// A worker's side of the interval handshake: which worker it is, and the epoch it answered
+/// last.
+#[derive(Debug)]
+pub(crate) struct Epochs {
+    worker: usize,
+    seen: u32,
+}
+
+impl Epochs {
+    pub(crate) fn new(worker: usize) -> Self {
+        Epochs { worker, seen: 0 }
+    }
+
+    /// The epoch to answer, if the controller has started one since the last answer.
+    pub(crate) fn due(&mut self, control: &Control) -> Option<u32> {
+        let epoch = control.epoch.load(Ordering::Relaxed);
+        (epoch != self.seen).then(|| {
+            self.seen = epoch;
+            epoch
+        })
+    }
+
+    /// The answer to `epoch`.
+    pub(crate) fn snapshot(&self, epoch: u32, flows: Vec<FlowSnapshot>) -> Report {
+        Report::Snapshot {
+            worker: self.worker,
+            epoch,
+            flows,
+        }
+    }
 }
 
 /// A running worker thread.

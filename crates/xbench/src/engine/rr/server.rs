@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::poll::{Interest, Poll, Waker};
-use super::{Control, FlowSnapshot, Report, STOPPED, TcpTrack, Worker, tell};
+use super::{Control, Epochs, FlowSnapshot, Report, STOPPED, TcpTrack, Worker, tell};
 use crate::engine::cpu::thread_cpu;
 
 /// What a server worker answers.
@@ -60,8 +60,7 @@ pub(crate) fn spawn(
         control,
         tx,
         zeros: vec![0u8; (plan.response_len as usize).clamp(1, CHUNK)],
-        index,
-        epoch: 0,
+        epochs: Epochs::new(index),
     };
     for (id, s) in flows {
         worker.add(id, s)?;
@@ -124,9 +123,7 @@ struct ServerWorker {
     control: Arc<Control>,
     tx: UnboundedSender<Report>,
     zeros: Vec<u8>,
-    /// Which worker of the test this is, in its snapshots.
-    index: usize,
-    epoch: u32,
+    epochs: Epochs,
 }
 
 impl ServerWorker {
@@ -258,19 +255,9 @@ impl ServerWorker {
     }
 
     fn housekeeping(&mut self) {
-        let epoch = self.control.epoch.load(Ordering::Relaxed);
-        if epoch != self.epoch {
-            self.epoch = epoch;
+        if let Some(epoch) = self.epochs.due(&self.control) {
             let flows = self.snapshot();
-            let worker = self.index;
-            tell(
-                &self.tx,
-                Report::Snapshot {
-                    worker,
-                    epoch,
-                    flows,
-                },
-            );
+            tell(&self.tx, self.epochs.snapshot(epoch, flows));
         }
     }
 
