@@ -79,7 +79,7 @@ pub(super) async fn run(
         Ok(p) => p.map(Arc::new),
         Err(e) => return Err(Error::io("preparing the payload", e)),
     };
-    let mut handles = Vec::with_capacity(data.len());
+    let mut handles: Vec<stream::StreamHandle> = Vec::with_capacity(data.len());
     let mut infos = Vec::with_capacity(data.len());
     for (id, (sock, report)) in data.into_iter().enumerate() {
         let id = id as u16;
@@ -98,7 +98,12 @@ pub(super) async fn run(
         });
         let h = match (direction, &payload) {
             (StreamDirection::ClientToServer, Some(p)) => {
-                crate::engine::sockopt::set_max_pacing_rate(&sock, tp.bitrate);
+                if let Err(e) = crate::engine::sockopt::pace(&sock, tp.bitrate) {
+                    for h in &handles {
+                        h.abort();
+                    }
+                    return Err(e);
+                }
                 stream::spawn_sender(id, sock, Arc::clone(p), send_budget.clone())
             }
             // The payload exists whenever a stream sends; kept as an error, not a panic.

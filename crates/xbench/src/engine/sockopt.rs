@@ -86,19 +86,45 @@ pub(crate) fn report(sock: SockRef<'_>, opts: &SocketOptions) -> SocketReport {
 /// Caps a socket's sending rate (bits per second; `None` lifts the cap) with
 /// `SO_MAX_PACING_RATE`: TCP paces its segments to the rate (internal pacing since Linux 4.13,
 /// no `fq` qdisc needed), which is how `-b` and the server's `--max-send-rate` are enforced
-/// without sleeping in the send loop. Failure (an old kernel) leaves the socket unpaced.
-pub(crate) fn set_max_pacing_rate(sock: &impl std::os::fd::AsRawFd, bits_per_second: Option<u64>) {
+/// without sleeping in the send loop. Failure (a kernel without it) leaves the socket unpaced,
+/// so callers that promise a rate must not ignore it.
+pub(crate) fn set_max_pacing_rate(
+    sock: &impl std::os::fd::AsRawFd,
+    bits_per_second: Option<u64>,
+) -> io::Result<()> {
     let bytes: u64 = bits_per_second.map_or(u64::MAX, |b| (b / 8).max(1));
     // SAFETY: setsockopt reads `size_of::<u64>()` bytes from a live u64; the kernel takes a
     // 64-bit rate since 4.20 and truncates to 32 bits on older ones.
-    unsafe {
+    let rc = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
             libc::SOL_SOCKET,
             SO_MAX_PACING_RATE,
             (&raw const bytes).cast(),
             std::mem::size_of::<u64>() as libc::socklen_t,
-        );
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// [`set_max_pacing_rate`] for a `-b` the user asked for: its failure is an error naming the
+/// option, since an unpaced test would report a rate nobody asked for.
+pub(crate) fn pace(
+    sock: &impl std::os::fd::AsRawFd,
+    bits_per_second: Option<u64>,
+) -> Result<(), Error> {
+    match (set_max_pacing_rate(sock, bits_per_second), bits_per_second) {
+        (Err(cause), Some(b)) => Err(Error::SocketOption {
+            option: "SO_MAX_PACING_RATE",
+            value: format!("{b} bit/s"),
+            hint: " (-b relies on TCP's own pacing, Linux 4.13 or later)",
+            cause,
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -63,7 +63,11 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
         let h = match (dirs[usize::from(id)], &payload) {
             (StreamDirection::ServerToClient, Some(p)) => {
                 // Paced from the first byte; the governor may lower it to a fair share below.
-                sockopt::set_max_pacing_rate(&sock, tp.bitrate);
+                if let Err(e) = sockopt::pace(&sock, tp.bitrate) {
+                    drop(Group::new(handles));
+                    let msg = format!("server could not pace a stream as asked: {e}");
+                    return t.abort(ErrorCode::ServerError, msg).await;
+                }
                 stream::spawn_sender(id, sock, Arc::clone(p), budget.clone())
             }
             _ => stream::spawn_receiver(id, sock, block, tp.receive),

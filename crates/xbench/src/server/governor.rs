@@ -27,6 +27,8 @@ pub(crate) type PacedSocket = Weak<dyn AsRawFd + Send + Sync>;
 pub(crate) struct Governor {
     cap: Option<u64>,
     inner: Mutex<Inner>,
+    /// The kernel refused to pace a socket once: said once, not on every rebalance.
+    warned: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -60,6 +62,7 @@ impl Governor {
         Governor {
             cap,
             inner: Mutex::new(Inner::default()),
+            warned: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -122,7 +125,11 @@ impl Governor {
                 (f, a) => f.or(a),
             };
             for s in m.sockets.iter().filter_map(Weak::upgrade) {
-                sockopt::set_max_pacing_rate(&s.as_raw_fd(), rate);
+                if let Err(e) = sockopt::set_max_pacing_rate(&s.as_raw_fd(), rate)
+                    && !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::warn!("--max-send-rate cannot be enforced on this kernel: {e}");
+                }
             }
         }
     }
