@@ -333,7 +333,7 @@ pub(crate) struct ServerArgs {
           value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
     pub(crate) max_tests: usize,
 
-    /// Most tests running at once from one client address (IPv6: from one /64).
+    /// Most tests running at once from one client address.
     #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_tests_per_client,
           value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
     pub(crate) max_tests_per_client: usize,

@@ -168,6 +168,10 @@ fn bad_server_limits_are_usage_errors_naming_the_flag() {
         (&["--max-duration", "0"], "--max-duration"),
         (&["--max-duration", "1000000h"], "--max-duration"),
         (&["-p", "70000"], "--port"),
+        (
+            &["--max-flows", "100", "--max-handshakes", "150"],
+            "--max-handshakes",
+        ),
     ];
     for (args, needle) in cases {
         let out = xbench().arg("server").args(*args).output().unwrap();

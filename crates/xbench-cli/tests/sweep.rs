@@ -454,14 +454,19 @@ fn iperf3_json_output_sits_in_the_same_table() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // iperf3 -s has no readiness signal; retry the client until the server listens.
+    // iperf3 -s has no readiness signal; retry the client until the server listens. With -J,
+    // iperf3 3.12 exits 0 even when it could not connect, leaving only an "error" in its JSON.
     let until = Instant::now() + Duration::from_secs(30);
+    let measured = |out: &std::process::Output| {
+        out.status.success()
+            && serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|v| v.get("error").is_none())
+    };
     let out = loop {
         let out = Command::new("iperf3")
             .args(["-c", "127.0.0.1", "-p", &port, "-t", "1", "-P", "2", "-J"])
             .output()
             .unwrap();
-        if out.status.success() || Instant::now() > until {
+        if measured(&out) || Instant::now() > until {
             break out;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -475,7 +480,7 @@ fn iperf3_json_output_sits_in_the_same_table() {
     let _ = server.kill();
     let _ = server.wait();
     assert!(
-        out.status.success(),
+        measured(&out),
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)

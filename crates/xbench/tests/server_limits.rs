@@ -266,6 +266,45 @@ async fn the_send_cap_paces_request_response_answers_too() {
     server.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_many_flow_request_response_test_takes_one_share_of_the_send_cap() {
+    // 100 flows of 64 KiB answers beside a two-stream download: three shares, not 102.
+    let cap = 120_000_000u64;
+    let server = TestServer::with_limits(Limits {
+        max_send_rate: Some(cap),
+        ..Limits::default()
+    })
+    .await;
+    let mut rr = server.config();
+    rr.spec = TestSpec::request_response();
+    rr.spec.end = EndCondition::Duration(Duration::from_secs(4));
+    if let Workload::RequestResponse(r) = &mut rr.spec.workload {
+        r.response_len = std::num::NonZeroU32::new(64 * 1024).unwrap();
+        r.flows = NonZeroU16::new(100).unwrap();
+    }
+    let mut down = server.config();
+    down.spec.end = EndCondition::Duration(Duration::from_secs(3));
+    tp(&mut down).direction = Direction::ServerToClient;
+    tp(&mut down).streams = NonZeroU16::new(2).unwrap();
+    let rr_task = {
+        let rr = rr.clone();
+        tokio::spawn(async move { run(&rr).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let d = run(&down).await.unwrap();
+    let r = rr_task.await.unwrap().unwrap();
+    let down_bps = d.summary.directions[0].receiver.unwrap().bits_per_second;
+    let s = &r.rr.as_ref().unwrap().summary;
+    let rr_bps = s.total_transactions as f64 * 65536.0 * 8.0 / s.seconds;
+    // Two of three shares is 80 Mbit/s; 2/102 of the cap would be 2.4.
+    assert!(
+        down_bps >= 0.5 * cap as f64,
+        "the download got {down_bps} bit/s of a {cap} bit/s cap beside {rr_bps} bit/s of answers"
+    );
+    assert!(rr_bps <= 1.1 * cap as f64, "{rr_bps}");
+    server.stop().await;
+}
+
 /// A client that starts a test, sends a little, then goes quiet without closing anything.
 async fn quiet_client(
     addr: std::net::SocketAddr,
@@ -306,6 +345,53 @@ async fn quiet_client(
     assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
     data.write_all(&[1u8; 10_000]).await.unwrap();
     (rd, wr, data)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_before_its_data_connections_frees_its_slot_at_once() {
+    // One test per client, and a long handshake timeout: the slot must come back because the
+    // client left, not because the timeout ran out.
+    let server = TestServer::with_limits(Limits {
+        max_tests_per_client: 1,
+        handshake_timeout: Duration::from_secs(10),
+        ..Limits::default()
+    })
+    .await;
+    let s = TcpStream::connect(server.addr).await.unwrap();
+    let (rd, mut wr) = s.into_split();
+    let mut rd = MessageReader::new(rd);
+    wr.write_all(&Preamble::new(Channel::Control).encode())
+        .await
+        .unwrap();
+    let mut pre = [0u8; PREAMBLE_LEN];
+    rd.inner_mut().read_exact(&mut pre).await.unwrap();
+    let hello = Hello {
+        software: "leaver".into(),
+        nonce: xbench::auth::Nonce::random().unwrap(),
+    };
+    proto::write_message(&mut wr, &Message::Hello(hello))
+        .await
+        .unwrap();
+    assert!(matches!(rd.next().await, Ok(Some(Message::Welcome(_)))));
+    proto::write_message(&mut wr, &Message::Start(Box::new(TestSpec::throughput())))
+        .await
+        .unwrap();
+    assert!(matches!(rd.next().await, Ok(Some(Message::Accepted(_)))));
+    // Gone before opening a single data connection (Ctrl-C while connecting).
+    drop((rd, wr));
+    let started = Instant::now();
+    let outcome = loop {
+        match run(&server.config()).await {
+            Ok(r) => break r.outcome,
+            Err(e) if started.elapsed() < Duration::from_secs(2) => {
+                assert!(e.to_string().contains("--max-tests-per-client"), "{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the slot is still held after 2 s: {e}"),
+        }
+    };
+    assert_eq!(outcome, Outcome::Completed);
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

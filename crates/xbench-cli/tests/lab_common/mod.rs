@@ -130,6 +130,12 @@ pub fn iperf3_bps(iperf3: &Path, p: &PathInfo, secs: u32) -> f64 {
         iperf3.to_str().unwrap(),
         &["-c", &addr, "-p", port, "-t", &secs, "-J"],
     );
+    // A one-off server exits after its test; after a failed client it would wait for ever.
+    let until = Instant::now() + Duration::from_secs(10);
+    while server.try_wait().ok().flatten().is_none() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = server.kill();
     let _ = server.wait();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(

@@ -7,9 +7,12 @@
 //! never exceeds the cap and nobody is left with a stale small share. A test that asks for
 //! more than the whole cap is refused at admission with a message naming the limit.
 //!
-//! Request/response connections share the cap too (a `-r 1M` test sends as much as a bulk
-//! one). `--crr` connections live for one transaction each and are not paced: their
-//! responses are bounded by `--max-flows` connections of `--max-block-len`-sized answers.
+//! A request/response test with large answers (at least [`PACED_RR_ANSWER`] bytes: a `-r 1M`
+//! test sends as much as a bulk one) shares the cap too, as *one* stream however many flows it
+//! has, its flows splitting that share: a 4,096-flow test must not shrink everyone else's
+//! share to 1/4,096th. Small answers are latency tests, whose traffic is bounded by their
+//! round trips; pacing their flows at a sliver of the cap would only distort the latency they
+//! measure. `--crr` connections live for one transaction each and are not paced.
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -17,6 +20,10 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::engine::sockopt;
 use crate::units::format_bits_per_second;
+
+/// Request/response answers at least this large are paced under the cap (see the module
+/// docs).
+pub(crate) const PACED_RR_ANSWER: u32 = 16 * 1024;
 
 /// A socket the governor paces. Held weakly: the governor must not keep a connection open
 /// after its owner closed it, and a closed one simply drops out of the next rebalance.
@@ -42,6 +49,23 @@ struct Member {
     sockets: Vec<PacedSocket>,
     /// What the client asked for per stream (`-b`), bits per second.
     asked: Option<u64>,
+    /// The whole test counts as one stream, its sockets splitting that share (request/
+    /// response flows); otherwise each socket is a stream.
+    as_one: bool,
+}
+
+impl Member {
+    fn live(&self) -> usize {
+        self.sockets.iter().filter(|s| s.strong_count() > 0).count()
+    }
+
+    /// How many fair shares the member takes.
+    fn weight(&self) -> usize {
+        match (self.as_one, self.live()) {
+            (true, n) => n.min(1),
+            (false, n) => n,
+        }
+    }
 }
 
 /// A sending test's place in the share; leaving (drop) hands its share back.
@@ -88,18 +112,41 @@ impl Governor {
         Ok(())
     }
 
-    /// Adds a test's sending streams and rebalances everyone.
+    /// Adds a test's sending streams, each a stream of its own, and rebalances everyone.
     pub(crate) fn join(
         ctx: &Arc<super::Ctx>,
         sockets: Vec<PacedSocket>,
         asked: Option<u64>,
     ) -> Share {
+        Self::add(
+            ctx,
+            Member {
+                sockets,
+                asked,
+                as_one: false,
+            },
+        )
+    }
+
+    /// Adds a request/response test's connections as one stream, and rebalances everyone.
+    pub(crate) fn join_as_one(ctx: &Arc<super::Ctx>, sockets: Vec<PacedSocket>) -> Share {
+        Self::add(
+            ctx,
+            Member {
+                sockets,
+                asked: None,
+                as_one: true,
+            },
+        )
+    }
+
+    fn add(ctx: &Arc<super::Ctx>, member: Member) -> Share {
         let g = &ctx.governor;
         let id = {
             let mut inner = g.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let id = inner.next;
             inner.next += 1;
-            inner.members.insert(id, Member { sockets, asked });
+            inner.members.insert(id, member);
             g.rebalance(&inner);
             id
         };
@@ -116,16 +163,20 @@ impl Governor {
     }
 
     fn rebalance(&self, inner: &Inner) {
-        let live = |m: &Member| m.sockets.iter().filter(|s| s.strong_count() > 0).count();
-        let streams: usize = inner.members.values().map(live).sum();
+        let streams: usize = inner.members.values().map(Member::weight).sum();
         let fair = self.cap.map(|c| c / streams.max(1) as u64);
         for m in inner.members.values() {
-            let rate = match (fair, m.asked) {
+            let share = match m.as_one {
+                true => fair.map(|f| (f / m.live().max(1) as u64).max(1)),
+                false => fair,
+            };
+            let rate = match (share, m.asked) {
                 (Some(f), Some(a)) => Some(f.min(a)),
                 (f, a) => f.or(a),
             };
             for s in m.sockets.iter().filter_map(Weak::upgrade) {
                 if let Err(e) = sockopt::set_max_pacing_rate(&s.as_raw_fd(), rate)
+                    && rate.is_some()
                     && !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed)
                 {
                     tracing::warn!("--max-send-rate cannot be enforced on this kernel: {e}");

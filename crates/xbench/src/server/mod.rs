@@ -50,7 +50,7 @@ pub struct Limits {
     /// Most tests running at once.
     pub max_tests: usize,
     /// Most tests running at once from one client address, so one host cannot take every
-    /// slot. IPv6 clients are counted by their /64, which a host can pick addresses from.
+    /// slot.
     pub max_tests_per_client: usize,
     /// Most the server sends in total, bits per second, across every test's server-to-client
     /// streams; they share it (TCP pacing, `SO_MAX_PACING_RATE`). `None`: no cap.
@@ -515,16 +515,12 @@ pub(crate) fn try_running_guard(ctx: &Arc<Ctx>, client: IpAddr) -> Result<Runnin
     Ok(guard)
 }
 
-/// Where a client's tests are counted, and how to name it: an IPv4 address, or the /64 of an
-/// IPv6 one, since a host is routinely given a whole /64 and may send from any address in it.
+/// Where a client's tests are counted, and how to name it: its address, IPv4-mapped ones as
+/// IPv4. Not its IPv6 /64: in a cloud subnet every instance has an address from the same /64,
+/// and a fleet of test clients there must not share one client's allowance.
 fn client_key(ip: IpAddr) -> (IpAddr, String) {
-    match ip.to_canonical() {
-        IpAddr::V6(v6) => {
-            let prefix = Ipv6Addr::from_bits(v6.to_bits() & !((1u128 << 64) - 1));
-            (IpAddr::V6(prefix), format!("{prefix}/64"))
-        }
-        v4 => (v4, v4.to_string()),
-    }
+    let ip = ip.to_canonical();
+    (ip, ip.to_string())
 }
 
 /// Counts a running test (in total and for its client) while alive.
@@ -559,14 +555,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ipv6_clients_are_counted_by_their_64() {
+    fn clients_are_counted_by_address() {
+        // Two instances in one cloud subnet (one /64) are two clients.
         let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
         let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
-        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
-        assert_eq!(client_key(a).0, client_key(b).0);
-        assert_ne!(client_key(a).0, client_key(c).0);
-        assert_eq!(client_key(a).1, "2001:db8:1:2::/64");
-        // IPv4, also when it arrives mapped on a dual-stack socket, stays one address.
+        assert_ne!(client_key(a).0, client_key(b).0);
+        // IPv4, also when it arrives mapped on a dual-stack socket, is counted as IPv4.
         let v4: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
         assert_eq!(
             client_key(v4),

@@ -16,7 +16,7 @@ use crate::engine::rr::{self, Control, FlowSnapshot, Report, STOPPED, Workers};
 use crate::engine::schedule::Schedule;
 use crate::proto::{ErrorCode, Message, Ready};
 use crate::report::{CpuUsage, SideRrFlow, SideRrInterval, SideRrResults};
-use crate::server::governor::{Governor, PacedSocket};
+use crate::server::governor::{Governor, PACED_RR_ANSWER, PacedSocket};
 
 pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> SessionEnd {
     let flows = usize::from(rr_spec.flows.get());
@@ -33,10 +33,13 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
         .into_iter()
         .map(|(id, s)| (id, Arc::new(s)))
         .collect();
-    // Responses count against --max-send-rate like any stream the server sends on.
-    let _share = (t.ctx.limits.max_send_rate.is_some() && !conns.is_empty()).then(|| {
-        let paced = conns.iter().map(|(_, s)| Arc::downgrade(s) as PacedSocket);
-        Governor::join(&t.ctx, paced.collect(), None)
+    // Large answers count against --max-send-rate, the whole test as one stream.
+    let paced = t.ctx.limits.max_send_rate.is_some()
+        && rr_spec.response_len.get() >= PACED_RR_ANSWER
+        && !conns.is_empty();
+    let _share = paced.then(|| {
+        let sockets = conns.iter().map(|(_, s)| Arc::downgrade(s) as PacedSocket);
+        Governor::join_as_one(&t.ctx, sockets.collect())
     });
     let mut shares: Vec<Vec<(u16, Arc<std::net::TcpStream>)>> =
         (0..n_workers).map(|_| Vec::new()).collect();

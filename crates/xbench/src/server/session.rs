@@ -80,9 +80,10 @@ pub(super) async fn run(
         return SessionEnd::Other;
     }
     let (client_sw, client_nonce) = match rd.next_within(limit).await {
-        // The name goes into the log: a peer does not get to write a megabyte of it.
-        Ok(Some(Message::Hello(h))) if h.software.len() <= 64 => {
-            (h.software.escape_debug().to_string(), h.nonce)
+        // The name goes into the log: at most 64 characters of it, escaped.
+        Ok(Some(Message::Hello(h))) => {
+            let name: String = h.software.chars().take(64).collect();
+            (name.escape_debug().to_string(), h.nonce)
         }
         other => {
             info!(%peer, "dropped a control connection without a valid hello: {}", describe(other));
@@ -169,11 +170,25 @@ pub(super) async fn run(
         return SessionEnd::Other;
     }
 
-    // Collect the data connections.
+    // Collect the data connections, while watching the control connection: a client that
+    // gives up (Ctrl-C while connecting) frees its slot now, not after the timeout.
     let mut conns: BTreeMap<u16, std::net::TcpStream> = BTreeMap::new();
     let deadline = Instant::now() + limit;
+    let mut abort = ctx.abort.clone();
     while conns.len() < n {
-        match tokio::time::timeout_at(deadline.into(), data_rx.recv()).await {
+        let arrived = tokio::select! {
+            r = tokio::time::timeout_at(deadline.into(), data_rx.recv()) => r,
+            msg = rd.next() => {
+                info!(%peer, client = %client_sw, "dropped a test whose client left while its data connections opened: {}", describe(msg));
+                return SessionEnd::Other;
+            }
+            () = async { let _ = abort.wait_for(|a| *a).await; } => {
+                let msg = "the server is shutting down";
+                let _ = proto::write_message(&mut wr, &ErrorMsg::message(ErrorCode::ServerError, msg)).await;
+                return SessionEnd::Other;
+            }
+        };
+        match arrived {
             Ok(Some((id, s, from))) => {
                 if usize::from(id) >= n || conns.contains_key(&id) {
                     let msg = format!(
