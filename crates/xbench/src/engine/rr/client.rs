@@ -359,7 +359,9 @@ impl ClientWorker {
 
     fn start_paced(&mut self, now: u64) {
         while let Some(&Reverse((t, i))) = self.due.peek() {
-            if t > now {
+            // The controller may stop the test while we loop: a flow that cannot start then
+            // keeps its due time, and rescheduling it would spin here for ever.
+            if t > now || self.control.state() != RUNNING {
                 break;
             }
             self.due.pop();
