@@ -188,6 +188,29 @@ async fn each_limit_refuses_with_its_name() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_to_back_tests_find_their_slot_free() {
+    // A sweep starts its next run the moment it has the last one's results; with one test per
+    // client that slot must already be free (it once came back only after the results went
+    // out, and a loaded machine refused the next run now and then).
+    let server = TestServer::with_limits(Limits {
+        max_tests_per_client: 1,
+        ..Limits::default()
+    })
+    .await;
+    for i in 0..30 {
+        let mut c = server.config();
+        c.spec.end = EndCondition::Duration(Duration::from_millis(100));
+        if i % 2 == 1 {
+            c.spec = TestSpec::request_response();
+            c.spec.end = EndCondition::Duration(Duration::from_millis(100));
+        }
+        let r = run(&c).await.unwrap_or_else(|e| panic!("run {i}: {e}"));
+        assert_eq!(r.outcome, Outcome::Completed, "run {i}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bitrate_paces_each_stream() {
     let server = TestServer::start().await;
     let mut c = server.config();

@@ -156,7 +156,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
         if let Some(iv) = last {
             let _ = t.send(&Message::Interval(iv)).await;
         }
-        let _ = t.send(&Message::Results(results)).await;
+        t.send_results(&Message::Results(results)).await;
         let _ = t.wr.shutdown().await;
     }
     let errors = ends.values().filter(|e| e.error.is_some()).count();

@@ -188,7 +188,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
             measured_retransmits: acc.measured_retransmits,
             cpu,
         };
-        let _ = t.send(&Message::RrResults(results)).await;
+        t.send_results(&Message::RrResults(results)).await;
         let _ = t.wr.shutdown().await;
     } else {
         t.tell_end(&end).await;

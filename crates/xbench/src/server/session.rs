@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tracing::info;
 
 use super::registry::DataConn;
-use super::{Ctx, HandshakeSlot, try_running_guard};
+use super::{Ctx, HandshakeSlot, RunningGuard, try_running_guard};
 use crate::auth::Nonce;
 use crate::client::software;
 use crate::config::{EndCondition, TestSpec, Workload};
@@ -135,7 +135,7 @@ pub(super) async fn run(
         let _ = proto::write_message(&mut wr, &ErrorMsg::message(code, reason)).await;
         return SessionEnd::Other;
     }
-    let _running = match try_running_guard(&ctx, peer.ip()) {
+    let running = match try_running_guard(&ctx, peer.ip()) {
         Ok(g) => g,
         Err(msg) => {
             info!(%peer, "refused a test: {msg}");
@@ -230,6 +230,7 @@ pub(super) async fn run(
         conns,
         data: data_rx,
         registration,
+        running: Some(running),
     };
     match &spec.workload {
         Workload::Throughput(tp) => super::bulk::run(test, &spec, tp).await,
@@ -251,9 +252,18 @@ pub(super) struct Test {
     pub(super) data: mpsc::Receiver<DataConn>,
     /// The test's cookie in the registry, for as long as the test runs.
     pub(super) registration: super::registry::Registration,
+    /// The test's place in `--max-tests` and `--max-tests-per-client`.
+    pub(super) running: Option<RunningGuard>,
 }
 
 impl Test {
+    /// Sends the final results, giving the test's slot back first: a client that starts its
+    /// next test the moment it has these (a sweep) must find the slot free.
+    pub(super) async fn send_results(&mut self, msg: &Message) {
+        self.running = None;
+        let _ = self.send(msg).await;
+    }
+
     /// Writes a control message, giving up after the handshake timeout: a client that stopped
     /// reading (a full receive window) must not hold its test, and the test's threads, past
     /// every other limit while this task waits on the write.
