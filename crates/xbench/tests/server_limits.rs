@@ -70,22 +70,8 @@ async fn a_client_that_skips_authentication_gets_nothing() {
     })
     .await;
     // Hello, then straight to Start without Auth.
-    let s = TcpStream::connect(server.addr).await.unwrap();
-    let (rd, mut wr) = s.into_split();
-    let mut rd = MessageReader::new(rd);
-    wr.write_all(&Preamble::new(Channel::Control).encode())
-        .await
-        .unwrap();
-    let mut pre = [0u8; PREAMBLE_LEN];
-    rd.inner_mut().read_exact(&mut pre).await.unwrap();
-    let hello = Hello {
-        software: "impostor".into(),
-        nonce: xbench::auth::Nonce::random().unwrap(),
-    };
-    proto::write_message(&mut wr, &Message::Hello(hello))
-        .await
-        .unwrap();
-    let Ok(Some(Message::Welcome(w))) = rd.next().await else {
+    let (mut rd, mut wr, welcome) = greet(server.addr, "impostor").await;
+    let Some(Message::Welcome(w)) = welcome else {
         panic!("no welcome")
     };
     assert!(w.auth_required && w.proof.is_some());
@@ -328,14 +314,14 @@ async fn a_many_flow_request_response_test_takes_one_share_of_the_send_cap() {
     server.stop().await;
 }
 
-/// A client that starts a test, sends a little, then goes quiet without closing anything.
-async fn quiet_client(
+/// Opens a control connection by hand, says hello as `name`, and returns the server's answer.
+async fn greet(
     addr: std::net::SocketAddr,
-    spec: TestSpec,
+    name: &str,
 ) -> (
     MessageReader<tokio::net::tcp::OwnedReadHalf>,
     tokio::net::tcp::OwnedWriteHalf,
-    TcpStream,
+    Option<Message>,
 ) {
     let s = TcpStream::connect(addr).await.unwrap();
     let (rd, mut wr) = s.into_split();
@@ -346,13 +332,27 @@ async fn quiet_client(
     let mut pre = [0u8; PREAMBLE_LEN];
     rd.inner_mut().read_exact(&mut pre).await.unwrap();
     let hello = Hello {
-        software: "quiet".into(),
+        software: name.into(),
         nonce: xbench::auth::Nonce::random().unwrap(),
     };
     proto::write_message(&mut wr, &Message::Hello(hello))
         .await
         .unwrap();
-    assert!(matches!(rd.next().await, Ok(Some(Message::Welcome(_)))));
+    let answer = rd.next().await.ok().flatten();
+    (rd, wr, answer)
+}
+
+/// A client that starts a test, sends a little, then goes quiet without closing anything.
+async fn quiet_client(
+    addr: std::net::SocketAddr,
+    spec: TestSpec,
+) -> (
+    MessageReader<tokio::net::tcp::OwnedReadHalf>,
+    tokio::net::tcp::OwnedWriteHalf,
+    TcpStream,
+) {
+    let (mut rd, mut wr, welcome) = greet(addr, "quiet").await;
+    assert!(matches!(welcome, Some(Message::Welcome(_))));
     proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
         .await
         .unwrap();
@@ -380,22 +380,8 @@ async fn a_client_that_leaves_before_its_data_connections_frees_its_slot_at_once
         ..Limits::default()
     })
     .await;
-    let s = TcpStream::connect(server.addr).await.unwrap();
-    let (rd, mut wr) = s.into_split();
-    let mut rd = MessageReader::new(rd);
-    wr.write_all(&Preamble::new(Channel::Control).encode())
-        .await
-        .unwrap();
-    let mut pre = [0u8; PREAMBLE_LEN];
-    rd.inner_mut().read_exact(&mut pre).await.unwrap();
-    let hello = Hello {
-        software: "leaver".into(),
-        nonce: xbench::auth::Nonce::random().unwrap(),
-    };
-    proto::write_message(&mut wr, &Message::Hello(hello))
-        .await
-        .unwrap();
-    assert!(matches!(rd.next().await, Ok(Some(Message::Welcome(_)))));
+    let (mut rd, mut wr, welcome) = greet(server.addr, "leaver").await;
+    assert!(matches!(welcome, Some(Message::Welcome(_))));
     proto::write_message(&mut wr, &Message::Start(Box::new(TestSpec::throughput())))
         .await
         .unwrap();

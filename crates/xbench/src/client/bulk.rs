@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{
-    ClientConfig, ClientEvent, ReportBody, Session, empty_socket_report, ended_by, interruptible,
-    open_data, send, sleep_until_opt,
+    ClientConfig, ClientEvent, ReportBody, Session, empty_socket_report, ended_by, send,
+    sleep_until_opt,
 };
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::engine::group::Group;
@@ -28,8 +28,7 @@ pub(super) async fn run(
     cancel: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
     let addr_s = session.addr.clone();
-    let (server_addr, client_addr, cookie) =
-        (session.server_addr, session.client_addr, session.cookie);
+    let (server_addr, client_addr) = (session.server_addr, session.client_addr);
     // Stream ids: `streams` client-to-server first, then server-to-client (bidir).
     let dirs: Directions = tp
         .direction
@@ -41,18 +40,9 @@ pub(super) async fn run(
         .collect();
     tokio::pin!(cancel);
     let mut warnings = Vec::new();
-    let data = interruptible(
-        open_data(config, server_addr, cookie, dirs.len(), &mut warnings),
-        cancel.as_mut(),
-        "opening the data connections",
-    )
-    .await?;
-    let ready = interruptible(
-        session.ready(),
-        cancel.as_mut(),
-        "waiting for the server's data connections",
-    )
-    .await?;
+    let (data, ready) = session
+        .connect_data(config, dirs.len(), &mut warnings, cancel.as_mut())
+        .await?;
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }

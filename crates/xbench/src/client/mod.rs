@@ -192,6 +192,30 @@ impl Session {
         })
     }
 
+    /// Opens `n` data connections, then waits for the server's `Ready`; `cancel` (Ctrl-C)
+    /// cuts either wait short.
+    pub(crate) async fn connect_data(
+        &mut self,
+        config: &ClientConfig,
+        n: usize,
+        warnings: &mut Vec<String>,
+        mut cancel: Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<(Vec<(std::net::TcpStream, SocketReport)>, Ready), Error> {
+        let data = interruptible(
+            open_data(config, self.server_addr, self.cookie, n, warnings),
+            cancel.as_mut(),
+            "opening the data connections",
+        )
+        .await?;
+        let ready = interruptible(
+            self.ready(),
+            cancel,
+            "waiting for the server's data connections",
+        )
+        .await?;
+        Ok((data, ready))
+    }
+
     /// Waits for the server's `Ready`: its data sockets are set up and it is measuring.
     pub(crate) async fn ready(&mut self) -> Result<Ready, Error> {
         let state = "waiting for the data connections";

@@ -9,10 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
-use super::{
-    ClientConfig, ClientEvent, ReportBody, Session, ended_by, interruptible, open_data, send,
-    sleep_until_opt,
-};
+use super::{ClientConfig, ClientEvent, ReportBody, Session, ended_by, send, sleep_until_opt};
 use crate::config::{EndCondition, RrSpec};
 use crate::engine::rr::{self, Control, DRAINING, FlowSnapshot, Report, STOPPED, Workers};
 use crate::engine::schedule::Schedule;
@@ -38,28 +35,15 @@ pub(super) async fn run(
     tokio::pin!(cancel);
     let flows = usize::from(spec.flows.get());
     let mut warnings = Vec::new();
-    let conns = if spec.connect_per_transaction {
-        Vec::new()
+    // --crr opens its connections as it goes.
+    let persistent = if spec.connect_per_transaction {
+        0
     } else {
-        interruptible(
-            open_data(
-                config,
-                session.server_addr,
-                session.cookie,
-                flows,
-                &mut warnings,
-            ),
-            cancel.as_mut(),
-            "opening the data connections",
-        )
-        .await?
+        flows
     };
-    interruptible(
-        session.ready(),
-        cancel.as_mut(),
-        "waiting for the server's data connections",
-    )
-    .await?;
+    let (conns, _) = session
+        .connect_data(config, persistent, &mut warnings, cancel.as_mut())
+        .await?;
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
