@@ -10,12 +10,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestServer, eventually, open_fds, threads};
+use common::{Control, TestServer, control_on, eventually, greet_on, open_fds, threads};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use xbench::proto::{
-    self, Channel, Hello, Message, MessageReader, PREAMBLE_LEN, PROTOCOL_VERSION, Preamble,
+    self, Channel, Message, MessageReader, PREAMBLE_LEN, PROTOCOL_VERSION, Preamble,
 };
 use xbench::report::Outcome;
 use xbench::{EndCondition, Limits, TestSpec};
@@ -71,42 +71,19 @@ where
     server.stop().await;
 }
 
-async fn control(
-    addr: std::net::SocketAddr,
-) -> (
-    MessageReader<tokio::net::tcp::OwnedReadHalf>,
-    tokio::net::tcp::OwnedWriteHalf,
-) {
-    let s = TcpStream::connect(addr).await.unwrap();
-    let (rd, mut wr) = s.into_split();
-    let mut rd = MessageReader::new(rd);
-    wr.write_all(&Preamble::new(Channel::Control).encode())
-        .await
-        .unwrap();
-    let mut pre = [0u8; PREAMBLE_LEN];
-    rd.inner_mut().read_exact(&mut pre).await.unwrap();
-    assert_eq!(Preamble::decode(&pre).unwrap().channel, Channel::Server);
+async fn control(addr: std::net::SocketAddr) -> Control {
+    control_on(TcpStream::connect(addr).await.unwrap()).await
+}
+
+/// A control connection past the hello, as a well-behaved client leaves it.
+async fn hello_on(s: TcpStream) -> Control {
+    let (rd, wr, welcome) = greet_on(s, "test").await;
+    assert!(matches!(welcome, Some(Message::Welcome(_))));
     (rd, wr)
 }
 
-async fn hello(
-    addr: std::net::SocketAddr,
-) -> (
-    MessageReader<tokio::net::tcp::OwnedReadHalf>,
-    tokio::net::tcp::OwnedWriteHalf,
-) {
-    let (mut rd, mut wr) = control(addr).await;
-    proto::write_message(
-        &mut wr,
-        &Message::Hello(Hello {
-            software: "test".into(),
-            nonce: xbench::auth::Nonce::random().unwrap(),
-        }),
-    )
-    .await
-    .unwrap();
-    assert!(matches!(rd.next().await, Ok(Some(Message::Welcome(_)))));
-    (rd, wr)
+async fn hello(addr: std::net::SocketAddr) -> Control {
+    hello_on(TcpStream::connect(addr).await.unwrap()).await
 }
 
 /// Reads until the server closes; fails if it takes longer than `limit`.
@@ -465,23 +442,7 @@ async fn a_client_that_stops_reading_its_control_connection_is_dropped() {
         sock.connect(&addr.into()).unwrap();
         sock.set_nonblocking(true).unwrap();
         let s = TcpStream::from_std(std::net::TcpStream::from(sock)).unwrap();
-        let (rd, mut wr) = s.into_split();
-        let mut rd = MessageReader::new(rd);
-        wr.write_all(&Preamble::new(Channel::Control).encode())
-            .await
-            .unwrap();
-        let mut pre = [0u8; PREAMBLE_LEN];
-        rd.inner_mut().read_exact(&mut pre).await.unwrap();
-        proto::write_message(
-            &mut wr,
-            &Message::Hello(Hello {
-                software: "test".into(),
-                nonce: xbench::auth::Nonce::random().unwrap(),
-            }),
-        )
-        .await
-        .unwrap();
-        assert!(matches!(rd.next().await, Ok(Some(Message::Welcome(_)))));
+        let (mut rd, mut wr) = hello_on(s).await;
         let mut spec = TestSpec::throughput();
         spec.end = EndCondition::Duration(Duration::from_secs(60));
         spec.interval = Some(Duration::from_millis(100));

@@ -9,12 +9,12 @@ mod common;
 use std::num::NonZeroU16;
 use std::time::{Duration, Instant};
 
-use common::TestServer;
+use common::{TestServer, greet_on};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use xbench::auth::Psk;
 use xbench::config::Direction;
-use xbench::proto::{self, Channel, Hello, Message, MessageReader, PREAMBLE_LEN, Preamble};
+use xbench::proto::{self, Channel, Message, MessageReader, Preamble};
 use xbench::report::Outcome;
 use xbench::{EndCondition, Error, Limits, ServerConfig, TestSpec, Workload};
 
@@ -323,23 +323,7 @@ async fn greet(
     tokio::net::tcp::OwnedWriteHalf,
     Option<Message>,
 ) {
-    let s = TcpStream::connect(addr).await.unwrap();
-    let (rd, mut wr) = s.into_split();
-    let mut rd = MessageReader::new(rd);
-    wr.write_all(&Preamble::new(Channel::Control).encode())
-        .await
-        .unwrap();
-    let mut pre = [0u8; PREAMBLE_LEN];
-    rd.inner_mut().read_exact(&mut pre).await.unwrap();
-    let hello = Hello {
-        software: name.into(),
-        nonce: xbench::auth::Nonce::random().unwrap(),
-    };
-    proto::write_message(&mut wr, &Message::Hello(hello))
-        .await
-        .unwrap();
-    let answer = rd.next().await.ok().flatten();
-    (rd, wr, answer)
+    greet_on(TcpStream::connect(addr).await.unwrap(), name).await
 }
 
 /// A client that starts a test, sends a little, then goes quiet without closing anything.

@@ -7,8 +7,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use xbench::proto::{self, Channel, Hello, Message, MessageReader, PREAMBLE_LEN, Preamble};
 use xbench::{ClientConfig, EndCondition, Limits, Server, ServerConfig, TestReport};
 
 pub(crate) struct TestServer {
@@ -118,4 +121,44 @@ pub(crate) fn raise_fd_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
     }
+}
+
+/// The two halves of a control connection opened by hand.
+pub(crate) type Control = (
+    MessageReader<tokio::net::tcp::OwnedReadHalf>,
+    tokio::net::tcp::OwnedWriteHalf,
+);
+
+/// Speaks the control preamble over `s` and checks that a server answers.
+pub(crate) async fn control_on(s: TcpStream) -> Control {
+    let (rd, mut wr) = s.into_split();
+    let mut rd = MessageReader::new(rd);
+    wr.write_all(&Preamble::new(Channel::Control).encode())
+        .await
+        .unwrap();
+    let mut pre = [0u8; PREAMBLE_LEN];
+    rd.inner_mut().read_exact(&mut pre).await.unwrap();
+    assert_eq!(Preamble::decode(&pre).unwrap().channel, Channel::Server);
+    (rd, wr)
+}
+
+/// [`control_on`], then a hello as `name`; returns the server's answer with the halves.
+pub(crate) async fn greet_on(
+    s: TcpStream,
+    name: &str,
+) -> (
+    MessageReader<tokio::net::tcp::OwnedReadHalf>,
+    tokio::net::tcp::OwnedWriteHalf,
+    Option<Message>,
+) {
+    let (mut rd, mut wr) = control_on(s).await;
+    let hello = Hello {
+        software: name.into(),
+        nonce: xbench::auth::Nonce::random().unwrap(),
+    };
+    proto::write_message(&mut wr, &Message::Hello(hello))
+        .await
+        .unwrap();
+    let answer = rd.next().await.ok().flatten();
+    (rd, wr, answer)
 }
