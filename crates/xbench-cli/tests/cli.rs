@@ -73,7 +73,16 @@ fn local_json_report_validates_against_the_schema() {
     assert_eq!(doc["label"], "loopback");
     assert_eq!(doc["outcome"]["status"], "completed");
     let d = &doc["summary"]["directions"][0];
-    assert_eq!(d["receiver"]["bytes"], d["sender"]["bytes"]);
+    let n = |v: &Value| v.as_u64().unwrap();
+    assert_eq!(
+        n(&d["receiver"]["bytes"]) + n(&d["after_end"]["bytes"]),
+        n(&d["sender"]["bytes"]) + n(&d["after_end"]["sent_bytes"]),
+        "every byte sent arrived, inside the window or after it"
+    );
+    assert_eq!(
+        d["receiver"]["seconds"], 1.0,
+        "the window is the asked second"
+    );
     assert!(d["receiver"]["bits_per_second"].as_f64().unwrap() > 1e6);
 }
 

@@ -530,6 +530,38 @@ fn iperf3_json_output_sits_in_the_same_table() {
     );
 }
 
+/// Runs saved before every rate covered one window (schema version 1: no `after_end`, no
+/// `fairness`) still load and count.
+#[test]
+fn reports_of_schema_version_1_still_load() {
+    let dir = TempDir::new("schema-v1");
+    ok(&xbench()
+        .args(["client", "-t", "0.2", "-P", "2", "--label", "old", "--save"])
+        .arg(&dir.0)
+        .output()
+        .unwrap());
+    let file = dir.0.join("old/tcp-up-P2/run-1.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    v["schema_version"] = 1.into();
+    for d in v["summary"]["directions"].as_array_mut().unwrap() {
+        let d = d.as_object_mut().unwrap();
+        d.remove("after_end");
+        d.remove("fairness");
+        for s in d["per_stream"].as_array_mut().unwrap() {
+            s.as_object_mut().unwrap().remove("after_end");
+        }
+    }
+    std::fs::write(&file, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let out = run(&["report"], Some(&dir.0));
+    let table = ok(&out);
+    assert_eq!(row(&table, "P=2", "old").unwrap()[1], "1", "{table}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn bad_saved_files_are_named_and_skipped() {
     let dir = TempDir::new("bad-files");
@@ -545,7 +577,7 @@ fn bad_saved_files_are_named_and_skipped() {
     std::fs::write(bad.join("run-3.json"), "not json at all").unwrap();
     std::fs::write(
         bad.join("run-4.json"),
-        text.replacen("\"schema_version\": 1", "\"schema_version\": 7", 1),
+        text.replacen("\"schema_version\": 2", "\"schema_version\": 7", 1),
     )
     .unwrap();
     std::fs::write(bad.join("run-5.json"), "").unwrap();

@@ -781,6 +781,7 @@ mod tests {
                 jitter: Duration::from_millis(1),
                 loss: 0.01,
                 rate_bps: Some(200_000_000),
+                queue_bytes: None,
             }),
             ..q
         };

@@ -184,8 +184,9 @@ pub(crate) struct Plan {
 /// burst ÷ T more than the cap (25 kB over 5 s at 200 Mbit/s: 0.02 %).
 /// Queue: one bandwidth-delay product of the path's base RTT, at least 10 ms of traffic — the
 /// classic router buffer, which lets one TCP flow fill the link without hiding the cap behind
-/// seconds of bufferbloat.
-pub(crate) fn tbf_for(rate_bps: u64, delay: Duration) -> Tbf {
+/// seconds of bufferbloat — unless the path asks for its own (`queue`), which is then tbf's
+/// whole limit.
+pub(crate) fn tbf_for(rate_bps: u64, delay: Duration, queue: Option<u64>) -> Tbf {
     let bytes_per_s = rate_bps / 8;
     let frame = u64::from(MTU) + 14;
     let burst_bytes = (bytes_per_s / 1000).max(4 * frame);
@@ -194,7 +195,7 @@ pub(crate) fn tbf_for(rate_bps: u64, delay: Duration) -> Tbf {
     Tbf {
         rate_bps,
         burst_bytes,
-        limit_bytes: queue_bytes.max(4 * frame) + burst_bytes,
+        limit_bytes: queue.unwrap_or(queue_bytes.max(4 * frame) + burst_bytes),
     }
 }
 
@@ -288,7 +289,7 @@ pub(crate) fn plan(spec: &LabSpec, netem_available: bool) -> Plan {
                 if !is_wan(l) {
                     continue;
                 }
-                let tbf = imp.rate_bps.map(|r| tbf_for(r, imp.delay));
+                let tbf = imp.rate_bps.map(|r| tbf_for(r, imp.delay, imp.queue_bytes));
                 let netem = (wan == Some(Wan::Veth { netem: true })).then_some(imp);
                 // The cap sits on the WAN devices themselves for a veth WAN, and on the hops
                 // just after a delay line (wb toward the server, wa toward the client): the
@@ -682,10 +683,15 @@ mod tests {
 
     #[test]
     fn tbf_for_200_mbit() {
-        let t = tbf_for(200_000_000, Duration::ZERO);
+        let t = tbf_for(200_000_000, Duration::ZERO, None);
         assert_eq!(t.burst_bytes, 25_000);
         assert_eq!(t.limit_bytes, 250_000 + 25_000);
-        let slow = tbf_for(1_000_000, Duration::from_millis(40));
+        let slow = tbf_for(1_000_000, Duration::from_millis(40), None);
+        assert_eq!(
+            tbf_for(150_000_000, Duration::ZERO, Some(60_000)).limit_bytes,
+            60_000,
+            "a queue of its own is the whole limit"
+        );
         assert_eq!(slow.burst_bytes, 4 * 1514);
         assert_eq!(slow.limit_bytes, 10_000 + 4 * 1514);
     }

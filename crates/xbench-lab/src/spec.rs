@@ -88,6 +88,11 @@ pub struct Impairment {
     pub jitter: Duration,
     /// Probability that a packet is dropped, 0.0 to 1.0, in each direction.
     pub loss: f64,
+    /// Bytes the rate cap's queue holds (tc tbf's `limit`), instead of one bandwidth-delay
+    /// product: a short queue drops bursts and makes TCP retransmit, as a policer or a
+    /// congested VPN gateway does. Needs a rate.
+    #[serde(default)]
+    pub queue_bytes: Option<u64>,
 }
 
 impl Impairment {
@@ -140,6 +145,19 @@ impl Impairment {
                 self.jitter, self.delay
             )));
         }
+        if let Some(q) = self.queue_bytes {
+            if self.rate_bps.is_none() {
+                return Err(bad(
+                    "a queue length needs a rate cap: the queue is the cap's (add rate=…)".into(),
+                ));
+            }
+            if !(MIN_QUEUE_BYTES..=MAX_QUEUE_BYTES).contains(&q) {
+                return Err(bad(format!(
+                    "queue of {q} bytes is outside {MIN_QUEUE_BYTES} bytes (four full frames) to \
+                     {MAX_QUEUE_BYTES} bytes"
+                )));
+            }
+        }
         if !(0.0..=1.0).contains(&self.loss) || self.loss.is_nan() {
             return Err(bad(format!(
                 "loss {} % is outside 0–100 %",
@@ -149,6 +167,13 @@ impl Impairment {
         Ok(())
     }
 }
+
+/// Shortest queue a path may have: four full Ethernet frames (a shorter one drops nearly
+/// every burst and says more about the qdisc than the path).
+pub(crate) const MIN_QUEUE_BYTES: u64 = 4 * 1514;
+
+/// Longest queue a path may have: 1 GiB.
+pub(crate) const MAX_QUEUE_BYTES: u64 = 1 << 30;
 
 /// Formats a rate for messages (`1 Mbit/s`, `200 Mbit/s`).
 pub(crate) fn fmt_rate(bps: u64) -> String {

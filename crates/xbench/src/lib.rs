@@ -30,8 +30,14 @@
 //!
 //! let up = &report.summary.directions[0];
 //! let received = up.receiver.expect("the server reported");
-//! assert_eq!(received.bytes, up.sender.bytes, "every byte sent arrived");
+//! // Every rate covers the one measured window: the asked half second.
+//! assert_eq!(received.seconds, 0.5);
 //! assert!(received.bits_per_second > 0.0);
+//! // Every byte sent arrived, inside the window or just after it (it was in flight).
+//! assert_eq!(
+//!     received.bytes + up.after_end.bytes,
+//!     up.sender.bytes + up.after_end.sent_bytes
+//! );
 //!
 //! let _ = stop.send(());
 //! serving.await??;

@@ -15,7 +15,11 @@ use crate::config::{StreamDirection, TestSpec};
 use crate::latency::LatencyStats;
 
 /// Version of the JSON report layout. Bump when a field changes meaning or is removed.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// 2: every rate of a throughput test covers one measured window, the same for sender,
+/// receiver and every stream (`summary.measured_s`); what arrived after it is in `after_end`.
+/// Version 1 divided the receiver's bytes by the time until its slowest stream's last byte.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Whether an end sent or received a stream's data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -189,8 +193,54 @@ pub struct SideStreamResult {
     pub omitted_bytes: u64,
     /// Sender's TCP totals.
     pub tcp: Option<TcpTotals>,
+    /// What moved after this end's end mark (see [`AfterEnd`]); `transfer` stops at the mark.
+    #[serde(default)]
+    pub after_end: AfterEnd,
     /// Why the stream ended early, if it did.
     pub error: Option<String>,
+}
+
+impl SideStreamResult {
+    /// Bytes moved from the first byte up to the end mark, warm-up included.
+    pub fn bytes_to_end_mark(&self) -> u64 {
+        let after = match self.role {
+            Role::Sender => self.after_end.sent_bytes,
+            Role::Receiver => self.after_end.bytes,
+        };
+        self.total_bytes.saturating_sub(after)
+    }
+}
+
+/// What moved after the end of the measured window: data that was in flight, queued on the
+/// path, or stuck in a retransmission back-off when the end mark passed. It is reported apart
+/// and never folded into a rate: a rate divides what arrived *inside* the window by the window.
+///
+/// Each end fills what its role knows: a receiver `bytes` and `seconds`, a sender `sent_bytes`
+/// and `retransmits`; merged, a stream or direction has all four. Everything sent arrives
+/// either inside the window or after it: window bytes + `bytes` = window bytes sent +
+/// `sent_bytes`, when nothing was lost for good.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct AfterEnd {
+    /// Bytes read after the end mark.
+    pub bytes: u64,
+    /// Bytes written after the end mark (a send under way when the mark passed).
+    #[serde(default)]
+    pub sent_bytes: u64,
+    /// Seconds from the end mark until the last byte arrived.
+    pub seconds: f64,
+    /// Segments the sender retransmitted after the end mark (also in the totals, which match
+    /// the kernel's own counters).
+    pub retransmits: u64,
+}
+
+impl AfterEnd {
+    /// Adds another stream's tail: bytes and retransmits add up, the longest tail counts.
+    pub fn merge(&mut self, o: &AfterEnd) {
+        self.bytes += o.bytes;
+        self.sent_bytes += o.sent_bytes;
+        self.seconds = self.seconds.max(o.seconds);
+        self.retransmits += o.retransmits;
+    }
 }
 
 /// Everything one end measured, sent by the server when the test ends.
@@ -291,10 +341,25 @@ pub struct StreamSummary {
     pub stream: u16,
     /// What the sender wrote.
     pub sender: Transfer,
-    /// What the receiver read.
+    /// What the receiver read inside the measured window.
     pub receiver: Option<Transfer>,
     /// Sender TCP totals.
     pub tcp: Option<TcpTotals>,
+    /// What arrived after the end of the window (receiver's bytes, sender's retransmits).
+    #[serde(default)]
+    pub after_end: AfterEnd,
+}
+
+/// How evenly the streams of one direction shared the path.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Fairness {
+    /// The slowest stream's receiver rate, bits per second.
+    pub min_bits_per_second: f64,
+    /// The fastest stream's receiver rate, bits per second.
+    pub max_bits_per_second: f64,
+    /// Jain's fairness index, (Σx)² ÷ (n·Σx²): 1 when every stream got the same share, 1/n
+    /// when one stream got everything.
+    pub jain_index: f64,
 }
 
 /// The bandwidth-delay ceiling: the most a window of this size can carry over this RTT.
@@ -315,10 +380,17 @@ pub struct DirectionSummary {
     pub direction: StreamDirection,
     /// Number of streams.
     pub streams: u16,
-    /// What the senders wrote.
+    /// What the senders wrote inside the measured window.
     pub sender: Transfer,
-    /// What the receivers read: the headline figure, because only delivered bytes count.
+    /// What the receivers read inside the measured window: the headline figure, because only
+    /// delivered bytes count. Its `seconds` is the window, the same for every stream.
     pub receiver: Option<Transfer>,
+    /// What arrived after the window closed, all streams: bytes, the longest tail, retransmits.
+    #[serde(default)]
+    pub after_end: AfterEnd,
+    /// The spread of the streams' receiver rates, for two streams or more.
+    #[serde(default)]
+    pub fairness: Option<Fairness>,
     /// Segments retransmitted, all streams.
     pub retransmits: u64,
     /// RTT over all streams: min of minima, mean of means, max of maxima.
@@ -343,7 +415,9 @@ pub struct DirectionSummary {
 pub struct Summary {
     /// One entry per direction the test used.
     pub directions: Vec<DirectionSummary>,
-    /// Seconds measured (after the omitted start), from the client's clock.
+    /// The measured window, seconds: from the end of the `-O` warm-up to the end mark. For a
+    /// timed test that ran to its end, exactly the asked duration; for a byte count (`-n`),
+    /// until the last byte was delivered; when cut short, until the interruption.
     pub measured_s: f64,
 }
 

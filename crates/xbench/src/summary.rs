@@ -2,15 +2,20 @@
 //! stream with the sender's bytes and TCP state beside the receiver's bytes, and per-direction
 //! totals with the receive-window ceiling and CPU cost.
 //!
+//! Every rate of a test divides what moved inside one measured window by that window, the
+//! same for sender and receiver and for every stream ([`Window`]), as iperf3 and netperf
+//! define it: a stream still draining a retransmission back-off after the end cannot stretch
+//! the window and drag the rate down; its tail is reported apart ([`AfterEnd`]).
+//!
 //! Pure functions over [`SideInterval`] and [`SideResults`]; no sockets, no clocks.
 
 use std::collections::BTreeMap;
 
 use crate::config::StreamDirection;
 use crate::report::{
-    CpuReport, CpuUsage, DirectionSummary, Interval, IntervalSum, Role, RttStats, SenderLimits,
-    SideInterval, SideResults, SideStreamInterval, SideStreamResult, StreamInterval, StreamSummary,
-    Summary, Transfer, WindowCeiling,
+    AfterEnd, CpuReport, CpuUsage, DirectionSummary, Fairness, Interval, IntervalSum, Role,
+    RttStats, SenderLimits, SideInterval, SideResults, SideStreamInterval, SideStreamResult,
+    StreamInterval, StreamSummary, Summary, Transfer, WindowCeiling,
 };
 
 /// Percent of the time the receive window must have stopped the senders for a direction to be
@@ -27,14 +32,28 @@ pub const WINDOW_CEILING_SHARE: f64 = 0.85;
 /// Stream id → direction, for a test's streams.
 pub type Directions = BTreeMap<u16, StreamDirection>;
 
-/// Merges one interval as seen by the client and (when it arrived) by the server.
+/// The measured window of a test, which every rate of it divides by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Window {
+    /// A window of this many seconds: the asked duration of a timed test that ran to its end,
+    /// or the time until the user or a failure cut it short.
+    Fixed(f64),
+    /// A byte count (`-n`): each direction's window ends when its receivers have the last
+    /// byte (the sender's own span when no receiver reported).
+    UntilLastByte,
+}
+
+/// Merges one interval as seen by the client and (when they arrived) by the server. The
+/// server reports each interval in one part per clock it keeps (one for its senders, one for
+/// its receivers), each with its own span.
 pub fn merge_interval(
     dirs: &Directions,
     client: Option<&SideInterval>,
-    server: Option<&SideInterval>,
+    server: &[SideInterval],
 ) -> Option<Interval> {
-    let first = client.or(server)?;
+    let first = client.or(server.first())?;
     let span = |s: &SideInterval| s.end_s - s.start_s;
+    let client = client.map(std::slice::from_ref).unwrap_or_default();
     let mut streams = Vec::with_capacity(dirs.len());
     for (&id, &direction) in dirs {
         let (sender_side, receiver_side) = match direction {
@@ -63,28 +82,38 @@ pub fn merge_interval(
         if of_dir.is_empty() {
             continue;
         }
-        let (sender_side, receiver_side) = match direction {
-            StreamDirection::ClientToServer => (client, server),
-            StreamDirection::ServerToClient => (server, client),
+        let sender_side = match direction {
+            StreamDirection::ClientToServer => client,
+            StreamDirection::ServerToClient => server,
         };
         let sent_bytes = of_dir.iter().map(|s| s.sent.bytes).sum();
+        // Every stream of a direction sits on the same clock of its end, so one span serves.
         let received = if of_dir.iter().all(|s| s.received.is_some()) {
-            receiver_side.map(|r| {
-                Transfer::new(
-                    of_dir
-                        .iter()
-                        .filter_map(|s| s.received)
-                        .map(|t| t.bytes)
-                        .sum(),
-                    span(r),
-                )
-            })
+            of_dir
+                .iter()
+                .filter_map(|s| s.received)
+                .map(|t| t.seconds)
+                .reduce(f64::max)
+                .map(|secs| {
+                    Transfer::new(
+                        of_dir
+                            .iter()
+                            .filter_map(|s| s.received)
+                            .map(|t| t.bytes)
+                            .sum(),
+                        secs,
+                    )
+                })
         } else {
             None
         };
+        let sent_span = of_dir
+            .iter()
+            .find_map(|s| find_stream(sender_side, s.stream).map(|(side, _)| span(side)))
+            .unwrap_or(0.0);
         sum.push(IntervalSum {
             direction,
-            sent: Transfer::new(sent_bytes, sender_side.map_or(0.0, span)),
+            sent: Transfer::new(sent_bytes, sent_span),
             received,
             retransmits: of_dir
                 .iter()
@@ -102,62 +131,113 @@ pub fn merge_interval(
     })
 }
 
-/// Per-direction totals from both ends' results. `server` is `None` when its report never
-/// arrived; receiver figures of client-to-server streams are then missing, not zero.
+/// Per-direction totals from both ends' results, every rate over `window`. `server` is `None`
+/// when its report never arrived; receiver figures of client-to-server streams are then
+/// missing, not zero.
 pub fn summarize(
     dirs: &Directions,
     client: &SideResults,
     server: Option<&SideResults>,
-    measured_s: f64,
+    window: Window,
 ) -> Summary {
-    let directions = distinct(dirs)
+    let directions: Vec<DirectionSummary> = distinct(dirs)
         .into_iter()
         .map(|direction| {
             let (sender_side, receiver_side) = match direction {
                 StreamDirection::ClientToServer => (Some(client), server),
                 StreamDirection::ServerToClient => (server, Some(client)),
             };
-            let find =
-                |side: Option<&SideResults>, id: u16, role: Role| -> Option<SideStreamResult> {
-                    side?
-                        .streams
-                        .iter()
-                        .find(|s| s.stream == id && s.role == role)
-                        .cloned()
-                };
-            let per_stream: Vec<StreamSummary> = dirs
+            let find = |side: Option<&SideResults>, id: u16, role: Role| {
+                side?
+                    .streams
+                    .iter()
+                    .find(|s| s.stream == id && s.role == role)
+                    .cloned()
+            };
+            let pairs: Vec<(u16, Option<SideStreamResult>, Option<SideStreamResult>)> = dirs
                 .iter()
                 .filter(|(_, d)| **d == direction)
                 .map(|(&id, _)| {
-                    let s = find(sender_side, id, Role::Sender);
-                    let r = find(receiver_side, id, Role::Receiver);
-                    StreamSummary {
-                        stream: id,
-                        sender: s.as_ref().map_or_else(Transfer::default, |s| s.transfer),
-                        receiver: r.map(|r| receiver_transfer(&r, s.as_ref())),
-                        tcp: s.and_then(|s| s.tcp),
-                    }
+                    (
+                        id,
+                        find(sender_side, id, Role::Sender),
+                        find(receiver_side, id, Role::Receiver),
+                    )
                 })
                 .collect();
-            direction_summary(direction, per_stream)
+            let seconds = match window {
+                Window::Fixed(s) => s,
+                Window::UntilLastByte => {
+                    let longest = |it: &mut dyn Iterator<Item = f64>| it.reduce(f64::max);
+                    longest(
+                        &mut pairs
+                            .iter()
+                            .filter_map(|(_, _, r)| r.as_ref().map(|r| r.transfer.seconds)),
+                    )
+                    .or_else(|| {
+                        longest(
+                            &mut pairs
+                                .iter()
+                                .filter_map(|(_, s, _)| s.as_ref().map(|s| s.transfer.seconds)),
+                        )
+                    })
+                    .unwrap_or(0.0)
+                }
+            };
+            let per_stream = pairs
+                .into_iter()
+                .map(|(id, s, r)| stream_summary(id, s, r, seconds))
+                .collect();
+            direction_summary(direction, per_stream, seconds)
         })
         .collect();
+    let measured_s = match window {
+        Window::Fixed(s) => s,
+        Window::UntilLastByte => directions
+            .iter()
+            .map(|d| d.sender.seconds)
+            .fold(0.0, f64::max),
+    };
     Summary {
         directions,
         measured_s,
     }
 }
 
-/// What a receiver measured: the bytes the sender sent after its warm-up that arrived. Each
-/// end starts measuring on its own clock, so the receiver's own warm-up count includes or
-/// misses whatever was in flight at that moment; the sender's count is the exact cut.
-fn receiver_transfer(r: &SideStreamResult, s: Option<&SideStreamResult>) -> Transfer {
-    match s {
-        Some(s) if r.transfer.seconds > 0.0 => Transfer::new(
-            r.total_bytes.saturating_sub(s.omitted_bytes),
-            r.transfer.seconds,
-        ),
-        _ => r.transfer,
+/// One stream over the window: what the sender wrote inside it, and what arrived inside it —
+/// the bytes the sender sent after its warm-up that the receiver had read by its end mark.
+/// Each end starts measuring on its own clock, so the receiver's own warm-up count includes
+/// or misses whatever was in flight at that moment; the sender's count is the exact cut.
+fn stream_summary(
+    id: u16,
+    s: Option<SideStreamResult>,
+    r: Option<SideStreamResult>,
+    seconds: f64,
+) -> StreamSummary {
+    let receiver = r.as_ref().map(|r| {
+        let bytes = match &s {
+            // A receiver still in its warm-up at the end measured nothing.
+            Some(s) if r.transfer.seconds > 0.0 => {
+                r.bytes_to_end_mark().saturating_sub(s.omitted_bytes)
+            }
+            _ => r.transfer.bytes,
+        };
+        Transfer::new(bytes, seconds)
+    });
+    let after_end = AfterEnd {
+        bytes: r.as_ref().map_or(0, |r| r.after_end.bytes),
+        sent_bytes: s.as_ref().map_or(0, |s| s.after_end.sent_bytes),
+        seconds: r.as_ref().map_or(0.0, |r| r.after_end.seconds),
+        retransmits: s.as_ref().map_or(0, |s| s.after_end.retransmits),
+    };
+    StreamSummary {
+        stream: id,
+        sender: s.as_ref().map_or_else(Transfer::default, |s| {
+            Transfer::new(s.transfer.bytes, seconds)
+        }),
+        receiver,
+        tcp: s.and_then(|s| s.tcp),
+        after_end,
     }
 }
 
@@ -228,18 +308,20 @@ pub fn align_warm_up(
 fn direction_summary(
     direction: StreamDirection,
     per_stream: Vec<StreamSummary>,
+    seconds: f64,
 ) -> DirectionSummary {
-    let total = |ts: &mut dyn Iterator<Item = Transfer>| {
-        let v: Vec<Transfer> = ts.collect();
-        let bytes = v.iter().map(|t| t.bytes).sum();
-        let seconds = v.iter().map(|t| t.seconds).fold(0.0, f64::max);
-        Transfer::new(bytes, seconds)
-    };
+    let total =
+        |ts: &mut dyn Iterator<Item = Transfer>| Transfer::new(ts.map(|t| t.bytes).sum(), seconds);
     let sender = total(&mut per_stream.iter().map(|s| s.sender));
     let receiver = per_stream
         .iter()
         .all(|s| s.receiver.is_some())
         .then(|| total(&mut per_stream.iter().filter_map(|s| s.receiver)));
+    let mut after_end = AfterEnd::default();
+    for s in &per_stream {
+        after_end.merge(&s.after_end);
+    }
+    let fairness = fairness(&per_stream);
     let tcps: Vec<_> = per_stream.iter().filter_map(|s| s.tcp.as_ref()).collect();
     let rtts: Vec<RttStats> = tcps.iter().filter_map(|t| t.rtt).collect();
     let rtt = (!rtts.is_empty()).then(|| RttStats {
@@ -281,6 +363,8 @@ fn direction_summary(
         streams: u16::try_from(per_stream.len()).unwrap_or(u16::MAX),
         sender,
         receiver,
+        after_end,
+        fairness,
         retransmits: tcps.iter().map(|t| t.retransmits).sum(),
         rtt,
         max_cwnd_bytes: tcps.iter().map(|t| t.max_cwnd_bytes).max(),
@@ -292,6 +376,63 @@ fn direction_summary(
         window_ceiling,
         per_stream,
     }
+}
+
+/// The spread of the streams' receiver rates, when there are two or more and all reported.
+fn fairness(per_stream: &[StreamSummary]) -> Option<Fairness> {
+    let rates: Vec<f64> = per_stream
+        .iter()
+        .map(|s| s.receiver.map(|r| r.bits_per_second))
+        .collect::<Option<_>>()?;
+    if rates.len() < 2 {
+        return None;
+    }
+    let sum: f64 = rates.iter().sum();
+    let sum_sq: f64 = rates.iter().map(|x| x * x).sum();
+    Some(Fairness {
+        min_bits_per_second: rates.iter().copied().fold(f64::INFINITY, f64::min),
+        max_bits_per_second: rates.iter().copied().fold(0.0, f64::max),
+        // Nothing moved at all: nobody was treated worse than anybody else.
+        jain_index: if sum_sq > 0.0 {
+            sum * sum / (rates.len() as f64 * sum_sq)
+        } else {
+            1.0
+        },
+    })
+}
+
+/// Per direction with both ends' figures: every byte its senders wrote over the whole test
+/// (drain included), and how many of them never reached the receivers.
+pub fn undelivered(
+    dirs: &Directions,
+    client: &SideResults,
+    server: Option<&SideResults>,
+) -> Vec<(StreamDirection, u64, u64)> {
+    let Some(server) = server else {
+        return Vec::new();
+    };
+    distinct(dirs)
+        .into_iter()
+        .map(|direction| {
+            let (senders, receivers) = match direction {
+                StreamDirection::ClientToServer => (client, server),
+                StreamDirection::ServerToClient => (server, client),
+            };
+            let total = |side: &SideResults, role: Role| -> u64 {
+                side.streams
+                    .iter()
+                    .filter(|s| s.role == role && dirs.get(&s.stream) == Some(&direction))
+                    .map(|s| s.total_bytes)
+                    .sum()
+            };
+            let sent = total(senders, Role::Sender);
+            (
+                direction,
+                sent,
+                sent.saturating_sub(total(receivers, Role::Receiver)),
+            )
+        })
+        .collect()
 }
 
 /// CPU per side and per gigabyte moved (omitted start included on both counts).
@@ -310,11 +451,9 @@ pub fn cpu_report(client: &SideResults, server: Option<&SideResults>) -> CpuRepo
     }
 }
 
-fn find_stream(
-    side: Option<&SideInterval>,
-    id: u16,
-) -> Option<(&SideInterval, &SideStreamInterval)> {
-    side.and_then(|s| s.streams.iter().find(|x| x.stream == id).map(|x| (s, x)))
+fn find_stream(side: &[SideInterval], id: u16) -> Option<(&SideInterval, &SideStreamInterval)> {
+    side.iter()
+        .find_map(|s| s.streams.iter().find(|x| x.stream == id).map(|x| (s, x)))
 }
 
 fn distinct(dirs: &Directions) -> Vec<StreamDirection> {
@@ -355,14 +494,14 @@ mod tests {
         let dirs: Directions = [(0, StreamDirection::ClientToServer)].into();
         let c = side(0, 0.0, 1.0, Role::Sender, 1000);
         let s = side(0, 0.0, 0.5, Role::Receiver, 900);
-        let iv = merge_interval(&dirs, Some(&c), Some(&s)).unwrap();
+        let iv = merge_interval(&dirs, Some(&c), &[s]).unwrap();
         assert_eq!(iv.streams[0].sent.bits_per_second, 8000.0);
         assert_eq!(
             iv.streams[0].received.unwrap().bits_per_second,
             900.0 * 8.0 / 0.5
         );
         assert_eq!(iv.sum[0].retransmits, 3);
-        let iv = merge_interval(&dirs, Some(&c), None).unwrap();
+        let iv = merge_interval(&dirs, Some(&c), &[]).unwrap();
         assert_eq!(iv.sum[0].received, None, "a missing receiver is not a zero");
     }
 
@@ -394,7 +533,9 @@ mod tests {
                 sender: Transfer::new(1, 1.0),
                 receiver: Some(Transfer::new(1, 1.0)),
                 tcp: Some(tcp),
+                after_end: AfterEnd::default(),
             }],
+            1.0,
         );
         assert!(d.window_limited);
         let c = d.window_ceiling.unwrap();
@@ -412,13 +553,126 @@ mod tests {
                     sender: Transfer::new(1, 1.0),
                     receiver: Some(Transfer::new((rate / 8.0) as u64, 1.0)),
                     tcp: Some(tcp),
+                    after_end: AfterEnd::default(),
                 }],
+                1.0,
             )
         };
         assert!(at(0.97 * ceiling, paced.clone()).window_limited);
         assert!(!at(0.5 * ceiling, paced.clone()).window_limited);
         paced.limits = None;
         assert!(at(0.9 * ceiling, paced).window_limited);
+    }
+
+    fn result(stream: u16, role: Role, total: u64, after: u64, seconds: f64) -> SideStreamResult {
+        SideStreamResult {
+            stream,
+            role,
+            transfer: Transfer::new(total - after, seconds),
+            total_bytes: total,
+            omitted_bytes: 0,
+            tcp: None,
+            after_end: match role {
+                Role::Receiver => AfterEnd {
+                    bytes: after,
+                    seconds: if after > 0 { 2.5 } else { 0.0 },
+                    ..AfterEnd::default()
+                },
+                Role::Sender => AfterEnd {
+                    retransmits: 7,
+                    ..AfterEnd::default()
+                },
+            },
+            error: None,
+        }
+    }
+
+    /// Issue 12: a stream whose last bytes arrived 2.5 s after the end (a retransmission
+    /// back-off) must not stretch the window; its tail is reported apart.
+    #[test]
+    fn every_rate_covers_the_one_window_and_tails_are_apart() {
+        let dirs: Directions = [
+            (0, StreamDirection::ClientToServer),
+            (1, StreamDirection::ClientToServer),
+        ]
+        .into();
+        let client = SideResults {
+            streams: vec![
+                result(0, Role::Sender, 3_000_000, 0, 4.0),
+                result(1, Role::Sender, 1_000_000, 0, 4.0),
+            ],
+            cpu: CpuUsage::default(),
+        };
+        // Stream 1 delivered 200 kB after the end, 2.5 s late.
+        let server = SideResults {
+            streams: vec![
+                result(0, Role::Receiver, 3_000_000, 0, 4.0),
+                result(1, Role::Receiver, 1_000_000, 200_000, 4.0),
+            ],
+            cpu: CpuUsage::default(),
+        };
+        let s = summarize(&dirs, &client, Some(&server), Window::Fixed(4.0));
+        assert_eq!(s.measured_s, 4.0);
+        let d = &s.directions[0];
+        let rx = d.receiver.unwrap();
+        assert_eq!(rx.seconds, 4.0, "the tail does not stretch the window");
+        assert_eq!(rx.bytes, 3_800_000, "what arrived inside the window");
+        assert_eq!(rx.bits_per_second, 3_800_000.0 * 8.0 / 4.0);
+        assert_eq!(d.sender.seconds, 4.0, "senders share the window");
+        assert_eq!(d.after_end.bytes, 200_000);
+        assert_eq!(d.after_end.seconds, 2.5);
+        assert_eq!(d.after_end.retransmits, 14);
+        assert!(
+            d.per_stream
+                .iter()
+                .all(|p| p.receiver.unwrap().seconds == 4.0)
+        );
+        let f = d.fairness.unwrap();
+        assert_eq!(f.min_bits_per_second, 800_000.0 * 8.0 / 4.0);
+        assert_eq!(f.max_bits_per_second, 3_000_000.0 * 8.0 / 4.0);
+        // (3.0 + 0.8)² ÷ (2 × (9 + 0.64)) in MB terms.
+        assert!((f.jain_index - 3.8f64.powi(2) / (2.0 * 9.64)).abs() < 1e-9);
+        let undelivered = undelivered(&dirs, &client, Some(&server));
+        assert_eq!(
+            undelivered,
+            vec![(StreamDirection::ClientToServer, 4_000_000, 0)]
+        );
+    }
+
+    #[test]
+    fn a_byte_count_window_ends_with_the_last_byte_delivered() {
+        let dirs: Directions = [
+            (0, StreamDirection::ClientToServer),
+            (1, StreamDirection::ClientToServer),
+        ]
+        .into();
+        let client = SideResults {
+            streams: vec![
+                result(0, Role::Sender, 1_000_000, 0, 0.5),
+                result(1, Role::Sender, 1_000_000, 0, 0.6),
+            ],
+            cpu: CpuUsage::default(),
+        };
+        let server = SideResults {
+            streams: vec![
+                result(0, Role::Receiver, 1_000_000, 0, 0.9),
+                result(1, Role::Receiver, 1_000_000, 0, 1.0),
+            ],
+            cpu: CpuUsage::default(),
+        };
+        let s = summarize(&dirs, &client, Some(&server), Window::UntilLastByte);
+        let d = &s.directions[0];
+        assert_eq!(s.measured_s, 1.0);
+        assert_eq!(d.receiver.unwrap(), Transfer::new(2_000_000, 1.0));
+        assert_eq!(
+            d.sender,
+            Transfer::new(2_000_000, 1.0),
+            "one window for both"
+        );
+        // A single stream has no spread to show.
+        let one: Directions = [(0, StreamDirection::ClientToServer)].into();
+        let s = summarize(&one, &client, Some(&server), Window::UntilLastByte);
+        assert_eq!(s.directions[0].fairness, None);
     }
 
     fn tcp_at(rwnd_limited_pct: f64) -> TcpTotals {

@@ -238,6 +238,7 @@ async fn a_client_that_vanishes_mid_test_frees_its_test() {
         data.write_all(&a.cookie.0).await.unwrap();
         data.write_all(&0u16.to_be_bytes()).await.unwrap();
         assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
+        proto::write_message(&mut wr, &Message::Go).await.unwrap();
         data.write_all(&vec![7u8; 1 << 20]).await.unwrap();
         // Vanish: every socket closes at once, no Finish.
         drop((rd, wr, data));
@@ -392,6 +393,35 @@ async fn connection_refused_names_host_port_and_the_likely_cause() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_says_go_is_dropped_after_the_handshake_timeout() {
+    survives(|addr| async move {
+        let (mut rd, mut wr) = hello(addr).await;
+        let mut spec = TestSpec::throughput();
+        spec.end = EndCondition::Duration(Duration::from_secs(60));
+        proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+            .await
+            .unwrap();
+        let Ok(Some(Message::Accepted(a))) = rd.next().await else {
+            panic!("not accepted")
+        };
+        let mut data = TcpStream::connect(addr).await.unwrap();
+        data.write_all(&Preamble::new(Channel::Data).encode())
+            .await
+            .unwrap();
+        data.write_all(&a.cookie.0).await.unwrap();
+        data.write_all(&0u16.to_be_bytes()).await.unwrap();
+        assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
+        // Data, but never the `go` that starts the server's clock.
+        data.write_all(&[1u8; 10_000]).await.unwrap();
+        let started = std::time::Instant::now();
+        closed_within(rd.inner_mut(), Duration::from_secs(5)).await;
+        assert!(started.elapsed() < Duration::from_secs(3));
+        drop((wr, data));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_goes_quiet_mid_test_is_dropped_after_the_idle_timeout() {
     let limits = Limits {
         idle_timeout: Duration::from_millis(1500),
@@ -414,6 +444,7 @@ async fn a_client_that_goes_quiet_mid_test_is_dropped_after_the_idle_timeout() {
         data.write_all(&a.cookie.0).await.unwrap();
         data.write_all(&0u16.to_be_bytes()).await.unwrap();
         assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
+        proto::write_message(&mut wr, &Message::Go).await.unwrap();
         data.write_all(&[1u8; 10_000]).await.unwrap();
         // Now silence on every connection, none of them closed.
         let started = std::time::Instant::now();

@@ -350,6 +350,7 @@ async fn quiet_client(
     data.write_all(&a.cookie.0).await.unwrap();
     data.write_all(&0u16.to_be_bytes()).await.unwrap();
     assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
+    proto::write_message(&mut wr, &Message::Go).await.unwrap();
     data.write_all(&[1u8; 10_000]).await.unwrap();
     (rd, wr, data)
 }

@@ -21,24 +21,44 @@ fn set_streams(c: &mut xbench::ClientConfig, n: u16, dir: Direction) {
     tp.direction = dir;
 }
 
-/// Per direction: every byte sent arrived; per-interval sums add up to the totals.
+/// Per direction: every byte sent arrived, inside the measured window or after it; every
+/// rate covers the same window; per-interval sums add up to the window's totals.
 fn check_consistent(r: &TestReport) {
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    let asked = match r.spec.end {
+        EndCondition::Duration(d) => Some(d.as_secs_f64()),
+        EndCondition::Bytes(_) => None,
+    };
+    if let Some(asked) = asked {
+        assert_eq!(
+            r.summary.measured_s, asked,
+            "the window is the asked duration"
+        );
+    }
     for d in &r.summary.directions {
         let rx = d.receiver.expect("receiver figures present");
         assert!(rx.bytes > 0, "{:?} moved nothing", d.direction);
         assert_eq!(
-            rx.bytes, d.sender.bytes,
-            "{:?}: bytes sent != bytes received",
-            d.direction
+            rx.bytes + d.after_end.bytes,
+            d.sender.bytes + d.after_end.sent_bytes,
+            "{:?}: bytes sent != bytes received (window {} + after {}, sent {} + after {})",
+            d.direction,
+            rx.bytes,
+            d.after_end.bytes,
+            d.sender.bytes,
+            d.after_end.sent_bytes
         );
+        assert_eq!(rx.seconds, r.summary.measured_s, "one window for receivers");
+        assert_eq!(d.sender.seconds, r.summary.measured_s, "and for senders");
         for s in &d.per_stream {
+            let srx = s.receiver.unwrap();
             assert_eq!(
-                s.receiver.unwrap().bytes,
-                s.sender.bytes,
+                srx.bytes + s.after_end.bytes,
+                s.sender.bytes + s.after_end.sent_bytes,
                 "stream {}",
                 s.stream
             );
+            assert_eq!(srx.seconds, rx.seconds, "stream {}: one window", s.stream);
         }
         let mut sent = 0;
         let mut received = 0;
@@ -49,6 +69,13 @@ fn check_consistent(r: &TestReport) {
         }
         assert_eq!(sent, d.sender.bytes, "interval sums != sender total");
         assert_eq!(received, rx.bytes, "interval sums != receiver total");
+        if let (Some(asked), Some(last)) = (asked, r.intervals.last()) {
+            assert!(
+                (last.end_s - (r.spec.omit.as_secs_f64() + asked)).abs() < 0.05,
+                "the last interval ends at the end mark: {} vs {asked}",
+                last.end_s
+            );
+        }
     }
 }
 
@@ -216,9 +243,17 @@ async fn cancelling_a_test_still_reports_what_was_measured() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(r.outcome, Outcome::Interrupted);
     let d = &r.summary.directions[0];
-    assert!(d.receiver.unwrap().bytes > 0);
-    assert_eq!(d.receiver.unwrap().bytes, d.sender.bytes);
+    let rx = d.receiver.unwrap();
+    assert!(rx.bytes > 0);
+    assert_eq!(
+        rx.bytes + d.after_end.bytes,
+        d.sender.bytes + d.after_end.sent_bytes
+    );
     assert!(r.summary.measured_s > 0.4 && r.summary.measured_s < 2.0);
+    assert_eq!(
+        rx.seconds, r.summary.measured_s,
+        "the window ends at the interruption"
+    );
     server.stop().await;
 }
 

@@ -78,6 +78,12 @@ struct TopologyArgs {
     #[arg(long, value_name = "PERCENT", allow_hyphen_values = true, value_parser = parse_loss)]
     loss: Option<f64>,
 
+    /// Bytes the rate cap's queue holds (tc tbf's limit), e.g. 60K: a short queue drops
+    /// bursts, as a policer or a congested VPN gateway does. Default: one bandwidth-delay
+    /// product, at least 10 ms.
+    #[arg(long, value_name = "BYTES", value_parser = parse_queue)]
+    queue: Option<u64>,
+
     /// How delay, jitter and loss are made: the kernel's netem when present (auto), or the
     /// lab's userspace delay line.
     #[arg(long, value_enum, value_name = "HOW")]
@@ -100,6 +106,7 @@ impl TopologyArgs {
             || self.delay.is_some()
             || self.jitter.is_some()
             || self.loss.is_some()
+            || self.queue.is_some()
             || self.impair.is_some()
             || self.seed.is_some()
             || self.spin.is_some()
@@ -177,6 +184,7 @@ struct PathArg {
     delay: Option<Duration>,
     jitter: Option<Duration>,
     loss: Option<f64>,
+    queue: Option<u64>,
 }
 
 pub(crate) async fn run(args: LabArgs) -> anyhow::Result<Exit> {
@@ -584,6 +592,7 @@ fn lab_spec(t: &TopologyArgs, place: &WhereArgs) -> anyhow::Result<LabSpec> {
                 delay: None,
                 jitter: None,
                 loss: None,
+                queue: None,
             })
             .collect()
     });
@@ -597,6 +606,7 @@ fn lab_spec(t: &TopologyArgs, place: &WhereArgs) -> anyhow::Result<LabSpec> {
                 delay: p.delay.or(t.delay).unwrap_or_default(),
                 jitter: p.jitter.or(t.jitter).unwrap_or_default(),
                 loss: p.loss.or(t.loss).unwrap_or(0.0),
+                queue_bytes: p.queue.or(t.queue),
             },
         })
         .collect();
@@ -647,25 +657,35 @@ fn parse_path(s: &str) -> Result<PathArg, String> {
         delay: None,
         jitter: None,
         loss: None,
+        queue: None,
     };
     for kv in parts {
         let (k, v) = kv.split_once('=').ok_or_else(|| {
-            format!("`{kv}` in `{s}` is not KEY=VALUE (rate, delay, jitter, loss, label)")
+            format!("`{kv}` in `{s}` is not KEY=VALUE (rate, delay, jitter, loss, queue, label)")
         })?;
         match k {
             "rate" => p.rate = Some(parse_rate(v)?),
             "delay" => p.delay = Some(parse_lab_duration(v)?),
             "jitter" => p.jitter = Some(parse_lab_duration(v)?),
             "loss" => p.loss = Some(parse_loss(v)?),
+            "queue" => p.queue = Some(parse_queue(v)?),
             "label" => p.label = Some(v.to_owned()),
             _ => {
                 return Err(format!(
-                    "unknown path setting `{k}` in `{s}`; use rate, delay, jitter, loss or label"
+                    "unknown path setting `{k}` in `{s}`; use rate, delay, jitter, loss, queue \
+                     or label"
                 ));
             }
         }
     }
     Ok(p)
+}
+
+/// A queue length in bytes (`60K`, `1M`, `60000`).
+fn parse_queue(s: &str) -> Result<u64, String> {
+    xbench::units::ByteSize::parse(s)
+        .map(|b| b.0)
+        .map_err(|e| e.to_string())
 }
 
 /// A rate with a unit, bits per second (`200M`).
@@ -748,6 +768,8 @@ mod tests {
 
     #[test]
     fn path_items_carry_their_own_settings() {
+        let q = parse_path("direct:rate=150M:queue=60K").unwrap();
+        assert_eq!(q.queue, Some(60 * 1024));
         let p = parse_path("vpn:delay=20ms:loss=0.5%:label=vpn-lossy").unwrap();
         assert_eq!(p.kind, PathKind::Vpn);
         assert_eq!(p.delay, Some(Duration::from_millis(20)));
@@ -788,6 +810,7 @@ mod tests {
                 delay: None,
                 jitter: None,
                 loss: None,
+                queue: None,
                 impair: None,
                 seed: None,
                 spin: None,

@@ -225,6 +225,34 @@ pub(crate) fn outcome_line(r: &TestReport) -> String {
     }
 }
 
+/// Below this Jain index the summary says that some streams starved (0.8: e.g. 4 streams of
+/// which one got a quarter of the others' rate sit at 0.85).
+const STARVED_JAIN: f64 = 0.8;
+
+/// The line about what arrived after the end mark, when it is worth a user's attention: a
+/// tail of a fifth of a second or more, or more than 5 % of what was measured (the senders'
+/// buffers drain after every test; that alone is no news).
+fn after_end_line(d: &DirectionSummary) -> Option<String> {
+    let a = d.after_end;
+    let measured = d.receiver.map_or(0, |r| r.bytes);
+    if a.bytes == 0 || (a.seconds < 0.2 && a.bytes * 20 <= measured) {
+        return None;
+    }
+    let why = if a.retransmits > 0 && a.seconds >= 0.2 {
+        format!(
+            "a stream was in retransmission back-off ({} retransmits after the end)",
+            a.retransmits
+        )
+    } else {
+        "it was still in the senders' buffers or queued on the path".to_owned()
+    };
+    Some(format!(
+        "  {:.2} s and {} arrived after the end, not counted in the rate: {why}\n",
+        a.seconds,
+        ByteSize(a.bytes)
+    ))
+}
+
 /// The headline and the explanation: who limited the rate, and what the window allows.
 fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport) {
     let streams = if d.streams == 1 {
@@ -234,9 +262,14 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport) {
     };
     match &d.receiver {
         Some(rx) => {
+            // A byte count's window is not the asked length: say where it ended.
+            let until = match r.spec.end {
+                xbench::EndCondition::Bytes(_) => " to the last byte delivered",
+                xbench::EndCondition::Duration(_) => "",
+            };
             let _ = writeln!(
                 s,
-                "{}: {} received ({} in {:.2} s, {streams}, {} retransmits)",
+                "{}: {} received ({} in {:.2} s{until}, {streams}, {} retransmits)",
                 d.direction.label(),
                 format_bits_per_second(rx.bits_per_second),
                 ByteSize(rx.bytes),
@@ -253,6 +286,23 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport) {
                 d.retransmits
             );
         }
+    }
+    if let Some(f) = d.fairness {
+        let _ = writeln!(
+            s,
+            "  streams: {} to {} each, Jain's fairness {:.2} (1 = equal shares){}",
+            format_bits_per_second(f.min_bits_per_second),
+            format_bits_per_second(f.max_bits_per_second),
+            f.jain_index,
+            if f.jain_index < STARVED_JAIN {
+                " — some streams starved"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(line) = after_end_line(d) {
+        s.push_str(&line);
     }
     if let Some(l) = d.limits {
         let _ = writeln!(

@@ -113,6 +113,11 @@ pub fn xbench_client(p: &PathInfo, args: &[&str]) -> TestReport {
 
 /// iperf3's receiver rate over path `p` (a one-off iperf3 server in the server namespace).
 pub fn iperf3_bps(iperf3: &Path, p: &PathInfo, secs: u32) -> f64 {
+    iperf3_bps_with(iperf3, p, secs, &[])
+}
+
+/// iperf3's receiver rate over path `p` with extra client flags (`-P 16`, `-R`).
+pub fn iperf3_bps_with(iperf3: &Path, p: &PathInfo, secs: u32, extra: &[&str]) -> f64 {
     let port = "5301";
     let addr = p.server_addr.to_string();
     let mut server = Command::new(iperf3);
@@ -125,11 +130,9 @@ pub fn iperf3_bps(iperf3: &Path, p: &PathInfo, secs: u32) -> f64 {
     // Not by connecting: a one-off iperf3 server would take the probe for its test.
     wait_listening(&p.server_netns, p.server_addr, 5301);
     let secs = secs.to_string();
-    let out = run_in(
-        &p.client_netns,
-        iperf3.to_str().unwrap(),
-        &["-c", &addr, "-p", port, "-t", &secs, "-J"],
-    );
+    let mut args = vec!["-c", &addr, "-p", port, "-t", &secs, "-J"];
+    args.extend(extra);
+    let out = run_in(&p.client_netns, iperf3.to_str().unwrap(), &args);
     // A one-off server exits after its test; after a failed client it would wait for ever.
     let until = Instant::now() + Duration::from_secs(10);
     while server.try_wait().ok().flatten().is_none() && Instant::now() < until {

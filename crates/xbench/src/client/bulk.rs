@@ -18,7 +18,7 @@ use crate::engine::stream::{self, Budget, Payload, SendMode};
 use crate::error::Error;
 use crate::proto::{Finish, Message};
 use crate::report::{Interval, Outcome, SideInterval, SideResults, StreamInfo, TestReport};
-use crate::summary::{self, Directions};
+use crate::summary::{self, Directions, Window};
 
 pub(super) async fn run(
     mut session: Session,
@@ -46,8 +46,12 @@ pub(super) async fn run(
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
+    // Our senders start now: the server's receivers start their clock when this arrives,
+    // just ahead of our first byte. A server that cannot hear it will say so below.
+    let _ = send(&mut session.wr, &Message::Go, &addr_s).await;
 
-    // Data flows from here; from now on every path ends in a report.
+    // Data flows from here; from now on every path ends in a report. This clock starts for
+    // our senders and for our receivers alike: the server's first byte arrives about now.
     let started_at = SystemTime::now();
     let start = Instant::now();
     let budget = match config.spec.end {
@@ -136,7 +140,7 @@ pub(super) async fn run(
     loop {
         tokio::select! {
             // Biased: when the deadline and an interval boundary coincide, the deadline wins, so
-            // the last interval is closed by `finish` and includes the drain.
+            // the last interval is closed by the cut at the end mark.
             biased;
             () = &mut cancel => { outcome = Outcome::Interrupted; break; }
             _ = sleep_until_opt(deadline) => break,
@@ -150,13 +154,30 @@ pub(super) async fn run(
                     break;
                 }
             },
-            _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
+            _ = sleep_until_opt(sampler.next_wakeup()) => {
                 if let Some(iv) = sampler.on_wakeup(Instant::now()) {
                     merger.client(iv, on_event);
                 }
             }
         }
     }
+
+    // The end mark of a timed or cut-short test: the window closes here, whatever is still
+    // in flight. A byte count that ran to its end closes with its last byte instead.
+    let window = match (config.spec.end, &outcome) {
+        (EndCondition::Bytes(_), Outcome::Completed) => Window::UntilLastByte,
+        (EndCondition::Duration(d), Outcome::Completed) => {
+            cut(&mut sampler, &mut merger, on_event);
+            Window::Fixed(d.as_secs_f64())
+        }
+        _ => {
+            let now = cut(&mut sampler, &mut merger, on_event);
+            Window::Fixed(
+                now.saturating_duration_since(start + config.spec.omit)
+                    .as_secs_f64(),
+            )
+        }
+    };
 
     // Phase 2: stop sending, tell the server, let the receivers drain, collect its results.
     group.stop_senders();
@@ -207,7 +228,7 @@ pub(super) async fn run(
                 }
             },
             _ = group.all_ended(), if !receivers_done => receivers_done = true,
-            _ = tokio::time::sleep_until(sampler.next_wakeup().into()) => {
+            _ = sleep_until_opt(sampler.next_wakeup()) => {
                 if let Some(iv) = sampler.on_wakeup(Instant::now()) {
                     merger.client(iv, on_event);
                 }
@@ -246,29 +267,23 @@ pub(super) async fn run(
             warnings.push(format!("stream {} ended with an error: {e}", s.stream));
         }
     }
-    let measured_s = match config.spec.end {
-        EndCondition::Duration(d) if outcome == Outcome::Completed => d.as_secs_f64(),
-        _ => end
-            .saturating_duration_since(start + config.spec.omit)
-            .as_secs_f64(),
-    };
-    let summary = summary::summarize(&dirs, &client_results, server_results.as_ref(), measured_s);
+    let summary = summary::summarize(&dirs, &client_results, server_results.as_ref(), window);
     let cpu = summary::cpu_report(&client_results, server_results.as_ref());
     if server_results.is_none() {
         warnings.push("the server's results never arrived: receiver figures of client-to-server streams are missing".into());
     }
     if outcome != Outcome::Interrupted {
-        for d in &summary.directions {
-            let Some(rx) = d.receiver else { continue };
-            let missing = d.sender.bytes.saturating_sub(rx.bytes);
-            if missing > (d.sender.bytes / 100).max(64 * 1024) {
+        for (direction, sent, missing) in
+            summary::undelivered(&dirs, &client_results, server_results.as_ref())
+        {
+            if missing > (sent / 100).max(64 * 1024) {
                 warnings.push(format!(
                     "{}: {} of the {} sent had not arrived {drain_limit:?} after the end — \
                      the path is holding or dropping data (a deep queue in a shaper, or an MTU \
                      black hole that drops every full-size packet: -M 1200 tells)",
-                    d.direction.label(),
+                    direction.label(),
                     crate::units::ByteSize(missing),
-                    crate::units::ByteSize(d.sender.bytes)
+                    crate::units::ByteSize(sent)
                 ));
             }
         }
@@ -288,10 +303,26 @@ pub(super) async fn run(
     ))
 }
 
+/// Closes the measured window now; returns when.
+fn cut(
+    sampler: &mut Sampler,
+    merger: &mut Merger,
+    on_event: &mut (dyn FnMut(ClientEvent) + Send),
+) -> Instant {
+    let now = Instant::now();
+    for iv in sampler.cut(now) {
+        merger.client(iv, on_event);
+    }
+    now
+}
+
+/// One interval's halves: the client's, and the server's in one part per clock it keeps.
+type Halves = (Option<SideInterval>, Vec<SideInterval>);
+
 /// Pairs the client's and the server's intervals by index and emits each once.
 struct Merger {
     dirs: Directions,
-    pending: BTreeMap<u32, (Option<SideInterval>, Option<SideInterval>)>,
+    pending: BTreeMap<u32, Halves>,
     done: Vec<Interval>,
 }
 
@@ -308,21 +339,26 @@ impl Merger {
         let idx = iv.index;
         self.pending.entry(idx).or_default().0 = Some(iv);
         // A server report more than one interval late is not waited for.
+        let streams = self.dirs.len();
         self.emit(
-            |i, (c, s)| c.is_some() && (s.is_some() || i + 1 < idx),
+            |i, (c, s)| c.is_some() && (server_complete(s, streams) || i + 1 < idx),
             on_event,
         );
     }
 
     fn server(&mut self, iv: SideInterval, on_event: &mut (dyn FnMut(ClientEvent) + Send)) {
         let idx = iv.index;
-        self.pending.entry(idx).or_default().1 = Some(iv);
-        self.emit(|_, (c, s)| c.is_some() && s.is_some(), on_event);
+        self.pending.entry(idx).or_default().1.push(iv);
+        let streams = self.dirs.len();
+        self.emit(
+            |_, (c, s)| c.is_some() && server_complete(s, streams),
+            on_event,
+        );
     }
 
     fn emit(
         &mut self,
-        ready: impl Fn(u32, &(Option<SideInterval>, Option<SideInterval>)) -> bool,
+        ready: impl Fn(u32, &Halves) -> bool,
         on_event: &mut (dyn FnMut(ClientEvent) + Send),
     ) {
         while let Some((&i, pair)) = self.pending.first_key_value() {
@@ -332,49 +368,22 @@ impl Merger {
             let Some((_, (c, s))) = self.pending.pop_first() else {
                 break;
             };
-            if let Some(iv) = summary::merge_interval(&self.dirs, c.as_ref(), s.as_ref()) {
+            if let Some(iv) = summary::merge_interval(&self.dirs, c.as_ref(), &s) {
                 on_event(ClientEvent::Interval(iv.clone()));
                 self.done.push(iv);
             }
         }
     }
 
-    /// Emits what is left. A server interval past the client's last (the receiver was still
-    /// draining when the client's clock stopped) is folded into the client's last interval so
-    /// that intervals still add up to the totals.
+    /// Emits what is left: every interval ends at or before its end's end mark, so nothing
+    /// needs folding; a half that never came shows as missing.
     fn finish(mut self, on_event: &mut (dyn FnMut(ClientEvent) + Send)) -> Vec<Interval> {
-        let last_client = self
-            .pending
-            .iter()
-            .rev()
-            .find(|(_, (c, _))| c.is_some())
-            .map(|(i, _)| *i);
-        if let Some(lc) = last_client {
-            let late: Vec<u32> = self.pending.range(lc + 1..).map(|(i, _)| *i).collect();
-            for i in late {
-                let Some((_, Some(extra))) = self.pending.remove(&i) else {
-                    continue;
-                };
-                let slot = self.pending.entry(lc).or_default();
-                match &mut slot.1 {
-                    Some(s) => {
-                        s.end_s = extra.end_s;
-                        for x in extra.streams {
-                            if let Some(t) = s.streams.iter_mut().find(|t| t.stream == x.stream) {
-                                t.bytes += x.bytes;
-                                // Keep the latest state, but count every retransmit.
-                                if let Some(mut late) = x.tcp {
-                                    late.retransmits += t.tcp.map_or(0, |e| e.retransmits);
-                                    t.tcp = Some(late);
-                                }
-                            }
-                        }
-                    }
-                    None => slot.1 = Some(extra),
-                }
-            }
-        }
         self.emit(|_, _| true, on_event);
         self.done
     }
+}
+
+/// Whether the server's parts of an interval cover every stream (the server has them all).
+fn server_complete(parts: &[SideInterval], streams: usize) -> bool {
+    parts.iter().map(|p| p.streams.len()).sum::<usize>() >= streams
 }

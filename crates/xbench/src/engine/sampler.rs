@@ -5,6 +5,12 @@
 //! and congestion-window statistics are not limited to one sample per `-i`. Only senders' TCP
 //! state is read; the sender's connection holds the congestion state that explains a rate.
 //! Rates use the actual sample times, so a late wake-up shortens nothing.
+//!
+//! A timed test ends at an end mark: [`Sampler::cut`] closes the last interval there and
+//! freezes every stream's measured bytes and TCP state. What still moves afterwards (data in
+//! flight, a stream in retransmission back-off) is counted apart as [`AfterEnd`], so a slow
+//! tail can never stretch the measured window. A byte-count test has no cut: its window ends
+//! with its last byte.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,8 +20,8 @@ use std::time::{Duration, Instant};
 use super::schedule::Schedule;
 use super::stream::{StreamEnd, StreamHandle, StreamShared};
 use crate::report::{
-    CpuUsage, Role, RttStats, SenderLimits, SideInterval, SideResults, SideStreamInterval,
-    SideStreamResult, TcpInterval, TcpTotals, Transfer,
+    AfterEnd, CpuUsage, Role, RttStats, SenderLimits, SideInterval, SideResults,
+    SideStreamInterval, SideStreamResult, TcpInterval, TcpTotals, Transfer,
 };
 use crate::tcp_info::{self, TcpInfo};
 
@@ -33,6 +39,15 @@ pub(crate) struct Sampler {
     next_boundary: Option<Duration>,
     next_tick: Duration,
     measuring: bool,
+    /// When the measured window ended (time since `start`), once [`Self::cut`] ran.
+    cut: Option<Duration>,
+}
+
+/// A stream's state at the end mark.
+#[derive(Debug, Clone, Copy)]
+struct EndMark {
+    bytes: u64,
+    info: Option<TcpInfo>,
 }
 
 #[derive(Debug)]
@@ -51,6 +66,7 @@ struct Track {
     snd_wnd_sum: f64,
     snd_wnd_n: u64,
     last: Option<TcpInfo>,
+    mark: Option<EndMark>,
 }
 
 #[derive(Debug, Default)]
@@ -82,10 +98,16 @@ impl RttAcc {
 }
 
 impl Sampler {
-    /// Starts sampling `streams`, whose test started at `start`.
-    pub(crate) fn new(start: Instant, schedule: Schedule, streams: &[StreamHandle]) -> Self {
+    /// Starts sampling `streams`, whose test started at `start` on this end's clock: for a
+    /// receiver, when the sender's first byte can arrive, so both ends' windows cover the same
+    /// bytes.
+    pub(crate) fn new<'a>(
+        start: Instant,
+        schedule: Schedule,
+        streams: impl IntoIterator<Item = &'a StreamHandle>,
+    ) -> Self {
         let tracks = streams
-            .iter()
+            .into_iter()
             .map(|h| Track {
                 id: h.id,
                 role: h.role,
@@ -100,6 +122,7 @@ impl Sampler {
                 snd_wnd_sum: 0.0,
                 snd_wnd_n: 0,
                 last: None,
+                mark: None,
             })
             .collect();
         let mut s = Sampler {
@@ -111,6 +134,7 @@ impl Sampler {
             next_boundary: schedule.next_boundary(Duration::ZERO),
             next_tick: TICK,
             measuring: schedule.omit().is_zero(),
+            cut: None,
         };
         if s.measuring {
             // No warm-up: everything counts from byte 0. The threads are already running, so
@@ -128,17 +152,28 @@ impl Sampler {
             .sum()
     }
 
-    /// When [`Self::on_wakeup`] wants to run next.
-    pub(crate) fn next_wakeup(&self) -> Instant {
+    /// When [`Self::on_wakeup`] wants to run next; never once the window has been cut.
+    pub(crate) fn next_wakeup(&self) -> Option<Instant> {
+        if self.cut.is_some() {
+            return None;
+        }
         let t = match self.next_boundary {
             Some(b) => b.min(self.next_tick),
             None => self.next_tick,
         };
-        self.start + t
+        Some(self.start + t)
     }
 
-    /// Samples; returns an interval when a boundary has passed.
+    /// Whether [`Self::cut`] has run.
+    pub(crate) fn is_cut(&self) -> bool {
+        self.cut.is_some()
+    }
+
+    /// Samples; returns an interval when a boundary has passed. Does nothing after the cut.
     pub(crate) fn on_wakeup(&mut self, now: Instant) -> Option<SideInterval> {
+        if self.cut.is_some() {
+            return None;
+        }
         let t = now.saturating_duration_since(self.start);
         while self.next_tick <= t {
             self.next_tick += TICK;
@@ -155,19 +190,64 @@ impl Sampler {
         self.schedule.reports_intervals().then_some(iv)
     }
 
-    /// Final sample once every stream has ended (or been given up on). Returns the last,
-    /// partial interval (if intervals are on and it is not empty) and the per-stream results.
+    /// Ends the measured window at `now`, the end mark: returns the intervals it closes (one
+    /// whose boundary passed unnoticed, and the last one, which ends here), and freezes each
+    /// stream's bytes and TCP state. Later bytes are the drain, reported as [`AfterEnd`].
+    /// A second call does nothing.
+    pub(crate) fn cut(&mut self, now: Instant) -> Vec<SideInterval> {
+        if self.cut.is_some() {
+            return Vec::new();
+        }
+        // A boundary (the end of the warm-up above all) that passed just before the mark.
+        let mut out: Vec<SideInterval> = self.on_wakeup(now).into_iter().collect();
+        let t = now.saturating_duration_since(self.start);
+        if self.schedule.reports_intervals() && t > self.interval_start {
+            out.push(self.close_interval(t, !self.measuring));
+        }
+        for tr in &mut self.tracks {
+            // Without intervals the counter is read here; with them, `close_interval` just
+            // read it, and the mark must agree with the last interval to the byte.
+            let bytes = if self.schedule.reports_intervals() {
+                tr.iv_bytes
+            } else {
+                tr.shared.bytes.0.load(Ordering::Relaxed)
+            };
+            tr.mark = Some(EndMark {
+                bytes,
+                info: tr.last,
+            });
+        }
+        self.cut = Some(t);
+        out
+    }
+
+    /// Final sample once every stream has ended (or been given up on). Returns the last
+    /// interval of a test that was not cut (a byte count: it ends with the last stream's last
+    /// byte), and the per-stream results.
     pub(crate) fn finish(
         mut self,
         now: Instant,
         ends: &HashMap<u16, StreamEnd>,
     ) -> (Option<SideInterval>, SideResults) {
-        let t = now.saturating_duration_since(self.start);
-        self.read_all(self.measuring);
-        let last = (self.schedule.reports_intervals() && t > self.interval_start)
-            .then(|| self.close_interval(t, !self.measuring));
+        // After the cut only the retransmit counter still matters (the totals match the
+        // kernel's); RTT and window statistics stay those of the measured window.
+        self.read_all(self.measuring && self.cut.is_none());
+        let last = match self.cut {
+            Some(_) => None,
+            None => {
+                let last_end = self
+                    .tracks
+                    .iter()
+                    .filter_map(|tr| ends.get(&tr.id).map(|e| e.ended))
+                    .max()
+                    .unwrap_or(now)
+                    .min(now);
+                let t = last_end.saturating_duration_since(self.start);
+                (self.schedule.reports_intervals() && t > self.interval_start)
+                    .then(|| self.close_interval(t, !self.measuring))
+            }
+        };
         let mut cpu = CpuUsage::default();
-        let measure_start = self.start + self.schedule.omit();
         let streams = self
             .tracks
             .iter()
@@ -176,31 +256,69 @@ impl Sampler {
                 if let Some(e) = end {
                     cpu += e.cpu;
                 }
-                let total =
-                    end.map_or_else(|| tr.shared.bytes.0.load(Ordering::Relaxed), |e| e.bytes);
-                let ended = end.map_or(now, |e| e.ended);
-                let (bytes, seconds) = if self.measuring {
-                    (
-                        total.saturating_sub(tr.base_bytes),
-                        ended.saturating_duration_since(measure_start).as_secs_f64(),
-                    )
-                } else {
-                    (0, 0.0)
-                };
-                SideStreamResult {
-                    stream: tr.id,
-                    role: tr.role,
-                    transfer: Transfer::new(bytes, seconds),
-                    total_bytes: total,
-                    omitted_bytes: if self.measuring { tr.base_bytes } else { total },
-                    tcp: (tr.role == Role::Sender && self.measuring)
-                        .then(|| tr.totals(seconds))
-                        .flatten(),
-                    error: end.and_then(|e| e.error.clone()),
-                }
+                self.stream_result(tr, end, now)
             })
             .collect();
         (last, SideResults { streams, cpu })
+    }
+
+    fn stream_result(&self, tr: &Track, end: Option<&StreamEnd>, now: Instant) -> SideStreamResult {
+        let total = end.map_or_else(|| tr.shared.bytes.0.load(Ordering::Relaxed), |e| e.bytes);
+        let ended = end.map_or(now, |e| e.ended);
+        let measure_start = self.start + self.schedule.omit();
+        // Up to the end mark: the cut, or (no cut) the stream's own last byte.
+        let (to_mark, info_at_mark, window_end, after_end) = match (self.cut, tr.mark) {
+            (Some(cut), Some(mark)) => {
+                let bytes = total.saturating_sub(mark.bytes);
+                let retrans = |i: Option<TcpInfo>| i.map_or(0, |i| i.total_retrans);
+                let after_end = match tr.role {
+                    Role::Receiver => AfterEnd {
+                        bytes,
+                        seconds: if bytes > 0 {
+                            ended
+                                .saturating_duration_since(self.start + cut)
+                                .as_secs_f64()
+                        } else {
+                            0.0
+                        },
+                        ..AfterEnd::default()
+                    },
+                    Role::Sender => AfterEnd {
+                        sent_bytes: bytes,
+                        retransmits: u64::from(retrans(tr.last).saturating_sub(retrans(mark.info))),
+                        ..AfterEnd::default()
+                    },
+                };
+                (mark.bytes, mark.info, self.start + cut, after_end)
+            }
+            _ => (total, tr.last, ended, AfterEnd::default()),
+        };
+        let (bytes, seconds) = if self.measuring {
+            (
+                to_mark.saturating_sub(tr.base_bytes),
+                window_end
+                    .saturating_duration_since(measure_start)
+                    .as_secs_f64(),
+            )
+        } else {
+            (0, 0.0)
+        };
+        SideStreamResult {
+            stream: tr.id,
+            role: tr.role,
+            transfer: Transfer::new(bytes, seconds),
+            total_bytes: total,
+            omitted_bytes: if self.measuring {
+                tr.base_bytes
+            } else {
+                to_mark
+            },
+            tcp: (tr.role == Role::Sender && self.measuring)
+                .then(|| tr.totals(seconds, info_at_mark))
+                .flatten(),
+            after_end,
+            error: end.and_then(|e| e.error.clone()),
+        }
     }
 
     fn read_all(&mut self, measuring: bool) {
@@ -273,9 +391,11 @@ impl Sampler {
 }
 
 impl Track {
-    /// TCP totals between the baseline (end of warm-up) and the last sample.
-    fn totals(&self, seconds: f64) -> Option<TcpTotals> {
-        let last = self.last?;
+    /// TCP totals between the baseline (end of warm-up) and the end mark (`at_mark`), but for
+    /// retransmits, counted to the last sample so they match the kernel's own counter.
+    fn totals(&self, seconds: f64, at_mark: Option<TcpInfo>) -> Option<TcpTotals> {
+        let final_retrans = self.last.map(|i| i.total_retrans);
+        let last = at_mark.or(self.last)?;
         let base = self.base_info;
         let delta = |f: fn(&TcpInfo) -> Option<u64>| -> Option<u64> {
             Some(f(&last)?.saturating_sub(base.and_then(|b| f(&b)).unwrap_or(0)))
@@ -300,7 +420,8 @@ impl Track {
         };
         Some(TcpTotals {
             retransmits: u64::from(
-                last.total_retrans
+                final_retrans
+                    .unwrap_or(last.total_retrans)
                     .saturating_sub(base.map_or(0, |b| b.total_retrans)),
             ),
             rtt: self.rtt.stats(),

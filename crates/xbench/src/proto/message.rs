@@ -11,14 +11,20 @@
 //!                        ◀───────────────── Accepted{cookie} | Error
 //!   N × data connection: preamble(data, v) + cookie + stream id
 //!                        ◀───────────────── Ready{sockets}
+//!   Go (throughput tests) ────────────────▶
 //!                        ◀───────────────── Interval | RrInterval … (live, one per interval)
-//!                        ◀───────────────── SenderDone (server-sent byte-count tests)
 //!   Finish{interrupted} ──────────────────▶
 //!                        ◀───────────────── Results | RrResults
 //! ```
 //!
 //! With `--crr` no data connection opens before `Ready`; each transaction opens its own, with
 //! the same greeting, while the test runs.
+//!
+//! Each end measures on its own clock, started when the first byte it is to receive can
+//! arrive: the server's senders and the client's receivers when `Ready` is sent and received,
+//! the client's senders and the server's receivers when `Go` is sent and received (the client
+//! sends it just before its first byte). Each end then closes its window on its own timer, so
+//! a control message held up behind a full queue cannot stretch it.
 //!
 //! Either side may send `Error` at any point and close. The client opens every connection,
 //! data included, whichever way the data flows, so tests work through NAT and through firewalls
@@ -48,10 +54,11 @@ pub enum Message {
     Accepted(Accepted),
     /// All data connections arrived; the test is running.
     Ready(Ready),
-    /// One interval of the server's measurements.
+    /// The client's senders start now: the server's receivers start their clock.
+    Go,
+    /// One interval of the server's measurements (of a test in both directions, one for its
+    /// senders and one for its receivers, each on its own clock).
     Interval(SideInterval),
-    /// The server's senders have sent every byte of a byte-count test.
-    SenderDone,
     /// Client ends the test.
     Finish(Finish),
     /// Server's final measurements.
@@ -169,8 +176,8 @@ mod tests {
         let j = serde_json::to_string(&m).unwrap();
         assert_eq!(j, r#"{"type":"finish","interrupted":true}"#);
         assert_eq!(serde_json::from_str::<Message>(&j).unwrap(), m);
-        let j = serde_json::to_string(&Message::SenderDone).unwrap();
-        assert_eq!(j, r#"{"type":"sender_done"}"#);
+        let j = serde_json::to_string(&Message::Go).unwrap();
+        assert_eq!(j, r#"{"type":"go"}"#);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub use message::*;
 pub const MAGIC: [u8; 4] = *b"XBNC";
 
 /// The protocol version this build speaks. Bump it whenever a message changes incompatibly.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Length of [`Preamble`] on the wire.
 pub const PREAMBLE_LEN: usize = 7;
