@@ -184,8 +184,9 @@ impl FromStr for Metric {
 /// What counts as a regression.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Criteria {
-    /// Metrics to check; each is checked in the cells that carry it. Default: throughput for
-    /// throughput cells and p99 latency for request/response cells.
+    /// Metrics to check; each is checked in the cells that carry it, and one that no cell
+    /// carries is named in a note. Empty (the default): throughput in throughput cells and p99
+    /// latency in request/response cells.
     pub metrics: Vec<Metric>,
     /// Loss allowed before a cell counts as regressed, as a fraction of the baseline (0.05 is
     /// 5 %): throughput may fall to 95 % of the baseline, latency may rise to 105 %. In [0, 1).
@@ -197,7 +198,7 @@ pub struct Criteria {
 impl Default for Criteria {
     fn default() -> Self {
         Criteria {
-            metrics: vec![Metric::Throughput, Metric::P99],
+            metrics: Vec::new(),
             max_regression: 0.05,
             confidence: 0.95,
         }
@@ -208,9 +209,6 @@ impl Default for Criteria {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CriteriaError {
-    /// No metric to check.
-    #[error("no metric to compare")]
-    NoMetric,
     /// `max_regression` outside [0, 1).
     #[error("the allowed regression must be at least 0 % and below 100 % (got {0})")]
     MaxRegression(f64),
@@ -329,9 +327,6 @@ pub fn compare(
     candidate: &[Run],
     criteria: &Criteria,
 ) -> Result<RegressionCheck, CriteriaError> {
-    if criteria.metrics.is_empty() {
-        return Err(CriteriaError::NoMetric);
-    }
     if !(0.0..1.0).contains(&criteria.max_regression) {
         return Err(CriteriaError::MaxRegression(criteria.max_regression));
     }
@@ -353,7 +348,13 @@ pub fn compare(
             all.into_iter().map(|l| (l.clone(), l)).collect()
         }
     };
-    let mut metrics = criteria.metrics.clone();
+    let explicit = !criteria.metrics.is_empty();
+    let mut metrics = if explicit {
+        criteria.metrics.clone()
+    } else {
+        vec![Metric::Throughput, Metric::P99]
+    };
+    metrics.sort();
     metrics.dedup();
     let mut rows = Vec::new();
     for (b_label, c_label) in &pairs {
@@ -387,7 +388,7 @@ pub fn compare(
             }
         }
     }
-    for &metric in &metrics {
+    for &metric in metrics.iter().filter(|_| explicit) {
         if !rows.iter().any(|r| r.metric == metric) {
             notes.push(format!(
                 "{metric}: no cell of the runs carries it ({})",
@@ -575,8 +576,9 @@ impl fmt::Display for RegressionCheck {
 }
 
 impl Row {
-    /// The row in one line: path, cell, metric, the figures and the verdict.
-    pub fn describe(&self) -> String {
+    /// Which row this is: path, cell and metric (`path `vpn`, cell P=4 client→server,
+    /// throughput`).
+    pub fn name(&self) -> String {
         let path = if self.baseline.label == self.candidate.label {
             format!("path `{}`", self.baseline.label)
         } else {
@@ -585,7 +587,12 @@ impl Row {
                 self.baseline.label, self.candidate.label
             )
         };
-        let mut s = format!("{path}, cell {}, {}", self.cell_name, self.metric);
+        format!("{path}, cell {}, {}", self.cell_name, self.metric)
+    }
+
+    /// The row in one line: its name, the figures and the verdict.
+    pub fn describe(&self) -> String {
+        let mut s = self.name();
         if let (Some(b), Some(c)) = (
             self.baseline.centre(self.test),
             self.candidate.centre(self.test),
@@ -992,10 +999,11 @@ mod tests {
             compare(&[], &[], &c(0.05, 1.0, ok)),
             Err(CriteriaError::Confidence(1.0))
         );
-        assert_eq!(
-            compare(&[], &[], &c(0.05, 0.95, vec![])),
-            Err(CriteriaError::NoMetric)
-        );
+        // No metric named: the defaults, and no note about the one no cell carries.
+        let base = runs(|v| tp("p", 1, v), &[940.0, 950.0]);
+        let check = compare(&base, &base, &c(0.05, 0.95, vec![])).unwrap();
+        assert_eq!(only_row(&check).metric, Metric::Throughput);
+        assert!(check.notes.is_empty(), "{:?}", check.notes);
     }
 
     #[test]
