@@ -322,6 +322,44 @@ pub struct RegressionCheck {
 /// Paths are paired by label; when each side holds exactly one label and they differ (a
 /// sweep saved as `vpn-old` against one saved as `vpn-new`), those two are paired, and a note
 /// says so.
+///
+/// ```
+/// use std::path::PathBuf;
+/// use xbench::config::{StreamDirection, TestSpec};
+/// use xbench_report::cell::CellKey;
+/// use xbench_report::compare::{Criteria, Outcome, Verdict, compare};
+/// use xbench_report::run::{DirectionResult, Measure, Run};
+///
+/// // Runs of one cell as `load` would return them: 940 Mbit/s before, 300 after a new cap.
+/// let run = |mbps: f64| Run {
+///     path: PathBuf::new(),
+///     label: "db-path".into(),
+///     key: CellKey::of_spec(&TestSpec::throughput()),
+///     started_at: String::new(),
+///     measure: Measure::Throughput(vec![DirectionResult {
+///         direction: StreamDirection::ClientToServer,
+///         bits_per_second: mbps * 1e6,
+///         retransmits: 0,
+///         rtt_mean_us: None,
+///         window_ceiling_bps: None,
+///         timeline: vec![],
+///     }]),
+/// };
+/// let baseline = [run(941.0), run(938.0), run(944.0)];
+/// let candidate = [run(298.0), run(301.0), run(299.0)];
+///
+/// let check = compare(&baseline, &candidate, &Criteria::default())?;
+/// assert_eq!(check.outcome(), Outcome::Regressed);
+/// let row = check.regressions().next().expect("one cell regressed");
+/// assert_eq!(row.name(), "path `db-path`, cell P=1 client→server, throughput");
+/// assert!(row.p_regression.unwrap() < 0.001);
+///
+/// // The same candidate against itself: decided, and no regression.
+/// let check = compare(&candidate, &candidate, &Criteria::default())?;
+/// assert!(check.passed(), "{check}");
+/// assert_eq!(check.rows[0].verdict, Verdict::NoRegression);
+/// # Ok::<(), xbench_report::compare::CriteriaError>(())
+/// ```
 pub fn compare(
     baseline: &[Run],
     candidate: &[Run],
