@@ -639,7 +639,9 @@ impl Row {
             if let Some(ch) = self.change {
                 let _ = write!(s, " ({:+.1} %", ch * 100.0);
                 if let Some(p) = self.p_regression {
-                    let _ = write!(s, ", p = {}", format_p(p));
+                    let p = format_p(p);
+                    let eq = if p.starts_with('<') { "" } else { "= " };
+                    let _ = write!(s, ", p {eq}{p}");
                 }
                 s.push(')');
             }
@@ -780,7 +782,7 @@ fn percent(f: f64) -> String {
 
 fn format_p(p: f64) -> String {
     if p < 0.0001 {
-        "<0.0001".to_owned()
+        "< 0.0001".to_owned()
     } else {
         format!("{p:.4}")
     }
