@@ -1,6 +1,6 @@
-//! The `xbench` command: `xbench server`, `xbench client`, `xbench report` and `xbench compare`. Parses flags,
-//! hands typed configuration to the library, prints what comes back, and maps the outcome to an
-//! exit status.
+//! The `xbench` command: `xbench server`, `xbench client`, `xbench report` and
+//! `xbench compare`. Parses flags, hands typed configuration to the library, prints what comes
+//! back, and maps the outcome to an exit status.
 
 #![allow(clippy::print_stderr)] // the binary owns the terminal
 
