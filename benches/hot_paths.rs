@@ -1,4 +1,6 @@
-//! The code on xbench's per-transaction and per-message paths, timed by criterion.
+//! The code on xbench's per-transaction and per-message paths, timed by criterion. Wall-clock
+//! figures wander with the machine, so these are informational; the regression gate is the
+//! instruction count of the same paths (`instructions.rs`, `scripts/bench-instructions`).
 //!
 //! Targets: recording one latency sample well under 20 ns (a loopback transaction takes
 //! ~15 µs, so the recorder must stay a rounding error); merging a thousand flows' interval

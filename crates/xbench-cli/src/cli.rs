@@ -29,6 +29,8 @@ pub(crate) enum Command {
     Lab(crate::cmd::lab::LabArgs),
     /// Compare saved runs (sweeps, repeats, iperf3 -J files) in one table, and chart them.
     Report(ReportArgs),
+    /// Check a candidate sweep against a baseline for regressions (exit 1 names the cell).
+    Compare(crate::cmd::compare::CompareArgs),
 }
 
 /// How results are printed.

@@ -7,6 +7,11 @@
 //! Sweeps: 0 when every run completed, 1 when one failed (the others are kept), 130 on Ctrl-C
 //! after the summary of what finished. `xbench report`: 2 for a path that does not exist, 1 when
 //! no usable result was found or the chart cannot be drawn; skipped files are only warnings.
+//!
+//! `xbench compare`: 0 when every cell was decided and none regressed; 1 when a cell regressed
+//! (named on stderr); 3 when nothing was shown to regress but some cell could not be decided
+//! (missing on one side, too few runs), which is not a pass; 2 for a path that does not exist
+//! or a bad flag.
 
 use std::io;
 
@@ -16,6 +21,8 @@ pub(crate) enum Exit {
     Success,
     Failure,
     Usage,
+    /// `xbench compare` could not decide every cell, and none regressed.
+    Inconclusive,
     Interrupted,
 }
 
@@ -25,6 +32,7 @@ impl Exit {
             Exit::Success => 0,
             Exit::Failure => 1,
             Exit::Usage => 2,
+            Exit::Inconclusive => 3,
             Exit::Interrupted => 130,
         }
     }

@@ -1,6 +1,6 @@
-//! The `xbench` command: `xbench server`, `xbench client` and `xbench report`. Parses flags,
-//! hands typed configuration to the library, prints what comes back, and maps the outcome to an
-//! exit status.
+//! The `xbench` command: `xbench server`, `xbench client`, `xbench report` and
+//! `xbench compare`. Parses flags, hands typed configuration to the library, prints what comes
+//! back, and maps the outcome to an exit status.
 
 #![allow(clippy::print_stderr)] // the binary owns the terminal
 
@@ -34,6 +34,7 @@ fn main() {
             Command::Server(args) => cmd::server::run(args).await,
             Command::Lab(args) => cmd::lab::run(args).await,
             Command::Report(args) => cmd::report::run(args),
+            Command::Compare(args) => cmd::compare::run(args),
         }
     });
     let status = match result {

@@ -10,6 +10,9 @@
 //! 3. [`table`] groups runs into cells per label with [`stats`] (mean, sample standard
 //!    deviation, Student-t 95 % CI, CV); [`render`] prints that as text, Markdown, CSV or JSON.
 //! 4. [`chart`] draws the comparison charts to SVG or PNG.
+//! 5. [`compare`](mod@compare) checks a candidate set of runs against a baseline, per cell and
+//!    path, for regressions with statistical confidence ([`hypothesis`]: Welch's t-test,
+//!    Mann-Whitney U): the network regression check a CI job or a `cargo test` can run.
 //!
 //! The crate prints nothing and knows no command line; the `xbench` binary drives it.
 //!
@@ -52,6 +55,8 @@
 
 pub mod cell;
 pub mod chart;
+pub mod compare;
+pub mod hypothesis;
 pub mod iperf3;
 pub mod layout;
 pub mod load;
@@ -62,6 +67,7 @@ pub mod sweep;
 pub mod table;
 pub mod units;
 
+pub use compare::{Criteria, RegressionCheck, compare};
 pub use load::{Loaded, Warning, load};
 pub use table::Comparison;
 pub use units::ThroughputUnit;

@@ -134,10 +134,10 @@ pub fn merge_interval(
 /// Per-direction totals from both ends' results, every rate over `window`. `server` is `None`
 /// when its report never arrived; receiver figures of client-to-server streams are then
 /// missing, not zero.
-pub fn summarize(
+pub fn summarize<'a>(
     dirs: &Directions,
-    client: &SideResults,
-    server: Option<&SideResults>,
+    client: &'a SideResults,
+    server: Option<&'a SideResults>,
     window: Window,
 ) -> Summary {
     let directions: Vec<DirectionSummary> = distinct(dirs)
@@ -147,46 +147,40 @@ pub fn summarize(
                 StreamDirection::ClientToServer => (Some(client), server),
                 StreamDirection::ServerToClient => (server, Some(client)),
             };
-            let find = |side: Option<&SideResults>, id: u16, role: Role| {
+            let find = |side: Option<&'a SideResults>, id: u16, role: Role| {
                 side?
                     .streams
                     .iter()
                     .find(|s| s.stream == id && s.role == role)
-                    .cloned()
             };
-            let pairs: Vec<(u16, Option<SideStreamResult>, Option<SideStreamResult>)> = dirs
-                .iter()
-                .filter(|(_, d)| **d == direction)
-                .map(|(&id, _)| {
-                    (
-                        id,
-                        find(sender_side, id, Role::Sender),
-                        find(receiver_side, id, Role::Receiver),
-                    )
-                })
-                .collect();
+            let ids = || {
+                dirs.iter()
+                    .filter(move |(_, d)| **d == direction)
+                    .map(|(&id, _)| id)
+            };
             let seconds = match window {
                 Window::Fixed(s) => s,
                 Window::UntilLastByte => {
-                    let longest = |it: &mut dyn Iterator<Item = f64>| it.reduce(f64::max);
-                    longest(
-                        &mut pairs
-                            .iter()
-                            .filter_map(|(_, _, r)| r.as_ref().map(|r| r.transfer.seconds)),
-                    )
-                    .or_else(|| {
-                        longest(
-                            &mut pairs
-                                .iter()
-                                .filter_map(|(_, s, _)| s.as_ref().map(|s| s.transfer.seconds)),
-                        )
-                    })
-                    .unwrap_or(0.0)
+                    let longest = |side, role| {
+                        ids()
+                            .filter_map(|id| find(side, id, role))
+                            .map(|r| r.transfer.seconds)
+                            .reduce(f64::max)
+                    };
+                    longest(receiver_side, Role::Receiver)
+                        .or_else(|| longest(sender_side, Role::Sender))
+                        .unwrap_or(0.0)
                 }
             };
-            let per_stream = pairs
-                .into_iter()
-                .map(|(id, s, r)| stream_summary(id, s, r, seconds))
+            let per_stream = ids()
+                .map(|id| {
+                    stream_summary(
+                        id,
+                        find(sender_side, id, Role::Sender),
+                        find(receiver_side, id, Role::Receiver),
+                        seconds,
+                    )
+                })
                 .collect();
             direction_summary(direction, per_stream, seconds)
         })
@@ -210,12 +204,12 @@ pub fn summarize(
 /// or misses whatever was in flight at that moment; the sender's count is the exact cut.
 fn stream_summary(
     id: u16,
-    s: Option<SideStreamResult>,
-    r: Option<SideStreamResult>,
+    s: Option<&SideStreamResult>,
+    r: Option<&SideStreamResult>,
     seconds: f64,
 ) -> StreamSummary {
-    let receiver = r.as_ref().map(|r| {
-        let bytes = match &s {
+    let receiver = r.map(|r| {
+        let bytes = match s {
             // A receiver still in its warm-up at the end measured nothing.
             Some(s) if r.transfer.seconds > 0.0 => {
                 r.bytes_to_end_mark().saturating_sub(s.omitted_bytes)
@@ -236,7 +230,7 @@ fn stream_summary(
             Transfer::new(s.transfer.bytes, seconds)
         }),
         receiver,
-        tcp: s.and_then(|s| s.tcp),
+        tcp: s.and_then(|s| s.tcp.clone()),
         after_end,
     }
 }

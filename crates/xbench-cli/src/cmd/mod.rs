@@ -1,6 +1,7 @@
 //! One module per subcommand: flags → library configuration → run → render.
 
 pub(crate) mod client;
+pub(crate) mod compare;
 pub(crate) mod lab;
 pub(crate) mod local;
 pub(crate) mod report;
