@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use xbench::proto::{self, FrameDecoder, Message, Preamble, frontend};
+use xbench::proto::{self, DataHello, FrameDecoder, Message, Preamble, frontend};
 
 fuzz_target!(|data: &[u8]| {
     if let Some(first) = data.first_chunk::<4>() {
@@ -14,6 +14,14 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some(pre) = data.first_chunk::<{ proto::PREAMBLE_LEN }>() {
         let _ = Preamble::decode(pre);
+    }
+    if let Some(hello) = data
+        .get(proto::PREAMBLE_LEN..)
+        .and_then(|rest| rest.first_chunk::<{ proto::DATA_HELLO_LEN }>())
+    {
+        // Any bytes are a greeting; what the server does with it is the registry's call.
+        let h = DataHello::decode(hello);
+        assert_eq!(&h.encode(), hello);
     }
     // The first byte picks a chunk size, so frames arrive split at every possible point.
     let (chunk, rest) = match data.split_first() {

@@ -26,8 +26,8 @@ use crate::config::{TestSpec, Workload};
 use crate::engine::sockopt;
 use crate::error::{Error, connect_hint};
 use crate::proto::{
-    self, AuthProof, Channel, Cookie, ErrorMsg, Hello, Message, MessageReader, PROTOCOL_VERSION,
-    Preamble, ProtoError, Ready,
+    self, AuthProof, Channel, Cookie, DataHello, ErrorMsg, Hello, Message, MessageReader,
+    PROTOCOL_VERSION, Preamble, ProtoError, Ready,
 };
 use crate::report::{
     CpuReport, Interval, Outcome, PeerInfo, RrInterval, RrReport, SCHEMA_VERSION, SocketReport,
@@ -468,11 +468,8 @@ pub(crate) async fn open_data(
             let res: std::io::Result<_> = async {
                 let (mut s, report) =
                     connect_one(server, &config, Some(&config.spec.socket), &mut w).await?;
-                let mut hello = Vec::with_capacity(proto::PREAMBLE_LEN + proto::DATA_HELLO_LEN);
-                hello.extend_from_slice(&Preamble::new(Channel::Data).encode());
-                hello.extend_from_slice(&cookie.0);
-                hello.extend_from_slice(&id16.to_be_bytes());
-                s.write_all(&hello).await?;
+                s.write_all(&DataHello { cookie, id: id16 }.greeting())
+                    .await?;
                 let std = s.into_std()?;
                 Ok((std, report.unwrap_or_else(empty_socket_report)))
             }

@@ -15,7 +15,7 @@ use crate::engine::rr::{self, Control, DRAINING, FlowSnapshot, Report, STOPPED, 
 use crate::engine::schedule::Schedule;
 use crate::error::Error;
 use crate::latency::Distribution;
-use crate::proto::{self, Channel, Finish, Message, Preamble};
+use crate::proto::{Finish, Message};
 use crate::report::{
     CpuReport, CpuUsage, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport, RrSummary, RttStats,
     SideRrInterval, SideRrResults, Summary, TestReport,
@@ -52,9 +52,6 @@ pub(super) async fn run(
     let start = Instant::now();
     let control = Arc::new(Control::default());
     let (tx, mut reports) = mpsc::unbounded_channel();
-    let mut hello = Vec::with_capacity(proto::PREAMBLE_LEN + proto::COOKIE_LEN);
-    hello.extend_from_slice(&Preamble::new(Channel::Data).encode());
-    hello.extend_from_slice(&session.cookie.0);
     let plan = rr::client::Plan {
         request_len: u64::from(spec.request_len.get()),
         response_len: u64::from(spec.response_len.get()),
@@ -66,7 +63,7 @@ pub(super) async fn run(
             addr: session.server_addr,
             bind: config.bind,
             socket: config.spec.socket.clone(),
-            hello: hello.clone(),
+            cookie: session.cookie,
         }),
     };
     let n_workers = rr::worker_count(flows);

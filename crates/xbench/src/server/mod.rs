@@ -33,7 +33,7 @@ use self::registry::Registry;
 use crate::auth::Psk;
 use crate::error::Error;
 use crate::proto::frontend::{self, Frontend};
-use crate::proto::{self, COOKIE_LEN, Channel, Cookie, ErrorCode, ErrorMsg, Preamble};
+use crate::proto::{self, Channel, DATA_HELLO_LEN, DataHello, ErrorCode, ErrorMsg, Preamble};
 
 /// Server-side bounds on what clients may ask for and how long they may idle.
 #[derive(Debug, Clone)]
@@ -449,7 +449,7 @@ async fn handle_conn(
 }
 
 async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
-    let mut hello = [0u8; proto::DATA_HELLO_LEN];
+    let mut hello = [0u8; DATA_HELLO_LEN];
     let limit = ctx.limits.handshake_timeout;
     if tokio::time::timeout(limit, stream.read_exact(&mut hello))
         .await
@@ -458,10 +458,7 @@ async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
         info!(%peer, "dropped a data connection that did not name its test");
         return;
     }
-    let mut c = [0u8; COOKIE_LEN];
-    c.copy_from_slice(&hello[..COOKIE_LEN]);
-    let cookie = Cookie(c);
-    let id = u16::from_be_bytes([hello[COOKIE_LEN], hello[COOKIE_LEN + 1]]);
+    let DataHello { cookie, id } = DataHello::decode(&hello);
     let std = match stream.into_std() {
         Ok(s) => s,
         Err(e) => {

@@ -28,6 +28,7 @@ use crate::config::SocketOptions;
 use crate::engine::cpu::thread_cpu;
 use crate::engine::sockopt;
 use crate::latency::Recorder;
+use crate::proto::{Cookie, DATA_GREETING_LEN, DataHello};
 
 /// How a client worker runs its flows.
 #[derive(Debug, Clone)]
@@ -51,8 +52,8 @@ pub(crate) struct Connect {
     pub(crate) addr: SocketAddr,
     pub(crate) bind: Option<IpAddr>,
     pub(crate) socket: SocketOptions,
-    /// Data preamble and cookie; the flow id follows.
-    pub(crate) hello: Vec<u8>,
+    /// The test's cookie, for each connection's greeting.
+    pub(crate) cookie: Cookie,
 }
 
 /// Starts a client worker over `flows` (`(flow id, connection)`; connections are `None` with
@@ -459,7 +460,6 @@ impl ClientWorker {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(connect_error(&e, addr)),
         }
-        let hello_len = c.hello.len() + 2;
         let stream = TcpStream::from(sock);
         self.poll
             .add(stream.as_raw_fd(), i as u64, Interest::Write)
@@ -468,8 +468,8 @@ impl ClientWorker {
         f.sock = Some(stream);
         f.conn = Conn::Connecting;
         f.want_write = true;
-        f.unsent = hello_len as u64 + self.plan.request_len;
-        f.hello_left = hello_len;
+        f.unsent = DATA_GREETING_LEN as u64 + self.plan.request_len;
+        f.hello_left = DATA_GREETING_LEN;
         f.rx = 0;
         f.connections += 1;
         f.tcp = TcpTrack::default();
@@ -612,11 +612,16 @@ impl ClientWorker {
             let body = (f.unsent - f.hello_left as u64).min(self.zeros.len() as u64) as usize;
             let n = if f.hello_left > 0 {
                 let Some(c) = &self.plan.connect else { break };
-                let mut hello = [0u8; 64];
-                let len = c.hello.len() + 2;
-                hello[..c.hello.len()].copy_from_slice(&c.hello);
-                hello[c.hello.len()..len].copy_from_slice(&f.id.to_be_bytes());
-                send_two(fd, &hello[len - f.hello_left..len], &self.zeros[..body])
+                let hello = DataHello {
+                    cookie: c.cookie,
+                    id: f.id,
+                }
+                .greeting();
+                send_two(
+                    fd,
+                    &hello[DATA_GREETING_LEN - f.hello_left..],
+                    &self.zeros[..body],
+                )
             } else {
                 // SAFETY: `zeros` is valid for `body` bytes for the duration of the call.
                 unsafe { libc::send(fd, self.zeros.as_ptr().cast(), body, libc::MSG_NOSIGNAL) }
