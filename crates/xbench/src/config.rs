@@ -347,9 +347,7 @@ impl TestSpec {
     /// Total number of data connections the test opens.
     pub fn connection_count(&self) -> usize {
         match &self.workload {
-            Workload::Throughput(t) => {
-                usize::from(t.streams.get()) * t.direction.stream_directions().len()
-            }
+            Workload::Throughput(t) => crate::proto::StreamLayout::new(t).streams(),
             // --crr connections arrive during the test, one per transaction.
             Workload::RequestResponse(r) if r.connect_per_transaction => 0,
             Workload::RequestResponse(r) => usize::from(r.flows.get()),

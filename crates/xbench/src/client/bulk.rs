@@ -16,7 +16,7 @@ use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
 use crate::engine::stream::{self, Budget, Payload, SendMode};
 use crate::error::Error;
-use crate::proto::{Finish, Message};
+use crate::proto::{Finish, Message, StreamLayout};
 use crate::report::{Interval, Outcome, SideInterval, SideResults, StreamInfo, TestReport};
 use crate::summary::{self, Directions, Window};
 
@@ -29,15 +29,8 @@ pub(super) async fn run(
 ) -> Result<TestReport, Error> {
     let addr_s = session.addr.clone();
     let (server_addr, client_addr) = (session.server_addr, session.client_addr);
-    // Stream ids: `streams` client-to-server first, then server-to-client (bidir).
-    let dirs: Directions = tp
-        .direction
-        .stream_directions()
-        .iter()
-        .flat_map(|d| std::iter::repeat_n(*d, usize::from(tp.streams.get())))
-        .enumerate()
-        .map(|(i, d)| (i as u16, d))
-        .collect();
+    let layout = StreamLayout::new(tp);
+    let dirs: Directions = layout.directions();
     tokio::pin!(cancel);
     let mut warnings = Vec::new();
     let (data, ready) = session
@@ -65,10 +58,7 @@ pub(super) async fn run(
     };
     let send_budget = budget.map(Budget::new);
     let block = tp.block_len.get() as usize;
-    let sends = tp
-        .direction
-        .stream_directions()
-        .contains(&StreamDirection::ClientToServer);
+    let sends = layout.contains(StreamDirection::ClientToServer);
     let payload = match sends.then(|| Payload::new(block, send_mode)).transpose() {
         Ok(p) => p.map(Arc::new),
         Err(e) => return Err(Error::io("preparing the payload", e)),

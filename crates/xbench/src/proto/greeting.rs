@@ -116,7 +116,8 @@ impl Preamble {
 pub struct DataHello {
     /// The test, as [`Accepted`](super::Accepted) named it.
     pub cookie: Cookie,
-    /// Stream id (throughput) or flow id (request/response).
+    /// Stream id (throughput, see [`StreamLayout`](super::StreamLayout)) or flow id
+    /// (request/response).
     pub id: u16,
 }
 

@@ -8,7 +8,8 @@
 //! in there and shares the engine. The server answers a control preamble with its own, so each
 //! side learns the other's version before either parses anything version-specific and can name
 //! both versions when they differ. A data connection follows its preamble with a
-//! [`DataHello`] naming its test and stream. The preamble and the frame format ([`frame`]) never change between
+//! [`DataHello`] naming its test and stream; which way each stream id flows is
+//! [`StreamLayout`]. The preamble and the frame format ([`frame`]) never change between
 //! versions; the messages inside ([`message`]) may.
 //!
 //! This module is the protocol only: it does not open sockets, time anything or run tests.
@@ -16,6 +17,7 @@
 pub mod frame;
 pub mod frontend;
 pub mod greeting;
+pub mod layout;
 pub mod message;
 
 use std::io;
@@ -25,6 +27,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub use frame::{FrameDecoder, MAX_FRAME_LEN, ProtoError};
 pub use greeting::*;
+pub use layout::StreamLayout;
 pub use message::*;
 
 /// Lower-case hex of `bytes`.

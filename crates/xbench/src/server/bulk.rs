@@ -14,7 +14,7 @@ use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
 use crate::engine::sockopt;
 use crate::engine::stream::{self, Budget, Payload, SendMode};
-use crate::proto::{ErrorCode, Message, Ready};
+use crate::proto::{ErrorCode, Message, Ready, StreamLayout};
 use crate::report::{CpuUsage, Role, SideResults, SocketReport};
 use crate::server::governor::{Governor, PacedSocket};
 use crate::server::session::Idle;
@@ -22,12 +22,7 @@ use crate::server::session::Idle;
 pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> SessionEnd {
     let n = spec.connection_count();
     let peer = t.peer;
-    let dirs: Vec<StreamDirection> = tp
-        .direction
-        .stream_directions()
-        .iter()
-        .flat_map(|d| std::iter::repeat_n(*d, usize::from(tp.streams.get())))
-        .collect();
+    let layout = StreamLayout::new(tp);
     let budget = match spec.end {
         EndCondition::Bytes(b) => Some(Budget::new(b)),
         EndCondition::Duration(_) => None,
@@ -38,7 +33,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
         SendMode::Copy
     };
     let block = tp.block_len.get() as usize;
-    let payload = if dirs.contains(&StreamDirection::ServerToClient) {
+    let payload = if layout.contains(StreamDirection::ServerToClient) {
         match Payload::new(block, send_mode) {
             Ok(p) => Some(Arc::new(p)),
             Err(e) => {
@@ -61,8 +56,8 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
             return t.abort(ErrorCode::BadRequest, msg).await;
         }
         sockets.push(sockopt::report(SockRef::from(&sock), &spec.socket));
-        let h = match (dirs[usize::from(id)], &payload) {
-            (StreamDirection::ServerToClient, Some(p)) => {
+        let h = match (layout.direction(id), &payload) {
+            (Some(StreamDirection::ServerToClient), Some(p)) => {
                 // Paced from the first byte; the governor may lower it to a fair share below.
                 if let Err(e) = sockopt::pace(&sock, tp.bitrate) {
                     drop(Group::new(handles));

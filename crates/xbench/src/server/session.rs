@@ -18,10 +18,10 @@ use super::registry::DataConn;
 use super::{Ctx, HandshakeSlot, RunningGuard, try_running_guard};
 use crate::auth::Nonce;
 use crate::client::software;
-use crate::config::{EndCondition, TestSpec, Workload};
+use crate::config::{EndCondition, StreamDirection, TestSpec, Workload};
 use crate::proto::{
     self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, PROTOCOL_VERSION,
-    Preamble, Welcome,
+    Preamble, StreamLayout, Welcome,
 };
 
 /// Longest message a client sends (its test request is the largest, well under 4 KiB): a peer
@@ -371,10 +371,7 @@ fn within_limits(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
     let l = &ctx.limits;
     match &spec.workload {
         Workload::Throughput(tp) => {
-            let server_sends = tp
-                .direction
-                .stream_directions()
-                .contains(&crate::config::StreamDirection::ServerToClient);
+            let server_sends = StreamLayout::new(tp).contains(StreamDirection::ServerToClient);
             if server_sends {
                 ctx.governor
                     .admit(tp.bitrate, usize::from(tp.streams.get()))?;
