@@ -50,6 +50,7 @@
 pub mod auth;
 pub mod client;
 pub mod config;
+mod control;
 mod engine;
 mod error;
 pub mod latency;

@@ -6,11 +6,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{
-    ClientConfig, ClientEvent, ReportBody, Session, empty_socket_report, ended_by, send,
-    sleep_until_opt,
-};
+use super::{ClientConfig, ClientEvent, ReportBody, Session, empty_socket_report, ended_by, send};
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
+use crate::control::sleep_until_opt;
 use crate::engine::group::Group;
 use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,6 +23,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::auth::{Nonce, Psk};
 use crate::config::{TestSpec, Workload};
+use crate::control::keepalive;
 use crate::engine::sockopt;
 use crate::error::{Error, connect_hint};
 use crate::proto::{
@@ -35,8 +36,7 @@ use crate::report::{
 };
 use crate::time::rfc3339;
 
-/// Default server port, iperf3's.
-pub const DEFAULT_PORT: u16 = 5201;
+pub use crate::proto::DEFAULT_PORT;
 
 /// Which address family to use for a host name with both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -396,7 +396,7 @@ async fn handshake(
     proto::write_message(
         wr,
         &Message::Hello(Hello {
-            software: software(),
+            software: proto::software(),
             nonce,
         }),
     )
@@ -439,16 +439,6 @@ async fn handshake(
         software: w.software,
         protocol: pre.version,
     })
-}
-
-/// TCP keepalive on control connections: a peer that vanishes without a word (cable pulled,
-/// laptop closed) is noticed within about 25 s instead of never.
-pub(crate) fn keepalive(s: &TcpStream) {
-    let ka = socket2::TcpKeepalive::new()
-        .with_time(Duration::from_secs(10))
-        .with_interval(Duration::from_secs(5))
-        .with_retries(3);
-    let _ = SockRef::from(s).set_tcp_keepalive(&ka);
 }
 
 /// Opens every data connection concurrently (one by one would cost a round trip each).
@@ -521,10 +511,6 @@ pub(crate) fn empty_socket_report() -> SocketReport {
     }
 }
 
-pub(crate) fn software() -> String {
-    format!("xbench {}", env!("CARGO_PKG_VERSION"))
-}
-
 pub(crate) async fn send(wr: &mut OwnedWriteHalf, msg: &Message, addr: &str) -> Result<(), Error> {
     proto::write_message(wr, msg)
         .await
@@ -560,13 +546,9 @@ async fn expect(
 }
 
 pub(crate) fn unexpected(m: Message, addr: &str, state: &'static str) -> Error {
-    let got = serde_json::to_value(&m)
-        .ok()
-        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned))
-        .unwrap_or_else(|| "unknown".into());
     Error::Unexpected {
         addr: addr.to_owned(),
-        got,
+        got: m.kind().to_owned(),
         state,
     }
 }
@@ -589,13 +571,5 @@ pub(crate) fn ended_by(msg: Result<Option<Message>, ProtoError>, addr: &str) -> 
             .to_string(),
             false,
         ),
-    }
-}
-
-/// Sleeps until `t`, or for ever without one (a `select!` branch that never fires).
-pub(crate) async fn sleep_until_opt(t: Option<Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(t.into()).await,
-        None => std::future::pending().await,
     }
 }

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
-use super::{ClientConfig, ClientEvent, ReportBody, Session, ended_by, send, sleep_until_opt};
+use super::{ClientConfig, ClientEvent, ReportBody, Session, ended_by, send};
 use crate::config::{EndCondition, RrSpec};
+use crate::control::sleep_until_opt;
 use crate::engine::rr::{self, Control, DRAINING, FlowSnapshot, Report, STOPPED, Workers};
 use crate::engine::schedule::Schedule;
 use crate::error::Error;

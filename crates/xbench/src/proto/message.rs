@@ -71,6 +71,28 @@ pub enum Message {
     Error(ErrorMsg),
 }
 
+impl Message {
+    /// The message's `type` tag as it travels in JSON (`"hello"`, `"rr_interval"`…), for
+    /// errors and log lines that name what arrived.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Hello(_) => "hello",
+            Message::Auth(_) => "auth",
+            Message::Welcome(_) => "welcome",
+            Message::Start(_) => "start",
+            Message::Accepted(_) => "accepted",
+            Message::Ready(_) => "ready",
+            Message::Go => "go",
+            Message::Interval(_) => "interval",
+            Message::Finish(_) => "finish",
+            Message::Results(_) => "results",
+            Message::RrInterval(_) => "rr_interval",
+            Message::RrResults(_) => "rr_results",
+            Message::Error(_) => "error",
+        }
+    }
+}
+
 /// First message of a client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
@@ -178,6 +200,66 @@ mod tests {
         assert_eq!(serde_json::from_str::<Message>(&j).unwrap(), m);
         let j = serde_json::to_string(&Message::Go).unwrap();
         assert_eq!(j, r#"{"type":"go"}"#);
+    }
+
+    #[test]
+    fn kind_is_the_json_type_tag() {
+        use crate::auth::Psk;
+        use crate::report::CpuUsage;
+        let (n1, n2) = (Nonce::random().unwrap(), Nonce::random().unwrap());
+        let proof = Psk::new(vec![7u8; 32]).unwrap().client_proof(&n1, &n2);
+        let all = [
+            Message::Hello(Hello {
+                software: "x".into(),
+                nonce: n1,
+            }),
+            Message::Auth(AuthProof { proof }),
+            Message::Welcome(Welcome {
+                software: "x".into(),
+                nonce: n2,
+                auth_required: false,
+                proof: None,
+            }),
+            Message::Start(Box::new(TestSpec::throughput())),
+            Message::Accepted(Accepted {
+                cookie: Cookie([1; 16]),
+            }),
+            Message::Ready(Ready {
+                sockets: Vec::new(),
+            }),
+            Message::Go,
+            Message::Interval(SideInterval {
+                index: 0,
+                start_s: 0.0,
+                end_s: 1.0,
+                omitted: false,
+                streams: Vec::new(),
+            }),
+            Message::Finish(Finish { interrupted: false }),
+            Message::Results(SideResults {
+                streams: Vec::new(),
+                cpu: CpuUsage::default(),
+            }),
+            Message::RrInterval(SideRrInterval {
+                index: 0,
+                start_s: 0.0,
+                end_s: 1.0,
+                omitted: false,
+                transactions: 0,
+                retransmits: 0,
+                connections: 0,
+            }),
+            Message::RrResults(SideRrResults {
+                flows: Vec::new(),
+                measured_retransmits: 0,
+                cpu: CpuUsage::default(),
+            }),
+            ErrorMsg::message(ErrorCode::Timeout, "x"),
+        ];
+        for m in all {
+            let json = serde_json::to_value(&m).unwrap();
+            assert_eq!(json["type"], m.kind(), "{m:?}");
+        }
     }
 
     #[test]

@@ -30,6 +30,14 @@ pub use greeting::*;
 pub use layout::StreamLayout;
 pub use message::*;
 
+/// Default server port, iperf3's.
+pub const DEFAULT_PORT: u16 = 5201;
+
+/// What this build calls itself in [`Hello`] and [`Welcome`]: name and version.
+pub(crate) fn software() -> String {
+    format!("xbench {}", env!("CARGO_PKG_VERSION"))
+}
+
 /// Lower-case hex of `bytes`.
 pub(crate) fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

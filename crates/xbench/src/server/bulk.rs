@@ -7,8 +7,8 @@ use socket2::SockRef;
 use tokio::io::AsyncWriteExt;
 
 use super::session::{SessionEnd, Test, TestEnd, log_test, on_control};
-use crate::client::sleep_until_opt;
 use crate::config::{EndCondition, StreamDirection, TestSpec, ThroughputSpec};
+use crate::control::sleep_until_opt;
 use crate::engine::group::Group;
 use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;

@@ -116,7 +116,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             bind: Vec::new(),
-            port: crate::client::DEFAULT_PORT,
+            port: proto::DEFAULT_PORT,
             one_off: false,
             limits: Limits::default(),
             shutdown_grace: Duration::from_secs(10),

@@ -10,8 +10,8 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 use super::session::{Idle, SessionEnd, Test, TestEnd, log_test, on_control};
-use crate::client::sleep_until_opt;
 use crate::config::{RrSpec, TestSpec};
+use crate::control::sleep_until_opt;
 use crate::engine::rr::{self, Control, FlowSnapshot, Report, STOPPED, Workers};
 use crate::engine::schedule::Schedule;
 use crate::proto::{ErrorCode, Message, Ready};

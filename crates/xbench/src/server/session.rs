@@ -17,8 +17,8 @@ use tracing::info;
 use super::registry::DataConn;
 use super::{Ctx, HandshakeSlot, RunningGuard, try_running_guard};
 use crate::auth::Nonce;
-use crate::client::software;
 use crate::config::{EndCondition, StreamDirection, TestSpec, Workload};
+use crate::control::keepalive;
 use crate::proto::{
     self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, PROTOCOL_VERSION,
     Preamble, StreamLayout, Welcome,
@@ -52,7 +52,7 @@ pub(super) async fn run(
     slot: HandshakeSlot,
 ) -> SessionEnd {
     let _ = stream.set_nodelay(true);
-    crate::client::keepalive(&stream);
+    keepalive(&stream);
     let (rd, mut wr) = stream.into_split();
     let mut rd = MessageReader::with_max_frame(rd, CLIENT_FRAME_MAX);
     let limit = ctx.limits.handshake_timeout;
@@ -94,7 +94,7 @@ pub(super) async fn run(
         return SessionEnd::Other;
     };
     let welcome = Welcome {
-        software: software(),
+        software: proto::software(),
         nonce,
         auth_required: ctx.psk.is_some(),
         proof: ctx
@@ -418,14 +418,7 @@ fn within_limits(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
 fn describe(m: Result<Option<Message>, proto::ProtoError>) -> String {
     match m {
         Ok(None) => "it closed the connection".into(),
-        Ok(Some(m)) => serde_json::to_value(&m)
-            .ok()
-            .and_then(|v| {
-                v.get("type")
-                    .and_then(|t| t.as_str())
-                    .map(|t| format!("`{t}` message out of order"))
-            })
-            .unwrap_or_else(|| "unknown message".into()),
+        Ok(Some(m)) => format!("`{}` message out of order", m.kind()),
         Err(e) => e.to_string(),
     }
 }
