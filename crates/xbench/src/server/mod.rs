@@ -7,7 +7,9 @@
 //! the `shutdown` future given to [`Server::run`] resolves: it stops accepting, lets running
 //! tests finish for [`ServerConfig::shutdown_grace`], then tells the rest why they are cut short.
 
+mod admission;
 mod bulk;
+mod conn;
 mod governor;
 mod registry;
 mod rr;
@@ -16,24 +18,23 @@ mod session;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
+use self::conn::{ConnEnd, HandshakeSlot};
 use self::governor::Governor;
 use self::registry::Registry;
 use crate::auth::Psk;
 use crate::error::Error;
-use crate::proto::frontend::{self, Frontend};
-use crate::proto::{self, Channel, DATA_HELLO_LEN, DataHello, ErrorCode, ErrorMsg, Preamble};
+use crate::proto;
 
 /// Server-side bounds on what clients may ask for and how long they may idle.
 #[derive(Debug, Clone)]
@@ -211,7 +212,7 @@ impl Server {
             tokio::select! {
                 Some((stream, peer)) = conn_rx.recv() => match HandshakeSlot::take(&ctx) {
                     Some(slot) => {
-                        conns.spawn(handle_conn(stream, peer, Arc::clone(&ctx), slot));
+                        conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot));
                     }
                     None => {
                         drop(stream);
@@ -293,31 +294,6 @@ async fn accept_loop(l: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) 
     }
 }
 
-/// Holds one of [`Limits::max_handshakes`] until the connection has said what it is.
-#[derive(Debug)]
-pub(crate) struct HandshakeSlot {
-    ctx: Arc<Ctx>,
-}
-
-impl HandshakeSlot {
-    fn take(ctx: &Arc<Ctx>) -> Option<Self> {
-        ctx.handshaking
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < ctx.limits.max_handshakes).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| HandshakeSlot {
-                ctx: Arc::clone(ctx),
-            })
-    }
-}
-
-impl Drop for HandshakeSlot {
-    fn drop(&mut self) {
-        self.ctx.handshaking.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Connections closed for want of a handshake slot, logged at most once a second.
 #[derive(Debug, Default)]
 struct TurnedAway {
@@ -341,227 +317,5 @@ impl TurnedAway {
             self.since_log = 0;
             self.last_log = Some(Instant::now());
         }
-    }
-}
-
-/// How a connection ended, for `--one-off`.
-#[derive(Debug)]
-enum ConnEnd {
-    TestCompleted,
-    Other,
-}
-
-async fn handle_conn(
-    mut stream: TcpStream,
-    peer: SocketAddr,
-    ctx: Arc<Ctx>,
-    slot: HandshakeSlot,
-) -> ConnEnd {
-    let allowed = ctx.allow.is_empty() || {
-        let ip = peer.ip().to_canonical();
-        ctx.allow.iter().any(|n| n.contains(&ip))
-    };
-    // A peer outside --allow only gets its refusal if it says at once what it is; it does
-    // not get to hold a connection open for the whole handshake timeout.
-    let limit = if allowed {
-        ctx.limits.handshake_timeout
-    } else {
-        ctx.limits.handshake_timeout.min(Duration::from_secs(1))
-    };
-    let mut first = [0u8; 4];
-    match tokio::time::timeout(limit, stream.read_exact(&mut first)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => {
-            debug!(%peer, "connection closed before saying anything: {e}");
-            return ConnEnd::Other;
-        }
-        Err(_) => {
-            info!(%peer, "dropped a connection that said nothing for {limit:?}");
-            return ConnEnd::Other;
-        }
-    }
-    match frontend::detect(&first) {
-        Frontend::Xbench => {}
-        Frontend::Iperf3 => {
-            info!(%peer, "refused an iperf3 client: this server speaks the xbench protocol; use `xbench client`");
-            // Take the rest of its cookie first: closing with unread bytes sends a reset, and
-            // the client would lose the refusal.
-            let mut rest = [0u8; frontend::IPERF3_COOKIE_LEN - 4];
-            let _ = tokio::time::timeout(limit, stream.read_exact(&mut rest)).await;
-            let _ = stream.write_all(&frontend::iperf3_refusal()).await;
-            let _ = stream.shutdown().await;
-            return ConnEnd::Other;
-        }
-        Frontend::Unknown => {
-            info!(%peer, first = ?first, "dropped a connection that does not speak xbench");
-            return ConnEnd::Other;
-        }
-    }
-    let mut rest = [0u8; proto::PREAMBLE_LEN - 4];
-    if tokio::time::timeout(limit, stream.read_exact(&mut rest))
-        .await
-        .map_or(true, |r| r.is_err())
-    {
-        info!(%peer, "dropped a connection with a truncated preamble");
-        return ConnEnd::Other;
-    }
-    let mut pre = [0u8; proto::PREAMBLE_LEN];
-    pre[..4].copy_from_slice(&first);
-    pre[4..].copy_from_slice(&rest);
-    let pre = match Preamble::decode(&pre) {
-        Ok(p) => p,
-        Err(e) => {
-            info!(%peer, "dropped a connection: {e}");
-            return ConnEnd::Other;
-        }
-    };
-    if !allowed {
-        info!(%peer, "refused a connection from outside the --allow list");
-        if pre.channel == Channel::Control {
-            let _ = stream
-                .write_all(&Preamble::new(Channel::Server).encode())
-                .await;
-            let msg = format!(
-                "{} is not allowed to use this server (its --allow list)",
-                peer.ip().to_canonical()
-            );
-            let _ =
-                proto::write_message(&mut stream, &ErrorMsg::message(ErrorCode::Forbidden, msg))
-                    .await;
-        }
-        return ConnEnd::Other;
-    }
-    match pre.channel {
-        Channel::Control => match session::run(stream, peer, pre.version, ctx, slot).await {
-            session::SessionEnd::Completed => ConnEnd::TestCompleted,
-            session::SessionEnd::Other => ConnEnd::Other,
-        },
-        Channel::Data => {
-            attach_data(stream, peer, &ctx).await;
-            drop(slot);
-            ConnEnd::Other
-        }
-        Channel::Server => {
-            info!(%peer, "dropped a connection that claims to be a server");
-            ConnEnd::Other
-        }
-    }
-}
-
-async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
-    let mut hello = [0u8; DATA_HELLO_LEN];
-    let limit = ctx.limits.handshake_timeout;
-    if tokio::time::timeout(limit, stream.read_exact(&mut hello))
-        .await
-        .map_or(true, |r| r.is_err())
-    {
-        info!(%peer, "dropped a data connection that did not name its test");
-        return;
-    }
-    let DataHello { cookie, id } = DataHello::decode(&hello);
-    let std = match stream.into_std() {
-        Ok(s) => s,
-        Err(e) => {
-            warn!(%peer, "cannot take over a data connection: {e}");
-            return;
-        }
-    };
-    if let Err(e) = ctx.registry.attach(&cookie, (id, std, peer)) {
-        info!(%peer, ?cookie, stream = id, "dropped a data connection: {e:?}");
-    }
-}
-
-/// Counts a test as running if the limits allow another, in total and from `client`; the
-/// refusal names the limit.
-pub(crate) fn try_running_guard(ctx: &Arc<Ctx>, client: IpAddr) -> Result<RunningGuard, String> {
-    let (client, shown) = client_key(client);
-    {
-        let mut per = ctx
-            .per_client
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let n = per.entry(client).or_insert(0);
-        if *n >= ctx.limits.max_tests_per_client {
-            return Err(format!(
-                "{shown} already runs {} tests on this server, its limit \
-                 (--max-tests-per-client); try again when one ends",
-                *n
-            ));
-        }
-        *n += 1;
-    }
-    // From here the guard owns the per-client count; `total` says whether it also holds one
-    // of the server's slots.
-    let mut guard = RunningGuard {
-        ctx: Arc::clone(ctx),
-        client,
-        total: false,
-    };
-    ctx.running
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n < ctx.limits.max_tests).then_some(n + 1)
-        })
-        .map_err(|_| {
-            format!(
-                "the server is running its maximum of {} tests at once (--max-tests); try \
-                 again shortly",
-                ctx.limits.max_tests
-            )
-        })?;
-    guard.total = true;
-    Ok(guard)
-}
-
-/// Where a client's tests are counted, and how to name it: its address, IPv4-mapped ones as
-/// IPv4. Not its IPv6 /64: in a cloud subnet every instance has an address from the same /64,
-/// and a fleet of test clients there must not share one client's allowance.
-fn client_key(ip: IpAddr) -> (IpAddr, String) {
-    let ip = ip.to_canonical();
-    (ip, ip.to_string())
-}
-
-/// Counts a running test (in total and for its client) while alive.
-#[derive(Debug)]
-pub(crate) struct RunningGuard {
-    ctx: Arc<Ctx>,
-    client: IpAddr,
-    total: bool,
-}
-
-impl Drop for RunningGuard {
-    fn drop(&mut self) {
-        if self.total {
-            self.ctx.running.fetch_sub(1, Ordering::SeqCst);
-        }
-        let mut per = self
-            .ctx
-            .per_client
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = per.get_mut(&self.client) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                per.remove(&self.client);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clients_are_counted_by_address() {
-        // Two instances in one cloud subnet (one /64) are two clients.
-        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
-        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
-        assert_ne!(client_key(a).0, client_key(b).0);
-        // IPv4, also when it arrives mapped on a dual-stack socket, is counted as IPv4.
-        let v4: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
-        assert_eq!(
-            client_key(v4),
-            ("192.0.2.7".parse().unwrap(), "192.0.2.7".into())
-        );
     }
 }

@@ -14,14 +14,16 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tracing::info;
 
+use super::Ctx;
+use super::admission::{RunningGuard, admit, try_running_guard};
+use super::conn::HandshakeSlot;
 use super::registry::DataConn;
-use super::{Ctx, HandshakeSlot, RunningGuard, try_running_guard};
 use crate::auth::Nonce;
-use crate::config::{EndCondition, StreamDirection, TestSpec, Workload};
+use crate::config::{EndCondition, TestSpec, Workload};
 use crate::control::keepalive;
 use crate::proto::{
     self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, PROTOCOL_VERSION,
-    Preamble, StreamLayout, Welcome,
+    Preamble, Welcome,
 };
 
 /// Longest message a client sends (its test request is the largest, well under 4 KiB): a peer
@@ -357,62 +359,6 @@ pub(super) fn on_control(msg: Result<Option<Message>, proto::ProtoError>) -> Tes
         Ok(None) => TestEnd::ClientGone("client closed the control connection".into()),
         Err(e) => TestEnd::ClientGone(e.to_string()),
     }
-}
-
-/// Checks a request: a malformed one is a bad request, one beyond the server's limits is
-/// refused naming the limit. The message goes to the client as-is.
-fn admit(spec: &TestSpec, ctx: &Ctx) -> Result<(), (ErrorCode, String)> {
-    spec.validate()
-        .map_err(|e| (ErrorCode::BadRequest, format!("invalid test: {e}")))?;
-    within_limits(spec, ctx).map_err(|m| (ErrorCode::LimitExceeded, m))
-}
-
-fn within_limits(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
-    let l = &ctx.limits;
-    match &spec.workload {
-        Workload::Throughput(tp) => {
-            let server_sends = StreamLayout::new(tp).contains(StreamDirection::ServerToClient);
-            if server_sends {
-                ctx.governor
-                    .admit(tp.bitrate, usize::from(tp.streams.get()))?;
-            }
-            if tp.block_len.get() > l.max_block_len {
-                return Err(format!(
-                    "the test asks for {}-byte blocks; this server allows at most {} \
-                     (--max-block-len)",
-                    tp.block_len, l.max_block_len
-                ));
-            }
-            let n = spec.connection_count();
-            if n > usize::from(l.max_streams) {
-                return Err(format!(
-                    "the test asks for {n} data connections; this server allows at most {} \
-                     (--max-streams)",
-                    l.max_streams
-                ));
-            }
-        }
-        Workload::RequestResponse(rr) => {
-            if rr.flows.get() > l.max_flows {
-                return Err(format!(
-                    "the test asks for {} flows; this server allows at most {} (--max-flows)",
-                    rr.flows, l.max_flows
-                ));
-            }
-        }
-    }
-    let asked = match spec.end {
-        EndCondition::Duration(d) => d.saturating_add(spec.omit),
-        // A byte count has no length, but its warm-up alone must fit.
-        EndCondition::Bytes(_) => spec.omit,
-    };
-    if asked > l.max_duration || (spec.omit > Duration::ZERO && spec.omit >= l.max_duration) {
-        return Err(format!(
-            "the test asks for {asked:?}; this server allows at most {:?} (--max-duration)",
-            l.max_duration
-        ));
-    }
-    Ok(())
 }
 
 fn describe(m: Result<Option<Message>, proto::ProtoError>) -> String {

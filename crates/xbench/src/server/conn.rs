@@ -1,0 +1,193 @@
+//! A new connection on the server port, until it has said what it is: an xbench control
+//! connection (handed to a [`session`](super::session)), a data connection (handed to its test
+//! through the registry), an iperf3 client (told, in its own protocol, that this server does not
+//! speak it), or something else (dropped). Also the `--allow` list, which is checked here.
+//!
+//! Every read here is bounded by the handshake timeout, and a connection holds one of
+//! [`Limits::max_handshakes`](super::Limits::max_handshakes) slots while it reads. Not the
+//! session itself, nor the accept loop that spawns these.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tracing::{debug, info, warn};
+
+use super::{Ctx, session};
+use crate::proto::frontend::{self, Frontend};
+use crate::proto::{self, Channel, DATA_HELLO_LEN, DataHello, ErrorCode, ErrorMsg, Preamble};
+
+/// How a connection ended, for `--one-off`.
+#[derive(Debug)]
+pub(super) enum ConnEnd {
+    TestCompleted,
+    Other,
+}
+
+/// Holds one of [`Limits::max_handshakes`](super::Limits::max_handshakes) until the connection
+/// has said what it is.
+#[derive(Debug)]
+pub(crate) struct HandshakeSlot {
+    ctx: Arc<Ctx>,
+}
+
+impl HandshakeSlot {
+    /// A slot, if fewer than the limit are taken.
+    pub(super) fn take(ctx: &Arc<Ctx>) -> Option<Self> {
+        ctx.handshaking
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < ctx.limits.max_handshakes).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| HandshakeSlot {
+                ctx: Arc::clone(ctx),
+            })
+    }
+}
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        self.ctx.handshaking.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Serves one accepted connection to its end.
+pub(super) async fn handle(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    ctx: Arc<Ctx>,
+    slot: HandshakeSlot,
+) -> ConnEnd {
+    let allowed = ctx.allow.is_empty() || {
+        let ip = peer.ip().to_canonical();
+        ctx.allow.iter().any(|n| n.contains(&ip))
+    };
+    // A peer outside --allow only gets its refusal if it says at once what it is; it does
+    // not get to hold a connection open for the whole handshake timeout.
+    let limit = if allowed {
+        ctx.limits.handshake_timeout
+    } else {
+        ctx.limits.handshake_timeout.min(Duration::from_secs(1))
+    };
+    let Some(pre) = identify(&mut stream, peer, limit).await else {
+        return ConnEnd::Other;
+    };
+    if !allowed {
+        refuse_outsider(stream, peer, pre.channel).await;
+        return ConnEnd::Other;
+    }
+    match pre.channel {
+        Channel::Control => match session::run(stream, peer, pre.version, ctx, slot).await {
+            session::SessionEnd::Completed => ConnEnd::TestCompleted,
+            session::SessionEnd::Other => ConnEnd::Other,
+        },
+        Channel::Data => {
+            attach_data(stream, peer, &ctx).await;
+            drop(slot);
+            ConnEnd::Other
+        }
+        Channel::Server => {
+            info!(%peer, "dropped a connection that claims to be a server");
+            ConnEnd::Other
+        }
+    }
+}
+
+/// Reads the connection's preamble within `limit`. `None` once the connection has been dealt
+/// with otherwise (an iperf3 client refused, silence or garbage dropped), with a log line.
+async fn identify(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) -> Option<Preamble> {
+    let mut first = [0u8; 4];
+    match tokio::time::timeout(limit, stream.read_exact(&mut first)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            debug!(%peer, "connection closed before saying anything: {e}");
+            return None;
+        }
+        Err(_) => {
+            info!(%peer, "dropped a connection that said nothing for {limit:?}");
+            return None;
+        }
+    }
+    match frontend::detect(&first) {
+        Frontend::Xbench => {}
+        Frontend::Iperf3 => {
+            refuse_iperf3(stream, peer, limit).await;
+            return None;
+        }
+        Frontend::Unknown => {
+            info!(%peer, first = ?first, "dropped a connection that does not speak xbench");
+            return None;
+        }
+    }
+    let mut pre = [0u8; proto::PREAMBLE_LEN];
+    pre[..4].copy_from_slice(&first);
+    if tokio::time::timeout(limit, stream.read_exact(&mut pre[4..]))
+        .await
+        .map_or(true, |r| r.is_err())
+    {
+        info!(%peer, "dropped a connection with a truncated preamble");
+        return None;
+    }
+    match Preamble::decode(&pre) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            info!(%peer, "dropped a connection: {e}");
+            None
+        }
+    }
+}
+
+/// Tells an iperf3 client, in iperf3's own error encoding, that this server does not speak its
+/// protocol.
+async fn refuse_iperf3(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) {
+    info!(%peer, "refused an iperf3 client: this server speaks the xbench protocol; use `xbench client`");
+    // Take the rest of its cookie first: closing with unread bytes sends a reset, and the
+    // client would lose the refusal.
+    let mut rest = [0u8; frontend::IPERF3_COOKIE_LEN - 4];
+    let _ = tokio::time::timeout(limit, stream.read_exact(&mut rest)).await;
+    let _ = stream.write_all(&frontend::iperf3_refusal()).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Refuses a peer outside `--allow`; a control connection is told why.
+async fn refuse_outsider(mut stream: TcpStream, peer: SocketAddr, channel: Channel) {
+    info!(%peer, "refused a connection from outside the --allow list");
+    if channel == Channel::Control {
+        let _ = stream
+            .write_all(&Preamble::new(Channel::Server).encode())
+            .await;
+        let msg = format!(
+            "{} is not allowed to use this server (its --allow list)",
+            peer.ip().to_canonical()
+        );
+        let _ =
+            proto::write_message(&mut stream, &ErrorMsg::message(ErrorCode::Forbidden, msg)).await;
+    }
+}
+
+/// Reads a data connection's [`DataHello`] and hands the connection to its test.
+async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
+    let mut hello = [0u8; DATA_HELLO_LEN];
+    let limit = ctx.limits.handshake_timeout;
+    if tokio::time::timeout(limit, stream.read_exact(&mut hello))
+        .await
+        .map_or(true, |r| r.is_err())
+    {
+        info!(%peer, "dropped a data connection that did not name its test");
+        return;
+    }
+    let DataHello { cookie, id } = DataHello::decode(&hello);
+    let std = match stream.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(%peer, "cannot take over a data connection: {e}");
+            return;
+        }
+    };
+    if let Err(e) = ctx.registry.attach(&cookie, (id, std, peer)) {
+        info!(%peer, ?cookie, stream = id, "dropped a data connection: {e:?}");
+    }
+}
