@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use socket2::SockRef;
 use tokio::io::AsyncWriteExt;
 
-use super::session::{SessionEnd, Test, TestEnd, log_test, on_control};
+use super::session::SessionEnd;
+use super::test::{Idle, Test, TestEnd, log_test, on_control};
 use crate::config::{EndCondition, StreamDirection, TestSpec, ThroughputSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::group::Group;
@@ -17,7 +18,6 @@ use crate::engine::stream::{self, Budget, Payload, SendMode};
 use crate::proto::{ErrorCode, Message, Ready, StreamLayout};
 use crate::report::{CpuUsage, Role, SideResults, SocketReport};
 use crate::server::governor::{Governor, PacedSocket};
-use crate::server::session::Idle;
 
 pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> SessionEnd {
     let n = spec.connection_count();

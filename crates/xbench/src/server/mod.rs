@@ -14,6 +14,7 @@ mod governor;
 mod registry;
 mod rr;
 mod session;
+mod test;
 
 use std::collections::HashMap;
 use std::future::Future;

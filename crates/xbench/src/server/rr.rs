@@ -9,7 +9,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tracing::debug;
 
-use super::session::{Idle, SessionEnd, Test, TestEnd, log_test, on_control};
+use super::session::SessionEnd;
+use super::test::{Idle, Test, TestEnd, log_test, on_control};
 use crate::config::{RrSpec, TestSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::rr::{self, Control, FlowSnapshot, Report, STOPPED, Workers};

@@ -1,0 +1,202 @@
+//! An admitted test as both workloads' controllers hold it: its control connection, its data
+//! connections, its place in the server's limits, and what every controller does the same way
+//! (bounded writes to the client, the hard stop, noticing a test in which nothing moves, the
+//! one log line).
+//!
+//! Not how a test gets here ([`session`](super::session)) nor what it does while it runs
+//! ([`bulk`](super::bulk), [`rr`](super::rr)).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+use tracing::info;
+
+use super::Ctx;
+use super::admission::RunningGuard;
+use super::registry::{DataConn, Registration};
+use super::session::{SessionEnd, describe};
+use crate::config::{EndCondition, TestSpec, Workload};
+use crate::proto::{self, ErrorCode, ErrorMsg, Message, MessageReader};
+
+/// Why a test ended, for the log line.
+#[derive(Debug)]
+pub(super) enum TestEnd {
+    Finished { interrupted: bool },
+    ClientGone(String),
+    Overran,
+    ShuttingDown,
+}
+
+/// An admitted test with its data connections, handed to the workload's own controller.
+pub(super) struct Test {
+    pub(super) peer: SocketAddr,
+    /// The client's software, for the log line.
+    pub(super) client: String,
+    pub(super) ctx: Arc<Ctx>,
+    pub(super) rd: MessageReader<OwnedReadHalf>,
+    pub(super) wr: OwnedWriteHalf,
+    /// Data connections by stream or flow id.
+    pub(super) conns: BTreeMap<u16, std::net::TcpStream>,
+    /// Where `--crr` connections keep arriving; dropped (refusing latecomers) otherwise.
+    pub(super) data: mpsc::Receiver<DataConn>,
+    /// The test's cookie in the registry, for as long as the test runs.
+    pub(super) registration: Registration,
+    /// The test's place in `--max-tests` and `--max-tests-per-client`.
+    pub(super) running: Option<RunningGuard>,
+}
+
+impl Test {
+    /// Sends the final results, giving the test's slot back first: a client that starts its
+    /// next test the moment it has these (a sweep) must find the slot free.
+    pub(super) async fn send_results(&mut self, msg: &Message) {
+        self.running = None;
+        let _ = self.send(msg).await;
+    }
+
+    /// Writes a control message, giving up after the handshake timeout: a client that stopped
+    /// reading (a full receive window) must not hold its test, and the test's threads, past
+    /// every other limit while this task waits on the write.
+    pub(super) async fn send(&mut self, msg: &Message) -> Result<(), String> {
+        let limit = self.ctx.limits.handshake_timeout;
+        match tokio::time::timeout(limit, proto::write_message(&mut self.wr, msg)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("cannot write to the client: {e}")),
+            Err(_) => Err(format!(
+                "the client stopped reading its control connection for {limit:?}"
+            )),
+        }
+    }
+
+    /// Tells the client its test is over early, and why (nothing to say if it left).
+    pub(super) async fn tell_end(&mut self, end: &TestEnd) {
+        let (code, msg) = match end {
+            TestEnd::Overran => (
+                ErrorCode::Timeout,
+                format!(
+                    "test ran {:?} past its end; the server stopped it",
+                    self.ctx.limits.overrun_grace
+                ),
+            ),
+            TestEnd::ShuttingDown => (
+                ErrorCode::ShuttingDown,
+                "the server is shutting down".to_owned(),
+            ),
+            _ => return,
+        };
+        let _ = self.send(&ErrorMsg::message(code, msg)).await;
+    }
+
+    /// Refuses the test after admission (a socket the kernel would not configure, no threads).
+    pub(super) async fn abort(&mut self, code: ErrorCode, msg: String) -> SessionEnd {
+        info!(peer = %self.peer, "aborted a test: {msg}");
+        let _ = self.send(&ErrorMsg::message(code, msg)).await;
+        SessionEnd::Other
+    }
+
+    /// When the server gives up on a test that should have ended.
+    /// A byte-count test may take as long as the longest test allowed, warm-up included;
+    /// nothing a client asks for reaches past that.
+    pub(super) fn hard_stop(&self, spec: &TestSpec, start: Instant) -> Instant {
+        let l = &self.ctx.limits;
+        let asked = match spec.end {
+            EndCondition::Duration(d) => spec.omit.saturating_add(d),
+            EndCondition::Bytes(_) => l.max_duration,
+        };
+        let within = asked.min(l.max_duration).saturating_add(l.overrun_grace);
+        start
+            .checked_add(within)
+            .unwrap_or_else(|| start + Duration::from_secs(7 * 24 * 3600))
+    }
+}
+
+/// Notices a test in which nothing moves: its client left without closing, or stalled.
+#[derive(Debug)]
+pub(super) struct Idle {
+    last: u64,
+    since: Instant,
+}
+
+impl Idle {
+    pub(super) fn new(progress: u64) -> Self {
+        Idle {
+            last: progress,
+            since: Instant::now(),
+        }
+    }
+
+    /// `progress` is any counter that grows while data moves.
+    pub(super) fn stalled(&mut self, progress: u64, limit: Duration) -> bool {
+        if progress != self.last {
+            self.last = progress;
+            self.since = Instant::now();
+        }
+        self.since.elapsed() >= limit
+    }
+}
+
+/// Reads the client's next message during a test: `Finish` or the reason the test is over.
+pub(super) fn on_control(msg: Result<Option<Message>, proto::ProtoError>) -> TestEnd {
+    match msg {
+        Ok(Some(Message::Finish(f))) => TestEnd::Finished {
+            interrupted: f.interrupted,
+        },
+        Ok(Some(other)) => {
+            TestEnd::ClientGone(format!("unexpected message: {}", describe(Ok(Some(other)))))
+        }
+        Ok(None) => TestEnd::ClientGone("client closed the control connection".into()),
+        Err(e) => TestEnd::ClientGone(e.to_string()),
+    }
+}
+
+/// The one log line of a test: who, what was asked, how it ended, what moved.
+pub(super) fn log_test(
+    t: &Test,
+    spec: &TestSpec,
+    end: &TestEnd,
+    bytes: u64,
+    transactions: Option<u64>,
+    elapsed: Duration,
+    stream_errors: usize,
+) {
+    let outcome = match end {
+        TestEnd::Finished { interrupted: false } => "completed".to_owned(),
+        TestEnd::Finished { interrupted: true } => "interrupted by the client".to_owned(),
+        TestEnd::ClientGone(why) => format!("client vanished: {why}"),
+        TestEnd::Overran => "overran its duration".to_owned(),
+        TestEnd::ShuttingDown => "cut short by shutdown".to_owned(),
+    };
+    let workload = match &spec.workload {
+        Workload::Throughput(tp) => format!(
+            "throughput, {} stream(s), {:?}",
+            tp.streams.get(),
+            tp.direction
+        ),
+        Workload::RequestResponse(rr) => format!(
+            "{}, {} flow(s), {}/{} bytes",
+            if rr.connect_per_transaction {
+                "crr"
+            } else {
+                "rr"
+            },
+            rr.flows.get(),
+            rr.request_len.get(),
+            rr.response_len.get()
+        ),
+    };
+    info!(
+        peer = %t.peer,
+        client = %t.client,
+        workload,
+        end = ?spec.end,
+        outcome,
+        bytes,
+        transactions,
+        seconds = elapsed.as_secs_f64(),
+        stream_errors,
+        "test ended"
+    );
+}
