@@ -25,6 +25,11 @@ impl Group {
         }
     }
 
+    /// The streams of one role, in the order they were given.
+    pub(crate) fn of_role(&self, role: Role) -> impl Iterator<Item = &StreamHandle> {
+        self.handles.iter().filter(move |h| h.role == role)
+    }
+
     /// Resolves once every stream thread has ended. Cancel-safe: ends already seen are kept.
     pub(crate) async fn all_ended(&mut self) {
         self.ended_where(|_| true).await;

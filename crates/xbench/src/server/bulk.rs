@@ -1,4 +1,12 @@
-//! The server side of a throughput test: stream threads, live intervals, final results.
+//! The server side of a throughput test, in phases: [`start_streams`] (sockets configured,
+//! stream threads running) → [`Measuring::begin`] (`Ready` sent, our senders' clock started,
+//! the client's `Go` starting our receivers' clock) → [`Measuring::run`] (live intervals until
+//! the client's `Finish` or a reason to stop) → [`Measuring::close`] (the end mark, the drain)
+//! → [`Measuring::report`] (final intervals, results, the log line).
+//!
+//! Each of the server's clocks closes its window on its own timer ([`Clock`]), so a `Finish`
+//! stuck behind a full queue cannot stretch it. Not the session before the test
+//! ([`session`](super::session)), and not the stream threads themselves (`engine`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -6,6 +14,7 @@ use std::time::{Duration, Instant};
 use socket2::SockRef;
 use tokio::io::AsyncWriteExt;
 
+use super::governor::{Governor, PacedSocket, Share};
 use super::session::SessionEnd;
 use super::test::{Idle, Test, TestEnd, log_test, on_control};
 use crate::config::{EndCondition, StreamDirection, TestSpec, ThroughputSpec};
@@ -17,11 +26,31 @@ use crate::engine::sockopt;
 use crate::engine::stream::{self, Budget, Payload, SendMode};
 use crate::proto::{ErrorCode, Message, Ready, StreamLayout};
 use crate::report::{CpuUsage, Role, SideResults, SocketReport};
-use crate::server::governor::{Governor, PacedSocket};
 
+/// Runs an admitted throughput test to its end and reports it.
 pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> SessionEnd {
-    let n = spec.connection_count();
-    let peer = t.peer;
+    let (group, sockets) = match start_streams(&mut t, spec, tp) {
+        Ok(started) => started,
+        Err((code, msg)) => return t.abort(code, msg).await,
+    };
+    let Ok((mut test, early_end)) = Measuring::begin(t, group, sockets, spec, tp).await else {
+        return SessionEnd::Other;
+    };
+    let end = match early_end {
+        Some(end) => end,
+        None => test.run(spec).await,
+    };
+    let ok = test.close(&end, spec).await;
+    test.report(&end, ok, spec).await
+}
+
+/// Configures every data socket as the client asked and starts its stream thread. An error
+/// is the refusal to send; the streams already started are stopped first.
+fn start_streams(
+    t: &mut Test,
+    spec: &TestSpec,
+    tp: &ThroughputSpec,
+) -> Result<(Group, Vec<SocketReport>), (ErrorCode, String)> {
     let layout = StreamLayout::new(tp);
     let budget = match spec.end {
         EndCondition::Bytes(b) => Some(Budget::new(b)),
@@ -33,36 +62,35 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
         SendMode::Copy
     };
     let block = tp.block_len.get() as usize;
-    let payload = if layout.contains(StreamDirection::ServerToClient) {
-        match Payload::new(block, send_mode) {
+    let payload = match layout.contains(StreamDirection::ServerToClient) {
+        true => match Payload::new(block, send_mode) {
             Ok(p) => Some(Arc::new(p)),
             Err(e) => {
                 let msg = format!("server could not prepare its payload: {e}");
-                return t.abort(ErrorCode::ServerError, msg).await;
+                return Err((ErrorCode::ServerError, msg));
             }
-        }
-    } else {
-        None
+        },
+        false => None,
     };
-    let mut sockets: Vec<SocketReport> = Vec::with_capacity(n);
-    let mut handles = Vec::with_capacity(n);
-    let mut warnings = Vec::new();
     let conns = std::mem::take(&mut t.conns);
+    let mut sockets: Vec<SocketReport> = Vec::with_capacity(conns.len());
+    // Dropped on an early return: streams already started must not outlive the refusal.
+    let mut handles = Vec::with_capacity(conns.len());
+    let mut warnings = Vec::new();
     for (id, sock) in conns {
         if let Err(e) = sockopt::apply(SockRef::from(&sock), &spec.socket, &mut warnings) {
-            // Streams already started must not outlive the refusal.
             drop(Group::new(handles));
             let msg = format!("server could not configure a data socket: {e}");
-            return t.abort(ErrorCode::BadRequest, msg).await;
+            return Err((ErrorCode::BadRequest, msg));
         }
         sockets.push(sockopt::report(SockRef::from(&sock), &spec.socket));
         let h = match (layout.direction(id), &payload) {
             (Some(StreamDirection::ServerToClient), Some(p)) => {
-                // Paced from the first byte; the governor may lower it to a fair share below.
+                // Paced from the first byte; the governor may lower it to a fair share later.
                 if let Err(e) = sockopt::pace(&sock, tp.bitrate) {
                     drop(Group::new(handles));
                     let msg = format!("server could not pace a stream as asked: {e}");
-                    return t.abort(ErrorCode::ServerError, msg).await;
+                    return Err((ErrorCode::ServerError, msg));
                 }
                 stream::spawn_sender(id, sock, Arc::clone(p), budget.clone())
             }
@@ -73,146 +101,217 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
             Err(e) => {
                 drop(Group::new(handles));
                 let msg = format!("server could not start a stream thread: {e}");
-                return t.abort(ErrorCode::ServerError, msg).await;
+                return Err((ErrorCode::ServerError, msg));
             }
         }
     }
     for w in warnings.iter().take(2) {
-        tracing::info!(%peer, "{w}");
+        tracing::info!(peer = %t.peer, "{w}");
     }
+    Ok((Group::new(handles), sockets))
+}
 
-    let senders: Vec<_> = handles
-        .iter()
-        .filter(|h| h.role == Role::Sender)
-        .map(|h| Arc::downgrade(&h.shared) as PacedSocket)
-        .collect();
-    let _share = (!senders.is_empty()).then(|| Governor::join(&t.ctx, senders, tp.bitrate));
-    let schedule = Schedule::for_spec(spec);
-    let of_role = |role: Role| handles.iter().filter(move |h| h.role == role);
-    // Our senders' clock starts as `Ready` leaves: their first bytes reach the client as it
-    // reads `Ready` and starts its own.
-    let start = Instant::now();
-    let mut clocks = Vec::with_capacity(2);
-    if of_role(Role::Sender).next().is_some() {
-        clocks.push(Clock::new(
-            Role::Sender,
-            start,
-            schedule,
-            spec,
-            of_role(Role::Sender),
-        ));
-    }
-    if t.send(&Message::Ready(Ready { sockets })).await.is_err() {
-        return SessionEnd::Other;
-    }
-    // Our receivers' clock starts when the client's `Go` arrives, just ahead of its first
-    // byte. Every client sends it; only a test with receivers here needs its time.
-    let mut early_end = None;
-    match t.rd.next_within(t.ctx.limits.handshake_timeout).await {
-        Ok(Some(Message::Go)) => {
-            if of_role(Role::Receiver).next().is_some() {
-                clocks.push(Clock::new(
-                    Role::Receiver,
-                    Instant::now(),
-                    schedule,
-                    spec,
-                    of_role(Role::Receiver),
-                ));
-            }
+/// A test whose streams run and whose clocks measure.
+struct Measuring {
+    t: Test,
+    /// One per role this end has, each started when its first byte can be on the wire.
+    clocks: Vec<Clock>,
+    group: Group,
+    /// When `Ready` left: the senders' time zero, and the hard stop's.
+    start: Instant,
+    /// The senders' place in `--max-send-rate`, held until the report is out.
+    _share: Option<Share>,
+}
+
+impl Measuring {
+    /// Starts our senders' clock and sends `Ready`, then waits for the client's `Go` to start
+    /// our receivers' clock. A client that ends the test instead of saying go yields that end.
+    async fn begin(
+        mut t: Test,
+        group: Group,
+        sockets: Vec<SocketReport>,
+        spec: &TestSpec,
+        tp: &ThroughputSpec,
+    ) -> Result<(Self, Option<TestEnd>), SessionEnd> {
+        let senders: Vec<_> = group
+            .of_role(Role::Sender)
+            .map(|h| Arc::downgrade(&h.shared) as PacedSocket)
+            .collect();
+        let share = (!senders.is_empty()).then(|| Governor::join(&t.ctx, senders, tp.bitrate));
+        let schedule = Schedule::for_spec(spec);
+        // Our senders' clock starts as `Ready` leaves: their first bytes reach the client as it
+        // reads `Ready` and starts its own.
+        let start = Instant::now();
+        let mut clocks = Vec::with_capacity(2);
+        if group.of_role(Role::Sender).next().is_some() {
+            let senders = group.of_role(Role::Sender);
+            clocks.push(Clock::new(Role::Sender, start, schedule, spec, senders));
         }
-        other => early_end = Some(on_control(other)),
+        if t.send(&Message::Ready(Ready { sockets })).await.is_err() {
+            return Err(SessionEnd::Other);
+        }
+        // Our receivers' clock starts when the client's `Go` arrives, just ahead of its first
+        // byte. Every client sends it; only a test with receivers here needs its time.
+        let early_end = match t.rd.next_within(t.ctx.limits.handshake_timeout).await {
+            Ok(Some(Message::Go)) => {
+                if group.of_role(Role::Receiver).next().is_some() {
+                    let receivers = group.of_role(Role::Receiver);
+                    let now = Instant::now();
+                    clocks.push(Clock::new(Role::Receiver, now, schedule, spec, receivers));
+                }
+                None
+            }
+            other => Some(on_control(other)),
+        };
+        let measuring = Measuring {
+            t,
+            clocks,
+            group,
+            start,
+            _share: share,
+        };
+        Ok((measuring, early_end))
     }
-    let mut group = Group::new(handles);
-    let hard_stop = t.hard_stop(spec, start);
-    let mut abort = t.ctx.abort.clone();
 
-    let idle_limit = t.ctx.limits.idle_timeout;
-    let total_bytes = |clocks: &[Clock]| clocks.iter().map(|c| c.sampler.total_bytes()).sum();
-    let mut idle = Idle::new(total_bytes(&clocks));
-    let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
-    let end = match early_end {
-        Some(end) => end,
-        None => loop {
-            let next = clocks.iter().filter_map(Clock::next).min();
+    /// Sends intervals as the clocks close them until the client finishes the test, or it
+    /// overruns, stalls, vanishes, or the server shuts down.
+    async fn run(&mut self, spec: &TestSpec) -> TestEnd {
+        let hard_stop = self.t.hard_stop(spec, self.start);
+        let mut abort = self.t.ctx.abort.clone();
+        let idle_limit = self.t.ctx.limits.idle_timeout;
+        let mut idle = Idle::new(self.total_bytes());
+        let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            let next = self.next_wakeup();
             tokio::select! {
                 biased;
-                msg = t.rd.next() => break on_control(msg),
+                msg = self.t.rd.next() => return on_control(msg),
                 _ = sleep_until_opt(next) => {
-                    if let Err(e) = tick(&mut t, &mut clocks, &group, Instant::now()).await {
-                        break TestEnd::ClientGone(e);
+                    if let Err(e) = self.tick(Instant::now()).await {
+                        return TestEnd::ClientGone(e);
                     }
                 }
                 _ = idle_tick.tick() => {
-                    if idle.stalled(total_bytes(&clocks), idle_limit) {
-                        break TestEnd::ClientGone(format!("no data moved for {idle_limit:?}"));
+                    if idle.stalled(self.total_bytes(), idle_limit) {
+                        return TestEnd::ClientGone(format!("no data moved for {idle_limit:?}"));
                     }
                 }
-                _ = tokio::time::sleep_until(hard_stop.into()) => break TestEnd::Overran,
-                () = async { let _ = abort.wait_for(|a| *a).await; } => break TestEnd::ShuttingDown,
+                _ = tokio::time::sleep_until(hard_stop.into()) => return TestEnd::Overran,
+                () = async { let _ = abort.wait_for(|a| *a).await; } => return TestEnd::ShuttingDown,
             }
-        },
-    };
+        }
+    }
 
-    let mut ok = matches!(end, TestEnd::Finished { .. });
-    if ok {
+    /// After the client's `Finish`: closes a window still open at its end mark, stops our
+    /// senders and lets what the client sent drain into our receivers. After any other end,
+    /// tells the client why. Whether the control connection still carries the results.
+    async fn close(&mut self, end: &TestEnd, spec: &TestSpec) -> bool {
+        if !matches!(end, TestEnd::Finished { .. }) {
+            self.t.tell_end(end).await;
+            return false;
+        }
+        let mut ok = true;
         // The client's end mark: a window still open closes now (a test cut short, or a timer
         // a little behind the client's). A byte count closes with its last byte instead.
         let cut_now = matches!(end, TestEnd::Finished { interrupted: true })
             || matches!(spec.end, EndCondition::Duration(_));
         if cut_now {
             let now = Instant::now();
-            for c in &mut clocks {
+            for c in &mut self.clocks {
                 for iv in c.sampler.cut(now) {
-                    ok &= t.send(&Message::Interval(iv)).await.is_ok();
+                    ok &= self.t.send(&Message::Interval(iv)).await.is_ok();
                 }
             }
         }
-        group.stop_senders();
+        self.group.stop_senders();
         // Let what the client sent drain into our receivers (after a cut, counted apart).
         // An interrupted client waits only briefly; answer before it gives up.
         let drain = match end {
             TestEnd::Finished { interrupted: true } => Duration::from_secs(1),
-            _ => t.ctx.limits.drain_timeout,
+            _ => self.t.ctx.limits.drain_timeout,
         };
         let drain_until = Instant::now() + drain;
         while ok {
-            let next = clocks.iter().filter_map(Clock::next).min();
+            let next = self.next_wakeup();
             tokio::select! {
-                _ = group.receivers_ended() => break,
+                _ = self.group.receivers_ended() => break,
                 _ = sleep_until_opt(next) => {
-                    ok = tick(&mut t, &mut clocks, &group, Instant::now()).await.is_ok();
+                    ok = self.tick(Instant::now()).await.is_ok();
                 }
                 _ = tokio::time::sleep_until(drain_until.into()) => break,
             }
         }
-    } else {
-        t.tell_end(&end).await;
+        ok
     }
-    let ends = group.collect(Duration::from_secs(2)).await;
-    let bytes: u64 = ends.values().map(|e| e.bytes).sum();
-    let now = Instant::now();
-    let mut results = SideResults {
-        streams: Vec::new(),
-        cpu: CpuUsage::default(),
-    };
-    for c in clocks {
-        let (last, r) = c.sampler.finish(now, &ends);
-        if ok && let Some(iv) = last {
-            let _ = t.send(&Message::Interval(iv)).await;
+
+    /// Collects the stream threads' ends and, when the control connection still works, sends
+    /// the last intervals and the results (the test's place given back first). Then the log
+    /// line.
+    async fn report(self, end: &TestEnd, ok: bool, spec: &TestSpec) -> SessionEnd {
+        let Measuring {
+            mut t,
+            clocks,
+            group,
+            start,
+            _share,
+        } = self;
+        let ends = group.collect(Duration::from_secs(2)).await;
+        let bytes: u64 = ends.values().map(|e| e.bytes).sum();
+        let now = Instant::now();
+        let mut results = SideResults {
+            streams: Vec::new(),
+            cpu: CpuUsage::default(),
+        };
+        for c in clocks {
+            let (last, r) = c.sampler.finish(now, &ends);
+            if ok && let Some(iv) = last {
+                let _ = t.send(&Message::Interval(iv)).await;
+            }
+            results.streams.extend(r.streams);
+            results.cpu += r.cpu;
         }
-        results.streams.extend(r.streams);
-        results.cpu += r.cpu;
+        results.streams.sort_by_key(|s| s.stream);
+        if ok {
+            t.send_results(&Message::Results(results)).await;
+            let _ = t.wr.shutdown().await;
+        }
+        let errors = ends.values().filter(|e| e.error.is_some()).count();
+        log_test(&t, spec, end, bytes, None, start.elapsed(), errors);
+        match end {
+            TestEnd::Finished { interrupted: false } => SessionEnd::Completed,
+            _ => SessionEnd::Other,
+        }
     }
-    results.streams.sort_by_key(|s| s.stream);
-    if ok {
-        t.send_results(&Message::Results(results)).await;
-        let _ = t.wr.shutdown().await;
+
+    /// Bytes moved so far at this end: if it stops growing, nothing moves.
+    fn total_bytes(&self) -> u64 {
+        self.clocks.iter().map(|c| c.sampler.total_bytes()).sum()
     }
-    let errors = ends.values().filter(|e| e.error.is_some()).count();
-    log_test(&t, spec, &end, bytes, None, start.elapsed(), errors);
-    match end {
-        TestEnd::Finished { interrupted: false } => SessionEnd::Completed,
-        _ => SessionEnd::Other,
+
+    /// When the next clock needs a sample or reaches its end mark.
+    fn next_wakeup(&self) -> Option<Instant> {
+        self.clocks.iter().filter_map(Clock::next).min()
+    }
+
+    /// Samples every clock that is due, closes a window whose end mark has passed (stopping
+    /// the senders when it is theirs), and sends the intervals that closed.
+    async fn tick(&mut self, now: Instant) -> Result<(), String> {
+        for c in &mut self.clocks {
+            let ivs = match c.end_mark {
+                Some(mark) if now >= mark && !c.sampler.is_cut() => {
+                    let ivs = c.sampler.cut(now);
+                    if c.role == Role::Sender {
+                        self.group.stop_senders();
+                    }
+                    ivs
+                }
+                _ => c.sampler.on_wakeup(now).into_iter().collect(),
+            };
+            for iv in ivs {
+                self.t.send(&Message::Interval(iv)).await?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -252,30 +351,4 @@ impl Clock {
         let mark = self.end_mark.filter(|_| !self.sampler.is_cut());
         self.sampler.next_wakeup().into_iter().chain(mark).min()
     }
-}
-
-/// Samples every clock that is due, closes a window whose end mark has passed (stopping the
-/// senders when it is theirs), and sends the intervals that closed.
-async fn tick(
-    t: &mut Test,
-    clocks: &mut [Clock],
-    group: &Group,
-    now: Instant,
-) -> Result<(), String> {
-    for c in clocks {
-        let ivs = match c.end_mark {
-            Some(mark) if now >= mark && !c.sampler.is_cut() => {
-                let ivs = c.sampler.cut(now);
-                if c.role == Role::Sender {
-                    group.stop_senders();
-                }
-                ivs
-            }
-            _ => c.sampler.on_wakeup(now).into_iter().collect(),
-        };
-        for iv in ivs {
-            t.send(&Message::Interval(iv)).await?;
-        }
-    }
-    Ok(())
 }
