@@ -6,7 +6,7 @@
 //! boundary at its end: the last interval is closed when the streams have drained, so it holds
 //! the bytes still in flight instead of leaving them to a sliver of an interval after the end.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::config::{EndCondition, TestSpec};
 
@@ -80,6 +80,73 @@ impl Schedule {
     }
 }
 
+/// One span of a schedule, closed at a boundary (or at the end): times are seconds since the
+/// controller's start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Span {
+    pub(crate) index: u32,
+    pub(crate) start_s: f64,
+    pub(crate) end_s: f64,
+    /// Inside the `-O` warm-up.
+    pub(crate) omitted: bool,
+}
+
+/// A controller's walk through its schedule against its own start: when the next boundary
+/// falls, and the span each one closes. The request/response controllers use it at both ends;
+/// a throughput [`Sampler`](super::sampler::Sampler) keeps its own, with its counters.
+#[derive(Debug)]
+pub(crate) struct Boundaries {
+    start: Instant,
+    schedule: Schedule,
+    next: Option<Duration>,
+    from: Duration,
+    index: u32,
+}
+
+impl Boundaries {
+    pub(crate) fn new(start: Instant, schedule: Schedule) -> Self {
+        Boundaries {
+            start,
+            schedule,
+            next: schedule.next_boundary(Duration::ZERO),
+            from: Duration::ZERO,
+            index: 0,
+        }
+    }
+
+    /// When the next boundary falls; `None` when no boundary is left.
+    pub(crate) fn next_at(&self) -> Option<Instant> {
+        self.next.map(|b| self.start + b)
+    }
+
+    /// At [`Self::next_at`]: the span the boundary closes, ending now (a late wake-up makes it
+    /// longer, never shorter). `None` when no boundary is left.
+    pub(crate) fn close(&mut self) -> Option<Span> {
+        let b = self.next?;
+        let now = self.start.elapsed();
+        let span = self.span(now, self.schedule.is_omitted(b));
+        self.next = self.schedule.next_boundary(now);
+        Some(span)
+    }
+
+    /// The last span, from the last boundary until now.
+    pub(crate) fn last(&mut self) -> Span {
+        self.span(self.start.elapsed(), false)
+    }
+
+    fn span(&mut self, now: Duration, omitted: bool) -> Span {
+        let span = Span {
+            index: self.index,
+            start_s: self.from.as_secs_f64(),
+            end_s: now.as_secs_f64(),
+            omitted,
+        };
+        self.index += 1;
+        self.from = now;
+        span
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +197,25 @@ mod tests {
             boundaries(Schedule::for_spec(&spec), 10.0),
             vec![1.0, 2.0, 3.0]
         );
+    }
+
+    #[test]
+    fn boundaries_number_their_spans_and_end_with_the_last() {
+        let start = Instant::now() - Duration::from_millis(2500);
+        let mut b = Boundaries::new(
+            start,
+            Schedule::new(Some(Duration::from_secs(1)), Duration::ZERO),
+        );
+        assert_eq!(b.next_at(), Some(start + Duration::from_secs(1)));
+        let first = b.close().unwrap();
+        assert_eq!((first.index, first.start_s, first.omitted), (0, 0.0, false));
+        // Closed late (2.5 s in): the span runs to now, the next boundary is the one after.
+        assert!(first.end_s >= 2.5);
+        assert_eq!(b.next_at(), Some(start + Duration::from_secs(3)));
+        let last = b.last();
+        assert_eq!((last.index, last.start_s), (1, first.end_s));
+        let mut none = Boundaries::new(start, Schedule::new(None, Duration::ZERO));
+        assert_eq!((none.next_at(), none.close()), (None, None));
     }
 
     #[test]

@@ -1,6 +1,12 @@
-//! The server side of a request/response test: workers answer requests; this controller cuts
-//! intervals, hands `--crr` connections to workers as they arrive, and reports the counts the
-//! client checks its own against.
+//! The server side of a request/response test, in phases: [`start_workers`] (worker threads
+//! own the flows) → [`Answering::begin`] (`Ready` sent, `--crr` connections routed straight to
+//! the workers) → [`Answering::run`] (intervals cut and sent as the workers answer them, until
+//! the client's `Finish` or a reason to stop) → [`Answering::stop`] (workers stopped, their
+//! last figures in) → [`Stopped::report`] (last interval, the counts the client checks its own
+//! against, the log line).
+//!
+//! Not the session before the test ([`session`](super::session)), and not the workers' event
+//! loops (`engine::rr::server`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,17 +15,41 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tracing::debug;
 
+use super::governor::{Governor, PACED_RR_ANSWER, PacedSocket, Share};
 use super::session::SessionEnd;
 use super::test::{Idle, Test, TestEnd, log_test, on_control};
 use crate::config::{RrSpec, TestSpec};
 use crate::control::sleep_until_opt;
-use crate::engine::rr::{self, Control, FlowSnapshot, Report, STOPPED, Workers};
-use crate::engine::schedule::Schedule;
+use crate::engine::rr::{self, Control, FlowSnapshot, Handoff, Report, STOPPED, Workers};
+use crate::engine::schedule::{Boundaries, Schedule, Span};
 use crate::proto::{ErrorCode, Message, Ready};
 use crate::report::{CpuUsage, SideRrFlow, SideRrInterval, SideRrResults};
-use crate::server::governor::{Governor, PACED_RR_ANSWER, PacedSocket};
+use crate::server::registry::DataConn;
 
+/// Runs an admitted request/response test to its end and reports it.
 pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> SessionEnd {
+    let started = match start_workers(&mut t, rr_spec) {
+        Ok(started) => started,
+        Err(msg) => return t.abort(ErrorCode::ServerError, msg).await,
+    };
+    let Ok(mut test) = Answering::begin(t, started, spec, rr_spec).await else {
+        return SessionEnd::Other;
+    };
+    let end = test.run(rr_spec).await;
+    test.stop().await.report(&end, spec).await
+}
+
+/// Worker threads with the test's persistent connections, and where they report.
+struct Started {
+    workers: Workers,
+    reports: mpsc::UnboundedReceiver<Report>,
+    /// The test's place in `--max-send-rate` when its answers are large.
+    share: Option<Share>,
+}
+
+/// Hands the flows to worker threads, a few flows each. An error is the refusal to send; the
+/// workers already started are stopped first.
+fn start_workers(t: &mut Test, rr_spec: &RrSpec) -> Result<Started, String> {
     let flows = usize::from(rr_spec.flows.get());
     let ids: Vec<u16> = (0..flows).map(|i| i as u16).collect();
     let plan = rr::server::Plan {
@@ -38,7 +68,7 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
     let paced = t.ctx.limits.max_send_rate.is_some()
         && rr_spec.response_len.get() >= PACED_RR_ANSWER
         && !conns.is_empty();
-    let _share = paced.then(|| {
+    let share = paced.then(|| {
         let sockets = conns.iter().map(|(_, s)| Arc::downgrade(s) as PacedSocket);
         Governor::join_as_one(&t.ctx, sockets.collect())
     });
@@ -48,156 +78,271 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
         shares[i % n_workers].push(c);
     }
     let control = Arc::new(Control::default());
-    let (tx, mut reports) = mpsc::unbounded_channel();
+    let (tx, reports) = mpsc::unbounded_channel();
     let mut spawned = Vec::with_capacity(n_workers);
     for (i, share) in shares.into_iter().enumerate() {
         match rr::server::spawn(i, plan, share, &ids, Arc::clone(&control), tx.clone()) {
             Ok(w) => spawned.push(w),
             Err(e) => {
                 drop(Workers::new(Arc::clone(&control), spawned));
-                let msg = format!("server could not start a request/response worker: {e}");
-                return t.abort(ErrorCode::ServerError, msg).await;
+                return Err(format!(
+                    "server could not start a request/response worker: {e}"
+                ));
             }
         }
     }
-    drop(tx);
-    let workers = Workers::new(control, spawned);
-    let handoff = Arc::new(workers.handoff(flows * 2 + 16));
-    if rr_spec.connect_per_transaction {
-        t.registration
-            .route_directly(Arc::clone(&handoff), rr_spec.flows.get());
+    Ok(Started {
+        workers: Workers::new(control, spawned),
+        reports,
+        share,
+    })
+}
+
+/// A test whose workers answer requests.
+struct Answering {
+    t: Test,
+    workers: Workers,
+    reports: mpsc::UnboundedReceiver<Report>,
+    /// Where `--crr` connections go, round robin.
+    handoff: Arc<Handoff>,
+    share: Option<Share>,
+    /// When `Ready` left: time zero of the intervals.
+    start: Instant,
+    /// When the server gives up on a test that should have ended.
+    hard_stop: Instant,
+    boundaries: Boundaries,
+    reports_intervals: bool,
+    acc: Totals,
+    flows: usize,
+    /// `--crr` connections that arrived before the direct route still come through here.
+    crr_open: bool,
+}
+
+impl Answering {
+    /// Routes `--crr` connections straight to the workers and sends `Ready`.
+    async fn begin(
+        mut t: Test,
+        started: Started,
+        spec: &TestSpec,
+        rr_spec: &RrSpec,
+    ) -> Result<Self, SessionEnd> {
+        let Started {
+            workers,
+            reports,
+            share,
+        } = started;
+        let flows = usize::from(rr_spec.flows.get());
+        let handoff = Arc::new(workers.handoff(flows * 2 + 16));
+        if rr_spec.connect_per_transaction {
+            t.registration
+                .route_directly(Arc::clone(&handoff), rr_spec.flows.get());
+        }
+        let start = Instant::now();
+        let ready = Message::Ready(Ready {
+            sockets: Vec::new(),
+        });
+        if t.send(&ready).await.is_err() {
+            return Err(SessionEnd::Other);
+        }
+        let schedule = Schedule::for_spec(spec);
+        let ids: Vec<u16> = (0..flows).map(|i| i as u16).collect();
+        let acc = Totals::new(&ids, workers.len());
+        let hard_stop = t.hard_stop(spec, start);
+        Ok(Answering {
+            t,
+            workers,
+            reports,
+            handoff,
+            share,
+            start,
+            hard_stop,
+            boundaries: Boundaries::new(start, schedule),
+            reports_intervals: schedule.reports_intervals(),
+            acc,
+            flows,
+            crr_open: rr_spec.connect_per_transaction,
+        })
     }
 
-    let start = Instant::now();
-    if t.send(&Message::Ready(Ready {
-        sockets: Vec::new(),
-    }))
-    .await
-    .is_err()
-    {
-        return SessionEnd::Other;
-    }
-    let schedule = Schedule::for_spec(spec);
-    let mut next_boundary = schedule.next_boundary(Duration::ZERO);
-    let mut interval_start = Duration::ZERO;
-    let mut next_index = 0u32;
-    let hard_stop = t.hard_stop(spec, start);
-    let mut abort = t.ctx.abort.clone();
-    let mut acc = Totals::new(&ids, n_workers);
-    let mut crr_open = rr_spec.connect_per_transaction;
-
-    let idle_limit = t.ctx.limits.idle_timeout;
-    let mut idle = Idle::new(0);
-    let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
-    // A paced test slower than one transaction per idle period is quiet, not dead.
-    let check_idle = rr_spec
-        .period()
-        .is_none_or(|p| p.saturating_mul(2) < idle_limit);
-    let end = 'test: loop {
-        let boundary_at = next_boundary.map(|b| start + b);
-        tokio::select! {
-            biased;
-            msg = t.rd.next() => break on_control(msg),
-            conn = t.data.recv(), if crr_open => match conn {
-                // Before the direct route was set up; from then on they skip this task.
-                Some((flow, sock, _)) if usize::from(flow) < flows => handoff.give(flow, sock),
-                Some((flow, _, from)) => debug!(%from, flow, "dropped a --crr connection naming no flow of its test"),
-                None => crr_open = false,
-            },
-            r = reports.recv() => match r {
-                Some(Report::Snapshot { worker, epoch, flows }) => {
-                    for iv in acc.snapshot(worker, epoch, flows) {
-                        if let Err(e) = t.send(&Message::RrInterval(iv)).await {
-                            break 'test TestEnd::ClientGone(e);
-                        }
+    /// Cuts intervals and sends them as the workers answer, until the client finishes the
+    /// test, or it overruns, goes quiet, vanishes, or the server shuts down.
+    async fn run(&mut self, rr_spec: &RrSpec) -> TestEnd {
+        let hard_stop = self.hard_stop;
+        let mut abort = self.t.ctx.abort.clone();
+        let idle_limit = self.t.ctx.limits.idle_timeout;
+        let mut idle = Idle::new(0);
+        let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
+        // A paced test slower than one transaction per idle period is quiet, not dead.
+        let check_idle = rr_spec
+            .period()
+            .is_none_or(|p| p.saturating_mul(2) < idle_limit);
+        loop {
+            let boundary_at = self.boundaries.next_at();
+            tokio::select! {
+                biased;
+                msg = self.t.rd.next() => return on_control(msg),
+                conn = self.t.data.recv(), if self.crr_open => self.crr_conn(conn),
+                r = self.reports.recv() => {
+                    if let Err(e) = self.on_report(r).await {
+                        return TestEnd::ClientGone(e);
                     }
                 }
-                Some(Report::Failed { flow, error }) => debug!(peer = %t.peer, flow, "flow ended: {error}"),
-                Some(Report::Done { .. }) | None => {}
-            },
-            _ = sleep_until_opt(boundary_at) => {
-                let Some(b) = next_boundary else { continue };
-                let now = start.elapsed();
-                let epoch = workers.next_epoch();
-                acc.pending(epoch, SideRrInterval {
-                    index: next_index,
-                    start_s: interval_start.as_secs_f64(),
-                    end_s: now.as_secs_f64(),
-                    omitted: schedule.is_omitted(b),
-                    transactions: 0,
-                    retransmits: 0,
-                    connections: 0,
-                }, schedule.reports_intervals());
-                next_index += 1;
-                interval_start = now;
-                next_boundary = schedule.next_boundary(now);
-            }
-            _ = idle_tick.tick(), if check_idle => {
-                let progress = workers.control.activity.load(std::sync::atomic::Ordering::Relaxed);
-                if idle.stalled(progress, idle_limit) {
-                    break TestEnd::ClientGone(format!("no request arrived for {idle_limit:?}"));
+                _ = sleep_until_opt(boundary_at) => self.close_interval(),
+                _ = idle_tick.tick(), if check_idle => {
+                    let progress = self.workers.control.activity.load(std::sync::atomic::Ordering::Relaxed);
+                    if idle.stalled(progress, idle_limit) {
+                        return TestEnd::ClientGone(format!("no request arrived for {idle_limit:?}"));
+                    }
                 }
+                _ = tokio::time::sleep_until(hard_stop.into()) => return TestEnd::Overran,
+                () = async { let _ = abort.wait_for(|a| *a).await; } => return TestEnd::ShuttingDown,
             }
-            _ = tokio::time::sleep_until(hard_stop.into()) => break TestEnd::Overran,
-            () = async { let _ = abort.wait_for(|a| *a).await; } => break TestEnd::ShuttingDown,
         }
-    };
+    }
 
-    workers.set_state(STOPPED);
-    let mut done = 0;
-    let mut cpu = CpuUsage::default();
-    let mut last = Vec::new();
-    let until = tokio::time::Instant::now() + Duration::from_secs(2);
-    while done < workers.len() {
-        match tokio::time::timeout_at(until, reports.recv()).await {
-            Ok(Some(Report::Done { flows, cpu: c, .. })) => {
-                done += 1;
-                cpu += c;
-                last.extend(flows);
+    /// A `--crr` connection that arrived before the direct route was set up; from then on
+    /// they skip this task.
+    fn crr_conn(&mut self, conn: Option<DataConn>) {
+        match conn {
+            Some((flow, sock, _)) if usize::from(flow) < self.flows => {
+                self.handoff.give(flow, sock)
             }
-            Ok(Some(Report::Snapshot {
+            Some((flow, _, from)) => {
+                debug!(%from, flow, "dropped a --crr connection naming no flow of its test")
+            }
+            None => self.crr_open = false,
+        }
+    }
+
+    /// Credits a worker's snapshot and sends the intervals it completes.
+    async fn on_report(&mut self, r: Option<Report>) -> Result<(), String> {
+        match r {
+            Some(Report::Snapshot {
                 worker,
                 epoch,
                 flows,
-            })) => {
-                let _ = acc.snapshot(worker, epoch, flows);
+            }) => {
+                for iv in self.acc.snapshot(worker, epoch, flows) {
+                    self.t.send(&Message::RrInterval(iv)).await?;
+                }
             }
-            Ok(Some(Report::Failed { .. })) => {}
-            Ok(None) | Err(_) => break,
+            Some(Report::Failed { flow, error }) => {
+                debug!(peer = %self.t.peer, flow, "flow ended: {error}")
+            }
+            Some(Report::Done { .. }) | None => {}
+        }
+        Ok(())
+    }
+
+    /// An interval boundary passed: the workers answer with their snapshots.
+    fn close_interval(&mut self) {
+        if let Some(span) = self.boundaries.close() {
+            let epoch = self.workers.next_epoch();
+            self.acc
+                .pending(epoch, side_interval(span), self.reports_intervals);
         }
     }
-    drop(workers);
-    let last_iv = acc.finish(
-        last,
-        SideRrInterval {
-            index: next_index,
-            start_s: interval_start.as_secs_f64(),
-            end_s: start.elapsed().as_secs_f64(),
-            omitted: false,
-            transactions: 0,
-            retransmits: 0,
-            connections: 0,
-        },
-    );
-    let transactions: u64 = acc.flows.iter().map(|f| f.transactions).sum();
-    if matches!(end, TestEnd::Finished { .. }) {
-        if schedule.reports_intervals() {
-            let _ = t.send(&Message::RrInterval(last_iv)).await;
+
+    /// Stops the workers and takes their last figures (waiting at most 2 s for them).
+    async fn stop(self) -> Stopped {
+        let Answering {
+            t,
+            workers,
+            mut reports,
+            mut boundaries,
+            mut acc,
+            start,
+            share,
+            reports_intervals,
+            ..
+        } = self;
+        workers.set_state(STOPPED);
+        let mut done = 0;
+        let mut cpu = CpuUsage::default();
+        let mut last = Vec::new();
+        let until = tokio::time::Instant::now() + Duration::from_secs(2);
+        while done < workers.len() {
+            match tokio::time::timeout_at(until, reports.recv()).await {
+                Ok(Some(Report::Done { flows, cpu: c, .. })) => {
+                    done += 1;
+                    cpu += c;
+                    last.extend(flows);
+                }
+                Ok(Some(Report::Snapshot {
+                    worker,
+                    epoch,
+                    flows,
+                })) => {
+                    let _ = acc.snapshot(worker, epoch, flows);
+                }
+                Ok(Some(Report::Failed { .. })) => {}
+                Ok(None) | Err(_) => break,
+            }
         }
-        let results = SideRrResults {
-            flows: acc.flows.clone(),
-            measured_retransmits: acc.measured_retransmits,
+        drop(workers);
+        let last_iv = acc.finish(last, side_interval(boundaries.last()));
+        Stopped {
+            t,
+            acc,
+            last_iv,
             cpu,
-        };
-        t.send_results(&Message::RrResults(results)).await;
-        let _ = t.wr.shutdown().await;
-    } else {
-        t.tell_end(&end).await;
+            start,
+            reports_intervals,
+            _share: share,
+        }
     }
-    log_test(&t, spec, &end, 0, Some(transactions), start.elapsed(), 0);
-    match end {
-        TestEnd::Finished { interrupted: false } => SessionEnd::Completed,
-        _ => SessionEnd::Other,
+}
+
+/// A test whose workers have stopped, with every figure in.
+struct Stopped {
+    t: Test,
+    acc: Totals,
+    last_iv: SideRrInterval,
+    cpu: CpuUsage,
+    start: Instant,
+    reports_intervals: bool,
+    /// Held until the report is out, as it was while the test ran.
+    _share: Option<Share>,
+}
+
+impl Stopped {
+    /// Sends the last interval and the results when the client finished the test (the test's
+    /// place given back first), or tells it why not; then the log line.
+    async fn report(mut self, end: &TestEnd, spec: &TestSpec) -> SessionEnd {
+        let transactions: u64 = self.acc.flows.iter().map(|f| f.transactions).sum();
+        if matches!(end, TestEnd::Finished { .. }) {
+            if self.reports_intervals {
+                let _ = self.t.send(&Message::RrInterval(self.last_iv)).await;
+            }
+            let results = SideRrResults {
+                flows: self.acc.flows,
+                measured_retransmits: self.acc.measured_retransmits,
+                cpu: self.cpu,
+            };
+            self.t.send_results(&Message::RrResults(results)).await;
+            let _ = self.t.wr.shutdown().await;
+        } else {
+            self.t.tell_end(end).await;
+        }
+        let elapsed = self.start.elapsed();
+        log_test(&self.t, spec, end, 0, Some(transactions), elapsed, 0);
+        match end {
+            TestEnd::Finished { interrupted: false } => SessionEnd::Completed,
+            _ => SessionEnd::Other,
+        }
+    }
+}
+
+/// An interval of the schedule, its counts still to come.
+fn side_interval(span: Span) -> SideRrInterval {
+    SideRrInterval {
+        index: span.index,
+        start_s: span.start_s,
+        end_s: span.end_s,
+        omitted: span.omitted,
+        transactions: 0,
+        retransmits: 0,
+        connections: 0,
     }
 }
 
