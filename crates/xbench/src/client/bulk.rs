@@ -1,8 +1,16 @@
-//! The client side of a throughput test: stream threads, live intervals merged with the
-//! server's, and the totals.
+//! The client side of a throughput test, in phases: the data connections and the server's
+//! `Ready` ([`Session::connect_data`]) → [`Running::start`] (`Go` sent, stream threads started)
+//! → [`Running::run`] (live intervals merged with the server's, until the end mark, the user or
+//! a failure; the window cut there) → [`Ended::drain`] (`Finish` sent, receivers drained, the
+//! server's results collected) → [`Drained::report`] (the totals and the warnings).
+//!
+//! Data flows from `Go` on, and from then on every path ends in a report. Not the handshake
+//! before (`client`), the stream threads (`engine`), or the arithmetic of merging
+//! ([`crate::summary`]).
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -14,39 +22,194 @@ use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
 use crate::engine::stream::{self, Budget, Payload, SendMode};
 use crate::error::Error;
-use crate::proto::{Finish, Message, StreamLayout};
-use crate::report::{Interval, Outcome, SideInterval, SideResults, StreamInfo, TestReport};
+use crate::proto::{Finish, Message, Ready, StreamLayout};
+use crate::report::{
+    Interval, Outcome, SideInterval, SideResults, SocketReport, StreamInfo, TestReport,
+};
 use crate::summary::{self, Directions, Window};
 
+/// Where live events go.
+type OnEvent<'e> = &'e mut (dyn FnMut(ClientEvent) + Send);
+
+/// Runs an accepted throughput test and reports it.
 pub(super) async fn run(
     mut session: Session,
     config: &ClientConfig,
     tp: &ThroughputSpec,
-    on_event: &mut (dyn FnMut(ClientEvent) + Send),
+    on_event: OnEvent<'_>,
     cancel: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
-    let addr_s = session.addr.clone();
-    let (server_addr, client_addr) = (session.server_addr, session.client_addr);
-    let layout = StreamLayout::new(tp);
-    let dirs: Directions = layout.directions();
     tokio::pin!(cancel);
+    let layout = StreamLayout::new(tp);
     let mut warnings = Vec::new();
     let (data, ready) = session
-        .connect_data(config, dirs.len(), &mut warnings, cancel.as_mut())
+        .connect_data(config, layout.streams(), &mut warnings, cancel.as_mut())
         .await?;
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
-    // Our senders start now: the server's receivers start their clock when this arrives,
-    // just ahead of our first byte. A server that cannot hear it will say so below.
-    let _ = send(&mut session.wr, &Message::Go, &addr_s).await;
+    let test = Test {
+        session,
+        config,
+        dirs: layout.directions(),
+        warnings,
+    };
+    let running = Running::start(test, tp, layout, data, ready, on_event).await?;
+    let ended = running.run(cancel.as_mut(), on_event).await;
+    let drained = ended.drain(cancel, on_event).await;
+    Ok(drained.report(on_event).await)
+}
 
-    // Data flows from here; from now on every path ends in a report. This clock starts for
-    // our senders and for our receivers alike: the server's first byte arrives about now.
-    let started_at = SystemTime::now();
-    let start = Instant::now();
-    let budget = match config.spec.end {
-        EndCondition::Bytes(n) => Some(n),
+/// What every phase of an accepted test holds.
+struct Test<'c> {
+    session: Session,
+    config: &'c ClientConfig,
+    /// Stream id → direction.
+    dirs: Directions,
+    warnings: Vec<String>,
+}
+
+/// A test whose data flows: stream threads, and both ends' intervals being paired.
+struct Running<'c> {
+    test: Test<'c>,
+    infos: Vec<StreamInfo>,
+    group: Group,
+    sampler: Sampler,
+    merger: Merger,
+    /// When data started to flow, for the report.
+    started_at: SystemTime,
+    /// Time zero of this end's clock, for senders and receivers alike.
+    start: Instant,
+}
+
+impl<'c> Running<'c> {
+    /// Says `Go` and starts a thread per stream. An error here (a rate the kernel cannot
+    /// pace, no thread) stops the streams already started.
+    async fn start(
+        mut test: Test<'c>,
+        tp: &ThroughputSpec,
+        layout: StreamLayout,
+        data: Vec<(std::net::TcpStream, SocketReport)>,
+        ready: Ready,
+        on_event: OnEvent<'_>,
+    ) -> Result<Self, Error> {
+        // Our senders start now: the server's receivers start their clock when this arrives,
+        // just ahead of our first byte. A server that cannot hear it will say so later.
+        let addr = test.session.addr.clone();
+        let _ = send(&mut test.session.wr, &Message::Go, &addr).await;
+        // Data flows from here; from now on every path ends in a report. This clock starts
+        // for our senders and for our receivers alike: the server's first byte arrives about
+        // now.
+        let started_at = SystemTime::now();
+        let start = Instant::now();
+        let (group, infos) = start_streams(&test, tp, layout, data, ready)?;
+        on_event(ClientEvent::Started {
+            server: test.session.server.clone(),
+            streams: infos.clone(),
+        });
+        let schedule = Schedule::for_spec(&test.config.spec);
+        let sampler = Sampler::new(start, schedule, group.handles());
+        let merger = Merger::new(test.dirs.clone());
+        Ok(Running {
+            test,
+            infos,
+            group,
+            sampler,
+            merger,
+            started_at,
+            start,
+        })
+    }
+
+    /// Samples and merges intervals until the end mark (a timed test), the last byte (a byte
+    /// count), the user (`cancel`) or a failure, then closes the measured window.
+    async fn run<C: Future<Output = ()>>(
+        mut self,
+        mut cancel: Pin<&mut C>,
+        on_event: OnEvent<'_>,
+    ) -> Ended<'c> {
+        let spec = &self.test.config.spec;
+        let deadline = match spec.end {
+            EndCondition::Duration(d) => Some(self.start + spec.omit + d),
+            EndCondition::Bytes(_) => None,
+        };
+        let byte_count = deadline.is_none();
+        let mut outcome = Outcome::Completed;
+        let mut control_open = true;
+        loop {
+            tokio::select! {
+                // Biased: when the deadline and an interval boundary coincide, the deadline
+                // wins, so the last interval is closed by the cut at the end mark.
+                biased;
+                () = &mut cancel => { outcome = Outcome::Interrupted; break; }
+                _ = sleep_until_opt(deadline) => break,
+                _ = self.group.all_ended(), if byte_count => break,
+                msg = self.test.session.rd.next() => match msg {
+                    Ok(Some(Message::Interval(iv))) => self.merger.server(iv, on_event),
+                    other => {
+                        let (error, usable) = ended_by(other, &self.test.session.addr);
+                        outcome = Outcome::Failed { error };
+                        control_open = usable;
+                        break;
+                    }
+                },
+                _ = sleep_until_opt(self.sampler.next_wakeup()) => {
+                    if let Some(iv) = self.sampler.on_wakeup(Instant::now()) {
+                        self.merger.client(iv, on_event);
+                    }
+                }
+            }
+        }
+        let window = self.close_window(&outcome, on_event);
+        Ended {
+            running: self,
+            outcome,
+            window,
+            control_open,
+        }
+    }
+
+    /// The end mark of a timed or cut-short test: the window closes here, whatever is still
+    /// in flight. A byte count that ran to its end closes with its last byte instead.
+    fn close_window(&mut self, outcome: &Outcome, on_event: OnEvent<'_>) -> Window {
+        let spec = &self.test.config.spec;
+        match (spec.end, outcome) {
+            (EndCondition::Bytes(_), Outcome::Completed) => Window::UntilLastByte,
+            (EndCondition::Duration(d), Outcome::Completed) => {
+                self.cut(on_event);
+                Window::Fixed(d.as_secs_f64())
+            }
+            _ => {
+                let now = self.cut(on_event);
+                let from = self.start + spec.omit;
+                Window::Fixed(now.saturating_duration_since(from).as_secs_f64())
+            }
+        }
+    }
+
+    /// Closes the measured window now; returns when.
+    fn cut(&mut self, on_event: OnEvent<'_>) -> Instant {
+        let now = Instant::now();
+        for iv in self.sampler.cut(now) {
+            self.merger.client(iv, on_event);
+        }
+        now
+    }
+}
+
+/// Starts a sender (paced as `-b` asks) or a receiver thread per data connection, in stream-id
+/// order, and describes each stream for the report; the sockets' other options were set
+/// before they connected.
+fn start_streams(
+    test: &Test<'_>,
+    tp: &ThroughputSpec,
+    layout: StreamLayout,
+    data: Vec<(std::net::TcpStream, SocketReport)>,
+    ready: Ready,
+) -> Result<(Group, Vec<StreamInfo>), Error> {
+    let session = &test.session;
+    let send_budget = match test.config.spec.end {
+        EndCondition::Bytes(n) => Some(Budget::new(n)),
         EndCondition::Duration(_) => None,
     };
     let send_mode = if tp.zerocopy {
@@ -54,23 +217,23 @@ pub(super) async fn run(
     } else {
         SendMode::Copy
     };
-    let send_budget = budget.map(Budget::new);
     let block = tp.block_len.get() as usize;
-    let sends = layout.contains(StreamDirection::ClientToServer);
-    let payload = match sends.then(|| Payload::new(block, send_mode)).transpose() {
-        Ok(p) => p.map(Arc::new),
-        Err(e) => return Err(Error::io("preparing the payload", e)),
+    let payload = match layout.contains(StreamDirection::ClientToServer) {
+        true => match Payload::new(block, send_mode) {
+            Ok(p) => Some(Arc::new(p)),
+            Err(e) => return Err(Error::io("preparing the payload", e)),
+        },
+        false => None,
     };
+    // Dropped on an early return, which stops the streams already started.
     let mut handles: Vec<stream::StreamHandle> = Vec::with_capacity(data.len());
     let mut infos = Vec::with_capacity(data.len());
-    for (id, (sock, report)) in data.into_iter().enumerate() {
-        let id = id as u16;
-        let direction = dirs[&id];
+    for ((id, direction), (sock, report)) in layout.iter().zip(data) {
         infos.push(StreamInfo {
             id,
             direction,
-            client_addr: sock.local_addr().unwrap_or(client_addr),
-            server_addr: sock.peer_addr().unwrap_or(server_addr),
+            client_addr: sock.local_addr().unwrap_or(session.client_addr),
+            server_addr: sock.peer_addr().unwrap_or(session.server_addr),
             client_socket: report,
             server_socket: ready
                 .sockets
@@ -81,9 +244,7 @@ pub(super) async fn run(
         let h = match (direction, &payload) {
             (StreamDirection::ClientToServer, Some(p)) => {
                 if let Err(e) = crate::engine::sockopt::pace(&sock, tp.bitrate) {
-                    for h in &handles {
-                        h.abort();
-                    }
+                    drop(Group::new(handles));
                     return Err(e);
                 }
                 stream::spawn_sender(id, sock, Arc::clone(p), send_budget.clone())
@@ -99,187 +260,189 @@ pub(super) async fn run(
         match h {
             Ok(h) => handles.push(h),
             Err(e) => {
-                for h in &handles {
-                    h.abort();
-                }
+                drop(Group::new(handles));
                 return Err(Error::io("starting a stream thread", e));
             }
         }
     }
-    on_event(ClientEvent::Started {
-        server: session.server.clone(),
-        streams: infos.clone(),
-    });
+    Ok((Group::new(handles), infos))
+}
 
-    let schedule = Schedule::for_spec(&config.spec);
-    let mut sampler = Sampler::new(start, schedule, &handles);
-    let mut merger = Merger::new(dirs.clone());
-    let mut group = Group::new(handles);
+/// A test past its end mark: the window is closed, the drain and the server's results are
+/// next.
+struct Ended<'c> {
+    running: Running<'c>,
+    outcome: Outcome,
+    window: Window,
+    /// The control connection still carries messages (it may have failed, or brought an
+    /// error).
+    control_open: bool,
+}
 
-    let deadline = match config.spec.end {
-        EndCondition::Duration(d) => Some(start + config.spec.omit + d),
-        EndCondition::Bytes(_) => None,
-    };
-    let mut outcome = Outcome::Completed;
-    let mut server_results: Option<SideResults> = None;
-
-    // Phase 1: the test runs until its end condition, the user, or a failure stops it.
-    let mut control_open = true;
-    loop {
-        tokio::select! {
-            // Biased: when the deadline and an interval boundary coincide, the deadline wins, so
-            // the last interval is closed by the cut at the end mark.
-            biased;
-            () = &mut cancel => { outcome = Outcome::Interrupted; break; }
-            _ = sleep_until_opt(deadline) => break,
-            _ = group.all_ended(), if budget.is_some() => break,
-            msg = session.rd.next() => match msg {
-                Ok(Some(Message::Interval(iv))) => merger.server(iv, on_event),
-                other => {
-                    let (error, usable) = ended_by(other, &addr_s);
-                    outcome = Outcome::Failed { error };
-                    control_open = usable;
-                    break;
-                }
-            },
-            _ = sleep_until_opt(sampler.next_wakeup()) => {
-                if let Some(iv) = sampler.on_wakeup(Instant::now()) {
-                    merger.client(iv, on_event);
-                }
-            }
+impl<'c> Ended<'c> {
+    /// Stops our senders, sends `Finish`, and waits (bounded) for our receivers to drain and
+    /// for the server's results; a second Ctrl-C stops the wait.
+    async fn drain<C: Future<Output = ()>>(
+        self,
+        mut cancel: Pin<&mut C>,
+        on_event: OnEvent<'_>,
+    ) -> Drained<'c> {
+        let Ended {
+            running: mut r,
+            mut outcome,
+            window,
+            mut control_open,
+        } = self;
+        r.group.stop_senders();
+        let interrupted = outcome == Outcome::Interrupted;
+        let config = r.test.config;
+        let addr = r.test.session.addr.clone();
+        let finish = Message::Finish(Finish { interrupted });
+        if control_open && send(&mut r.test.session.wr, &finish, &addr).await.is_err() {
+            control_open = false;
         }
-    }
-
-    // The end mark of a timed or cut-short test: the window closes here, whatever is still
-    // in flight. A byte count that ran to its end closes with its last byte instead.
-    let window = match (config.spec.end, &outcome) {
-        (EndCondition::Bytes(_), Outcome::Completed) => Window::UntilLastByte,
-        (EndCondition::Duration(d), Outcome::Completed) => {
-            cut(&mut sampler, &mut merger, on_event);
-            Window::Fixed(d.as_secs_f64())
-        }
-        _ => {
-            let now = cut(&mut sampler, &mut merger, on_event);
-            Window::Fixed(
-                now.saturating_duration_since(start + config.spec.omit)
-                    .as_secs_f64(),
-            )
-        }
-    };
-
-    // Phase 2: stop sending, tell the server, let the receivers drain, collect its results.
-    group.stop_senders();
-    let interrupted = outcome == Outcome::Interrupted;
-    if control_open
-        && send(
-            &mut session.wr,
-            &Message::Finish(Finish { interrupted }),
-            &addr_s,
-        )
-        .await
-        .is_err()
-    {
-        control_open = false;
-    }
-    // An interrupted user wants the figures now, not after a slow path drains.
-    let drain_limit = if interrupted {
-        config.drain_timeout.min(Duration::from_secs(2))
-    } else {
-        config.drain_timeout
-    };
-    let drain_deadline = Instant::now() + drain_limit;
-    // The server drains its own receivers for as long (by default) before it reports: give
-    // its results a few seconds more than our own drain, or both give up at the same moment
-    // and the receiver's figures are lost just when they matter (a path holding data back).
-    let results_deadline = drain_deadline
-        + if interrupted {
-            Duration::from_secs(1)
-        } else {
-            Duration::from_secs(5)
-        };
-    let mut receivers_done = false;
-    let mut drain_over = false;
-    while control_open && (server_results.is_none() || !receivers_done) {
-        tokio::select! {
-            msg = session.rd.next(), if server_results.is_none() => match msg {
-                Ok(Some(Message::Interval(iv))) => merger.server(iv, on_event),
-                Ok(Some(Message::Results(r))) => server_results = Some(r),
-                Ok(Some(Message::Error(e))) => {
-                    if outcome == Outcome::Completed {
-                        outcome = Outcome::Failed { error: format!("the server ended the test: {}", e.message) };
+        let limits = DrainLimits::new(config.drain_timeout, interrupted);
+        let mut server_results: Option<SideResults> = None;
+        let mut receivers_done = false;
+        let mut drain_over = false;
+        while control_open && (server_results.is_none() || !receivers_done) {
+            tokio::select! {
+                msg = r.test.session.rd.next(), if server_results.is_none() => match msg {
+                    Ok(Some(Message::Interval(iv))) => r.merger.server(iv, on_event),
+                    Ok(Some(Message::Results(res))) => server_results = Some(res),
+                    Ok(Some(Message::Error(e))) => {
+                        if outcome == Outcome::Completed {
+                            outcome = Outcome::Failed { error: format!("the server ended the test: {}", e.message) };
+                        }
+                        break;
                     }
+                    _ => {
+                        r.test.warnings.push(format!("{addr} closed the control connection before sending its results"));
+                        break;
+                    }
+                },
+                _ = r.group.all_ended(), if !receivers_done => receivers_done = true,
+                _ = sleep_until_opt(r.sampler.next_wakeup()) => {
+                    if let Some(iv) = r.sampler.on_wakeup(Instant::now()) {
+                        r.merger.client(iv, on_event);
+                    }
+                }
+                _ = tokio::time::sleep_until(limits.drain_deadline.into()), if !drain_over => {
+                    drain_over = true;
+                    if !receivers_done {
+                        receivers_done = true;
+                        let limit = limits.drain;
+                        r.test.warnings.push(format!(
+                            "gave up waiting for the end of the test after {limit:?}; figures cover what had arrived"
+                        ));
+                    }
+                }
+                _ = tokio::time::sleep_until(limits.results_deadline.into()) => break,
+                () = &mut cancel, if !interrupted => {
+                    // A second Ctrl-C: stop waiting.
+                    outcome = Outcome::Interrupted;
                     break;
                 }
-                _ => {
-                    warnings.push(format!("{addr_s} closed the control connection before sending its results"));
-                    break;
-                }
-            },
-            _ = group.all_ended(), if !receivers_done => receivers_done = true,
-            _ = sleep_until_opt(sampler.next_wakeup()) => {
-                if let Some(iv) = sampler.on_wakeup(Instant::now()) {
-                    merger.client(iv, on_event);
-                }
-            }
-            _ = tokio::time::sleep_until(drain_deadline.into()), if !drain_over => {
-                drain_over = true;
-                if !receivers_done {
-                    receivers_done = true;
-                    warnings.push(format!(
-                        "gave up waiting for the end of the test after {drain_limit:?}; figures cover what had arrived"
-                    ));
-                }
-            }
-            _ = tokio::time::sleep_until(results_deadline.into()) => break,
-            () = &mut cancel, if !interrupted => {
-                // A second Ctrl-C: stop waiting.
-                outcome = Outcome::Interrupted;
-                break;
             }
         }
-    }
-    let ends = group.collect(Duration::from_secs(2)).await;
-    let end = Instant::now();
-    let (last, client_results) = sampler.finish(end, &ends);
-    if let Some(iv) = last {
-        merger.client(iv, on_event);
-    }
-    let mut intervals = merger.finish(on_event);
-    summary::align_warm_up(&mut intervals, &client_results, server_results.as_ref());
-    for s in client_results
-        .streams
-        .iter()
-        .chain(server_results.iter().flat_map(|r| &r.streams))
-    {
-        if let Some(e) = &s.error {
-            warnings.push(format!("stream {} ended with an error: {e}", s.stream));
+        Drained {
+            running: r,
+            outcome,
+            window,
+            server_results,
+            drain_limit: limits.drain,
         }
     }
-    let summary = summary::summarize(&dirs, &client_results, server_results.as_ref(), window);
-    let cpu = summary::cpu_report(&client_results, server_results.as_ref());
-    if server_results.is_none() {
-        warnings.push("the server's results never arrived: receiver figures of client-to-server streams are missing".into());
-    }
-    if outcome != Outcome::Interrupted {
-        for (direction, sent, missing) in
-            summary::undelivered(&dirs, &client_results, server_results.as_ref())
-        {
-            if missing > (sent / 100).max(64 * 1024) {
-                warnings.push(format!(
-                    "{}: {} of the {} sent had not arrived {drain_limit:?} after the end — \
-                     the path is holding or dropping data (a deep queue in a shaper, or an MTU \
-                     black hole that drops every full-size packet: -M 1200 tells)",
-                    direction.label(),
-                    crate::units::ByteSize(missing),
-                    crate::units::ByteSize(sent)
-                ));
-            }
+}
+
+/// How long the end of a test may take.
+struct DrainLimits {
+    /// For our receivers to drain.
+    drain: Duration,
+    drain_deadline: Instant,
+    /// For the server's results, which come after its own drain.
+    results_deadline: Instant,
+}
+
+impl DrainLimits {
+    fn new(drain_timeout: Duration, interrupted: bool) -> Self {
+        // An interrupted user wants the figures now, not after a slow path drains.
+        let drain = if interrupted {
+            drain_timeout.min(Duration::from_secs(2))
+        } else {
+            drain_timeout
+        };
+        let drain_deadline = Instant::now() + drain;
+        // The server drains its own receivers for as long (by default) before it reports:
+        // give its results a few seconds more than our own drain, or both give up at the same
+        // moment and the receiver's figures are lost just when they matter (a path holding
+        // data back).
+        let results_deadline = drain_deadline
+            + if interrupted {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_secs(5)
+            };
+        DrainLimits {
+            drain,
+            drain_deadline,
+            results_deadline,
         }
     }
-    Ok(session.report(
-        config,
-        started_at,
-        ReportBody {
+}
+
+/// A test whose data has stopped moving (or been given up on), with the server's results if
+/// they came.
+struct Drained<'c> {
+    running: Running<'c>,
+    outcome: Outcome,
+    window: Window,
+    server_results: Option<SideResults>,
+    /// How long the receivers were given, for the undelivered-data warning.
+    drain_limit: Duration,
+}
+
+impl Drained<'_> {
+    /// Collects the stream threads' ends and builds the report: intervals, totals over the
+    /// window, CPU, and the warnings a user should read.
+    async fn report(self, on_event: OnEvent<'_>) -> TestReport {
+        let Drained {
+            running: r,
+            outcome,
+            window,
+            server_results,
+            drain_limit,
+        } = self;
+        let Running {
+            test,
+            infos,
+            group,
+            sampler,
+            mut merger,
+            started_at,
+            ..
+        } = r;
+        let Test {
+            session,
+            config,
+            dirs,
+            mut warnings,
+        } = test;
+        let ends = group.collect(Duration::from_secs(2)).await;
+        let (last, client_results) = sampler.finish(Instant::now(), &ends);
+        if let Some(iv) = last {
+            merger.client(iv, on_event);
+        }
+        let mut intervals = merger.finish(on_event);
+        let server = server_results.as_ref();
+        summary::align_warm_up(&mut intervals, &client_results, server);
+        let summary = summary::summarize(&dirs, &client_results, server, window);
+        let cpu = summary::cpu_report(&client_results, server);
+        warn_of_ends(&mut warnings, &client_results, server);
+        if outcome != Outcome::Interrupted {
+            warn_of_undelivered(&mut warnings, &dirs, &client_results, server, drain_limit);
+        }
+        let body = ReportBody {
             streams: infos,
             intervals,
             summary,
@@ -287,21 +450,47 @@ pub(super) async fn run(
             cpu,
             outcome,
             warnings,
-        },
-    ))
+        };
+        session.report(config, started_at, body)
+    }
 }
 
-/// Closes the measured window now; returns when.
-fn cut(
-    sampler: &mut Sampler,
-    merger: &mut Merger,
-    on_event: &mut (dyn FnMut(ClientEvent) + Send),
-) -> Instant {
-    let now = Instant::now();
-    for iv in sampler.cut(now) {
-        merger.client(iv, on_event);
+/// Streams that ended with an error, and a server whose results never came.
+fn warn_of_ends(warnings: &mut Vec<String>, client: &SideResults, server: Option<&SideResults>) {
+    for s in client
+        .streams
+        .iter()
+        .chain(server.iter().flat_map(|r| &r.streams))
+    {
+        if let Some(e) = &s.error {
+            warnings.push(format!("stream {} ended with an error: {e}", s.stream));
+        }
     }
-    now
+    if server.is_none() {
+        warnings.push("the server's results never arrived: receiver figures of client-to-server streams are missing".into());
+    }
+}
+
+/// Data sent that had not arrived `drain_limit` after the end.
+fn warn_of_undelivered(
+    warnings: &mut Vec<String>,
+    dirs: &Directions,
+    client: &SideResults,
+    server: Option<&SideResults>,
+    drain_limit: Duration,
+) {
+    for (direction, sent, missing) in summary::undelivered(dirs, client, server) {
+        if missing > (sent / 100).max(64 * 1024) {
+            warnings.push(format!(
+                "{}: {} of the {} sent had not arrived {drain_limit:?} after the end — \
+                 the path is holding or dropping data (a deep queue in a shaper, or an MTU \
+                 black hole that drops every full-size packet: -M 1200 tells)",
+                direction.label(),
+                crate::units::ByteSize(missing),
+                crate::units::ByteSize(sent)
+            ));
+        }
+    }
 }
 
 /// One interval's halves: the client's, and the server's in one part per clock it keeps.

@@ -25,6 +25,11 @@ impl Group {
         }
     }
 
+    /// Every stream, in the order they were given.
+    pub(crate) fn handles(&self) -> &[StreamHandle] {
+        &self.handles
+    }
+
     /// The streams of one role, in the order they were given.
     pub(crate) fn of_role(&self, role: Role) -> impl Iterator<Item = &StreamHandle> {
         self.handles.iter().filter(move |h| h.role == role)
