@@ -14,7 +14,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{ClientConfig, ClientEvent, ReportBody, Session, empty_socket_report, ended_by, send};
+use super::{
+    ClientConfig, ClientEvent, OnEvent, ReportBody, Session, empty_socket_report, ended_by, send,
+};
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::group::Group;
@@ -27,9 +29,6 @@ use crate::report::{
     Interval, Outcome, SideInterval, SideResults, SocketReport, StreamInfo, TestReport,
 };
 use crate::summary::{self, Directions, Window};
-
-/// Where live events go.
-type OnEvent<'e> = &'e mut (dyn FnMut(ClientEvent) + Send);
 
 /// Runs an accepted throughput test and reports it.
 pub(super) async fn run(

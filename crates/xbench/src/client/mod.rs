@@ -116,6 +116,9 @@ pub enum ClientEvent {
     Warning(String),
 }
 
+/// Where a test's live events go.
+type OnEvent<'e> = &'e mut (dyn FnMut(ClientEvent) + Send);
+
 /// Runs a test. `cancel` resolving (Ctrl-C) ends it early with [`Outcome::Interrupted`]; the
 /// report still covers what ran.
 pub async fn run(

@@ -1,19 +1,26 @@
-//! The client side of a request/response test: workers drive the flows and record latency;
-//! this controller cuts intervals, merges histograms (never averaging percentiles), pairs
-//! them with the server's counts, and builds the totals.
+//! The client side of a request/response test, in phases: the persistent connections and the
+//! server's `Ready` ([`Session::connect_data`]; none with `--crr`) → [`Running::start`] (worker
+//! threads drive the flows and record latency) → [`Running::run`] (intervals cut and paired
+//! with the server's counts, until the end, the user or a failure) → [`Ended::drain`] (no new
+//! transactions; those in flight finish, so both ends count the same ones) →
+//! [`Drained::collect`] (`Finish`, the server's counts) → [`Collected::report`] (the totals).
+//!
+//! Histograms are merged, never percentiles averaged. Not the workers' event loops
+//! (`engine::rr::client`) nor the handshake before (`client`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
-use super::{ClientConfig, ClientEvent, ReportBody, Session, ended_by, send};
+use super::{ClientConfig, ClientEvent, OnEvent, ReportBody, Session, ended_by, send};
 use crate::config::{EndCondition, RrSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::rr::{self, Control, DRAINING, FlowSnapshot, Report, STOPPED, Workers};
-use crate::engine::schedule::Schedule;
+use crate::engine::schedule::{Boundaries, Schedule, Span};
 use crate::error::Error;
 use crate::latency::Distribution;
 use crate::proto::{Finish, Message};
@@ -26,11 +33,12 @@ use crate::report::{
 /// only the merged distributions are kept (a histogram per flow would cost ~100 KiB each).
 pub const PER_FLOW_LATENCY_LIMIT: usize = 64;
 
+/// Runs an accepted request/response test and reports it.
 pub(super) async fn run(
     mut session: Session,
     config: &ClientConfig,
     spec: &RrSpec,
-    on_event: &mut (dyn FnMut(ClientEvent) + Send),
+    on_event: OnEvent<'_>,
     cancel: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
     tokio::pin!(cancel);
@@ -48,11 +56,131 @@ pub(super) async fn run(
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
+    let conns = conns.into_iter().map(|(s, _)| s).collect();
+    let running = Running::start(session, config, spec, conns, warnings, on_event)?;
+    let ended = running.run(cancel, on_event).await;
+    let drained = ended.drain(on_event).await;
+    Ok(drained.collect(on_event).await.report(spec))
+}
 
-    let started_at = SystemTime::now();
-    let start = Instant::now();
-    let control = Arc::new(Control::default());
-    let (tx, mut reports) = mpsc::unbounded_channel();
+/// What every phase of a test holds, from its first transaction to its report.
+struct Test<'c> {
+    session: Session,
+    config: &'c ClientConfig,
+    /// This end's intervals and totals, paired with the server's counts.
+    acc: Accumulator,
+    warnings: Vec<String>,
+    /// When transactions started, for the report.
+    started_at: SystemTime,
+    /// Time zero of latencies, schedules and intervals.
+    start: Instant,
+}
+
+/// A test whose workers run transactions.
+struct Running<'c> {
+    test: Test<'c>,
+    workers: Workers,
+    reports: mpsc::UnboundedReceiver<Report>,
+    boundaries: Boundaries,
+}
+
+impl<'c> Running<'c> {
+    /// Hands the flows to worker threads, a few flows each (`conns` in flow order; none with
+    /// `--crr`), and starts their clock.
+    fn start(
+        session: Session,
+        config: &'c ClientConfig,
+        spec: &RrSpec,
+        conns: Vec<std::net::TcpStream>,
+        warnings: Vec<String>,
+        on_event: OnEvent<'_>,
+    ) -> Result<Self, Error> {
+        let started_at = SystemTime::now();
+        let start = Instant::now();
+        let (workers, reports) = spawn_workers(&session, config, spec, conns, start)?;
+        on_event(ClientEvent::Started {
+            server: session.server.clone(),
+            streams: Vec::new(),
+        });
+        let schedule = Schedule::for_spec(&config.spec);
+        let acc = Accumulator::new(spec, workers.len(), schedule.reports_intervals());
+        let test = Test {
+            session,
+            config,
+            acc,
+            warnings,
+            started_at,
+            start,
+        };
+        Ok(Running {
+            test,
+            workers,
+            reports,
+            boundaries: Boundaries::new(start, schedule),
+        })
+    }
+
+    /// Runs transactions until the end, the user (`cancel`) or a failure stops them.
+    async fn run<C: Future<Output = ()>>(
+        mut self,
+        mut cancel: Pin<&mut C>,
+        on_event: OnEvent<'_>,
+    ) -> Ended<'c> {
+        let spec = &self.test.config.spec;
+        let deadline = match spec.end {
+            EndCondition::Duration(d) => Some(self.test.start + spec.omit + d),
+            EndCondition::Bytes(_) => None,
+        };
+        let mut outcome = Outcome::Completed;
+        let mut control_open = true;
+        loop {
+            let boundary_at = self.boundaries.next_at();
+            tokio::select! {
+                biased;
+                () = &mut cancel => { outcome = Outcome::Interrupted; break; }
+                _ = sleep_until_opt(deadline) => break,
+                r = self.reports.recv() => match r {
+                    Some(Report::Failed { flow, error }) => {
+                        self.test.acc.flow_error(flow, &error);
+                        outcome = Outcome::Failed { error: flow_error(flow, &error) };
+                        break;
+                    }
+                    Some(r) => self.test.acc.report(r, on_event),
+                    None => break,
+                },
+                msg = self.test.session.rd.next() => match msg {
+                    Ok(Some(Message::RrInterval(iv))) => self.test.acc.server_interval(iv, on_event),
+                    other => {
+                        let (error, usable) = ended_by(other, &self.test.session.addr);
+                        outcome = Outcome::Failed { error };
+                        control_open = usable;
+                        break;
+                    }
+                },
+                _ = sleep_until_opt(boundary_at) => {
+                    if let Some(span) = self.boundaries.close() {
+                        self.test.acc.close_interval(self.workers.next_epoch(), span);
+                    }
+                }
+            }
+        }
+        Ended {
+            running: self,
+            outcome,
+            control_open,
+        }
+    }
+}
+
+/// Starts the worker threads over the flows; an error stops those already started.
+fn spawn_workers(
+    session: &Session,
+    config: &ClientConfig,
+    spec: &RrSpec,
+    conns: Vec<std::net::TcpStream>,
+    start: Instant,
+) -> Result<(Workers, mpsc::UnboundedReceiver<Report>), Error> {
+    let flows = usize::from(spec.flows.get());
     let plan = rr::client::Plan {
         request_len: u64::from(spec.request_len.get()),
         response_len: u64::from(spec.response_len.get()),
@@ -70,20 +198,16 @@ pub(super) async fn run(
     let n_workers = rr::worker_count(flows);
     let mut shares: Vec<Vec<(u16, Option<std::net::TcpStream>)>> =
         (0..n_workers).map(|_| Vec::new()).collect();
-    let mut conns = conns.into_iter().map(|(s, _)| s);
+    let mut conns = conns.into_iter();
     for id in 0..flows {
         shares[id % n_workers].push((id as u16, conns.next()));
     }
+    let control = Arc::new(Control::default());
+    let (tx, reports) = mpsc::unbounded_channel();
     let mut spawned = Vec::with_capacity(n_workers);
     for (i, share) in shares.into_iter().enumerate() {
-        match rr::client::spawn(
-            i,
-            plan.clone(),
-            share,
-            Arc::clone(&control),
-            tx.clone(),
-            flows,
-        ) {
+        let worker_control = Arc::clone(&control);
+        match rr::client::spawn(i, plan.clone(), share, worker_control, tx.clone(), flows) {
             Ok(w) => spawned.push(w),
             Err(e) => {
                 drop(Workers::new(Arc::clone(&control), spawned));
@@ -91,177 +215,197 @@ pub(super) async fn run(
             }
         }
     }
-    drop(tx);
-    let workers = Workers::new(Arc::clone(&control), spawned);
-    on_event(ClientEvent::Started {
-        server: session.server.clone(),
-        streams: Vec::new(),
-    });
+    Ok((Workers::new(control, spawned), reports))
+}
 
-    let schedule = Schedule::for_spec(&config.spec);
-    let mut acc = Accumulator::new(spec, n_workers, schedule.reports_intervals());
-    let mut next_boundary = schedule.next_boundary(Duration::ZERO);
-    let mut interval_start = Duration::ZERO;
-    let deadline = match config.spec.end {
-        EndCondition::Duration(d) => Some(start + config.spec.omit + d),
-        EndCondition::Bytes(_) => None,
-    };
-    let mut outcome = Outcome::Completed;
-    let mut control_open = true;
-    let addr = session.addr.clone();
+/// A test whose transactions have stopped starting.
+struct Ended<'c> {
+    running: Running<'c>,
+    outcome: Outcome,
+    /// The control connection still carries messages.
+    control_open: bool,
+}
 
-    // Phase 1: transactions run until the end, the user, or a failure stops them.
-    loop {
-        let boundary_at = next_boundary.map(|b| start + b);
-        tokio::select! {
-            biased;
-            () = &mut cancel => { outcome = Outcome::Interrupted; break; }
-            _ = sleep_until_opt(deadline) => break,
-            r = reports.recv() => match r {
-                Some(Report::Failed { flow, error }) => {
-                    acc.flow_error(flow, &error);
-                    outcome = Outcome::Failed { error: flow_error(flow, &error) };
+impl<'c> Ended<'c> {
+    /// No new transactions; lets those in flight finish (bounded by the drain timeout) so
+    /// both ends count the same ones, then takes the workers' last figures and stops them.
+    async fn drain(self, on_event: OnEvent<'_>) -> Drained<'c> {
+        let Ended {
+            running: mut r,
+            mut outcome,
+            control_open,
+        } = self;
+        let interrupted = outcome == Outcome::Interrupted;
+        let drain_limit = if interrupted {
+            r.test.config.drain_timeout.min(Duration::from_secs(2))
+        } else {
+            r.test.config.drain_timeout
+        };
+        let failed = matches!(outcome, Outcome::Failed { .. });
+        r.workers.set_state(if failed { STOPPED } else { DRAINING });
+        let drain_until = tokio::time::Instant::now() + drain_limit;
+        let n_workers = r.workers.len();
+        let (mut done, mut abandoned) = (0, false);
+        let mut cpu = CpuUsage::default();
+        let mut last: Vec<FlowSnapshot> = Vec::new();
+        while done < n_workers {
+            tokio::select! {
+                rep = r.reports.recv() => match rep {
+                    Some(Report::Done { flows, cpu: c, .. }) => {
+                        done += 1;
+                        cpu += c;
+                        last.extend(flows);
+                    }
+                    Some(Report::Failed { flow, error }) => {
+                        r.test.acc.flow_error(flow, &error);
+                        if outcome == Outcome::Completed {
+                            outcome = Outcome::Failed { error: flow_error(flow, &error) };
+                        }
+                    }
+                    Some(rep) => r.test.acc.report(rep, on_event),
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(drain_until), if !abandoned => {
+                    abandoned = true;
+                    r.test.warnings.push(format!(
+                        "transactions still unanswered {drain_limit:?} after the end were abandoned"
+                    ));
+                    r.workers.set_state(STOPPED);
+                }
+                // A worker told to stop answers within a blocking call's slice; one that does
+                // not must not hang the test (its last partial interval is lost, and said so).
+                _ = tokio::time::sleep_until(drain_until + Duration::from_secs(2)), if abandoned => {
+                    r.test.warnings.push(format!(
+                        "{} of {n_workers} request/response workers did not stop when told to; \
+                         their last partial interval is missing",
+                        n_workers - done
+                    ));
                     break;
                 }
-                Some(r) => acc.report(r, on_event),
-                None => break,
-            },
-            msg = session.rd.next() => match msg {
-                Ok(Some(Message::RrInterval(iv))) => acc.server_interval(iv, on_event),
-                other => {
-                    let (error, usable) = ended_by(other, &addr);
-                    outcome = Outcome::Failed { error };
-                    control_open = usable;
-                    break;
-                }
-            },
-            _ = sleep_until_opt(boundary_at) => {
-                let Some(b) = next_boundary else { continue };
-                let now = start.elapsed();
-                acc.close_interval(
-                    workers.next_epoch(),
-                    interval_start.as_secs_f64(),
-                    now.as_secs_f64(),
-                    schedule.is_omitted(b),
-                );
-                interval_start = now;
-                next_boundary = schedule.next_boundary(now);
             }
         }
+        let Running {
+            mut test,
+            workers,
+            mut boundaries,
+            ..
+        } = r;
+        let now = Instant::now();
+        let end = now.saturating_duration_since(test.start);
+        test.acc
+            .finish_interval(last, boundaries.last(now), on_event);
+        // The workers are done: their threads go before the server is asked for its counts.
+        drop(workers);
+        Drained {
+            test,
+            outcome,
+            control_open,
+            cpu,
+            end,
+        }
     }
+}
 
-    // Phase 2: no new transactions; let those in flight finish so both ends count the same
-    // ones, then collect the workers' last figures.
-    let interrupted = outcome == Outcome::Interrupted;
-    let drain_limit = if interrupted {
-        config.drain_timeout.min(Duration::from_secs(2))
-    } else {
-        config.drain_timeout
-    };
-    workers.set_state(if matches!(outcome, Outcome::Failed { .. }) {
-        STOPPED
-    } else {
-        DRAINING
-    });
-    let drain_until = tokio::time::Instant::now() + drain_limit;
-    let mut done = 0;
-    let mut abandoned = false;
-    let mut cpu = CpuUsage::default();
-    let mut last: Vec<FlowSnapshot> = Vec::new();
-    while done < n_workers {
-        tokio::select! {
-            r = reports.recv() => match r {
-                Some(Report::Done { flows, cpu: c, .. }) => {
-                    done += 1;
-                    cpu += c;
-                    last.extend(flows);
-                }
-                Some(Report::Failed { flow, error }) => {
-                    acc.flow_error(flow, &error);
-                    if outcome == Outcome::Completed {
-                        outcome = Outcome::Failed { error: flow_error(flow, &error) };
+/// A test whose workers have stopped, with every figure of this end in.
+struct Drained<'c> {
+    test: Test<'c>,
+    outcome: Outcome,
+    control_open: bool,
+    /// CPU time of the workers.
+    cpu: CpuUsage,
+    /// When the last interval ended, since the start.
+    end: Duration,
+}
+
+impl<'c> Drained<'c> {
+    /// Sends `Finish` and waits (at most 5 s) for the server's counts.
+    async fn collect(self, on_event: OnEvent<'_>) -> Collected<'c> {
+        let Drained {
+            test: mut t,
+            outcome,
+            control_open,
+            cpu,
+            end,
+        } = self;
+        let interrupted = outcome == Outcome::Interrupted;
+        let addr = t.session.addr.clone();
+        let finish = Message::Finish(Finish { interrupted });
+        let mut server: Option<SideRrResults> = None;
+        if control_open && send(&mut t.session.wr, &finish, &addr).await.is_ok() {
+            let until = tokio::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                match tokio::time::timeout_at(until, t.session.rd.next()).await {
+                    Ok(Ok(Some(Message::RrInterval(iv)))) => t.acc.server_interval(iv, on_event),
+                    Ok(Ok(Some(Message::RrResults(res)))) => {
+                        server = Some(res);
+                        break;
+                    }
+                    Ok(Ok(Some(Message::Error(e)))) => {
+                        t.warnings
+                            .push(format!("the server reported: {}", e.message));
+                        break;
+                    }
+                    _ => {
+                        t.warnings.push(format!("{addr} did not send its results"));
+                        break;
                     }
                 }
-                Some(r) => acc.report(r, on_event),
-                None => break,
-            },
-            _ = tokio::time::sleep_until(drain_until), if !abandoned => {
-                abandoned = true;
-                warnings.push(format!(
-                    "transactions still unanswered {drain_limit:?} after the end were abandoned"
-                ));
-                workers.set_state(STOPPED);
-            }
-            // A worker told to stop answers within a blocking call's slice; one that does not
-            // must not hang the test (its last partial interval is lost, and said so).
-            _ = tokio::time::sleep_until(drain_until + Duration::from_secs(2)), if abandoned => {
-                warnings.push(format!(
-                    "{} of {n_workers} request/response workers did not stop when told to; \
-                     their last partial interval is missing",
-                    n_workers - done
-                ));
-                break;
             }
         }
+        Collected {
+            test: t,
+            outcome,
+            cpu,
+            end,
+            server,
+        }
     }
-    let end = start.elapsed();
-    acc.finish_interval(
-        last,
-        interval_start.as_secs_f64(),
-        end.as_secs_f64(),
-        on_event,
-    );
-    drop(workers);
+}
 
-    // Phase 3: tell the server, collect its counts.
-    let mut server: Option<SideRrResults> = None;
-    if control_open
-        && send(
-            &mut session.wr,
-            &Message::Finish(Finish { interrupted }),
-            &addr,
-        )
-        .await
-        .is_ok()
-    {
-        let until = tokio::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            match tokio::time::timeout_at(until, session.rd.next()).await {
-                Ok(Ok(Some(Message::RrInterval(iv)))) => acc.server_interval(iv, on_event),
-                Ok(Ok(Some(Message::RrResults(r)))) => {
-                    server = Some(r);
-                    break;
-                }
-                Ok(Ok(Some(Message::Error(e)))) => {
-                    warnings.push(format!("the server reported: {}", e.message));
-                    break;
-                }
-                _ => {
-                    warnings.push(format!("{addr} did not send its results"));
-                    break;
-                }
-            }
-        }
-    }
-    let measured_s = match config.spec.end {
-        EndCondition::Duration(d) if outcome == Outcome::Completed => d.as_secs_f64(),
-        _ => end.saturating_sub(config.spec.omit).as_secs_f64(),
-    };
-    let rr = acc.into_report(spec, server.as_ref(), measured_s, &mut warnings);
-    let transactions = rr.summary.total_transactions;
-    let per_tx = |c: CpuUsage| (transactions > 0).then(|| c.total_s() * 1e6 / transactions as f64);
-    let cpu = CpuReport {
-        client: cpu,
-        server: server.as_ref().map(|s| s.cpu),
-        client_s_per_gb: None,
-        server_s_per_gb: None,
-        client_us_per_transaction: per_tx(cpu),
-        server_us_per_transaction: server.as_ref().and_then(|s| per_tx(s.cpu)),
-    };
-    Ok(session.report(
-        config,
-        started_at,
-        ReportBody {
+/// Both ends' figures, ready to report.
+struct Collected<'c> {
+    test: Test<'c>,
+    outcome: Outcome,
+    cpu: CpuUsage,
+    end: Duration,
+    server: Option<SideRrResults>,
+}
+
+impl Collected<'_> {
+    /// The report: totals over the measured time, CPU per transaction, the warnings.
+    fn report(self, spec: &RrSpec) -> TestReport {
+        let Collected {
+            test,
+            outcome,
+            cpu,
+            end,
+            server,
+        } = self;
+        let Test {
+            session,
+            config,
+            acc,
+            mut warnings,
+            started_at,
+            ..
+        } = test;
+        let measured_s = match config.spec.end {
+            EndCondition::Duration(d) if outcome == Outcome::Completed => d.as_secs_f64(),
+            _ => end.saturating_sub(config.spec.omit).as_secs_f64(),
+        };
+        let rr = acc.into_report(spec, server.as_ref(), measured_s, &mut warnings);
+        let transactions = rr.summary.total_transactions;
+        let per_tx =
+            |c: CpuUsage| (transactions > 0).then(|| c.total_s() * 1e6 / transactions as f64);
+        let cpu = CpuReport {
+            client: cpu,
+            server: server.as_ref().map(|s| s.cpu),
+            client_s_per_gb: None,
+            server_s_per_gb: None,
+            client_us_per_transaction: per_tx(cpu),
+            server_us_per_transaction: server.as_ref().and_then(|s| per_tx(s.cpu)),
+        };
+        let body = ReportBody {
             streams: Vec::new(),
             intervals: Vec::new(),
             summary: Summary {
@@ -272,8 +416,9 @@ pub(super) async fn run(
             cpu,
             outcome,
             warnings,
-        },
-    ))
+        };
+        session.report(config, started_at, body)
+    }
 }
 
 fn flow_error(flow: u16, error: &str) -> String {
@@ -287,10 +432,7 @@ fn flow_error(flow: u16, error: &str) -> String {
 /// One interval being assembled from the workers' snapshots.
 #[derive(Debug)]
 struct Pending {
-    index: u32,
-    start_s: f64,
-    end_s: f64,
-    omitted: bool,
+    span: Span,
     reported: usize,
     flows: Vec<FlowSnapshot>,
 }
@@ -316,7 +458,6 @@ struct FlowTotals {
 struct Accumulator {
     workers: usize,
     report_intervals: bool,
-    next_index: u32,
     pending: BTreeMap<u32, Pending>,
     /// The newest epoch each worker answered.
     answered: Vec<u32>,
@@ -336,7 +477,6 @@ impl Accumulator {
         Accumulator {
             workers,
             report_intervals,
-            next_index: 0,
             pending: BTreeMap::new(),
             answered: vec![0; workers],
             ready: BTreeMap::new(),
@@ -355,23 +495,16 @@ impl Accumulator {
     }
 
     /// An interval boundary passed: its figures arrive as snapshots answering `epoch`.
-    fn close_interval(&mut self, epoch: u32, start_s: f64, end_s: f64, omitted: bool) {
-        let index = self.next_index;
-        self.next_index += 1;
-        self.pending.insert(
-            epoch,
-            Pending {
-                index,
-                start_s,
-                end_s,
-                omitted,
-                reported: 0,
-                flows: Vec::new(),
-            },
-        );
+    fn close_interval(&mut self, epoch: u32, span: Span) {
+        let pending = Pending {
+            span,
+            reported: 0,
+            flows: Vec::new(),
+        };
+        self.pending.insert(epoch, pending);
     }
 
-    fn report(&mut self, r: Report, on_event: &mut (dyn FnMut(ClientEvent) + Send)) {
+    fn report(&mut self, r: Report, on_event: OnEvent<'_>) {
         let Report::Snapshot {
             worker,
             epoch,
@@ -408,32 +541,23 @@ impl Accumulator {
         }
     }
 
-    fn finish_interval(
-        &mut self,
-        last: Vec<FlowSnapshot>,
-        start_s: f64,
-        end_s: f64,
-        on_event: &mut (dyn FnMut(ClientEvent) + Send),
-    ) {
+    /// The last interval, `span`, from the workers' final figures (`last`).
+    fn finish_interval(&mut self, last: Vec<FlowSnapshot>, span: Span, on_event: OnEvent<'_>) {
         // Snapshots still pending (a worker never answered) are folded in as they are.
         let stale: Vec<Pending> = std::mem::take(&mut self.pending).into_values().collect();
         for p in stale {
             self.absorb(p, on_event);
         }
         let p = Pending {
-            index: self.next_index,
-            start_s,
-            end_s,
-            omitted: false,
+            span,
             reported: self.workers,
             flows: last,
         };
-        self.next_index += 1;
         self.absorb(p, on_event);
     }
 
     /// Merges one interval's snapshots and adds them to the totals.
-    fn absorb(&mut self, p: Pending, on_event: &mut (dyn FnMut(ClientEvent) + Send)) {
+    fn absorb(&mut self, p: Pending, on_event: OnEvent<'_>) {
         let mut dist = Distribution::new();
         let mut transactions = 0;
         let mut retransmits = 0;
@@ -458,7 +582,7 @@ impl Accumulator {
             }
             if let Some(t) = self.flows.get_mut(usize::from(f.flow)) {
                 t.total_transactions += f.transactions;
-                if !p.omitted {
+                if !p.span.omitted {
                     t.transactions += f.transactions;
                     t.retransmits += f.retransmits;
                     if let (Some(d), Some(rec)) = (t.latency.as_mut(), &f.latency) {
@@ -467,17 +591,23 @@ impl Accumulator {
                 }
             }
         }
-        if !p.omitted {
+        if !p.span.omitted {
             self.total.add(&dist);
             self.retransmits += retransmits;
             self.connections += connections;
         }
-        let span = p.end_s - p.start_s;
+        let Span {
+            index,
+            start_s,
+            end_s,
+            omitted,
+        } = p.span;
+        let span = end_s - start_s;
         let iv = RrInterval {
-            index: p.index,
-            start_s: p.start_s,
-            end_s: p.end_s,
-            omitted: p.omitted,
+            index,
+            start_s,
+            end_s,
+            omitted,
             transactions,
             transactions_per_second: if span > 0.0 {
                 transactions as f64 / span
@@ -504,11 +634,7 @@ impl Accumulator {
         self.emit(false, on_event);
     }
 
-    fn server_interval(
-        &mut self,
-        iv: SideRrInterval,
-        on_event: &mut (dyn FnMut(ClientEvent) + Send),
-    ) {
+    fn server_interval(&mut self, iv: SideRrInterval, on_event: OnEvent<'_>) {
         if !self.report_intervals {
             return;
         }
@@ -522,7 +648,7 @@ impl Accumulator {
 
     /// Emits finished intervals in order; one whose server counts are more than one interval
     /// late (or never coming, with `all`) goes out without them.
-    fn emit(&mut self, all: bool, on_event: &mut (dyn FnMut(ClientEvent) + Send)) {
+    fn emit(&mut self, all: bool, on_event: OnEvent<'_>) {
         let newest_client = self
             .ready
             .iter()
@@ -576,38 +702,8 @@ impl Accumulator {
         } else {
             0.0
         };
-        let pacing = spec.rate_per_flow.map(|r| {
-            let asked = r * f64::from(spec.flows.get());
-            Pacing {
-                asked_per_second: asked,
-                achieved_per_second: tps,
-                kept_up: tps >= asked * 0.99,
-            }
-        });
-        if let Some(p) = pacing.filter(|p| !p.kept_up) {
-            warnings.push(format!(
-                "asked for {:.0} transactions/s, achieved {:.0}/s: the path or the hosts cannot \
-                 keep this rate; latencies are measured from each transaction's intended start \
-                 and include the time it waited",
-                p.asked_per_second, p.achieved_per_second
-            ));
-        }
-        let flows = self
-            .flows
-            .iter()
-            .enumerate()
-            .map(|(i, f)| RrFlowSummary {
-                flow: i as u16,
-                transactions: f.transactions,
-                total_transactions: f.total_transactions,
-                server_transactions: server
-                    .and_then(|s| s.flows.iter().find(|x| usize::from(x.flow) == i))
-                    .map(|x| x.transactions),
-                latency: f.latency.as_ref().and_then(Distribution::stats),
-                retransmits: f.retransmits,
-                error: f.error.clone(),
-            })
-            .collect();
+        let pacing = pacing(spec, tps, warnings);
+        let flows = self.flow_summaries(server);
         RrReport {
             intervals: self.done,
             summary: RrSummary {
@@ -635,6 +731,49 @@ impl Accumulator {
     }
 }
 
+impl Accumulator {
+    /// Each flow's totals beside the server's count of it.
+    fn flow_summaries(&self, server: Option<&SideRrResults>) -> Vec<RrFlowSummary> {
+        self.flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| RrFlowSummary {
+                flow: i as u16,
+                transactions: f.transactions,
+                total_transactions: f.total_transactions,
+                server_transactions: server
+                    .and_then(|s| s.flows.iter().find(|x| usize::from(x.flow) == i))
+                    .map(|x| x.transactions),
+                latency: f.latency.as_ref().and_then(Distribution::stats),
+                retransmits: f.retransmits,
+                error: f.error.clone(),
+            })
+            .collect()
+    }
+}
+
+/// What a paced test asked for and achieved (`tps`, transactions per second), with a warning
+/// when it did not keep up.
+fn pacing(spec: &RrSpec, tps: f64, warnings: &mut Vec<String>) -> Option<Pacing> {
+    let pacing = spec.rate_per_flow.map(|r| {
+        let asked = r * f64::from(spec.flows.get());
+        Pacing {
+            asked_per_second: asked,
+            achieved_per_second: tps,
+            kept_up: tps >= asked * 0.99,
+        }
+    });
+    if let Some(p) = pacing.filter(|p| !p.kept_up) {
+        warnings.push(format!(
+            "asked for {:.0} transactions/s, achieved {:.0}/s: the path or the hosts cannot \
+             keep this rate; latencies are measured from each transaction's intended start \
+             and include the time it waited",
+            p.asked_per_second, p.achieved_per_second
+        ));
+    }
+    pacing
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -660,9 +799,15 @@ mod tests {
                 seen.push((iv.index, iv.transactions));
             }
         };
-        acc.close_interval(1, 0.0, 1.0, false);
+        let span = |index: u32| Span {
+            index,
+            start_s: f64::from(index),
+            end_s: f64::from(index + 1),
+            omitted: false,
+        };
+        acc.close_interval(1, span(0));
         acc.report(snap(0, 1, 0, 10), &mut on_event);
-        acc.close_interval(2, 1.0, 2.0, false);
+        acc.close_interval(2, span(1));
         acc.report(snap(0, 2, 0, 10), &mut on_event);
         // Worker 1 answers only epoch 2, with both intervals' transactions.
         acc.report(snap(1, 2, 1, 14), &mut on_event);

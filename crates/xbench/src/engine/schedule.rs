@@ -129,9 +129,9 @@ impl Boundaries {
         Some(span)
     }
 
-    /// The last span, from the last boundary until now.
-    pub(crate) fn last(&mut self) -> Span {
-        self.span(self.start.elapsed(), false)
+    /// The last span, from the last boundary until `now`.
+    pub(crate) fn last(&mut self, now: Instant) -> Span {
+        self.span(now.saturating_duration_since(self.start), false)
     }
 
     fn span(&mut self, now: Duration, omitted: bool) -> Span {
@@ -212,7 +212,7 @@ mod tests {
         // Closed late (2.5 s in): the span runs to now, the next boundary is the one after.
         assert!(first.end_s >= 2.5);
         assert_eq!(b.next_at(), Some(start + Duration::from_secs(3)));
-        let last = b.last();
+        let last = b.last(Instant::now());
         assert_eq!((last.index, last.start_s), (1, first.end_s));
         let mut none = Boundaries::new(start, Schedule::new(None, Duration::ZERO));
         assert_eq!((none.next_at(), none.close()), (None, None));

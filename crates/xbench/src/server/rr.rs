@@ -280,7 +280,7 @@ impl Answering {
             }
         }
         drop(workers);
-        let last_iv = acc.finish(last, side_interval(boundaries.last()));
+        let last_iv = acc.finish(last, side_interval(boundaries.last(Instant::now())));
         Stopped {
             t,
             acc,
