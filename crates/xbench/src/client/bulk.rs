@@ -14,9 +14,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{
-    ClientConfig, ClientEvent, OnEvent, ReportBody, Session, empty_socket_report, ended_by, send,
-};
+use super::connect::empty_socket_report;
+use super::session::{ReportBody, Session, ended_by, send};
+use super::{ClientConfig, ClientEvent, OnEvent};
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::group::Group;

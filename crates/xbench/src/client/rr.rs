@@ -16,7 +16,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
-use super::{ClientConfig, ClientEvent, OnEvent, ReportBody, Session, ended_by, send};
+use super::session::{ReportBody, Session, ended_by, send};
+use super::{ClientConfig, ClientEvent, OnEvent};
 use crate::config::{EndCondition, RrSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::rr::{self, Control, DRAINING, FlowSnapshot, Report, STOPPED, Workers};

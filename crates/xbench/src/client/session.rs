@@ -1,0 +1,303 @@
+//! An accepted test as the client holds it, and how it gets there: the handshake (preambles,
+//! hello, the pre-shared key both ways), the test request and its acceptance, then the data
+//! connections and the server's `Ready`. Also the control-message helpers both workloads'
+//! controllers use.
+//!
+//! Not the workloads themselves ([`bulk`](super::bulk), [`rr`](super::rr)).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+use super::connect::{connect_any, open_data, resolve};
+use super::{ClientConfig, interruptible};
+use crate::auth::{Nonce, Psk};
+use crate::control::keepalive;
+use crate::error::Error;
+use crate::proto::{
+    self, AuthProof, Channel, Cookie, ErrorMsg, Hello, Message, MessageReader, PROTOCOL_VERSION,
+    Preamble, ProtoError, Ready,
+};
+use crate::report::{
+    CpuReport, Interval, Outcome, PeerInfo, RrReport, SCHEMA_VERSION, SocketReport, StreamInfo,
+    Summary, TestReport,
+};
+use crate::time::rfc3339;
+
+/// An accepted test: the control connection after `Accepted`, and who answered.
+pub(crate) struct Session {
+    pub(crate) rd: MessageReader<OwnedReadHalf>,
+    pub(crate) wr: OwnedWriteHalf,
+    /// `host:port` as the user gave it, for messages.
+    pub(crate) addr: String,
+    pub(crate) server: PeerInfo,
+    pub(crate) server_addr: SocketAddr,
+    pub(crate) client_addr: SocketAddr,
+    pub(crate) cookie: Cookie,
+}
+
+impl Session {
+    pub(super) async fn open(config: &ClientConfig) -> Result<Self, Error> {
+        let addrs = resolve(config).await?;
+        let (ctrl, server_addr) = connect_any(&addrs, config).await?;
+        keepalive(&ctrl);
+        let addr = format!("{}:{}", config.host, config.port);
+        let client_addr = ctrl
+            .local_addr()
+            .map_err(|e| Error::io("reading the local address", e))?;
+        let (rd, mut wr) = ctrl.into_split();
+        let mut rd = MessageReader::new(rd);
+        let server = handshake(&mut rd, &mut wr, &addr, config.psk.as_ref()).await?;
+        send(
+            &mut wr,
+            &Message::Start(Box::new(config.spec.clone())),
+            &addr,
+        )
+        .await?;
+        let state = "waiting for the test to be accepted";
+        let cookie = match expect(&mut rd, &addr, state).await? {
+            Message::Accepted(a) => a.cookie,
+            other => return Err(unexpected(other, &addr, state)),
+        };
+        Ok(Session {
+            rd,
+            wr,
+            addr,
+            server,
+            server_addr,
+            client_addr,
+            cookie,
+        })
+    }
+
+    /// Opens `n` data connections, then waits for the server's `Ready`; `cancel` (Ctrl-C)
+    /// cuts either wait short.
+    pub(crate) async fn connect_data(
+        &mut self,
+        config: &ClientConfig,
+        n: usize,
+        warnings: &mut Vec<String>,
+        mut cancel: Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<(Vec<(std::net::TcpStream, SocketReport)>, Ready), Error> {
+        let data = interruptible(
+            open_data(config, self.server_addr, self.cookie, n, warnings),
+            cancel.as_mut(),
+            "opening the data connections",
+        )
+        .await?;
+        let ready = interruptible(
+            self.ready(),
+            cancel,
+            "waiting for the server's data connections",
+        )
+        .await?;
+        Ok((data, ready))
+    }
+
+    /// Waits for the server's `Ready`: its data sockets are set up and it is measuring.
+    pub(crate) async fn ready(&mut self) -> Result<Ready, Error> {
+        let state = "waiting for the data connections";
+        match expect(&mut self.rd, &self.addr, state).await? {
+            Message::Ready(r) => Ok(r),
+            other => Err(unexpected(other, &self.addr, state)),
+        }
+    }
+
+    /// The report's common part.
+    pub(crate) fn report(
+        &self,
+        config: &ClientConfig,
+        started_at: SystemTime,
+        body: ReportBody,
+    ) -> TestReport {
+        TestReport {
+            schema_version: SCHEMA_VERSION,
+            xbench_version: env!("CARGO_PKG_VERSION").to_owned(),
+            started_at: rfc3339(started_at),
+            label: config.label.clone(),
+            host: config.host.clone(),
+            client_addr: self.client_addr,
+            server_addr: self.server_addr,
+            server: self.server.clone(),
+            spec: config.spec.clone(),
+            streams: body.streams,
+            intervals: body.intervals,
+            summary: body.summary,
+            rr: body.rr,
+            cpu: body.cpu,
+            outcome: body.outcome,
+            warnings: body.warnings,
+        }
+    }
+}
+
+/// What a workload contributes to a [`TestReport`].
+pub(crate) struct ReportBody {
+    pub(crate) streams: Vec<StreamInfo>,
+    pub(crate) intervals: Vec<Interval>,
+    pub(crate) summary: Summary,
+    pub(crate) rr: Option<RrReport>,
+    pub(crate) cpu: CpuReport,
+    pub(crate) outcome: Outcome,
+    pub(crate) warnings: Vec<String>,
+}
+
+async fn handshake(
+    rd: &mut MessageReader<OwnedReadHalf>,
+    wr: &mut OwnedWriteHalf,
+    addr: &str,
+    psk: Option<&Psk>,
+) -> Result<PeerInfo, Error> {
+    let proto_err = |cause| Error::Protocol {
+        addr: addr.to_owned(),
+        cause,
+    };
+    wr.write_all(&Preamble::new(Channel::Control).encode())
+        .await
+        .map_err(|e| Error::io(format!("writing to {addr}"), e))?;
+    let waited = Duration::from_secs(5);
+    let mut pre = [0u8; proto::PREAMBLE_LEN];
+    let not_xbench = || Error::NotXbench {
+        addr: addr.to_owned(),
+        waited,
+        hint: " (an iperf3 server waits silently like this; `xbench client` needs `xbench server`)",
+    };
+    match tokio::time::timeout(waited, rd.inner_mut().read_exact(&mut pre)).await {
+        Err(_) => return Err(not_xbench()),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(Error::NotXbench {
+                addr: addr.to_owned(),
+                waited,
+                hint: " (it closed the connection)",
+            });
+        }
+        Ok(Err(e)) => return Err(Error::io(format!("reading from {addr}"), e)),
+        Ok(Ok(_)) => {}
+    }
+    let pre = Preamble::decode(&pre).map_err(|_| Error::NotXbench {
+        addr: addr.to_owned(),
+        waited,
+        hint: " (it answered with something else)",
+    })?;
+    if pre.version != PROTOCOL_VERSION {
+        return Err(Error::VersionMismatch {
+            addr: addr.to_owned(),
+            client: PROTOCOL_VERSION,
+            server: pre.version,
+        });
+    }
+    let nonce = Nonce::random().map_err(|e| Error::io("drawing a random nonce", e))?;
+    proto::write_message(
+        wr,
+        &Message::Hello(Hello {
+            software: proto::software(),
+            nonce,
+        }),
+    )
+    .await
+    .map_err(|e| proto_err(proto::ProtoError::Io(e.kind(), e.to_string())))?;
+    let w = match expect(rd, addr, "waiting for the server's welcome").await? {
+        Message::Welcome(w) => w,
+        other => return Err(unexpected(other, addr, "waiting for the server's welcome")),
+    };
+    let auth_err = |reason: &str| Error::Auth {
+        addr: addr.to_owned(),
+        reason: reason.to_owned(),
+    };
+    match (psk, w.auth_required, w.proof) {
+        (None, false, _) => {}
+        (None, true, _) => {
+            return Err(auth_err(
+                "the server requires a pre-shared key: pass --psk-file with the server's key",
+            ));
+        }
+        (Some(_), false, _) | (Some(_), true, None) => {
+            return Err(auth_err(
+                "the server has no pre-shared key, so it cannot prove who it is; refusing to \
+                 run with --psk-file against it (start it with --psk-file too)",
+            ));
+        }
+        (Some(k), true, Some(proof)) => {
+            if !k.verify_server(&nonce, &w.nonce, &proof) {
+                return Err(auth_err(
+                    "the server could not prove it holds this pre-shared key: the keys differ",
+                ));
+            }
+            let mine = k.client_proof(&nonce, &w.nonce);
+            proto::write_message(wr, &Message::Auth(AuthProof { proof: mine }))
+                .await
+                .map_err(|e| proto_err(proto::ProtoError::Io(e.kind(), e.to_string())))?;
+        }
+    }
+    Ok(PeerInfo {
+        software: w.software,
+        protocol: pre.version,
+    })
+}
+
+pub(crate) async fn send(wr: &mut OwnedWriteHalf, msg: &Message, addr: &str) -> Result<(), Error> {
+    proto::write_message(wr, msg)
+        .await
+        .map_err(|e| Error::Protocol {
+            addr: addr.to_owned(),
+            cause: proto::ProtoError::Io(e.kind(), e.to_string()),
+        })
+}
+
+/// Reads the next message; an `Error` from the server becomes [`Error::Refused`].
+async fn expect(
+    rd: &mut MessageReader<OwnedReadHalf>,
+    addr: &str,
+    state: &'static str,
+) -> Result<Message, Error> {
+    match rd.next_within(Duration::from_secs(30)).await {
+        Ok(Some(Message::Error(ErrorMsg { code, message }))) => {
+            Err(Error::Refused { code, message })
+        }
+        Ok(Some(m)) => Ok(m),
+        Ok(None) => Err(Error::Protocol {
+            addr: addr.to_owned(),
+            cause: proto::ProtoError::Io(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the server closed the connection while {state}"),
+            ),
+        }),
+        Err(cause) => Err(Error::Protocol {
+            addr: addr.to_owned(),
+            cause,
+        }),
+    }
+}
+
+pub(crate) fn unexpected(m: Message, addr: &str, state: &'static str) -> Error {
+    Error::Unexpected {
+        addr: addr.to_owned(),
+        got: m.kind().to_owned(),
+        state,
+    }
+}
+
+/// What a control message other than the expected interval means while a test runs: the
+/// error that ends it, and whether the control connection is still usable for the goodbye.
+pub(crate) fn ended_by(msg: Result<Option<Message>, ProtoError>, addr: &str) -> (String, bool) {
+    match msg {
+        Ok(Some(Message::Error(e))) => (format!("the server ended the test: {}", e.message), false),
+        Ok(Some(other)) => (unexpected(other, addr, "the test ran").to_string(), true),
+        Ok(None) => (
+            format!("{addr} closed the control connection during the test"),
+            false,
+        ),
+        Err(e) => (
+            Error::Protocol {
+                addr: addr.to_owned(),
+                cause: e,
+            }
+            .to_string(),
+            false,
+        ),
+    }
+}
