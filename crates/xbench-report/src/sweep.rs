@@ -544,9 +544,7 @@ fn save(report: &TestReport, path: &Path) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let mut json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
-    json.push(b'\n');
-    layout::write_atomically(path, &json)
+    xbench::file::write_json_atomically(path, report)
 }
 
 /// Creates `DIR/<label>` and finds the runs already saved: refused without `resume`, and each

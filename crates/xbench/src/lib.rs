@@ -52,6 +52,7 @@ pub mod client;
 pub mod config;
 mod engine;
 mod error;
+pub mod file;
 pub mod latency;
 pub mod proto;
 pub mod report;

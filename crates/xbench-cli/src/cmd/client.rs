@@ -13,8 +13,8 @@ use xbench::auth::Psk;
 use xbench::config::{
     Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, Workload,
 };
+use xbench::file::write_atomically;
 use xbench::report::{Outcome, RrReport, TestReport};
-use xbench_report::layout::write_atomically;
 
 use crate::cli::ClientArgs;
 use crate::cmd::local::{LocalServer, ctrl_c};

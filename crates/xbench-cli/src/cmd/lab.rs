@@ -497,9 +497,10 @@ fn compare(dir: &Path) -> anyhow::Result<()> {
     ))
     .context("writing output")?;
     let md = dir.join("report.md");
-    std::fs::write(
+    xbench::file::write_atomically(
         &md,
-        xbench_report::render::render(&table, xbench_report::render::Format::Markdown, unit),
+        xbench_report::render::render(&table, xbench_report::render::Format::Markdown, unit)
+            .as_bytes(),
     )
     .with_context(|| format!("cannot write {}", md.display()))?;
     let mut written = vec![md.display().to_string()];
