@@ -7,11 +7,77 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use xbench::units::ByteSize;
 use xbench_lab::PathKind;
 
 use crate::parse;
+
+/// Parses the process's arguments, or exits: status 0 for `--help` and `--version`, 2 with a
+/// message naming the flag for anything wrong.
+pub(crate) fn parse() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    Cli::try_parse_from(&args).unwrap_or_else(|e| explain(e, &args).exit())
+}
+
+/// clap's message, with a tip where our own words say more than clap's: which flags need
+/// `--rr`, and what `--local` with a host means.
+fn explain(mut e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let has = |kind, what: &str| match e.get(kind) {
+        Some(ContextValue::String(s)) => s == what,
+        Some(ContextValue::Strings(v)) => v.iter().any(|s| s == what),
+        _ => false,
+    };
+    let tip = match e.kind() {
+        ErrorKind::MissingRequiredArgument if has(ContextKind::InvalidArg, "<--rr|--crr>") => {
+            // Which flag asked for it: the arguments as far as clap can read them.
+            let matches = Cli::command()
+                .ignore_errors(true)
+                .try_get_matches_from(args)
+                .ok();
+            let client = matches
+                .as_ref()
+                .and_then(|m| m.subcommand_matches("client"));
+            let given = [
+                ("rr_size", "-r"),
+                ("flows", "--flows"),
+                ("burst", "--burst"),
+                ("rate", "--rate"),
+                ("hist", "--hist"),
+            ]
+            .into_iter()
+            .find(|(id, _)| {
+                client.is_some_and(|c| {
+                    c.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+                })
+            })
+            .map_or("this flag", |(_, flag)| flag);
+            Some(format!(
+                "{given} applies to request/response tests; add --rr or --crr"
+            ))
+        }
+        ErrorKind::ArgumentConflict
+            if (has(ContextKind::InvalidArg, "--local")
+                && has(ContextKind::PriorArg, "[HOST]"))
+                || (has(ContextKind::InvalidArg, "[HOST]")
+                    && has(ContextKind::PriorArg, "--local")) =>
+        {
+            Some(
+                "--local runs against an in-process server; leave out the host, or drop --local"
+                    .to_owned(),
+            )
+        }
+        _ => None,
+    };
+    if let Some(tip) = tip {
+        e.insert(
+            ContextKind::Suggested,
+            ContextValue::StyledStrs(vec![tip.into()]),
+        );
+    }
+    e
+}
 
 /// Network throughput and latency between two hosts, with the TCP state that explains the figures.
 #[derive(Debug, Parser)]
@@ -56,7 +122,7 @@ pub(crate) struct ClientArgs {
     pub(crate) host: Option<String>,
 
     /// Run against an in-process server on 127.0.0.1: a measurement with no other setup.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "host")]
     pub(crate) local: bool,
 
     /// Server port.
@@ -175,22 +241,22 @@ pub(crate) struct ClientArgs {
     /// Request and response sizes, bytes [default: 1,1] (e.g. 64,16K); repeat the flag to
     /// sweep (-r 1,1 -r 64,16K).
     #[arg(short = 'r', long = "rr-size", value_name = "REQ,RESP", action = clap::ArgAction::Append,
-          value_parser = parse::rr_sizes, help_heading = "Request/response (latency)")]
+          value_parser = parse::rr_sizes, requires = "latency", help_heading = "Request/response (latency)")]
     pub(crate) rr_size: Vec<(NonZeroU32, NonZeroU32)>,
 
     /// Concurrent request/response connections [default: 1]; a list (1,4,16) sweeps.
-    #[arg(long, value_name = "N[,N…]", value_parser = parse::flows_list,
+    #[arg(long, value_name = "N[,N…]", value_parser = parse::flows_list, requires = "latency",
           allow_negative_numbers = true, help_heading = "Request/response (latency)")]
     pub(crate) flows: Option<parse::List<NonZeroU16>>,
 
     /// Transactions in flight per connection [default: 1, strict ping-pong].
-    #[arg(long, value_name = "K", value_parser = parse::burst,
+    #[arg(long, value_name = "K", value_parser = parse::burst, requires = "latency",
           allow_negative_numbers = true, help_heading = "Request/response (latency)")]
     pub(crate) burst: Option<NonZeroU32>,
 
     /// Pace each flow: transactions per second (200), or the time between them like netperf's
     /// -w (10ms). Latency is then measured from each transaction's intended send time.
-    #[arg(long, value_name = "TPS|INTERVAL", value_parser = parse::rate,
+    #[arg(long, value_name = "TPS|INTERVAL", value_parser = parse::rate, requires = "latency",
           allow_negative_numbers = true, help_heading = "Request/response (latency)")]
     pub(crate) rate: Option<f64>,
 
@@ -201,7 +267,12 @@ pub(crate) struct ClientArgs {
 
     /// Write the latency histograms as an HdrHistogram interval log to FILE, and the
     /// percentile distribution to FILE.hgrm.
-    #[arg(long, value_name = "FILE", help_heading = "Request/response (latency)")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "latency",
+        help_heading = "Request/response (latency)"
+    )]
     pub(crate) hist: Option<PathBuf>,
 
     /// Print only these figures, netperf-style (like netperf -O), e.g.
@@ -583,8 +654,6 @@ impl PathArg {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
-
     use super::*;
 
     /// clap's own checks of every subcommand: names, groups, `requires`, defaults.

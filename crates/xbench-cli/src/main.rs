@@ -10,13 +10,11 @@ mod exit;
 mod parse;
 mod render;
 
-use clap::Parser;
-
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
 use crate::exit::Exit;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     raise_fd_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

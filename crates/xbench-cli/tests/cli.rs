@@ -155,7 +155,14 @@ fn bad_flags_are_usage_errors_naming_the_flag() {
         (&["-M", "20"], "--set-mss"),
         (&["-t", "1", "-n", "1G"], "--time"),
         (&["-R", "--bidir"], "--bidir"),
-        (&["--local", "10.0.0.1"], "--local"),
+        (
+            &["--local", "10.0.0.1"],
+            "leave out the host, or drop --local",
+        ),
+        (
+            &["10.0.0.1", "--local"],
+            "leave out the host, or drop --local",
+        ),
     ];
     assert_usage_errors(&["client"], cases);
 }
@@ -635,6 +642,11 @@ fn bad_request_response_flags_are_usage_errors() {
         (&["--rr", "--rate", "0"], "--rate"),
         (&["--rr", "--rate", "-10"], "--rate"),
         (&["--flows", "4"], "add --rr or --crr"),
+        (&["-r", "64,1K"], "-r applies to request/response tests"),
+        (
+            &["-t", "1", "--hist", "h"],
+            "--hist applies to request/response tests",
+        ),
         (&["--rr", "-R"], "--reverse"),
         (&["--rr", "--crr"], "--crr"),
         (&["--rr", "--fields", "nonsense"], "unknown field"),

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::Path;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use std::num::{NonZeroU16, NonZeroU32};
 use xbench::client::{AddressFamily, ClientEvent};
 
@@ -147,11 +147,6 @@ fn exit_for(r: &TestReport) -> Exit {
 }
 
 pub(crate) fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
-    if a.local && a.host.is_some() {
-        bail!(UsageError(
-            "--local runs against an in-process server; leave out the host, or drop --local".into()
-        ));
-    }
     let host = a.host.clone().unwrap_or_else(|| "127.0.0.1".to_owned());
     let direction = if a.bidir {
         Direction::Bidir
@@ -165,20 +160,6 @@ pub(crate) fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
         (Some(t), None) => EndCondition::Duration(t),
         (None, None) => EndCondition::Duration(std::time::Duration::from_secs(10)),
     };
-    let rr_only = [
-        ("-r", !a.rr_size.is_empty()),
-        ("--flows", a.flows.is_some()),
-        ("--burst", a.burst.is_some()),
-        ("--rate", a.rate.is_some()),
-        ("--hist", a.hist.is_some()),
-    ];
-    if !(a.rr || a.crr)
-        && let Some((flag, _)) = rr_only.iter().find(|(_, given)| *given)
-    {
-        bail!(UsageError(format!(
-            "{flag} applies to request/response tests; add --rr or --crr"
-        )));
-    }
     let mut tp = ThroughputSpec {
         // A sweep (a list) starts from its first value; cmd/sweep sets each cell's.
         streams: a
