@@ -14,8 +14,8 @@ use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use xbench::client::ClientEvent;
 use xbench_report::render::{self, Document, Format};
-use xbench_report::sweep::{self, SweepEnd, SweepError, SweepEvent, SweepPlan};
 use xbench_report::{Comparison, layout};
+use xbench_sweep::{SweepEnd, SweepError, SweepEvent, SweepPlan};
 
 use crate::cli::ClientArgs;
 use crate::cmd::local::{LocalServer, ctrl_c};
@@ -170,7 +170,7 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
             }
         }
     };
-    let outcome = sweep::run(&plan, &mut on_event, cancel).await;
+    let outcome = xbench_sweep::run(&plan, &mut on_event, cancel).await;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -200,7 +200,7 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
     }
     let summary = &outcome.summary;
     let rendered = if args.json {
-        Document::new(&table, &warnings, Some(summary)).to_json()
+        Document::with_sweep(&table, &warnings, summary).to_json()
     } else {
         let mut s = format!(
             "\n{label}: {} of {} runs completed in this sweep{}{}\n\n",
