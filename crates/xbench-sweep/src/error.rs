@@ -22,6 +22,9 @@ pub enum SweepError {
         /// "throughput" or "request/response".
         kind: &'static str,
     },
+    /// The key file (`--psk-file`) cannot be used.
+    #[error(transparent)]
+    Key(#[from] xbench::auth::KeyError),
     /// The label cannot be a directory name.
     #[error("{0}")]
     Label(String),

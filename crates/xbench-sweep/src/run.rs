@@ -135,6 +135,7 @@ pub async fn run(
     cancel: impl Future<Output = ()>,
 ) -> Result<SweepOutcome, SweepError> {
     plan.check()?;
+    let psk = plan.target.read_key()?;
     let schedule = plan.schedule();
     let done = prepare_dir(plan, &schedule)?;
     let mut cancel = Cancel::new(cancel);
@@ -177,7 +178,10 @@ pub async fn run(
         on_event(SweepEvent::Started(p));
         let result = {
             let mut forward = |ev: ClientEvent| on_event(SweepEvent::Client(ev));
-            xbench::client::run(&p.config, &mut forward, cancel.wait()).await
+            let config =
+                plan.target
+                    .client_config(p.spec.clone(), Some(plan.label.clone()), psk.clone());
+            xbench::client::run(&config, &mut forward, cancel.wait()).await
         };
         let report = match result {
             Ok(r) => r,
@@ -202,7 +206,7 @@ pub async fn run(
                 break;
             }
         };
-        match keep(&report, p) {
+        match keep(&report, p, &plan.label) {
             Ok(run) => {
                 if let Some(path) = &p.path
                     && let Err(e) = save(&report, path)
@@ -252,7 +256,7 @@ pub async fn run(
 }
 
 /// The run's figures when it completed; otherwise its status and why it is not kept.
-fn keep(report: &TestReport, p: &PlannedRun) -> Result<Run, (RunStatus, String)> {
+fn keep(report: &TestReport, p: &PlannedRun, label: &str) -> Result<Run, (RunStatus, String)> {
     match &report.outcome {
         Outcome::Completed => {}
         Outcome::Interrupted => {
@@ -266,8 +270,7 @@ fn keep(report: &TestReport, p: &PlannedRun) -> Result<Run, (RunStatus, String)>
         }
     }
     let path = p.path.clone().unwrap_or_default();
-    Run::from_report(report, path, &p.config.label.clone().unwrap_or_default())
-        .map_err(|e| (RunStatus::Failed, e.to_string()))
+    Run::from_report(report, path, label).map_err(|e| (RunStatus::Failed, e.to_string()))
 }
 
 fn save(report: &TestReport, path: &Path) -> std::io::Result<()> {
@@ -305,7 +308,7 @@ fn prepare_dir(plan: &SweepPlan, schedule: &[PlannedRun]) -> Result<Vec<usize>, 
         let bytes = std::fs::read(path).map_err(|e| unreadable(e.to_string()))?;
         let saved: TestReport =
             serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
-        let differences = differences(&saved.spec, &p.config.spec);
+        let differences = differences(&saved.spec, &p.spec);
         if !differences.is_empty() {
             return Err(SweepError::Mismatch {
                 path: path.clone(),

@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use xbench::client::ClientEvent;
 use xbench_report::render::{self, Document, Format};
 use xbench_report::{Comparison, layout};
-use xbench_sweep::{SweepEnd, SweepError, SweepEvent, SweepPlan};
+use xbench_sweep::{SweepEnd, SweepError, SweepEvent, SweepPlan, Target};
 
 use crate::cli::ClientArgs;
 use crate::cmd::local::{LocalServer, ctrl_c};
@@ -54,8 +54,16 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
         None => base.host.clone(),
     };
     layout::check_label(&label).map_err(|e| UsageError(format!("--label: {e}")))?;
+    let target = Target {
+        host: args.host.clone(),
+        port: base.port,
+        family: base.family,
+        bind: base.bind,
+        connect_timeout: base.connect_timeout,
+        response_timeout: base.stall_timeout,
+        psk_file: args.psk_file.clone(),
+    };
     let mut plan = SweepPlan {
-        base,
         streams: args
             .parallel
             .as_ref()
@@ -70,16 +78,16 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
         flows: args.flows.as_ref().map(|l| l.0.clone()).unwrap_or_default(),
         repeat: args.sweep.repeat.unwrap_or(NonZeroU32::MIN),
         pause: args.sweep.pause.unwrap_or(Duration::ZERO),
-        label: label.clone(),
         save: args.sweep.save.clone(),
         resume: args.sweep.resume,
+        ..SweepPlan::new(target, base.spec, label.clone())
     };
     plan.check().map_err(usage_or_failure)?;
 
     // `--local` (or no host): an in-process server on a free loopback port, as for one test.
     let local = if args.local || args.host.is_none() {
-        let l = LocalServer::start(plan.base.psk.clone()).await?;
-        plan.base.port = l.port;
+        let l = LocalServer::start(base.psk.clone()).await?;
+        plan.target.port = l.port;
         Some(l)
     } else {
         None
