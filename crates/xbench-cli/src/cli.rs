@@ -1,6 +1,7 @@
 //! The command line: every clap structure of every subcommand, and nothing else. Values are
-//! parsed by `parse`; `cmd/` turns them into library configuration, so each flag's
-//! meaning is in one place and the library never sees clap.
+//! parsed by `parse`; `plan` resolves `xbench client`'s flags into what to run, and `cmd/` turns
+//! the other subcommands' into library configuration, so each flag's meaning is in one place
+//! and the library never sees clap.
 
 use std::net::IpAddr;
 use std::num::{NonZeroU16, NonZeroU32};
