@@ -603,8 +603,8 @@ pub(crate) struct RunArgs {
     pub(crate) window: Option<ByteSize>,
 
     /// Runs of every test on every path (round robin, as `xbench client --repeat`).
-    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub(crate) repeat: u32,
+    #[arg(long, value_name = "N", default_value = "1", value_parser = parse::lab_repeat)]
+    pub(crate) repeat: NonZeroU32,
 
     /// Leave out the request/response (latency) test.
     #[arg(long)]

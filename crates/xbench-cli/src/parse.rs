@@ -267,6 +267,15 @@ pub(crate) fn repeat(s: &str) -> Result<NonZeroU32, String> {
     NonZeroU32::new(n).ok_or_else(|| "must be at least 1".into())
 }
 
+/// `xbench lab run --repeat`: runs of every test on every path, 1 to 1000.
+pub(crate) fn lab_repeat(s: &str) -> Result<NonZeroU32, String> {
+    let n = repeat(s)?;
+    if n.get() > 1000 {
+        return Err("at most 1000 runs of each test".into());
+    }
+    Ok(n)
+}
+
 /// netperf-style output selectors, comma-separated.
 pub(crate) fn fields(s: &str) -> Result<crate::render::netperf::FieldList, String> {
     s.split(',')

@@ -2,7 +2,9 @@
 //! the comparison suite on every path, and the hidden `delay-line` helper process that
 //! `xbench lab up` leaves running. The lab itself (namespaces, delay line, VPN, cleanup) is
 //! the `xbench-lab` library and the flags are in `cli`; this module only turns flags into
-//! values, prints and maps outcomes to exit codes.
+//! values, prints and maps outcomes to exit codes. The suite is typed sweep plans
+//! ([`xbench_sweep::SweepPlan`]), run as `xbench client` in each path's client namespace with
+//! the arguments [`xbench_sweep::SweepPlan::client_args`] writes, never flags assembled here.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -11,11 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use xbench::config::{EndCondition, TestSpec};
 use xbench::units::format_bits_per_second;
 use xbench_lab::delay::{DelayLine, DelayLineSpec, DelayLineStats};
 use xbench_lab::state::LabState;
 use xbench_lab::sys::netns::{self, Detach};
 use xbench_lab::{Backend, Impairment, Lab, LabError, LabSpec, PathInfo, PathKind, PathSpec};
+use xbench_sweep::{SweepPlan, Target};
 
 use crate::cli::{
     DelayLineArgs, Impair, LabArgs, LabCommand, PathArg, RunArgs, TopologyArgs, UpArgs, WhereArgs,
@@ -162,45 +166,42 @@ fn delay_line_summary(label: &str, d: &DelayLineStats) -> String {
     s
 }
 
-/// One sweep of the suite, run on every path: `xbench client` flags; each finished run is
-/// saved with `--save`, so the comparison is what `xbench report` reads.
+/// One sweep of the suite on one path. Each finished run is saved (`--save`), so the
+/// comparison is what `xbench report` reads.
 #[derive(Debug, Clone)]
 struct Case {
-    name: String,
-    flags: Vec<String>,
-    /// Runs the sweep makes: its cells × the repeats.
-    runs: u32,
+    name: &'static str,
+    plan: SweepPlan,
 }
 
-/// The suite: a throughput sweep over stream counts, and request/response latency.
-fn suite(a: &RunArgs) -> Vec<Case> {
-    let mut common = vec![
-        "-t".to_owned(),
-        format!("{}", a.time.as_secs_f64()),
-        "--repeat".to_owned(),
-        a.repeat.to_string(),
-    ];
+/// The suite on the path `label` at `target`: a throughput sweep over stream counts, then
+/// request/response latency, each `--repeat` times, saved under `--out` (resumed, so a rerun
+/// into the same directory adds what is missing instead of refusing).
+fn suite(a: &RunArgs, target: &Target, label: &str) -> Vec<Case> {
+    let mut spec = TestSpec::throughput();
+    spec.end = EndCondition::Duration(a.time);
     if let Some(o) = a.omit {
-        common.extend(["-O".to_owned(), format!("{}", o.as_secs_f64())]);
+        spec.omit = o;
     }
-    let streams: Vec<String> = a.streams.iter().map(|n| n.to_string()).collect();
-    let mut throughput = vec!["-P".to_owned(), streams.join(",")];
-    if let Some(w) = a.window {
-        throughput.extend(["-w".to_owned(), format!("{}B", w.0)]);
-    }
-    throughput.extend(common.iter().cloned());
+    let sweep = |spec: TestSpec| SweepPlan {
+        repeat: a.repeat,
+        save: Some(a.out.clone()),
+        resume: true,
+        ..SweepPlan::new(target.clone(), spec, label)
+    };
+    let mut throughput = sweep(spec.clone());
+    throughput.streams = a.streams.clone();
+    throughput.spec.socket.window = a.window.map(|w| w.0);
     let mut cases = vec![Case {
-        name: "throughput".into(),
-        flags: throughput,
-        runs: a.streams.len() as u32 * a.repeat,
+        name: "throughput",
+        plan: throughput,
     }];
     if !a.no_rr {
-        let mut rr = vec!["--rr".to_owned()];
-        rr.extend(common);
+        // Latency runs keep the default window.
+        spec.workload = TestSpec::request_response().workload;
         cases.push(Case {
-            name: "latency".into(),
-            flags: rr,
-            runs: a.repeat,
+            name: "latency",
+            plan: sweep(spec),
         });
     }
     cases
@@ -237,12 +238,14 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
 
     let mut failed = Vec::new();
     'paths: for p in lab.paths() {
-        for c in suite(a) {
+        let mut target = Target::new(p.server_addr.to_string());
+        target.port = p.server_port;
+        for c in suite(a, &target, &p.label) {
             if cancel.load(Ordering::Relaxed) {
                 break 'paths;
             }
             out(&format!("\n{} — {}\n", p.label, c.name)).context("writing output")?;
-            if let Err(e) = run_case(&exe, p, &c, &a.out, a.time, cancel) {
+            if let Err(e) = run_case(&exe, p, &c, a.time, cancel) {
                 failed.push(format!("{} {}: {e}", p.label, c.name));
             }
         }
@@ -268,32 +271,30 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// Runs one sweep of the suite from the path's client namespace; it prints a line per run and
-/// saves each one under `out`.
+/// Runs one sweep of the suite as `xbench client` in the path's client namespace (a process of
+/// its own: a namespace belongs to a thread, and the client's runtime and stream threads must
+/// all be in it); it prints a line per run and saves each one.
 fn run_case(
     exe: &Path,
     p: &PathInfo,
     c: &Case,
-    out_dir: &Path,
     time: Duration,
     cancel: &AtomicBool,
 ) -> Result<(), String> {
+    let args = c
+        .plan
+        .client_args()
+        .map_err(|e| format!("cannot write the sweep as a command: {e}"))?;
     let mut cmd = Command::new(exe);
-    cmd.arg("client")
-        .arg(p.server_addr.to_string())
-        .args(["-p", &p.server_port.to_string(), "--label", &p.label])
-        .arg("--save")
-        .arg(out_dir)
-        // A rerun into the same directory adds what is missing instead of refusing.
-        .arg("--resume")
-        .args(&c.flags)
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
     let mut child = netns::spawn_in(&p.client_netns, &mut cmd, Detach::No)
         .map_err(|e| format!("cannot start the client: {e}"))?;
     // Each run takes its time plus set-up and drain; a sweep far past that is stuck.
-    let limit = Instant::now() + (time + Duration::from_secs(30)) * c.runs;
+    let runs = u32::try_from(c.plan.run_count()).unwrap_or(u32::MAX);
+    let limit = Instant::now() + (time + Duration::from_secs(30)) * runs;
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
@@ -513,49 +514,83 @@ async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
-    use xbench::units::ByteSize;
+    use crate::cli::{Cli, Command};
+    use crate::plan::{self, Plan};
 
     #[test]
     fn suite_sweeps_the_stream_counts_then_measures_latency() {
-        let a = RunArgs {
-            topology: TopologyArgs {
-                paths: None,
-                rate: None,
-                delay: None,
-                jitter: None,
-                loss: None,
-                queue: None,
-                impair: None,
-                seed: None,
-                spin: None,
-            },
-            place: WhereArgs {
-                prefix: "xbl-".into(),
-                state_dir: "/tmp/x".into(),
-            },
-            streams: [1u16, 8]
-                .iter()
-                .map(|&n| std::num::NonZeroU16::new(n).unwrap())
-                .collect(),
-            time: Duration::from_secs(3),
-            omit: None,
-            window: Some(ByteSize(262_144)),
-            repeat: 3,
-            no_rr: false,
-            out: "o".into(),
+        let cli = Cli::try_parse_from([
+            "xbench",
+            "lab",
+            "run",
+            "--streams",
+            "1,8",
+            "-t",
+            "3",
+            "-w",
+            "256K",
+            "--repeat",
+            "3",
+            "--out",
+            "o",
+        ])
+        .unwrap();
+        let Command::Lab(LabArgs {
+            command: LabCommand::Run(a),
+        }) = cli.command
+        else {
+            panic!("lab run");
         };
-        let s = suite(&a);
+        let target = Target {
+            port: 5202,
+            ..Target::new("198.18.0.2")
+        };
+        let s = suite(&a, &target, "transit");
         assert_eq!(s.len(), 2);
-        assert_eq!(s[0].flags[..2], ["-P", "1,8"]);
-        assert!(s[0].flags.windows(2).any(|w| w == ["-w", "262144B"]));
-        assert!(s[0].flags.windows(2).any(|w| w == ["--repeat", "3"]));
-        assert_eq!(s[0].runs, 6);
-        assert_eq!(s[1].flags[0], "--rr");
+        let (tp, rr) = (&s[0].plan, &s[1].plan);
+        assert_eq!(tp.run_count(), 6);
+        assert_eq!(rr.run_count(), 3);
+        assert_eq!(
+            tp.client_args().unwrap(),
+            [
+                "client",
+                "198.18.0.2",
+                "-p",
+                "5202",
+                "--label=transit",
+                "-P",
+                "1,8",
+                "-t",
+                "3",
+                "-w",
+                "256K",
+                "--repeat",
+                "3",
+                "--save=o",
+                "--resume"
+            ]
+        );
+        let rr_args = rr.client_args().unwrap();
+        assert!(rr_args.contains(&"--rr".to_owned()), "{rr_args:?}");
         assert!(
-            !s[1].flags.contains(&"-w".to_owned()),
+            !rr_args.contains(&"-w".to_owned()),
             "latency runs keep the default window"
         );
-        assert_eq!(s[1].runs, 3);
+        // What the client process is given resolves to the very plan: no flag assembled here.
+        for case in &s {
+            let args = case.plan.client_args().unwrap();
+            let cli =
+                Cli::try_parse_from(std::iter::once("xbench".to_owned()).chain(args)).unwrap();
+            let Command::Client(c) = cli.command else {
+                panic!("xbench client");
+            };
+            let Ok(Plan::Sweep(sweep)) = plan::resolve(*c) else {
+                panic!("a sweep");
+            };
+            assert_eq!(sweep.plan, case.plan.normalized());
+        }
     }
 }
