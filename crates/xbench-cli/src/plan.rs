@@ -244,25 +244,29 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
     Ok(spec)
 }
 
+/// `xbench ARGS` through the real command line and [`resolve`], for tests of what other code
+/// writes as `xbench client` arguments.
+#[cfg(test)]
+pub(crate) fn resolve_args(args: &[String]) -> Result<Plan, String> {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    let cli = Cli::try_parse_from(std::iter::once("xbench".to_owned()).chain(args.to_vec()))
+        .map_err(|e| e.to_string())?;
+    let Command::Client(a) = cli.command else {
+        return Err("not `xbench client`".into());
+    };
+    resolve(*a).map_err(|e| e.0)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use clap::Parser;
     use xbench::config::MAX_DURATION;
 
     use super::*;
-    use crate::cli::{Cli, Command};
-
-    /// `xbench ARGS` through the real command line and [`resolve`].
-    fn resolve_args(args: &[String]) -> Result<Plan, String> {
-        let cli = Cli::try_parse_from(std::iter::once("xbench".to_owned()).chain(args.to_vec()))
-            .map_err(|e| e.to_string())?;
-        let Command::Client(a) = cli.command else {
-            return Err("not `xbench client`".into());
-        };
-        resolve(*a).map_err(|e| e.0)
-    }
 
     /// The round trip: `plan` written as arguments, parsed and resolved, is `plan` again
     /// (written one way), or, for a plan of one test, that test.

@@ -53,27 +53,24 @@ pub struct Document<'a, S = ()> {
 impl<'a> Document<'a> {
     /// A document for `comparison`, with no sweep section.
     pub fn new(comparison: &'a Comparison, warnings: &'a [Warning]) -> Self {
-        Document {
-            schema_version: COMPARISON_SCHEMA_VERSION,
-            document: "xbench-comparison",
-            xbench_version: env!("CARGO_PKG_VERSION"),
-            comparison,
-            warnings,
-            sweep: None,
-        }
+        Document::build(comparison, warnings, None)
     }
 }
 
 impl<'a, S: Serialize> Document<'a, S> {
     /// A document for the runs of a sweep, with the sweep's summary.
     pub fn with_sweep(comparison: &'a Comparison, warnings: &'a [Warning], sweep: &'a S) -> Self {
+        Document::build(comparison, warnings, Some(sweep))
+    }
+
+    fn build(comparison: &'a Comparison, warnings: &'a [Warning], sweep: Option<&'a S>) -> Self {
         Document {
             schema_version: COMPARISON_SCHEMA_VERSION,
             document: "xbench-comparison",
             xbench_version: env!("CARGO_PKG_VERSION"),
             comparison,
             warnings,
-            sweep: Some(sweep),
+            sweep,
         }
     }
 

@@ -581,13 +581,8 @@ mod tests {
         );
         // What the client process is given resolves to the very plan: no flag assembled here.
         for case in &s {
-            let args = case.plan.client_args().unwrap();
-            let cli =
-                Cli::try_parse_from(std::iter::once("xbench".to_owned()).chain(args)).unwrap();
-            let Command::Client(c) = cli.command else {
-                panic!("xbench client");
-            };
-            let Ok(Plan::Sweep(sweep)) = plan::resolve(*c) else {
+            let Ok(Plan::Sweep(sweep)) = plan::resolve_args(&case.plan.client_args().unwrap())
+            else {
                 panic!("a sweep");
             };
             assert_eq!(sweep.plan, case.plan.normalized());
