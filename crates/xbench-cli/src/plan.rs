@@ -78,53 +78,18 @@ pub(crate) struct Sweep {
 pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
     let sweep = wants_sweep(&a);
     if sweep {
-        for (flag, given) in [
-            ("--json-stream", a.json_stream),
-            ("--json-file", a.json_file.is_some()),
-            ("--hist", a.hist.is_some()),
-            ("--fields", a.fields.is_some()),
-        ] {
-            if given {
-                return Err(UsageError(format!(
-                    "{flag} describes a single test; a sweep prints one line per run and a \
-                     summary (--json for one document; --save DIR keeps every run's full report)"
-                )));
-            }
-        }
+        refuse_single_test_outputs(&a)?;
     }
-    let target = Target {
-        host: if a.local { None } else { a.host.clone() },
-        port: a.port,
-        family: if a.ipv4 {
-            AddressFamily::V4
-        } else if a.ipv6 {
-            AddressFamily::V6
-        } else {
-            AddressFamily::Any
-        },
-        bind: a.bind,
-        connect_timeout: a.connect_timeout,
-        response_timeout: a.response_timeout,
-        psk_file: a.psk_file.clone(),
-    };
+    let target = target(&a);
     let spec = spec(&a)?;
     let psk = target.read_key().map_err(|e| UsageError(e.to_string()))?;
     if !sweep {
-        let style = if a.json {
-            Style::Json
-        } else if a.json_stream {
-            Style::JsonStream
-        } else if let Some(fields) = a.fields {
-            Style::Fields(fields, a.fields_format)
-        } else {
-            Style::Text
-        };
         return Ok(Plan::Single(Single {
             target,
             spec,
-            label: a.label,
             psk,
-            style,
+            style: style(&a),
+            label: a.label,
             json_file: a.json_file,
             hist: a.hist,
         }));
@@ -169,6 +134,56 @@ fn wants_sweep(a: &ClientArgs) -> bool {
         || a.rr_size.len() > 1
         || a.sweep.repeat.is_some()
         || a.sweep.save.is_some()
+}
+
+/// Outputs that describe one test have no meaning for a sweep.
+fn refuse_single_test_outputs(a: &ClientArgs) -> Result<(), UsageError> {
+    for (flag, given) in [
+        ("--json-stream", a.json_stream),
+        ("--json-file", a.json_file.is_some()),
+        ("--hist", a.hist.is_some()),
+        ("--fields", a.fields.is_some()),
+    ] {
+        if given {
+            return Err(UsageError(format!(
+                "{flag} describes a single test; a sweep prints one line per run and a summary \
+                 (--json for one document; --save DIR keeps every run's full report)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The server the flags name; `--local` or no host is an in-process one.
+fn target(a: &ClientArgs) -> Target {
+    Target {
+        host: if a.local { None } else { a.host.clone() },
+        port: a.port,
+        family: if a.ipv4 {
+            AddressFamily::V4
+        } else if a.ipv6 {
+            AddressFamily::V6
+        } else {
+            AddressFamily::Any
+        },
+        bind: a.bind,
+        connect_timeout: a.connect_timeout,
+        response_timeout: a.response_timeout,
+        psk_file: a.psk_file.clone(),
+    }
+}
+
+/// How a single test is printed.
+fn style(a: &ClientArgs) -> Style {
+    if a.json {
+        Style::Json
+    } else if a.json_stream {
+        Style::JsonStream
+    } else if let Some(fields) = &a.fields {
+        Style::Fields(fields.clone(), a.fields_format)
+    } else {
+        Style::Text
+    }
 }
 
 /// The test the flags describe; a list's first value stands for the list (a sweep sets each
