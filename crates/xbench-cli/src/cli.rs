@@ -1,15 +1,84 @@
-//! The command line: clap structures only. Turning them into library configuration happens in
-//! `cmd/`, so each flag's meaning is in one place and the library never sees clap.
+//! The command line: every clap structure of every subcommand, and nothing else. Values are
+//! parsed by `parse`; `plan` resolves `xbench client`'s flags into what to run, and `cmd/` turns
+//! the other subcommands' into library configuration, so each flag's meaning is in one place
+//! and the library never sees clap.
 
 use std::net::IpAddr;
 use std::num::{NonZeroU16, NonZeroU32};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use xbench::units::ByteSize;
+use xbench_lab::PathKind;
 
 use crate::parse;
+
+/// Parses the process's arguments, or exits: status 0 for `--help` and `--version`, 2 with a
+/// message naming the flag for anything wrong.
+pub(crate) fn parse() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    Cli::try_parse_from(&args).unwrap_or_else(|e| explain(e, &args).exit())
+}
+
+/// clap's message, with a tip where our own words say more than clap's: which flags need
+/// `--rr`, and what `--local` with a host means.
+fn explain(mut e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let has = |kind, what: &str| match e.get(kind) {
+        Some(ContextValue::String(s)) => s == what,
+        Some(ContextValue::Strings(v)) => v.iter().any(|s| s == what),
+        _ => false,
+    };
+    let tip = match e.kind() {
+        ErrorKind::MissingRequiredArgument if has(ContextKind::InvalidArg, "<--rr|--crr>") => {
+            // Which flag asked for it: the arguments as far as clap can read them.
+            let matches = Cli::command()
+                .ignore_errors(true)
+                .try_get_matches_from(args)
+                .ok();
+            let client = matches
+                .as_ref()
+                .and_then(|m| m.subcommand_matches("client"));
+            let given = [
+                ("rr_size", "-r"),
+                ("flows", "--flows"),
+                ("burst", "--burst"),
+                ("rate", "--rate"),
+                ("hist", "--hist"),
+            ]
+            .into_iter()
+            .find(|(id, _)| {
+                client.is_some_and(|c| {
+                    c.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+                })
+            })
+            .map_or("this flag", |(_, flag)| flag);
+            Some(format!(
+                "{given} applies to request/response tests; add --rr or --crr"
+            ))
+        }
+        ErrorKind::ArgumentConflict
+            if (has(ContextKind::InvalidArg, "--local")
+                && has(ContextKind::PriorArg, "[HOST]"))
+                || (has(ContextKind::InvalidArg, "[HOST]")
+                    && has(ContextKind::PriorArg, "--local")) =>
+        {
+            Some(
+                "--local runs against an in-process server; leave out the host, or drop --local"
+                    .to_owned(),
+            )
+        }
+        _ => None,
+    };
+    if let Some(tip) = tip {
+        e.insert(
+            ContextKind::Suggested,
+            ContextValue::StyledStrs(vec![tip.into()]),
+        );
+    }
+    e
+}
 
 /// Network throughput and latency between two hosts, with the TCP state that explains the figures.
 #[derive(Debug, Parser)]
@@ -26,11 +95,11 @@ pub(crate) enum Command {
     /// Serve tests on a port until stopped.
     Server(ServerArgs),
     /// Emulated cloud paths (peering, transit hop, software VPN) in network namespaces.
-    Lab(crate::cmd::lab::LabArgs),
+    Lab(LabArgs),
     /// Compare saved runs (sweeps, repeats, iperf3 -J files) in one table, and chart them.
     Report(ReportArgs),
     /// Check a candidate sweep against a baseline for regressions (exit 1 names the cell).
-    Compare(crate::cmd::compare::CompareArgs),
+    Compare(CompareArgs),
 }
 
 /// How results are printed.
@@ -54,7 +123,7 @@ pub(crate) struct ClientArgs {
     pub(crate) host: Option<String>,
 
     /// Run against an in-process server on 127.0.0.1: a measurement with no other setup.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "host")]
     pub(crate) local: bool,
 
     /// Server port.
@@ -173,22 +242,22 @@ pub(crate) struct ClientArgs {
     /// Request and response sizes, bytes [default: 1,1] (e.g. 64,16K); repeat the flag to
     /// sweep (-r 1,1 -r 64,16K).
     #[arg(short = 'r', long = "rr-size", value_name = "REQ,RESP", action = clap::ArgAction::Append,
-          value_parser = parse::rr_sizes, help_heading = "Request/response (latency)")]
+          value_parser = parse::rr_sizes, requires = "latency", help_heading = "Request/response (latency)")]
     pub(crate) rr_size: Vec<(NonZeroU32, NonZeroU32)>,
 
     /// Concurrent request/response connections [default: 1]; a list (1,4,16) sweeps.
-    #[arg(long, value_name = "N[,N…]", value_parser = parse::flows_list,
+    #[arg(long, value_name = "N[,N…]", value_parser = parse::flows_list, requires = "latency",
           allow_negative_numbers = true, help_heading = "Request/response (latency)")]
     pub(crate) flows: Option<parse::List<NonZeroU16>>,
 
     /// Transactions in flight per connection [default: 1, strict ping-pong].
-    #[arg(long, value_name = "K", value_parser = parse::burst,
+    #[arg(long, value_name = "K", value_parser = parse::burst, requires = "latency",
           allow_negative_numbers = true, help_heading = "Request/response (latency)")]
     pub(crate) burst: Option<NonZeroU32>,
 
     /// Pace each flow: transactions per second (200), or the time between them like netperf's
     /// -w (10ms). Latency is then measured from each transaction's intended send time.
-    #[arg(long, value_name = "TPS|INTERVAL", value_parser = parse::rate,
+    #[arg(long, value_name = "TPS|INTERVAL", value_parser = parse::rate, requires = "latency",
           allow_negative_numbers = true, help_heading = "Request/response (latency)")]
     pub(crate) rate: Option<f64>,
 
@@ -199,7 +268,12 @@ pub(crate) struct ClientArgs {
 
     /// Write the latency histograms as an HdrHistogram interval log to FILE, and the
     /// percentile distribution to FILE.hgrm.
-    #[arg(long, value_name = "FILE", help_heading = "Request/response (latency)")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "latency",
+        help_heading = "Request/response (latency)"
+    )]
     pub(crate) hist: Option<PathBuf>,
 
     /// Print only these figures, netperf-style (like netperf -O), e.g.
@@ -370,4 +444,222 @@ pub(crate) struct ServerArgs {
     /// Log line format.
     #[arg(long, value_enum, default_value_t)]
     pub(crate) log_format: LogFormat,
+}
+
+/// Check a candidate sweep against a baseline sweep for regressions, per cell and path.
+#[derive(Debug, Args)]
+pub(crate) struct CompareArgs {
+    /// Saved runs to compare against (`xbench client … --save DIR`), a directory or files.
+    #[arg(value_name = "BASELINE")]
+    pub(crate) baseline: PathBuf,
+
+    /// Saved runs to check.
+    #[arg(value_name = "CANDIDATE")]
+    pub(crate) candidate: PathBuf,
+
+    /// Figures to check, comma-separated or repeated: throughput, tps, p50, p90, p99, p99.9,
+    /// mean. Each is checked in the cells that carry it [default: throughput,p99].
+    #[arg(long, value_name = "METRIC", value_delimiter = ',', value_parser = parse::metric)]
+    pub(crate) metric: Vec<xbench_report::compare::Metric>,
+
+    /// Loss allowed before a cell counts as regressed, percent of the baseline: throughput
+    /// may fall, and latency rise, by this much.
+    #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = parse::max_regression)]
+    pub(crate) max_regression: f64,
+
+    /// Confidence a regression must be shown with, percent.
+    #[arg(long, value_name = "PERCENT", default_value = "95%", value_parser = parse::confidence)]
+    pub(crate) confidence: f64,
+}
+
+/// Emulated cloud paths (peering, a transit hop, a software VPN) in network namespaces.
+#[derive(Debug, Args)]
+pub(crate) struct LabArgs {
+    #[command(subcommand)]
+    pub(crate) command: LabCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum LabCommand {
+    /// Build the lab and leave it running; `xbench lab down` removes it.
+    Up(UpArgs),
+    /// Run the comparison suite on every path (building a lab for the run unless one is up).
+    Run(RunArgs),
+    /// Remove the lab, or what a killed one left behind.
+    Down(WhereArgs),
+    /// Show the lab that is up: paths, addresses and delay-line accuracy.
+    Status(WhereArgs),
+    /// The delay line of one path, run by `xbench lab up` (not for direct use).
+    #[command(hide = true)]
+    DelayLine(DelayLineArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WhereArgs {
+    /// Start of every namespace name the lab creates.
+    #[arg(long, default_value = xbench_lab::DEFAULT_PREFIX)]
+    pub(crate) prefix: String,
+
+    /// Where the lab keeps its lock, state, logs and keys.
+    #[arg(long, value_name = "DIR", default_value = xbench_lab::DEFAULT_STATE_DIR)]
+    pub(crate) state_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TopologyArgs {
+    /// Paths to build, comma-separated: direct, transit, vpn (default all three). Each may
+    /// carry its own settings after colons, e.g. `vpn:delay=20ms:loss=0.5%`, and a
+    /// `label=NAME` to have two paths of one kind.
+    #[arg(long, value_name = "PATHS", value_delimiter = ',', value_parser = parse::lab_path)]
+    pub(crate) paths: Option<Vec<PathArg>>,
+
+    /// Rate cap of every path, each direction (tc tbf), e.g. 200M.
+    #[arg(long, value_name = "RATE", value_parser = parse::link_rate)]
+    pub(crate) rate: Option<u64>,
+
+    /// One-way delay added in each direction, e.g. 10ms (20 ms round trip).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse::lab_duration)]
+    pub(crate) delay: Option<Duration>,
+
+    /// Delay varies within ± this, never reordering packets, e.g. 1ms.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse::lab_duration)]
+    pub(crate) jitter: Option<Duration>,
+
+    /// Random loss in each direction, percent, e.g. 1% or 0.5.
+    #[arg(long, value_name = "PERCENT", allow_hyphen_values = true, value_parser = parse::loss)]
+    pub(crate) loss: Option<f64>,
+
+    /// Bytes the rate cap's queue holds (tc tbf's limit), e.g. 60K: a short queue drops
+    /// bursts, as a policer or a congested VPN gateway does. Default: one bandwidth-delay
+    /// product, at least 10 ms.
+    #[arg(long, value_name = "BYTES", value_parser = parse::queue)]
+    pub(crate) queue: Option<u64>,
+
+    /// How delay, jitter and loss are made: the kernel's netem when present (auto), or the
+    /// lab's userspace delay line.
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub(crate) impair: Option<Impair>,
+
+    /// Seed of the loss and jitter generators.
+    #[arg(long, value_name = "N")]
+    pub(crate) seed: Option<u64>,
+
+    /// Delay line: spin this long before each release instead of sleeping (e.g. 30us; more
+    /// precise on virtual machines with slow timer wake-ups, costs CPU).
+    #[arg(long, value_name = "TIME", value_parser = parse::lab_duration)]
+    pub(crate) spin: Option<Duration>,
+}
+
+impl TopologyArgs {
+    pub(crate) fn given(&self) -> bool {
+        self.paths.is_some()
+            || self.rate.is_some()
+            || self.delay.is_some()
+            || self.jitter.is_some()
+            || self.loss.is_some()
+            || self.queue.is_some()
+            || self.impair.is_some()
+            || self.seed.is_some()
+            || self.spin.is_some()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Impair {
+    Auto,
+    Netem,
+    DelayLine,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UpArgs {
+    #[command(flatten)]
+    pub(crate) topology: TopologyArgs,
+    #[command(flatten)]
+    pub(crate) place: WhereArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) topology: TopologyArgs,
+    #[command(flatten)]
+    pub(crate) place: WhereArgs,
+
+    /// Parallel stream counts of the throughput sweep.
+    #[arg(long, value_name = "N,…", value_delimiter = ',', default_value = "1,2,4,8", value_parser = parse::streams)]
+    pub(crate) streams: Vec<std::num::NonZeroU16>,
+
+    /// Length of each test: seconds, or with a unit.
+    #[arg(short = 't', long = "time", value_name = "SECS", default_value = "10", value_parser = parse::positive_duration)]
+    pub(crate) time: Duration,
+
+    /// Leave the first SECS of each test out (TCP slow start).
+    #[arg(short = 'O', long = "omit", value_name = "SECS", value_parser = parse::duration)]
+    pub(crate) omit: Option<Duration>,
+
+    /// Socket buffer size on both ends, which bounds the TCP window (needs a unit: 256K).
+    #[arg(short = 'w', long = "window", value_name = "BYTES", value_parser = parse::size_with_unit)]
+    pub(crate) window: Option<ByteSize>,
+
+    /// Runs of every test on every path (round robin, as `xbench client --repeat`).
+    #[arg(long, value_name = "N", default_value = "1", value_parser = parse::lab_repeat)]
+    pub(crate) repeat: NonZeroU32,
+
+    /// Leave out the request/response (latency) test.
+    #[arg(long)]
+    pub(crate) no_rr: bool,
+
+    /// Directory for the results: every run saved as `xbench client --save` does
+    /// (DIR/LABEL/CELL/run-N.json, LABEL the path), the comparison in DIR/report.md and the
+    /// charts in DIR/*.svg.
+    #[arg(long, value_name = "DIR", default_value = "xbench-lab-results")]
+    pub(crate) out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DelayLineArgs {
+    /// Where to keep the line's stats (rewritten every second and on exit).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) stats: PathBuf,
+    /// The line, as JSON.
+    pub(crate) spec: String,
+}
+
+/// One `--paths` item: a path kind and the settings written after it.
+#[derive(Debug, Clone)]
+pub(crate) struct PathArg {
+    pub(crate) kind: PathKind,
+    pub(crate) label: Option<String>,
+    pub(crate) rate: Option<u64>,
+    pub(crate) delay: Option<Duration>,
+    pub(crate) jitter: Option<Duration>,
+    pub(crate) loss: Option<f64>,
+    pub(crate) queue: Option<u64>,
+}
+
+impl PathArg {
+    /// A path of `kind` with the lab's settings.
+    pub(crate) fn new(kind: PathKind) -> Self {
+        PathArg {
+            kind,
+            label: None,
+            rate: None,
+            delay: None,
+            jitter: None,
+            loss: None,
+            queue: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own checks of every subcommand: names, groups, `requires`, defaults.
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
 }

@@ -8,15 +8,15 @@ mod cli;
 mod cmd;
 mod exit;
 mod parse;
+mod plan;
 mod render;
 
-use clap::Parser;
-
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
 use crate::exit::Exit;
+use crate::plan::Plan;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     raise_fd_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -30,7 +30,11 @@ fn main() {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Client(args) => cmd::client::run(*args).await,
+            Command::Client(args) => match plan::resolve(*args) {
+                Ok(Plan::Single(test)) => cmd::client::run(test).await,
+                Ok(Plan::Sweep(sweep)) => cmd::sweep::run(sweep).await,
+                Err(e) => Err(e.into()),
+            },
             Command::Server(args) => cmd::server::run(args).await,
             Command::Lab(args) => cmd::lab::run(args).await,
             Command::Report(args) => cmd::report::run(args),

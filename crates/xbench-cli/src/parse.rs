@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use xbench::units::ByteSize;
 
+use crate::cli::PathArg;
+
 /// Seconds as iperf3 takes them (`10`, `0.5`), or with a unit (`500ms`, `10s`, `2m`, `1h`).
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
@@ -265,6 +267,15 @@ pub(crate) fn repeat(s: &str) -> Result<NonZeroU32, String> {
     NonZeroU32::new(n).ok_or_else(|| "must be at least 1".into())
 }
 
+/// `xbench lab run --repeat`: runs of every test on every path, 1 to 1000.
+pub(crate) fn lab_repeat(s: &str) -> Result<NonZeroU32, String> {
+    let n = repeat(s)?;
+    if n.get() > 1000 {
+        return Err("at most 1000 runs of each test".into());
+    }
+    Ok(n)
+}
+
 /// netperf-style output selectors, comma-separated.
 pub(crate) fn fields(s: &str) -> Result<crate::render::netperf::FieldList, String> {
     s.split(',')
@@ -302,6 +313,119 @@ pub(crate) fn network(s: &str) -> Result<ipnet::IpNet, String> {
     t.parse::<std::net::IpAddr>()
         .map(ipnet::IpNet::from)
         .map_err(|_| format!("`{t}` is not an address or a network like 10.0.0.0/8"))
+}
+
+/// `kind[:key=value…]`, e.g. `vpn:delay=20ms:loss=0.5%:label=vpn-lossy`.
+pub(crate) fn lab_path(s: &str) -> Result<PathArg, String> {
+    let mut parts = s.split(':');
+    let kind = parts
+        .next()
+        .unwrap_or_default()
+        .parse::<xbench_lab::PathKind>()
+        .map_err(|e| e.to_string())?;
+    let mut p = PathArg::new(kind);
+    for kv in parts {
+        let (k, v) = kv.split_once('=').ok_or_else(|| {
+            format!("`{kv}` in `{s}` is not KEY=VALUE (rate, delay, jitter, loss, queue, label)")
+        })?;
+        match k {
+            "rate" => p.rate = Some(link_rate(v)?),
+            "delay" => p.delay = Some(lab_duration(v)?),
+            "jitter" => p.jitter = Some(lab_duration(v)?),
+            "loss" => p.loss = Some(loss(v)?),
+            "queue" => p.queue = Some(queue(v)?),
+            "label" => p.label = Some(v.to_owned()),
+            _ => {
+                return Err(format!(
+                    "unknown path setting `{k}` in `{s}`; use rate, delay, jitter, loss, queue \
+                     or label"
+                ));
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// A queue length in bytes (`60K`, `1M`, `60000`).
+pub(crate) fn queue(s: &str) -> Result<u64, String> {
+    xbench::units::ByteSize::parse(s)
+        .map(|b| b.0)
+        .map_err(|e| e.to_string())
+}
+
+/// A rate with a unit, bits per second (`200M`).
+pub(crate) fn link_rate(s: &str) -> Result<u64, String> {
+    xbench::units::BitRate::parse(s)
+        .map(|r| r.bits_per_second())
+        .map_err(|e| e.to_string())
+}
+
+/// A delay or jitter: must carry a unit (`10ms`, `500us`, `0.2s`), must not be negative; a
+/// bare number would be read as seconds, which a delay of "10" almost never means.
+pub(crate) fn lab_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if !t.starts_with('-') && t.ends_with(|c: char| c.is_ascii_digit() || c == '.') {
+        return Err(format!("`{t}` has no unit; write {t}ms (or us, s)"));
+    }
+    duration(t)
+}
+
+/// Loss in percent (`1%`, `0.5`), returned as a probability.
+pub(crate) fn loss(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v: f64 = t
+        .trim_end_matches('%')
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{t}` is not a percentage like 1% or 0.5"))?;
+    if !(0.0..=100.0).contains(&v) {
+        return Err(format!("loss {t} is outside 0–100 %"));
+    }
+    Ok(v / 100.0)
+}
+
+/// `--metric`: one figure `xbench compare` checks.
+pub(crate) fn metric(s: &str) -> Result<xbench_report::compare::Metric, String> {
+    s.parse()
+        .map_err(|e: xbench_report::compare::UnknownMetric| e.to_string())
+}
+
+/// `5%`, `5 %` or `5`: a percentage, as a fraction.
+fn percent(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix('%').unwrap_or(t).trim();
+    let v: f64 = t
+        .parse()
+        .map_err(|_| format!("`{s}` is not a percentage (e.g. 5%)"))?;
+    if !v.is_finite() {
+        return Err(format!("`{s}` is not a percentage (e.g. 5%)"));
+    }
+    Ok(v / 100.0)
+}
+
+/// `--max-regression`: the loss allowed, from 0 % to below 100 %.
+pub(crate) fn max_regression(s: &str) -> Result<f64, String> {
+    let v = percent(s)?;
+    if !(0.0..1.0).contains(&v) {
+        return Err(format!(
+            "`{s}`: the allowed loss must be from 0% to below 100%"
+        ));
+    }
+    Ok(v)
+}
+
+/// `--confidence`: from 50 % to below 100 %.
+pub(crate) fn confidence(s: &str) -> Result<f64, String> {
+    let v = percent(s)?;
+    if !(0.5..1.0).contains(&v) {
+        return Err(format!(
+            "`{s}`: the confidence must be from 50% to below 100%"
+        ));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]
@@ -366,5 +490,50 @@ mod tests {
         assert!(flows_list("1,0").is_err());
         assert!(repeat("0").is_err());
         assert_eq!(repeat("15").unwrap().get(), 15);
+    }
+
+    #[test]
+    fn path_items_carry_their_own_settings() {
+        let q = lab_path("direct:rate=150M:queue=60K").unwrap();
+        assert_eq!(q.queue, Some(60 * 1024));
+        let p = lab_path("vpn:delay=20ms:loss=0.5%:label=vpn-lossy").unwrap();
+        assert_eq!(p.kind, xbench_lab::PathKind::Vpn);
+        assert_eq!(p.delay, Some(Duration::from_millis(20)));
+        assert_eq!(p.loss, Some(0.005));
+        assert_eq!(p.label.as_deref(), Some("vpn-lossy"));
+        assert!(
+            lab_path("mpls")
+                .unwrap_err()
+                .contains("unknown path kind `mpls`")
+        );
+        assert!(
+            lab_path("direct:speed=1G")
+                .unwrap_err()
+                .contains("unknown path setting")
+        );
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        assert!(lab_duration("-5ms").unwrap_err().contains("negative"));
+        assert!(lab_duration("10").unwrap_err().contains("no unit"));
+        assert_eq!(lab_duration("500us").unwrap(), Duration::from_micros(500));
+        assert!(loss("101%").unwrap_err().contains("outside 0–100"));
+        assert!(loss("-1").unwrap_err().contains("outside"));
+        assert_eq!(loss("1%").unwrap(), 0.01);
+        assert_eq!(link_rate("200M").unwrap(), 200_000_000);
+    }
+
+    #[test]
+    fn percentages() {
+        assert_eq!(max_regression("5%"), Ok(0.05));
+        assert_eq!(max_regression("0"), Ok(0.0));
+        assert_eq!(max_regression("12.5 %"), Ok(0.125));
+        assert!(max_regression("100%").is_err());
+        assert!(max_regression("-1%").is_err());
+        assert!(max_regression("five").is_err());
+        assert_eq!(confidence("99%"), Ok(0.99));
+        assert!(confidence("100").is_err());
+        assert!(confidence("0.95").is_err());
     }
 }

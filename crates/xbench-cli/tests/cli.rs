@@ -3,15 +3,15 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn xbench() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_xbench"))
-}
+use common::{assert_usage_errors, assert_valid, signal, xbench};
 
 fn schema() -> Value {
     let text = include_str!("../../xbench/schema/report.schema.json");
@@ -36,15 +36,6 @@ fn event_schema() -> Value {
     .to_string()
     .replace(r##""$ref":"#""##, r##""$ref":"#/$defs/report""##);
     serde_json::from_str(&s).unwrap()
-}
-
-fn assert_valid(schema: &Value, doc: &Value) {
-    let v = jsonschema::validator_for(schema).unwrap();
-    let errors: Vec<String> = v
-        .iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
-    assert!(errors.is_empty(), "schema violations: {errors:#?}");
 }
 
 fn free_port() -> u16 {
@@ -103,10 +94,13 @@ fn reverse_and_bidir_reports_validate() {
     }
 }
 
-#[test]
-fn json_stream_lines_each_validate_and_end_with_the_report() {
+/// Runs `xbench client ARGS --json-stream` to success and returns its lines, each checked
+/// against the event schema.
+fn json_stream(args: &[&str]) -> Vec<Value> {
     let out = xbench()
-        .args(["client", "-t", "1", "-i", "0.25", "--json-stream"])
+        .arg("client")
+        .args(args)
+        .arg("--json-stream")
         .output()
         .unwrap();
     assert!(
@@ -123,6 +117,12 @@ fn json_stream_lines_each_validate_and_end_with_the_report() {
     for l in &lines {
         assert_valid(&schema, l);
     }
+    lines
+}
+
+#[test]
+fn json_stream_lines_each_validate_and_end_with_the_report() {
+    let lines = json_stream(&["-t", "1", "-i", "0.25"]);
     assert_eq!(lines.first().unwrap()["event"], "start");
     assert_eq!(lines.last().unwrap()["event"], "end");
     let intervals = lines.iter().filter(|l| l["event"] == "interval").count();
@@ -155,15 +155,16 @@ fn bad_flags_are_usage_errors_naming_the_flag() {
         (&["-M", "20"], "--set-mss"),
         (&["-t", "1", "-n", "1G"], "--time"),
         (&["-R", "--bidir"], "--bidir"),
-        (&["--local", "10.0.0.1"], "--local"),
+        (
+            &["--local", "10.0.0.1"],
+            "leave out the host, or drop --local",
+        ),
+        (
+            &["10.0.0.1", "--local"],
+            "leave out the host, or drop --local",
+        ),
     ];
-    for (args, needle) in cases {
-        let out = xbench().arg("client").args(*args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
-    }
+    assert_usage_errors(&["client"], cases);
 }
 
 #[test]
@@ -182,13 +183,7 @@ fn bad_server_limits_are_usage_errors_naming_the_flag() {
             "--max-handshakes",
         ),
     ];
-    for (args, needle) in cases {
-        let out = xbench().arg("server").args(*args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
-    }
+    assert_usage_errors(&["server"], cases);
 }
 
 #[test]
@@ -270,13 +265,6 @@ impl Drop for ServerProc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-fn signal(child: &std::process::Child, sig: libc::c_int) {
-    // SAFETY: kill(2) on a child we spawned and have not yet reaped.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, sig);
     }
 }
 
@@ -495,24 +483,7 @@ fn rr_and_crr_reports_validate_against_the_schema() {
 
 #[test]
 fn rr_json_stream_validates() {
-    let out = xbench()
-        .args(["client", "--rr", "-t", "1", "-i", "0.25", "--json-stream"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let schema = event_schema();
-    let lines: Vec<Value> = out
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
-        .collect();
-    for l in &lines {
-        assert_valid(&schema, l);
-    }
+    let lines = json_stream(&["--rr", "-t", "1", "-i", "0.25"]);
     assert!(lines.iter().filter(|l| l["event"] == "rr_interval").count() >= 3);
 }
 
@@ -671,16 +642,16 @@ fn bad_request_response_flags_are_usage_errors() {
         (&["--rr", "--rate", "0"], "--rate"),
         (&["--rr", "--rate", "-10"], "--rate"),
         (&["--flows", "4"], "add --rr or --crr"),
+        (&["-r", "64,1K"], "-r applies to request/response tests"),
+        (
+            &["-t", "1", "--hist", "h"],
+            "--hist applies to request/response tests",
+        ),
         (&["--rr", "-R"], "--reverse"),
         (&["--rr", "--crr"], "--crr"),
         (&["--rr", "--fields", "nonsense"], "unknown field"),
     ];
-    for (args, needle) in cases {
-        let out = xbench().arg("client").args(*args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-    }
+    assert_usage_errors(&["client"], cases);
 }
 
 #[test]

@@ -5,30 +5,12 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn xbench() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_xbench"))
-}
+use std::path::Path;
+use std::process::Output;
 
-/// A fresh directory under the system's temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("xbench-compare-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{TempDir, assert_usage_errors, xbench};
 
 /// A saved sweep of `-P 1` on loopback: `repeat` runs of 0.3 s, with extra flags.
 fn sweep(dir: &Path, repeat: &str, extra: &[&str]) {
@@ -124,14 +106,13 @@ fn bad_input_is_a_usage_error() {
         err.contains("baseline: ") && err.contains("no such file"),
         "{err}"
     );
-    for (flag, value, says) in [
-        ("--max-regression", "100%", "from 0% to below 100%"),
-        ("--max-regression", "lots", "not a percentage"),
-        ("--confidence", "0.95", "from 50% to below 100%"),
-        ("--metric", "p42", "unknown metric `p42`"),
-    ] {
-        let (code, _, err) = compare(&[s(&dir.0), s(&dir.0), flag, value]);
-        assert_eq!(code, Some(2), "{flag} {value}: {err}");
-        assert!(err.contains(says), "{flag} {value}: {err}");
-    }
+    assert_usage_errors(
+        &["compare", s(&dir.0), s(&dir.0)],
+        &[
+            (&["--max-regression", "100%"], "from 0% to below 100%"),
+            (&["--max-regression", "lots"], "not a percentage"),
+            (&["--confidence", "0.95"], "from 50% to below 100%"),
+            (&["--metric", "p42"], "unknown metric `p42`"),
+        ],
+    );
 }

@@ -21,7 +21,6 @@ mod lab_common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use xbench::client::ClientEvent;
@@ -32,10 +31,6 @@ use xbench_lab::{Impairment, Lab, PathKind, PathSpec};
 use lab_common::*;
 
 const MBIT: f64 = 1e6;
-
-fn up(spec: &xbench_lab::LabSpec) -> Lab {
-    Lab::up(spec, &AtomicBool::new(false)).unwrap_or_else(|e| panic!("lab up: {e}"))
-}
 
 /// Rate cap 200 Mbit/s: xbench's receiver goodput is within 90–100 % of the cap and within
 /// 3 % of iperf3's on the same path in the same test.

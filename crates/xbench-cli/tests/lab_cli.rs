@@ -11,6 +11,7 @@
     unreachable_pub
 )]
 
+mod common;
 mod lab_common;
 
 use std::path::Path;
@@ -21,6 +22,7 @@ use xbench::report::TestReport;
 use xbench_lab::state::LabState;
 use xbench_lab::sys::process::{ProcRecord, in_namespaces};
 
+use common::signal;
 use lab_common::*;
 
 fn xbench(args: &[&str]) -> Output {
@@ -301,11 +303,6 @@ fn start_long_run(d: &str, prefix: &str) -> Child {
     signal(&child, libc::SIGINT);
     let _ = child.wait();
     panic!("`xbench lab run` did not build its lab in 30 s");
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill has no memory-safety preconditions; `child` is ours and not yet reaped.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
 }
 
 #[test]

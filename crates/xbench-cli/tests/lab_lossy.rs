@@ -20,11 +20,10 @@
 mod lab_common;
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use xbench::report::{Outcome, TestReport};
-use xbench_lab::{Impairment, Lab, PathInfo, PathKind, PathSpec};
+use xbench_lab::{Impairment, PathInfo, PathKind, PathSpec};
 
 use lab_common::*;
 
@@ -33,10 +32,6 @@ const MBIT: f64 = 1e6;
 const CAP: f64 = 150e6;
 /// Test length, as in the table.
 const SECS: u32 = 4;
-
-fn up(spec: &xbench_lab::LabSpec) -> Lab {
-    Lab::up(spec, &AtomicBool::new(false)).unwrap_or_else(|e| panic!("lab up: {e}"))
-}
 
 /// 150 Mbit/s with a 60 KiB queue (the issue's `tbf rate 150mbit burst 32kb limit 60kb`):
 /// far less than the path's bandwidth-delay product plus what 16 streams offer at once.

@@ -4,50 +4,24 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn xbench() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_xbench"))
-}
+use common::{TempDir, assert_usage_errors, signal, xbench};
 
-fn comparison_schema() -> Value {
-    serde_json::from_str(include_str!(
+/// Checks a comparison document against its committed schema.
+fn assert_valid(doc: &Value) {
+    let schema = serde_json::from_str(include_str!(
         "../../xbench-report/schema/comparison.schema.json"
     ))
-    .unwrap()
-}
-
-fn assert_valid(doc: &Value) {
-    let schema = comparison_schema();
-    let v = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = v
-        .iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
-    assert!(errors.is_empty(), "schema violations: {errors:#?}");
-}
-
-/// A fresh directory under the system's temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("xbench-sweep-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    .unwrap();
+    common::assert_valid(&schema, doc);
 }
 
 fn run(args: &[&str], dir: Option<&Path>) -> Output {
@@ -324,13 +298,6 @@ fn window_and_request_response_sweeps_chart_their_own_way() {
         .unwrap();
     ok(&out);
     assert!(String::from_utf8_lossy(&out.stderr).contains("left out of the latency chart"));
-}
-
-fn signal(child: &std::process::Child, sig: libc::c_int) {
-    // SAFETY: kill(2) on a child we spawned and have not yet reaped.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, sig);
-    }
 }
 
 #[test]
@@ -643,28 +610,15 @@ fn bad_sweep_flags_are_usage_errors_naming_the_flag() {
         ),
         (&["--flows", "1,2"], "add --rr or --crr"),
     ];
-    for (args, needle) in cases {
-        let out = xbench()
-            .arg("client")
-            .args(*args)
-            .args(["-t", "0.1"])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
-    }
-    for (args, needle) in [
-        (vec!["report", d, "--plot", "x.jpg"], ".svg or .png"),
-        (vec!["report", d, "--chart", "streams"], "--plot"),
-        (vec!["report", d, "--format", "yaml"], "--format"),
-    ] {
-        let out = xbench().args(&args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-    }
+    assert_usage_errors(&["client", "-t", "0.1"], cases);
+    assert_usage_errors(
+        &["report", d],
+        &[
+            (&["--plot", "x.jpg"], ".svg or .png"),
+            (&["--chart", "streams"], "--plot"),
+            (&["--format", "yaml"], "--format"),
+        ],
+    );
 }
 
 #[test]

@@ -139,18 +139,11 @@ fn read_holder(dir: &Path) -> Option<Holder> {
     serde_json::from_str(&std::fs::read_to_string(dir.join("holder.json")).ok()?).ok()
 }
 
-/// Writes `value` as pretty JSON via a temporary file and a rename, so a reader never sees
-/// half a file.
+/// Writes `value` as pretty JSON with [`xbench::file::write_json_atomically`], so a reader
+/// (or a `down` after a crash) never sees half a file.
 pub(crate) fn write_atomically<T: Serialize>(path: &Path, value: &T) -> Result<(), LabError> {
-    let err = |e: io::Error| LabError::io(format!("cannot write {}", path.display()), e);
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| err(io::Error::new(io::ErrorKind::InvalidData, e)))?;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        err(e)
-    })
+    xbench::file::write_json_atomically(path, value)
+        .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))
 }
 
 #[cfg(test)]

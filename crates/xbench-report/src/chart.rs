@@ -269,7 +269,7 @@ pub fn write(data: &ChartData, path: &Path) -> Result<(), ChartError> {
         ImageFormat::Svg => to_svg(data)?.into_bytes(),
         ImageFormat::Png => to_png(data)?,
     };
-    crate::layout::write_atomically(path, &bytes).map_err(|source| ChartError::Io {
+    xbench::file::write_atomically(path, &bytes).map_err(|source| ChartError::Io {
         path: path.to_path_buf(),
         source,
     })

@@ -1,11 +1,11 @@
 //! Sweeps, repeats and comparisons of network paths, built on the `xbench` library.
 //!
 //! What people did by hand with iperf3 — run `-P 1,2,4,8,16` fifteen times per path, average,
-//! compute the spread, paste a table per path and draw bandwidth vs streams — in four steps:
+//! compute the spread, paste a table per path and draw bandwidth vs streams — in steps:
 //!
-//! 1. [`sweep`] expands lists of streams, windows, request/response sizes and flows into
-//!    cells, runs each cell `repeat` times in round-robin order through
-//!    [`xbench::client::run`], and saves every finished run at once (see [`layout`]).
+//! 1. The `xbench-sweep` crate runs the tests: it expands lists of streams, windows,
+//!    request/response sizes and flows into cells, runs each cell `repeat` times in
+//!    round-robin order, and saves every finished run at once (where, see [`layout`]).
 //! 2. [`load`](mod@load) reads saved runs back: xbench reports and `iperf3 -J` files ([`iperf3`]).
 //! 3. [`table`] groups runs into cells per label with [`stats`] (mean, sample standard
 //!    deviation, Student-t 95 % CI, CV); [`render`] prints that as text, Markdown, CSV or JSON.
@@ -14,7 +14,8 @@
 //!    path, for regressions with statistical confidence ([`hypothesis`]: Welch's t-test,
 //!    Mann-Whitney U): the network regression check a CI job or a `cargo test` can run.
 //!
-//! The crate prints nothing and knows no command line; the `xbench` binary drives it.
+//! This crate only reads, computes and draws: it runs no test. It prints nothing and knows no
+//! command line; the `xbench` binary drives it.
 //!
 //! ```
 //! use std::path::PathBuf;
@@ -63,7 +64,6 @@ pub mod load;
 pub mod render;
 pub mod run;
 pub mod stats;
-pub mod sweep;
 pub mod table;
 pub mod units;
 

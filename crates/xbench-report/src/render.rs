@@ -10,7 +10,6 @@ use xbench::config::StreamDirection;
 use crate::cell::Kind;
 use crate::load::Warning;
 use crate::stats::Stats;
-use crate::sweep::SweepSummary;
 use crate::table::{Comparison, RrRow, ThroughputRow};
 use crate::units::{ThroughputUnit, number};
 
@@ -31,9 +30,11 @@ pub enum Format {
     Json,
 }
 
-/// The JSON document of `xbench report --format json` and of a sweep's `--json`.
+/// The JSON document of `xbench report --format json` and of a sweep's `--json`. `S` is the
+/// sweep's summary (`xbench_sweep::SweepSummary`), which this crate does not know: it reads
+/// what sweeps saved, it does not run them.
 #[derive(Debug, Serialize)]
-pub struct Document<'a> {
+pub struct Document<'a, S = ()> {
     /// [`COMPARISON_SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Always `"xbench-comparison"`, so a reader can tell it from a single test's report.
@@ -46,16 +47,23 @@ pub struct Document<'a> {
     /// Files left out, and why.
     pub warnings: &'a [Warning],
     /// For a sweep: what ran, where it was saved, and how it ended.
-    pub sweep: Option<&'a SweepSummary>,
+    pub sweep: Option<&'a S>,
 }
 
 impl<'a> Document<'a> {
-    /// A document for `comparison`.
-    pub fn new(
-        comparison: &'a Comparison,
-        warnings: &'a [Warning],
-        sweep: Option<&'a SweepSummary>,
-    ) -> Self {
+    /// A document for `comparison`, with no sweep section.
+    pub fn new(comparison: &'a Comparison, warnings: &'a [Warning]) -> Self {
+        Document::build(comparison, warnings, None)
+    }
+}
+
+impl<'a, S: Serialize> Document<'a, S> {
+    /// A document for the runs of a sweep, with the sweep's summary.
+    pub fn with_sweep(comparison: &'a Comparison, warnings: &'a [Warning], sweep: &'a S) -> Self {
+        Document::build(comparison, warnings, Some(sweep))
+    }
+
+    fn build(comparison: &'a Comparison, warnings: &'a [Warning], sweep: Option<&'a S>) -> Self {
         Document {
             schema_version: COMPARISON_SCHEMA_VERSION,
             document: "xbench-comparison",
@@ -82,7 +90,7 @@ pub fn render(c: &Comparison, format: Format, unit: ThroughputUnit) -> String {
         Format::Text => sections(c, unit, false),
         Format::Markdown => sections(c, unit, true),
         Format::Csv => csv(c, unit),
-        Format::Json => Document::new(c, &[], None).to_json(),
+        Format::Json => Document::new(c, &[]).to_json(),
     }
 }
 

@@ -53,6 +53,7 @@ pub mod config;
 mod control;
 mod engine;
 mod error;
+pub mod file;
 pub mod latency;
 pub mod proto;
 pub mod report;

@@ -1,56 +1,35 @@
-//! `xbench client`: flags → [`ClientConfig`], an in-process server for `--local`, Ctrl-C
-//! handling, and live rendering of the events the library reports.
+//! `xbench client` for one test (`plan` decided it is one): its [`xbench::ClientConfig`], an in-process
+//! server for `--local`, Ctrl-C handling, and live rendering of the events the library reports.
 
 use std::io;
 use std::path::Path;
 
-use anyhow::{Context, bail};
-use std::num::{NonZeroU16, NonZeroU32};
-use xbench::client::{AddressFamily, ClientEvent};
-
-use xbench::ClientConfig;
-use xbench::auth::Psk;
-use xbench::config::{
-    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, Workload,
-};
+use anyhow::Context;
+use xbench::client::ClientEvent;
+use xbench::file::write_atomically;
 use xbench::report::{Outcome, RrReport, TestReport};
-use xbench_report::layout::write_atomically;
 
-use crate::cli::ClientArgs;
 use crate::cmd::local::{LocalServer, ctrl_c};
-use crate::exit::{Exit, UsageError};
+use crate::exit::Exit;
+use crate::plan::{Single, Style};
 use crate::render::json::{self, Event};
 use crate::render::netperf;
 use crate::render::rr::RrText;
 use crate::render::{out, text::Text};
 
-/// Output style.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Style {
-    Text,
-    Json,
-    JsonStream,
-    /// `--fields`: nothing live, the selected figures at the end.
-    Fields,
-}
-
-pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
-    if super::sweep::wanted(&args) {
-        return super::sweep::run(args).await;
-    }
-    let mut config = to_config(&args)?;
-    let style = if args.json {
-        Style::Json
-    } else if args.json_stream {
-        Style::JsonStream
-    } else if args.fields.is_some() {
-        Style::Fields
-    } else {
-        Style::Text
-    };
-
-    // `--local` (or no host): an in-process server on a free loopback port.
-    let local = if args.local || args.host.is_none() {
+pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
+    let Single {
+        target,
+        spec,
+        label,
+        psk,
+        style,
+        json_file,
+        hist,
+    } = test;
+    let mut config = target.client_config(spec, label, psk);
+    // No host: an in-process server on a free loopback port.
+    let local = if target.host.is_none() {
         let l = LocalServer::start(config.psk.clone()).await?;
         config.port = l.port;
         Some(l)
@@ -67,7 +46,7 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
         if write_err.is_some() {
             return;
         }
-        let s = match (&ev, style) {
+        let s = match (&ev, &style) {
             (ClientEvent::Warning(w), _) => {
                 eprintln!("warning: {w}");
                 if style == Style::JsonStream {
@@ -106,30 +85,26 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
     if let Some(l) = local {
         l.stop().await;
     }
-    let report = result.with_context(|| match &args.host {
+    let report = result.with_context(|| match &target.host {
         Some(h) => format!("test against {h} failed"),
         None => "test against the in-process server failed".to_owned(),
     })?;
     if let Some(e) = write_err {
         return Err(e).context("writing results");
     }
-    if let Some(path) = &args.json_file {
+    if let Some(path) = &json_file {
         write_atomically(path, json::document(&report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    if let (Some(path), Some(rr)) = (&args.hist, &report.rr) {
+    if let (Some(path), Some(rr)) = (&hist, &report.rr) {
         write_histograms(path, &report, rr)?;
     }
-    let rendered = match style {
+    let rendered = match &style {
         Style::Text if is_rr => rr_text.summary(&report),
         Style::Text => Text::new(&config.spec).summary(&report),
         Style::Json => json::document(&report),
         Style::JsonStream => json::event_line(&Event::End { report: &report }),
-        Style::Fields => netperf::render(
-            &report,
-            args.fields.as_ref().map_or(&[][..], |f| &f.0),
-            args.fields_format,
-        ),
+        Style::Fields(fields, format) => netperf::render(&report, &fields.0, *format),
     };
     out(&rendered).context("writing results")?;
     for w in &report.warnings {
@@ -144,118 +119,6 @@ fn exit_for(r: &TestReport) -> Exit {
         Outcome::Interrupted => Exit::Interrupted,
         Outcome::Failed { .. } => Exit::Failure,
     }
-}
-
-pub(crate) fn to_config(a: &ClientArgs) -> anyhow::Result<ClientConfig> {
-    if a.local && a.host.is_some() {
-        bail!(UsageError(
-            "--local runs against an in-process server; leave out the host, or drop --local".into()
-        ));
-    }
-    let host = a.host.clone().unwrap_or_else(|| "127.0.0.1".to_owned());
-    let direction = if a.bidir {
-        Direction::Bidir
-    } else if a.reverse {
-        Direction::ServerToClient
-    } else {
-        Direction::ClientToServer
-    };
-    let end = match (a.time, a.bytes) {
-        (_, Some(b)) => EndCondition::Bytes(b.0),
-        (Some(t), None) => EndCondition::Duration(t),
-        (None, None) => EndCondition::Duration(std::time::Duration::from_secs(10)),
-    };
-    let rr_only = [
-        ("-r", !a.rr_size.is_empty()),
-        ("--flows", a.flows.is_some()),
-        ("--burst", a.burst.is_some()),
-        ("--rate", a.rate.is_some()),
-        ("--hist", a.hist.is_some()),
-    ];
-    if !(a.rr || a.crr)
-        && let Some((flag, _)) = rr_only.iter().find(|(_, given)| *given)
-    {
-        bail!(UsageError(format!(
-            "{flag} applies to request/response tests; add --rr or --crr"
-        )));
-    }
-    let mut tp = ThroughputSpec {
-        // A sweep (a list) starts from its first value; cmd/sweep sets each cell's.
-        streams: a
-            .parallel
-            .as_ref()
-            .and_then(|l| l.first())
-            .unwrap_or(NonZeroU16::MIN),
-        direction,
-        zerocopy: a.zerocopy,
-        bitrate: a.bitrate,
-        receive: if a.recv_copy {
-            ReceiveMode::Copy
-        } else {
-            ReceiveMode::Discard
-        },
-        ..ThroughputSpec::default()
-    };
-    if let Some(l) = a.length {
-        tp.block_len = l;
-    }
-    let workload = if a.rr || a.crr {
-        let (request_len, response_len) = a
-            .rr_size
-            .first()
-            .copied()
-            .unwrap_or((NonZeroU32::MIN, NonZeroU32::MIN));
-        Workload::RequestResponse(RrSpec {
-            request_len,
-            response_len,
-            flows: a
-                .flows
-                .as_ref()
-                .and_then(|l| l.first())
-                .unwrap_or(NonZeroU16::MIN),
-            burst: a.burst.unwrap_or(NonZeroU32::MIN),
-            connect_per_transaction: a.crr,
-            rate_per_flow: a.rate,
-        })
-    } else {
-        Workload::Throughput(tp)
-    };
-    let spec = TestSpec {
-        workload,
-        end,
-        omit: a.omit,
-        interval: (!a.interval.is_zero()).then_some(a.interval),
-        socket: SocketOptions {
-            window: a.window.as_ref().and_then(|l| l.first()).map(|w| w.0),
-            mss: a.mss,
-            nodelay: a.no_delay,
-            congestion: a.congestion.clone(),
-        },
-    };
-    // Flags are typed already; this catches combinations and bounds clap cannot see.
-    spec.validate()
-        .map_err(|e| UsageError(format!("invalid value for {}: {}", e.field, e.reason)))?;
-    Ok(ClientConfig {
-        host,
-        port: a.port,
-        family: if a.ipv4 {
-            AddressFamily::V4
-        } else if a.ipv6 {
-            AddressFamily::V6
-        } else {
-            AddressFamily::Any
-        },
-        bind: a.bind,
-        connect_timeout: a.connect_timeout,
-        stall_timeout: a.response_timeout,
-        psk: match &a.psk_file {
-            Some(p) => Some(Psk::from_file(p).map_err(|e| UsageError(e.to_string()))?),
-            None => None,
-        },
-        spec,
-        label: a.label.clone(),
-        ..ClientConfig::new("")
-    })
 }
 
 /// `--hist FILE`: the interval log at FILE and the percentile distribution at FILE.hgrm,

@@ -1,191 +1,31 @@
 //! `xbench lab`: flags → [`xbench_lab::LabSpec`], building and removing the path lab, running
 //! the comparison suite on every path, and the hidden `delay-line` helper process that
 //! `xbench lab up` leaves running. The lab itself (namespaces, delay line, VPN, cleanup) is
-//! the `xbench-lab` library; this module only parses, prints and maps outcomes to exit codes.
+//! the `xbench-lab` library and the flags are in `cli`; this module only turns flags into
+//! values, prints and maps outcomes to exit codes. The suite is typed sweep plans
+//! ([`xbench_sweep::SweepPlan`]), run as `xbench client` in each path's client namespace with
+//! the arguments [`xbench_sweep::SweepPlan::client_args`] writes, never flags assembled here.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use clap::{Args, Subcommand, ValueEnum};
-use xbench::units::{BitRate, ByteSize, format_bits_per_second};
+use xbench::config::{EndCondition, TestSpec};
+use xbench::units::format_bits_per_second;
 use xbench_lab::delay::{DelayLine, DelayLineSpec, DelayLineStats};
 use xbench_lab::state::LabState;
 use xbench_lab::sys::netns::{self, Detach};
 use xbench_lab::{Backend, Impairment, Lab, LabError, LabSpec, PathInfo, PathKind, PathSpec};
+use xbench_sweep::{SweepPlan, Target};
 
+use crate::cli::{
+    DelayLineArgs, Impair, LabArgs, LabCommand, PathArg, RunArgs, TopologyArgs, UpArgs, WhereArgs,
+};
 use crate::exit::{Exit, UsageError};
-use crate::parse;
 use crate::render::out;
-
-/// Emulated cloud paths (peering, a transit hop, a software VPN) in network namespaces.
-#[derive(Debug, Args)]
-pub(crate) struct LabArgs {
-    #[command(subcommand)]
-    command: LabCommand,
-}
-
-#[derive(Debug, Subcommand)]
-enum LabCommand {
-    /// Build the lab and leave it running; `xbench lab down` removes it.
-    Up(UpArgs),
-    /// Run the comparison suite on every path (building a lab for the run unless one is up).
-    Run(RunArgs),
-    /// Remove the lab, or what a killed one left behind.
-    Down(WhereArgs),
-    /// Show the lab that is up: paths, addresses and delay-line accuracy.
-    Status(WhereArgs),
-    /// The delay line of one path, run by `xbench lab up` (not for direct use).
-    #[command(hide = true)]
-    DelayLine(DelayLineArgs),
-}
-
-#[derive(Debug, Args)]
-struct WhereArgs {
-    /// Start of every namespace name the lab creates.
-    #[arg(long, default_value = xbench_lab::DEFAULT_PREFIX)]
-    prefix: String,
-
-    /// Where the lab keeps its lock, state, logs and keys.
-    #[arg(long, value_name = "DIR", default_value = xbench_lab::DEFAULT_STATE_DIR)]
-    state_dir: PathBuf,
-}
-
-#[derive(Debug, Args)]
-struct TopologyArgs {
-    /// Paths to build, comma-separated: direct, transit, vpn (default all three). Each may
-    /// carry its own settings after colons, e.g. `vpn:delay=20ms:loss=0.5%`, and a
-    /// `label=NAME` to have two paths of one kind.
-    #[arg(long, value_name = "PATHS", value_delimiter = ',', value_parser = parse_path)]
-    paths: Option<Vec<PathArg>>,
-
-    /// Rate cap of every path, each direction (tc tbf), e.g. 200M.
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
-    rate: Option<u64>,
-
-    /// One-way delay added in each direction, e.g. 10ms (20 ms round trip).
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_lab_duration)]
-    delay: Option<Duration>,
-
-    /// Delay varies within ± this, never reordering packets, e.g. 1ms.
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_lab_duration)]
-    jitter: Option<Duration>,
-
-    /// Random loss in each direction, percent, e.g. 1% or 0.5.
-    #[arg(long, value_name = "PERCENT", allow_hyphen_values = true, value_parser = parse_loss)]
-    loss: Option<f64>,
-
-    /// Bytes the rate cap's queue holds (tc tbf's limit), e.g. 60K: a short queue drops
-    /// bursts, as a policer or a congested VPN gateway does. Default: one bandwidth-delay
-    /// product, at least 10 ms.
-    #[arg(long, value_name = "BYTES", value_parser = parse_queue)]
-    queue: Option<u64>,
-
-    /// How delay, jitter and loss are made: the kernel's netem when present (auto), or the
-    /// lab's userspace delay line.
-    #[arg(long, value_enum, value_name = "HOW")]
-    impair: Option<Impair>,
-
-    /// Seed of the loss and jitter generators.
-    #[arg(long, value_name = "N")]
-    seed: Option<u64>,
-
-    /// Delay line: spin this long before each release instead of sleeping (e.g. 30us; more
-    /// precise on virtual machines with slow timer wake-ups, costs CPU).
-    #[arg(long, value_name = "TIME", value_parser = parse_lab_duration)]
-    spin: Option<Duration>,
-}
-
-impl TopologyArgs {
-    fn given(&self) -> bool {
-        self.paths.is_some()
-            || self.rate.is_some()
-            || self.delay.is_some()
-            || self.jitter.is_some()
-            || self.loss.is_some()
-            || self.queue.is_some()
-            || self.impair.is_some()
-            || self.seed.is_some()
-            || self.spin.is_some()
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Impair {
-    Auto,
-    Netem,
-    DelayLine,
-}
-
-#[derive(Debug, Args)]
-struct UpArgs {
-    #[command(flatten)]
-    topology: TopologyArgs,
-    #[command(flatten)]
-    place: WhereArgs,
-}
-
-#[derive(Debug, Args)]
-struct RunArgs {
-    #[command(flatten)]
-    topology: TopologyArgs,
-    #[command(flatten)]
-    place: WhereArgs,
-
-    /// Parallel stream counts of the throughput sweep.
-    #[arg(long, value_name = "N,…", value_delimiter = ',', default_value = "1,2,4,8", value_parser = parse::streams)]
-    streams: Vec<std::num::NonZeroU16>,
-
-    /// Length of each test: seconds, or with a unit.
-    #[arg(short = 't', long = "time", value_name = "SECS", default_value = "10", value_parser = parse::positive_duration)]
-    time: Duration,
-
-    /// Leave the first SECS of each test out (TCP slow start).
-    #[arg(short = 'O', long = "omit", value_name = "SECS", value_parser = parse::duration)]
-    omit: Option<Duration>,
-
-    /// Socket buffer size on both ends, which bounds the TCP window (needs a unit: 256K).
-    #[arg(short = 'w', long = "window", value_name = "BYTES", value_parser = parse::size_with_unit)]
-    window: Option<ByteSize>,
-
-    /// Runs of every test on every path (round robin, as `xbench client --repeat`).
-    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
-    repeat: u32,
-
-    /// Leave out the request/response (latency) test.
-    #[arg(long)]
-    no_rr: bool,
-
-    /// Directory for the results: every run saved as `xbench client --save` does
-    /// (DIR/LABEL/CELL/run-N.json, LABEL the path), the comparison in DIR/report.md and the
-    /// charts in DIR/*.svg.
-    #[arg(long, value_name = "DIR", default_value = "xbench-lab-results")]
-    out: PathBuf,
-}
-
-#[derive(Debug, Args)]
-struct DelayLineArgs {
-    /// Where to keep the line's stats (rewritten every second and on exit).
-    #[arg(long, value_name = "FILE")]
-    stats: PathBuf,
-    /// The line, as JSON.
-    spec: String,
-}
-
-/// One `--paths` item.
-#[derive(Debug, Clone)]
-struct PathArg {
-    kind: PathKind,
-    label: Option<String>,
-    rate: Option<u64>,
-    delay: Option<Duration>,
-    jitter: Option<Duration>,
-    loss: Option<f64>,
-    queue: Option<u64>,
-}
 
 pub(crate) async fn run(args: LabArgs) -> anyhow::Result<Exit> {
     match args.command {
@@ -326,45 +166,42 @@ fn delay_line_summary(label: &str, d: &DelayLineStats) -> String {
     s
 }
 
-/// One sweep of the suite, run on every path: `xbench client` flags; each finished run is
-/// saved with `--save`, so the comparison is what `xbench report` reads.
+/// One sweep of the suite on one path. Each finished run is saved (`--save`), so the
+/// comparison is what `xbench report` reads.
 #[derive(Debug, Clone)]
 struct Case {
-    name: String,
-    flags: Vec<String>,
-    /// Runs the sweep makes: its cells × the repeats.
-    runs: u32,
+    name: &'static str,
+    plan: SweepPlan,
 }
 
-/// The suite: a throughput sweep over stream counts, and request/response latency.
-fn suite(a: &RunArgs) -> Vec<Case> {
-    let mut common = vec![
-        "-t".to_owned(),
-        format!("{}", a.time.as_secs_f64()),
-        "--repeat".to_owned(),
-        a.repeat.to_string(),
-    ];
+/// The suite on the path `label` at `target`: a throughput sweep over stream counts, then
+/// request/response latency, each `--repeat` times, saved under `--out` (resumed, so a rerun
+/// into the same directory adds what is missing instead of refusing).
+fn suite(a: &RunArgs, target: &Target, label: &str) -> Vec<Case> {
+    let mut spec = TestSpec::throughput();
+    spec.end = EndCondition::Duration(a.time);
     if let Some(o) = a.omit {
-        common.extend(["-O".to_owned(), format!("{}", o.as_secs_f64())]);
+        spec.omit = o;
     }
-    let streams: Vec<String> = a.streams.iter().map(|n| n.to_string()).collect();
-    let mut throughput = vec!["-P".to_owned(), streams.join(",")];
-    if let Some(w) = a.window {
-        throughput.extend(["-w".to_owned(), format!("{}B", w.0)]);
-    }
-    throughput.extend(common.iter().cloned());
+    let sweep = |spec: TestSpec| SweepPlan {
+        repeat: a.repeat,
+        save: Some(a.out.clone()),
+        resume: true,
+        ..SweepPlan::new(target.clone(), spec, label)
+    };
+    let mut throughput = sweep(spec.clone());
+    throughput.streams = a.streams.clone();
+    throughput.spec.socket.window = a.window.map(|w| w.0);
     let mut cases = vec![Case {
-        name: "throughput".into(),
-        flags: throughput,
-        runs: a.streams.len() as u32 * a.repeat,
+        name: "throughput",
+        plan: throughput,
     }];
     if !a.no_rr {
-        let mut rr = vec!["--rr".to_owned()];
-        rr.extend(common);
+        // Latency runs keep the default window.
+        spec.workload = TestSpec::request_response().workload;
         cases.push(Case {
-            name: "latency".into(),
-            flags: rr,
-            runs: a.repeat,
+            name: "latency",
+            plan: sweep(spec),
         });
     }
     cases
@@ -401,12 +238,14 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
 
     let mut failed = Vec::new();
     'paths: for p in lab.paths() {
-        for c in suite(a) {
+        let mut target = Target::new(p.server_addr.to_string());
+        target.port = p.server_port;
+        for c in suite(a, &target, &p.label) {
             if cancel.load(Ordering::Relaxed) {
                 break 'paths;
             }
             out(&format!("\n{} — {}\n", p.label, c.name)).context("writing output")?;
-            if let Err(e) = run_case(&exe, p, &c, &a.out, a.time, cancel) {
+            if let Err(e) = run_case(&exe, p, &c, a.time, cancel) {
                 failed.push(format!("{} {}: {e}", p.label, c.name));
             }
         }
@@ -432,32 +271,30 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// Runs one sweep of the suite from the path's client namespace; it prints a line per run and
-/// saves each one under `out`.
+/// Runs one sweep of the suite as `xbench client` in the path's client namespace (a process of
+/// its own: a namespace belongs to a thread, and the client's runtime and stream threads must
+/// all be in it); it prints a line per run and saves each one.
 fn run_case(
     exe: &Path,
     p: &PathInfo,
     c: &Case,
-    out_dir: &Path,
     time: Duration,
     cancel: &AtomicBool,
 ) -> Result<(), String> {
+    let args = c
+        .plan
+        .client_args()
+        .map_err(|e| format!("cannot write the sweep as a command: {e}"))?;
     let mut cmd = Command::new(exe);
-    cmd.arg("client")
-        .arg(p.server_addr.to_string())
-        .args(["-p", &p.server_port.to_string(), "--label", &p.label])
-        .arg("--save")
-        .arg(out_dir)
-        // A rerun into the same directory adds what is missing instead of refusing.
-        .arg("--resume")
-        .args(&c.flags)
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
     let mut child = netns::spawn_in(&p.client_netns, &mut cmd, Detach::No)
         .map_err(|e| format!("cannot start the client: {e}"))?;
     // Each run takes its time plus set-up and drain; a sweep far past that is stuck.
-    let limit = Instant::now() + (time + Duration::from_secs(30)) * c.runs;
+    let runs = u32::try_from(c.plan.run_count()).unwrap_or(u32::MAX);
+    let limit = Instant::now() + (time + Duration::from_secs(30)) * runs;
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
@@ -497,9 +334,10 @@ fn compare(dir: &Path) -> anyhow::Result<()> {
     ))
     .context("writing output")?;
     let md = dir.join("report.md");
-    std::fs::write(
+    xbench::file::write_atomically(
         &md,
-        xbench_report::render::render(&table, xbench_report::render::Format::Markdown, unit),
+        xbench_report::render::render(&table, xbench_report::render::Format::Markdown, unit)
+            .as_bytes(),
     )
     .with_context(|| format!("cannot write {}", md.display()))?;
     let mut written = vec![md.display().to_string()];
@@ -585,15 +423,7 @@ fn lab_spec(t: &TopologyArgs, place: &WhereArgs) -> anyhow::Result<LabSpec> {
     let items = t.paths.clone().unwrap_or_else(|| {
         PathKind::ALL
             .iter()
-            .map(|&kind| PathArg {
-                kind,
-                label: None,
-                rate: None,
-                delay: None,
-                jitter: None,
-                loss: None,
-                queue: None,
-            })
+            .map(|&kind| PathArg::new(kind))
             .collect()
     });
     let paths = items
@@ -642,86 +472,6 @@ fn lab_spec(t: &TopologyArgs, place: &WhereArgs) -> anyhow::Result<LabSpec> {
     Ok(spec)
 }
 
-/// `kind[:key=value…]`, e.g. `vpn:delay=20ms:loss=0.5%:label=vpn-lossy`.
-fn parse_path(s: &str) -> Result<PathArg, String> {
-    let mut parts = s.split(':');
-    let kind = parts
-        .next()
-        .unwrap_or_default()
-        .parse::<PathKind>()
-        .map_err(|e| e.to_string())?;
-    let mut p = PathArg {
-        kind,
-        label: None,
-        rate: None,
-        delay: None,
-        jitter: None,
-        loss: None,
-        queue: None,
-    };
-    for kv in parts {
-        let (k, v) = kv.split_once('=').ok_or_else(|| {
-            format!("`{kv}` in `{s}` is not KEY=VALUE (rate, delay, jitter, loss, queue, label)")
-        })?;
-        match k {
-            "rate" => p.rate = Some(parse_rate(v)?),
-            "delay" => p.delay = Some(parse_lab_duration(v)?),
-            "jitter" => p.jitter = Some(parse_lab_duration(v)?),
-            "loss" => p.loss = Some(parse_loss(v)?),
-            "queue" => p.queue = Some(parse_queue(v)?),
-            "label" => p.label = Some(v.to_owned()),
-            _ => {
-                return Err(format!(
-                    "unknown path setting `{k}` in `{s}`; use rate, delay, jitter, loss, queue \
-                     or label"
-                ));
-            }
-        }
-    }
-    Ok(p)
-}
-
-/// A queue length in bytes (`60K`, `1M`, `60000`).
-fn parse_queue(s: &str) -> Result<u64, String> {
-    xbench::units::ByteSize::parse(s)
-        .map(|b| b.0)
-        .map_err(|e| e.to_string())
-}
-
-/// A rate with a unit, bits per second (`200M`).
-fn parse_rate(s: &str) -> Result<u64, String> {
-    BitRate::parse(s)
-        .map(|r| r.bits_per_second())
-        .map_err(|e| e.to_string())
-}
-
-/// A delay or jitter: must carry a unit (`10ms`, `500us`, `0.2s`), must not be negative; a
-/// bare number would be read as seconds, which a delay of "10" almost never means.
-fn parse_lab_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if !t.starts_with('-') && t.ends_with(|c: char| c.is_ascii_digit() || c == '.') {
-        return Err(format!("`{t}` has no unit; write {t}ms (or us, s)"));
-    }
-    parse::duration(t)
-}
-
-/// Loss in percent (`1%`, `0.5`), returned as a probability.
-fn parse_loss(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let v: f64 = t
-        .trim_end_matches('%')
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{t}` is not a percentage like 1% or 0.5"))?;
-    if !(0.0..=100.0).contains(&v) {
-        return Err(format!("loss {t} is outside 0–100 %"));
-    }
-    Ok(v / 100.0)
-}
-
 /// The hidden helper: runs one delay line until SIGTERM/SIGINT, keeping its stats file.
 async fn delay_line(a: DelayLineArgs) -> anyhow::Result<Exit> {
     let spec: DelayLineSpec =
@@ -764,83 +514,78 @@ async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
-
-    #[test]
-    fn path_items_carry_their_own_settings() {
-        let q = parse_path("direct:rate=150M:queue=60K").unwrap();
-        assert_eq!(q.queue, Some(60 * 1024));
-        let p = parse_path("vpn:delay=20ms:loss=0.5%:label=vpn-lossy").unwrap();
-        assert_eq!(p.kind, PathKind::Vpn);
-        assert_eq!(p.delay, Some(Duration::from_millis(20)));
-        assert_eq!(p.loss, Some(0.005));
-        assert_eq!(p.label.as_deref(), Some("vpn-lossy"));
-        assert!(
-            parse_path("mpls")
-                .unwrap_err()
-                .contains("unknown path kind `mpls`")
-        );
-        assert!(
-            parse_path("direct:speed=1G")
-                .unwrap_err()
-                .contains("unknown path setting")
-        );
-    }
-
-    #[test]
-    fn bad_values_are_named() {
-        assert!(parse_lab_duration("-5ms").unwrap_err().contains("negative"));
-        assert!(parse_lab_duration("10").unwrap_err().contains("no unit"));
-        assert_eq!(
-            parse_lab_duration("500us").unwrap(),
-            Duration::from_micros(500)
-        );
-        assert!(parse_loss("101%").unwrap_err().contains("outside 0–100"));
-        assert!(parse_loss("-1").unwrap_err().contains("outside"));
-        assert_eq!(parse_loss("1%").unwrap(), 0.01);
-        assert_eq!(parse_rate("200M").unwrap(), 200_000_000);
-    }
+    use crate::cli::{Cli, Command};
+    use crate::plan::{self, Plan};
 
     #[test]
     fn suite_sweeps_the_stream_counts_then_measures_latency() {
-        let a = RunArgs {
-            topology: TopologyArgs {
-                paths: None,
-                rate: None,
-                delay: None,
-                jitter: None,
-                loss: None,
-                queue: None,
-                impair: None,
-                seed: None,
-                spin: None,
-            },
-            place: WhereArgs {
-                prefix: "xbl-".into(),
-                state_dir: "/tmp/x".into(),
-            },
-            streams: [1u16, 8]
-                .iter()
-                .map(|&n| std::num::NonZeroU16::new(n).unwrap())
-                .collect(),
-            time: Duration::from_secs(3),
-            omit: None,
-            window: Some(ByteSize(262_144)),
-            repeat: 3,
-            no_rr: false,
-            out: "o".into(),
+        let cli = Cli::try_parse_from([
+            "xbench",
+            "lab",
+            "run",
+            "--streams",
+            "1,8",
+            "-t",
+            "3",
+            "-w",
+            "256K",
+            "--repeat",
+            "3",
+            "--out",
+            "o",
+        ])
+        .unwrap();
+        let Command::Lab(LabArgs {
+            command: LabCommand::Run(a),
+        }) = cli.command
+        else {
+            panic!("lab run");
         };
-        let s = suite(&a);
+        let target = Target {
+            port: 5202,
+            ..Target::new("198.18.0.2")
+        };
+        let s = suite(&a, &target, "transit");
         assert_eq!(s.len(), 2);
-        assert_eq!(s[0].flags[..2], ["-P", "1,8"]);
-        assert!(s[0].flags.windows(2).any(|w| w == ["-w", "262144B"]));
-        assert!(s[0].flags.windows(2).any(|w| w == ["--repeat", "3"]));
-        assert_eq!(s[0].runs, 6);
-        assert_eq!(s[1].flags[0], "--rr");
+        let (tp, rr) = (&s[0].plan, &s[1].plan);
+        assert_eq!(tp.run_count(), 6);
+        assert_eq!(rr.run_count(), 3);
+        assert_eq!(
+            tp.client_args().unwrap(),
+            [
+                "client",
+                "198.18.0.2",
+                "-p",
+                "5202",
+                "--label=transit",
+                "-P",
+                "1,8",
+                "-t",
+                "3",
+                "-w",
+                "256K",
+                "--repeat",
+                "3",
+                "--save=o",
+                "--resume"
+            ]
+        );
+        let rr_args = rr.client_args().unwrap();
+        assert!(rr_args.contains(&"--rr".to_owned()), "{rr_args:?}");
         assert!(
-            !s[1].flags.contains(&"-w".to_owned()),
+            !rr_args.contains(&"-w".to_owned()),
             "latency runs keep the default window"
         );
-        assert_eq!(s[1].runs, 3);
+        // What the client process is given resolves to the very plan: no flag assembled here.
+        for case in &s {
+            let Ok(Plan::Sweep(sweep)) = plan::resolve_args(&case.plan.client_args().unwrap())
+            else {
+                panic!("a sweep");
+            };
+            assert_eq!(sweep.plan, case.plan.normalized());
+        }
     }
 }

@@ -41,7 +41,7 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     }
     let table = Comparison::build(&loaded.runs);
     let rendered = match args.format {
-        TableFormat::Json => Document::new(&table, &loaded.warnings, None).to_json(),
+        TableFormat::Json => Document::new(&table, &loaded.warnings).to_json(),
         TableFormat::Text => render::render(&table, Format::Text, args.unit),
         TableFormat::Md => render::render(&table, Format::Markdown, args.unit),
         TableFormat::Csv => render::render(&table, Format::Csv, args.unit),

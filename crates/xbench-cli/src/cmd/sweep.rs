@@ -1,85 +1,38 @@
 //! `xbench client` with a list (`-P 1,2,4`, `-w 64K,1M`, `-r … -r …`, `--flows 1,4`),
-//! `--repeat` or `--save`: flags → [`SweepPlan`], a progress bar on a terminal, one line per
-//! finished run, then the summary table of the label. Not for single tests: those stay in
-//! `client`, unchanged, and a one-value list without `--repeat`/`--save` is a single test.
+//! `--repeat` or `--save` (`plan` decided it is a sweep): the [`xbench_sweep::SweepPlan`] run
+//! with a progress bar on a terminal, one line per finished run, then the summary table of the
+//! label. Single tests are `client`'s.
 //!
 //! Ctrl-C cuts the run in progress short; it is not saved (a `--resume` runs it again), the
 //! runs that finished are kept and summarised, and the exit status is 130.
 
 use std::io::{self, IsTerminal};
-use std::num::NonZeroU32;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use xbench::client::ClientEvent;
+use xbench_report::Comparison;
 use xbench_report::render::{self, Document, Format};
-use xbench_report::sweep::{self, SweepEnd, SweepError, SweepEvent, SweepPlan};
-use xbench_report::{Comparison, layout};
+use xbench_sweep::{SweepEnd, SweepError, SweepEvent};
 
-use crate::cli::ClientArgs;
 use crate::cmd::local::{LocalServer, ctrl_c};
 use crate::exit::{Exit, UsageError};
+use crate::plan::Sweep;
 use crate::render::out;
 
-/// Whether these flags ask for a sweep rather than a single test.
-pub(crate) fn wanted(a: &ClientArgs) -> bool {
-    let many = |n: Option<usize>| n.is_some_and(|n| n > 1);
-    many(a.parallel.as_ref().map(|l| l.0.len()))
-        || many(a.window.as_ref().map(|l| l.0.len()))
-        || many(a.flows.as_ref().map(|l| l.0.len()))
-        || a.rr_size.len() > 1
-        || a.sweep.repeat.is_some()
-        || a.sweep.save.is_some()
-}
-
-pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
-    for (flag, given) in [
-        ("--json-stream", args.json_stream),
-        ("--json-file", args.json_file.is_some()),
-        ("--hist", args.hist.is_some()),
-        ("--fields", args.fields.is_some()),
-    ] {
-        if given {
-            bail!(UsageError(format!(
-                "{flag} describes a single test; a sweep prints one line per run and a summary \
-                 (--json for one document; --save DIR keeps every run's full report)"
-            )));
-        }
-    }
-    let base = super::client::to_config(&args)?;
-    let label = match &args.label {
-        Some(l) => l.clone(),
-        None if args.local || args.host.is_none() => "local".to_owned(),
-        None => base.host.clone(),
-    };
-    layout::check_label(&label).map_err(|e| UsageError(format!("--label: {e}")))?;
-    let mut plan = SweepPlan {
-        base,
-        streams: args
-            .parallel
-            .as_ref()
-            .map(|l| l.0.clone())
-            .unwrap_or_default(),
-        windows: args
-            .window
-            .as_ref()
-            .map(|l| l.0.iter().map(|w| w.0).collect())
-            .unwrap_or_default(),
-        rr_sizes: args.rr_size.clone(),
-        flows: args.flows.as_ref().map(|l| l.0.clone()).unwrap_or_default(),
-        repeat: args.sweep.repeat.unwrap_or(NonZeroU32::MIN),
-        pause: args.sweep.pause.unwrap_or(Duration::ZERO),
-        label: label.clone(),
-        save: args.sweep.save.clone(),
-        resume: args.sweep.resume,
-    };
-    plan.check().map_err(usage_or_failure)?;
-
+pub(crate) async fn run(sweep: Sweep) -> anyhow::Result<Exit> {
+    let Sweep {
+        mut plan,
+        psk,
+        json,
+        unit,
+    } = sweep;
+    let label = plan.label.clone();
     // `--local` (or no host): an in-process server on a free loopback port, as for one test.
-    let local = if args.local || args.host.is_none() {
-        let l = LocalServer::start(plan.base.psk.clone()).await?;
-        plan.base.port = l.port;
+    let local = if plan.target.host.is_none() {
+        let l = LocalServer::start(psk).await?;
+        plan.target.port = l.port;
         Some(l)
     } else {
         None
@@ -87,12 +40,11 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
     // First Ctrl-C ends the run in progress and the sweep; a second one exits at once.
     let cancel = ctrl_c("the summary");
 
-    let total = plan.schedule().len();
+    let total = plan.run_count();
     let cells = plan.cells().len();
     let repeat = plan.repeat.get();
-    let unit = args.sweep.unit;
     // A bar only for a person watching: not into a pipe or file, not around JSON.
-    let bar = (!args.json && io::stdout().is_terminal()).then(|| progress_bar(total));
+    let bar = (!json && io::stdout().is_terminal()).then(|| progress_bar(total));
     let mut write_err: Option<io::Error> = None;
     let mut on_event = |ev: SweepEvent<'_>| {
         let line = match ev {
@@ -158,7 +110,7 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
             }
             _ => return,
         };
-        if args.json || write_err.is_some() {
+        if json || write_err.is_some() {
             return;
         }
         match &bar {
@@ -170,7 +122,7 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
             }
         }
     };
-    let outcome = sweep::run(&plan, &mut on_event, cancel).await;
+    let outcome = xbench_sweep::run(&plan, &mut on_event, cancel).await;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -199,8 +151,8 @@ pub(crate) async fn run(args: ClientArgs) -> anyhow::Result<Exit> {
         eprintln!("warning: {w}");
     }
     let summary = &outcome.summary;
-    let rendered = if args.json {
-        Document::new(&table, &warnings, Some(summary)).to_json()
+    let rendered = if json {
+        Document::with_sweep(&table, &warnings, summary).to_json()
     } else {
         let mut s = format!(
             "\n{label}: {} of {} runs completed in this sweep{}{}\n\n",

@@ -10,11 +10,12 @@ use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use xbench::report::TestReport;
 use xbench_lab::sys::netns::{self, Detach};
-use xbench_lab::{LabSpec, PathInfo, PathSpec};
+use xbench_lab::{Lab, LabSpec, PathInfo, PathSpec};
 
 pub const XBENCH: &str = env!("CARGO_BIN_EXE_xbench");
 
@@ -74,6 +75,11 @@ pub fn spec(test: &str, prefix: &str, paths: Vec<PathSpec>) -> LabSpec {
     s.command = format!("test {test}");
     s.xbench = Some(PathBuf::from(XBENCH));
     s
+}
+
+/// Builds the lab of `spec`, or fails the test saying why.
+pub fn up(spec: &LabSpec) -> Lab {
+    Lab::up(spec, &AtomicBool::new(false)).unwrap_or_else(|e| panic!("lab up: {e}"))
 }
 
 /// Namespaces that start with `prefix`.

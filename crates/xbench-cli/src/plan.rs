@@ -1,0 +1,484 @@
+//! `xbench client`'s flags resolved once into what to run, as ripgrep's `HiArgs`: raw clap
+//! values (`cli`) → a checked [`Plan`] → `cmd::client` (one test) or `cmd::sweep` (a sweep).
+//! Every decision about what the flags mean together is made here and nowhere else: single
+//! test or sweep, the test and its bounds, the label of a sweep, which outputs a sweep refuses.
+//! What clap can check on its own (conflicts, flags that need `--rr`) it checks in `cli`.
+
+use std::num::{NonZeroU16, NonZeroU32};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use xbench::auth::Psk;
+use xbench::client::AddressFamily;
+use xbench::config::{
+    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, Workload,
+};
+use xbench_report::{ThroughputUnit, layout};
+use xbench_sweep::{SweepPlan, Target};
+
+use crate::cli::ClientArgs;
+use crate::exit::UsageError;
+use crate::render::netperf;
+
+/// What `xbench client` was asked to do.
+#[derive(Debug)]
+pub(crate) enum Plan {
+    /// One test, printed as it runs.
+    Single(Single),
+    /// Cells × repeats: a line per run as it finishes, then the summary table.
+    Sweep(Sweep),
+}
+
+/// One test.
+#[derive(Debug)]
+pub(crate) struct Single {
+    /// The server; no host is an in-process one.
+    pub(crate) target: Target,
+    /// The test.
+    pub(crate) spec: TestSpec,
+    /// `--label`, carried into the report.
+    pub(crate) label: Option<String>,
+    /// The key of `--psk-file`, read.
+    pub(crate) psk: Option<Psk>,
+    /// How the test is printed.
+    pub(crate) style: Style,
+    /// `--json-file`: the report, also written here.
+    pub(crate) json_file: Option<PathBuf>,
+    /// `--hist`: the latency histograms, written here.
+    pub(crate) hist: Option<PathBuf>,
+}
+
+/// How a single test is printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Style {
+    /// Lines per interval, then the summary.
+    Text,
+    /// One JSON document at the end (`--json`).
+    Json,
+    /// One JSON event per line as the test runs (`--json-stream`).
+    JsonStream,
+    /// Nothing live, the selected figures at the end (`--fields`).
+    Fields(netperf::FieldList, netperf::Format),
+}
+
+/// A sweep.
+#[derive(Debug)]
+pub(crate) struct Sweep {
+    /// What runs: the plan deploy and the lab write as commands too.
+    pub(crate) plan: SweepPlan,
+    /// The key of `--psk-file`, read (for the in-process server; the sweep reads its own).
+    pub(crate) psk: Option<Psk>,
+    /// `--json`: one document at the end instead of lines and a table.
+    pub(crate) json: bool,
+    /// `--unit` of the summary table.
+    pub(crate) unit: ThroughputUnit,
+}
+
+/// Resolves the flags of `xbench client`. Every error is a usage error (exit status 2).
+pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
+    let sweep = wants_sweep(&a);
+    if sweep {
+        refuse_single_test_outputs(&a)?;
+    }
+    let target = target(&a);
+    let spec = spec(&a)?;
+    let psk = target.read_key().map_err(|e| UsageError(e.to_string()))?;
+    if !sweep {
+        return Ok(Plan::Single(Single {
+            target,
+            spec,
+            psk,
+            style: style(&a),
+            label: a.label,
+            json_file: a.json_file,
+            hist: a.hist,
+        }));
+    }
+    let label = match (a.label, &target.host) {
+        (Some(l), _) => l,
+        (None, None) => "local".to_owned(),
+        (None, Some(host)) => host.clone(),
+    };
+    layout::check_label(&label).map_err(|e| UsageError(format!("--label: {e}")))?;
+    let plan = SweepPlan {
+        streams: a.parallel.map(|l| l.0).unwrap_or_default(),
+        windows: a
+            .window
+            .map(|l| l.0.iter().map(|w| w.0).collect())
+            .unwrap_or_default(),
+        rr_sizes: a.rr_size,
+        flows: a.flows.map(|l| l.0).unwrap_or_default(),
+        repeat: a.sweep.repeat.unwrap_or(NonZeroU32::MIN),
+        pause: a.sweep.pause.unwrap_or(Duration::ZERO),
+        save: a.sweep.save,
+        resume: a.sweep.resume,
+        ..SweepPlan::new(target, spec, label)
+    }
+    .normalized();
+    plan.check().map_err(|e| UsageError(e.to_string()))?;
+    Ok(Plan::Sweep(Sweep {
+        plan,
+        psk,
+        json: a.json,
+        unit: a.sweep.unit,
+    }))
+}
+
+/// A list of more than one value, `--repeat` or `--save` make a sweep; a one-value list alone
+/// is a single test.
+fn wants_sweep(a: &ClientArgs) -> bool {
+    let many = |n: Option<usize>| n.is_some_and(|n| n > 1);
+    many(a.parallel.as_ref().map(|l| l.0.len()))
+        || many(a.window.as_ref().map(|l| l.0.len()))
+        || many(a.flows.as_ref().map(|l| l.0.len()))
+        || a.rr_size.len() > 1
+        || a.sweep.repeat.is_some()
+        || a.sweep.save.is_some()
+}
+
+/// Outputs that describe one test have no meaning for a sweep.
+fn refuse_single_test_outputs(a: &ClientArgs) -> Result<(), UsageError> {
+    for (flag, given) in [
+        ("--json-stream", a.json_stream),
+        ("--json-file", a.json_file.is_some()),
+        ("--hist", a.hist.is_some()),
+        ("--fields", a.fields.is_some()),
+    ] {
+        if given {
+            return Err(UsageError(format!(
+                "{flag} describes a single test; a sweep prints one line per run and a summary \
+                 (--json for one document; --save DIR keeps every run's full report)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The server the flags name; `--local` or no host is an in-process one.
+fn target(a: &ClientArgs) -> Target {
+    Target {
+        host: if a.local { None } else { a.host.clone() },
+        port: a.port,
+        family: if a.ipv4 {
+            AddressFamily::V4
+        } else if a.ipv6 {
+            AddressFamily::V6
+        } else {
+            AddressFamily::Any
+        },
+        bind: a.bind,
+        connect_timeout: a.connect_timeout,
+        response_timeout: a.response_timeout,
+        psk_file: a.psk_file.clone(),
+    }
+}
+
+/// How a single test is printed.
+fn style(a: &ClientArgs) -> Style {
+    if a.json {
+        Style::Json
+    } else if a.json_stream {
+        Style::JsonStream
+    } else if let Some(fields) = &a.fields {
+        Style::Fields(fields.clone(), a.fields_format)
+    } else {
+        Style::Text
+    }
+}
+
+/// The test the flags describe; a list's first value stands for the list (a sweep sets each
+/// cell's).
+fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
+    let direction = if a.bidir {
+        Direction::Bidir
+    } else if a.reverse {
+        Direction::ServerToClient
+    } else {
+        Direction::ClientToServer
+    };
+    let end = match (a.time, a.bytes) {
+        (_, Some(b)) => EndCondition::Bytes(b.0),
+        (Some(t), None) => EndCondition::Duration(t),
+        (None, None) => EndCondition::Duration(Duration::from_secs(10)),
+    };
+    let workload = if a.rr || a.crr {
+        let (request_len, response_len) = a
+            .rr_size
+            .first()
+            .copied()
+            .unwrap_or((NonZeroU32::MIN, NonZeroU32::MIN));
+        Workload::RequestResponse(RrSpec {
+            request_len,
+            response_len,
+            flows: a
+                .flows
+                .as_ref()
+                .and_then(|l| l.first())
+                .unwrap_or(NonZeroU16::MIN),
+            burst: a.burst.unwrap_or(NonZeroU32::MIN),
+            connect_per_transaction: a.crr,
+            rate_per_flow: a.rate,
+        })
+    } else {
+        let mut tp = ThroughputSpec {
+            streams: a
+                .parallel
+                .as_ref()
+                .and_then(|l| l.first())
+                .unwrap_or(NonZeroU16::MIN),
+            direction,
+            zerocopy: a.zerocopy,
+            bitrate: a.bitrate,
+            receive: if a.recv_copy {
+                ReceiveMode::Copy
+            } else {
+                ReceiveMode::Discard
+            },
+            ..ThroughputSpec::default()
+        };
+        if let Some(l) = a.length {
+            tp.block_len = l;
+        }
+        Workload::Throughput(tp)
+    };
+    let spec = TestSpec {
+        workload,
+        end,
+        omit: a.omit,
+        interval: (!a.interval.is_zero()).then_some(a.interval),
+        socket: SocketOptions {
+            window: a.window.as_ref().and_then(|l| l.first()).map(|w| w.0),
+            mss: a.mss,
+            nodelay: a.no_delay,
+            congestion: a.congestion.clone(),
+        },
+    };
+    // Flags are typed already; this catches combinations and bounds clap cannot see.
+    spec.validate()
+        .map_err(|e| UsageError(format!("invalid value for {}: {}", e.field, e.reason)))?;
+    Ok(spec)
+}
+
+/// `xbench ARGS` through the real command line and [`resolve`], for tests of what other code
+/// writes as `xbench client` arguments.
+#[cfg(test)]
+pub(crate) fn resolve_args(args: &[String]) -> Result<Plan, String> {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    let cli = Cli::try_parse_from(std::iter::once("xbench".to_owned()).chain(args.to_vec()))
+        .map_err(|e| e.to_string())?;
+    let Command::Client(a) = cli.command else {
+        return Err("not `xbench client`".into());
+    };
+    resolve(*a).map_err(|e| e.0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use xbench::config::MAX_DURATION;
+
+    use super::*;
+
+    /// The round trip: `plan` written as arguments, parsed and resolved, is `plan` again
+    /// (written one way), or, for a plan of one test, that test.
+    #[track_caller]
+    fn round_trip(plan: &SweepPlan) {
+        let args = plan.client_args().unwrap();
+        let resolved = resolve_args(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        match resolved {
+            Plan::Sweep(s) => {
+                assert!(plan.is_sweep(), "{args:?} ran as a sweep");
+                assert_eq!(s.plan, plan.normalized(), "{args:?}");
+                assert_eq!(s.plan.cells(), plan.cells(), "{args:?}");
+            }
+            Plan::Single(s) => {
+                assert!(!plan.is_sweep(), "{args:?} ran as one test");
+                assert_eq!(s.target, plan.target, "{args:?}");
+                assert_eq!([s.spec], plan.cells()[..], "{args:?}");
+                assert_eq!(s.label.as_deref(), Some(plan.label.as_str()), "{args:?}");
+            }
+        }
+    }
+
+    fn nz16(v: &[u16]) -> Vec<NonZeroU16> {
+        v.iter().map(|&n| NonZeroU16::new(n).unwrap()).collect()
+    }
+
+    fn nz32(n: u32) -> NonZeroU32 {
+        NonZeroU32::new(n).unwrap()
+    }
+
+    fn key_file() -> PathBuf {
+        let p = std::env::temp_dir().join(format!("xbench-plan-key-{}", std::process::id()));
+        std::fs::write(&p, "a key of at least sixteen bytes\n").unwrap();
+        p
+    }
+
+    #[test]
+    fn the_defaults_of_the_command_line_are_the_librarys() {
+        let Plan::Single(s) = resolve_args(&["client".into()]).unwrap() else {
+            panic!("a single test");
+        };
+        assert_eq!(s.target, Target::local());
+        assert_eq!(s.spec, TestSpec::throughput());
+        let Plan::Single(s) = resolve_args(&["client".into(), "--rr".into()]).unwrap() else {
+            panic!("a single test");
+        };
+        assert_eq!(s.spec, TestSpec::request_response());
+    }
+
+    #[test]
+    fn a_plan_written_as_arguments_resolves_to_the_same_plan() {
+        let mut every = TestSpec::throughput();
+        every.end = EndCondition::Duration(Duration::new(2, 500_000_000));
+        every.omit = Duration::from_millis(250);
+        every.interval = None;
+        every.socket = SocketOptions {
+            window: Some(1500),
+            mss: Some(1400),
+            nodelay: true,
+            congestion: Some("bbr".into()),
+        };
+        every.workload = Workload::Throughput(ThroughputSpec {
+            streams: NonZeroU16::new(3).unwrap(),
+            direction: Direction::Bidir,
+            block_len: nz32(9000),
+            zerocopy: true,
+            receive: ReceiveMode::Copy,
+            bitrate: Some(123_456_789),
+        });
+        let target = Target {
+            host: Some("198.18.0.2".into()),
+            port: 5999,
+            family: AddressFamily::V4,
+            bind: Some("198.18.0.1".parse().unwrap()),
+            connect_timeout: Duration::from_millis(1500),
+            response_timeout: Duration::from_secs(30),
+            psk_file: Some(key_file()),
+        };
+        let mut plans = vec![SweepPlan::new(target.clone(), every.clone(), "path one")];
+        // The lab's suite: a stream sweep saved and resumed, and latency.
+        let mut p = SweepPlan::new(target.clone(), TestSpec::throughput(), "direct");
+        p.streams = nz16(&[1, 2, 4, 8]);
+        p.windows = vec![256 << 10];
+        p.repeat = nz32(3);
+        p.save = Some("/tmp/out dir".into());
+        p.resume = true;
+        plans.push(p);
+        let mut rr = SweepPlan::new(Target::local(), TestSpec::request_response(), "-odd'label");
+        rr.repeat = nz32(2);
+        rr.pause = Duration::from_secs(30);
+        plans.push(rr.clone());
+        // Every request/response setting, and lists of sizes, flows and windows.
+        let mut r = RrSpec {
+            request_len: nz32(64),
+            response_len: nz32(16 << 10),
+            flows: NonZeroU16::new(4).unwrap(),
+            burst: nz32(8),
+            connect_per_transaction: false,
+            rate_per_flow: Some(333.3),
+        };
+        rr.spec.workload = Workload::RequestResponse(r.clone());
+        rr.spec.end = EndCondition::Duration(MAX_DURATION);
+        rr.rr_sizes = vec![(nz32(1), nz32(1)), (nz32(100), nz32(3 << 20))];
+        rr.flows = nz16(&[1, 16]);
+        rr.windows = vec![64 << 10, 1 << 20];
+        plans.push(rr.clone());
+        r.connect_per_transaction = true;
+        r.burst = NonZeroU32::MIN;
+        rr.spec.workload = Workload::RequestResponse(r);
+        rr.rr_sizes.clear();
+        plans.push(rr);
+        // Byte counts, reverse, and one-value lists that are still single tests.
+        let mut n = SweepPlan::new(Target::new("h6.example"), TestSpec::throughput(), "n");
+        n.spec.end = EndCondition::Bytes(5 << 30);
+        if let Workload::Throughput(t) = &mut n.spec.workload {
+            t.direction = Direction::ServerToClient;
+        }
+        n.target.family = AddressFamily::V6;
+        n.streams = nz16(&[16]);
+        n.windows = vec![4 << 20];
+        plans.push(n.clone());
+        n.save = Some("runs".into());
+        plans.push(n);
+
+        for plan in &plans {
+            round_trip(plan);
+            for c in 0..plan.cells().len() {
+                round_trip(&plan.cell(c).unwrap());
+            }
+        }
+    }
+
+    /// Many plans made from a fixed seed: every value the flags can hold, mixed.
+    #[test]
+    fn generated_plans_round_trip() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..300 {
+            let mut spec = if next(3) == 0 {
+                TestSpec::request_response()
+            } else {
+                TestSpec::throughput()
+            };
+            spec.end = EndCondition::Duration(Duration::from_nanos(1 + next(1 << 40)));
+            spec.omit = Duration::from_micros(next(10_000_000));
+            spec.interval = match next(3) {
+                0 => None,
+                _ => Some(Duration::from_millis(100 + next(5000))),
+            };
+            spec.socket.window = (next(2) == 0).then(|| 1024 + next(1 << 29));
+            spec.socket.mss = (next(4) == 0).then(|| 88 + next(60_000) as u32);
+            spec.socket.nodelay = next(2) == 0;
+            let mut plan = SweepPlan::new(Target::new("10.1.2.3"), spec, "gen");
+            match &mut plan.spec.workload {
+                Workload::Throughput(t) => {
+                    t.streams = NonZeroU16::new(1 + next(64) as u16).unwrap();
+                    t.block_len = nz32(1 + next(1 << 22) as u32);
+                    t.bitrate = (next(2) == 0).then(|| 8_000 + next(1 << 40));
+                    t.direction = [
+                        Direction::ClientToServer,
+                        Direction::ServerToClient,
+                        Direction::Bidir,
+                    ][next(3) as usize];
+                    if next(2) == 0 {
+                        plan.streams = nz16(&[1, 1 + next(9) as u16 + 1]);
+                    }
+                    if next(3) == 0 {
+                        plan.spec.end = EndCondition::Bytes(1 + next(1 << 50));
+                    }
+                }
+                Workload::RequestResponse(r) => {
+                    r.request_len = nz32(1 + next(1 << 24) as u32);
+                    r.response_len = nz32(1 + next(1 << 24) as u32);
+                    r.flows = NonZeroU16::new(1 + next(4096) as u16).unwrap();
+                    r.rate_per_flow = (next(2) == 0).then(|| (1 + next(1 << 20)) as f64 / 7.0);
+                    r.connect_per_transaction = next(4) == 0;
+                    if !r.connect_per_transaction {
+                        r.burst = nz32(1 + next(1024) as u32);
+                    }
+                    if next(2) == 0 {
+                        plan.flows = nz16(&[2, 3]);
+                    }
+                }
+                _ => unreachable!(),
+            }
+            plan.repeat = nz32(1 + next(3) as u32);
+            plan.pause = Duration::from_millis(next(3) * 1500);
+            if next(2) == 0 {
+                plan.save = Some("d".into());
+                plan.resume = next(2) == 0;
+            }
+            round_trip(&plan);
+        }
+    }
+}

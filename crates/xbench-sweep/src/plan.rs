@@ -1,0 +1,394 @@
+//! What a sweep runs: the plan, its cells and the schedule of runs in the order they happen.
+//! Not how it is run (`run`) or written as a command (`args`).
+
+use std::num::{NonZeroU16, NonZeroU32};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use xbench::config::{TestSpec, Workload};
+use xbench_report::cell::CellKey;
+use xbench_report::layout;
+
+use crate::error::SweepError;
+use crate::target::Target;
+
+/// What to sweep and how often: a test, the lists that make its cells, and the repeats.
+///
+/// Every field is one of `xbench client`'s flags, so a plan can be run here ([`crate::run`]) or
+/// written as the command that runs it ([`SweepPlan::client_args`]) without the two drifting
+/// apart. The lists replace the spec's value cell by cell; an empty list keeps the spec's.
+///
+/// One plan sweeps one direction and one block length: a suite that wants both directions is
+/// two plans (the cell key and the saved layout have no block length to tell runs apart by).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepPlan {
+    /// The server.
+    pub target: Target,
+    /// The test every cell starts from: duration, direction, block length, socket options…
+    pub spec: TestSpec,
+    /// The path's name (`--label`); saved runs go to `save/<label>/`.
+    pub label: String,
+    /// Throughput tests: stream counts (`-P 1,2,4`).
+    pub streams: Vec<NonZeroU16>,
+    /// Socket buffer sizes, bytes (`-w 64K,256K`).
+    pub windows: Vec<u64>,
+    /// Request/response sizes, bytes (`-r 1,1 -r 64,16K`).
+    pub rr_sizes: Vec<(NonZeroU32, NonZeroU32)>,
+    /// Request/response flows (`--flows 1,4,16`).
+    pub flows: Vec<NonZeroU16>,
+    /// Runs of each cell (`--repeat`).
+    pub repeat: NonZeroU32,
+    /// Wait between two runs, to let queues drain and to spread runs over time (`--pause`).
+    pub pause: Duration,
+    /// Where to save each finished run (`--save`); `None` keeps them in memory only.
+    pub save: Option<PathBuf>,
+    /// Skip runs already saved instead of refusing a directory that has some (`--resume`);
+    /// only with `save`.
+    pub resume: bool,
+}
+
+/// One run of the schedule.
+#[derive(Debug, Clone)]
+pub struct PlannedRun {
+    /// Position in the schedule, from 0.
+    pub index: usize,
+    /// Which cell, from 0, in [`SweepPlan::cells`] order.
+    pub cell: usize,
+    /// Which repeat of the cell, from 1.
+    pub repeat: u32,
+    /// The cell.
+    pub key: CellKey,
+    /// The test to run.
+    pub spec: TestSpec,
+    /// Where it is saved, with `save`.
+    pub path: Option<PathBuf>,
+}
+
+impl SweepPlan {
+    /// One run of `spec` against `target`, labelled `label`: no lists, no repeats, nothing
+    /// saved. Set the fields to sweep.
+    pub fn new(target: Target, spec: TestSpec, label: impl Into<String>) -> Self {
+        SweepPlan {
+            target,
+            spec,
+            label: label.into(),
+            streams: Vec::new(),
+            windows: Vec::new(),
+            rr_sizes: Vec::new(),
+            flows: Vec::new(),
+            repeat: NonZeroU32::MIN,
+            pause: Duration::ZERO,
+            save: None,
+            resume: false,
+        }
+    }
+
+    /// Checks the lists and the label. Duplicates are refused: a list value is a cell.
+    pub fn check(&self) -> Result<(), SweepError> {
+        layout::check_label(&self.label).map_err(SweepError::Label)?;
+        let is_rr = self.spec.as_rr().is_some();
+        if is_rr && !self.streams.is_empty() {
+            return Err(SweepError::NotApplicable {
+                flag: "-P",
+                kind: "request/response",
+            });
+        }
+        if !is_rr && !self.rr_sizes.is_empty() {
+            return Err(SweepError::NotApplicable {
+                flag: "-r",
+                kind: "throughput",
+            });
+        }
+        if !is_rr && !self.flows.is_empty() {
+            return Err(SweepError::NotApplicable {
+                flag: "--flows",
+                kind: "throughput",
+            });
+        }
+        no_duplicates("-P", &self.streams, |v| v.to_string())?;
+        no_duplicates("-w", &self.windows, |v| xbench_report::cell::short_size(*v))?;
+        no_duplicates("-r", &self.rr_sizes, |(q, r)| format!("{q},{r}"))?;
+        no_duplicates("--flows", &self.flows, |v| v.to_string())?;
+        Ok(())
+    }
+
+    /// Whether `xbench client` runs this plan as a sweep (a line per run, then the summary
+    /// table) rather than as one test: a list with more than one value, more than one repeat,
+    /// or runs to save.
+    pub fn is_sweep(&self) -> bool {
+        self.streams.len() > 1
+            || self.windows.len() > 1
+            || self.rr_sizes.len() > 1
+            || self.flows.len() > 1
+            || self.repeat.get() > 1
+            || self.save.is_some()
+    }
+
+    /// The same plan written one way: a one-value list folded into the spec, the spec holding
+    /// the first value of every longer list (as a single test of the command line would), and
+    /// no `resume` without `save`. Two plans that run the same runs normalize equal.
+    pub fn normalized(&self) -> SweepPlan {
+        let mut p = self.clone();
+        if let Some(&w) = p.windows.first() {
+            p.spec.socket.window = Some(w);
+        }
+        match &mut p.spec.workload {
+            Workload::Throughput(t) => {
+                if let Some(&n) = p.streams.first() {
+                    t.streams = n;
+                }
+            }
+            Workload::RequestResponse(r) => {
+                if let Some(&(q, s)) = p.rr_sizes.first() {
+                    (r.request_len, r.response_len) = (q, s);
+                }
+                if let Some(&f) = p.flows.first() {
+                    r.flows = f;
+                }
+            }
+            _ => {}
+        }
+        fn fold<T>(list: &mut Vec<T>) {
+            if list.len() == 1 {
+                list.clear();
+            }
+        }
+        fold(&mut p.streams);
+        fold(&mut p.windows);
+        fold(&mut p.rr_sizes);
+        fold(&mut p.flows);
+        p.resume &= p.save.is_some();
+        p
+    }
+
+    /// The plan of cell `cell` alone (in [`SweepPlan::cells`] order): its test, run once,
+    /// nothing saved. Written as a command ([`SweepPlan::client_args`]) it is a single test.
+    pub fn cell(&self, cell: usize) -> Option<SweepPlan> {
+        let spec = self.cells().into_iter().nth(cell)?;
+        Some(SweepPlan::new(
+            self.target.clone(),
+            spec,
+            self.label.clone(),
+        ))
+    }
+
+    /// Every cell's test, in matrix order: windows outermost, then streams or sizes and flows.
+    pub fn cells(&self) -> Vec<TestSpec> {
+        let windows: Vec<Option<u64>> = if self.windows.is_empty() {
+            vec![self.spec.socket.window]
+        } else {
+            self.windows.iter().map(|w| Some(*w)).collect()
+        };
+        let mut out = Vec::new();
+        for w in windows {
+            let mut c = self.spec.clone();
+            c.socket.window = w;
+            match &c.workload {
+                Workload::Throughput(t) => {
+                    let streams = if self.streams.is_empty() {
+                        vec![t.streams]
+                    } else {
+                        self.streams.clone()
+                    };
+                    for p in streams {
+                        let mut c = c.clone();
+                        if let Workload::Throughput(t) = &mut c.workload {
+                            t.streams = p;
+                        }
+                        out.push(c);
+                    }
+                }
+                Workload::RequestResponse(r) => {
+                    let sizes = if self.rr_sizes.is_empty() {
+                        vec![(r.request_len, r.response_len)]
+                    } else {
+                        self.rr_sizes.clone()
+                    };
+                    let flows = if self.flows.is_empty() {
+                        vec![r.flows]
+                    } else {
+                        self.flows.clone()
+                    };
+                    for &(q, s) in &sizes {
+                        for &f in &flows {
+                            let mut c = c.clone();
+                            if let Workload::RequestResponse(r) = &mut c.workload {
+                                r.request_len = q;
+                                r.response_len = s;
+                                r.flows = f;
+                            }
+                            out.push(c);
+                        }
+                    }
+                }
+                // A workload kind this crate does not know: run it as given.
+                _ => out.push(c),
+            }
+        }
+        out
+    }
+
+    /// How many runs the plan makes: cells × repeats.
+    pub fn run_count(&self) -> usize {
+        self.cells().len() * self.repeat.get() as usize
+    }
+
+    /// The runs in the order they happen: repeat 1 of every cell, then repeat 2, …
+    pub fn schedule(&self) -> Vec<PlannedRun> {
+        let cells = self.cells();
+        let mut out = Vec::with_capacity(cells.len() * self.repeat.get() as usize);
+        for repeat in 1..=self.repeat.get() {
+            for (i, spec) in cells.iter().enumerate() {
+                let key = CellKey::of_spec(spec);
+                let path = self.save.as_ref().map(|dir| {
+                    layout::run_file(&layout::cell_dir(dir, &self.label, &key.slug()), repeat)
+                });
+                out.push(PlannedRun {
+                    index: out.len(),
+                    cell: i,
+                    repeat,
+                    key,
+                    spec: spec.clone(),
+                    path,
+                });
+            }
+        }
+        out
+    }
+}
+
+fn no_duplicates<T: PartialEq>(
+    flag: &'static str,
+    list: &[T],
+    show: impl Fn(&T) -> String,
+) -> Result<(), SweepError> {
+    for (i, v) in list.iter().enumerate() {
+        if list[..i].contains(v) {
+            return Err(SweepError::Duplicate {
+                flag,
+                value: show(v),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn plan(streams: &[u16], repeat: u32) -> SweepPlan {
+        SweepPlan {
+            streams: streams
+                .iter()
+                .map(|p| NonZeroU16::new(*p).unwrap())
+                .collect(),
+            repeat: NonZeroU32::new(repeat).unwrap(),
+            save: Some("/tmp/x".into()),
+            ..SweepPlan::new(Target::new("127.0.0.1"), TestSpec::throughput(), "a")
+        }
+    }
+
+    #[test]
+    fn schedule_goes_round_robin_over_cells() {
+        let s = plan(&[1, 2, 4], 3).schedule();
+        let order: Vec<(u16, u32)> = s
+            .iter()
+            .map(|r| (r.key.streams.unwrap(), r.repeat))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (1, 1),
+                (2, 1),
+                (4, 1),
+                (1, 2),
+                (2, 2),
+                (4, 2),
+                (1, 3),
+                (2, 3),
+                (4, 3)
+            ]
+        );
+        assert_eq!(
+            s[4].path.as_deref(),
+            Some(Path::new("/tmp/x/a/tcp-up-P2/run-2.json"))
+        );
+    }
+
+    #[test]
+    fn windows_and_streams_make_a_matrix() {
+        let mut p = plan(&[1, 8], 1);
+        p.windows = vec![64 << 10, 1 << 20];
+        let slugs: Vec<String> = p.schedule().iter().map(|r| r.key.slug()).collect();
+        assert_eq!(
+            slugs,
+            [
+                "tcp-up-P1-w64K",
+                "tcp-up-P8-w64K",
+                "tcp-up-P1-w1M",
+                "tcp-up-P8-w1M"
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_plans_are_refused() {
+        assert!(matches!(
+            plan(&[1, 2, 1], 1).check(),
+            Err(SweepError::Duplicate { flag: "-P", .. })
+        ));
+        let mut p = plan(&[], 1);
+        p.flows = vec![NonZeroU16::MIN];
+        assert!(matches!(
+            p.check(),
+            Err(SweepError::NotApplicable {
+                flag: "--flows",
+                ..
+            })
+        ));
+        let mut p = plan(&[1], 1);
+        p.label = "../etc".into();
+        assert!(matches!(p.check(), Err(SweepError::Label(_))));
+    }
+
+    #[test]
+    fn one_value_lists_fold_into_the_spec_and_run_the_same_cells() {
+        let mut p = plan(&[4], 1);
+        p.save = None;
+        p.resume = true;
+        assert!(
+            !p.is_sweep(),
+            "one cell, once, nothing saved: a single test"
+        );
+        let n = p.normalized();
+        assert!(n.streams.is_empty() && !n.resume);
+        assert_eq!(n.spec.as_throughput().unwrap().streams.get(), 4);
+        assert_eq!(n.cells(), p.cells());
+        assert_eq!(n.normalized(), n, "normalizing twice changes nothing");
+
+        let mut p = plan(&[2, 8], 1);
+        p.windows = vec![64 << 10];
+        let n = p.normalized();
+        assert!(n.is_sweep());
+        assert_eq!(n.streams.len(), 2, "a real list stays");
+        assert_eq!(n.spec.as_throughput().unwrap().streams.get(), 2);
+        assert_eq!(n.spec.socket.window, Some(64 << 10));
+        assert_eq!(n.cells(), p.cells());
+    }
+
+    #[test]
+    fn a_cell_is_a_single_test_of_that_cell() {
+        let mut p = plan(&[1, 8], 3);
+        p.windows = vec![64 << 10, 1 << 20];
+        assert_eq!(p.run_count(), 12);
+        let c = p.cell(3).unwrap();
+        assert!(!c.is_sweep());
+        assert_eq!(c.cells(), [p.cells()[3].clone()]);
+        assert_eq!(c.spec.socket.window, Some(1 << 20));
+        assert_eq!((c.target, c.label), (p.target.clone(), p.label.clone()));
+        assert!(p.cell(4).is_none());
+    }
+}

@@ -1,0 +1,83 @@
+//! Where the tests of a plan run: the server and how to reach it, as `xbench client`'s
+//! connection flags say it. Not the test itself (that is the plan's [`TestSpec`]).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use xbench::auth::{KeyError, Psk};
+use xbench::client::{AddressFamily, ClientConfig, DEFAULT_PORT};
+use xbench::config::TestSpec;
+
+/// The server of a plan's tests. [`Target::new`] and [`Target::local`] give `xbench client`'s
+/// defaults; every field is one of its flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Server host name or address. `None` is a server on loopback in the calling program
+    /// (`xbench client --local`), which that program starts and whose port it sets here.
+    pub host: Option<String>,
+    /// Server port (`-p`).
+    pub port: u16,
+    /// Address family for a host name with both (`-4`, `-6`).
+    pub family: AddressFamily,
+    /// Local address to send from (`-B`).
+    pub bind: Option<IpAddr>,
+    /// How long each connection may take to open (`--connect-timeout`).
+    pub connect_timeout: Duration,
+    /// How long a request/response flow may wait for an answer before the test fails
+    /// (`--response-timeout`; the library's `stall_timeout`).
+    pub response_timeout: Duration,
+    /// The key file proving this client to a server that wants one (`--psk-file`). A path,
+    /// not the key, so a plan can be written out as a command; [`Target::read_key`] reads it.
+    pub psk_file: Option<PathBuf>,
+}
+
+impl Target {
+    /// A server at `host` with every connection setting at its default.
+    pub fn new(host: impl Into<String>) -> Self {
+        Target {
+            host: Some(host.into()),
+            ..Target::local()
+        }
+    }
+
+    /// A server in the calling program, on loopback (`--local`).
+    pub fn local() -> Self {
+        let defaults = ClientConfig::new("");
+        Target {
+            host: None,
+            port: DEFAULT_PORT,
+            family: defaults.family,
+            bind: defaults.bind,
+            connect_timeout: defaults.connect_timeout,
+            response_timeout: defaults.stall_timeout,
+            psk_file: None,
+        }
+    }
+
+    /// The key of [`Target::psk_file`], if there is one.
+    pub fn read_key(&self) -> Result<Option<Psk>, KeyError> {
+        self.psk_file.as_deref().map(Psk::from_file).transpose()
+    }
+
+    /// The library's configuration for running `spec` against this target, with the key
+    /// [`Target::read_key`] returned. A local target is 127.0.0.1.
+    pub fn client_config(
+        &self,
+        spec: TestSpec,
+        label: Option<String>,
+        psk: Option<Psk>,
+    ) -> ClientConfig {
+        ClientConfig {
+            port: self.port,
+            family: self.family,
+            bind: self.bind,
+            connect_timeout: self.connect_timeout,
+            stall_timeout: self.response_timeout,
+            spec,
+            label,
+            psk,
+            ..ClientConfig::new(self.host.as_deref().unwrap_or("127.0.0.1"))
+        }
+    }
+}
