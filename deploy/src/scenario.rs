@@ -15,15 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::cidr::{CidrError, Ipv4Cidr};
 use crate::regions;
+use crate::suite::{RawSuite, Suite, SuiteError};
 
 /// The port `xbench server` listens on unless the scenario says otherwise.
 pub const DEFAULT_XBENCH_PORT: u16 = 5201;
-
-/// What the default `[xbench] url` points at until xbench publishes release binaries. It cannot
-/// resolve (`.invalid`), so an instance set up with it fails visibly in its user-data log instead
-/// of running something unexpected.
-pub const PLACEHOLDER_XBENCH_URL: &str =
-    "https://xbench-releases.invalid/latest/xbench-x86_64-unknown-linux-musl";
 
 /// The default time to live: `gc` may delete a run this long after it was created.
 pub const DEFAULT_TTL_HOURS: u32 = 8;
@@ -55,6 +50,8 @@ pub struct Scenario {
     pub paths: Vec<PathSpec>,
     /// Price overrides on top of the shipped table.
     pub prices: PriceOverrides,
+    /// What `run` measures, if the scenario says (`run --suite FILE` can give it instead).
+    pub suite: Option<Suite>,
 }
 
 /// Which image the hosts run.
@@ -72,12 +69,16 @@ pub enum AmiChoice {
 /// How `xbench` gets onto a host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum XbenchInstall {
-    /// Download a static Linux binary.
+    /// The binary the user has (`up --xbench PATH`, default the `xbench` beside
+    /// `xbench-deploy`), uploaded to the run's private bucket and fetched through a presigned
+    /// URL. The default.
+    Upload,
+    /// Download a static Linux binary from the user's own address.
     Url {
         /// Where from (http or https).
         url: String,
-        /// Expected SHA-256 of the file, lowercase hex; checked on the host when given.
-        sha256: Option<String>,
+        /// Expected SHA-256 of the file, lowercase hex; the host refuses anything else.
+        sha256: String,
     },
     /// Build from a git repository with `cargo install --git` (slow: installs a Rust toolchain).
     CargoGit {
@@ -308,6 +309,9 @@ pub enum ScenarioError {
         /// What is wrong and what to write instead.
         problem: String,
     },
+    /// The `[suite]` table was refused.
+    #[error(transparent)]
+    Suite(#[from] SuiteError),
     /// Any other field with a bad value.
     #[error("{field}: {problem}")]
     BadValue {
@@ -380,6 +384,8 @@ struct RawScenario {
     vpc: Vec<RawVpc>,
     #[serde(default)]
     path: Vec<RawPath>,
+    #[serde(default)]
+    suite: Option<RawSuite>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -519,6 +525,7 @@ impl RawScenario {
             }
         }
         let paths = check_paths(self.path, &vpcs)?;
+        let suite = self.suite.map(RawSuite::check).transpose()?;
         Ok(Scenario {
             name: self.name,
             instance_type: self.instance_type,
@@ -532,6 +539,7 @@ impl RawScenario {
             vpcs,
             paths,
             prices: self.prices,
+            suite,
         })
     }
 }
@@ -571,11 +579,23 @@ impl RawXbench {
                     rev: self.cargo_rev.clone(),
                 })
             }
-            (url, None) => {
+            (None, None) => {
                 if self.cargo_rev.is_some() {
                     return Err(bad("xbench.cargo_rev", "only applies to cargo_git"));
                 }
-                let url = url.clone().unwrap_or_else(|| PLACEHOLDER_XBENCH_URL.into());
+                if self.sha256.is_some() {
+                    return Err(bad(
+                        "xbench.sha256",
+                        "only applies to url (an uploaded binary's checksum is computed)",
+                    ));
+                }
+                Ok(XbenchInstall::Upload)
+            }
+            (Some(url), None) => {
+                if self.cargo_rev.is_some() {
+                    return Err(bad("xbench.cargo_rev", "only applies to cargo_git"));
+                }
+                let url = url.clone();
                 if !(url.starts_with("https://") || url.starts_with("http://")) {
                     return Err(bad("xbench.url", "must be an http:// or https:// URL"));
                 }
@@ -584,10 +604,15 @@ impl RawXbench {
                 }
                 let sha256 = match &self.sha256 {
                     Some(h) if h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                        Some(h.to_ascii_lowercase())
+                        h.to_ascii_lowercase()
                     }
                     Some(_) => return Err(bad("xbench.sha256", "must be 64 hex digits")),
-                    None => None,
+                    None => {
+                        return Err(bad(
+                            "xbench.sha256",
+                            "give the binary's sha256 with its url (sha256sum FILE): hosts refuse a download they cannot check",
+                        ));
+                    }
                 };
                 Ok(XbenchInstall::Url { url, sha256 })
             }

@@ -287,6 +287,7 @@ fn up_and_down_through_the_binary() {
         &[
             "up",
             "--yes",
+            "--skip-ready",
             &file,
             "--outputs",
             &outputs.display().to_string(),
