@@ -225,7 +225,7 @@ fn duration(s: &str) -> Result<Duration, String> {
         "m" | "min" => v * 60e3,
         u => return Err(format!("unknown time unit `{u}`; use ms, s or m")),
     };
-    if !ms.is_finite() || ms < 0.0 || ms > 7.0 * 24.0 * 3600e3 {
+    if !(0.0..=7.0 * 24.0 * 3600e3).contains(&ms) {
         return Err(format!("`{t}` is out of range"));
     }
     Ok(Duration::from_millis(ms.round() as u64))

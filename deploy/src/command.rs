@@ -207,7 +207,7 @@ fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<
 fn time(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
         d.as_secs().to_string()
-    } else if d.subsec_nanos() % 1_000_000 == 0 {
+    } else if d.subsec_nanos().is_multiple_of(1_000_000) {
         format!("{}ms", d.as_millis())
     } else {
         format!("{}us", d.as_micros())
@@ -217,9 +217,9 @@ fn time(d: Duration) -> String {
 /// A size with the unit `-w` insists on.
 fn size(bytes: u64) -> String {
     let mut s = String::new();
-    if bytes % (1 << 20) == 0 {
+    if bytes.is_multiple_of(1 << 20) {
         let _ = write!(s, "{}M", bytes >> 20);
-    } else if bytes % 1024 == 0 {
+    } else if bytes.is_multiple_of(1024) {
         let _ = write!(s, "{}K", bytes >> 10);
     } else {
         let _ = write!(s, "{bytes}B");

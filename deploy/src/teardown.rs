@@ -88,6 +88,9 @@ impl Progress {
 
 type Inventories = Vec<(RegionClients, RegionInventory)>;
 
+/// Which list of a [`RegionInventory`] a resource kind lives in.
+type Pick = fn(&RegionInventory) -> &Vec<Found>;
+
 impl Deployer {
     /// Deletes everything of run `run` in `regions` (plus the regions its local state file and
     /// its resources' tags name; every region when there is no hint at all).
@@ -199,7 +202,7 @@ impl Deployer {
     /// Attachments: peering ones first (they hold both Transit Gateways), then VPC ones; a
     /// Transit Gateway cannot be deleted until they are gone (minutes on AWS).
     async fn down_attachments(&self, inventories: &Inventories, p: &mut Progress) {
-        let kinds: [(&str, fn(&RegionInventory) -> &Vec<Found>); 2] = [
+        let kinds: [(&str, Pick); 2] = [
             ("tgw peering attachment", |i| &i.tgw_peering_attachments),
             ("tgw vpc attachment", |i| &i.tgw_vpc_attachments),
         ];

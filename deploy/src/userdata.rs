@@ -102,19 +102,20 @@ pub struct HostBoot<'a> {
 /// The head of every script: `set -euo pipefail`, and a failure that is visible — a line on the
 /// console (`aws ec2 get-console-output`), `failed: <why>` in the boot-status file that `up`
 /// reads through SSM, and a non-zero exit for cloud-init. The paths below `XB_ROOT` (empty on
-/// a host) let the tests run the script for real in a scratch directory.
+/// a host), and the `XB_*` settings, let the tests run the script for real in a scratch
+/// directory.
 fn preamble(run: &RunId, host: &str, role: &str) -> String {
     format!(
         "#!/bin/bash\n\
          # xbench-deploy {role} host {host}, run {run}. Output goes to /var/log/cloud-init-output.log\n\
          # and the console; the outcome to {BOOT_STATUS_PATH}.\n\
          set -euo pipefail\n\
-         : \"${{XB_ROOT:=}}\" \"${{XB_FETCH_ATTEMPTS:=5}}\" \"${{XB_FETCH_PAUSE:=10}}\" \"${{XB_PSK_ATTEMPTS:=30}}\"\n\
+         : \"${{XB_ROOT:=}}\" \"${{XB_FETCH_ATTEMPTS:=5}}\" \"${{XB_FETCH_PAUSE:=10}}\" \"${{XB_PSK_ATTEMPTS:=30}}\" \"${{XB_CONSOLE:=/dev/console}}\"\n\
          ETC=\"$XB_ROOT/etc/xbench-deploy\" STATE=\"$XB_ROOT/var/lib/xbench-deploy\"\n\
          BIN=\"$XB_ROOT{XBENCH_PATH}\" UNIT=\"$XB_ROOT{SERVER_UNIT_PATH}\"\n\
          install -d -m 0755 \"$ETC\" \"$STATE\" \"$(dirname \"$BIN\")\" \"$(dirname \"$UNIT\")\"\n\
          rm -f \"$STATE/boot-status\"\n\
-         console() {{ echo \"$*\"; {{ echo \"$*\" > /dev/console; }} 2>/dev/null || true; }}\n\
+         console() {{ echo \"$*\"; {{ echo \"$*\" >> \"$XB_CONSOLE\"; }} 2>/dev/null || true; }}\n\
          fail() {{\n\
          \x20 trap - ERR\n\
          \x20 console \"xbench-deploy: boot FAILED on {host}: $*\"\n\
@@ -419,9 +420,9 @@ mod tests {
         };
         let allow = ["10.1.1.0/24".parse().unwrap()];
         let srv = server(&s, &boot, &allow);
-        assert!(srv.contains(&format!(
-            "ExecStart=/usr/local/bin/xbench server -p 5201 --psk-file ${{CREDENTIALS_DIRECTORY}}/psk --allow 10.1.1.0/24"
-        )));
+        assert!(srv.contains(
+            "ExecStart=/usr/local/bin/xbench server -p 5201 --psk-file ${CREDENTIALS_DIRECTORY}/psk --allow 10.1.1.0/24"
+        ));
         assert!(srv.contains("LoadCredential=psk:/etc/xbench-deploy/psk"));
         assert!(srv.contains(&format!("/xbench/{run}/psk")));
         assert!(

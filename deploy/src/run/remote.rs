@@ -68,9 +68,22 @@ impl<'a> SsmExecutor<'a> {
                     None
                 }
                 None => Some(format!(
-                    "its client is your host{}: run `{}` there",
+                    "its client is your host{}: run `{} --save DIR` there{}",
                     p.run_on.map(|a| format!(" {a}")).unwrap_or_default(),
-                    p.command
+                    p.command,
+                    if p.authenticated {
+                        format!(
+                            ", with the run's key from `aws ssm get-parameter --with-decryption --name {} --region {} --query Parameter.Value --output text`",
+                            crate::aws::ssm::psk_parameter(&out.run_id),
+                            out.hosts
+                                .iter()
+                                .find(|h| h.role == "server")
+                                .map(|h| h.region.as_str())
+                                .unwrap_or("REGION")
+                        )
+                    } else {
+                        String::new()
+                    }
                 )),
             };
             paths.push(RunPath {

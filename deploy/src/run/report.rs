@@ -135,8 +135,9 @@ fn paths_section(summary: &RunSummary) -> String {
         };
         let _ = writeln!(
             s,
-            "  {:<width$}  {:>4}/{:<4} runs  {status}",
-            p.label, p.collected, p.planned
+            "  {:<width$}  {:>9}  {status}",
+            p.label,
+            format!("{}/{} runs", p.collected, p.planned)
         );
     }
     s

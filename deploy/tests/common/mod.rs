@@ -24,7 +24,7 @@ use xbench_deploy::binary::XbenchBinary;
 use xbench_deploy::state::StateDir;
 
 /// The moto version CI installs (deploy/requirements-test.txt).
-pub const MOTO_PIN: &str = "moto[server]==5.2.5";
+pub const MOTO_PIN: &str = "moto[server,ec2,s3,iam,ssm]==5.2.5";
 
 /// Credentials for the emulator. Distinctive, so a test can prove they are never printed.
 pub const TEST_KEY_ID: &str = "AKIAXBENCHTESTKEY0042";
@@ -508,4 +508,51 @@ cidr = "10.101.0.0/16"
 {paths}
 "#
     )
+}
+
+/// Returns false (after saying why) when this process cannot build namespaces; under
+/// `CI=true` panics instead: CI must run root tests, never skip them.
+pub fn root_or_skip(test: &str) -> bool {
+    if xbench_lab::sys::privilege::sufficient() {
+        return true;
+    }
+    let why = xbench_lab::sys::privilege::check()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test} needs root and CI=true forbids skipping it: {why}");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+    false
+}
+
+/// Held for the whole of a root test: the lock every root test of the project takes, so
+/// the timing-sensitive lab tests never share the machine with this one.
+pub struct Serial(std::fs::File);
+
+/// Waits for the other root tests to finish.
+pub fn serial() -> Serial {
+    use std::os::fd::AsRawFd as _;
+    let f = std::fs::File::create(std::env::temp_dir().join("xbench-lab-root-tests.lock")).unwrap();
+    // SAFETY: flock on an open descriptor; blocks until the lock is ours.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    Serial(f)
+}
+
+/// The `xbench` built beside this test (target/debug/xbench), which `cargo test --workspace`
+/// builds before running any test.
+pub fn xbench_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("xbench"))
+        .unwrap();
+    assert!(
+        p.is_file(),
+        "{} is missing: build it first with `cargo build -p xbench-cli` (cargo test --workspace does)",
+        p.display()
+    );
+    p
 }
