@@ -275,10 +275,9 @@ pub(crate) async fn up(c: &Common, a: UpArgs) -> Result<Exit> {
 
 /// The outputs of the run `run` measures: `--run-id`, else the one run of the scenario that
 /// is up.
-fn outputs_for(d: &Deployer, scenario: &Scenario, run_id: Option<&str>) -> Result<Outputs> {
-    let dir = d.state_dir().path().display().to_string();
-    let up: Vec<RunId> = d
-        .state_dir()
+fn outputs_for(state: &StateDir, scenario: &Scenario, run_id: Option<&str>) -> Result<Outputs> {
+    let dir = state.path().display().to_string();
+    let up: Vec<RunId> = state
         .runs()?
         .into_iter()
         .filter(|(_, s)| s.scenario == scenario.name && s.status == "up")
@@ -288,26 +287,30 @@ fn outputs_for(d: &Deployer, scenario: &Scenario, run_id: Option<&str>) -> Resul
         Some(r) => r.parse::<RunId>()?,
         None => match up.as_slice() {
             [one] => one.clone(),
-            _ => {
+            [] => {
                 return Err(Error::NoSuchRun {
-                    run: if up.is_empty() {
-                        format!("of scenario {}", scenario.name)
-                    } else {
-                        format!(
-                            "(several of scenario {} are up; pass --run-id)",
-                            scenario.name
-                        )
-                    },
+                    run: format!("of scenario {}", scenario.name),
                     dir,
-                    known: up.iter().map(|r| r.to_string()).collect(),
+                    known: Vec::new(),
                 }
+                .into());
+            }
+            several => {
+                let list: Vec<String> = several.iter().map(|r| r.to_string()).collect();
+                return Err(BadInput(format!(
+                    "{} runs of scenario {} are up in {dir} ({}); pick one with --run-id",
+                    several.len(),
+                    scenario.name,
+                    list.join(", ")
+                ))
                 .into());
             }
         },
     };
-    match d.state_dir().load_outputs(&run)? {
-        Some(o) => Ok(o),
-        None => Err(Error::NoSuchRun {
+    let is_up = state.load(&run)?.is_some_and(|s| s.status == "up");
+    match state.load_outputs(&run)? {
+        Some(o) if is_up => Ok(o),
+        _ => Err(Error::NoSuchRun {
             run: run.to_string(),
             dir,
             known: up.iter().map(|r| r.to_string()).collect(),
@@ -377,8 +380,9 @@ pub(crate) async fn run(c: &Common, a: RunArgs) -> Result<Exit> {
         tokio::task::spawn_blocking(move || drop(lab)).await.ok();
         return exit;
     }
+    // The run must exist before credentials are asked for.
+    let outputs = outputs_for(&state_dir(c), &scenario, a.run_id.as_deref())?;
     let d = deployer(c, None).await?;
-    let outputs = outputs_for(&d, &scenario, a.run_id.as_deref())?;
     let (exec, paths) = SsmExecutor::new(&d, &outputs)?;
     measure(
         &suite,

@@ -334,8 +334,10 @@ impl Scenario {
 
     /// Parses and checks a scenario from TOML text.
     pub fn from_toml(text: &str) -> Result<Self, ScenarioError> {
-        let raw: RawScenario =
-            toml::from_str(text).map_err(|e| ScenarioError::Syntax(e.to_string()))?;
+        let raw: RawScenario = toml::from_str(text).map_err(|e| {
+            let m = e.to_string();
+            ScenarioError::Syntax(format!("{}{}", m.trim_end(), crate::suite::hint(&m)))
+        })?;
         raw.check()
     }
 

@@ -185,14 +185,21 @@ impl SuiteTest {
 }
 
 fn syntax(message: &str) -> SuiteError {
-    let hint = if message.contains("unknown field") {
+    SuiteError::Syntax(format!("{}{}", message.trim_end(), hint(message)))
+}
+
+/// What to add to a TOML error about an unknown key of a suite (found by the list of keys
+/// serde names), so the user learns the keys are xbench's flags; empty for other errors.
+pub fn hint(message: &str) -> &'static str {
+    let about_suite = message.contains("unknown field")
+        && (message.contains("`parallel`") || message.contains("`repeat`"));
+    if about_suite {
         "\nsuite keys are xbench client's long flags (parallel, window, time, omit, interval, \
          length, bitrate, no-delay, congestion, set-mss, zerocopy, recv-copy, rr, crr, rr-size, \
          flows, burst, rate) and direction, repeat, pause"
     } else {
         ""
-    };
-    SuiteError::Syntax(format!("{}{hint}", message.trim_end()))
+    }
 }
 
 /// The `[suite]` table as written.

@@ -456,6 +456,8 @@ pub type FakeHost = dyn Fn(&str, &str) -> (i32, String, String) + Send + Sync;
 pub struct FakeRunCommand {
     host: Arc<FakeHost>,
     offline: Mutex<BTreeSet<String>>,
+    /// No agent ever registers.
+    none_online: std::sync::atomic::AtomicBool,
     commands: Arc<Mutex<BTreeMap<String, Option<Invocation>>>>,
     sent: Mutex<Vec<(String, String)>>,
 }
@@ -474,6 +476,7 @@ impl FakeRunCommand {
         FakeRunCommand {
             host: Arc::new(host),
             offline: Mutex::new(BTreeSet::new()),
+            none_online: std::sync::atomic::AtomicBool::new(false),
             commands: Arc::new(Mutex::new(BTreeMap::new())),
             sent: Mutex::new(Vec::new()),
         }
@@ -502,6 +505,12 @@ impl FakeRunCommand {
         lock(&self.offline).insert(instance.to_owned());
     }
 
+    /// No SSM agent ever registers (an instance profile that never arrived, no route to SSM).
+    pub fn set_none_online(&self) {
+        self.none_online
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Every (instance, script) sent, in order.
     pub fn sent(&self) -> Vec<(String, String)> {
         lock(&self.sent).clone()
@@ -519,9 +528,10 @@ impl RunCommandApi for FakeRunCommand {
         instances: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<String>, Error>> {
         let offline = lock(&self.offline).clone();
+        let none = self.none_online.load(std::sync::atomic::Ordering::SeqCst);
         let up = instances
             .iter()
-            .filter(|i| !offline.contains(*i))
+            .filter(|i| !none && !offline.contains(*i))
             .cloned()
             .collect();
         Box::pin(async move { Ok(up) })
