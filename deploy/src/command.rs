@@ -249,6 +249,22 @@ mod tests {
     }
 
     #[test]
+    fn a_request_response_cell_becomes_its_flags() {
+        let suite = crate::suite::Suite::from_toml(
+            "[[test]]\ncrr = true\nrr-size = \"64,16K\"\nflows = 8\nrate = \"10ms\"\ntime = 60\n",
+        )
+        .unwrap();
+        let mut c = ClientConfig::new("10.1.0.9");
+        c.spec = suite.cells().remove(0);
+        let line = shell_line("xbench", &client_argv(&c, None));
+        assert_eq!(
+            line,
+            "xbench client 10.1.0.9 -p 5201 -t 60 -O 0 -i 1 --connect-timeout 10 -r 64,16384 \
+             --flows 8 --rate 100 --response-timeout 10 --crr --json"
+        );
+    }
+
+    #[test]
     fn quoting_survives_a_shell() {
         assert_eq!(quote("it's"), "'it'\\''s'");
         assert_eq!(quote("a b"), "'a b'");

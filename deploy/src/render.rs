@@ -83,6 +83,14 @@ pub(crate) fn plan(
             let _ = writeln!(out, "  vpc {vpc} in zone {zone}");
         }
     }
+    out.push_str(&cost(plan, scenario));
+    out
+}
+
+/// The cost section: every priced line, the hourly total, over `ttl_hours`, and one run of
+/// the suite.
+fn cost(plan: &Plan, scenario: &Scenario) -> String {
+    let mut out = String::new();
     let c = &plan.cost;
     let _ = writeln!(out, "\nestimated cost (price table of {})", c.table_date);
     for l in &c.lines {

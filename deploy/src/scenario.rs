@@ -752,75 +752,77 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
                 name: label,
             });
         }
-        let kind = p.kind;
         let client = end(&label, "client", p.client, p.client_address, vpcs)?;
         let server = end(&label, "server", p.server, p.server_address, vpcs)?;
-        let bad_ends = |problem: &str| ScenarioError::BadEnds {
-            path: label.clone(),
-            kind,
-            problem: problem.to_owned(),
-        };
-        let (client, server) = match kind {
-            PathKind::Peering | PathKind::Tgw | PathKind::Vpn => match (client, server) {
-                (Some(End::Vpc(c)), Some(End::Vpc(s))) => {
-                    if c == s {
-                        return Err(ScenarioError::NeedsTwoVpcs {
-                            path: label,
-                            kind,
-                            vpc: c,
-                        });
-                    }
-                    if kind != PathKind::Vpn {
-                        let (a, b) = if c < s {
-                            (c.clone(), s.clone())
-                        } else {
-                            (s.clone(), c.clone())
-                        };
-                        if !joined.insert((kind, a, b)) {
-                            return Err(bad_ends(
-                                "the same two VPCs are already joined by another path of this kind; AWS allows one",
-                            ));
-                        }
-                    }
-                    (End::Vpc(c), End::Vpc(s))
-                }
-                _ => return Err(bad_ends("needs client = \"<vpc>\" and server = \"<vpc>\"")),
-            },
-            PathKind::Public | PathKind::Accelerator => match (client, server) {
-                (Some(c), Some(End::Vpc(s))) => {
-                    if c == End::Vpc(s.clone()) && kind == PathKind::Public {
-                        return Err(ScenarioError::NeedsTwoVpcs {
-                            path: label,
-                            kind,
-                            vpc: s,
-                        });
-                    }
-                    (c, End::Vpc(s))
-                }
-                _ => {
-                    return Err(bad_ends(
-                        "needs server = \"<vpc>\" and either client = \"<vpc>\" or client_address = \"<your host's public IPv4>\"",
-                    ));
-                }
-            },
-            PathKind::Existing => match (client, server) {
-                (Some(End::Vpc(c)), Some(End::Address(a))) => (End::Vpc(c), End::Address(a)),
-                (Some(End::Address(a)), Some(End::Vpc(s))) => (End::Address(a), End::Vpc(s)),
-                _ => {
-                    return Err(bad_ends(
-                        "needs one end in a VPC and the other your host's address: client = \"<vpc>\" with server_address = \"<ip>\", or client_address = \"<ip>\" with server = \"<vpc>\"",
-                    ));
-                }
-            },
-        };
+        let (client, server) = ends_for_kind(&label, p.kind, client, server, &mut joined)?;
         out.push(PathSpec {
             label,
-            kind,
+            kind: p.kind,
             client,
             server,
         });
     }
     Ok(out)
+}
+
+/// The ends a path of `kind` may have; `joined` remembers VPC pairs already joined by a
+/// peering or Transit Gateway path (AWS allows one of each).
+fn ends_for_kind(
+    label: &str,
+    kind: PathKind,
+    client: Option<End>,
+    server: Option<End>,
+    joined: &mut BTreeSet<(PathKind, String, String)>,
+) -> Result<(End, End), ScenarioError> {
+    let bad_ends = |problem: &str| ScenarioError::BadEnds {
+        path: label.to_owned(),
+        kind,
+        problem: problem.to_owned(),
+    };
+    let one_vpc = |vpc: String| ScenarioError::NeedsTwoVpcs {
+        path: label.to_owned(),
+        kind,
+        vpc,
+    };
+    match (kind, client, server) {
+        (PathKind::Peering | PathKind::Tgw | PathKind::Vpn, c, s) => match (c, s) {
+            (Some(End::Vpc(c)), Some(End::Vpc(s))) => {
+                if c == s {
+                    return Err(one_vpc(c));
+                }
+                let pair = if c < s {
+                    (kind, c.clone(), s.clone())
+                } else {
+                    (kind, s.clone(), c.clone())
+                };
+                if kind != PathKind::Vpn && !joined.insert(pair) {
+                    return Err(bad_ends(
+                        "the same two VPCs are already joined by another path of this kind; AWS allows one",
+                    ));
+                }
+                Ok((End::Vpc(c), End::Vpc(s)))
+            }
+            _ => Err(bad_ends("needs client = \"<vpc>\" and server = \"<vpc>\"")),
+        },
+        (PathKind::Public | PathKind::Accelerator, Some(c), Some(End::Vpc(s))) => {
+            if c == End::Vpc(s.clone()) && kind == PathKind::Public {
+                return Err(one_vpc(s));
+            }
+            Ok((c, End::Vpc(s)))
+        }
+        (PathKind::Public | PathKind::Accelerator, _, _) => Err(bad_ends(
+            "needs server = \"<vpc>\" and either client = \"<vpc>\" or client_address = \"<your host's public IPv4>\"",
+        )),
+        (PathKind::Existing, Some(End::Vpc(c)), Some(End::Address(a))) => {
+            Ok((End::Vpc(c), End::Address(a)))
+        }
+        (PathKind::Existing, Some(End::Address(a)), Some(End::Vpc(s))) => {
+            Ok((End::Address(a), End::Vpc(s)))
+        }
+        (PathKind::Existing, _, _) => Err(bad_ends(
+            "needs one end in a VPC and the other your host's address: client = \"<vpc>\" with server_address = \"<ip>\", or client_address = \"<ip>\" with server = \"<vpc>\"",
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -290,12 +290,8 @@ impl Deployer {
     async fn down_vpc_parts(&self, r: &RegionClients, inv: &RegionInventory, p: &mut Progress) {
         for s in &inv.subnets {
             let res = retry(&self.timing, || async {
-                r.ec2
-                    .delete_subnet()
-                    .subnet_id(&s.id)
-                    .send()
-                    .await
-                    .map(drop)
+                let out = r.ec2.delete_subnet().subnet_id(&s.id).send().await;
+                out.map(drop)
                     .map_err(|e| aws_error("DeleteSubnet", &r.region, e))
             })
             .await;
@@ -305,24 +301,26 @@ impl Deployer {
         }
         for t in &inv.route_tables {
             for assoc in &t.related {
-                let res = r
+                let out = r
                     .ec2
                     .disassociate_route_table()
                     .association_id(assoc)
                     .send()
-                    .await
+                    .await;
+                let res = out
                     .map(drop)
                     .map_err(|e| aws_error("DisassociateRouteTable", &r.region, e));
                 // Deleting the subnet may already have removed the association.
                 let _ = ignore_missing(res);
             }
             let res = retry(&self.timing, || async {
-                r.ec2
+                let out = r
+                    .ec2
                     .delete_route_table()
                     .route_table_id(&t.id)
                     .send()
-                    .await
-                    .map(drop)
+                    .await;
+                out.map(drop)
                     .map_err(|e| aws_error("DeleteRouteTable", &r.region, e))
             })
             .await;
@@ -330,28 +328,35 @@ impl Deployer {
                 p.deleted(&r.region, "route table", &t.id);
             }
         }
+        self.down_igws(r, inv, p).await;
+        self.down_groups_and_vpcs(r, inv, p).await;
+    }
+
+    async fn down_igws(&self, r: &RegionClients, inv: &RegionInventory, p: &mut Progress) {
         for g in &inv.internet_gateways {
             for vpc in &g.related {
                 let res = retry(&self.timing, || async {
-                    r.ec2
+                    let out = r
+                        .ec2
                         .detach_internet_gateway()
                         .internet_gateway_id(&g.id)
                         .vpc_id(vpc)
                         .send()
-                        .await
-                        .map(drop)
+                        .await;
+                    out.map(drop)
                         .map_err(|e| aws_error("DetachInternetGateway", &r.region, e))
                 })
                 .await;
                 p.step(res);
             }
             let res = retry(&self.timing, || async {
-                r.ec2
+                let out = r
+                    .ec2
                     .delete_internet_gateway()
                     .internet_gateway_id(&g.id)
                     .send()
-                    .await
-                    .map(drop)
+                    .await;
+                out.map(drop)
                     .map_err(|e| aws_error("DeleteInternetGateway", &r.region, e))
             })
             .await;
@@ -359,14 +364,18 @@ impl Deployer {
                 p.deleted(&r.region, "internet gateway", &g.id);
             }
         }
+    }
+
+    async fn down_groups_and_vpcs(
+        &self,
+        r: &RegionClients,
+        inv: &RegionInventory,
+        p: &mut Progress,
+    ) {
         for g in &inv.security_groups {
             let res = retry(&self.timing, || async {
-                r.ec2
-                    .delete_security_group()
-                    .group_id(&g.id)
-                    .send()
-                    .await
-                    .map(drop)
+                let out = r.ec2.delete_security_group().group_id(&g.id).send().await;
+                out.map(drop)
                     .map_err(|e| aws_error("DeleteSecurityGroup", &r.region, e))
             })
             .await;
@@ -376,12 +385,8 @@ impl Deployer {
         }
         for v in &inv.vpcs {
             let res = retry(&self.timing, || async {
-                r.ec2
-                    .delete_vpc()
-                    .vpc_id(&v.id)
-                    .send()
-                    .await
-                    .map(drop)
+                let out = r.ec2.delete_vpc().vpc_id(&v.id).send().await;
+                out.map(drop)
                     .map_err(|e| aws_error("DeleteVpc", &r.region, e))
             })
             .await;

@@ -20,6 +20,16 @@ use crate::plan::{GroupKind, HostPlan, HostRole, PathClient, VpnEnd};
 use crate::state::client_command;
 use crate::userdata::{self, HostBoot, WgKeys};
 
+/// What a host is launched into.
+struct LaunchInputs {
+    subnet: String,
+    group: String,
+    ami: String,
+    zone: String,
+    placement_group: Option<String>,
+    profile: String,
+}
+
 /// How long IAM may take before a new instance profile is usable by RunInstances.
 const PROFILE_PROPAGATION: std::time::Duration = std::time::Duration::from_secs(120);
 
@@ -246,15 +256,8 @@ impl Build<'_> {
         }
     }
 
-    fn run_instances(
-        &self,
-        r: &RegionClients,
-        h: &HostPlan,
-        key: &str,
-        script: &str,
-    ) -> Result<aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder, Error>
-    {
-        let region = r.region.as_str();
+    /// What RunInstances needs for `h` that earlier steps made.
+    fn launch_inputs(&self, region: &str, h: &HostPlan) -> Result<LaunchInputs, Error> {
         let v = self.vpc_ids(&h.vpc)?;
         let (subnet, _) = v
             .subnets
@@ -279,7 +282,7 @@ impl Build<'_> {
             .ok_or_else(|| {
                 Error::Internal(format!("no AMI for {} in {region}", h.instance_type))
             })?;
-        let pg = self
+        let placement_group = self
             .plan
             .vpc(&h.vpc)
             .and_then(|p| p.placement_group.as_ref())
@@ -289,32 +292,50 @@ impl Build<'_> {
             .profile
             .clone()
             .ok_or_else(|| Error::Internal("no instance profile yet".into()))?;
-        let req = r
-            .ec2
+        Ok(LaunchInputs {
+            subnet,
+            group,
+            ami,
+            zone: v.zone,
+            placement_group,
+            profile,
+        })
+    }
+
+    fn run_instances(
+        &self,
+        r: &RegionClients,
+        h: &HostPlan,
+        key: &str,
+        script: &str,
+    ) -> Result<aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder, Error>
+    {
+        let i = self.launch_inputs(&r.region, h)?;
+        Ok(r.ec2
             .run_instances()
-            .image_id(ami)
+            .image_id(i.ami)
             .instance_type(InstanceType::from(h.instance_type.as_str()))
             .min_count(1)
             .max_count(1)
             .network_interfaces(
                 InstanceNetworkInterfaceSpecification::builder()
                     .device_index(0)
-                    .subnet_id(&subnet)
-                    .groups(&group)
+                    .subnet_id(i.subnet)
+                    .groups(i.group)
                     .associate_public_ip_address(true)
                     .delete_on_termination(true)
                     .build(),
             )
             .placement(
                 Placement::builder()
-                    .availability_zone(&v.zone)
-                    .set_group_name(pg)
+                    .availability_zone(i.zone)
+                    .set_group_name(i.placement_group)
                     .build(),
             )
             // The SSM agent's permissions, nothing else.
             .iam_instance_profile(
                 IamInstanceProfileSpecification::builder()
-                    .name(profile)
+                    .name(i.profile)
                     .build(),
             )
             // IMDSv2 only: the profile's credentials are reachable through it.
@@ -327,8 +348,7 @@ impl Build<'_> {
             .tag_specifications(tag_spec(ResourceType::Instance, self.tags, key))
             .tag_specifications(tag_spec(ResourceType::Volume, self.tags, key))
             .tag_specifications(tag_spec(ResourceType::NetworkInterface, self.tags, key))
-            .set_key_name(self.s.key_name.clone());
-        Ok(req)
+            .set_key_name(self.s.key_name.clone()))
     }
 
     async fn wait_running(&self, r: &RegionClients, id: &str) -> Result<HostIds, Error> {
