@@ -269,7 +269,10 @@ pub(crate) async fn up(c: &Common, a: UpArgs) -> Result<Exit> {
         write_json(extra, &outputs)?;
         file = extra.clone();
     }
-    print!("\n{}", render::outputs(&outputs, &file));
+    print!(
+        "\n{}",
+        render::outputs(&outputs, &file, !a.ready.skip_ready)
+    );
     Ok(Exit::Success)
 }
 
@@ -432,7 +435,11 @@ pub(crate) async fn all(c: &Common, a: AllArgs) -> Result<Exit> {
         .with_context(|| format!("up {}", a.file.display()))?;
     print!(
         "\n{}",
-        render::outputs(&outputs, &d.state_dir().outputs_file(&outputs.run_id))
+        render::outputs(
+            &outputs,
+            &d.state_dir().outputs_file(&outputs.run_id),
+            !a.ready.skip_ready
+        )
     );
     let measured = if stop.fired() {
         Ok(Exit::Interrupted)

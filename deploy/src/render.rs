@@ -305,7 +305,7 @@ fn describe_path(p: &xbench_deploy::plan::PathPlan) -> String {
     format!("{from} -> {to}")
 }
 
-pub(crate) fn outputs(o: &Outputs, file: &std::path::Path) -> String {
+pub(crate) fn outputs(o: &Outputs, file: &std::path::Path, checked: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -327,7 +327,12 @@ pub(crate) fn outputs(o: &Outputs, file: &std::path::Path) -> String {
     }
     let _ = writeln!(
         out,
-        "\nevery server answered its clients; measure with `xbench-deploy run SCENARIO --out DIR`, or by hand on each client host:"
+        "\n{}; measure with `xbench-deploy run SCENARIO --out DIR`, or by hand on each client host:",
+        if checked {
+            "every server answered its clients"
+        } else {
+            "the hosts were not checked (--skip-ready)"
+        }
     );
     for p in &o.paths {
         let on = match (&p.client_host, p.run_on) {

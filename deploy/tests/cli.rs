@@ -693,6 +693,11 @@ fn all_tears_down_after_a_failed_run_and_after_ctrl_c() {
     );
     assert_eq!(r.code, 1, "stdout {}\nstderr {}", r.stdout, r.stderr);
     assert!(r.stdout.contains("FAILED, given up"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("running 4 run(s) per path"),
+        "{}",
+        r.stdout
+    );
     assert!(r.stdout.contains("deleting run xb-"), "{}", r.stdout);
     assert!(Path::new(&out).join("report.txt").is_file());
     let left = moto.leftovers().await_blocking();

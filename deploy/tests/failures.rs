@@ -212,8 +212,14 @@ async fn gc_removes_expired_and_keeps_fresh() {
     let (d, _, _) = moto.deployer(state.path()).await;
     let now = SystemTime::now();
     // The expired run lives 1 hour, the fresh one 48; gc judges as of 2 hours from now.
-    let (old_s, old_p) =
-        load(&two_regions("old", PEERING).replace("ttl_hours = 2", "ttl_hours = 1"));
+    // The expired run uploads its binary, so it has a bucket for gc to find and delete too.
+    let (old_s, old_p) = load(
+        &two_regions("old", PEERING)
+            .replace("ttl_hours = 2", "ttl_hours = 1")
+            .replace("url = \"https://example.com/xbench\"\n", "")
+            .replace(&format!("sha256 = \"{}\"\n", common::URL_SHA256), ""),
+    );
+    assert_eq!(old_s.xbench, xbench_deploy::scenario::XbenchInstall::Upload);
     let (new_s, new_p) = load(
         &two_regions("fresh", PEERING)
             .replace("ttl_hours = 2", "ttl_hours = 48")
