@@ -216,7 +216,8 @@ fn install_xbench(fetch: &Fetch) -> String {
 /// addresses of client hosts are known). The key reaches the unprivileged service as a
 /// systemd credential.
 pub fn server_unit(run: &RunId, port: u16, allow: &[Ipv4Cidr]) -> String {
-    let argv = command::server_argv(port, None, "${CREDENTIALS_DIRECTORY}/psk", allow);
+    // `%d`: the directory systemd puts the unit's credentials in.
+    let argv = command::server_argv(port, None, "%d/psk", allow);
     format!(
         "[Unit]\n\
          Description=xbench server (xbench-deploy run {run})\n\
@@ -228,10 +229,17 @@ pub fn server_unit(run: &RunId, port: u16, allow: &[Ipv4Cidr]) -> String {
          [Service]\n\
          ExecStart={XBENCH_PATH} {}\n\
          LoadCredential=psk:{PSK_PATH}\n\
-         DynamicUser=yes\n\
+         # SIGTERM: running tests get --shutdown-grace to finish.\n\
+         KillSignal=SIGTERM\n\
+         TimeoutStopSec=30\n\
          Restart=on-failure\n\
          RestartSec=2\n\
+         DynamicUser=yes\n\
          LimitNOFILE=65536\n\
+         NoNewPrivileges=yes\n\
+         ProtectSystem=strict\n\
+         ProtectHome=yes\n\
+         PrivateTmp=yes\n\
          \n\
          [Install]\n\
          WantedBy=multi-user.target\n",
@@ -421,7 +429,7 @@ mod tests {
         let allow = ["10.1.1.0/24".parse().unwrap()];
         let srv = server(&s, &boot, &allow);
         assert!(srv.contains(
-            "ExecStart=/usr/local/bin/xbench server -p 5201 --psk-file ${CREDENTIALS_DIRECTORY}/psk --allow 10.1.1.0/24"
+            "ExecStart=/usr/local/bin/xbench server -p 5201 --psk-file %d/psk --allow 10.1.1.0/24"
         ));
         assert!(srv.contains("LoadCredential=psk:/etc/xbench-deploy/psk"));
         assert!(srv.contains(&format!("/xbench/{run}/psk")));

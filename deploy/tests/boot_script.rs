@@ -240,8 +240,8 @@ fn root_boot_script_good_download_wrong_sha256_and_unreachable_server() {
     assert!(b.console.contains("boot FAILED"), "{}", b.console);
 }
 
-/// Starts `xbench server` with the ExecStart the boot wrote (systemd's credential directory
-/// standing for the key's directory) and runs a one-second keyed test against it.
+/// Starts `xbench server` with the ExecStart the boot wrote (`%d`, systemd's credential
+/// directory, standing for the key's directory) and runs a one-second keyed test against it.
 fn serve_with_the_unit(ns: &str, root: &TempDir) {
     let unit =
         std::fs::read_to_string(root.path().join("etc/systemd/system/xbench-server.service"))
@@ -251,7 +251,7 @@ fn serve_with_the_unit(ns: &str, root: &TempDir) {
         .find_map(|l| l.strip_prefix("ExecStart="))
         .unwrap();
     let etc = root.path().join("etc/xbench-deploy");
-    let exec = exec.replace("${CREDENTIALS_DIRECTORY}", &etc.display().to_string());
+    let exec = exec.replace("%d", &etc.display().to_string());
     let mut words = exec.split_whitespace();
     let program = words.next().unwrap();
     assert_eq!(program, "/usr/local/bin/xbench");
