@@ -3,14 +3,14 @@
 //! interruption deletes what it made (unless told to keep it).
 //!
 //! Idempotent: every resource is tagged with its plan key at creation, and a run given an
-//! existing run id first looks up what exists and creates only the rest (see
-//! [`Build::ensure`]). The order is: the run's instance profile, bucket (with the xbench
-//! binary) and key ([`artifacts`]); placement groups; per VPC the VPC, internet gateway,
-//! security groups, subnets and route tables; VPC peerings (accepted in the peer region);
-//! Transit Gateways, their VPC attachments, peerings and static routes ([`network`]); server
-//! hosts and VPN gateways; routes through peerings, Transit Gateways and gateways;
-//! accelerators; client hosts ([`hosts`]); the security-group rules that name hosts' public
-//! addresses; and last the readiness checks ([`ready`]). Not for deleting: see
+//! existing run id first looks up what exists and creates only the rest (one
+//! create-if-missing function, `Build::ensure`). The order is: the run's instance profile,
+//! bucket (with the xbench binary) and key (`artifacts.rs`); placement groups; per VPC the
+//! VPC, internet gateway, security groups, subnets and route tables; VPC peerings (accepted in
+//! the peer region); Transit Gateways, their VPC attachments, peerings and static routes
+//! (`network.rs`); server hosts and VPN gateways; routes through peerings, Transit Gateways
+//! and gateways; accelerators; client hosts (`hosts.rs`); the security-group rules that name
+//! hosts' public addresses; and last the readiness checks (`ready.rs`). Not for deleting: see
 //! [`crate::teardown`].
 
 mod artifacts;

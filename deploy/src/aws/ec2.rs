@@ -190,9 +190,10 @@ macro_rules! describe {
     };
 }
 
-/// Finds everything `sel` selects in `r`'s region: one small lister per resource kind
-/// (below), each followed by the same client-side selection ([`select`]) with the kind's row
-/// of [`KINDS`].
+/// Finds everything `sel` selects in `r`'s region: one small lister per resource kind, each
+/// followed by the same client-side selection with the kind's rules (which states mean gone,
+/// whether a resource without tags belongs to the run of the VPC or Transit Gateway it
+/// names).
 pub async fn discover(r: &RegionClients, sel: &Selector) -> Result<RegionInventory, Error> {
     let mut inv = RegionInventory {
         region: r.region.clone(),
