@@ -410,6 +410,13 @@ pub(crate) async fn all(c: &Common, a: AllArgs) -> Result<Exit> {
         .into());
     }
     let xbench = upload_binary(&scenario, &plan, &a.binary)?;
+    // Found now rather than after paying for the hosts: `all` starts a fresh results directory.
+    if run::holds_runs(&a.out) {
+        return Err(Error::OutputHoldsRuns {
+            dir: a.out.display().to_string(),
+        }
+        .into());
+    }
     if !a.yes && !std::io::stdin().is_terminal() {
         confirm(false, "create resources")?;
     }

@@ -358,7 +358,7 @@ pub struct Outputs {
     pub deletion_due: String,
     /// The `xbench server` port.
     pub port: u16,
-    /// The run's bucket (binary and results), when the binary was uploaded.
+    /// The run's bucket: the uploaded binary, and results on their way back.
     #[serde(default)]
     pub bucket: Option<RunBucket>,
     /// Hosts created.

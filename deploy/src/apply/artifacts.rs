@@ -21,9 +21,26 @@ impl Build<'_> {
         self.psk().await
     }
 
-    /// How xbench hosts get the binary: uploaded to the run's bucket and fetched through a
-    /// presigned URL, or the scenario's own URL or git repository.
+    /// The run's bucket (results come back through it, whatever the binary's source), and how
+    /// xbench hosts get the binary: uploaded there and fetched through a presigned URL, or
+    /// the scenario's own URL or git repository.
     async fn binary(&self) -> Result<Fetch, Error> {
+        let home = self
+            .plan
+            .regions()
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Internal("a plan without regions".into()))?;
+        let bucket = s3::ensure(&self.d.aws, &home, self.tags).await?;
+        {
+            let mut l = self
+                .local
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            l.bucket = Some(bucket.clone());
+            self.d.state.save(&self.tags.run, &l)?;
+        }
+        self.ids().bucket = Some(bucket.clone());
         match &self.s.xbench {
             XbenchInstall::Url { url, sha256 } => Ok(Fetch::Url {
                 url: url.clone(),
@@ -37,21 +54,6 @@ impl Build<'_> {
                 let bin = self
                     .xbench
                     .ok_or_else(|| Error::Internal("no xbench binary to upload".into()))?;
-                let home = self
-                    .plan
-                    .regions()
-                    .first()
-                    .cloned()
-                    .ok_or_else(|| Error::Internal("a plan without regions".into()))?;
-                let bucket = s3::ensure(&self.d.aws, &home, self.tags).await?;
-                {
-                    let mut l = self
-                        .local
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    l.bucket = Some(bucket.clone());
-                    self.d.state.save(&self.tags.run, &l)?;
-                }
                 s3::upload(&self.d.aws, &bucket, s3::BINARY_KEY, &bin.path).await?;
                 info!(
                     "uploaded {} ({} bytes, sha256 {}) to s3://{}/{}",
@@ -71,7 +73,6 @@ impl Build<'_> {
                 if get.url.contains('\'') {
                     return Err(Error::Internal("a presigned URL with a quote".into()));
                 }
-                self.ids().bucket = Some(bucket);
                 Ok(Fetch::Url {
                     url: get.url,
                     sha256: bin.sha256.clone(),

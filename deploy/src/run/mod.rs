@@ -357,13 +357,18 @@ fn prepare_out(out: &Path, plan: &[Planned], resume: bool) -> Result<BTreeSet<us
         path: out.display().to_string(),
         message: e.to_string(),
     })?;
+    // Runs of another suite under a path's directory would be averaged into the report.
+    let labels: BTreeSet<&str> = plan
+        .iter()
+        .filter_map(|p| p.config.label.as_deref())
+        .collect();
+    if !resume && labels.iter().any(|l| holds_runs(&out.join(l))) {
+        return Err(Error::OutputHoldsRuns {
+            dir: out.display().to_string(),
+        });
+    }
     let mut done = BTreeSet::new();
     for p in plan.iter().filter(|p| p.file.exists()) {
-        if !resume {
-            return Err(Error::OutputHoldsRuns {
-                dir: out.display().to_string(),
-            });
-        }
         let shown = p.file.display().to_string();
         let bytes = std::fs::read(&p.file).map_err(|e| Error::Results {
             path: shown.clone(),
@@ -386,9 +391,26 @@ fn prepare_out(out: &Path, plan: &[Planned], resume: bool) -> Result<BTreeSet<us
     Ok(done)
 }
 
+/// Whether `dir` (or a directory below it) holds a run file.
+pub fn holds_runs(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.path().is_dir() {
+            holds_runs(&e.path())
+        } else {
+            name.ends_with(".json") && !name.starts_with('.')
+        }
+    })
+}
+
 /// Counts and timing while a run goes.
 struct Progress {
     paths: Vec<PathSummary>,
+    /// Runs collected before (`--resume`), by schedule index.
+    done: BTreeSet<usize>,
     /// Failures in a row, per path.
     streak: Vec<u32>,
     started: Instant,
@@ -418,6 +440,7 @@ impl Progress {
             .collect();
         Progress {
             paths: summaries,
+            done: done.clone(),
             streak: vec![0; paths.len()],
             started: Instant::now(),
             ran: 0,
@@ -433,7 +456,7 @@ impl Progress {
             self.skipped + self.collected_now + self.paths.iter().map(|s| s.failed).sum::<usize>();
         let left: Vec<&Planned> = plan[p.index..]
             .iter()
-            .filter(|r| self.paths[r.path].given_up.is_none())
+            .filter(|r| self.paths[r.path].given_up.is_none() && !self.done.contains(&r.index))
             .collect();
         let eta = if self.ran > 0 {
             self.run_time / self.ran * u32::try_from(left.len()).unwrap_or(u32::MAX)

@@ -52,7 +52,7 @@ impl<'a> SsmExecutor<'a> {
         let bucket = out.bucket.clone().ok_or_else(|| Error::Results {
             path: format!("run {}", out.run_id),
             message: "the run has no bucket to collect results through (it was made by an \
-                      older xbench-deploy, or with [xbench] url); bring it up again"
+                      older xbench-deploy); bring it up again with `up --run-id`"
                 .into(),
         })?;
         let mut clients = BTreeMap::new();
