@@ -1,6 +1,8 @@
 //! The command line: clap structures only. `commands` turns them into library calls.
 
+use std::num::NonZeroU32;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -57,6 +59,12 @@ pub(crate) enum Command {
     Plan(PlanArgs),
     /// Create a scenario's resources and print the xbench command for each path.
     Up(UpArgs),
+    /// Run the scenario's suite on every path of a run that is up (or on the path lab with
+    /// --lab), collect the results into DIR and draw the comparison.
+    Run(RunArgs),
+    /// plan, up, run, report and down in one go; the hosts are deleted even on failure or
+    /// Ctrl-C (unless --keep).
+    All(AllArgs),
     /// Delete a run's resources.
     Down(DownArgs),
     /// Delete every xbench-tagged run past its deletion-due time, in every region.
@@ -74,6 +82,31 @@ pub(crate) struct PlanArgs {
     /// Print the plan as JSON.
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) binary: BinaryArgs,
+    #[command(flatten)]
+    pub(crate) suite: SuiteArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BinaryArgs {
+    /// The xbench binary to put on the hosts (uploaded to the run's private bucket) [default:
+    /// the xbench beside xbench-deploy]. Not used with [xbench] url or cargo_git.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) xbench: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SuiteArgs {
+    /// What to measure, instead of the scenario's [suite]: a TOML file with the same keys.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) suite: Option<PathBuf>,
+    /// Shorten every test to SECS (e.g. 2, 500ms) for a quick try.
+    #[arg(long, value_name = "SECS", value_parser = positive_duration)]
+    pub(crate) time: Option<Duration>,
+    /// Run every cell N times instead of the suite's repeat.
+    #[arg(long, value_name = "N")]
+    pub(crate) repeat: Option<NonZeroU32>,
 }
 
 #[derive(Debug, Args)]
@@ -92,6 +125,125 @@ pub(crate) struct UpArgs {
     /// Also write the outputs JSON here.
     #[arg(long, value_name = "FILE")]
     pub(crate) outputs: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) binary: BinaryArgs,
+    #[command(flatten)]
+    pub(crate) ready: ReadyArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReadyArgs {
+    /// Seconds `up` waits for each host to register with SSM, finish booting and answer.
+    #[arg(long, value_name = "SECS", default_value_t = 900)]
+    pub(crate) ready_secs: u64,
+    /// Do not wait for the hosts (an emulator such as moto runs none).
+    #[arg(long, hide = true)]
+    pub(crate) skip_ready: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Scenario file (TOML).
+    pub(crate) file: PathBuf,
+    /// Where results go: DIR/<path label>/<cell>/run-N.json, then report.txt and charts.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: PathBuf,
+    /// The run to measure [default: the newest run of this scenario that is up].
+    #[arg(long, value_name = "RUN_ID", conflicts_with = "lab")]
+    pub(crate) run_id: Option<String>,
+    /// Complete an interrupted run: skip the runs already collected in DIR.
+    #[arg(long)]
+    pub(crate) resume: bool,
+    #[command(flatten)]
+    pub(crate) suite: SuiteArgs,
+    #[command(flatten)]
+    pub(crate) report: ReportArgs,
+    /// Rehearse on this machine's path lab instead of AWS (needs root): peering → direct,
+    /// tgw → transit, vpn → vpn, public/accelerator/existing → direct.
+    #[arg(long)]
+    pub(crate) lab: bool,
+    /// One-way delay of lab paths: LABEL=DURATION for one path, DURATION for the others
+    /// (e.g. --lab-delay 40ms --lab-delay public=80ms); repeatable.
+    #[arg(long = "lab-delay", value_name = "[LABEL=]DURATION", requires = "lab", value_parser = lab_delay)]
+    pub(crate) lab_delays: Vec<(Option<String>, Duration)>,
+    /// The xbench the lab runs [default: the one beside xbench-deploy].
+    #[arg(long, value_name = "PATH", requires = "lab")]
+    pub(crate) xbench: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Throughput unit of the report: Mbit/s, Gbit/s or MB/s.
+    #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = unit)]
+    pub(crate) unit: xbench_report::ThroughputUnit,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AllArgs {
+    /// Scenario file (TOML).
+    pub(crate) file: PathBuf,
+    /// Where results go (as for `run`).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: PathBuf,
+    /// Do not ask for confirmation.
+    #[arg(short = 'y', long)]
+    pub(crate) yes: bool,
+    /// Keep the hosts at the end (and on failure) instead of deleting them.
+    #[arg(long)]
+    pub(crate) keep: bool,
+    #[command(flatten)]
+    pub(crate) binary: BinaryArgs,
+    #[command(flatten)]
+    pub(crate) suite: SuiteArgs,
+    #[command(flatten)]
+    pub(crate) report: ReportArgs,
+    #[command(flatten)]
+    pub(crate) ready: ReadyArgs,
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d.is_zero() {
+        return Err("must be greater than 0".into());
+    }
+    Ok(d)
+}
+
+/// Seconds (`2`, `0.5`) or with a unit (`500ms`, `2m`), whole milliseconds.
+fn duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{t}` is not a time like 2, 500ms or 1m"))?;
+    let ms = match unit.trim() {
+        "" | "s" => v * 1e3,
+        "ms" => v,
+        "m" | "min" => v * 60e3,
+        u => return Err(format!("unknown time unit `{u}`; use ms, s or m")),
+    };
+    if !(0.0..=7.0 * 24.0 * 3600e3).contains(&ms) {
+        return Err(format!("`{t}` is out of range"));
+    }
+    Ok(Duration::from_millis(ms.round() as u64))
+}
+
+fn lab_delay(s: &str) -> Result<(Option<String>, Duration), String> {
+    match s.split_once('=') {
+        Some((label, d)) if !label.trim().is_empty() => {
+            Ok((Some(label.trim().to_owned()), duration(d)?))
+        }
+        Some(_) => Err(format!("`{s}`: give LABEL=DURATION or DURATION")),
+        None => Ok((None, duration(s)?)),
+    }
+}
+
+fn unit(s: &str) -> Result<xbench_report::ThroughputUnit, String> {
+    s.parse()
+        .map_err(|e: xbench_report::units::UnknownUnit| e.to_string())
 }
 
 #[derive(Debug, Args)]

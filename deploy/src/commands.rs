@@ -1,22 +1,30 @@
 //! Each subcommand: turn flags into library values, call the library, print the result.
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use std::sync::Arc;
-
 use anyhow::{Context as _, Result};
+use tokio::sync::Notify;
 use xbench_deploy::apply::UpOptions;
 use xbench_deploy::aws::accelerator::NoAccelerators;
 use xbench_deploy::aws::{Aws, AwsSettings, Timing};
+use xbench_deploy::binary::{self, XbenchBinary};
 use xbench_deploy::cost::PriceTable;
-use xbench_deploy::state::{RunId, StateDir, parse_time, write_json};
-use xbench_deploy::{Deployer, Plan, Scenario};
+use xbench_deploy::run::lab::{LabOptions, LabRun};
+use xbench_deploy::run::remote::SsmExecutor;
+use xbench_deploy::run::{self, Executor, RunOptions, RunPath, RunSummary};
+use xbench_deploy::scenario::XbenchInstall;
+use xbench_deploy::state::{Outputs, RunId, StateDir, parse_time, write_json};
+use xbench_deploy::{Deployer, Error, Plan, Scenario, Suite};
 
-use crate::cli::{Common, DownArgs, GcArgs, PlanArgs, UpArgs};
+use crate::cli::{
+    AllArgs, BinaryArgs, Common, DownArgs, GcArgs, PlanArgs, ReadyArgs, RunArgs, SuiteArgs, UpArgs,
+};
 use crate::exit::{BadInput, Exit};
-use crate::render;
+use crate::render::{self, BinaryNote};
 
 fn state_dir(c: &Common) -> StateDir {
     if let Some(d) = &c.state_dir {
@@ -29,7 +37,7 @@ fn state_dir(c: &Common) -> StateDir {
     StateDir::new(base.join("xbench-deploy"))
 }
 
-async fn deployer(c: &Common) -> Result<Deployer> {
+async fn deployer(c: &Common, ready: Option<&ReadyArgs>) -> Result<Deployer> {
     let settings = AwsSettings {
         endpoint_url: c.endpoint_url.clone(),
         profile: c.profile.clone(),
@@ -41,30 +49,81 @@ async fn deployer(c: &Common) -> Result<Deployer> {
         timeout: Duration::from_secs(c.wait_secs),
     };
     let mut d = Deployer::new(aws, state_dir(c)).with_timing(timing);
+    if let Some(r) = ready {
+        d = d.with_ready_timeout(Duration::from_secs(r.ready_secs));
+        if r.skip_ready {
+            d = d.without_readiness();
+        }
+    }
     if c.skip_accelerators {
         d = d.with_accelerators(Arc::new(NoAccelerators));
     }
     Ok(d)
 }
 
-fn load(file: &std::path::Path) -> Result<(Scenario, Plan)> {
-    let scenario = Scenario::from_file(file)
-        .map_err(xbench_deploy::Error::from)
+/// The scenario (its suite replaced by `--suite FILE`, then `--time`/`--repeat` applied)
+/// and its plan.
+fn load(file: &Path, suite: Option<&SuiteArgs>) -> Result<(Scenario, Plan)> {
+    let mut scenario = Scenario::from_file(file)
+        .map_err(Error::from)
         .with_context(|| format!("scenario {}", file.display()))?;
+    if let Some(a) = suite {
+        if let Some(f) = &a.suite {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| BadInput(format!("cannot read suite {}: {e}", f.display())))?;
+            let s = Suite::from_toml(&text)
+                .map_err(Error::from)
+                .with_context(|| format!("suite {}", f.display()))?;
+            scenario.suite = Some(s);
+        }
+        scenario.suite = scenario
+            .suite
+            .take()
+            .map(|s| s.with_overrides(a.time, a.repeat));
+    }
     let prices = PriceTable::shipped().with_overrides(&scenario.prices);
     let plan = Plan::build(&scenario, &prices)
-        .map_err(xbench_deploy::Error::from)
+        .map_err(Error::from)
         .with_context(|| format!("scenario {}", file.display()))?;
     Ok((scenario, plan))
 }
 
+/// The binary to upload, when the scenario uploads one: inspected, and refused when built
+/// for another architecture than the instance types' names tell; one that needs a newer
+/// glibc than the image has is refused by `up` and only flagged here.
+fn binary_note(scenario: &Scenario, plan: &Plan, a: &BinaryArgs) -> Result<BinaryNote> {
+    match &scenario.xbench {
+        XbenchInstall::Url { url, .. } => Ok(BinaryNote::Url(url.clone())),
+        XbenchInstall::CargoGit { git, .. } => Ok(BinaryNote::Cargo(git.clone())),
+        XbenchInstall::Upload => {
+            let path = a.xbench.clone().unwrap_or_else(binary::default_path);
+            match XbenchBinary::inspect(&path) {
+                Ok(bin) => {
+                    binary::check_plan(&bin, scenario, plan, false).map_err(Error::from)?;
+                    let problem = binary::check_plan(&bin, scenario, plan, true)
+                        .err()
+                        .map(|e| e.to_string());
+                    Ok(BinaryNote::Upload(bin, problem))
+                }
+                Err(binary::BinaryError::Missing { path }) => Ok(BinaryNote::Missing(path)),
+                Err(e) => Err(Error::from(e).into()),
+            }
+        }
+    }
+}
+
 #[allow(clippy::print_stdout)] // the plan is the command's output
 pub(crate) async fn plan(c: &Common, a: PlanArgs) -> Result<Exit> {
-    let (scenario, plan) = load(&a.file)?;
+    let (scenario, plan) = load(&a.file, Some(&a.suite))?;
+    let note = binary_note(&scenario, &plan, &a.binary)?;
     let pre = if a.check {
-        let d = deployer(c).await?;
+        let d = deployer(c, None).await?;
+        let bin = match &note {
+            BinaryNote::Upload(b, None) => Some(b),
+            _ => None,
+        };
         Some(
-            d.preflight(&scenario, &plan)
+            d.preflight(&scenario, &plan, bin)
                 .await
                 .context("checking the scenario with AWS")?,
         )
@@ -74,7 +133,7 @@ pub(crate) async fn plan(c: &Common, a: PlanArgs) -> Result<Exit> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&plan)?);
     } else {
-        print!("{}", render::plan(&plan, pre.as_ref()));
+        print!("{}", render::plan(&plan, pre.as_ref(), &scenario, &note));
         if !a.check {
             println!(
                 "(instance types, AMIs and zones are checked with AWS by `up`, or now with --check)"
@@ -84,9 +143,97 @@ pub(crate) async fn plan(c: &Common, a: PlanArgs) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
-#[allow(clippy::print_stdout, clippy::print_stderr)] // prompt and results
+/// The binary `up` uploads; refused (exit 2) when missing or unusable.
+fn upload_binary(scenario: &Scenario, plan: &Plan, a: &BinaryArgs) -> Result<Option<XbenchBinary>> {
+    match binary_note(scenario, plan, a)? {
+        BinaryNote::Upload(b, None) => Ok(Some(b)),
+        BinaryNote::Upload(b, Some(_)) => {
+            binary::check_plan(&b, scenario, plan, true).map_err(Error::from)?;
+            Ok(Some(b))
+        }
+        BinaryNote::Missing(path) => Err(Error::from(binary::BinaryError::Missing { path }).into()),
+        _ => Ok(None),
+    }
+}
+
+fn confirm(yes: bool, what: &str) -> Result<()> {
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(BadInput(format!(
+            "refusing to {what} without confirmation: stdin is not a terminal; pass --yes"
+        ))
+        .into());
+    }
+    #[allow(clippy::print_stdout)] // the prompt
+    {
+        print!("\n{what}? type 'yes' to go on: ");
+    }
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    if line.trim() != "yes" {
+        return Err(BadInput("not confirmed; nothing was created".into()).into());
+    }
+    Ok(())
+}
+
+/// Ctrl-C: the first one stops what is going on (and the caller cleans up); a second one
+/// exits at once with `second`'s words.
+#[derive(Clone)]
+struct Interrupts {
+    fired: Arc<AtomicBool>,
+    notify: Arc<Notify>,
+}
+
+impl Interrupts {
+    fn new(first: &'static str, second: &'static str) -> Self {
+        let i = Interrupts {
+            fired: Arc::new(AtomicBool::new(false)),
+            notify: Arc::new(Notify::new()),
+        };
+        let (fired, notify) = (i.fired.clone(), i.notify.clone());
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return; // No signal handler: never interrupted.
+            }
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("xbench-deploy: interrupted; {first} (Ctrl-C again to abandon)");
+            }
+            fired.store(true, Ordering::SeqCst);
+            notify.notify_waiters();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("xbench-deploy: {second}");
+                }
+                std::process::exit(Exit::Interrupted.code());
+            }
+        });
+        i
+    }
+
+    async fn first(&self) {
+        let notified = self.notify.notified();
+        if self.fired.load(Ordering::SeqCst) {
+            return;
+        }
+        notified.await;
+    }
+
+    fn fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+}
+
+const ABANDONED_TEARDOWN: &str =
+    "teardown abandoned; finish it with `xbench-deploy down RUN_ID` or `xbench-deploy gc`";
+
+#[allow(clippy::print_stdout)] // prompt and results
 pub(crate) async fn up(c: &Common, a: UpArgs) -> Result<Exit> {
-    let (scenario, plan) = load(&a.file)?;
+    let (scenario, plan) = load(&a.file, None)?;
     if c.skip_accelerators && plan.needs_accelerator_api() {
         return Err(BadInput(
             "the scenario has accelerator paths, but --skip-accelerators switches Global Accelerator off".into(),
@@ -97,48 +244,24 @@ pub(crate) async fn up(c: &Common, a: UpArgs) -> Result<Exit> {
         Some(r) => Some(r.parse::<RunId>()?),
         None => None,
     };
+    let xbench = upload_binary(&scenario, &plan, &a.binary)?;
     if !a.yes && !std::io::stdin().is_terminal() {
-        return Err(BadInput(
-            "refusing to create resources without confirmation: stdin is not a terminal; pass --yes".into(),
-        )
-        .into());
+        confirm(false, "create resources")?;
     }
     // Credentials are checked before asking, so a "yes" is not wasted on a missing login.
-    let d = deployer(c).await?;
-    print!("{}", render::plan(&plan, None));
-    if !a.yes {
-        print!("\ncreate these resources? type 'yes' to go on: ");
-        std::io::stdout().flush()?;
-        let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line)?;
-        if line.trim() != "yes" {
-            return Err(BadInput("not confirmed; nothing was created".into()).into());
-        }
-    }
+    let d = deployer(c, Some(&a.ready)).await?;
+    let note = binary_note(&scenario, &plan, &a.binary)?;
+    print!("{}", render::plan(&plan, None, &scenario, &note));
+    confirm(a.yes, "create these resources")?;
     let opts = UpOptions {
         run_id,
         keep_on_failure: a.keep,
         now: SystemTime::now(),
+        xbench,
     };
-    let interrupt = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            // No signal handler: never interrupt.
-            std::future::pending::<()>().await;
-        }
-        eprintln!(
-            "xbench-deploy: interrupted; deleting what was created (Ctrl-C again to abandon)"
-        );
-        tokio::spawn(async {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!(
-                    "xbench-deploy: teardown abandoned; finish it with `xbench-deploy down RUN_ID` or `xbench-deploy gc`"
-                );
-                std::process::exit(Exit::Interrupted.code());
-            }
-        });
-    };
+    let stop = Interrupts::new("deleting what was created", ABANDONED_TEARDOWN);
     let outputs = d
-        .up(&scenario, &plan, &opts, interrupt)
+        .up(&scenario, &plan, &opts, stop.first())
         .await
         .with_context(|| format!("up {}", a.file.display()))?;
     let mut file = d.state_dir().outputs_file(&outputs.run_id);
@@ -146,14 +269,224 @@ pub(crate) async fn up(c: &Common, a: UpArgs) -> Result<Exit> {
         write_json(extra, &outputs)?;
         file = extra.clone();
     }
-    print!("\n{}", render::outputs(&outputs, &file));
+    print!(
+        "\n{}",
+        render::outputs(&outputs, &file, !a.ready.skip_ready)
+    );
     Ok(Exit::Success)
+}
+
+/// The outputs of the run `run` measures: `--run-id`, else the one run of the scenario that
+/// is up.
+fn outputs_for(state: &StateDir, scenario: &Scenario, run_id: Option<&str>) -> Result<Outputs> {
+    let dir = state.path().display().to_string();
+    let up: Vec<RunId> = state
+        .runs()?
+        .into_iter()
+        .filter(|(_, s)| s.scenario == scenario.name && s.status == "up")
+        .map(|(r, _)| r)
+        .collect();
+    let run = match run_id {
+        Some(r) => r.parse::<RunId>()?,
+        None => match up.as_slice() {
+            [one] => one.clone(),
+            [] => {
+                return Err(Error::NoSuchRun {
+                    run: format!("of scenario {}", scenario.name),
+                    dir,
+                    known: Vec::new(),
+                }
+                .into());
+            }
+            several => {
+                let list: Vec<String> = several.iter().map(|r| r.to_string()).collect();
+                return Err(BadInput(format!(
+                    "{} runs of scenario {} are up in {dir} ({}); pick one with --run-id",
+                    several.len(),
+                    scenario.name,
+                    list.join(", ")
+                ))
+                .into());
+            }
+        },
+    };
+    let is_up = state.load(&run)?.is_some_and(|s| s.status == "up");
+    match state.load_outputs(&run)? {
+        Some(o) if is_up => Ok(o),
+        _ => Err(Error::NoSuchRun {
+            run: run.to_string(),
+            dir,
+            known: up.iter().map(|r| r.to_string()).collect(),
+        }
+        .into()),
+    }
+}
+
+/// Runs the suite through `exec` and draws the report; returns the exit status.
+#[allow(clippy::print_stdout)]
+async fn measure(
+    suite: &Suite,
+    paths: &[RunPath],
+    exec: &dyn Executor,
+    out: &Path,
+    resume: bool,
+    unit: xbench_report::ThroughputUnit,
+    stop: &Interrupts,
+) -> Result<Exit> {
+    let mut opts = RunOptions::new(out);
+    opts.resume = resume;
+    println!("{}", render::run_intro(suite, paths, out));
+    let mut lines = render::Progress::new(unit);
+    let mut on_event = |e: run::RunEvent<'_>| lines.event(&e);
+    let summary: RunSummary = run::run(suite, paths, exec, &opts, &mut on_event, stop.first())
+        .await
+        .context("run")?;
+    let report = run::report::write(out, &summary, unit).context("report")?;
+    println!("\n{}", report.text);
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    for f in &report.files {
+        println!("wrote {}", f.display());
+    }
+    Ok(if summary.interrupted {
+        println!("interrupted: complete it with the same command and --resume");
+        Exit::Interrupted
+    } else if summary.complete() {
+        Exit::Success
+    } else {
+        Exit::Failure
+    })
+}
+
+fn suite_of(scenario: &Scenario) -> Result<Suite> {
+    scenario.suite.clone().ok_or_else(|| {
+        Error::NoSuite {
+            scenario: scenario.name.clone(),
+        }
+        .into()
+    })
+}
+
+pub(crate) async fn run(c: &Common, a: RunArgs) -> Result<Exit> {
+    let (scenario, _plan) = load(&a.file, Some(&a.suite))?;
+    let suite = suite_of(&scenario)?;
+    let stop = Interrupts::new("stopping after the run in progress", "abandoned");
+    if a.lab {
+        let mut opts = LabOptions::new(a.xbench.clone().unwrap_or_else(binary::default_path));
+        opts.delays = a.lab_delays.iter().cloned().collect();
+        let s = scenario.clone();
+        let (lab, paths) = tokio::task::spawn_blocking(move || LabRun::start(&s, &opts))
+            .await
+            .context("building the lab")??;
+        let exit = measure(&suite, &paths, &lab, &a.out, a.resume, a.report.unit, &stop).await;
+        tokio::task::spawn_blocking(move || drop(lab)).await.ok();
+        return exit;
+    }
+    // The run must exist before credentials are asked for.
+    let outputs = outputs_for(&state_dir(c), &scenario, a.run_id.as_deref())?;
+    let d = deployer(c, None).await?;
+    let (exec, paths) = SsmExecutor::new(&d, &outputs)?;
+    measure(
+        &suite,
+        &paths,
+        &exec,
+        &a.out,
+        a.resume,
+        a.report.unit,
+        &stop,
+    )
+    .await
+}
+
+#[allow(clippy::print_stdout)]
+pub(crate) async fn all(c: &Common, a: AllArgs) -> Result<Exit> {
+    let (scenario, plan) = load(&a.file, Some(&a.suite))?;
+    let suite = suite_of(&scenario)?;
+    if c.skip_accelerators && plan.needs_accelerator_api() {
+        return Err(BadInput(
+            "the scenario has accelerator paths, but --skip-accelerators switches Global Accelerator off".into(),
+        )
+        .into());
+    }
+    let xbench = upload_binary(&scenario, &plan, &a.binary)?;
+    // Found now rather than after paying for the hosts: `all` starts a fresh results directory.
+    if run::holds_runs(&a.out) {
+        return Err(Error::OutputHoldsRuns {
+            dir: a.out.display().to_string(),
+        }
+        .into());
+    }
+    if !a.yes && !std::io::stdin().is_terminal() {
+        confirm(false, "create resources")?;
+    }
+    let d = deployer(c, Some(&a.ready)).await?;
+    let note = binary_note(&scenario, &plan, &a.binary)?;
+    print!("{}", render::plan(&plan, None, &scenario, &note));
+    confirm(
+        a.yes,
+        "create these resources, run the suite and delete them",
+    )?;
+    let stop = Interrupts::new(
+        "stopping, then deleting the hosts (unless --keep)",
+        ABANDONED_TEARDOWN,
+    );
+    let opts = UpOptions {
+        keep_on_failure: a.keep,
+        xbench,
+        ..UpOptions::default()
+    };
+    let outputs = d
+        .up(&scenario, &plan, &opts, stop.first())
+        .await
+        .with_context(|| format!("up {}", a.file.display()))?;
+    print!(
+        "\n{}",
+        render::outputs(
+            &outputs,
+            &d.state_dir().outputs_file(&outputs.run_id),
+            !a.ready.skip_ready
+        )
+    );
+    let measured = if stop.fired() {
+        Ok(Exit::Interrupted)
+    } else {
+        match SsmExecutor::new(&d, &outputs) {
+            Ok((exec, paths)) => {
+                measure(&suite, &paths, &exec, &a.out, false, a.report.unit, &stop).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    };
+    if a.keep {
+        println!(
+            "\nhosts kept (--keep): run again with `xbench-deploy run {} --out {} --run-id {} --resume`; delete with `xbench-deploy down {}`",
+            a.file.display(),
+            a.out.display(),
+            outputs.run_id,
+            outputs.run_id
+        );
+        return measured;
+    }
+    println!("\ndeleting run {}", outputs.run_id);
+    let down = d
+        .down(&outputs.run_id, &[])
+        .await
+        .with_context(|| format!("down {}", outputs.run_id));
+    match (measured, down) {
+        (m, Ok(report)) => {
+            print!("{}", render::down(outputs.run_id.as_str(), &report));
+            m
+        }
+        (Ok(_), Err(e)) => Err(e),
+        (Err(m), Err(e)) => Err(m.context(format!("and then: {e:#}"))),
+    }
 }
 
 #[allow(clippy::print_stdout)]
 pub(crate) async fn down(c: &Common, a: DownArgs) -> Result<Exit> {
     let run: RunId = a.run_id.parse()?;
-    let d = deployer(c).await?;
+    let d = deployer(c, None).await?;
     let report = d
         .down(&run, &a.regions)
         .await
@@ -162,7 +495,7 @@ pub(crate) async fn down(c: &Common, a: DownArgs) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
-#[allow(clippy::print_stdout)]
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub(crate) async fn gc(c: &Common, a: GcArgs) -> Result<Exit> {
     let now = match &a.as_of {
         Some(t) => parse_time(t).ok_or_else(|| {
@@ -172,8 +505,19 @@ pub(crate) async fn gc(c: &Common, a: GcArgs) -> Result<Exit> {
         })?,
         None => SystemTime::now(),
     };
-    let d = deployer(c).await?;
+    let d = deployer(c, None).await?;
     let report = d.gc(now, &a.regions, a.dry_run).await.context("gc")?;
     print!("{}", render::gc(&report, a.dry_run));
-    Ok(Exit::Success)
+    if report.problems.is_empty() {
+        Ok(Exit::Success)
+    } else {
+        for p in &report.problems {
+            eprintln!("xbench-deploy: gc: {p}");
+        }
+        eprintln!(
+            "xbench-deploy: gc went on past {} problem(s) above; run it again once they are fixed",
+            report.problems.len()
+        );
+        Ok(Exit::Failure)
+    }
 }

@@ -1,13 +1,17 @@
-//! [`Deployer`]: the AWS connection, the Global Accelerator and placement-group back ends, the
-//! timing and the local state directory that `up`, `down` and `gc` share.
+//! [`Deployer`]: the AWS connection, the Global Accelerator, placement-group and Run Command
+//! back ends, the timing and the local state directory that `up`, `run`, `down` and `gc`
+//! share.
 //!
 //! Only construction lives here; the operations are in [`crate::apply`] and
 //! [`crate::teardown`].
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use crate::aws::accelerator::{AcceleratorApi, GlobalAccelerator};
 use crate::aws::placement::{Ec2PlacementGroups, PlacementGroupApi};
+use crate::aws::ssm::{AwsRunCommand, RunCommandApi};
 use crate::aws::{Aws, Timing};
 use crate::state::StateDir;
 
@@ -17,9 +21,18 @@ pub struct Deployer {
     pub(crate) aws: Aws,
     pub(crate) accelerators: Arc<dyn AcceleratorApi>,
     pub(crate) placement: Arc<dyn PlacementGroupApi>,
+    pub(crate) run_command: Arc<dyn RunCommandApi>,
     pub(crate) timing: Timing,
+    /// How long `up` waits for each readiness step (agents online, boot scripts, probes).
+    pub(crate) ready_timeout: Duration,
+    /// Whether `up` skips the readiness checks (an emulator runs no host to check).
+    pub(crate) skip_ready: bool,
     pub(crate) state: StateDir,
 }
+
+/// How long `up` waits for the hosts by default: a boot downloads the binary and reads the
+/// key; the SSM agent registers within a few minutes of launch.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 impl Deployer {
     /// A deployer talking to real AWS for everything (Global Accelerator included).
@@ -29,9 +42,40 @@ impl Deployer {
             aws,
             accelerators,
             placement: Arc::new(Ec2PlacementGroups),
+            run_command: Arc::new(AwsRunCommand),
             timing: Timing::default(),
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+            skip_ready: false,
             state,
         }
+    }
+
+    /// Replaces Run Command (tests use [`crate::aws::ssm::FakeRunCommand`]).
+    pub fn with_run_command(mut self, api: Arc<dyn RunCommandApi>) -> Self {
+        self.run_command = api;
+        self
+    }
+
+    /// Sets how long `up` waits for each readiness step.
+    pub fn with_ready_timeout(mut self, t: Duration) -> Self {
+        self.ready_timeout = t;
+        self
+    }
+
+    /// `up` returns without waiting for the hosts (for an emulator, which runs none).
+    pub fn without_readiness(mut self) -> Self {
+        self.skip_ready = true;
+        self
+    }
+
+    /// The Run Command back end.
+    pub fn run_command(&self) -> &dyn RunCommandApi {
+        self.run_command.as_ref()
+    }
+
+    /// How often to poll AWS.
+    pub fn timing(&self) -> Timing {
+        self.timing
     }
 
     /// Replaces the Global Accelerator back end (tests use

@@ -4,8 +4,10 @@
 //! An AWS failure always names the operation, the region and AWS's own code and message. Not
 //! for exit codes: the binary maps these to exit statuses in one place.
 
+use crate::binary::BinaryError;
 use crate::plan::PlanError;
 use crate::scenario::ScenarioError;
+use crate::suite::SuiteError;
 
 /// Where the SDK looks for credentials, in order; shown when it finds none.
 pub const CREDENTIAL_SOURCES: &str = "the AWS SDK looks for credentials, in order, in: \
@@ -137,9 +139,131 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// The xbench binary cannot be used on the hosts.
+    #[error(transparent)]
+    Binary(#[from] BinaryError),
+    /// A `--suite` file was refused.
+    #[error(transparent)]
+    Suite(#[from] SuiteError),
+    /// Hosts whose SSM agent never came online.
+    #[error(
+        "the SSM agent of {hosts} did not come online within {seconds} s. Usual causes: the \
+         instance has no route to the SSM endpoints (it needs its public address and the route \
+         to the internet gateway, or VPC endpoints for ssm, ssmmessages and ec2messages); its \
+         instance profile was not attached or IAM had not propagated yet (run `up` again with \
+         --run-id); the AMI has no SSM agent (Amazon Linux 2023 has one); or the instance did \
+         not boot (aws ec2 get-console-output --instance-id ID --region REGION)"
+    )]
+    NotRegistered {
+        /// `key (instance, region)` of each.
+        hosts: String,
+        /// How long `up` waited.
+        seconds: u64,
+    },
+    /// A host's boot script failed.
+    #[error(
+        "host {host} ({instance}, {region}) did not finish booting: {reason}\nits full log: aws \
+         ec2 get-console-output --instance-id {instance} --region {region}, or \
+         /var/log/cloud-init-output.log on the host"
+    )]
+    BootFailed {
+        /// Plan key.
+        host: String,
+        /// Instance id.
+        instance: String,
+        /// Region.
+        region: String,
+        /// The boot script's own words.
+        reason: String,
+    },
+    /// A path's server did not answer its client.
+    #[error(
+        "path {path}: {client} could not run a test against {target}:{port} for {seconds} s: \
+         {detail}\nUsual causes: a route or security group that does not let the client in \
+         (a VPN tunnel can take a minute to come up), the xbench-server unit not running \
+         (journalctl -u xbench-server on the server), the client's address missing from the \
+         server's --allow, or a key mismatch"
+    )]
+    ServerUnreachable {
+        /// Path label.
+        path: String,
+        /// Client host key.
+        client: String,
+        /// The address dialled.
+        target: String,
+        /// Port.
+        port: u16,
+        /// The client's last error.
+        detail: String,
+        /// How long it was tried.
+        seconds: u64,
+    },
+    /// `run` was given no suite.
+    #[error(
+        "scenario {scenario} has no [suite] and no --suite FILE was given: say what to measure, \
+         e.g. [suite] repeat = 3 with [[suite.test]] parallel = [1, 2, 4]"
+    )]
+    NoSuite {
+        /// Scenario name.
+        scenario: String,
+    },
+    /// `run` was pointed at a run that is not up.
+    #[error("no run {run} is up in {dir}{}", known_runs(known))]
+    NoSuchRun {
+        /// What was asked for.
+        run: String,
+        /// The state directory.
+        dir: String,
+        /// Runs of the scenario that are up there.
+        known: Vec<String>,
+    },
+    /// The output directory holds runs of another sweep.
+    #[error(
+        "{dir} already holds collected runs; add --resume to complete that run, or choose \
+         another --out"
+    )]
+    OutputHoldsRuns {
+        /// The directory.
+        dir: String,
+    },
+    /// A collected run does not match the suite (`--resume` with other settings).
+    #[error(
+        "cannot resume: {path} was measured with other settings ({differences}); run the same \
+         suite (and --time/--repeat) again, or choose another --out"
+    )]
+    ResumeMismatch {
+        /// The file.
+        path: String,
+        /// What differs.
+        differences: String,
+    },
+    /// The path lab could not be built or used.
+    #[error("the path lab: {message}")]
+    Lab {
+        /// The lab's words.
+        message: String,
+        /// Whether the input (or a missing permission or program) is the cause.
+        usage: bool,
+    },
+    /// The results could not be written or read back.
+    #[error("{path}: {message}")]
+    Results {
+        /// File or directory.
+        path: String,
+        /// Why.
+        message: String,
+    },
     /// A bug or an impossible answer.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+fn known_runs(known: &[String]) -> String {
+    if known.is_empty() {
+        " (none of this scenario is up there: start one with `xbench-deploy up`)".into()
+    } else {
+        format!(" (up there: {})", known.join(", "))
+    }
 }
 
 fn teardown_note(run_id: &str, teardown: &Option<Box<Error>>, kept: bool) -> String {
@@ -166,6 +290,13 @@ impl Error {
                 | Error::NoEnhancedNetworking { .. }
                 | Error::InstanceTypeUnavailable { .. }
                 | Error::BadRunId(_)
+                | Error::Binary(_)
+                | Error::Suite(_)
+                | Error::NoSuite { .. }
+                | Error::NoSuchRun { .. }
+                | Error::OutputHoldsRuns { .. }
+                | Error::ResumeMismatch { .. }
+                | Error::Lab { usage: true, .. }
         )
     }
 

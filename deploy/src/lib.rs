@@ -43,14 +43,18 @@
 
 pub mod apply;
 pub mod aws;
+pub mod binary;
 pub mod cidr;
+pub mod command;
 pub mod cost;
 pub mod deployer;
 pub mod error;
 pub mod plan;
 pub mod regions;
+pub mod run;
 pub mod scenario;
 pub mod state;
+pub mod suite;
 pub mod teardown;
 pub mod userdata;
 
@@ -58,3 +62,4 @@ pub use deployer::Deployer;
 pub use error::Error;
 pub use plan::Plan;
 pub use scenario::Scenario;
+pub use suite::Suite;

@@ -1,4 +1,4 @@
-//! The `xbench-deploy` command: `plan`, `up`, `down`, `gc`. Parses flags, calls the library,
+//! The `xbench-deploy` command: `plan`, `up`, `run`, `all`, `down`, `gc`. Parses flags, calls the library,
 //! prints what comes back, and maps the outcome to an exit status.
 
 #![allow(clippy::print_stderr)] // the binary owns the terminal
@@ -33,6 +33,8 @@ fn main() {
         match cli.command {
             Command::Plan(a) => commands::plan(&cli.common, a).await,
             Command::Up(a) => commands::up(&cli.common, a).await,
+            Command::Run(a) => commands::run(&cli.common, a).await,
+            Command::All(a) => commands::all(&cli.common, a).await,
             Command::Down(a) => commands::down(&cli.common, a).await,
             Command::Gc(a) => commands::gc(&cli.common, a).await,
         }

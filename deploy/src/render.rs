@@ -1,14 +1,37 @@
-//! Text for people: the plan listing with its cost, and the per-path commands after `up`.
-//! Pure formatting into strings; `commands` decides where they go.
+//! Text for people: the plan listing with its binary, suite and cost, the per-path commands
+//! after `up`, a run's progress lines. Pure formatting into strings; `commands` decides where
+//! they go.
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use xbench_deploy::Plan;
 use xbench_deploy::apply::Preflight;
+use xbench_deploy::binary::XbenchBinary;
+use xbench_deploy::run::{RunEvent, RunPath};
 use xbench_deploy::state::Outputs;
 use xbench_deploy::teardown::{DownReport, GcReport};
+use xbench_deploy::{Plan, Scenario, Suite};
 
-pub(crate) fn plan(plan: &Plan, pre: Option<&Preflight>) -> String {
+/// Where the hosts' xbench comes from, as `plan` shows it.
+#[derive(Debug)]
+pub(crate) enum BinaryNote {
+    /// Uploaded from this machine; with why it would not run on the image, if so.
+    Upload(XbenchBinary, Option<String>),
+    /// To be uploaded, but not there yet.
+    Missing(PathBuf),
+    /// The scenario's URL.
+    Url(String),
+    /// Built on the hosts.
+    Cargo(String),
+}
+
+pub(crate) fn plan(
+    plan: &Plan,
+    pre: Option<&Preflight>,
+    scenario: &Scenario,
+    binary: &BinaryNote,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -32,6 +55,12 @@ pub(crate) fn plan(plan: &Plan, pre: Option<&Preflight>) -> String {
             describe_path(p)
         );
     }
+    let _ = writeln!(out, "\nxbench on the hosts\n  {}", describe_binary(binary));
+    let _ = writeln!(
+        out,
+        "\nsuite\n{}",
+        describe_suite(scenario.suite.as_ref(), plan)
+    );
     if let Some(pre) = pre {
         let _ = writeln!(out, "\nchecked with AWS");
         let mut nets: Vec<_> = pre.network_performance.iter().collect();
@@ -54,6 +83,14 @@ pub(crate) fn plan(plan: &Plan, pre: Option<&Preflight>) -> String {
             let _ = writeln!(out, "  vpc {vpc} in zone {zone}");
         }
     }
+    out.push_str(&cost(plan, scenario));
+    out
+}
+
+/// The cost section: every priced line, the hourly total, over `ttl_hours`, and one run of
+/// the suite.
+fn cost(plan: &Plan, scenario: &Scenario) -> String {
+    let mut out = String::new();
     let c = &plan.cost;
     let _ = writeln!(out, "\nestimated cost (price table of {})", c.table_date);
     for l in &c.lines {
@@ -72,15 +109,185 @@ pub(crate) fn plan(plan: &Plan, pre: Option<&Preflight>) -> String {
             l.region, l.quantity, l.item
         );
     }
+    let at_least = if c.incomplete { "at least " } else { "" };
+    let ttl = f64::from(scenario.ttl_hours);
     let _ = writeln!(
         out,
-        "  total {}${:.3} per hour, ${:.2} per 8-hour day",
-        if c.incomplete { "at least " } else { "" },
+        "  total {at_least}${:.3} per hour; {at_least}${:.2} over ttl_hours = {} (when gc deletes the run at the latest)",
         c.total_hourly,
-        c.total_hourly * 8.0
+        c.total_hourly * ttl,
+        scenario.ttl_hours
     );
+    if let Some(suite) = &scenario.suite {
+        let paths = runnable(plan);
+        let t = suite.expected(paths);
+        let _ = writeln!(
+            out,
+            "  one `run` of the suite: {} runs over {paths} path(s), about {}: {at_least}${:.2} (hosts up meanwhile; `up` and `down` add a quarter of an hour or so)",
+            suite.runs_per_path() * paths,
+            hms(t),
+            c.total_hourly * t.as_secs_f64() / 3600.0
+        );
+    }
     let _ = writeln!(out, "  plus per-GB charges: {}", c.per_gb_notes.join("; "));
     out
+}
+
+/// Paths whose client this tool runs (not your own host).
+fn runnable(plan: &Plan) -> usize {
+    plan.paths
+        .iter()
+        .filter(|p| matches!(p.client, xbench_deploy::plan::PathClient::Host(_)))
+        .count()
+}
+
+fn describe_binary(b: &BinaryNote) -> String {
+    match b {
+        BinaryNote::Upload(bin, problem) => format!(
+            "{} ({}, {}, {:.1} MiB, sha256 {}): uploaded to the run's private bucket, fetched through a presigned URL{}",
+            bin.path.display(),
+            bin.arch,
+            match bin.glibc {
+                None => "static".to_owned(),
+                Some((a, b)) => format!("needs glibc {a}.{b}"),
+            },
+            bin.size as f64 / (1024.0 * 1024.0),
+            bin.sha256,
+            problem
+                .as_ref()
+                .map(|p| format!("\n  WILL NOT RUN, `up` refuses it: {p}"))
+                .unwrap_or_default()
+        ),
+        BinaryNote::Missing(p) => format!(
+            "{}: NOT FOUND; `up` needs it (cargo build --release -p xbench-cli, or --xbench PATH)",
+            p.display()
+        ),
+        BinaryNote::Url(u) => format!("downloaded from {u} (sha256 checked)"),
+        BinaryNote::Cargo(g) => format!("built on each host from {g} (slow)"),
+    }
+}
+
+fn describe_suite(suite: Option<&Suite>, plan: &Plan) -> String {
+    let Some(s) = suite else {
+        return "  none: `run` needs a [suite] in the scenario or --suite FILE".into();
+    };
+    let mut out = String::new();
+    let cells = s.cells();
+    let _ = writeln!(
+        out,
+        "  {} cell(s) x {} repeat(s) per path{}",
+        cells.len(),
+        s.repeat,
+        if s.pause.is_zero() {
+            String::new()
+        } else {
+            format!(", {} between runs", hms(s.pause))
+        }
+    );
+    for c in &cells {
+        let _ = writeln!(
+            out,
+            "    {:<24} {}",
+            xbench_report::cell::CellKey::of_spec(c).slug(),
+            hms(xbench_deploy::suite::expected_run(c))
+        );
+    }
+    let _ = write!(
+        out,
+        "  about {} per path, {} for the {} path(s) run one at a time",
+        hms(s.expected_per_path()),
+        hms(s.expected(runnable(plan))),
+        runnable(plan)
+    );
+    out
+}
+
+/// `1 h 02 min`, `3 min 10 s`, `12 s`.
+pub(crate) fn hms(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{} h {:02} min", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{} min {:02} s", s / 60, s % 60)
+    } else {
+        format!("{} s", s)
+    }
+}
+
+/// What `run` is about to do.
+pub(crate) fn run_intro(suite: &Suite, paths: &[RunPath], out: &Path) -> String {
+    let runnable = paths.iter().filter(|p| p.unavailable.is_none()).count();
+    format!(
+        "running {} run(s) per path on {runnable} path(s) ({}), about {}; results in {}",
+        suite.runs_per_path(),
+        paths
+            .iter()
+            .map(|p| p.label.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        hms(suite.expected(runnable)),
+        out.display()
+    )
+}
+
+/// A run's progress lines.
+pub(crate) struct Progress {
+    unit: xbench_report::ThroughputUnit,
+    /// The last Started event's position and timing, shown with its outcome.
+    at: String,
+}
+
+impl Progress {
+    pub(crate) fn new(unit: xbench_report::ThroughputUnit) -> Self {
+        Progress {
+            unit,
+            at: String::new(),
+        }
+    }
+
+    #[allow(clippy::print_stdout)] // progress is the command's output
+    pub(crate) fn event(&mut self, e: &RunEvent<'_>) {
+        let line = match e {
+            RunEvent::Started {
+                planned,
+                done,
+                total,
+                elapsed,
+                eta,
+            } => {
+                self.at = format!(
+                    "[{:>w$}/{total} {} elapsed, ETA {}]",
+                    done + 1,
+                    hms(*elapsed),
+                    hms(*eta),
+                    w = total.to_string().len()
+                );
+                let _ = planned;
+                return;
+            }
+            RunEvent::Collected { planned, run } => format!(
+                "{} {} {} run {}: {}",
+                self.at,
+                planned.config.label.as_deref().unwrap_or_default(),
+                planned.cell,
+                planned.repeat,
+                run.one_line(self.unit)
+            ),
+            RunEvent::Failed { planned, reason } => format!(
+                "{} {} {} run {}: FAILED, not kept: {reason}",
+                self.at,
+                planned.config.label.as_deref().unwrap_or_default(),
+                planned.cell,
+                planned.repeat
+            ),
+            RunEvent::PathGivenUp { label, reason } => {
+                format!("path {label}: given up, its other runs are skipped: {reason}")
+            }
+            RunEvent::Skipped(_) | RunEvent::Pausing(_) => return,
+            _ => return,
+        };
+        println!("{line}");
+    }
 }
 
 fn describe_path(p: &xbench_deploy::plan::PathPlan) -> String {
@@ -98,7 +305,7 @@ fn describe_path(p: &xbench_deploy::plan::PathPlan) -> String {
     format!("{from} -> {to}")
 }
 
-pub(crate) fn outputs(o: &Outputs, file: &std::path::Path) -> String {
+pub(crate) fn outputs(o: &Outputs, file: &std::path::Path, checked: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -120,7 +327,12 @@ pub(crate) fn outputs(o: &Outputs, file: &std::path::Path) -> String {
     }
     let _ = writeln!(
         out,
-        "\nmeasure each path (servers start `xbench server` at boot):"
+        "\n{}; measure with `xbench-deploy run SCENARIO --out DIR`, or by hand on each client host:",
+        if checked {
+            "every server answered its clients"
+        } else {
+            "the hosts were not checked (--skip-ready)"
+        }
     );
     for p in &o.paths {
         let on = match (&p.client_host, p.run_on) {

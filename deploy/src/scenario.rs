@@ -15,15 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::cidr::{CidrError, Ipv4Cidr};
 use crate::regions;
+use crate::suite::{RawSuite, Suite, SuiteError};
 
 /// The port `xbench server` listens on unless the scenario says otherwise.
 pub const DEFAULT_XBENCH_PORT: u16 = 5201;
-
-/// What the default `[xbench] url` points at until xbench publishes release binaries. It cannot
-/// resolve (`.invalid`), so an instance set up with it fails visibly in its user-data log instead
-/// of running something unexpected.
-pub const PLACEHOLDER_XBENCH_URL: &str =
-    "https://xbench-releases.invalid/latest/xbench-x86_64-unknown-linux-musl";
 
 /// The default time to live: `gc` may delete a run this long after it was created.
 pub const DEFAULT_TTL_HOURS: u32 = 8;
@@ -55,6 +50,8 @@ pub struct Scenario {
     pub paths: Vec<PathSpec>,
     /// Price overrides on top of the shipped table.
     pub prices: PriceOverrides,
+    /// What `run` measures, if the scenario says (`run --suite FILE` can give it instead).
+    pub suite: Option<Suite>,
 }
 
 /// Which image the hosts run.
@@ -72,12 +69,16 @@ pub enum AmiChoice {
 /// How `xbench` gets onto a host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum XbenchInstall {
-    /// Download a static Linux binary.
+    /// The binary the user has (`up --xbench PATH`, default the `xbench` beside
+    /// `xbench-deploy`), uploaded to the run's private bucket and fetched through a presigned
+    /// URL. The default.
+    Upload,
+    /// Download a static Linux binary from the user's own address.
     Url {
         /// Where from (http or https).
         url: String,
-        /// Expected SHA-256 of the file, lowercase hex; checked on the host when given.
-        sha256: Option<String>,
+        /// Expected SHA-256 of the file, lowercase hex; the host refuses anything else.
+        sha256: String,
     },
     /// Build from a git repository with `cargo install --git` (slow: installs a Rust toolchain).
     CargoGit {
@@ -308,6 +309,9 @@ pub enum ScenarioError {
         /// What is wrong and what to write instead.
         problem: String,
     },
+    /// The `[suite]` table was refused.
+    #[error(transparent)]
+    Suite(#[from] SuiteError),
     /// Any other field with a bad value.
     #[error("{field}: {problem}")]
     BadValue {
@@ -330,8 +334,10 @@ impl Scenario {
 
     /// Parses and checks a scenario from TOML text.
     pub fn from_toml(text: &str) -> Result<Self, ScenarioError> {
-        let raw: RawScenario =
-            toml::from_str(text).map_err(|e| ScenarioError::Syntax(e.to_string()))?;
+        let raw: RawScenario = toml::from_str(text).map_err(|e| {
+            let m = e.to_string();
+            ScenarioError::Syntax(format!("{}{}", m.trim_end(), crate::suite::hint(&m)))
+        })?;
         raw.check()
     }
 
@@ -380,6 +386,8 @@ struct RawScenario {
     vpc: Vec<RawVpc>,
     #[serde(default)]
     path: Vec<RawPath>,
+    #[serde(default)]
+    suite: Option<RawSuite>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -519,6 +527,7 @@ impl RawScenario {
             }
         }
         let paths = check_paths(self.path, &vpcs)?;
+        let suite = self.suite.map(RawSuite::check).transpose()?;
         Ok(Scenario {
             name: self.name,
             instance_type: self.instance_type,
@@ -532,6 +541,7 @@ impl RawScenario {
             vpcs,
             paths,
             prices: self.prices,
+            suite,
         })
     }
 }
@@ -571,11 +581,23 @@ impl RawXbench {
                     rev: self.cargo_rev.clone(),
                 })
             }
-            (url, None) => {
+            (None, None) => {
                 if self.cargo_rev.is_some() {
                     return Err(bad("xbench.cargo_rev", "only applies to cargo_git"));
                 }
-                let url = url.clone().unwrap_or_else(|| PLACEHOLDER_XBENCH_URL.into());
+                if self.sha256.is_some() {
+                    return Err(bad(
+                        "xbench.sha256",
+                        "only applies to url (an uploaded binary's checksum is computed)",
+                    ));
+                }
+                Ok(XbenchInstall::Upload)
+            }
+            (Some(url), None) => {
+                if self.cargo_rev.is_some() {
+                    return Err(bad("xbench.cargo_rev", "only applies to cargo_git"));
+                }
+                let url = url.clone();
                 if !(url.starts_with("https://") || url.starts_with("http://")) {
                     return Err(bad("xbench.url", "must be an http:// or https:// URL"));
                 }
@@ -584,10 +606,15 @@ impl RawXbench {
                 }
                 let sha256 = match &self.sha256 {
                     Some(h) if h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                        Some(h.to_ascii_lowercase())
+                        h.to_ascii_lowercase()
                     }
                     Some(_) => return Err(bad("xbench.sha256", "must be 64 hex digits")),
-                    None => None,
+                    None => {
+                        return Err(bad(
+                            "xbench.sha256",
+                            "give the binary's sha256 with its url (sha256sum FILE): hosts refuse a download they cannot check",
+                        ));
+                    }
                 };
                 Ok(XbenchInstall::Url { url, sha256 })
             }
@@ -725,75 +752,77 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
                 name: label,
             });
         }
-        let kind = p.kind;
         let client = end(&label, "client", p.client, p.client_address, vpcs)?;
         let server = end(&label, "server", p.server, p.server_address, vpcs)?;
-        let bad_ends = |problem: &str| ScenarioError::BadEnds {
-            path: label.clone(),
-            kind,
-            problem: problem.to_owned(),
-        };
-        let (client, server) = match kind {
-            PathKind::Peering | PathKind::Tgw | PathKind::Vpn => match (client, server) {
-                (Some(End::Vpc(c)), Some(End::Vpc(s))) => {
-                    if c == s {
-                        return Err(ScenarioError::NeedsTwoVpcs {
-                            path: label,
-                            kind,
-                            vpc: c,
-                        });
-                    }
-                    if kind != PathKind::Vpn {
-                        let (a, b) = if c < s {
-                            (c.clone(), s.clone())
-                        } else {
-                            (s.clone(), c.clone())
-                        };
-                        if !joined.insert((kind, a, b)) {
-                            return Err(bad_ends(
-                                "the same two VPCs are already joined by another path of this kind; AWS allows one",
-                            ));
-                        }
-                    }
-                    (End::Vpc(c), End::Vpc(s))
-                }
-                _ => return Err(bad_ends("needs client = \"<vpc>\" and server = \"<vpc>\"")),
-            },
-            PathKind::Public | PathKind::Accelerator => match (client, server) {
-                (Some(c), Some(End::Vpc(s))) => {
-                    if c == End::Vpc(s.clone()) && kind == PathKind::Public {
-                        return Err(ScenarioError::NeedsTwoVpcs {
-                            path: label,
-                            kind,
-                            vpc: s,
-                        });
-                    }
-                    (c, End::Vpc(s))
-                }
-                _ => {
-                    return Err(bad_ends(
-                        "needs server = \"<vpc>\" and either client = \"<vpc>\" or client_address = \"<your host's public IPv4>\"",
-                    ));
-                }
-            },
-            PathKind::Existing => match (client, server) {
-                (Some(End::Vpc(c)), Some(End::Address(a))) => (End::Vpc(c), End::Address(a)),
-                (Some(End::Address(a)), Some(End::Vpc(s))) => (End::Address(a), End::Vpc(s)),
-                _ => {
-                    return Err(bad_ends(
-                        "needs one end in a VPC and the other your host's address: client = \"<vpc>\" with server_address = \"<ip>\", or client_address = \"<ip>\" with server = \"<vpc>\"",
-                    ));
-                }
-            },
-        };
+        let (client, server) = ends_for_kind(&label, p.kind, client, server, &mut joined)?;
         out.push(PathSpec {
             label,
-            kind,
+            kind: p.kind,
             client,
             server,
         });
     }
     Ok(out)
+}
+
+/// The ends a path of `kind` may have; `joined` remembers VPC pairs already joined by a
+/// peering or Transit Gateway path (AWS allows one of each).
+fn ends_for_kind(
+    label: &str,
+    kind: PathKind,
+    client: Option<End>,
+    server: Option<End>,
+    joined: &mut BTreeSet<(PathKind, String, String)>,
+) -> Result<(End, End), ScenarioError> {
+    let bad_ends = |problem: &str| ScenarioError::BadEnds {
+        path: label.to_owned(),
+        kind,
+        problem: problem.to_owned(),
+    };
+    let one_vpc = |vpc: String| ScenarioError::NeedsTwoVpcs {
+        path: label.to_owned(),
+        kind,
+        vpc,
+    };
+    match (kind, client, server) {
+        (PathKind::Peering | PathKind::Tgw | PathKind::Vpn, c, s) => match (c, s) {
+            (Some(End::Vpc(c)), Some(End::Vpc(s))) => {
+                if c == s {
+                    return Err(one_vpc(c));
+                }
+                let pair = if c < s {
+                    (kind, c.clone(), s.clone())
+                } else {
+                    (kind, s.clone(), c.clone())
+                };
+                if kind != PathKind::Vpn && !joined.insert(pair) {
+                    return Err(bad_ends(
+                        "the same two VPCs are already joined by another path of this kind; AWS allows one",
+                    ));
+                }
+                Ok((End::Vpc(c), End::Vpc(s)))
+            }
+            _ => Err(bad_ends("needs client = \"<vpc>\" and server = \"<vpc>\"")),
+        },
+        (PathKind::Public | PathKind::Accelerator, Some(c), Some(End::Vpc(s))) => {
+            if c == End::Vpc(s.clone()) && kind == PathKind::Public {
+                return Err(one_vpc(s));
+            }
+            Ok((c, End::Vpc(s)))
+        }
+        (PathKind::Public | PathKind::Accelerator, _, _) => Err(bad_ends(
+            "needs server = \"<vpc>\" and either client = \"<vpc>\" or client_address = \"<your host's public IPv4>\"",
+        )),
+        (PathKind::Existing, Some(End::Vpc(c)), Some(End::Address(a))) => {
+            Ok((End::Vpc(c), End::Address(a)))
+        }
+        (PathKind::Existing, Some(End::Address(a)), Some(End::Vpc(s))) => {
+            Ok((End::Address(a), End::Vpc(s)))
+        }
+        (PathKind::Existing, _, _) => Err(bad_ends(
+            "needs one end in a VPC and the other your host's address: client = \"<vpc>\" with server_address = \"<ip>\", or client_address = \"<ip>\" with server = \"<vpc>\"",
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use aws_smithy_types::date_time::{DateTime, Format};
 use serde::{Deserialize, Serialize};
 
+use crate::aws::s3::RunBucket;
 use crate::error::Error;
 use crate::scenario::PathKind;
 
@@ -193,6 +194,9 @@ pub struct LocalState {
     /// Whether the run uses placement groups.
     #[serde(default)]
     pub uses_placement: bool,
+    /// The run's bucket, once made.
+    #[serde(default)]
+    pub bucket: Option<RunBucket>,
 }
 
 /// Where a run's files go: `<dir>/<run-id>/state.json` and `outputs.json`.
@@ -245,6 +249,49 @@ impl StateDir {
         write_json(&self.state_file(run), state)
     }
 
+    /// Reads a run's outputs file, if there is one.
+    pub fn load_outputs(&self, run: &RunId) -> Result<Option<Outputs>, Error> {
+        let path = self.outputs_file(run);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| Error::StateFile {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::StateFile {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// Every run with a state file here, oldest first (run ids start with their date).
+    pub fn runs(&self) -> Result<Vec<(RunId, LocalState)>, Error> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(Error::StateFile {
+                    path: self.dir.display().to_string(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        let mut out = Vec::new();
+        for e in entries.flatten() {
+            let Ok(run) = e.file_name().to_string_lossy().parse::<RunId>() else {
+                continue;
+            };
+            if let Some(state) = self.load(&run)? {
+                out.push((run, state));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
     /// Writes a run's outputs file and returns its path.
     pub fn save_outputs(&self, outputs: &Outputs) -> Result<PathBuf, Error> {
         let path = self.outputs_file(&outputs.run_id);
@@ -253,7 +300,7 @@ impl StateDir {
     }
 }
 
-/// Writes `value` as pretty JSON to `path` through a temporary file and a rename.
+/// Writes `value` as pretty JSON to `path`, atomically (see [`write_file_atomically`]).
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
     let fail = |e: &dyn fmt::Display| Error::StateFile {
         path: path.display().to_string(),
@@ -263,9 +310,14 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
         std::fs::create_dir_all(parent).map_err(|e| fail(&e))?;
     }
     let text = serde_json::to_string_pretty(value).map_err(|e| fail(&e))?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text + "\n").map_err(|e| fail(&e))?;
-    std::fs::rename(&tmp, path).map_err(|e| fail(&e))
+    write_file_atomically(path, (text + "\n").as_bytes()).map_err(|e| fail(&e))
+}
+
+/// Every file this tool writes goes through here: the library's one atomic writer (a
+/// uniquely named temporary file in the same directory, fsync, rename, fsync of the
+/// directory), so a crash leaves the old file or the new one, never part of one.
+pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    xbench::file::write_atomically(path, bytes)
 }
 
 /// Identifies the outputs format; bump on incompatible change.
@@ -284,6 +336,9 @@ pub struct Outputs {
     pub deletion_due: String,
     /// The `xbench server` port.
     pub port: u16,
+    /// The run's bucket: the uploaded binary, and results on their way back.
+    #[serde(default)]
+    pub bucket: Option<RunBucket>,
     /// Hosts created.
     pub hosts: Vec<HostOutput>,
     /// One entry per path.
@@ -324,18 +379,26 @@ pub struct PathOutput {
     pub target: Ipv4Addr,
     /// Port.
     pub port: u16,
+    /// Whether the server holds the run's key (not so for an `existing` server of yours).
+    #[serde(default)]
+    pub authenticated: bool,
     /// The exact command.
     pub command: String,
 }
 
-/// The `xbench client` command for a path.
-pub fn client_command(target: Ipv4Addr, port: u16, label: &str) -> String {
+/// The `xbench client` command a person types on a path's client.
+pub fn client_command(target: Ipv4Addr, port: u16, label: &str, authenticated: bool) -> String {
     let port = if port == crate::scenario::DEFAULT_XBENCH_PORT {
         String::new()
     } else {
         format!(" -p {port}")
     };
-    format!("xbench client {target}{port} --label {label}")
+    let key = if authenticated {
+        format!(" --psk-file {}", crate::userdata::PSK_PATH)
+    } else {
+        String::new()
+    };
+    format!("xbench client {target}{port} --label {label}{key}")
 }
 
 #[cfg(test)]

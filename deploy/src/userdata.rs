@@ -2,8 +2,11 @@
 //! server, client or WireGuard gateway; and the WireGuard keys the gateways use.
 //!
 //! Scripts are plain bash run once by cloud-init as root. Every value put into them is checked
-//! to be shell-safe first (scenario URLs, numbers, addresses, base64 keys). A gateway's script
-//! holds its WireGuard private key, so scripts are never printed or logged by this tool. Not for
+//! to be shell-safe first (scenario URLs, numbers, addresses, base64 keys). A boot that cannot
+//! finish fails visibly: a line on the console, `failed: <why>` in [`BOOT_STATUS_PATH`] (which
+//! `up` reads through SSM and reports with the host's name), a non-zero exit. The run's key is
+//! never in a script: hosts read it from SSM Parameter Store. A gateway's script holds its
+//! WireGuard private key, so scripts are never printed or logged by this tool. Not for
 //! launching instances.
 
 use std::fmt::{self, Write as _};
@@ -11,9 +14,11 @@ use std::net::Ipv4Addr;
 
 use aws_smithy_types::base64;
 
+use crate::cidr::Ipv4Cidr;
+use crate::command;
 use crate::error::Error;
 use crate::plan::{VpnEnd, WIREGUARD_PORT};
-use crate::scenario::{Scenario, XbenchInstall};
+use crate::scenario::Scenario;
 use crate::state::RunId;
 
 /// A WireGuard key pair. `Debug` shows only the public half.
@@ -52,13 +57,80 @@ pub fn encode(script: &str) -> String {
     base64::encode(script.as_bytes())
 }
 
+/// Where the xbench binary is installed on a host.
+pub const XBENCH_PATH: &str = "/usr/local/bin/xbench";
+/// Where a host keeps the run's pre-shared key (mode 0600, root).
+pub const PSK_PATH: &str = "/etc/xbench-deploy/psk";
+/// The file a host's boot script ends by writing: `ok`, or `failed: <why>`.
+pub const BOOT_STATUS_PATH: &str = "/var/lib/xbench-deploy/boot-status";
+/// The server's systemd unit.
+pub const SERVER_UNIT_PATH: &str = "/etc/systemd/system/xbench-server.service";
+
+/// How a host gets the xbench binary at boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetch {
+    /// Download (a presigned URL of the run's bucket, or the scenario's `[xbench] url`) and
+    /// check the SHA-256.
+    Url {
+        /// http(s) URL without single quotes.
+        url: String,
+        /// Expected SHA-256, lowercase hex.
+        sha256: String,
+    },
+    /// Build with `cargo install --git` (slow).
+    Cargo {
+        /// Repository.
+        git: String,
+        /// Branch, tag or commit.
+        rev: Option<String>,
+    },
+}
+
+/// What the boot of an xbench host (server or client) needs besides the scenario.
+#[derive(Debug, Clone)]
+pub struct HostBoot<'a> {
+    /// The run.
+    pub run: &'a RunId,
+    /// The host's plan key.
+    pub host: &'a str,
+    /// The host's region (where its key parameter is).
+    pub region: &'a str,
+    /// Where the binary comes from.
+    pub fetch: &'a Fetch,
+}
+
+/// The head of every script: `set -euo pipefail`, and a failure that is visible — a line on the
+/// console (`aws ec2 get-console-output`), `failed: <why>` in the boot-status file that `up`
+/// reads through SSM, and a non-zero exit for cloud-init. The paths below `XB_ROOT` (empty on
+/// a host), and the `XB_*` settings, let the tests run the script for real in a scratch
+/// directory.
 fn preamble(run: &RunId, host: &str, role: &str) -> String {
     format!(
         "#!/bin/bash\n\
-         # xbench-deploy {role} host {host}, run {run}. Output goes to /var/log/cloud-init-output.log.\n\
+         # xbench-deploy {role} host {host}, run {run}. Output goes to /var/log/cloud-init-output.log\n\
+         # and the console; the outcome to {BOOT_STATUS_PATH}.\n\
          set -euo pipefail\n\
-         install -d -m 0755 /etc/xbench-deploy\n\
-         echo '{run}' > /etc/xbench-deploy/run-id\n"
+         : \"${{XB_ROOT:=}}\" \"${{XB_FETCH_ATTEMPTS:=5}}\" \"${{XB_FETCH_PAUSE:=10}}\" \"${{XB_PSK_ATTEMPTS:=30}}\" \"${{XB_CONSOLE:=/dev/console}}\"\n\
+         ETC=\"$XB_ROOT/etc/xbench-deploy\" STATE=\"$XB_ROOT/var/lib/xbench-deploy\"\n\
+         BIN=\"$XB_ROOT{XBENCH_PATH}\" UNIT=\"$XB_ROOT{SERVER_UNIT_PATH}\"\n\
+         install -d -m 0755 \"$ETC\" \"$STATE\" \"$(dirname \"$BIN\")\" \"$(dirname \"$UNIT\")\"\n\
+         rm -f \"$STATE/boot-status\"\n\
+         console() {{ echo \"$*\"; {{ echo \"$*\" >> \"$XB_CONSOLE\"; }} 2>/dev/null || true; }}\n\
+         fail() {{\n\
+         \x20 trap - ERR\n\
+         \x20 console \"xbench-deploy: boot FAILED on {host}: $*\"\n\
+         \x20 printf 'failed: %s\\n' \"$*\" > \"$STATE/boot-status\"\n\
+         \x20 exit 1\n\
+         }}\n\
+         trap 'fail \"line $LINENO: $BASH_COMMAND exited with $?\"' ERR\n\
+         echo '{run}' > \"$ETC/run-id\"\n"
+    )
+}
+
+fn done(host: &str) -> String {
+    format!(
+        "echo ok > \"$STATE/boot-status\"\n\
+         console \"xbench-deploy: boot complete on {host}\"\n"
     )
 }
 
@@ -69,35 +141,60 @@ fn tuning(s: &Scenario) -> String {
             let bytes = u64::from(mib) * 1024 * 1024;
             format!(
                 "# Larger TCP buffer ceilings, so one stream can fill a long fat pipe.\n\
+                 if [ -z \"$XB_ROOT\" ]; then\n\
                  cat > /etc/sysctl.d/90-xbench-buffers.conf <<'EOF'\n\
                  net.core.rmem_max = {bytes}\n\
                  net.core.wmem_max = {bytes}\n\
                  net.ipv4.tcp_rmem = 4096 131072 {bytes}\n\
                  net.ipv4.tcp_wmem = 4096 16384 {bytes}\n\
                  EOF\n\
-                 sysctl --system >/dev/null\n"
+                 sysctl --system >/dev/null\n\
+                 fi\n"
             )
         }
     }
 }
 
-fn install_xbench(s: &Scenario) -> String {
-    match &s.xbench {
-        XbenchInstall::Url { url, sha256 } => {
-            let mut out = format!(
-                "tmp=$(mktemp)\n\
-                 for attempt in 1 2 3 4 5; do\n\
-                 \x20 if curl -fsSL --retry 3 -o \"$tmp\" '{url}'; then break; fi\n\
-                 \x20 echo \"xbench download failed (attempt $attempt)\"; sleep 10\n\
-                 done\n"
-            );
-            if let Some(sum) = sha256 {
-                let _ = writeln!(out, "echo '{sum}  '\"$tmp\" | sha256sum -c -");
-            }
-            out.push_str("install -m 0755 \"$tmp\" /usr/local/bin/xbench\nrm -f \"$tmp\"\n");
-            out
-        }
-        XbenchInstall::CargoGit { git, rev } => {
+/// Reads the run's key from Parameter Store with the instance profile's credentials (they can
+/// take a few seconds to appear after boot, hence the retries).
+fn fetch_psk(b: &HostBoot<'_>) -> String {
+    let param = crate::aws::ssm::psk_parameter(b.run);
+    let region = b.region;
+    format!(
+        "# The run's pre-shared key, from SSM Parameter Store (never in this script).\n\
+         got=\n\
+         for attempt in $(seq 1 \"$XB_PSK_ATTEMPTS\"); do\n\
+         \x20 if (umask 077; aws ssm get-parameter --region '{region}' --name '{param}' --with-decryption \\\n\
+         \x20      --query Parameter.Value --output text > \"$ETC/psk.new\" 2> \"$STATE/psk.err\"); then got=1; break; fi\n\
+         \x20 sleep 5\n\
+         done\n\
+         [ -n \"$got\" ] || fail \"cannot read the run's key {param} in {region} (instance profile, or no route to SSM): $(tail -n 1 \"$STATE/psk.err\")\"\n\
+         [ \"$(wc -c < \"$ETC/psk.new\")\" -ge 17 ] || fail \"the run's key {param} is empty\"\n\
+         chmod 0600 \"$ETC/psk.new\"\n\
+         mv \"$ETC/psk.new\" \"$ETC/psk\"\n\
+         rm -f \"$STATE/psk.err\"\n"
+    )
+}
+
+fn install_xbench(fetch: &Fetch) -> String {
+    match fetch {
+        Fetch::Url { url, sha256 } => format!(
+            "# The xbench binary: downloaded, checked, and run once before anything relies on it.\n\
+             tmp=$(mktemp)\n\
+             got=\n\
+             for attempt in $(seq 1 \"$XB_FETCH_ATTEMPTS\"); do\n\
+             \x20 if curl -fsS --connect-timeout 10 --max-time 600 -o \"$tmp\" '{url}' 2> \"$STATE/fetch.err\"; then got=1; break; fi\n\
+             \x20 echo \"xbench download failed (attempt $attempt of $XB_FETCH_ATTEMPTS): $(tail -n 1 \"$STATE/fetch.err\")\" >&2\n\
+             \x20 sleep \"$XB_FETCH_PAUSE\"\n\
+             done\n\
+             [ -n \"$got\" ] || fail \"cannot download the xbench binary after $XB_FETCH_ATTEMPTS attempts: $(tail -n 1 \"$STATE/fetch.err\")\"\n\
+             sum=$(sha256sum \"$tmp\" | cut -d' ' -f1)\n\
+             [ \"$sum\" = '{sha256}' ] || fail \"the downloaded xbench binary has sha256 $sum, expected {sha256}\"\n\
+             install -m 0755 \"$tmp\" \"$BIN\"\n\
+             rm -f \"$tmp\" \"$STATE/fetch.err\"\n\
+             \"$BIN\" --version > /dev/null 2> \"$STATE/version.err\" || fail \"xbench does not run on this host: $(head -n 1 \"$STATE/version.err\")\"\n"
+        ),
+        Fetch::Cargo { git, rev } => {
             let rev = rev
                 .as_ref()
                 .map(|r| format!(" --rev '{r}'"))
@@ -107,57 +204,98 @@ fn install_xbench(s: &Scenario) -> String {
                  (dnf install -y gcc git || (apt-get update && apt-get install -y build-essential git curl))\n\
                  export HOME=/root\n\
                  curl --proto '=https' -fsSL https://sh.rustup.rs | sh -s -- -y --profile minimal\n\
-                 /root/.cargo/bin/cargo install --locked --git '{git}'{rev} xbench-cli --root /usr/local\n"
+                 /root/.cargo/bin/cargo install --locked --git '{git}'{rev} xbench-cli --root \"$XB_ROOT/usr/local\"\n\
+                 \"$BIN\" --version > /dev/null || fail \"the xbench built from {git} does not run\"\n"
             )
         }
     }
 }
 
-/// The script of a server host: install xbench and run `xbench server` under systemd.
-pub fn server(s: &Scenario, run: &RunId, host: &str) -> String {
-    let port = s.port;
+/// The `xbench-server` systemd unit: `xbench server` with the run's key and only the
+/// scenario's client addresses allowed (written at boot, and again by `up` once the public
+/// addresses of client hosts are known). The key reaches the unprivileged service as a
+/// systemd credential.
+pub fn server_unit(run: &RunId, port: u16, allow: &[Ipv4Cidr]) -> String {
+    // `%d`: the directory systemd puts the unit's credentials in.
+    let argv = command::server_argv(port, None, "%d/psk", allow);
     format!(
-        "{}{}{}\
-         cat > /etc/systemd/system/xbench-server.service <<'EOF'\n\
-         [Unit]\n\
-         Description=xbench server (xbench-deploy)\n\
+        "[Unit]\n\
+         Description=xbench server (xbench-deploy run {run})\n\
          Wants=network-online.target\n\
          After=network-online.target\n\
+         StartLimitIntervalSec=60\n\
+         StartLimitBurst=5\n\
          \n\
          [Service]\n\
-         ExecStart=/usr/local/bin/xbench server -p {port}\n\
-         DynamicUser=yes\n\
-         Restart=always\n\
+         ExecStart={XBENCH_PATH} {}\n\
+         LoadCredential=psk:{PSK_PATH}\n\
+         # SIGTERM: running tests get --shutdown-grace to finish.\n\
+         KillSignal=SIGTERM\n\
+         TimeoutStopSec=30\n\
+         Restart=on-failure\n\
          RestartSec=2\n\
+         DynamicUser=yes\n\
          LimitNOFILE=65536\n\
+         NoNewPrivileges=yes\n\
+         ProtectSystem=strict\n\
+         ProtectHome=yes\n\
+         PrivateTmp=yes\n\
          \n\
          [Install]\n\
-         WantedBy=multi-user.target\n\
-         EOF\n\
-         systemctl daemon-reload\n\
-         systemctl enable --now xbench-server.service\n",
-        preamble(run, host, "server"),
-        tuning(s),
-        install_xbench(s),
+         WantedBy=multi-user.target\n",
+        argv.join(" ")
     )
 }
 
-/// The script of a client host: install xbench and leave the commands to run in
-/// `/etc/xbench-deploy/commands`.
-pub fn client(s: &Scenario, run: &RunId, host: &str, commands: &[String]) -> String {
+/// The shell lines that write the server unit and (re)start it, failing the boot (or the
+/// command) when it does not stay up.
+pub fn install_server_unit(run: &RunId, port: u16, allow: &[Ipv4Cidr]) -> String {
+    format!(
+        "cat > \"$UNIT\" <<'EOF'\n\
+         {}\
+         EOF\n\
+         systemctl daemon-reload\n\
+         systemctl enable xbench-server.service\n\
+         systemctl restart xbench-server.service\n\
+         sleep 2\n\
+         systemctl is-active --quiet xbench-server.service || fail \"xbench-server does not stay up: $(journalctl -u xbench-server -n 3 --no-pager 2>&1 | tail -n 1)\"\n",
+        server_unit(run, port, allow)
+    )
+}
+
+/// The script of a server host: the key, xbench, and `xbench server` under systemd with
+/// `--psk-file` and `--allow`.
+pub fn server(s: &Scenario, b: &HostBoot<'_>, allow: &[Ipv4Cidr]) -> String {
+    format!(
+        "{}{}{}{}{}{}",
+        preamble(b.run, b.host, "server"),
+        tuning(s),
+        fetch_psk(b),
+        install_xbench(b.fetch),
+        install_server_unit(b.run, s.port, allow),
+        done(b.host),
+    )
+}
+
+/// The script of a client host: the key, xbench, and the commands to run in
+/// `/etc/xbench-deploy/commands` (for a person; `run` sends its own through SSM).
+pub fn client(s: &Scenario, b: &HostBoot<'_>, commands: &[String]) -> String {
     let mut list = String::new();
     for c in commands {
         let _ = writeln!(list, "{c}");
     }
     format!(
-        "{}{}{}\
-         cat > /etc/xbench-deploy/commands <<'EOF'\n\
+        "{}{}{}{}\
+         cat > \"$ETC/commands\" <<'EOF'\n\
          {list}\
          EOF\n\
-         cp /etc/xbench-deploy/commands /etc/motd.d/90-xbench 2>/dev/null || true\n",
-        preamble(run, host, "client"),
+         cp \"$ETC/commands\" \"$XB_ROOT/etc/motd.d/90-xbench\" 2>/dev/null || true\n\
+         {}",
+        preamble(b.run, b.host, "client"),
         tuning(s),
-        install_xbench(s),
+        fetch_psk(b),
+        install_xbench(b.fetch),
+        done(b.host),
     )
 }
 
@@ -232,8 +370,10 @@ pub fn gateway(
          \x20 nft add rule inet xbench forward tcp flags syn tcp option maxseg size set rt mtu\n\
          else\n\
          \x20 echo 'warning: no nft; TCP MSS is not clamped'\n\
-         fi\n",
+         fi\n\
+         {}",
         preamble(run, host, "vpn gateway"),
+        done(host),
         private = own.private,
     )
 }
@@ -276,14 +416,36 @@ mod tests {
     fn scripts_are_valid_bash() {
         let s = scenario();
         let run = RunId::generate(SystemTime::now()).unwrap();
-        let srv = server(&s, &run, "server-eu-west-2");
-        assert!(srv.contains("xbench server -p 5201"));
-        assert!(srv.contains("sha256sum -c"));
+        let fetch = Fetch::Url {
+            url: "https://example.com/xbench?X-Amz-Signature=ab&X-Amz-Date=1".into(),
+            sha256: "a".repeat(64),
+        };
+        let boot = HostBoot {
+            run: &run,
+            host: "server-eu-west-2",
+            region: "eu-west-2",
+            fetch: &fetch,
+        };
+        let allow = ["10.1.1.0/24".parse().unwrap()];
+        let srv = server(&s, &boot, &allow);
+        assert!(srv.contains(
+            "ExecStart=/usr/local/bin/xbench server -p 5201 --psk-file %d/psk --allow 10.1.1.0/24"
+        ));
+        assert!(srv.contains("LoadCredential=psk:/etc/xbench-deploy/psk"));
+        assert!(srv.contains(&format!("/xbench/{run}/psk")));
+        assert!(
+            !srv.contains("Restart=always"),
+            "a broken server must not restart for ever"
+        );
         bash_parses(&srv);
+        let boot = HostBoot {
+            host: "client-vpn",
+            region: "us-east-1",
+            ..boot
+        };
         bash_parses(&client(
             &s,
-            &run,
-            "client-vpn",
+            &boot,
             &["xbench client 10.2.0.10 --label vpn".into()],
         ));
         let keys = WgKeys::generate().unwrap();

@@ -287,6 +287,7 @@ fn up_and_down_through_the_binary() {
         &[
             "up",
             "--yes",
+            "--skip-ready",
             &file,
             "--outputs",
             &outputs.display().to_string(),
@@ -498,4 +499,333 @@ fn ctrl_c_during_up_tears_down() {
     assert!(r.stderr.contains("interrupted"), "{}", r.stderr);
     assert!(r.stderr.contains("was deleted again"), "{}", r.stderr);
     assert!(moto.leftovers().await_blocking().is_empty());
+}
+
+#[test]
+fn bad_input_suite_names_a_flag_xbench_does_not_have() {
+    let text = format!(
+        "{}[suite]\nrepeat = 2\n[[suite.test]]\nparallel = [1, 2]\nzero-copy = true\n",
+        two_regions("k", PCX)
+    );
+    refused(
+        &text,
+        &["zero-copy", "suite keys are xbench client's long flags"],
+    );
+    let text = format!(
+        "{}[suite]\n[[suite.test]]\nrr = true\nparallel = 4\n",
+        two_regions("k", PCX)
+    );
+    refused(&text, &["suite test 1: parallel", "throughput"]);
+    // A --suite file goes through the same checks.
+    let dir = TempDir::new("suite");
+    let file = write(&dir, "s.toml", &two_regions("k", PCX));
+    let suite = write(&dir, "suite.toml", "[[test]]\nparalel = [1]\n");
+    let r = cmd(dir.path(), None, &["plan", &file, "--suite", &suite]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("paralel"), "{}", r.stderr);
+}
+
+#[test]
+fn bad_input_binary_of_the_wrong_architecture() {
+    let dir = TempDir::new("arch");
+    // An arm64 (Graviton) static binary for m5.large (x86_64) hosts.
+    let mut elf = vec![0u8; 64 + 56];
+    elf[..4].copy_from_slice(b"\x7fELF");
+    elf[4] = 2;
+    elf[5] = 1;
+    elf[18..20].copy_from_slice(&183u16.to_le_bytes());
+    elf[32..40].copy_from_slice(&64u64.to_le_bytes());
+    elf[54..56].copy_from_slice(&56u16.to_le_bytes());
+    elf[56..58].copy_from_slice(&1u16.to_le_bytes());
+    elf[64..68].copy_from_slice(&1u32.to_le_bytes());
+    let bin = dir.path().join("xbench-arm64");
+    std::fs::write(&bin, elf).unwrap();
+    let file = write(
+        &dir,
+        "s.toml",
+        &one_region(
+            "arch",
+            "[[path]]\nkind = \"peering\"\nclient = \"a\"\nserver = \"b\"\n",
+        ),
+    );
+    let bin = bin.display().to_string();
+    let r = cmd(dir.path(), None, &["plan", &file, "--xbench", &bin]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("is an arm64 binary, but m7i.large"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("x86_64-unknown-linux-musl"),
+        "{}",
+        r.stderr
+    );
+    // On Graviton hosts the same binary is fine.
+    let graviton = write(
+        &dir,
+        "g.toml",
+        &one_region(
+            "arch",
+            "[[path]]\nkind = \"peering\"\nclient = \"a\"\nserver = \"b\"\n",
+        )
+        .replace("m7i.large", "m7g.large"),
+    );
+    let r = cmd(dir.path(), None, &["plan", &graviton, "--xbench", &bin]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("(arm64, static"), "{}", r.stdout);
+    // `up` refuses before asking AWS anything.
+    let r = cmd(dir.path(), None, &["up", "--yes", &file, "--xbench", &bin]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("arm64"), "{}", r.stderr);
+}
+
+#[test]
+fn bad_input_run_of_a_run_that_does_not_exist() {
+    let dir = TempDir::new("norun");
+    let text = format!(
+        "{}[suite]\n[[suite.test]]\nparallel = 1\n",
+        two_regions("norun", PCX)
+    );
+    let file = write(&dir, "s.toml", &text);
+    let out = dir.path().join("out").display().to_string();
+    let r = cmd(
+        dir.path(),
+        None,
+        &[
+            "run",
+            &file,
+            "--out",
+            &out,
+            "--run-id",
+            "xb-20990101-abcdef",
+        ],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no run xb-20990101-abcdef is up"),
+        "{}",
+        r.stderr
+    );
+    let r = cmd(dir.path(), None, &["run", &file, "--out", &out]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("start one with `xbench-deploy up`"),
+        "{}",
+        r.stderr
+    );
+    let r = cmd(
+        dir.path(),
+        None,
+        &["run", &file, "--out", &out, "--run-id", "bogus"],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("is not a run id"), "{}", r.stderr);
+    // And a scenario without a suite.
+    let bare = write(&dir, "bare.toml", &two_regions("bare", PCX));
+    let r = cmd(dir.path(), None, &["run", &bare, "--out", &out]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("has no [suite]"), "{}", r.stderr);
+}
+
+#[test]
+fn plan_prices_the_ttl_and_one_run_of_the_suite() {
+    // 80 hours: the estimate follows ttl_hours, not an 8-hour day.
+    let text = format!(
+        "{}[suite]\ntime = 10\nrepeat = 3\n[[suite.test]]\nparallel = [1, 2]\n",
+        two_regions("cost", PCX).replace("ttl_hours = 2", "ttl_hours = 80")
+    );
+    let out = plan_ok(&text);
+    let hourly: f64 = out
+        .split("total $")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ttl: f64 = out
+        .split("per hour; $")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The hourly figure is shown to 3 decimals: 80 times its rounding is at most 0.04.
+    assert!((ttl - hourly * 80.0).abs() < 0.05, "{out}");
+    assert!(out.contains("over ttl_hours = 80"), "{out}");
+    // 2 cells x 3 repeats x 1 path, 14 s each (10 s test + 4 s of overhead) = 84 s.
+    assert!(
+        out.contains("one `run` of the suite: 6 runs over 1 path(s), about 1 min 24 s"),
+        "{out}"
+    );
+}
+
+/// `all` against moto: up (no hosts to wait for), run (moto runs no command, so every run
+/// fails and both paths are given up), the report marking them, and down — after a failed
+/// run and after Ctrl-C alike, nothing is left.
+#[test]
+fn all_tears_down_after_a_failed_run_and_after_ctrl_c() {
+    let moto = moto_or_skip!();
+    let dir = TempDir::new("all");
+    let text = format!(
+        "{}[suite]\ntime = 1\nrepeat = 2\n[[suite.test]]\nparallel = [1, 2]\n",
+        one_region(
+            "all",
+            "[[path]]\nkind = \"peering\"\nclient = \"a\"\nserver = \"b\"\n[[path]]\nkind = \"tgw\"\nclient = \"a\"\nserver = \"b\"\n"
+        )
+    );
+    let file = write(&dir, "s.toml", &text);
+    let bin = write_fake_xbench(&dir);
+    let out = dir.path().join("results").display().to_string();
+    let r = cmd(
+        dir.path(),
+        Some(&moto),
+        &[
+            "all",
+            "--yes",
+            "--skip-ready",
+            &file,
+            "--out",
+            &out,
+            "--xbench",
+            &bin,
+        ],
+    );
+    assert_eq!(r.code, 1, "stdout {}\nstderr {}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("FAILED, given up"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("running 4 run(s) per path"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("deleting run xb-"), "{}", r.stdout);
+    assert!(Path::new(&out).join("report.txt").is_file());
+    let left = moto.leftovers().await_blocking();
+    assert!(left.is_empty(), "left after all: {left:#?}");
+
+    // Ctrl-C while it runs (in a pause between runs): stops, deletes, exits 130.
+    let out2 = dir.path().join("results2").display().to_string();
+    let slow = write(
+        &dir,
+        "slow.toml",
+        "time = 1\npause = \"30s\"\n[[test]]\nparallel = [1, 2]\n",
+    );
+    let mut child = Command::new(BIN)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir.path())
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ACCESS_KEY_ID", TEST_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET)
+        .args([
+            "--state-dir",
+            &dir.path().join("state").display().to_string(),
+            "--endpoint-url",
+            &moto.endpoint,
+            "--skip-accelerators",
+            "--poll-ms",
+            "20",
+            "--wait-secs",
+            "30",
+            "all",
+            "--yes",
+            "--skip-ready",
+            &file,
+            "--out",
+            &out2,
+            "--suite",
+            &slow,
+            "--xbench",
+            &bin,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the run has started (the results directory exists).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !Path::new(&out2).exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the child's pid, which has not been waited for yet.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    use std::io::Read as _;
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "stdout {stdout}\nstderr {stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(stdout.contains("deleting run xb-"), "{stdout}");
+    let left = moto.leftovers().await_blocking();
+    assert!(left.is_empty(), "left after an interrupted all: {left:#?}");
+}
+
+/// A static x86_64 ELF header: enough for `up` to check and upload (moto runs nothing).
+fn write_fake_xbench(dir: &TempDir) -> String {
+    let mut elf = vec![0u8; 64 + 56];
+    elf[..4].copy_from_slice(b"\x7fELF");
+    elf[4] = 2;
+    elf[5] = 1;
+    elf[18..20].copy_from_slice(&62u16.to_le_bytes());
+    elf[32..40].copy_from_slice(&64u64.to_le_bytes());
+    elf[54..56].copy_from_slice(&56u16.to_le_bytes());
+    elf[56..58].copy_from_slice(&1u16.to_le_bytes());
+    elf[64..68].copy_from_slice(&1u32.to_le_bytes());
+    let p = dir.path().join("xbench");
+    std::fs::write(&p, elf).unwrap();
+    p.display().to_string()
+}
+
+#[tokio::test]
+async fn gc_goes_on_past_a_region_that_fails() {
+    let moto = moto_or_skip!();
+    let dir = TempDir::new("gcfail");
+    let r = tokio::task::spawn_blocking({
+        let moto_endpoint = moto.endpoint.clone();
+        let home = dir.path().to_owned();
+        move || {
+            let mut c = Command::new(BIN);
+            c.env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("HOME", &home)
+                .env("AWS_EC2_METADATA_DISABLED", "true")
+                .env("AWS_ACCESS_KEY_ID", TEST_KEY_ID)
+                .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET)
+                .args([
+                    "--state-dir",
+                    &home.join("state").display().to_string(),
+                    "--endpoint-url",
+                    &moto_endpoint,
+                    "--skip-accelerators",
+                    "gc",
+                    "--region",
+                    "nowhere-1",
+                    "--region",
+                    "us-east-1",
+                ])
+                .stdin(Stdio::null());
+            finish(c.output().unwrap())
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.code, 1, "stdout {}\nstderr {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("region nowhere-1"), "{}", r.stderr);
+    assert!(r.stderr.contains("went on past"), "{}", r.stderr);
+    assert!(r.stdout.contains("2 region(s)"), "{}", r.stdout);
 }

@@ -14,7 +14,7 @@ use xbench_deploy::cost::PriceTable;
 use xbench_deploy::state::RunId;
 use xbench_deploy::{Error, Plan, Scenario};
 
-use common::{TempDir, two_regions};
+use common::{TempDir, two_regions, up_options};
 
 const PEERING: &str = "[[path]]\nkind = \"peering\"\nclient = \"us-east-1\"\nserver = \"ap-southeast-2\"\n[[path]]\nkind = \"tgw\"\nclient = \"us-east-1\"\nserver = \"ap-southeast-2\"\n";
 
@@ -40,7 +40,7 @@ async fn failure_halfway_through_up_leaves_nothing() {
     let (d, _, _) = moto.deployer(state.path()).await;
     let (s, p) = load(&bad_zone_scenario());
     let err = d
-        .up(&s, &p, &UpOptions::default(), pending())
+        .up(&s, &p, &up_options(state.path()), pending())
         .await
         .unwrap_err();
     let Error::UpFailed {
@@ -101,7 +101,7 @@ async fn kept_failure_resumes_with_the_same_run_id() {
     let (bad, bad_plan) = load(&bad_zone_scenario());
     let keep = UpOptions {
         keep_on_failure: true,
-        ..UpOptions::default()
+        ..up_options(state.path())
     };
     let Err(Error::UpFailed {
         run_id, kept: true, ..
@@ -119,7 +119,7 @@ async fn kept_failure_resumes_with_the_same_run_id() {
     let (good, good_plan) = load(&two_regions("inject", PEERING));
     let resume = UpOptions {
         run_id: Some(run.clone()),
-        ..UpOptions::default()
+        ..up_options(state.path())
     };
     let out = d.up(&good, &good_plan, &resume, pending()).await.unwrap();
     assert_eq!(out.run_id, run);
@@ -160,7 +160,7 @@ async fn interrupted_up_tears_down() {
         }
     };
     let err = d
-        .up(&s, &p, &UpOptions::default(), interrupt)
+        .up(&s, &p, &up_options(state.path()), interrupt)
         .await
         .unwrap_err();
     match &err {
@@ -185,7 +185,7 @@ async fn down_twice_is_harmless() {
     let (d, _, _) = moto.deployer(state.path()).await;
     let (s, p) = load(&two_regions("twice", PEERING));
     let out = d
-        .up(&s, &p, &UpOptions::default(), pending())
+        .up(&s, &p, &up_options(state.path()), pending())
         .await
         .unwrap();
     let first = d.down(&out.run_id, &[]).await.unwrap();
@@ -212,8 +212,14 @@ async fn gc_removes_expired_and_keeps_fresh() {
     let (d, _, _) = moto.deployer(state.path()).await;
     let now = SystemTime::now();
     // The expired run lives 1 hour, the fresh one 48; gc judges as of 2 hours from now.
-    let (old_s, old_p) =
-        load(&two_regions("old", PEERING).replace("ttl_hours = 2", "ttl_hours = 1"));
+    // The expired run uploads its binary, so it has a bucket for gc to find and delete too.
+    let (old_s, old_p) = load(
+        &two_regions("old", PEERING)
+            .replace("ttl_hours = 2", "ttl_hours = 1")
+            .replace("url = \"https://example.com/xbench\"\n", "")
+            .replace(&format!("sha256 = \"{}\"\n", common::URL_SHA256), ""),
+    );
+    assert_eq!(old_s.xbench, xbench_deploy::scenario::XbenchInstall::Upload);
     let (new_s, new_p) = load(
         &two_regions("fresh", PEERING)
             .replace("ttl_hours = 2", "ttl_hours = 48")
@@ -222,7 +228,7 @@ async fn gc_removes_expired_and_keeps_fresh() {
     );
     let at = |now| UpOptions {
         now,
-        ..UpOptions::default()
+        ..up_options(state.path())
     };
     let old = d.up(&old_s, &old_p, &at(now), pending()).await.unwrap();
     let fresh = d.up(&new_s, &new_p, &at(now), pending()).await.unwrap();

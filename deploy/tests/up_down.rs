@@ -17,7 +17,7 @@ use xbench_deploy::scenario::PathKind;
 use xbench_deploy::state::Outputs;
 use xbench_deploy::{Plan, Scenario};
 
-use common::{Moto, TempDir, one_region, two_regions};
+use common::{Moto, TempDir, one_region, two_regions, up_options};
 
 async fn up_then_down(moto: &Moto, text: &str) -> Outputs {
     up_then_down_checked(moto, text, |_, _| {}).await
@@ -33,7 +33,7 @@ async fn up_then_down_checked(
     let scenario = Scenario::from_toml(text).unwrap();
     let plan = Plan::build(&scenario, &PriceTable::shipped()).unwrap();
     let out = d
-        .up(&scenario, &plan, &UpOptions::default(), pending())
+        .up(&scenario, &plan, &up_options(state.path()), pending())
         .await
         .unwrap_or_else(|e| panic!("up failed: {e}"));
     assert_eq!(out.paths.len(), scenario.paths.len());
@@ -47,7 +47,7 @@ async fn up_then_down_checked(
             &plan,
             &UpOptions {
                 run_id: Some(out.run_id.clone()),
-                ..UpOptions::default()
+                ..up_options(state.path())
             },
             pending(),
         )
@@ -99,7 +99,10 @@ async fn peering_cross_region() {
     assert!(p.target.to_string().starts_with("10.20.0."));
     assert_eq!(
         p.command,
-        format!("xbench client {} --label peering", p.target)
+        format!(
+            "xbench client {} --label peering --psk-file /etc/xbench-deploy/psk",
+            p.target
+        )
     );
 }
 
@@ -227,7 +230,7 @@ async fn down_removes_the_group_global_accelerator_leaves() {
     .unwrap();
     let plan = Plan::build(&scenario, &PriceTable::shipped()).unwrap();
     let out = d
-        .up(&scenario, &plan, &UpOptions::default(), pending())
+        .up(&scenario, &plan, &up_options(state.path()), pending())
         .await
         .unwrap();
     let server = out

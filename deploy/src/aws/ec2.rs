@@ -175,454 +175,437 @@ fn filter(name: &str, values: &[String]) -> Filter {
         .build()
 }
 
-/// Finds everything `sel` selects in `r`'s region.
-pub async fn discover(r: &RegionClients, sel: &Selector) -> Result<RegionInventory, Error> {
-    let region = r.region.as_str();
-    let mut inv = RegionInventory {
-        region: region.to_owned(),
-        ..RegionInventory::default()
-    };
-
-    let vpcs = r
-        .ec2
-        .describe_vpcs()
-        .filters(sel.filter())
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_error("DescribeVpcs", region, e))?;
-    for v in vpcs {
-        let tags = tag_map(v.tags());
-        let run = own_run(&tags);
-        if sel.matches(run.as_deref()) {
-            inv.vpcs.push(Found {
-                id: v.vpc_id().unwrap_or_default().to_owned(),
-                tags,
-                run,
-                state: v.state().map(|s| s.as_str().to_owned()),
-                ..Found::default()
-            });
-        }
-    }
-    let vpc_ids: Vec<String> = inv.vpcs.iter().map(|v| v.id.clone()).collect();
-    let vpc_run = |id: Option<&str>| -> Option<String> {
-        id.and_then(|id| inv.vpcs.iter().find(|v| v.id == id))
-            .and_then(|v| v.run.clone())
-    };
-
-    let reservations = r
-        .ec2
-        .describe_instances()
-        .filters(sel.filter())
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_error("DescribeInstances", region, e))?;
-    for res in reservations {
-        for i in res.instances() {
-            let state = i
-                .state()
-                .and_then(|s| s.name())
-                .map(|n| n.as_str().to_owned());
-            if matches!(state.as_deref(), Some("terminated")) {
-                continue;
-            }
-            let tags = tag_map(i.tags());
-            let run = own_run(&tags);
-            if !sel.matches(run.as_deref()) {
-                continue;
-            }
-            let eni = i
-                .network_interfaces()
-                .iter()
-                .find(|n| n.attachment().and_then(|a| a.device_index()) == Some(0))
-                .or_else(|| i.network_interfaces().first());
-            inv.instances.push(Found {
-                id: i.instance_id().unwrap_or_default().to_owned(),
-                tags,
-                run,
-                state,
-                vpc_id: i.vpc_id().map(str::to_owned),
-                eni_id: eni
-                    .and_then(|n| n.network_interface_id())
-                    .map(str::to_owned),
-                private_ip: i.private_ip_address().and_then(|a| a.parse().ok()),
-                public_ip: i.public_ip_address().and_then(|a| a.parse().ok()),
-                subnet_ids: i.subnet_id().map(str::to_owned).into_iter().collect(),
-                ..Found::default()
-            });
-        }
-    }
-
-    let subnets = r
-        .ec2
-        .describe_subnets()
-        .filters(sel.filter())
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_error("DescribeSubnets", region, e))?;
-    for s in subnets {
-        let tags = tag_map(s.tags());
-        let run = own_run(&tags);
-        if sel.matches(run.as_deref()) {
-            inv.subnets.push(Found {
-                id: s.subnet_id().unwrap_or_default().to_owned(),
-                tags,
-                run,
-                vpc_id: s.vpc_id().map(str::to_owned),
-                ..Found::default()
-            });
-        }
-    }
-
-    let tables = r
-        .ec2
-        .describe_route_tables()
-        .filters(sel.filter())
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_error("DescribeRouteTables", region, e))?;
-    for t in tables {
-        if t.associations().iter().any(|a| a.main() == Some(true)) {
-            continue;
-        }
-        let tags = tag_map(t.tags());
-        let run = own_run(&tags);
-        if sel.matches(run.as_deref()) {
-            inv.route_tables.push(Found {
-                id: t.route_table_id().unwrap_or_default().to_owned(),
-                tags,
-                run,
-                vpc_id: t.vpc_id().map(str::to_owned),
-                related: t
-                    .associations()
-                    .iter()
-                    .filter_map(|a| a.route_table_association_id().map(str::to_owned))
-                    .collect(),
-                subnet_ids: t
-                    .associations()
-                    .iter()
-                    .filter_map(|a| a.subnet_id().map(str::to_owned))
-                    .collect(),
-                ..Found::default()
-            });
-        }
-    }
-
-    let igws = r
-        .ec2
-        .describe_internet_gateways()
-        .filters(sel.filter())
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_error("DescribeInternetGateways", region, e))?;
-    for g in igws {
-        let tags = tag_map(g.tags());
-        let run = own_run(&tags);
-        if sel.matches(run.as_deref()) {
-            inv.internet_gateways.push(Found {
-                id: g.internet_gateway_id().unwrap_or_default().to_owned(),
-                tags,
-                run,
-                related: g
-                    .attachments()
-                    .iter()
-                    .filter_map(|a| a.vpc_id().map(str::to_owned))
-                    .collect(),
-                ..Found::default()
-            });
-        }
-    }
-
-    let groups = r
-        .ec2
-        .describe_security_groups()
-        .filters(sel.filter())
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_error("DescribeSecurityGroups", region, e))?;
-    for g in groups {
-        if g.group_name() == Some("default") {
-            continue;
-        }
-        let tags = tag_map(g.tags());
-        let run = own_run(&tags);
-        if sel.matches(run.as_deref()) {
-            inv.security_groups.push(Found {
-                id: g.group_id().unwrap_or_default().to_owned(),
-                tags,
-                run,
-                vpc_id: g.vpc_id().map(str::to_owned),
-                ..Found::default()
-            });
-        }
-    }
-
-    // Global Accelerator (client IP preservation) makes a security group named
-    // "GlobalAccelerator" in the endpoint's VPC and leaves it behind; it carries none of our
-    // tags but blocks deleting the VPC, so it counts as part of the run that owns the VPC.
-    if !vpc_ids.is_empty() {
-        let ga_groups = r
-            .ec2
-            .describe_security_groups()
-            .filters(filter("vpc-id", &vpc_ids))
-            .filters(filter("group-name", &[GA_GROUP_NAME.to_owned()]))
+/// Every item of a paginated EC2 Describe call, with filters.
+macro_rules! describe {
+    ($r:expr, $op:ident, $name:literal $(, $f:expr)*) => {
+        $r.ec2
+            .$op()
+            $(.filters($f))*
             .into_paginator()
             .items()
             .send()
             .try_collect()
             .await
-            .map_err(|e| aws_error("DescribeSecurityGroups", region, e))?;
-        for g in ga_groups {
-            let vpc = g.vpc_id().map(str::to_owned);
-            let id = g.group_id().unwrap_or_default().to_owned();
-            let ours = vpc.as_ref().is_some_and(|v| vpc_ids.contains(v));
-            if g.group_name() != Some(GA_GROUP_NAME)
-                || !ours
-                || inv.security_groups.iter().any(|f| f.id == id)
-            {
-                continue;
-            }
-            let run = vpc_run(vpc.as_deref());
-            if sel.matches(run.as_deref()) {
-                inv.security_groups.push(Found {
-                    id,
-                    tags: tag_map(g.tags()),
-                    run,
-                    vpc_id: vpc,
-                    ..Found::default()
-                });
+            .map_err(|e| aws_error($name, &$r.region, e))
+    };
+}
+
+/// Finds everything `sel` selects in `r`'s region: one small lister per resource kind, each
+/// followed by the same client-side selection with the kind's rules (which states mean gone,
+/// whether a resource without tags belongs to the run of the VPC or Transit Gateway it
+/// names).
+pub async fn discover(r: &RegionClients, sel: &Selector) -> Result<RegionInventory, Error> {
+    let mut inv = RegionInventory {
+        region: r.region.clone(),
+        ..RegionInventory::default()
+    };
+    let mut owners = Owners::default();
+    let tagged = sel.filter();
+    let vpcs: Vec<_> = describe!(r, describe_vpcs, "DescribeVpcs", tagged.clone())?;
+    inv.vpcs = select(sel, &VPC, vpcs.iter().map(from_vpc), &owners);
+    owners.note(&inv.vpcs);
+    let vpc_ids = ids(&inv.vpcs);
+
+    let reservations: Vec<_> =
+        describe!(r, describe_instances, "DescribeInstances", tagged.clone())?;
+    let instances = reservations.iter().flat_map(|res| res.instances());
+    inv.instances = select(sel, &INSTANCE, instances.map(from_instance), &owners);
+    let subnets: Vec<_> = describe!(r, describe_subnets, "DescribeSubnets", tagged.clone())?;
+    inv.subnets = select(sel, &PLAIN, subnets.iter().map(from_subnet), &owners);
+    let tables: Vec<_> = describe!(
+        r,
+        describe_route_tables,
+        "DescribeRouteTables",
+        tagged.clone()
+    )?;
+    inv.route_tables = select(
+        sel,
+        &PLAIN,
+        tables.iter().filter_map(from_route_table),
+        &owners,
+    );
+    let igws: Vec<_> = describe!(
+        r,
+        describe_internet_gateways,
+        "DescribeInternetGateways",
+        tagged.clone()
+    )?;
+    inv.internet_gateways = select(sel, &PLAIN, igws.iter().map(from_igw), &owners);
+    inv.security_groups = security_groups(r, sel, &vpc_ids, &owners).await?;
+    inv.vpc_peerings = vpc_peerings(r, sel, &vpc_ids, &owners).await?;
+
+    let tgws: Vec<_> = describe!(
+        r,
+        describe_transit_gateways,
+        "DescribeTransitGateways",
+        tagged.clone()
+    )?;
+    inv.transit_gateways = select(sel, &TGW, tgws.iter().map(from_tgw), &owners);
+    owners.note(&inv.transit_gateways);
+    let tgw_ids = ids(&inv.transit_gateways);
+    inv.tgw_vpc_attachments = tgw_vpc_attachments(r, sel, &tgw_ids, &vpc_ids, &owners).await?;
+    inv.tgw_peering_attachments = tgw_peering_attachments(r, sel, &tgw_ids, &owners).await?;
+    Ok(inv)
+}
+
+/// How one kind of resource is judged once listed.
+struct Kind {
+    /// States in which AWS (or moto) still lists a resource that is gone.
+    gone: &'static [&'static str],
+    /// Whether a resource without our tags belongs to the run of the VPC or Transit Gateway
+    /// it names: moto drops the tags of Transit Gateway VPC attachments, tags do not cross
+    /// regions with a peering, and Global Accelerator's own group in our VPC has none.
+    inherits: bool,
+}
+
+const PLAIN: Kind = Kind {
+    gone: &[],
+    inherits: false,
+};
+const VPC: Kind = PLAIN;
+const INSTANCE: Kind = Kind {
+    gone: &["terminated"],
+    inherits: false,
+};
+const TGW: Kind = Kind {
+    gone: &["deleted"],
+    inherits: false,
+};
+const GA_GROUP: Kind = Kind {
+    gone: &[],
+    inherits: true,
+};
+const PEERING: Kind = Kind {
+    gone: &["deleted", "rejected", "failed", "expired", "deleting"],
+    inherits: true,
+};
+const ATTACHMENT: Kind = Kind {
+    gone: &["deleted", "rejected", "failed"],
+    inherits: true,
+};
+
+/// The run of each VPC and Transit Gateway found so far.
+#[derive(Default)]
+struct Owners(BTreeMap<String, String>);
+
+impl Owners {
+    fn note(&mut self, found: &[Found]) {
+        for f in found {
+            if let Some(run) = &f.run {
+                self.0.insert(f.id.clone(), run.clone());
             }
         }
     }
 
-    // moto ignores these filters and returns every peering in the region; AWS applies them.
-    // Either way the client-side check below decides, and a peering whose tags are missing is
-    // still ours when one of its VPCs is.
-    let peerings = r
-        .ec2
-        .describe_vpc_peering_connections()
-        .filters(sel.filter())
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_error("DescribeVpcPeeringConnections", region, e))?;
-    let mut peerings = peerings;
-    if !vpc_ids.is_empty() {
-        for side in ["requester-vpc-info.vpc-id", "accepter-vpc-info.vpc-id"] {
-            let more = r
-                .ec2
-                .describe_vpc_peering_connections()
-                .filters(filter(side, &vpc_ids))
-                .into_paginator()
-                .items()
-                .send()
-                .try_collect()
-                .await
-                .map_err(|e| aws_error("DescribeVpcPeeringConnections", region, e))?;
-            peerings.extend(more);
-        }
+    /// The run of the first VPC or Transit Gateway `f` names.
+    fn of(&self, f: &Found) -> Option<String> {
+        f.vpc_id
+            .iter()
+            .chain(f.related.iter())
+            .find_map(|id| self.0.get(id).cloned())
     }
-    for p in peerings {
-        let id = p.vpc_peering_connection_id().unwrap_or_default().to_owned();
-        if inv.vpc_peerings.iter().any(|f| f.id == id) {
+}
+
+/// The client-side selection every lister ends with: gone states and repeats dropped, the run
+/// read from the resource's own tag (or inherited, for kinds that may lack tags), and only
+/// what `sel` selects kept. Filters sent to AWS are never trusted alone: moto ignores some.
+fn select(
+    sel: &Selector,
+    kind: &Kind,
+    found: impl IntoIterator<Item = Found>,
+    owners: &Owners,
+) -> Vec<Found> {
+    let mut out: Vec<Found> = Vec::new();
+    for mut f in found {
+        let gone = f.state.as_deref().is_some_and(|s| kind.gone.contains(&s));
+        if gone || out.iter().any(|o| o.id == f.id) {
             continue;
         }
-        let state = p
+        f.run = own_run(&f.tags).or_else(|| kind.inherits.then(|| owners.of(&f)).flatten());
+        if sel.matches(f.run.as_deref()) {
+            out.push(f);
+        }
+    }
+    out
+}
+
+fn ids(found: &[Found]) -> Vec<String> {
+    found.iter().map(|f| f.id.clone()).collect()
+}
+
+fn from_vpc(v: &aws_sdk_ec2::types::Vpc) -> Found {
+    Found {
+        id: v.vpc_id().unwrap_or_default().to_owned(),
+        tags: tag_map(v.tags()),
+        state: v.state().map(|s| s.as_str().to_owned()),
+        ..Found::default()
+    }
+}
+
+fn from_instance(i: &aws_sdk_ec2::types::Instance) -> Found {
+    let eni = i
+        .network_interfaces()
+        .iter()
+        .find(|n| n.attachment().and_then(|a| a.device_index()) == Some(0))
+        .or_else(|| i.network_interfaces().first());
+    Found {
+        id: i.instance_id().unwrap_or_default().to_owned(),
+        tags: tag_map(i.tags()),
+        state: i
+            .state()
+            .and_then(|s| s.name())
+            .map(|n| n.as_str().to_owned()),
+        vpc_id: i.vpc_id().map(str::to_owned),
+        eni_id: eni
+            .and_then(|n| n.network_interface_id())
+            .map(str::to_owned),
+        private_ip: i.private_ip_address().and_then(|a| a.parse().ok()),
+        public_ip: i.public_ip_address().and_then(|a| a.parse().ok()),
+        subnet_ids: i.subnet_id().map(str::to_owned).into_iter().collect(),
+        ..Found::default()
+    }
+}
+
+fn from_subnet(s: &aws_sdk_ec2::types::Subnet) -> Found {
+    Found {
+        id: s.subnet_id().unwrap_or_default().to_owned(),
+        tags: tag_map(s.tags()),
+        vpc_id: s.vpc_id().map(str::to_owned),
+        ..Found::default()
+    }
+}
+
+/// A route table other than a VPC's main one (which goes with its VPC).
+fn from_route_table(t: &aws_sdk_ec2::types::RouteTable) -> Option<Found> {
+    if t.associations().iter().any(|a| a.main() == Some(true)) {
+        return None;
+    }
+    Some(Found {
+        id: t.route_table_id().unwrap_or_default().to_owned(),
+        tags: tag_map(t.tags()),
+        vpc_id: t.vpc_id().map(str::to_owned),
+        related: t
+            .associations()
+            .iter()
+            .filter_map(|a| a.route_table_association_id().map(str::to_owned))
+            .collect(),
+        subnet_ids: t
+            .associations()
+            .iter()
+            .filter_map(|a| a.subnet_id().map(str::to_owned))
+            .collect(),
+        ..Found::default()
+    })
+}
+
+fn from_igw(g: &aws_sdk_ec2::types::InternetGateway) -> Found {
+    Found {
+        id: g.internet_gateway_id().unwrap_or_default().to_owned(),
+        tags: tag_map(g.tags()),
+        related: g
+            .attachments()
+            .iter()
+            .filter_map(|a| a.vpc_id().map(str::to_owned))
+            .collect(),
+        ..Found::default()
+    }
+}
+
+fn from_group(g: &aws_sdk_ec2::types::SecurityGroup) -> Found {
+    Found {
+        id: g.group_id().unwrap_or_default().to_owned(),
+        tags: tag_map(g.tags()),
+        vpc_id: g.vpc_id().map(str::to_owned),
+        ..Found::default()
+    }
+}
+
+fn from_peering(p: &aws_sdk_ec2::types::VpcPeeringConnection) -> Found {
+    let vpc = |i: Option<&aws_sdk_ec2::types::VpcPeeringConnectionVpcInfo>| {
+        i.and_then(|v| v.vpc_id()).map(str::to_owned)
+    };
+    Found {
+        id: p.vpc_peering_connection_id().unwrap_or_default().to_owned(),
+        tags: tag_map(p.tags()),
+        state: p
             .status()
             .and_then(|s| s.code())
-            .map(|c| c.as_str().to_owned());
-        if matches!(
-            state.as_deref(),
-            Some("deleted" | "rejected" | "failed" | "expired" | "deleting")
-        ) {
-            continue;
-        }
-        let requester = p
-            .requester_vpc_info()
-            .and_then(|v| v.vpc_id())
-            .map(str::to_owned);
-        let accepter = p
-            .accepter_vpc_info()
-            .and_then(|v| v.vpc_id())
-            .map(str::to_owned);
-        let tags = tag_map(p.tags());
-        let run = own_run(&tags)
-            .or_else(|| vpc_run(requester.as_deref()))
-            .or_else(|| vpc_run(accepter.as_deref()));
-        if sel.matches(run.as_deref()) {
-            inv.vpc_peerings.push(Found {
-                id,
-                tags,
-                run,
-                state,
-                related: requester.into_iter().chain(accepter).collect(),
-                ..Found::default()
-            });
+            .map(|c| c.as_str().to_owned()),
+        // Requester first, then accepter: `up` matches a peering by this order.
+        related: vpc(p.requester_vpc_info())
+            .into_iter()
+            .chain(vpc(p.accepter_vpc_info()))
+            .collect(),
+        ..Found::default()
+    }
+}
+
+fn from_tgw(t: &aws_sdk_ec2::types::TransitGateway) -> Found {
+    Found {
+        id: t.transit_gateway_id().unwrap_or_default().to_owned(),
+        tags: tag_map(t.tags()),
+        state: t.state().map(|s| s.as_str().to_owned()),
+        // Its default route table, which `up` routes TGW peerings in.
+        related: t
+            .options()
+            .and_then(|o| o.association_default_route_table_id())
+            .map(str::to_owned)
+            .into_iter()
+            .collect(),
+        ..Found::default()
+    }
+}
+
+/// Groups other than a VPC's default one, and the group Global Accelerator (client IP
+/// preservation) makes in an endpoint's VPC: it carries none of our tags but blocks deleting
+/// the VPC, so it counts as part of the run that owns the VPC.
+async fn security_groups(
+    r: &RegionClients,
+    sel: &Selector,
+    vpc_ids: &[String],
+    owners: &Owners,
+) -> Result<Vec<Found>, Error> {
+    let groups: Vec<_> = describe!(
+        r,
+        describe_security_groups,
+        "DescribeSecurityGroups",
+        sel.filter()
+    )?;
+    let mut found = select(
+        sel,
+        &PLAIN,
+        groups
+            .iter()
+            .filter(|g| g.group_name() != Some("default"))
+            .map(from_group),
+        owners,
+    );
+    if vpc_ids.is_empty() {
+        return Ok(found);
+    }
+    let ga: Vec<_> = describe!(
+        r,
+        describe_security_groups,
+        "DescribeSecurityGroups",
+        filter("vpc-id", vpc_ids),
+        filter("group-name", &[GA_GROUP_NAME.to_owned()])
+    )?;
+    let ga = ga
+        .iter()
+        .filter(|g| g.group_name() == Some(GA_GROUP_NAME))
+        .filter(|g| g.vpc_id().is_some_and(|v| vpc_ids.iter().any(|o| o == v)))
+        .map(from_group)
+        .filter(|g| !found.iter().any(|f| f.id == g.id));
+    let ga = select(sel, &GA_GROUP, ga.collect::<Vec<_>>(), owners);
+    found.extend(ga);
+    Ok(found)
+}
+
+/// Peerings by tag and by either of our VPCs. moto ignores these filters and returns every
+/// peering in the region; the selection decides either way, and a peering without our tags
+/// (the accepter side on AWS, where tags do not cross regions) is ours if one of its VPCs is.
+async fn vpc_peerings(
+    r: &RegionClients,
+    sel: &Selector,
+    vpc_ids: &[String],
+    owners: &Owners,
+) -> Result<Vec<Found>, Error> {
+    let mut all: Vec<_> = describe!(
+        r,
+        describe_vpc_peering_connections,
+        "DescribeVpcPeeringConnections",
+        sel.filter()
+    )?;
+    if !vpc_ids.is_empty() {
+        for side in ["requester-vpc-info.vpc-id", "accepter-vpc-info.vpc-id"] {
+            let more: Vec<_> = describe!(
+                r,
+                describe_vpc_peering_connections,
+                "DescribeVpcPeeringConnections",
+                filter(side, vpc_ids)
+            )?;
+            all.extend(more);
         }
     }
+    Ok(select(sel, &PEERING, all.iter().map(from_peering), owners))
+}
 
-    let tgws = r
-        .ec2
-        .describe_transit_gateways()
-        .filters(sel.filter())
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_error("DescribeTransitGateways", region, e))?;
-    for t in tgws {
-        let state = t.state().map(|s| s.as_str().to_owned());
-        if matches!(state.as_deref(), Some("deleted")) {
-            continue;
-        }
-        let tags = tag_map(t.tags());
-        let run = own_run(&tags);
-        if sel.matches(run.as_deref()) {
-            inv.transit_gateways.push(Found {
-                id: t.transit_gateway_id().unwrap_or_default().to_owned(),
-                tags,
-                run,
-                state,
-                related: t
-                    .options()
-                    .and_then(|o| o.association_default_route_table_id())
-                    .map(str::to_owned)
-                    .into_iter()
-                    .collect(),
-                ..Found::default()
-            });
-        }
-    }
-    let tgw_ids: Vec<String> = inv.transit_gateways.iter().map(|t| t.id.clone()).collect();
-    let tgw_run = |id: Option<&str>| -> Option<String> {
-        id.and_then(|id| inv.transit_gateways.iter().find(|t| t.id == id))
-            .and_then(|t| t.run.clone())
-    };
-
-    // moto keeps no tags on VPC attachments, so look them up by their Transit Gateway and VPC.
-    let mut attachments = Vec::new();
-    for (name, ids) in [("transit-gateway-id", &tgw_ids), ("vpc-id", &vpc_ids)] {
+/// VPC attachments by their Transit Gateway and by their VPC: moto keeps no tags on them.
+async fn tgw_vpc_attachments(
+    r: &RegionClients,
+    sel: &Selector,
+    tgw_ids: &[String],
+    vpc_ids: &[String],
+    owners: &Owners,
+) -> Result<Vec<Found>, Error> {
+    let mut all = Vec::new();
+    for (name, ids) in [("transit-gateway-id", tgw_ids), ("vpc-id", vpc_ids)] {
         if ids.is_empty() {
             continue;
         }
-        let found = r
-            .ec2
-            .describe_transit_gateway_vpc_attachments()
-            .filters(filter(name, ids))
-            .into_paginator()
-            .items()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| aws_error("DescribeTransitGatewayVpcAttachments", region, e))?;
-        attachments.extend(found);
+        let found: Vec<_> = describe!(
+            r,
+            describe_transit_gateway_vpc_attachments,
+            "DescribeTransitGatewayVpcAttachments",
+            filter(name, ids)
+        )?;
+        all.extend(found);
     }
-    for a in attachments {
-        let id = a
+    let found = all.iter().map(|a| Found {
+        id: a
             .transit_gateway_attachment_id()
             .unwrap_or_default()
-            .to_owned();
-        let state = a.state().map(|s| s.as_str().to_owned());
-        if inv.tgw_vpc_attachments.iter().any(|f| f.id == id)
-            || matches!(state.as_deref(), Some("deleted" | "rejected" | "failed"))
-        {
-            continue;
-        }
-        let tgw = a.transit_gateway_id().map(str::to_owned);
-        let vpc = a.vpc_id().map(str::to_owned);
-        // Client-side re-check: the filters above may be ignored by an emulator.
-        let ours = tgw.as_ref().is_some_and(|t| tgw_ids.contains(t))
-            || vpc.as_ref().is_some_and(|v| vpc_ids.contains(v));
-        let tags = tag_map(a.tags());
-        let run = own_run(&tags)
-            .or_else(|| tgw_run(tgw.as_deref()))
-            .or_else(|| vpc_run(vpc.as_deref()));
-        if ours && sel.matches(run.as_deref()) {
-            inv.tgw_vpc_attachments.push(Found {
-                id,
-                tags,
-                run,
-                state,
-                vpc_id: vpc,
-                related: tgw.into_iter().collect(),
-                ..Found::default()
-            });
-        }
-    }
+            .to_owned(),
+        tags: tag_map(a.tags()),
+        state: a.state().map(|s| s.as_str().to_owned()),
+        vpc_id: a.vpc_id().map(str::to_owned),
+        related: a
+            .transit_gateway_id()
+            .map(str::to_owned)
+            .into_iter()
+            .collect(),
+        ..Found::default()
+    });
+    Ok(select(sel, &ATTACHMENT, found.collect::<Vec<_>>(), owners))
+}
 
-    let mut peer_attachments = r
-        .ec2
-        .describe_transit_gateway_peering_attachments()
-        .filters(sel.filter())
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_error("DescribeTransitGatewayPeeringAttachments", region, e))?;
+/// Peering attachments by tag and by either of our Transit Gateways.
+async fn tgw_peering_attachments(
+    r: &RegionClients,
+    sel: &Selector,
+    tgw_ids: &[String],
+    owners: &Owners,
+) -> Result<Vec<Found>, Error> {
+    let mut all: Vec<_> = describe!(
+        r,
+        describe_transit_gateway_peering_attachments,
+        "DescribeTransitGatewayPeeringAttachments",
+        sel.filter()
+    )?;
     if !tgw_ids.is_empty() {
-        let more = r
-            .ec2
-            .describe_transit_gateway_peering_attachments()
-            .filters(filter("transit-gateway-id", &tgw_ids))
-            .into_paginator()
-            .items()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| aws_error("DescribeTransitGatewayPeeringAttachments", region, e))?;
-        peer_attachments.extend(more);
+        let more: Vec<_> = describe!(
+            r,
+            describe_transit_gateway_peering_attachments,
+            "DescribeTransitGatewayPeeringAttachments",
+            filter("transit-gateway-id", tgw_ids)
+        )?;
+        all.extend(more);
     }
-    for a in peer_attachments {
-        let id = a
+    let found = all.iter().map(|a| Found {
+        id: a
             .transit_gateway_attachment_id()
             .unwrap_or_default()
-            .to_owned();
-        let state = a.state().map(|s| s.as_str().to_owned());
-        if inv.tgw_peering_attachments.iter().any(|f| f.id == id)
-            || matches!(state.as_deref(), Some("deleted" | "rejected" | "failed"))
-        {
-            continue;
-        }
-        let sides: Vec<String> = [a.requester_tgw_info(), a.accepter_tgw_info()]
+            .to_owned(),
+        tags: tag_map(a.tags()),
+        state: a.state().map(|s| s.as_str().to_owned()),
+        related: [a.requester_tgw_info(), a.accepter_tgw_info()]
             .into_iter()
             .flatten()
             .filter_map(|i| i.transit_gateway_id().map(str::to_owned))
-            .collect();
-        let tags = tag_map(a.tags());
-        let run = own_run(&tags).or_else(|| sides.iter().find_map(|t| tgw_run(Some(t))));
-        if sel.matches(run.as_deref()) {
-            inv.tgw_peering_attachments.push(Found {
-                id,
-                tags,
-                run,
-                state,
-                related: sides,
-                ..Found::default()
-            });
-        }
-    }
-    Ok(inv)
+            .collect(),
+        ..Found::default()
+    });
+    Ok(select(sel, &ATTACHMENT, found.collect::<Vec<_>>(), owners))
 }
 
 /// What DescribeInstanceTypes says about a type's network.

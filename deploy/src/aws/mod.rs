@@ -1,15 +1,18 @@
-//! Connecting to AWS: one SDK configuration, checked for credentials once, and one EC2 and SSM
-//! client per region built from it; plus the conversion of SDK errors into [`Error::Aws`] with
-//! the operation, region and AWS's own message.
+//! Connecting to AWS: one SDK configuration, checked for credentials once, one EC2, SSM and S3
+//! client per region and one IAM client built from it; plus the conversion of SDK errors into
+//! [`Error::Aws`] with the operation, region and AWS's own message.
 //!
 //! The submodules hold the calls themselves: [`ec2`] (finding a run's resources, instance-type
-//! and zone checks), [`ssm`] (AMI ids), and, behind traits because the moto emulator does not
-//! implement them, [`accelerator`] and [`placement`]. Not for deciding what to create or delete
-//! (that is [`crate::apply`] and [`crate::teardown`]).
+//! and zone checks), [`ssm`] (AMI ids, the run's key, Run Command), [`s3`] (the run's bucket),
+//! [`iam`] (the hosts' instance profile), and, behind traits because the moto emulator does not
+//! implement them, [`accelerator`], [`placement`] and [`ssm::RunCommandApi`]. Not for deciding
+//! what to create or delete (that is [`crate::apply`] and [`crate::teardown`]).
 
 pub mod accelerator;
 pub mod ec2;
+pub mod iam;
 pub mod placement;
+pub mod s3;
 pub mod ssm;
 
 use std::collections::HashMap;
@@ -121,14 +124,19 @@ pub struct RegionClients {
     pub region: String,
     /// EC2.
     pub ec2: aws_sdk_ec2::Client,
-    /// SSM (AMI parameters).
+    /// SSM (AMI parameters, the run's key, Run Command).
     pub ssm: aws_sdk_ssm::Client,
+    /// S3 (the run's bucket, when it is in this region).
+    pub s3: aws_sdk_s3::Client,
 }
 
 /// A connection to AWS: configuration checked for credentials, and clients per region.
 #[derive(Debug)]
 pub struct Aws {
     config: SdkConfig,
+    /// An emulator's address: S3 then needs path-style URLs (`http://host/bucket/key`), since
+    /// bucket subdomains of `127.0.0.1` do not resolve.
+    path_style: bool,
     clients: Mutex<HashMap<String, RegionClients>>,
 }
 
@@ -166,8 +174,11 @@ impl Aws {
                 detail: e.to_string(),
             });
         }
+        let path_style =
+            settings.endpoint_url.is_some() || std::env::var_os("AWS_ENDPOINT_URL").is_some();
         Ok(Aws {
             config,
+            path_style,
             clients: Mutex::new(HashMap::new()),
         })
     }
@@ -191,13 +202,26 @@ impl Aws {
                 let ssm = aws_sdk_ssm::config::Builder::from(&self.config)
                     .region(Region::new(region.to_owned()))
                     .build();
+                let s3 = aws_sdk_s3::config::Builder::from(&self.config)
+                    .region(Region::new(region.to_owned()))
+                    .force_path_style(self.path_style)
+                    .build();
                 RegionClients {
                     region: region.to_owned(),
                     ec2: aws_sdk_ec2::Client::from_conf(ec2),
                     ssm: aws_sdk_ssm::Client::from_conf(ssm),
+                    s3: aws_sdk_s3::Client::from_conf(s3),
                 }
             })
             .clone()
+    }
+
+    /// The IAM client (IAM is global; its endpoint is in us-east-1).
+    pub fn iam(&self) -> aws_sdk_iam::Client {
+        let conf = aws_sdk_iam::config::Builder::from(&self.config)
+            .region(Region::new("us-east-1"))
+            .build();
+        aws_sdk_iam::Client::from_conf(conf)
     }
 
     /// Every region the account can use (DescribeRegions), for `gc`.

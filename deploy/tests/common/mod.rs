@@ -15,13 +15,16 @@ use std::time::{Duration, Instant};
 
 use aws_config::{BehaviorVersion, Region};
 use xbench_deploy::Deployer;
+use xbench_deploy::apply::UpOptions;
 use xbench_deploy::aws::accelerator::FakeAccelerators;
 use xbench_deploy::aws::placement::FakePlacementGroups;
+use xbench_deploy::aws::ssm::FakeRunCommand;
 use xbench_deploy::aws::{Aws, AwsSettings, StaticCredentials, Timing};
+use xbench_deploy::binary::XbenchBinary;
 use xbench_deploy::state::StateDir;
 
 /// The moto version CI installs (deploy/requirements-test.txt).
-pub const MOTO_PIN: &str = "moto[server]==5.2.5";
+pub const MOTO_PIN: &str = "moto[server,ec2,s3,iam,ssm]==5.2.5";
 
 /// Credentials for the emulator. Distinctive, so a test can prove they are never printed.
 pub const TEST_KEY_ID: &str = "AKIAXBENCHTESTKEY0042";
@@ -99,6 +102,8 @@ impl Moto {
             let out = std::fs::File::create(log.path().join("moto.log")).unwrap();
             let mut child = Command::new(&bin)
                 .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                // AWS's managed policies (AmazonSSMManagedInstanceCore), which `up` attaches.
+                .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
                 .stdin(Stdio::null())
                 .stdout(out.try_clone().unwrap())
                 .stderr(out)
@@ -137,10 +142,20 @@ impl Moto {
         }
     }
 
-    /// A deployer on this emulator with fakes for what moto lacks.
+    /// A deployer on this emulator with fakes for what moto lacks; its hosts (Run Command)
+    /// report a finished boot and answer every probe.
     pub async fn deployer(
         &self,
         state: &Path,
+    ) -> (Deployer, Arc<FakeAccelerators>, Arc<FakePlacementGroups>) {
+        self.deployer_with(state, Arc::new(booted_hosts())).await
+    }
+
+    /// As [`Moto::deployer`], with these hosts.
+    pub async fn deployer_with(
+        &self,
+        state: &Path,
+        hosts: Arc<FakeRunCommand>,
     ) -> (Deployer, Arc<FakeAccelerators>, Arc<FakePlacementGroups>) {
         let aws = Aws::connect(&self.settings()).await.unwrap();
         let accel = Arc::new(FakeAccelerators::new(2));
@@ -148,13 +163,14 @@ impl Moto {
         let d = Deployer::new(aws, StateDir::new(state))
             .with_accelerators(accel.clone())
             .with_placement_groups(pg.clone())
-            .with_timing(Timing::fast());
+            .with_run_command(hosts)
+            .with_timing(Timing::fast())
+            .with_ready_timeout(Duration::from_secs(5));
         (d, accel, pg)
     }
 
-    /// An EC2 client for `region`, built independently of the code under test.
-    pub async fn ec2(&self, region: &str) -> aws_sdk_ec2::Client {
-        let conf = aws_config::defaults(BehaviorVersion::latest())
+    async fn conf(&self, region: &str) -> aws_config::SdkConfig {
+        aws_config::defaults(BehaviorVersion::latest())
             .region(Region::new(region.to_owned()))
             .endpoint_url(&self.endpoint)
             .credentials_provider(aws_sdk_ec2::config::Credentials::new(
@@ -165,14 +181,88 @@ impl Moto {
                 "test",
             ))
             .load()
-            .await;
-        aws_sdk_ec2::Client::new(&conf)
+            .await
+    }
+
+    /// An S3 client, built independently of the code under test.
+    pub async fn s3(&self, region: &str) -> aws_sdk_s3::Client {
+        let conf = aws_sdk_s3::config::Builder::from(&self.conf(region).await)
+            .force_path_style(true)
+            .build();
+        aws_sdk_s3::Client::from_conf(conf)
+    }
+
+    /// An IAM client, built independently of the code under test.
+    pub async fn iam(&self) -> aws_sdk_iam::Client {
+        aws_sdk_iam::Client::new(&self.conf("us-east-1").await)
+    }
+
+    /// An SSM client, built independently of the code under test.
+    pub async fn ssm(&self, region: &str) -> aws_sdk_ssm::Client {
+        aws_sdk_ssm::Client::new(&self.conf(region).await)
+    }
+
+    /// Buckets, IAM roles and instance profiles, and SSM parameters under /xbench/ in
+    /// `regions`: what a run leaves besides its network.
+    pub async fn artifacts_left(&self, regions: &[&str]) -> Vec<String> {
+        let mut out = Vec::new();
+        for b in self
+            .s3("us-east-1")
+            .await
+            .list_buckets()
+            .send()
+            .await
+            .unwrap()
+            .buckets()
+        {
+            out.push(format!("s3 bucket {}", b.name().unwrap_or_default()));
+        }
+        let iam = self.iam().await;
+        for r in iam.list_roles().send().await.unwrap().roles() {
+            out.push(format!("iam role {}", r.role_name()));
+        }
+        for p in iam
+            .list_instance_profiles()
+            .send()
+            .await
+            .unwrap()
+            .instance_profiles()
+        {
+            out.push(format!(
+                "iam instance profile {}",
+                p.instance_profile_name()
+            ));
+        }
+        for region in regions {
+            let params = self
+                .ssm(region)
+                .await
+                .describe_parameters()
+                .send()
+                .await
+                .unwrap();
+            for p in params.parameters() {
+                if p.name().is_some_and(|n| n.starts_with("/xbench/")) {
+                    out.push(format!(
+                        "{region} ssm parameter {}",
+                        p.name().unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// An EC2 client for `region`, built independently of the code under test.
+    pub async fn ec2(&self, region: &str) -> aws_sdk_ec2::Client {
+        aws_sdk_ec2::Client::new(&self.conf(region).await)
     }
 
     /// Everything left in every region that is not an account default: instances not
     /// terminated, non-default VPCs, subnets, route tables, gateways and groups, live peerings,
-    /// Transit Gateways and attachments. Tests create nothing else, so this must be empty after
-    /// a teardown (a stricter check than "no tagged resource").
+    /// Transit Gateways and attachments; and buckets, IAM roles and profiles, and the runs'
+    /// keys in Parameter Store. Tests create nothing else, so this must be empty after a
+    /// teardown (a stricter check than "no tagged resource").
     pub async fn leftovers(&self) -> Vec<String> {
         let regions: Vec<String> = self
             .ec2("us-east-1")
@@ -187,9 +277,11 @@ impl Moto {
             .collect();
         assert!(regions.len() > 10, "moto lists every region");
         let mut out = Vec::new();
-        for region in regions {
-            out.extend(self.leftovers_in(&region).await);
+        for region in &regions {
+            out.extend(self.leftovers_in(region).await);
         }
+        let names: Vec<&str> = regions.iter().map(String::as_str).collect();
+        out.extend(self.artifacts_left(&names).await);
         out
     }
 
@@ -337,6 +429,47 @@ macro_rules! moto_or_skip {
     };
 }
 
+/// Hosts that report a finished boot and answer every probe (what a healthy run looks like
+/// through SSM).
+pub fn booted_hosts() -> FakeRunCommand {
+    FakeRunCommand::new(|_, script| {
+        if script.contains("boot-status") {
+            (0, "ok\n".into(), String::new())
+        } else {
+            (0, String::new(), String::new())
+        }
+    })
+}
+
+/// A tiny x86_64 ELF executable header: enough for `up` to check and upload (moto runs no
+/// instance).
+pub fn fake_xbench(dir: &Path) -> XbenchBinary {
+    let mut b = vec![0u8; 64 + 56];
+    b[..4].copy_from_slice(b"\x7fELF");
+    b[4] = 2;
+    b[5] = 1;
+    b[18..20].copy_from_slice(&62u16.to_le_bytes());
+    b[32..40].copy_from_slice(&64u64.to_le_bytes());
+    b[54..56].copy_from_slice(&56u16.to_le_bytes());
+    b[56..58].copy_from_slice(&1u16.to_le_bytes());
+    b[64..68].copy_from_slice(&1u32.to_le_bytes());
+    let p = dir.join("xbench");
+    std::fs::write(&p, b).unwrap();
+    XbenchBinary::inspect(&p).unwrap()
+}
+
+/// `up` options with a binary to upload.
+pub fn up_options(dir: &Path) -> UpOptions {
+    UpOptions {
+        xbench: Some(fake_xbench(dir)),
+        ..UpOptions::default()
+    }
+}
+
+/// The sha256 the scenarios' `[xbench] url` gives (the file is never downloaded: moto runs
+/// no instance).
+pub const URL_SHA256: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
 /// Two regions, the given path tables appended.
 pub fn two_regions(name: &str, paths: &str) -> String {
     format!(
@@ -346,6 +479,7 @@ instance_type = "m5.large"
 ttl_hours = 2
 [xbench]
 url = "https://example.com/xbench"
+sha256 = "{URL_SHA256}"
 [[vpc]]
 region = "us-east-1"
 cidr = "10.10.0.0/16"
@@ -374,4 +508,51 @@ cidr = "10.101.0.0/16"
 {paths}
 "#
     )
+}
+
+/// Returns false (after saying why) when this process cannot build namespaces; under
+/// `CI=true` panics instead: CI must run root tests, never skip them.
+pub fn root_or_skip(test: &str) -> bool {
+    if xbench_lab::sys::privilege::sufficient() {
+        return true;
+    }
+    let why = xbench_lab::sys::privilege::check()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test} needs root and CI=true forbids skipping it: {why}");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+    false
+}
+
+/// Held for the whole of a root test: the lock every root test of the project takes, so
+/// the timing-sensitive lab tests never share the machine with this one.
+pub struct Serial(std::fs::File);
+
+/// Waits for the other root tests to finish.
+pub fn serial() -> Serial {
+    use std::os::fd::AsRawFd as _;
+    let f = std::fs::File::create(std::env::temp_dir().join("xbench-lab-root-tests.lock")).unwrap();
+    // SAFETY: flock on an open descriptor; blocks until the lock is ours.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    Serial(f)
+}
+
+/// The `xbench` built beside this test (target/debug/xbench), which `cargo test --workspace`
+/// builds before running any test.
+pub fn xbench_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("xbench"))
+        .unwrap();
+    assert!(
+        p.is_file(),
+        "{} is missing: build it first with `cargo build -p xbench-cli` (cargo test --workspace does)",
+        p.display()
+    );
+    p
 }

@@ -1,0 +1,661 @@
+//! The resource graph for a scenario: every VPC, subnet, route, security-group rule, host,
+//! peering, Transit Gateway and accelerator `up` will create, with the hourly cost.
+//!
+//! Pure data computed from a [`Scenario`](crate::scenario::Scenario) without AWS, so `plan` can print it and tests can check
+//! it. What AWS assigns later (ids, addresses, the availability zone when none is given) is not
+//! here. Not for creating anything: that is [`crate::apply`], which walks this graph in
+//! dependency order.
+//!
+//! Layout, per VPC: a `base` subnet holding the VPC's server host (and server-side VPN gateways,
+//! and Transit Gateway attachments), and one subnet per path whose client runs in the VPC. Each
+//! subnet has its own route table, so a path's routes name only its own subnets: a peering path
+//! and a VPN path to the same server VPC coexist without conflicting routes, and replies take the
+//! path the request came by.
+
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use serde::Serialize;
+
+mod build;
+
+use crate::cidr::Ipv4Cidr;
+use crate::cost::CostEstimate;
+use crate::scenario::{PathKind, PlacementStrategy};
+
+/// UDP port the WireGuard gateways talk on.
+pub const WIREGUARD_PORT: u16 = 51820;
+
+/// The whole graph.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// Scenario name.
+    pub scenario: String,
+    /// VPCs with their subnets.
+    pub vpcs: Vec<VpcPlan>,
+    /// Instances.
+    pub hosts: Vec<HostPlan>,
+    /// VPC peering connections.
+    pub peerings: Vec<PeeringPlan>,
+    /// Transit Gateways, one per region that has a `tgw` path.
+    pub tgws: Vec<TgwPlan>,
+    /// Inter-region Transit Gateway peerings.
+    pub tgw_peerings: Vec<TgwPeeringPlan>,
+    /// Placement groups.
+    pub placement_groups: Vec<PlacementGroupPlan>,
+    /// Global Accelerators.
+    pub accelerators: Vec<AcceleratorPlan>,
+    /// VPC route-table entries.
+    pub routes: Vec<RoutePlan>,
+    /// Security-group ingress rules.
+    pub ingress: Vec<IngressPlan>,
+    /// The paths, with how each client reaches its server.
+    pub paths: Vec<PathPlan>,
+    /// Hourly cost.
+    pub cost: CostEstimate,
+}
+
+/// One VPC.
+#[derive(Debug, Clone, Serialize)]
+pub struct VpcPlan {
+    /// Scenario name of the VPC.
+    pub name: String,
+    /// Region.
+    pub region: String,
+    /// Block.
+    pub cidr: Ipv4Cidr,
+    /// Zone for its subnets, if the scenario fixed one.
+    pub az: Option<String>,
+    /// Subnets; the first is `base`.
+    pub subnets: Vec<SubnetPlan>,
+    /// Whether VPN gateways live here (they get their own security group).
+    pub has_gateways: bool,
+    /// Key of the placement group its hosts launch into.
+    pub placement_group: Option<String>,
+}
+
+/// A subnet and its route table (one each).
+#[derive(Debug, Clone, Serialize)]
+pub struct SubnetPlan {
+    /// `base`, or `client-<label>`.
+    pub key: String,
+    /// Block.
+    pub cidr: Ipv4Cidr,
+}
+
+/// What a host is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostRole {
+    /// Runs `xbench server` (one per VPC, shared by the paths that end there).
+    Server,
+    /// Runs `xbench client` for one path.
+    Client,
+    /// A WireGuard gateway of one VPN path.
+    Gateway,
+}
+
+impl fmt::Display for HostRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HostRole::Server => "server",
+            HostRole::Client => "client",
+            HostRole::Gateway => "vpn gateway",
+        })
+    }
+}
+
+/// One instance.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostPlan {
+    /// `server-<vpc>`, `client-<label>`, `gw-<label>-client` or `gw-<label>-server`.
+    pub key: String,
+    /// What it is for.
+    pub role: HostRole,
+    /// VPC name.
+    pub vpc: String,
+    /// Subnet key.
+    pub subnet: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// For gateways: the tunnel.
+    pub vpn: Option<VpnEnd>,
+}
+
+/// A gateway's half of a WireGuard tunnel.
+#[derive(Debug, Clone, Serialize)]
+pub struct VpnEnd {
+    /// Path label.
+    pub path: String,
+    /// The other gateway's key.
+    pub peer_host: String,
+    /// This end's tunnel address (a /30 from 169.254.200.0/24).
+    pub tunnel_address: Ipv4Addr,
+    /// The subnet behind the other gateway, routed into the tunnel.
+    pub remote_subnet: Ipv4Cidr,
+    /// Whether this end dials the other (the client side does; the server side listens).
+    pub initiator: bool,
+}
+
+/// A VPC peering connection.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeeringPlan {
+    /// `pcx-<requester>-<accepter>`.
+    pub key: String,
+    /// VPC that asks.
+    pub requester: String,
+    /// VPC that accepts (in its own region).
+    pub accepter: String,
+}
+
+/// A Transit Gateway.
+#[derive(Debug, Clone, Serialize)]
+pub struct TgwPlan {
+    /// Region.
+    pub region: String,
+    /// VPCs attached (through their `base` subnet).
+    pub attachments: Vec<String>,
+}
+
+/// A Transit Gateway peering attachment between two regions, with static routes both ways.
+#[derive(Debug, Clone, Serialize)]
+pub struct TgwPeeringPlan {
+    /// `tgwpeer-<requester>-<accepter>`.
+    pub key: String,
+    /// Region that asks.
+    pub requester_region: String,
+    /// Region that accepts.
+    pub accepter_region: String,
+    /// Blocks the requester's TGW routes to the peering (the accepter side's VPCs).
+    pub requester_routes: Vec<Ipv4Cidr>,
+    /// Blocks the accepter's TGW routes to the peering.
+    pub accepter_routes: Vec<Ipv4Cidr>,
+}
+
+/// A placement group.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlacementGroupPlan {
+    /// `pg-<region>-<strategy>`.
+    pub key: String,
+    /// Region.
+    pub region: String,
+    /// Strategy.
+    pub strategy: PlacementStrategy,
+}
+
+/// A Global Accelerator in front of one server host.
+#[derive(Debug, Clone, Serialize)]
+pub struct AcceleratorPlan {
+    /// The path label.
+    pub key: String,
+    /// Server host key.
+    pub server_host: String,
+    /// Region of the server host (the endpoint group's region).
+    pub endpoint_region: String,
+    /// TCP and UDP listener port.
+    pub port: u16,
+}
+
+/// Where a route sends traffic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteTarget {
+    /// The VPC's internet gateway.
+    InternetGateway,
+    /// A peering connection, by key.
+    Peering(String),
+    /// The region's Transit Gateway.
+    TransitGateway,
+    /// A VPN gateway host's network interface, by host key.
+    GatewayHost(String),
+}
+
+/// One route-table entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoutePlan {
+    /// VPC name.
+    pub vpc: String,
+    /// Subnet key (whose route table).
+    pub subnet: String,
+    /// Destination.
+    pub destination: Ipv4Cidr,
+    /// Target.
+    pub target: RouteTarget,
+}
+
+/// Which security group of a VPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupKind {
+    /// Servers and clients.
+    Hosts,
+    /// VPN gateways.
+    Gateways,
+}
+
+/// IP protocol of a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+    /// ICMP (all types: ping, and "fragmentation needed" for path-MTU discovery).
+    Icmp,
+}
+
+impl Protocol {
+    /// EC2's name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+            Protocol::Icmp => "icmp",
+        }
+    }
+}
+
+/// Where allowed traffic comes from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IngressSource {
+    /// A fixed block.
+    Cidr(Ipv4Cidr),
+    /// The public address a host gets at launch, by host key.
+    HostPublicIp(String),
+}
+
+/// One ingress rule.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct IngressPlan {
+    /// VPC name.
+    pub vpc: String,
+    /// Group.
+    pub group: GroupKind,
+    /// Protocol.
+    pub protocol: Protocol,
+    /// Port (`None` for ICMP).
+    pub port: Option<u16>,
+    /// Source.
+    pub source: IngressSource,
+}
+
+/// Who runs the client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathClient {
+    /// A host this tool creates, by key.
+    Host(String),
+    /// The user's own host, by address.
+    Address(Ipv4Addr),
+}
+
+/// What address the client dials.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathTarget {
+    /// The server host's private address.
+    PrivateIp(String),
+    /// The server host's public address.
+    PublicIp(String),
+    /// The accelerator's first static address, by accelerator key.
+    Accelerator(String),
+    /// The user's own server, by address.
+    Address(Ipv4Addr),
+}
+
+/// One path.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathPlan {
+    /// Label.
+    pub label: String,
+    /// Kind.
+    pub kind: PathKind,
+    /// Client side.
+    pub client: PathClient,
+    /// What the client dials.
+    pub target: PathTarget,
+    /// The server host this tool makes (it holds the run's key); `None` for your own server.
+    pub server_host: Option<String>,
+}
+
+/// Who may connect to one server host (its `xbench server --allow`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowPlan {
+    /// Client subnets and your addresses, known before anything exists.
+    pub cidrs: Vec<Ipv4Cidr>,
+    /// Client hosts that reach the server from their public address, known once launched.
+    pub host_public_ips: Vec<String>,
+}
+
+impl AllowPlan {
+    /// What is known before the clients launch; a loopback address when that is nothing, so
+    /// the server is never open to everyone while it waits for the rest.
+    pub fn known_or_nobody(&self) -> Vec<Ipv4Cidr> {
+        if self.cidrs.is_empty() {
+            vec![Ipv4Cidr::host(Ipv4Addr::LOCALHOST)]
+        } else {
+            self.cidrs.clone()
+        }
+    }
+}
+
+/// Why a scenario cannot be laid out (beyond what [`Scenario`](crate::scenario::Scenario) checks).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The VPC block cannot hold its subnets.
+    #[error(
+        "vpc '{vpc}' ({cidr}) is too small for its {count} subnets (each at least a /28); use a larger block such as a /20"
+    )]
+    VpcTooSmall {
+        /// VPC.
+        vpc: String,
+        /// Its block.
+        cidr: Ipv4Cidr,
+        /// Subnets needed.
+        count: usize,
+    },
+    /// More VPN paths than tunnel address blocks.
+    #[error("at most 64 vpn paths fit the tunnel address range 169.254.200.0/24")]
+    TooManyVpnPaths,
+}
+
+impl Plan {
+    /// The VPC called `name`.
+    pub fn vpc(&self, name: &str) -> Option<&VpcPlan> {
+        self.vpcs.iter().find(|v| v.name == name)
+    }
+
+    /// The host called `key`.
+    pub fn host(&self, key: &str) -> Option<&HostPlan> {
+        self.hosts.iter().find(|h| h.key == key)
+    }
+
+    /// The distinct regions with resources, in first-use order (the accelerator API region is
+    /// not included: see [`Plan::needs_accelerator_api`]).
+    pub fn regions(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for v in &self.vpcs {
+            if !out.contains(&v.region) {
+                out.push(v.region.clone());
+            }
+        }
+        out
+    }
+
+    /// Who may connect to server host `server`: the client subnets of its peering, Transit
+    /// Gateway and VPN paths (routed, not translated, so the server sees the client's private
+    /// address), your addresses, and client hosts that come over public addresses (public
+    /// paths, and accelerators, which preserve the client's address).
+    pub fn allow_for(&self, server: &str) -> AllowPlan {
+        let mut out = AllowPlan::default();
+        for p in self
+            .paths
+            .iter()
+            .filter(|p| p.server_host.as_deref() == Some(server))
+        {
+            match (&p.client, p.kind) {
+                (PathClient::Address(a), _) => push_new(&mut out.cidrs, Ipv4Cidr::host(*a)),
+                (PathClient::Host(h), PathKind::Peering | PathKind::Tgw | PathKind::Vpn) => {
+                    let subnet = self.host(h).and_then(|host| {
+                        self.vpc(&host.vpc)
+                            .and_then(|v| v.subnets.iter().find(|s| s.key == host.subnet))
+                    });
+                    if let Some(s) = subnet {
+                        push_new(&mut out.cidrs, s.cidr);
+                    }
+                }
+                (PathClient::Host(h), _) => {
+                    if !out.host_public_ips.contains(h) {
+                        out.host_public_ips.push(h.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether `up` will call the Global Accelerator API.
+    pub fn needs_accelerator_api(&self) -> bool {
+        !self.accelerators.is_empty()
+    }
+
+    /// Every resource as printable lines, grouped by region, in creation order.
+    pub fn listing(&self) -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        for region in self.regions() {
+            let mut lines = Vec::new();
+            for g in self.placement_groups.iter().filter(|g| g.region == region) {
+                lines.push(format!("placement group   {} ({})", g.key, g.strategy));
+            }
+            for v in self.vpcs.iter().filter(|v| v.region == region) {
+                self.vpc_lines(v, &mut lines);
+            }
+            self.join_lines(&region, &mut lines);
+            for h in self
+                .hosts
+                .iter()
+                .filter(|h| self.vpc(&h.vpc).is_some_and(|v| v.region == region))
+            {
+                let extra = if h.role == HostRole::Gateway {
+                    ", source/dest check off, WireGuard"
+                } else {
+                    ""
+                };
+                lines.push(format!(
+                    "instance          {} ({}, {}, in {}/{}{extra})",
+                    h.key, h.role, h.instance_type, h.vpc, h.subnet
+                ));
+            }
+            out.push((region, lines));
+        }
+        if !self.accelerators.is_empty() {
+            let lines = self
+                .accelerators
+                .iter()
+                .map(|a| {
+                    format!(
+                        "accelerator       {} (TCP+UDP {} -> {} in {})",
+                        a.key, a.port, a.server_host, a.endpoint_region
+                    )
+                })
+                .collect();
+            out.push((
+                format!("global (API in {})", crate::regions::ACCELERATOR_API_REGION),
+                lines,
+            ));
+        }
+        out
+    }
+
+    /// A VPC, its gateway, subnets with their routes, and groups with their rules.
+    fn vpc_lines(&self, v: &VpcPlan, lines: &mut Vec<String>) {
+        lines.push(format!(
+            "vpc               {} {}{}",
+            v.name,
+            v.cidr,
+            v.az.as_ref()
+                .map(|a| format!(" in {a}"))
+                .unwrap_or_default()
+        ));
+        lines.push(format!("internet gateway  {}", v.name));
+        for s in &v.subnets {
+            lines.push(format!("subnet + routes   {}/{} {}", v.name, s.key, s.cidr));
+            for r in self
+                .routes
+                .iter()
+                .filter(|r| r.vpc == v.name && r.subnet == s.key)
+            {
+                let target = match &r.target {
+                    RouteTarget::InternetGateway => "internet gateway".to_owned(),
+                    RouteTarget::Peering(k) => format!("peering {k}"),
+                    RouteTarget::TransitGateway => "transit gateway".to_owned(),
+                    RouteTarget::GatewayHost(h) => format!("vpn gateway {h}"),
+                };
+                lines.push(format!("  route           {} -> {target}", r.destination));
+            }
+        }
+        for g in v.groups() {
+            lines.push(format!(
+                "security group    {}/{}",
+                v.name,
+                match g {
+                    GroupKind::Hosts => "hosts",
+                    GroupKind::Gateways => "vpn-gateways",
+                }
+            ));
+            for r in self
+                .ingress
+                .iter()
+                .filter(|r| r.vpc == v.name && r.group == *g)
+            {
+                let port = r.port.map(|p| format!(" {p}")).unwrap_or_default();
+                let from = match &r.source {
+                    IngressSource::Cidr(c) => c.to_string(),
+                    IngressSource::HostPublicIp(h) => format!("public IP of {h}"),
+                };
+                lines.push(format!(
+                    "  allow in        {}{port} from {from}",
+                    r.protocol.as_str()
+                ));
+            }
+        }
+    }
+
+    /// Peerings, Transit Gateways and TGW peerings requested from `region`.
+    fn join_lines(&self, region: &str, lines: &mut Vec<String>) {
+        for p in &self.peerings {
+            if self.vpc(&p.requester).is_some_and(|v| v.region == region) {
+                let accepter_region = self
+                    .vpc(&p.accepter)
+                    .map(|v| v.region.as_str())
+                    .unwrap_or("?");
+                lines.push(format!(
+                    "vpc peering       {} ({} -> {}, accepted in {accepter_region})",
+                    p.key, p.requester, p.accepter
+                ));
+            }
+        }
+        for t in self.tgws.iter().filter(|t| t.region == region) {
+            lines.push(format!(
+                "transit gateway   attachments: {}",
+                t.attachments.join(", ")
+            ));
+        }
+        for t in self
+            .tgw_peerings
+            .iter()
+            .filter(|t| t.requester_region == region)
+        {
+            lines.push(format!(
+                "tgw peering       {} (accepted in {}; static routes {} / {})",
+                t.key,
+                t.accepter_region,
+                join(&t.requester_routes),
+                join(&t.accepter_routes)
+            ));
+        }
+    }
+}
+
+fn push_new(list: &mut Vec<Ipv4Cidr>, c: Ipv4Cidr) {
+    if !list.contains(&c) {
+        list.push(c);
+    }
+}
+
+impl VpcPlan {
+    /// Its security groups.
+    pub fn groups(&self) -> &'static [GroupKind] {
+        if self.has_gateways {
+            &[GroupKind::Hosts, GroupKind::Gateways]
+        } else {
+            &[GroupKind::Hosts]
+        }
+    }
+}
+
+fn join(c: &[Ipv4Cidr]) -> String {
+    c.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::PriceTable;
+    use crate::scenario::Scenario;
+
+    fn plan(text: &str) -> Plan {
+        let s = Scenario::from_toml(text).unwrap();
+        Plan::build(&s, &PriceTable::shipped()).unwrap()
+    }
+
+    #[test]
+    fn peering_and_vpn_to_one_server_do_not_share_routes() {
+        let p = plan(
+            r#"
+name = "r000"
+instance_type = "m5.large"
+[[vpc]]
+region = "us-east-1"
+cidr = "10.1.0.0/16"
+[[vpc]]
+region = "ap-southeast-2"
+cidr = "10.2.0.0/16"
+[[path]]
+kind = "peering"
+client = "us-east-1"
+server = "ap-southeast-2"
+[[path]]
+kind = "vpn"
+client = "us-east-1"
+server = "ap-southeast-2"
+"#,
+        );
+        // One server, two clients, two gateways.
+        assert_eq!(p.hosts.len(), 5);
+        let base_routes: Vec<_> = p
+            .routes
+            .iter()
+            .filter(|r| r.vpc == "ap-southeast-2" && r.subnet == "base")
+            .map(|r| r.destination.to_string())
+            .collect();
+        assert_eq!(base_routes, vec!["10.1.1.0/24", "10.1.2.0/24", "0.0.0.0/0"]);
+        assert!(p.cost.total_hourly > 0.0);
+    }
+
+    #[test]
+    fn cross_region_tgw_gets_peering_with_static_routes() {
+        let p = plan(
+            r#"
+name = "t"
+instance_type = "m5.large"
+[[vpc]]
+region = "us-east-1"
+cidr = "10.1.0.0/16"
+[[vpc]]
+region = "eu-west-2"
+cidr = "10.2.0.0/16"
+[[path]]
+kind = "tgw"
+client = "us-east-1"
+server = "eu-west-2"
+"#,
+        );
+        assert_eq!(p.tgws.len(), 2);
+        assert_eq!(p.tgw_peerings.len(), 1);
+        assert_eq!(
+            p.tgw_peerings[0].requester_routes[0].to_string(),
+            "10.2.0.0/16"
+        );
+        assert_eq!(
+            p.tgw_peerings[0].accepter_routes[0].to_string(),
+            "10.1.0.0/16"
+        );
+    }
+}

@@ -1,0 +1,528 @@
+//! `run`: a suite measured on every path, one run at a time, round-robin over paths and cells
+//! repeat by repeat (as `xbench client --repeat` goes over cells), each run's report collected
+//! into `DIR/<path label>/<cell>/run-N.json` — the layout `xbench client --save` writes, so
+//! `xbench report DIR` reads it — and the comparison table and charts drawn at the end
+//! ([`report`]).
+//!
+//! Where a client runs is an [`Executor`]'s business: on AWS through SSM Run Command
+//! ([`remote::SsmExecutor`]), on one machine through the path lab ([`lab::LabRun`]). The
+//! command line of every run comes from [`crate::command::client_argv`], and every report's
+//! spec is checked against the planned one before it is kept.
+//!
+//! A run is written only once complete (atomically), so an interrupted `run` loses at most the
+//! run in progress; `--resume` skips what is collected (after checking it matches the suite)
+//! and never collects a run twice. A path that fails [`RunOptions::give_up_after`] runs in a
+//! row is given up; the others go on, and the report marks it. Not for printing: events go to
+//! the caller.
+
+pub mod lab;
+pub mod remote;
+pub mod report;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use xbench::ClientConfig;
+use xbench::report::{Outcome, TestReport};
+use xbench_report::cell::CellKey;
+use xbench_report::layout;
+use xbench_report::run::Run;
+
+use crate::aws::BoxFuture;
+use crate::command;
+use crate::error::Error;
+use crate::state::write_file_atomically;
+use crate::suite::{Suite, expected_run};
+
+/// One path `run` measures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunPath {
+    /// Its label (the results' directory).
+    pub label: String,
+    /// The address its client dials.
+    pub target: String,
+    /// The server's port.
+    pub port: u16,
+    /// Whether the server holds the run's key.
+    pub authenticated: bool,
+    /// Why this tool cannot run its client (your own host is the client), if so.
+    pub unavailable: Option<String>,
+}
+
+/// Runs one `xbench client` where a path's client is.
+pub trait Executor: Send + Sync {
+    /// Runs the client with `argv` (no program name) on `path`'s client and returns what it
+    /// printed on stdout (one JSON report), or why there is none. `limit` is the longest the
+    /// run may take.
+    fn execute<'a>(
+        &'a self,
+        path: &'a RunPath,
+        argv: &'a [String],
+        limit: Duration,
+    ) -> BoxFuture<'a, Result<Vec<u8>, String>>;
+
+    /// Where the run's key is on `path`'s client.
+    fn psk_file(&self, path: &RunPath) -> Option<String>;
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Where results go.
+    pub out: PathBuf,
+    /// Skip runs already collected in `out` instead of refusing a directory that has some.
+    pub resume: bool,
+    /// Failed runs in a row after which a path is given up.
+    pub give_up_after: u32,
+}
+
+impl RunOptions {
+    /// Results in `out`, giving a path up after 3 failed runs in a row.
+    pub fn new(out: impl Into<PathBuf>) -> Self {
+        RunOptions {
+            out: out.into(),
+            resume: false,
+            give_up_after: 3,
+        }
+    }
+}
+
+/// One run of the schedule.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// Position in the schedule, from 0.
+    pub index: usize,
+    /// Which repeat, from 1.
+    pub repeat: u32,
+    /// Which path, in the paths' order.
+    pub path: usize,
+    /// The cell's directory name.
+    pub cell: String,
+    /// The test, host and label included.
+    pub config: ClientConfig,
+    /// Where its report goes.
+    pub file: PathBuf,
+}
+
+/// The runs in order: for each repeat, each cell, each path.
+pub fn schedule(suite: &Suite, paths: &[RunPath], out: &Path) -> Vec<Planned> {
+    let cells = suite.cells();
+    let mut list = Vec::new();
+    for repeat in 1..=suite.repeat.get() {
+        for spec in &cells {
+            let cell = CellKey::of_spec(spec).slug();
+            for (i, p) in paths.iter().enumerate() {
+                let mut config = ClientConfig::new(p.target.clone());
+                config.port = p.port;
+                config.label = Some(p.label.clone());
+                config.spec = spec.clone();
+                let file = layout::run_file(&layout::cell_dir(out, &p.label, &cell), repeat);
+                list.push(Planned {
+                    index: list.len(),
+                    repeat,
+                    path: i,
+                    cell: cell.clone(),
+                    config,
+                    file,
+                });
+            }
+        }
+    }
+    list
+}
+
+/// Something that happened during a run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RunEvent<'a> {
+    /// Collected by an earlier, interrupted `run` (`--resume`).
+    Skipped(&'a Planned),
+    /// A run starts; with how far the whole run is.
+    Started {
+        /// The run.
+        planned: &'a Planned,
+        /// Runs done (collected, failed or skipped) before this one.
+        done: usize,
+        /// Runs planned.
+        total: usize,
+        /// Since `run` started.
+        elapsed: Duration,
+        /// Expected time left, this run included.
+        eta: Duration,
+    },
+    /// A run was collected.
+    Collected {
+        /// The run.
+        planned: &'a Planned,
+        /// Its figures.
+        run: &'a Run,
+    },
+    /// A run failed and was not kept.
+    Failed {
+        /// The run.
+        planned: &'a Planned,
+        /// Why.
+        reason: String,
+    },
+    /// A path is given up (or cannot be run at all); its remaining runs are skipped.
+    PathGivenUp {
+        /// The path's label.
+        label: &'a str,
+        /// Why.
+        reason: String,
+    },
+    /// Waiting between runs.
+    Pausing(Duration),
+}
+
+/// How one path's runs went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathSummary {
+    /// Label.
+    pub label: String,
+    /// Runs planned.
+    pub planned: usize,
+    /// Runs collected, earlier ones (`--resume`) included.
+    pub collected: usize,
+    /// Runs that failed.
+    pub failed: usize,
+    /// Why the path was given up, if it was.
+    pub given_up: Option<String>,
+    /// The last failure's reason.
+    pub last_error: Option<String>,
+}
+
+/// What a `run` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    /// Every path, in order.
+    pub paths: Vec<PathSummary>,
+    /// Runs planned over all paths.
+    pub planned: usize,
+    /// Runs collected in this invocation.
+    pub collected_now: usize,
+    /// Runs skipped as already collected.
+    pub skipped: usize,
+    /// Whether Ctrl-C stopped it.
+    pub interrupted: bool,
+    /// How long it took, seconds.
+    pub seconds: f64,
+}
+
+impl RunSummary {
+    /// Whether every planned run is collected.
+    pub fn complete(&self) -> bool {
+        self.paths.iter().all(|p| p.collected == p.planned)
+    }
+}
+
+/// The hidden summary `run` leaves in the results directory (`xbench report` skips hidden
+/// files).
+pub const SUMMARY_FILE: &str = ".xbench-deploy-run.json";
+
+/// Runs `suite` on `paths` through `exec`, collecting into `opts.out`. `cancel` resolving
+/// (Ctrl-C) stops after cutting the run in progress short (it is not kept).
+pub async fn run(
+    suite: &Suite,
+    paths: &[RunPath],
+    exec: &dyn Executor,
+    opts: &RunOptions,
+    on_event: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    cancel: impl Future<Output = ()>,
+) -> Result<RunSummary, Error> {
+    let plan = schedule(suite, paths, &opts.out);
+    let done = prepare_out(&opts.out, &plan, opts.resume)?;
+    let mut state = Progress::new(paths, &plan, &done);
+    let mut cancel = Cancel(Box::pin(cancel), false);
+    for (label, reason) in paths
+        .iter()
+        .filter_map(|p| p.unavailable.as_ref().map(|r| (p.label.as_str(), r)))
+    {
+        state.give_up(label, reason.clone(), on_event);
+    }
+    for p in &plan {
+        if done.contains(&p.index) {
+            on_event(RunEvent::Skipped(p));
+            continue;
+        }
+        let path = &paths[p.path];
+        if state.paths[p.path].given_up.is_some() {
+            continue;
+        }
+        if state.ran > 0 && !suite.pause.is_zero() {
+            on_event(RunEvent::Pausing(suite.pause));
+            tokio::select! {
+                () = tokio::time::sleep(suite.pause) => {}
+                () = cancel.wait() => {}
+            }
+        }
+        if cancel.1 {
+            break;
+        }
+        on_event(state.started(p, &plan));
+        // The suite's cells were checked against the same rules when it was loaded.
+        let argv =
+            command::client_argv(&p.config, exec.psk_file(path).as_deref()).map_err(|e| {
+                Error::Internal(format!("path {}: a run as a command: {e}", path.label))
+            })?;
+        let begun = Instant::now();
+        let result = tokio::select! {
+            r = exec.execute(path, &argv, run_limit(&p.config)) => Some(r),
+            () = cancel.wait() => None,
+        };
+        let Some(result) = result else {
+            break;
+        };
+        state.ran += 1;
+        state.run_time += begun.elapsed();
+        match result.and_then(|bytes| keep(&bytes, p)) {
+            Ok((bytes, run)) => {
+                save(&p.file, &bytes)?;
+                state.collected(p);
+                on_event(RunEvent::Collected {
+                    planned: p,
+                    run: &run,
+                });
+            }
+            Err(reason) => {
+                let give_up = state.failed(p, &reason, opts.give_up_after);
+                on_event(RunEvent::Failed {
+                    planned: p,
+                    reason: reason.clone(),
+                });
+                if give_up {
+                    let why = format!(
+                        "{} runs in a row failed, the last: {reason}",
+                        opts.give_up_after
+                    );
+                    state.give_up(&path.label, why, on_event);
+                }
+            }
+        }
+    }
+    let summary = state.finish(cancel.1);
+    let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Internal(e.to_string()))?;
+    save(&opts.out.join(SUMMARY_FILE), &json)?;
+    Ok(summary)
+}
+
+/// The longest one run may take before it is abandoned: the test, its start and drain, and
+/// a minute for the remote side's own delays.
+pub fn run_limit(config: &ClientConfig) -> Duration {
+    expected_run(&config.spec)
+        + config.connect_timeout * 2
+        + config.drain_timeout
+        + Duration::from_secs(60)
+}
+
+/// The report and its figures when the run completed the planned test; else why not.
+fn keep(bytes: &[u8], p: &Planned) -> Result<(Vec<u8>, Run), String> {
+    let report: TestReport = serde_json::from_slice(bytes).map_err(|e| {
+        let head: String = String::from_utf8_lossy(bytes).chars().take(200).collect();
+        format!("the client printed no report ({e}): {head}")
+    })?;
+    match &report.outcome {
+        Outcome::Completed => {}
+        Outcome::Interrupted => return Err("the test was interrupted".into()),
+        Outcome::Failed { error } => return Err(format!("the test failed: {error}")),
+    }
+    let differences = command::spec_differences(&report.spec, &p.config.spec);
+    if !differences.is_empty() {
+        return Err(format!(
+            "the client ran another test than planned ({}): its xbench reads these flags \
+             differently; use the same xbench version on the hosts",
+            differences.join(", ")
+        ));
+    }
+    let label = p.config.label.clone().unwrap_or_default();
+    let run = Run::from_report(&report, p.file.clone(), &label).map_err(|e| e.to_string())?;
+    Ok((bytes.to_vec(), run))
+}
+
+fn save(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let fail = |e: std::io::Error| Error::Results {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    write_file_atomically(path, bytes).map_err(fail)
+}
+
+/// The schedule indices already collected. Without `resume`, any collected run refuses the
+/// directory; with it, each must be a report of the planned test.
+fn prepare_out(out: &Path, plan: &[Planned], resume: bool) -> Result<BTreeSet<usize>, Error> {
+    std::fs::create_dir_all(out).map_err(|e| Error::Results {
+        path: out.display().to_string(),
+        message: e.to_string(),
+    })?;
+    // Runs of another suite under a path's directory would be averaged into the report.
+    let labels: BTreeSet<&str> = plan
+        .iter()
+        .filter_map(|p| p.config.label.as_deref())
+        .collect();
+    if !resume && labels.iter().any(|l| holds_runs(&out.join(l))) {
+        return Err(Error::OutputHoldsRuns {
+            dir: out.display().to_string(),
+        });
+    }
+    let mut done = BTreeSet::new();
+    for p in plan.iter().filter(|p| p.file.exists()) {
+        let shown = p.file.display().to_string();
+        let bytes = std::fs::read(&p.file).map_err(|e| Error::Results {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
+        let report: TestReport =
+            serde_json::from_slice(&bytes).map_err(|e| Error::ResumeMismatch {
+                path: shown.clone(),
+                differences: format!("not a readable report: {e}"),
+            })?;
+        let differences = command::spec_differences(&report.spec, &p.config.spec);
+        if !differences.is_empty() {
+            return Err(Error::ResumeMismatch {
+                path: shown,
+                differences: differences.join(", "),
+            });
+        }
+        done.insert(p.index);
+    }
+    Ok(done)
+}
+
+/// Whether `dir` (or a directory below it) holds a run file.
+pub fn holds_runs(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.path().is_dir() {
+            holds_runs(&e.path())
+        } else {
+            name.ends_with(".json") && !name.starts_with('.')
+        }
+    })
+}
+
+/// Counts and timing while a run goes.
+struct Progress {
+    paths: Vec<PathSummary>,
+    /// Runs collected before (`--resume`), by schedule index.
+    done: BTreeSet<usize>,
+    /// Failures in a row, per path.
+    streak: Vec<u32>,
+    started: Instant,
+    ran: u32,
+    run_time: Duration,
+    skipped: usize,
+    collected_now: usize,
+    planned: usize,
+}
+
+impl Progress {
+    fn new(paths: &[RunPath], plan: &[Planned], done: &BTreeSet<usize>) -> Self {
+        let summaries = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PathSummary {
+                label: p.label.clone(),
+                planned: plan.iter().filter(|r| r.path == i).count(),
+                collected: plan
+                    .iter()
+                    .filter(|r| r.path == i && done.contains(&r.index))
+                    .count(),
+                failed: 0,
+                given_up: None,
+                last_error: None,
+            })
+            .collect();
+        Progress {
+            paths: summaries,
+            done: done.clone(),
+            streak: vec![0; paths.len()],
+            started: Instant::now(),
+            ran: 0,
+            run_time: Duration::ZERO,
+            skipped: done.len(),
+            collected_now: 0,
+            planned: plan.len(),
+        }
+    }
+
+    fn started<'a>(&self, p: &'a Planned, plan: &[Planned]) -> RunEvent<'a> {
+        let done =
+            self.skipped + self.collected_now + self.paths.iter().map(|s| s.failed).sum::<usize>();
+        let left: Vec<&Planned> = plan[p.index..]
+            .iter()
+            .filter(|r| self.paths[r.path].given_up.is_none() && !self.done.contains(&r.index))
+            .collect();
+        let eta = if self.ran > 0 {
+            self.run_time / self.ran * u32::try_from(left.len()).unwrap_or(u32::MAX)
+        } else {
+            left.iter().map(|r| expected_run(&r.config.spec)).sum()
+        };
+        RunEvent::Started {
+            planned: p,
+            done,
+            total: self.planned,
+            elapsed: self.started.elapsed(),
+            eta,
+        }
+    }
+
+    fn collected(&mut self, p: &Planned) {
+        self.paths[p.path].collected += 1;
+        self.streak[p.path] = 0;
+        self.collected_now += 1;
+    }
+
+    /// Records a failure; true when the path should be given up.
+    fn failed(&mut self, p: &Planned, reason: &str, limit: u32) -> bool {
+        let s = &mut self.paths[p.path];
+        s.failed += 1;
+        s.last_error = Some(reason.to_owned());
+        self.streak[p.path] += 1;
+        self.streak[p.path] >= limit.max(1)
+    }
+
+    fn give_up(
+        &mut self,
+        label: &str,
+        reason: String,
+        on_event: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    ) {
+        if let Some(s) = self.paths.iter_mut().find(|s| s.label == label) {
+            s.given_up = Some(reason.clone());
+        }
+        on_event(RunEvent::PathGivenUp { label, reason });
+    }
+
+    fn finish(self, interrupted: bool) -> RunSummary {
+        RunSummary {
+            paths: self.paths,
+            planned: self.planned,
+            collected_now: self.collected_now,
+            skipped: self.skipped,
+            interrupted,
+            seconds: self.started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// The caller's cancel future, polled by every wait and never again once it fired.
+struct Cancel<F>(Pin<Box<F>>, bool);
+
+impl<F: Future<Output = ()>> Cancel<F> {
+    async fn wait(&mut self) {
+        if !self.1 {
+            self.0.as_mut().await;
+            self.1 = true;
+        }
+    }
+}
