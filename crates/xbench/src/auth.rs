@@ -13,6 +13,20 @@
 //! one (which could be anyone). This authenticates; it does not encrypt — test traffic and
 //! results cross the network in the clear, as with iperf3.
 //!
+//! The control connection is not the only one: every data connection must prove it belongs to
+//! the authenticated session too, or anyone who reads the test's cookie off the wire could
+//! attach a connection of their own as one of the test's streams. Both ends derive a
+//! [`SessionKey`] from the key and the two handshake nonces, and each data connection carries
+//! a [`DataTag`] over the cookie, its stream or flow id and a per-connection counter:
+//!
+//! ```text
+//! K_s = HMAC(key, "xbench-v3 session" ‖ nonce_c ‖ nonce_s)
+//! tag = HMAC(K_s, "xbench-v3 data" ‖ cookie ‖ id ‖ counter)[..16]
+//! ```
+//!
+//! The session key never crosses the wire and dies with the session; the counter makes every
+//! connection's tag different, so the server can refuse a copied one (see the server's gate).
+//!
 //! Not for: deciding who may connect by address (the server's allow list does that).
 
 use std::fmt;
@@ -140,6 +154,72 @@ impl Psk {
 
 const SERVER_ROLE: &[u8] = b"xbench-v1 server";
 const CLIENT_ROLE: &[u8] = b"xbench-v1 client";
+const SESSION_ROLE: &[u8] = b"xbench-v3 session";
+const DATA_ROLE: &[u8] = b"xbench-v3 data";
+
+/// Length of a data connection's [`DataTag`], bytes: a truncated HMAC-SHA256. 128 bits is
+/// what forging one online would have to guess, one connection attempt per guess.
+pub const DATA_TAG_LEN: usize = 16;
+
+/// A data connection's proof that it belongs to the session: see the module docs.
+pub type DataTag = [u8; DATA_TAG_LEN];
+
+/// The key of one authenticated session, derived from the pre-shared key and both handshake
+/// nonces ([`Psk::session_key`]); it signs and checks the session's data connections. Its
+/// `Debug` output never shows the key.
+#[derive(Clone)]
+pub struct SessionKey {
+    /// HMAC keyed with the session key, cloned per tag: the key schedule is paid once per
+    /// session, not once per `--crr` connection.
+    keyed: Hmac<Sha256>,
+}
+
+impl fmt::Debug for SessionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SessionKey(redacted)")
+    }
+}
+
+impl Psk {
+    /// The session key both ends derive once the handshake's nonces are exchanged.
+    pub fn session_key(&self, client: &Nonce, server: &Nonce) -> SessionKey {
+        let derived = self
+            .mac(SESSION_ROLE, client, server)
+            .finalize()
+            .into_bytes();
+        SessionKey {
+            keyed: <Hmac<Sha256> as Mac>::new_from_slice(&derived)
+                .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length")),
+        }
+    }
+}
+
+impl SessionKey {
+    fn mac(&self, cookie: &[u8], id: u16, counter: u64) -> Hmac<Sha256> {
+        let mut m = self.keyed.clone();
+        m.update(DATA_ROLE);
+        m.update(cookie);
+        m.update(&id.to_be_bytes());
+        m.update(&counter.to_be_bytes());
+        m
+    }
+
+    /// The tag of a data connection of test `cookie`, for stream or flow `id`, numbered
+    /// `counter` among that id's connections.
+    pub fn tag(&self, cookie: &[u8], id: u16, counter: u64) -> DataTag {
+        let full = self.mac(cookie, id, counter).finalize().into_bytes();
+        let mut t = [0u8; DATA_TAG_LEN];
+        t.copy_from_slice(&full[..DATA_TAG_LEN]);
+        t
+    }
+
+    /// Checks a data connection's tag, in constant time.
+    pub fn verify(&self, cookie: &[u8], id: u16, counter: u64, tag: &DataTag) -> bool {
+        self.mac(cookie, id, counter)
+            .verify_truncated_left(tag)
+            .is_ok()
+    }
+}
 
 /// A random challenge, fresh for every handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,6 +286,22 @@ mod tests {
             !k.verify_client(&fresh, &s, &k.client_proof(&c, &s)),
             "no replay"
         );
+    }
+
+    #[test]
+    fn data_tags_verify_only_for_their_session_cookie_id_and_counter() {
+        let (c, s) = (Nonce::random().unwrap(), Nonce::random().unwrap());
+        let k = key().session_key(&c, &s);
+        let cookie = [7u8; 16];
+        let t = k.tag(&cookie, 3, 41);
+        assert!(k.verify(&cookie, 3, 41, &t));
+        assert!(!k.verify(&cookie, 4, 41, &t), "another stream");
+        assert!(!k.verify(&cookie, 3, 42, &t), "another connection");
+        assert!(!k.verify(&[8u8; 16], 3, 41, &t), "another test");
+        let other_session = key().session_key(&c, &Nonce::random().unwrap());
+        assert!(!other_session.verify(&cookie, 3, 41, &t), "another session");
+        assert_ne!(k.tag(&cookie, 3, 41), k.tag(&cookie, 3, 40));
+        assert_eq!(format!("{k:?}"), "SessionKey(redacted)");
     }
 
     #[test]

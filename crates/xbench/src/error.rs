@@ -78,6 +78,19 @@ pub enum Error {
         /// What went wrong, and what to do.
         reason: String,
     },
+    /// The server attached, as one of this test's streams or flows, a connection this client
+    /// did not open: someone who read the test's cookie on the path got there first.
+    #[error(
+        "{addr} attached a connection that is not this client's as stream {id} of the test — \
+         someone on the path read the test's cookie and connected first; no figures of this \
+         test could be trusted. Authenticate the data connections with --psk-file on both ends"
+    )]
+    ForeignConnection {
+        /// The server, as the user gave it.
+        addr: String,
+        /// The stream or flow.
+        id: u16,
+    },
     /// The server refused or aborted the test.
     #[error("the server refused the test: {message}")]
     Refused {

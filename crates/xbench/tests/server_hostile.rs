@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use xbench::proto::{
-    self, Channel, Message, MessageReader, PREAMBLE_LEN, PROTOCOL_VERSION, Preamble,
+    self, Channel, DataHello, Message, MessageReader, PREAMBLE_LEN, PROTOCOL_VERSION, Preamble,
 };
 use xbench::report::Outcome;
 use xbench::{EndCondition, Limits, TestSpec};
@@ -235,8 +235,9 @@ async fn a_client_that_vanishes_mid_test_frees_its_test() {
         data.write_all(&Preamble::new(Channel::Data).encode())
             .await
             .unwrap();
-        data.write_all(&a.cookie.0).await.unwrap();
-        data.write_all(&0u16.to_be_bytes()).await.unwrap();
+        data.write_all(&DataHello::new(a.cookie, 0, 0, None).encode())
+            .await
+            .unwrap();
         assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
         proto::write_message(&mut wr, &Message::Go).await.unwrap();
         data.write_all(&vec![7u8; 1 << 20]).await.unwrap();
@@ -408,8 +409,9 @@ async fn a_client_that_never_says_go_is_dropped_after_the_handshake_timeout() {
         data.write_all(&Preamble::new(Channel::Data).encode())
             .await
             .unwrap();
-        data.write_all(&a.cookie.0).await.unwrap();
-        data.write_all(&0u16.to_be_bytes()).await.unwrap();
+        data.write_all(&DataHello::new(a.cookie, 0, 0, None).encode())
+            .await
+            .unwrap();
         assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
         // Data, but never the `go` that starts the server's clock.
         data.write_all(&[1u8; 10_000]).await.unwrap();
@@ -441,8 +443,9 @@ async fn a_client_that_goes_quiet_mid_test_is_dropped_after_the_idle_timeout() {
         data.write_all(&Preamble::new(Channel::Data).encode())
             .await
             .unwrap();
-        data.write_all(&a.cookie.0).await.unwrap();
-        data.write_all(&0u16.to_be_bytes()).await.unwrap();
+        data.write_all(&DataHello::new(a.cookie, 0, 0, None).encode())
+            .await
+            .unwrap();
         assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
         proto::write_message(&mut wr, &Message::Go).await.unwrap();
         data.write_all(&[1u8; 10_000]).await.unwrap();
@@ -492,8 +495,9 @@ async fn a_client_that_stops_reading_its_control_connection_is_dropped() {
             d.write_all(&Preamble::new(Channel::Data).encode())
                 .await
                 .unwrap();
-            d.write_all(&a.cookie.0).await.unwrap();
-            d.write_all(&id.to_be_bytes()).await.unwrap();
+            d.write_all(&DataHello::new(a.cookie, id, 0, None).encode())
+                .await
+                .unwrap();
             data.push(d);
         }
         // Now never read again. The server must end the test on its own, well within the
@@ -534,8 +538,9 @@ async fn crr_connections_that_send_nothing_are_bounded_and_closed() {
             d.write_all(&Preamble::new(Channel::Data).encode())
                 .await
                 .unwrap();
-            d.write_all(&a.cookie.0).await.unwrap();
-            d.write_all(&0u16.to_be_bytes()).await.unwrap();
+            d.write_all(&DataHello::new(a.cookie, 0, 0, None).encode())
+                .await
+                .unwrap();
             idle.push(d);
         }
         for mut d in idle {

@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use xbench::auth::Psk;
 use xbench::config::Direction;
-use xbench::proto::{self, Channel, Message, MessageReader, Preamble};
+use xbench::proto::{self, Channel, DataHello, Message, MessageReader, Preamble};
 use xbench::report::Outcome;
 use xbench::{EndCondition, Error, Limits, ServerConfig, TestSpec, Workload};
 
@@ -347,8 +347,9 @@ async fn quiet_client(
     data.write_all(&Preamble::new(Channel::Data).encode())
         .await
         .unwrap();
-    data.write_all(&a.cookie.0).await.unwrap();
-    data.write_all(&0u16.to_be_bytes()).await.unwrap();
+    data.write_all(&DataHello::new(a.cookie, 0, 0, None).encode())
+        .await
+        .unwrap();
     assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
     proto::write_message(&mut wr, &Message::Go).await.unwrap();
     data.write_all(&[1u8; 10_000]).await.unwrap();

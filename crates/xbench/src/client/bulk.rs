@@ -438,6 +438,15 @@ impl Drained<'_> {
         let summary = summary::summarize(&dirs, &client_results, server, window);
         let cpu = summary::cpu_report(&client_results, server);
         warn_of_ends(&mut warnings, &client_results, server);
+        let outcome = match server.map(|s| {
+            let slack = u64::from(config.spec.as_throughput().map_or(0, |t| t.block_len.get()));
+            summary::overcounted(&client_results, s, slack)
+        }) {
+            Some(over) if !over.is_empty() => Outcome::Failed {
+                error: over[0].to_string(),
+            },
+            _ => outcome,
+        };
         if outcome != Outcome::Interrupted {
             warn_of_undelivered(&mut warnings, &dirs, &client_results, server, drain_limit);
         }

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use super::{AddressFamily, ClientConfig};
 use crate::engine::sockopt;
 use crate::error::{Error, connect_hint};
-use crate::proto::{Cookie, DataHello};
+use crate::proto::DataHello;
 use crate::report::SocketReport;
 
 pub(super) async fn resolve(config: &ClientConfig) -> Result<Vec<SocketAddr>, Error> {
@@ -101,25 +101,24 @@ async fn connect_one(
     Ok((stream, report))
 }
 
-/// Opens every data connection concurrently (one by one would cost a round trip each).
+/// Opens every data connection concurrently (one by one would cost a round trip each), the
+/// one of stream or flow `id` greeting with `hellos[id]`.
 pub(crate) async fn open_data(
     config: &ClientConfig,
     server: SocketAddr,
-    cookie: Cookie,
-    n: usize,
+    hellos: &[DataHello],
     warnings: &mut Vec<String>,
 ) -> Result<Vec<(std::net::TcpStream, SocketReport)>, Error> {
     let mut set = tokio::task::JoinSet::new();
-    for id in 0..n {
+    for (id, hello) in hellos.iter().enumerate() {
         let config = config.clone();
+        let greeting = hello.greeting();
         set.spawn(async move {
             let mut w = Vec::new();
-            let id16 = id as u16;
             let res: std::io::Result<_> = async {
                 let (mut s, report) =
                     connect_one(server, &config, Some(&config.spec.socket), &mut w).await?;
-                s.write_all(&DataHello { cookie, id: id16 }.greeting())
-                    .await?;
+                s.write_all(&greeting).await?;
                 let std = s.into_std()?;
                 Ok((std, report.unwrap_or_else(empty_socket_report)))
             }

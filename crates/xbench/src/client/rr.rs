@@ -194,6 +194,7 @@ fn spawn_workers(
             bind: config.bind,
             socket: config.spec.socket.clone(),
             cookie: session.cookie,
+            key: session.key.clone(),
         }),
     };
     let n_workers = rr::worker_count(flows);
@@ -395,6 +396,12 @@ impl Collected<'_> {
             _ => end.saturating_sub(config.spec.omit).as_secs_f64(),
         };
         let rr = acc.into_report(spec, server.as_ref(), measured_s, &mut warnings);
+        let outcome = match answered_unasked(spec, &rr) {
+            Some(error) if outcome != Outcome::Interrupted || server.is_some() => {
+                Outcome::Failed { error }
+            }
+            _ => outcome,
+        };
         let transactions = rr.summary.total_transactions;
         let per_tx =
             |c: CpuUsage| (transactions > 0).then(|| c.total_s() * 1e6 / transactions as f64);
@@ -420,6 +427,33 @@ impl Collected<'_> {
         };
         session.report(config, started_at, body)
     }
+}
+
+/// The first flow whose server answered more transactions than this client asked: requests
+/// that are not ours reached the server on the flow's connections (someone who read the
+/// cookie on the path), so none of its figures can be trusted. A flow may have up to `burst`
+/// requests in flight when the test ends (one with `--crr`), which the server answers and the
+/// client no longer counts.
+fn answered_unasked(spec: &RrSpec, rr: &RrReport) -> Option<String> {
+    let in_flight = if spec.connect_per_transaction {
+        1
+    } else {
+        u64::from(spec.burst.get())
+    };
+    rr.flows.iter().find_map(|f| {
+        let answered = f.server_transactions?;
+        let asked = f.total_transactions + in_flight;
+        (answered > asked).then(|| {
+            format!(
+                "flow {}: the server answered {answered} transactions, this client asked at \
+                 most {asked} — connections that are not this client's carried requests on \
+                 this flow (someone who read the test's cookie on the path); the figures are \
+                 not this test's. Authenticate the data connections with --psk-file on both \
+                 ends",
+                f.flow
+            )
+        })
+    })
 }
 
 fn flow_error(flow: u16, error: &str) -> String {

@@ -15,12 +15,12 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use super::connect::{connect_any, open_data, resolve};
 use super::{ClientConfig, interruptible};
-use crate::auth::{Nonce, Psk};
+use crate::auth::{Nonce, Psk, SessionKey};
 use crate::control::keepalive;
 use crate::error::Error;
 use crate::proto::{
-    self, AuthProof, Channel, Cookie, ErrorMsg, Hello, Message, MessageReader, PROTOCOL_VERSION,
-    Preamble, ProtoError, Ready,
+    self, AuthProof, Channel, Cookie, DataHello, ErrorMsg, Hello, Message, MessageReader,
+    PROTOCOL_VERSION, Preamble, ProtoError, Ready,
 };
 use crate::report::{
     CpuReport, Interval, Outcome, PeerInfo, RrReport, SCHEMA_VERSION, SocketReport, StreamInfo,
@@ -38,6 +38,8 @@ pub(crate) struct Session {
     pub(crate) server_addr: SocketAddr,
     pub(crate) client_addr: SocketAddr,
     pub(crate) cookie: Cookie,
+    /// Signs the data connections' greetings, in a session with a pre-shared key.
+    pub(crate) key: Option<SessionKey>,
 }
 
 impl Session {
@@ -51,7 +53,7 @@ impl Session {
             .map_err(|e| Error::io("reading the local address", e))?;
         let (rd, mut wr) = ctrl.into_split();
         let mut rd = MessageReader::new(rd);
-        let server = handshake(&mut rd, &mut wr, &addr, config.psk.as_ref()).await?;
+        let (server, key) = handshake(&mut rd, &mut wr, &addr, config.psk.as_ref()).await?;
         send(
             &mut wr,
             &Message::Start(Box::new(config.spec.clone())),
@@ -71,6 +73,7 @@ impl Session {
             server_addr,
             client_addr,
             cookie,
+            key,
         })
     }
 
@@ -83,8 +86,9 @@ impl Session {
         warnings: &mut Vec<String>,
         mut cancel: Pin<&mut impl Future<Output = ()>>,
     ) -> Result<(Vec<(std::net::TcpStream, SocketReport)>, Ready), Error> {
+        let hellos = self.hellos(n)?;
         let data = interruptible(
-            open_data(config, self.server_addr, self.cookie, n, warnings),
+            open_data(config, self.server_addr, &hellos, warnings),
             cancel.as_mut(),
             "opening the data connections",
         )
@@ -95,7 +99,44 @@ impl Session {
             "waiting for the server's data connections",
         )
         .await?;
+        self.check_greetings(&hellos, &ready)?;
         Ok((data, ready))
+    }
+
+    /// The greetings of the `n` data connections, one per stream or flow (counter 0). With a
+    /// key each is signed; without, its tag is a random token, so the server's `Ready` can
+    /// show the connections it attached are ours (see [`Session::check_greetings`]).
+    fn hellos(&self, n: usize) -> Result<Vec<DataHello>, Error> {
+        (0..n)
+            .map(|id| {
+                let mut h = DataHello::new(self.cookie, id as u16, 0, self.key.as_ref());
+                if self.key.is_none() {
+                    getrandom::fill(&mut h.tag)
+                        .map_err(|e| Error::io("drawing a random token", e.into()))?;
+                }
+                Ok(h)
+            })
+            .collect()
+    }
+
+    /// Refuses to run when a connection the server attached as one of our streams greeted
+    /// with a tag we did not send: someone with the cookie got there first, and every figure
+    /// of the test would count their bytes as ours.
+    fn check_greetings(&self, hellos: &[DataHello], ready: &Ready) -> Result<(), Error> {
+        if ready.greetings.is_empty() {
+            // A server that does not list them (none for --crr).
+            return Ok(());
+        }
+        for h in hellos {
+            let theirs = ready.greetings.get(usize::from(h.id));
+            if theirs.map(String::as_str) != Some(proto::to_hex(&h.tag).as_str()) {
+                return Err(Error::ForeignConnection {
+                    addr: self.addr.clone(),
+                    id: h.id,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Waits for the server's `Ready`: its data sockets are set up and it is measuring.
@@ -151,7 +192,7 @@ async fn handshake(
     wr: &mut OwnedWriteHalf,
     addr: &str,
     psk: Option<&Psk>,
-) -> Result<PeerInfo, Error> {
+) -> Result<(PeerInfo, Option<SessionKey>), Error> {
     let proto_err = |cause| Error::Protocol {
         addr: addr.to_owned(),
         cause,
@@ -208,8 +249,8 @@ async fn handshake(
         addr: addr.to_owned(),
         reason: reason.to_owned(),
     };
-    match (psk, w.auth_required, w.proof) {
-        (None, false, _) => {}
+    let key = match (psk, w.auth_required, w.proof) {
+        (None, false, _) => None,
         (None, true, _) => {
             return Err(auth_err(
                 "the server requires a pre-shared key: pass --psk-file with the server's key",
@@ -231,12 +272,14 @@ async fn handshake(
             proto::write_message(wr, &Message::Auth(AuthProof { proof: mine }))
                 .await
                 .map_err(|e| proto_err(proto::ProtoError::Io(e.kind(), e.to_string())))?;
+            Some(k.session_key(&nonce, &w.nonce))
         }
-    }
-    Ok(PeerInfo {
+    };
+    let peer = PeerInfo {
         software: w.software,
         protocol: pre.version,
-    })
+    };
+    Ok((peer, key))
 }
 
 pub(crate) async fn send(wr: &mut OwnedWriteHalf, msg: &Message, addr: &str) -> Result<(), Error> {

@@ -8,22 +8,23 @@
 use std::io;
 
 use super::ProtoError;
+use crate::auth::{DATA_TAG_LEN, DataTag, SessionKey};
 
 /// First four bytes of every xbench connection.
 pub const MAGIC: [u8; 4] = *b"XBNC";
 
 /// The protocol version this build speaks. Bump it whenever a message changes incompatibly.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// Length of [`Preamble`] on the wire.
 pub const PREAMBLE_LEN: usize = 7;
 
 /// Length of [`DataHello`] on the wire, the part of a data connection's greeting that follows
-/// its preamble: cookie + stream or flow id.
-pub const DATA_HELLO_LEN: usize = COOKIE_LEN + 2;
+/// its preamble: cookie, stream or flow id, connection counter, tag.
+pub const DATA_HELLO_LEN: usize = COOKIE_LEN + 2 + 8 + DATA_TAG_LEN;
 
-/// Length of a data connection's whole greeting ([`DataHello::greeting`]): preamble, cookie,
-/// stream or flow id.
+/// Length of a data connection's whole greeting ([`DataHello::greeting`]): preamble, then the
+/// [`DataHello`].
 pub const DATA_GREETING_LEN: usize = PREAMBLE_LEN + DATA_HELLO_LEN;
 
 /// Length of a test cookie, the random token that ties data connections to their test.
@@ -109,9 +110,11 @@ impl Preamble {
 /// test's streams (throughput) or flows (request/response) it carries.
 ///
 /// Every data connection, whichever way its data flows, is opened by the client and starts
-/// with [`DataHello::greeting`]; a `--crr` test sends one on each transaction's connection.
-/// Any 18 bytes decode: whether the cookie names a test and the id fits it is for the server's
-/// registry to decide, not the parser.
+/// with [`DataHello::greeting`]; a `--crr` test sends one on each transaction's connection,
+/// counting them per flow. In a session with a pre-shared key the tag proves the connection
+/// comes from the authenticated client ([`crate::auth`]); without one it is zero.
+/// Any 42 bytes decode: whether the cookie names a test, the id fits it and the tag is right
+/// is for the server's registry to decide, not the parser.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataHello {
     /// The test, as [`Accepted`](super::Accepted) named it.
@@ -119,14 +122,37 @@ pub struct DataHello {
     /// Stream id (throughput, see [`StreamLayout`](super::StreamLayout)) or flow id
     /// (request/response).
     pub id: u16,
+    /// Which of the id's connections this is, from 0: a `--crr` flow opens one per
+    /// transaction, and every tag must differ so a copied one can be refused.
+    pub counter: u64,
+    /// The proof of the session key over the fields above; zero without a key.
+    pub tag: DataTag,
 }
 
 impl DataHello {
-    /// The wire form: cookie, then the id big-endian.
+    /// The hello of connection `counter` of stream or flow `id`, signed with `key` when the
+    /// session has one.
+    pub fn new(cookie: Cookie, id: u16, counter: u64, key: Option<&SessionKey>) -> Self {
+        DataHello {
+            cookie,
+            id,
+            counter,
+            tag: key.map_or([0; DATA_TAG_LEN], |k| k.tag(&cookie.0, id, counter)),
+        }
+    }
+
+    /// Whether the tag is `key`'s for the other fields.
+    pub fn verify(&self, key: &SessionKey) -> bool {
+        key.verify(&self.cookie.0, self.id, self.counter, &self.tag)
+    }
+
+    /// The wire form: cookie, id and counter big-endian, tag.
     pub fn encode(self) -> [u8; DATA_HELLO_LEN] {
         let mut b = [0u8; DATA_HELLO_LEN];
         b[..COOKIE_LEN].copy_from_slice(&self.cookie.0);
-        b[COOKIE_LEN..].copy_from_slice(&self.id.to_be_bytes());
+        b[COOKIE_LEN..COOKIE_LEN + 2].copy_from_slice(&self.id.to_be_bytes());
+        b[COOKIE_LEN + 2..COOKIE_LEN + 10].copy_from_slice(&self.counter.to_be_bytes());
+        b[COOKIE_LEN + 10..].copy_from_slice(&self.tag);
         b
     }
 
@@ -134,9 +160,15 @@ impl DataHello {
     pub fn decode(b: &[u8; DATA_HELLO_LEN]) -> Self {
         let mut cookie = [0u8; COOKIE_LEN];
         cookie.copy_from_slice(&b[..COOKIE_LEN]);
+        let mut counter = [0u8; 8];
+        counter.copy_from_slice(&b[COOKIE_LEN + 2..COOKIE_LEN + 10]);
+        let mut tag = [0u8; DATA_TAG_LEN];
+        tag.copy_from_slice(&b[COOKIE_LEN + 10..]);
         DataHello {
             cookie: Cookie(cookie),
             id: u16::from_be_bytes([b[COOKIE_LEN], b[COOKIE_LEN + 1]]),
+            counter: u64::from_be_bytes(counter),
+            tag,
         }
     }
 
@@ -228,10 +260,27 @@ mod tests {
     }
 
     #[test]
+    fn a_signed_hello_verifies_and_an_unsigned_one_does_not() {
+        let psk = crate::auth::Psk::new(b"0123456789abcdef0123".to_vec()).unwrap();
+        let n = crate::auth::Nonce([1; 32]);
+        let key = psk.session_key(&n, &n);
+        let cookie = Cookie::random().unwrap();
+        let signed = DataHello::new(cookie, 2, 9, Some(&key));
+        assert!(DataHello::decode(&signed.encode()).verify(&key));
+        let unsigned = DataHello::new(cookie, 2, 9, None);
+        assert_eq!(unsigned.tag, [0; DATA_TAG_LEN]);
+        assert!(!unsigned.verify(&key));
+        let moved = DataHello { id: 3, ..signed };
+        assert!(!moved.verify(&key), "a tag is for one stream");
+    }
+
+    #[test]
     fn data_hello_round_trips() {
         let h = DataHello {
             cookie: Cookie::random().unwrap(),
             id: 0x0102,
+            counter: u64::MAX - 1,
+            tag: [0x5a; DATA_TAG_LEN],
         };
         assert_eq!(DataHello::decode(&h.encode()), h);
     }
@@ -242,14 +291,18 @@ mod tests {
         let h = DataHello {
             cookie: Cookie([0xab; COOKIE_LEN]),
             id: 513,
+            counter: 258,
+            tag: [0xcd; DATA_TAG_LEN],
         };
         let g = h.greeting();
-        assert_eq!(g.len(), 25);
+        assert_eq!(g.len(), 49);
         assert_eq!(&g[..4], b"XBNC");
         assert_eq!(g[4], b'D');
         assert_eq!(g[5..7], PROTOCOL_VERSION.to_be_bytes());
         assert_eq!(g[7..23], [0xab; COOKIE_LEN]);
-        assert_eq!(g[23..], [2, 1]);
+        assert_eq!(g[23..25], [2, 1]);
+        assert_eq!(g[25..33], [0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(g[33..], [0xcd; DATA_TAG_LEN]);
         let pre: &[u8; PREAMBLE_LEN] = g.first_chunk().unwrap();
         assert_eq!(Preamble::decode(pre).unwrap().channel, Channel::Data);
         let rest: &[u8; DATA_HELLO_LEN] = g.last_chunk().unwrap();

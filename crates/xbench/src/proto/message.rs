@@ -134,6 +134,12 @@ pub struct Accepted {
 pub struct Ready {
     /// Server-side socket settings, indexed by stream id.
     pub sockets: Vec<SocketReport>,
+    /// The tag of the greeting of each connection the server attached, by stream or flow id,
+    /// in hex (none for `--crr`, whose connections come later). The client checks each is
+    /// one of its own: without a key the tag is a random token, unknown to anyone who raced
+    /// the client to a stream with a cookie read off the wire.
+    #[serde(default)]
+    pub greetings: Vec<String>,
 }
 
 /// The client ends the test.
@@ -226,6 +232,7 @@ mod tests {
             }),
             Message::Ready(Ready {
                 sockets: Vec::new(),
+                greetings: vec!["00".repeat(16)],
             }),
             Message::Go,
             Message::Interval(SideInterval {

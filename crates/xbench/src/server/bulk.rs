@@ -147,7 +147,13 @@ impl Measuring {
             let senders = group.of_role(Role::Sender);
             clocks.push(Clock::new(Role::Sender, start, schedule, spec, senders));
         }
-        if t.send(&Message::Ready(Ready { sockets })).await.is_err() {
+        if t.send(&Message::Ready(Ready {
+            sockets,
+            greetings: t.greetings.clone(),
+        }))
+        .await
+        .is_err()
+        {
             return Err(SessionEnd::Other);
         }
         // Our receivers' clock starts when the client's `Go` arrives, just ahead of its first

@@ -179,7 +179,7 @@ async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
         info!(%peer, "dropped a data connection that did not name its test");
         return;
     }
-    let DataHello { cookie, id } = DataHello::decode(&hello);
+    let hello = DataHello::decode(&hello);
     let std = match stream.into_std() {
         Ok(s) => s,
         Err(e) => {
@@ -187,7 +187,12 @@ async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
             return;
         }
     };
-    if let Err(e) = ctx.registry.attach(&cookie, (id, std, peer)) {
-        info!(%peer, ?cookie, stream = id, "dropped a data connection: {e:?}");
+    let (cookie, id) = (hello.cookie, hello.id);
+    match ctx.registry.attach(&hello, std, peer) {
+        Ok(()) => {}
+        Err(e) if e.is_intrusion() => {
+            warn!(%peer, ?cookie, stream = id, "refused a data connection: {e}");
+        }
+        Err(e) => info!(%peer, ?cookie, stream = id, "dropped a data connection: {e}"),
     }
 }

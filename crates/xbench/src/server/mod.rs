@@ -10,6 +10,7 @@
 mod admission;
 mod bulk;
 mod conn;
+mod gate;
 mod governor;
 mod registry;
 mod rr;

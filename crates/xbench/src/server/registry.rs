@@ -1,4 +1,5 @@
-//! Running tests by cookie, so a data connection can find the test it belongs to.
+//! Running tests by cookie, so a data connection can find the test it belongs to, once its
+//! test's [`Gate`] has let it in.
 //!
 //! A session registers its cookie when it accepts a test and gets the receiving end of a
 //! channel; the accept path hands each data connection to that channel. The registration is a
@@ -13,11 +14,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::mpsc;
 
+use super::gate::{Gate, Refusal};
+use crate::auth::DataTag;
 use crate::engine::rr::Handoff;
-use crate::proto::Cookie;
+use crate::proto::{Cookie, DataHello};
 
-/// A data connection on its way to its test.
-pub(crate) type DataConn = (u16, TcpStream, SocketAddr);
+/// A data connection on its way to its test: id, socket, peer, its greeting's tag.
+pub(crate) type DataConn = (u16, TcpStream, SocketAddr, DataTag);
 
 /// Cookie → where the test that owns it takes its data connections.
 #[derive(Debug, Default)]
@@ -27,6 +30,7 @@ pub(crate) struct Registry {
 
 #[derive(Debug, Clone)]
 struct Route {
+    gate: Arc<Gate>,
     tx: mpsc::Sender<DataConn>,
     /// Straight to the workers, for connections with ids below the bound.
     direct: Option<(Arc<Handoff>, u16)>,
@@ -46,15 +50,40 @@ pub(crate) enum AttachError {
     UnknownCookie,
     /// The test already has all its connections.
     Full,
-    /// The connection names a stream or flow its test does not have.
-    NoSuchFlow,
+    /// The test's gate refused it.
+    Refused(Refusal),
+}
+
+impl AttachError {
+    /// Whether the refusal means someone other than the test's client is trying to attach a
+    /// connection (worth a warning, not an info line).
+    pub(crate) fn is_intrusion(&self) -> bool {
+        matches!(
+            self,
+            AttachError::Refused(
+                Refusal::BadTag | Refusal::Taken { .. } | Refusal::Replayed { .. }
+            )
+        )
+    }
+}
+
+impl std::fmt::Display for AttachError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttachError::UnknownCookie => f.write_str("no running test has its cookie"),
+            AttachError::Full => f.write_str("its test has all its connections"),
+            AttachError::Refused(r) => r.fmt(f),
+        }
+    }
 }
 
 impl Registry {
-    /// Registers a fresh cookie for a test expecting `streams` data connections.
+    /// Registers a fresh cookie for a test taking up to `streams` data connections at a time
+    /// through `gate`.
     pub(crate) fn register(
         self: &Arc<Self>,
         streams: usize,
+        gate: Gate,
     ) -> std::io::Result<(Registration, Cookie, mpsc::Receiver<DataConn>)> {
         let (tx, rx) = mpsc::channel(streams.max(1));
         let mut tests = self.tests.lock().unwrap_or_else(PoisonError::into_inner);
@@ -64,7 +93,12 @@ impl Registry {
                 break c;
             }
         };
-        tests.insert(cookie, Route { tx, direct: None });
+        let route = Route {
+            gate: Arc::new(gate),
+            tx,
+            direct: None,
+        };
+        tests.insert(cookie, route);
         Ok((
             Registration {
                 registry: Arc::clone(self),
@@ -75,23 +109,32 @@ impl Registry {
         ))
     }
 
-    /// Hands a data connection to its test.
-    pub(crate) fn attach(&self, cookie: &Cookie, conn: DataConn) -> Result<(), AttachError> {
+    /// Hands a data connection that greeted with `hello` to its test, if its test's gate
+    /// lets it in.
+    pub(crate) fn attach(
+        &self,
+        hello: &DataHello,
+        sock: TcpStream,
+        peer: SocketAddr,
+    ) -> Result<(), AttachError> {
         let route = {
             let tests = self.tests.lock().unwrap_or_else(PoisonError::into_inner);
             tests
-                .get(cookie)
+                .get(&hello.cookie)
                 .cloned()
                 .ok_or(AttachError::UnknownCookie)?
         };
-        if let Some((handoff, flows)) = route.direct {
-            let (id, sock, _) = conn;
-            if id >= flows {
-                return Err(AttachError::NoSuchFlow);
-            }
+        route
+            .gate
+            .admit(hello, peer)
+            .map_err(AttachError::Refused)?;
+        let id = hello.id;
+        if let Some((handoff, _)) = route.direct {
+            // The gate checked the id against the test's flows.
             handoff.give(id, sock);
             return Ok(());
         }
+        let conn = (id, sock, peer, hello.tag);
         route.tx.try_send(conn).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => AttachError::Full,
             mpsc::error::TrySendError::Closed(_) => AttachError::UnknownCookie,

@@ -140,6 +140,7 @@ impl Answering {
         let start = Instant::now();
         let ready = Message::Ready(Ready {
             sockets: Vec::new(),
+            greetings: t.greetings.clone(),
         });
         if t.send(&ready).await.is_err() {
             return Err(SessionEnd::Other);
@@ -204,10 +205,10 @@ impl Answering {
     /// they skip this task.
     fn crr_conn(&mut self, conn: Option<DataConn>) {
         match conn {
-            Some((flow, sock, _)) if usize::from(flow) < self.flows => {
+            Some((flow, sock, _, _)) if usize::from(flow) < self.flows => {
                 self.handoff.give(flow, sock)
             }
-            Some((flow, _, from)) => {
+            Some((flow, _, from, _)) => {
                 debug!(%from, flow, "dropped a --crr connection naming no flow of its test")
             }
             None => self.crr_open = false,

@@ -22,9 +22,10 @@ use tracing::info;
 use super::Ctx;
 use super::admission::{RunningGuard, admit, try_running_guard};
 use super::conn::HandshakeSlot;
+use super::gate::{Claims, Gate};
 use super::registry::{DataConn, Registration};
 use super::test::Test;
-use crate::auth::Nonce;
+use crate::auth::{DATA_TAG_LEN, DataTag, Nonce, SessionKey};
 use crate::config::{TestSpec, Workload};
 use crate::control::keepalive;
 use crate::proto::{
@@ -159,7 +160,8 @@ impl Greeting {
                 return Err(conn.refuse(ErrorCode::AuthFailed, msg).await);
             }
         }
-        Ok(Greeted { conn, client })
+        let key = psk.map(|k| k.session_key(&client_nonce, &nonce));
+        Ok(Greeted { conn, client, key })
     }
 }
 
@@ -168,13 +170,19 @@ struct Greeted {
     conn: Conn,
     /// The client's software, for the log lines.
     client: String,
+    /// Checks the data connections' greetings, with a pre-shared key.
+    key: Option<SessionKey>,
 }
 
 impl Greeted {
     /// Reads the test request, gives the handshake slot back, and admits the test if it is
     /// within the limits and a place among the running tests is free.
     async fn request(self, slot: HandshakeSlot) -> Result<Admitted, Closed> {
-        let Greeted { mut conn, client } = self;
+        let Greeted {
+            mut conn,
+            client,
+            key,
+        } = self;
         let peer = conn.peer;
         let spec = match conn.rd.next_within(conn.ctx.limits.handshake_timeout).await {
             Ok(Some(Message::Start(spec))) => *spec,
@@ -193,6 +201,7 @@ impl Greeted {
             Ok(running) => Ok(Admitted {
                 conn,
                 client,
+                key,
                 spec,
                 running,
             }),
@@ -208,6 +217,7 @@ impl Greeted {
 struct Admitted {
     conn: Conn,
     client: String,
+    key: Option<SessionKey>,
     spec: TestSpec,
     running: RunningGuard,
 }
@@ -218,16 +228,22 @@ impl Admitted {
         let Admitted {
             mut conn,
             client,
+            key,
             spec,
             running,
         } = self;
         let expected = spec.connection_count();
         // --crr connections keep arriving while the test runs; leave room for a burst of them.
-        let capacity = match spec.as_rr() {
-            Some(r) if r.connect_per_transaction => usize::from(r.flows.get()) * 2 + 64,
-            _ => expected,
+        let (capacity, gate) = match spec.as_rr() {
+            Some(r) if r.connect_per_transaction => (
+                usize::from(r.flows.get()) * 2 + 64,
+                Gate::new(key, r.flows.get(), Claims::PerTransaction),
+            ),
+            Some(r) => (expected, Gate::new(key, r.flows.get(), Claims::Once)),
+            // Stream ids fit in u16: the spec's limits keep -P well below.
+            None => (expected, Gate::new(key, expected as u16, Claims::Once)),
         };
-        let (registration, cookie, data) = match conn.ctx.registry.register(capacity) {
+        let (registration, cookie, data) = match conn.ctx.registry.register(capacity, gate) {
             Ok(r) => r,
             Err(e) => return Err(conn.refuse(ErrorCode::ServerError, e.to_string()).await),
         };
@@ -243,6 +259,7 @@ impl Admitted {
             data,
             expected,
             conns: BTreeMap::new(),
+            greetings: vec![[0; DATA_TAG_LEN]; expected],
         })
     }
 }
@@ -258,6 +275,8 @@ struct Collecting {
     /// How many data connections the test opens before it starts.
     expected: usize,
     conns: BTreeMap<u16, std::net::TcpStream>,
+    /// The tag each connection greeted with, by id.
+    greetings: Vec<DataTag>,
 }
 
 impl Collecting {
@@ -280,7 +299,7 @@ impl Collecting {
                 }
             };
             match arrived {
-                Ok(Some((id, s, from))) => self.attach(id, s, from).await?,
+                Ok(Some((id, s, from, tag))) => self.attach(id, s, from, tag).await?,
                 _ => return Err(self.timed_out(limit).await),
             }
         }
@@ -296,6 +315,7 @@ impl Collecting {
             registration,
             data,
             conns,
+            greetings,
             ..
         } = self;
         let test = Test {
@@ -305,6 +325,7 @@ impl Collecting {
             rd: conn.rd,
             wr: conn.wr,
             conns,
+            greetings: greetings.iter().map(|t| proto::to_hex(t)).collect(),
             data,
             registration,
             running: Some(running),
@@ -318,6 +339,7 @@ impl Collecting {
         id: u16,
         s: std::net::TcpStream,
         from: SocketAddr,
+        tag: DataTag,
     ) -> Result<(), Closed> {
         if usize::from(id) >= self.expected || self.conns.contains_key(&id) {
             let msg = format!(
@@ -332,6 +354,7 @@ impl Collecting {
             return Err(Closed);
         }
         self.conns.insert(id, s);
+        self.greetings[usize::from(id)] = tag;
         Ok(())
     }
 

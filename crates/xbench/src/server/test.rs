@@ -41,6 +41,8 @@ pub(super) struct Test {
     pub(super) wr: OwnedWriteHalf,
     /// Data connections by stream or flow id.
     pub(super) conns: BTreeMap<u16, std::net::TcpStream>,
+    /// Their greetings' tags in hex, by id, for `Ready`.
+    pub(super) greetings: Vec<String>,
     /// Where `--crr` connections keep arriving; dropped (refusing latecomers) otherwise.
     pub(super) data: mpsc::Receiver<DataConn>,
     /// The test's cookie in the registry, for as long as the test runs.

@@ -24,6 +24,7 @@ use super::poll::{Interest, Poll, Waker, precise_timers};
 use super::{
     Control, DRAINING, Epochs, FlowSnapshot, RUNNING, Report, STOPPED, TcpTrack, Worker, tell,
 };
+use crate::auth::SessionKey;
 use crate::config::SocketOptions;
 use crate::engine::cpu::thread_cpu;
 use crate::engine::sockopt;
@@ -54,6 +55,9 @@ pub(crate) struct Connect {
     pub(crate) socket: SocketOptions,
     /// The test's cookie, for each connection's greeting.
     pub(crate) cookie: Cookie,
+    /// Signs each connection's greeting, in a session with a pre-shared key: one MAC per
+    /// connection, counted per flow so no two tags are alike.
+    pub(crate) key: Option<SessionKey>,
 }
 
 /// Starts a client worker over `flows` (`(flow id, connection)`; connections are `None` with
@@ -144,6 +148,8 @@ struct Flow {
     unsent: u64,
     /// Of `unsent`, greeting bytes still to go first.
     hello_left: usize,
+    /// The current connection's greeting (`--crr`).
+    hello: [u8; DATA_GREETING_LEN],
     /// Bytes of the current response received so far.
     rx: u64,
     /// Paced: intended start of the next transaction, ns since base.
@@ -176,6 +182,7 @@ impl Flow {
             inflight: VecDeque::new(),
             unsent: 0,
             hello_left: 0,
+            hello: [0; DATA_GREETING_LEN],
             rx: 0,
             next_due: phase,
             want_write: false,
@@ -465,6 +472,8 @@ impl ClientWorker {
             .add(stream.as_raw_fd(), i as u64, Interest::Write)
             .map_err(|e| e.to_string())?;
         let f = &mut self.flows[i];
+        // Numbered by the flow's connections so far: each greeting's tag is new.
+        f.hello = DataHello::new(c.cookie, f.id, f.connections, c.key.as_ref()).greeting();
         f.sock = Some(stream);
         f.conn = Conn::Connecting;
         f.want_write = true;
@@ -611,15 +620,9 @@ impl ClientWorker {
         while f.unsent > 0 {
             let body = (f.unsent - f.hello_left as u64).min(self.zeros.len() as u64) as usize;
             let n = if f.hello_left > 0 {
-                let Some(c) = &self.plan.connect else { break };
-                let hello = DataHello {
-                    cookie: c.cookie,
-                    id: f.id,
-                }
-                .greeting();
                 send_two(
                     fd,
-                    &hello[DATA_GREETING_LEN - f.hello_left..],
+                    &f.hello[DATA_GREETING_LEN - f.hello_left..],
                     &self.zeros[..body],
                 )
             } else {
