@@ -48,6 +48,7 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod check;
 pub mod client;
 pub mod config;
 mod control;

@@ -395,58 +395,6 @@ fn fairness(per_stream: &[StreamSummary]) -> Option<Fairness> {
     })
 }
 
-/// A stream whose receiver counted more bytes than its sender wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Overcount {
-    /// The stream.
-    pub stream: u16,
-    /// Bytes its receiver read over the whole test.
-    pub received: u64,
-    /// Bytes its sender wrote over the whole test.
-    pub sent: u64,
-}
-
-/// Streams whose receiver read more than their sender wrote: bytes that are not the test's
-/// reached the receiver on the stream's connection (a connection someone else attached with
-/// the cookie), so no figure of the test can be trusted. Both ends run this check on the
-/// same two results.
-///
-/// `slack` bytes are allowed: a sender stopped while a write was under way may have handed
-/// part of it to the kernel, delivered, before its count caught up (one block).
-pub fn overcounted(client: &SideResults, server: &SideResults, slack: u64) -> Vec<Overcount> {
-    client
-        .streams
-        .iter()
-        .filter_map(|c| {
-            let s = server.streams.iter().find(|s| s.stream == c.stream)?;
-            let (sender, receiver) = match c.role {
-                Role::Sender => (c, s),
-                Role::Receiver => (s, c),
-            };
-            (receiver.total_bytes > sender.total_bytes.saturating_add(slack)).then_some(Overcount {
-                stream: c.stream,
-                received: receiver.total_bytes,
-                sent: sender.total_bytes,
-            })
-        })
-        .collect()
-}
-
-impl std::fmt::Display for Overcount {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "stream {}: its receiver read {} but its sender wrote only {} — a connection that is \
-             not this test's client's carried data on this stream (someone who read the test's \
-             cookie on the path); the figures are not this test's. Authenticate the data \
-             connections with --psk-file on both ends",
-            self.stream,
-            crate::units::ByteSize(self.received),
-            crate::units::ByteSize(self.sent)
-        )
-    }
-}
-
 /// Per direction with both ends' figures: every byte its senders wrote over the whole test
 /// (drain included), and how many of them never reached the receivers.
 pub fn undelivered(

@@ -321,11 +321,11 @@ async fn with_a_key_a_hijacked_stream_is_refused_and_the_victim_measures_its_own
             .await
             .unwrap();
         untouched(&r);
-        assert!(
-            proxy.moved() < 1 << 20,
-            "{attack:?}: the attacker moved {}",
-            proxy.moved()
-        );
+        if attack == Attack::HijackReading {
+            // (What a refused sender wrote into its own socket buffer before the reset
+            // proves nothing; `untouched` shows none of it was counted.)
+            assert_eq!(proxy.moved(), 0, "the server sent the attacker data");
+        }
         server.stop().await;
     }
 }

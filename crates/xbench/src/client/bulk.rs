@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::connect::empty_socket_report;
 use super::session::{ReportBody, Session, ended_by, send};
 use super::{ClientConfig, ClientEvent, OnEvent};
+use crate::check;
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::group::Group;
@@ -422,13 +423,18 @@ impl Drained<'_> {
             ..
         } = r;
         let Test {
-            session,
+            mut session,
             config,
             dirs,
             mut warnings,
         } = test;
         let ends = group.collect(Duration::from_secs(2)).await;
         let (last, client_results) = sampler.finish(Instant::now(), &ends);
+        if server_results.is_some() {
+            // The server checks its figures against ours; it closes if this does not come.
+            let tally = Message::Tally(check::tally(&client_results));
+            let _ = send(&mut session.wr, &tally, &session.addr.clone()).await;
+        }
         if let Some(iv) = last {
             merger.client(iv, on_event);
         }
@@ -440,7 +446,7 @@ impl Drained<'_> {
         warn_of_ends(&mut warnings, &client_results, server);
         let outcome = match server.map(|s| {
             let slack = u64::from(config.spec.as_throughput().map_or(0, |t| t.block_len.get()));
-            summary::overcounted(&client_results, s, slack)
+            check::overcounted(&client_results, s, slack)
         }) {
             Some(over) if !over.is_empty() => Outcome::Failed {
                 error: over[0].to_string(),

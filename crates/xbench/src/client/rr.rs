@@ -18,13 +18,14 @@ use tokio::sync::mpsc;
 
 use super::session::{ReportBody, Session, ended_by, send};
 use super::{ClientConfig, ClientEvent, OnEvent};
+use crate::check;
 use crate::config::{EndCondition, RrSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::rr::{self, Control, DRAINING, FlowSnapshot, Report, STOPPED, Workers};
 use crate::engine::schedule::{Boundaries, Schedule, Span};
 use crate::error::Error;
 use crate::latency::Distribution;
-use crate::proto::{Finish, Message};
+use crate::proto::{Finish, IdCount, Message, Tally};
 use crate::report::{
     CpuReport, CpuUsage, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport, RrSummary, RttStats,
     SideRrInterval, SideRrResults, Summary, TestReport,
@@ -340,6 +341,10 @@ impl<'c> Drained<'c> {
                     Ok(Ok(Some(Message::RrInterval(iv)))) => t.acc.server_interval(iv, on_event),
                     Ok(Ok(Some(Message::RrResults(res)))) => {
                         server = Some(res);
+                        // Our workers have stopped: these counts are final. The server
+                        // checks its own against them.
+                        let tally = Message::Tally(t.acc.tally());
+                        let _ = send(&mut t.session.wr, &tally, &addr).await;
                         break;
                     }
                     Ok(Ok(Some(Message::Error(e)))) => {
@@ -429,31 +434,24 @@ impl Collected<'_> {
     }
 }
 
-/// The first flow whose server answered more transactions than this client asked: requests
-/// that are not ours reached the server on the flow's connections (someone who read the
-/// cookie on the path), so none of its figures can be trusted. A flow may have up to `burst`
-/// requests in flight when the test ends (one with `--crr`), which the server answers and the
-/// client no longer counts.
+/// The first flow whose server answered more transactions than this client asked (see
+/// [`check::answered_unasked`]), as the test's error.
 fn answered_unasked(spec: &RrSpec, rr: &RrReport) -> Option<String> {
     let in_flight = if spec.connect_per_transaction {
         1
     } else {
         u64::from(spec.burst.get())
     };
-    rr.flows.iter().find_map(|f| {
-        let answered = f.server_transactions?;
-        let asked = f.total_transactions + in_flight;
-        (answered > asked).then(|| {
-            format!(
-                "flow {}: the server answered {answered} transactions, this client asked at \
-                 most {asked} — connections that are not this client's carried requests on \
-                 this flow (someone who read the test's cookie on the path); the figures are \
-                 not this test's. Authenticate the data connections with --psk-file on both \
-                 ends",
-                f.flow
-            )
-        })
-    })
+    let completed = Tally {
+        counts: (rr.flows.iter())
+            .map(|f| IdCount {
+                id: f.flow,
+                count: f.total_transactions,
+            })
+            .collect(),
+    };
+    let answered = (rr.flows.iter()).filter_map(|f| Some((f.flow, f.server_transactions?)));
+    check::answered_unasked(answered, &completed, in_flight).map(|u| u.to_string())
 }
 
 fn flow_error(flow: u16, error: &str) -> String {
@@ -767,6 +765,18 @@ impl Accumulator {
 }
 
 impl Accumulator {
+    /// Each flow's completed transactions over the whole test, for the server's check.
+    fn tally(&self) -> Tally {
+        Tally {
+            counts: (self.flows.iter().enumerate())
+                .map(|(i, f)| IdCount {
+                    id: i as u16,
+                    count: f.total_transactions,
+                })
+                .collect(),
+        }
+    }
+
     /// Each flow's totals beside the server's count of it.
     fn flow_summaries(&self, server: Option<&SideRrResults>) -> Vec<RrFlowSummary> {
         self.flows

@@ -67,6 +67,9 @@ pub enum Message {
     RrInterval(SideRrInterval),
     /// Server's final measurements of a request/response test.
     RrResults(SideRrResults),
+    /// The client's own counts, sent once it has the server's results, so the server can
+    /// check its figures too (see [`Tally`]).
+    Tally(Tally),
     /// Something went wrong; the sender closes after this.
     Error(ErrorMsg),
 }
@@ -85,6 +88,7 @@ impl Message {
             Message::Go => "go",
             Message::Interval(_) => "interval",
             Message::Finish(_) => "finish",
+            Message::Tally(_) => "tally",
             Message::Results(_) => "results",
             Message::RrInterval(_) => "rr_interval",
             Message::RrResults(_) => "rr_results",
@@ -147,6 +151,32 @@ pub struct Ready {
 pub struct Finish {
     /// The user cut the test short.
     pub interrupted: bool,
+}
+
+/// What the client moved, per stream or flow, over the whole test: bytes a throughput
+/// stream sent or received, transactions a request/response flow completed. Both ends check
+/// that no receiver read more than its sender wrote and no server answered more than its
+/// client asked; the server can only do so with the client's counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    /// By stream or flow id.
+    pub counts: Vec<IdCount>,
+}
+
+/// One stream's or flow's count in a [`Tally`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdCount {
+    /// Stream or flow id.
+    pub id: u16,
+    /// Bytes or transactions.
+    pub count: u64,
+}
+
+impl Tally {
+    /// The count of `id`, if the client sent one.
+    pub fn get(&self, id: u16) -> Option<u64> {
+        self.counts.iter().find(|c| c.id == id).map(|c| c.count)
+    }
 }
 
 /// Why a request failed, machine-readable.
@@ -243,6 +273,12 @@ mod tests {
                 streams: Vec::new(),
             }),
             Message::Finish(Finish { interrupted: false }),
+            Message::Tally(Tally {
+                counts: vec![IdCount {
+                    id: 3,
+                    count: 1 << 40,
+                }],
+            }),
             Message::Results(SideResults {
                 streams: Vec::new(),
                 cpu: CpuUsage::default(),

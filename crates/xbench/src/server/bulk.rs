@@ -17,6 +17,7 @@ use tokio::io::AsyncWriteExt;
 use super::governor::{Governor, PacedSocket, Share};
 use super::session::SessionEnd;
 use super::test::{Idle, Test, TestEnd, log_test, on_control};
+use crate::check;
 use crate::config::{EndCondition, StreamDirection, TestSpec, ThroughputSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::group::Group;
@@ -277,14 +278,24 @@ impl Measuring {
             results.cpu += r.cpu;
         }
         results.streams.sort_by_key(|s| s.stream);
+        let mut checked = true;
         if ok {
-            t.send_results(&Message::Results(results)).await;
+            let msg = Message::Results(results);
+            t.send_results(&msg).await;
             let _ = t.wr.shutdown().await;
+            if let (Message::Results(ours), Some(theirs)) = (&msg, t.tally().await) {
+                let slack = spec.as_throughput().map_or(0, |tp| tp.block_len.get());
+                let over = check::overcounted_by_tally(ours, &theirs, u64::from(slack));
+                if let Some(o) = over.first() {
+                    t.log_failed_check(o);
+                    checked = false;
+                }
+            }
         }
         let errors = ends.values().filter(|e| e.error.is_some()).count();
         log_test(&t, spec, end, bytes, None, start.elapsed(), errors);
         match end {
-            TestEnd::Finished { interrupted: false } => SessionEnd::Completed,
+            TestEnd::Finished { interrupted: false } if checked => SessionEnd::Completed,
             _ => SessionEnd::Other,
         }
     }

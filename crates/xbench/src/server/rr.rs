@@ -18,6 +18,7 @@ use tracing::debug;
 use super::governor::{Governor, PACED_RR_ANSWER, PacedSocket, Share};
 use super::session::SessionEnd;
 use super::test::{Idle, Test, TestEnd, log_test, on_control};
+use crate::check;
 use crate::config::{RrSpec, TestSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::rr::{self, Control, FlowSnapshot, Handoff, Report, STOPPED, Workers};
@@ -311,6 +312,7 @@ impl Stopped {
     /// place given back first), or tells it why not; then the log line.
     async fn report(mut self, end: &TestEnd, spec: &TestSpec) -> SessionEnd {
         let transactions: u64 = self.acc.flows.iter().map(|f| f.transactions).sum();
+        let mut checked = true;
         if matches!(end, TestEnd::Finished { .. }) {
             if self.reports_intervals {
                 let _ = self.t.send(&Message::RrInterval(self.last_iv)).await;
@@ -320,15 +322,29 @@ impl Stopped {
                 measured_retransmits: self.acc.measured_retransmits,
                 cpu: self.cpu,
             };
+            let answered: Vec<(u16, u64)> = (results.flows.iter())
+                .map(|f| (f.flow, f.transactions))
+                .collect();
             self.t.send_results(&Message::RrResults(results)).await;
             let _ = self.t.wr.shutdown().await;
+            if let (Some(tally), Some(rr)) = (self.t.tally().await, spec.as_rr()) {
+                let in_flight = if rr.connect_per_transaction {
+                    1
+                } else {
+                    u64::from(rr.burst.get())
+                };
+                if let Some(u) = check::answered_unasked(answered, &tally, in_flight) {
+                    self.t.log_failed_check(&u);
+                    checked = false;
+                }
+            }
         } else {
             self.t.tell_end(end).await;
         }
         let elapsed = self.start.elapsed();
         log_test(&self.t, spec, end, 0, Some(transactions), elapsed, 0);
         match end {
-            TestEnd::Finished { interrupted: false } => SessionEnd::Completed,
+            TestEnd::Finished { interrupted: false } if checked => SessionEnd::Completed,
             _ => SessionEnd::Other,
         }
     }

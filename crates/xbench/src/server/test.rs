@@ -20,7 +20,7 @@ use super::admission::RunningGuard;
 use super::registry::{DataConn, Registration};
 use super::session::{SessionEnd, describe};
 use crate::config::{EndCondition, TestSpec, Workload};
-use crate::proto::{self, ErrorCode, ErrorMsg, Message, MessageReader};
+use crate::proto::{self, ErrorCode, ErrorMsg, Message, MessageReader, Tally};
 
 /// Why a test ended, for the log line.
 #[derive(Debug)]
@@ -52,6 +52,24 @@ pub(super) struct Test {
 }
 
 impl Test {
+    /// The client's [`Tally`], which it sends once it has our results; `None` if it does not
+    /// come within a few seconds (an interrupted client, one that left).
+    pub(super) async fn tally(&mut self) -> Option<Tally> {
+        match self.rd.next_within(Duration::from_secs(5)).await {
+            Ok(Some(Message::Tally(t))) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Logs a test whose figures failed their self-check ([`crate::check`]).
+    pub(super) fn log_failed_check(&self, what: &dyn std::fmt::Display) {
+        tracing::warn!(
+            peer = %self.peer,
+            client = %self.client,
+            "test failed its self-check: {what}"
+        );
+    }
+
     /// Sends the final results, giving the test's slot back first: a client that starts its
     /// next test the moment it has these (a sweep) must find the slot free.
     pub(super) async fn send_results(&mut self, msg: &Message) {
