@@ -3,7 +3,8 @@
 //! Throughput: `xbench` against Debian's `iperf3` at `-P 1`, `4` and `16`: receiver Gbit/s and
 //! CPU-seconds per GB at each end. Latency: `xbench --rr` against `sockperf ping-pong --tcp`
 //! (with `--full-rtt`, so both report the round trip) and `qperf tcp_lat` (which reports half
-//! the round trip; doubled here), 14-byte messages (sockperf's minimum); `--crr` rate beside.
+//! the round trip; doubled here), 14-byte messages (sockperf's minimum); `--crr` rate beside,
+//! with and without `--psk-file` (which signs and checks every connection's greeting).
 //!
 //! These machines are noisy, so absolute figures wander: every configuration runs once per
 //! round, the tools alternate in each round (interleaved, so drift hits both alike), and the
@@ -226,6 +227,9 @@ fn latency(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>)
     }
     let mut results: [Vec<Rtt>; 3] = Default::default();
     let mut crr = Vec::new();
+    let mut crr_keyed = Vec::new();
+    let key = std::env::temp_dir().join(format!("xbench-bench-{}.key", std::process::id()));
+    std::fs::write(&key, "a benchmark key, long enough\n").unwrap();
     for round in 0..rounds {
         let order: [usize; 3] = if round % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
         for t in order {
@@ -235,16 +239,22 @@ fn latency(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>)
             let m = match t {
                 0 => run_sockperf(secs),
                 1 => run_qperf(secs),
-                _ => run_xbench_rr(xbench, secs, false).map(|(r, _)| r),
+                _ => run_xbench_rr(xbench, secs, false, None).map(|(r, _)| r),
             };
             match m {
                 Ok(m) => results[t].push(m),
                 Err(e) => eprintln!("  round {round}, {}: {e}", tools[t].0),
             }
         }
-        match run_xbench_rr(xbench, secs, true) {
-            Ok((_, rate)) => crr.push(rate),
-            Err(e) => eprintln!("  round {round}, xbench --crr: {e}"),
+        // Keyed and unkeyed alternate too: the difference is one MAC per connection.
+        let keyed_first = round % 2 == 1;
+        for keyed in [keyed_first, !keyed_first] {
+            let k = keyed.then_some(key.as_path());
+            match run_xbench_rr(xbench, secs, true, k) {
+                Ok((_, rate)) if keyed => crr_keyed.push(rate),
+                Ok((_, rate)) => crr.push(rate),
+                Err(e) => eprintln!("  round {round}, xbench --crr (key: {keyed}): {e}"),
+            }
         }
         eprintln!("  round {} of {rounds} done", round + 1);
     }
@@ -302,12 +312,23 @@ fn latency(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>)
             }
         }
     }
+    let _ = std::fs::remove_file(&key);
     if !crr.is_empty() {
+        let plain = median(crr);
         println!(
             "{:<22} {:>14}   (one connection per transaction: connect, request, response, close)",
             "xbench --crr",
-            format!("{:.0}/s", median(crr))
+            format!("{plain:.0}/s")
         );
+        if !crr_keyed.is_empty() {
+            let keyed = median(crr_keyed);
+            println!(
+                "{:<22} {:>14}   {:.3}× the rate without a key (one MAC per connection at each end)",
+                "xbench --crr, keyed",
+                format!("{keyed:.0}/s"),
+                keyed / plain
+            );
+        }
     }
 }
 
@@ -409,8 +430,17 @@ fn run_qperf(secs: u64) -> Result<Rtt, String> {
 }
 
 /// One `--rr` (or `--crr`) run: the round trip, and the transaction rate.
-fn run_xbench_rr(xbench: &PathBuf, secs: u64, crr: bool) -> Result<(Rtt, f64), String> {
+fn run_xbench_rr(
+    xbench: &PathBuf,
+    secs: u64,
+    crr: bool,
+    key: Option<&std::path::Path>,
+) -> Result<(Rtt, f64), String> {
     let port = free_port();
+    let key_args: Vec<&std::ffi::OsStr> = match key {
+        Some(k) => vec!["--psk-file".as_ref(), k.as_os_str()],
+        None => Vec::new(),
+    };
     let server = Command::new(xbench)
         .args([
             "server",
@@ -420,6 +450,7 @@ fn run_xbench_rr(xbench: &PathBuf, secs: u64, crr: bool) -> Result<(Rtt, f64), S
             "-p",
             &port.to_string(),
         ])
+        .args(&key_args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -440,6 +471,7 @@ fn run_xbench_rr(xbench: &PathBuf, secs: u64, crr: bool) -> Result<(Rtt, f64), S
         } else {
             ["--rr", "-r", "14,14"]
         })
+        .args(&key_args)
         .output()
         .map_err(|e| e.to_string())?;
     let _ = finish(server);
