@@ -84,15 +84,13 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     };
     let started_at = SystemTime::now();
     let result = xbench::client::run_with_give_up(&config, &mut on_event, cancel, give_up).await;
-
-    if let Some(l) = local {
-        l.stop().await;
-    }
     let report = match result {
         Ok(r) => r,
         Err(e @ xbench::Error::Interrupted { .. }) => {
             let report = xbench::client::nothing_measured(&config, started_at, &e);
-            return interrupted_before_data(&report, &e, &style, json_file.as_deref());
+            let exit = interrupted_before_data(&report, &e, &style, json_file.as_deref());
+            stop(local).await;
+            return exit;
         }
         Err(e) => {
             return Err(e).with_context(|| match &target.host {
@@ -123,7 +121,15 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
+    // Last: the results are out before an in-process server's wind-down can delay them.
+    stop(local).await;
     Ok(exit_for(&report))
+}
+
+async fn stop(local: Option<LocalServer>) {
+    if let Some(l) = local {
+        l.stop().await;
+    }
 }
 
 /// A test stopped by Ctrl-C before data flowed: its `--json-file` and JSON output say so, in

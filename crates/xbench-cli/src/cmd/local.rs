@@ -45,10 +45,11 @@ impl LocalServer {
         Ok(LocalServer { stop, task, port })
     }
 
-    /// Stops it and waits for its tests to wind down.
+    /// Stops it and waits for its tests to wind down, for at most 2 s: a test the client has
+    /// given up on (a second Ctrl-C) must not hold the process.
     pub(crate) async fn stop(self) {
         let _ = self.stop.send(());
-        let _ = self.task.await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.task).await;
     }
 }
 

@@ -2,8 +2,8 @@
 //! and merge both ends' measurements into a [`TestReport`].
 //!
 //! Failures before the data flows are `Err`; once it flows, a test always yields a report, with
-//! [`Outcome::Interrupted`](crate::report::Outcome::Interrupted) or
-//! [`Outcome::Failed`](crate::report::Outcome::Failed) when it was cut short, so nothing measured is
+//! [`Outcome::Interrupted`] or
+//! [`Outcome::Failed`] when it was cut short, so nothing measured is
 //! lost. Intervals reach the caller live through `on_event`. This module prints nothing.
 
 mod bulk;
@@ -112,7 +112,7 @@ pub enum ClientEvent {
 type OnEvent<'e> = &'e mut (dyn FnMut(ClientEvent) + Send);
 
 /// Runs a test. `cancel` resolving (Ctrl-C) ends it early with
-/// [`Outcome::Interrupted`](crate::report::Outcome::Interrupted); the report still covers what
+/// [`Outcome::Interrupted`]; the report still covers what
 /// ran.
 pub async fn run(
     config: &ClientConfig,
