@@ -414,7 +414,8 @@ pub(crate) struct ServerArgs {
           value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
     pub(crate) max_tests_per_client: usize,
 
-    /// Most connections still in their handshake; beyond it new ones are closed at once.
+    /// Most connections still in their handshake; beyond it a new client is told the server
+    /// is busy, and other connections are closed.
     #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_handshakes,
           value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
     pub(crate) max_handshakes: usize,

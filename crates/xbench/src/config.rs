@@ -308,16 +308,8 @@ impl TestSpec {
                             .into(),
                     );
                 }
-                if let Some(rate) = r.rate_per_flow
-                    && (!rate.is_finite() || rate <= 0.0 || rate > MAX_RATE_PER_FLOW)
-                {
-                    return err(
-                        "--rate",
-                        format!(
-                            "a rate must be above 0 and at most {MAX_RATE_PER_FLOW} \
-                                 transactions per second per flow"
-                        ),
-                    );
+                if let Some(rate) = r.rate_per_flow {
+                    check_rate(rate, self.end)?;
                 }
                 if matches!(self.end, EndCondition::Bytes(_)) {
                     return err(
@@ -369,6 +361,57 @@ impl TestSpec {
             Workload::Throughput(_) => None,
         }
     }
+}
+
+/// Bounds of a paced request/response test's `--rate` (transactions per second per flow).
+///
+/// The rate is turned into the interval between one flow's transactions, so the bounds are
+/// on that interval: at least 1/[`MAX_RATE_PER_FLOW`] (100 ns, finer than any host can time a
+/// send) and at most the test's `-t`, so every stretch of the test as long as `-t` holds a
+/// paced transaction and the interval is one a [`Duration`] holds (`-t` is at most
+/// [`MAX_DURATION`]). A rate below that (say 1e-300) would otherwise be an interval no clock
+/// reaches, and the test would run unpaced while claiming to be paced. NaN, infinities, zero
+/// and negative rates are refused too.
+fn check_rate(rate: f64, end: EndCondition) -> Result<(), SpecError> {
+    let longest = match end {
+        EndCondition::Duration(d) => d,
+        // A byte count is refused for request/response tests on its own; bound the interval
+        // by the longest test then.
+        EndCondition::Bytes(_) => MAX_DURATION,
+    };
+    let period = 1.0 / rate;
+    let within = rate.is_finite()
+        && rate > 0.0
+        && rate <= MAX_RATE_PER_FLOW
+        // 1 ppb of slack: a rate written as 1/t must not fail on rounding.
+        && period <= longest.as_secs_f64() * (1.0 + 1e-9)
+        && Duration::try_from_secs_f64(period).is_ok();
+    if within {
+        return Ok(());
+    }
+    let test = match end {
+        EndCondition::Duration(_) => "this test's -t",
+        EndCondition::Bytes(_) => "the longest test",
+    };
+    let gap = match Duration::try_from_secs_f64(period) {
+        Ok(d) if rate.is_finite() => format!(" (one transaction every {d:?})"),
+        _ => String::new(),
+    };
+    // 1e-300 as written, not as 300 zeros.
+    let shown = if (1e-3..1e9).contains(&rate.abs()) {
+        format!("{rate}")
+    } else {
+        format!("{rate:e}")
+    };
+    let shortest = Duration::try_from_secs_f64(1.0 / MAX_RATE_PER_FLOW).unwrap_or_default();
+    Err(SpecError {
+        field: "--rate",
+        reason: format!(
+            "{shown}/s per flow{gap} is out of range: the time between one flow's transactions \
+             must be at most {test} ({longest:?}) and at least {shortest:?} \
+             ({MAX_RATE_PER_FLOW}/s)"
+        ),
+    })
 }
 
 impl Default for ThroughputSpec {
@@ -456,5 +499,34 @@ mod tests {
             serde_json::from_str::<TestSpec>(j).is_err(),
             "negative duration must not parse"
         );
+    }
+
+    fn paced(rate: f64, secs: u64) -> TestSpec {
+        let mut s = TestSpec::request_response();
+        s.end = EndCondition::Duration(Duration::from_secs(secs));
+        if let Workload::RequestResponse(r) = &mut s.workload {
+            r.rate_per_flow = Some(rate);
+        }
+        s
+    }
+
+    #[test]
+    fn a_rate_whose_interval_no_clock_reaches_is_refused() {
+        // Issue 14: 1e-300/s was accepted and the test ran unpaced.
+        for rate in [1e-300, 0.0, -1.0, f64::NAN, f64::INFINITY, 1e8, 0.09] {
+            let e = paced(rate, 10).validate().unwrap_err();
+            assert_eq!(e.field, "--rate", "{rate}");
+            assert!(e.reason.contains("out of range"), "{rate}: {}", e.reason);
+            assert!(e.reason.contains("-t (10s)"), "{rate}: {}", e.reason);
+        }
+        // One transaction per -t is the slowest; the fastest is 10 M/s.
+        for (rate, secs) in [(0.1, 10), (1.0 / 3.0, 3), (1e7, 10), (1.0 / 3600.0, 3600)] {
+            paced(rate, secs).validate().unwrap();
+            let period = match &paced(rate, secs).workload {
+                Workload::RequestResponse(r) => r.period().unwrap(),
+                Workload::Throughput(_) => unreachable!(),
+            };
+            assert!(period <= Duration::from_secs(secs) + Duration::from_micros(1));
+        }
     }
 }

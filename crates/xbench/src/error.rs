@@ -148,6 +148,14 @@ pub enum Error {
         /// The setup step that was cut short.
         during: &'static str,
     },
+    /// The server could not listen on any address it tried.
+    #[error("cannot listen on {tried}{hint}")]
+    Listen {
+        /// Each address tried, in order, and why it failed.
+        tried: String,
+        /// What to check.
+        hint: &'static str,
+    },
     /// Any other I/O failure, with what we were doing.
     #[error("{context}: {cause}")]
     Io {

@@ -358,7 +358,9 @@ pub fn interval_log(report: &TestReport, rr: &RrReport) -> Result<String, Histog
     builder
         .add_comment(&format!(
             "xbench {} request/response latency, {} to {}",
-            report.xbench_version, report.client_addr, report.server_addr
+            report.xbench_version,
+            shown(report.client_addr),
+            shown(report.server_addr)
         ))
         .add_comment("values in nanoseconds; max column in milliseconds")
         .with_start_time(start)
@@ -382,6 +384,11 @@ pub fn interval_log(report: &TestReport, rr: &RrReport) -> Result<String, Histog
     }
     drop(log);
     String::from_utf8(out).map_err(|e| err(e.to_string()))
+}
+
+/// An address for the log's header, or `unknown` for a test that never connected.
+fn shown(addr: Option<std::net::SocketAddr>) -> String {
+    addr.map_or_else(|| "unknown".to_owned(), |a| a.to_string())
 }
 
 /// Converts a duration to whole nanoseconds, saturating.

@@ -475,12 +475,13 @@ pub struct TestReport {
     pub label: Option<String>,
     /// Host as given on the command line.
     pub host: String,
-    /// Control connection: client side.
-    pub client_addr: SocketAddr,
-    /// Control connection: server side.
-    pub server_addr: SocketAddr,
-    /// The server's software.
-    pub server: PeerInfo,
+    /// Control connection: client side; `None` when the test was interrupted before the
+    /// control connection was up (a report with nothing measured).
+    pub client_addr: Option<SocketAddr>,
+    /// Control connection: server side; `None` as for [`Self::client_addr`].
+    pub server_addr: Option<SocketAddr>,
+    /// The server's software; `None` when the test was interrupted before it answered.
+    pub server: Option<PeerInfo>,
     /// The resolved test configuration.
     pub spec: TestSpec,
     /// Data connections.

@@ -157,9 +157,10 @@ async fn a_flood_of_silent_connections_costs_sockets_not_the_server() {
                 silent.push(TcpStream::connect(addr).await.unwrap());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-            // Every slot is held: the next connection is closed at once.
+            // Every slot is held: the next connection, silent too, is closed once its
+            // refusal's time is up (a control connection would be told why).
             let mut extra = TcpStream::connect(addr).await.unwrap();
-            closed_within(&mut extra, Duration::from_millis(500)).await;
+            closed_within(&mut extra, Duration::from_millis(2500)).await;
             // The silent ones time out and give their slots back.
             for mut s in silent {
                 closed_within(&mut s, Duration::from_secs(3)).await;

@@ -305,7 +305,7 @@ async fn ipv6_loopback_works_when_the_host_has_it() {
         .await
         .unwrap();
     check_consistent(&r);
-    assert!(r.server_addr.is_ipv6());
+    assert!(r.server_addr.unwrap().is_ipv6());
     let _ = stop.send(());
     task.await.unwrap().unwrap();
 }

@@ -3,13 +3,14 @@
 
 use std::io;
 use std::path::Path;
+use std::time::SystemTime;
 
 use anyhow::Context;
 use xbench::client::ClientEvent;
 use xbench::file::write_atomically;
 use xbench::report::{Outcome, RrReport, TestReport};
 
-use crate::cmd::local::{LocalServer, ctrl_c};
+use crate::cmd::local::{LocalServer, ctrl_c_twice};
 use crate::exit::Exit;
 use crate::plan::{Single, Style};
 use crate::render::json::{self, Event};
@@ -27,6 +28,8 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         json_file,
         hist,
     } = test;
+    // First, so that no Ctrl-C meets the default action (exit without a file).
+    let (cancel, give_up) = ctrl_c_twice()?;
     let mut config = target.client_config(spec, label, psk);
     // No host: an in-process server on a free loopback port.
     let local = if target.host.is_none() {
@@ -36,7 +39,6 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     } else {
         None
     };
-    let cancel = ctrl_c("waiting for results");
 
     let mut text = Text::new(&config.spec);
     let mut rr_text = RrText::default();
@@ -80,21 +82,30 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
             write_err = Some(e);
         }
     };
-    let result = xbench::client::run(&config, &mut on_event, cancel).await;
-
-    if let Some(l) = local {
-        l.stop().await;
-    }
-    let report = result.with_context(|| match &target.host {
-        Some(h) => format!("test against {h} failed"),
-        None => "test against the in-process server failed".to_owned(),
-    })?;
-    if let Some(e) = write_err {
-        return Err(e).context("writing results");
-    }
+    let started_at = SystemTime::now();
+    let result = xbench::client::run_with_give_up(&config, &mut on_event, cancel, give_up).await;
+    let report = match result {
+        Ok(r) => r,
+        Err(e @ xbench::Error::Interrupted { .. }) => {
+            let report = xbench::client::nothing_measured(&config, started_at, &e);
+            let exit = interrupted_before_data(&report, &e, &style, json_file.as_deref());
+            stop(local).await;
+            return exit;
+        }
+        Err(e) => {
+            return Err(e).with_context(|| match &target.host {
+                Some(h) => format!("test against {h} failed"),
+                None => "test against the in-process server failed".to_owned(),
+            });
+        }
+    };
+    // The file first: a closed stdout (`xbench … | head`) must not lose it.
     if let Some(path) = &json_file {
         write_atomically(path, json::document(&report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(e) = write_err {
+        return Err(e).context("writing results");
     }
     if let (Some(path), Some(rr)) = (&hist, &report.rr) {
         write_histograms(path, &report, rr)?;
@@ -110,7 +121,39 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
+    // Last: the results are out before an in-process server's wind-down can delay them.
+    stop(local).await;
     Ok(exit_for(&report))
+}
+
+async fn stop(local: Option<LocalServer>) {
+    if let Some(l) = local {
+        l.stop().await;
+    }
+}
+
+/// A test stopped by Ctrl-C before data flowed: its `--json-file` and JSON output say so, in
+/// a document with nothing measured (as `--json-file`'s help promises a file for every run),
+/// and the text output says it in one line.
+fn interrupted_before_data(
+    report: &TestReport,
+    why: &xbench::Error,
+    style: &Style,
+    json_file: Option<&Path>,
+) -> anyhow::Result<Exit> {
+    if let Some(path) = json_file {
+        write_atomically(path, json::document(report).as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    match style {
+        Style::Json => out(&json::document(report)).context("writing results")?,
+        Style::JsonStream => {
+            out(&json::event_line(&Event::End { report })).context("writing results")?
+        }
+        Style::Text | Style::Fields(..) => {}
+    }
+    eprintln!("xbench: {why}");
+    Ok(Exit::Interrupted)
 }
 
 fn exit_for(r: &TestReport) -> Exit {

@@ -1,6 +1,7 @@
 //! What `xbench client` and a sweep share around the library's client: the in-process server
-//! of `--local`, and Ctrl-C handling (the first ends the test and keeps what was measured, a
-//! second exits at once).
+//! of `--local`, and Ctrl-C handling (the first ends the test and keeps what was measured; for
+//! a sweep a second exits at once, for one test it stops the waiting and the results are still
+//! written).
 
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr};
@@ -44,10 +45,11 @@ impl LocalServer {
         Ok(LocalServer { stop, task, port })
     }
 
-    /// Stops it and waits for its tests to wind down.
+    /// Stops it and waits for its tests to wind down, for at most 2 s: a test the client has
+    /// given up on (a second Ctrl-C) must not hold the process.
     pub(crate) async fn stop(self) {
         let _ = self.stop.send(());
-        let _ = self.task.await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.task).await;
     }
 }
 
@@ -68,5 +70,43 @@ pub(crate) fn ctrl_c(second: &'static str) -> impl Future<Output = ()> {
         if first_rx.await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+/// Ctrl-C for one test, whose results are written however often the user presses it: the
+/// first Ctrl-C resolves the first future (end the test), the second resolves the second
+/// (stop waiting for the end), and any later one only says that the results are on their way.
+/// The handler is installed before this returns, so no Ctrl-C falls to the default action
+/// (which would exit without a word or a file).
+pub(crate) fn ctrl_c_twice() -> anyhow::Result<(impl Future<Output = ()>, impl Future<Output = ()>)>
+{
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot catch Ctrl-C (SIGINT)")?;
+    let (first_tx, first_rx) = oneshot::channel::<()>();
+    let (second_tx, second_rx) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        if sigint.recv().await.is_none() {
+            return;
+        }
+        let _ = first_tx.send(());
+        if sigint.recv().await.is_none() {
+            return;
+        }
+        eprintln!(
+            "xbench: interrupted twice; not waiting for the end of the test — writing what was \
+             measured"
+        );
+        let _ = second_tx.send(());
+        while sigint.recv().await.is_some() {
+            eprintln!("xbench: already stopping; writing what was measured");
+        }
+    });
+    Ok((fired(first_rx), fired(second_rx)))
+}
+
+/// Resolves when `rx` is sent to; never if its sender is gone without sending.
+async fn fired(rx: oneshot::Receiver<()>) {
+    if rx.await.is_err() {
+        std::future::pending::<()>().await;
     }
 }

@@ -105,9 +105,9 @@ impl RrText {
         if let Some(p) = sum.pacing {
             let _ = writeln!(
                 s,
-                "  paced: asked {:.1}/s, achieved {:.1}/s{}; latency is measured from each transaction's intended send time (coordinated-omission corrected)",
-                p.asked_per_second,
-                p.achieved_per_second,
+                "  paced: asked {}/s, achieved {}/s{}; latency is measured from each transaction's intended send time (coordinated-omission corrected)",
+                per_second(p.asked_per_second),
+                per_second(p.achieved_per_second),
                 if p.kept_up {
                     ""
                 } else {
@@ -248,5 +248,30 @@ fn rate(v: f64) -> String {
         format!("{:.1}k", v / 1e3)
     } else {
         format!("{v:.1}")
+    }
+}
+
+/// A paced rate: one decimal from 10/s up, three significant digits below, so a slow rate
+/// (one transaction a minute) does not read as 0.0/s.
+fn per_second(v: f64) -> String {
+    if v >= 10.0 || v <= 0.0 || !v.is_finite() {
+        format!("{v:.1}")
+    } else {
+        let decimals = (2.0 - v.log10().floor()).clamp(1.0, 12.0) as usize;
+        format!("{v:.decimals$}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_second;
+
+    #[test]
+    fn slow_paced_rates_keep_their_digits() {
+        assert_eq!(per_second(1234.5), "1234.5");
+        assert_eq!(per_second(2.0), "2.00");
+        assert_eq!(per_second(1.0 / 60.0), "0.0167");
+        assert_eq!(per_second(1.0 / 3600.0), "0.000278");
+        assert_eq!(per_second(0.0), "0.0");
     }
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::connect::empty_socket_report;
 use super::session::{ReportBody, Session, ended_by, send};
-use super::{ClientConfig, ClientEvent, OnEvent};
+use super::{ClientConfig, ClientEvent, GiveUp, OnEvent};
 use crate::check;
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::control::sleep_until_opt;
@@ -38,6 +38,7 @@ pub(super) async fn run(
     tp: &ThroughputSpec,
     on_event: OnEvent<'_>,
     cancel: impl Future<Output = ()>,
+    mut give_up: GiveUp<impl Future<Output = ()>>,
 ) -> Result<TestReport, Error> {
     tokio::pin!(cancel);
     let layout = StreamLayout::new(tp);
@@ -56,7 +57,7 @@ pub(super) async fn run(
     };
     let running = Running::start(test, tp, layout, data, ready, on_event).await?;
     let ended = running.run(cancel.as_mut(), on_event).await;
-    let drained = ended.drain(cancel, on_event).await;
+    let drained = ended.drain(cancel, &mut give_up, on_event).await;
     Ok(drained.report(on_event).await)
 }
 
@@ -281,10 +282,12 @@ struct Ended<'c> {
 
 impl<'c> Ended<'c> {
     /// Stops our senders, sends `Finish`, and waits (bounded) for our receivers to drain and
-    /// for the server's results; a second Ctrl-C stops the wait.
-    async fn drain<C: Future<Output = ()>>(
+    /// for the server's results; a Ctrl-C during the wait (`cancel` after a completed test,
+    /// `give_up` after an interrupted one) stops it.
+    async fn drain<C: Future<Output = ()>, G: Future<Output = ()>>(
         self,
         mut cancel: Pin<&mut C>,
+        give_up: &mut GiveUp<G>,
         on_event: OnEvent<'_>,
     ) -> Drained<'c> {
         let Ended {
@@ -343,6 +346,11 @@ impl<'c> Ended<'c> {
                     outcome = Outcome::Interrupted;
                     break;
                 }
+                () = give_up.wait() => {
+                    outcome = Outcome::Interrupted;
+                    r.test.warnings.push(gave_up_warning(server_results.is_some()));
+                    break;
+                }
             }
         }
         Drained {
@@ -353,6 +361,18 @@ impl<'c> Ended<'c> {
             drain_limit: limits.drain,
         }
     }
+}
+
+/// What a report cut short by a second Ctrl-C lacks.
+pub(super) fn gave_up_warning(have_results: bool) -> String {
+    let lost = if have_results {
+        "data still in flight"
+    } else {
+        "data still in flight and the server's results"
+    };
+    format!(
+        "interrupted again while finishing: the figures cover what had arrived; {lost} were not waited for"
+    )
 }
 
 /// How long the end of a test may take.
@@ -443,7 +463,7 @@ impl Drained<'_> {
         summary::align_warm_up(&mut intervals, &client_results, server);
         let summary = summary::summarize(&dirs, &client_results, server, window);
         let cpu = summary::cpu_report(&client_results, server);
-        warn_of_ends(&mut warnings, &client_results, server);
+        warn_of_ends(&mut warnings, &dirs, &client_results, server);
         let outcome = match server.map(|s| {
             let slack = u64::from(config.spec.as_throughput().map_or(0, |t| t.block_len.get()));
             check::overcounted(&client_results, s, slack)
@@ -469,8 +489,14 @@ impl Drained<'_> {
     }
 }
 
-/// Streams that ended with an error, and a server whose results never came.
-fn warn_of_ends(warnings: &mut Vec<String>, client: &SideResults, server: Option<&SideResults>) {
+/// Streams that ended with an error, and a server whose results never came: which figures
+/// that leaves out depends on which way the test's data flowed.
+fn warn_of_ends(
+    warnings: &mut Vec<String>,
+    dirs: &Directions,
+    client: &SideResults,
+    server: Option<&SideResults>,
+) {
     for s in client
         .streams
         .iter()
@@ -481,8 +507,29 @@ fn warn_of_ends(warnings: &mut Vec<String>, client: &SideResults, server: Option
         }
     }
     if server.is_none() {
-        warnings.push("the server's results never arrived: receiver figures of client-to-server streams are missing".into());
+        warnings.push(missing_server_figures(dirs));
     }
+}
+
+/// What a report lacks without the server's results: the receiver figures of the streams
+/// the client sent on, the sender figures of those the server sent on.
+fn missing_server_figures(dirs: &Directions) -> String {
+    let has = |d| dirs.values().any(|&x| x == d);
+    let mut missing = Vec::new();
+    if has(StreamDirection::ClientToServer) {
+        missing
+            .push("the receiver figures of the client→server streams (bytes the server received)");
+    }
+    if has(StreamDirection::ServerToClient) {
+        missing.push(
+            "the sender figures of the server→client streams (bytes the server sent, shown \
+             as 0, and its retransmits and RTT)",
+        );
+    }
+    format!(
+        "the server's results never arrived: {} are missing",
+        missing.join(" and ")
+    )
 }
 
 /// Data sent that had not arrived `drain_limit` after the end.

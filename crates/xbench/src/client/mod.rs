@@ -2,8 +2,8 @@
 //! and merge both ends' measurements into a [`TestReport`].
 //!
 //! Failures before the data flows are `Err`; once it flows, a test always yields a report, with
-//! [`Outcome::Interrupted`](crate::report::Outcome::Interrupted) or
-//! [`Outcome::Failed`](crate::report::Outcome::Failed) when it was cut short, so nothing measured is
+//! [`Outcome::Interrupted`] or
+//! [`Outcome::Failed`] when it was cut short, so nothing measured is
 //! lost. Intervals reach the caller live through `on_event`. This module prints nothing.
 
 mod bulk;
@@ -16,13 +16,17 @@ pub use rr::PER_FLOW_LATENCY_LIMIT;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use self::session::Session;
 use crate::auth::Psk;
 use crate::config::{TestSpec, Workload};
 use crate::error::Error;
-use crate::report::{Interval, PeerInfo, RrInterval, StreamInfo, TestReport};
+use crate::report::{
+    CpuReport, CpuUsage, Interval, Outcome, PeerInfo, RrInterval, SCHEMA_VERSION, StreamInfo,
+    Summary, TestReport,
+};
+use crate::time::rfc3339;
 
 pub use crate::proto::DEFAULT_PORT;
 
@@ -108,20 +112,101 @@ pub enum ClientEvent {
 type OnEvent<'e> = &'e mut (dyn FnMut(ClientEvent) + Send);
 
 /// Runs a test. `cancel` resolving (Ctrl-C) ends it early with
-/// [`Outcome::Interrupted`](crate::report::Outcome::Interrupted); the report still covers what
+/// [`Outcome::Interrupted`]; the report still covers what
 /// ran.
 pub async fn run(
     config: &ClientConfig,
     on_event: &mut (dyn FnMut(ClientEvent) + Send),
     cancel: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
+    run_with_give_up(config, on_event, cancel, std::future::pending()).await
+}
+
+/// [`run`], with a second way out for a user who will not wait: `give_up` resolving (a second
+/// Ctrl-C) ends every wait at the end of the test (the receivers' drain, the workers' last
+/// transactions, the server's results), and the report covers what had arrived by then. It
+/// takes effect once the test has ended, by its end mark or by `cancel`.
+pub async fn run_with_give_up(
+    config: &ClientConfig,
+    on_event: &mut (dyn FnMut(ClientEvent) + Send),
+    cancel: impl Future<Output = ()>,
+    give_up: impl Future<Output = ()>,
+) -> Result<TestReport, Error> {
     config.spec.validate()?;
     // Setup can take a connect timeout or a slow server's answer: Ctrl-C must cut it short too.
     let mut cancel = std::pin::pin!(cancel);
+    let give_up = GiveUp::new(give_up);
     let session = interruptible(Session::open(config), cancel.as_mut(), "connecting").await?;
     match &config.spec.workload {
-        Workload::Throughput(tp) => bulk::run(session, config, tp, on_event, cancel).await,
-        Workload::RequestResponse(rr) => rr::run(session, config, rr, on_event, cancel).await,
+        Workload::Throughput(tp) => bulk::run(session, config, tp, on_event, cancel, give_up).await,
+        Workload::RequestResponse(rr) => {
+            rr::run(session, config, rr, on_event, cancel, give_up).await
+        }
+    }
+}
+
+/// The report of a test that [`run`] ended with [`Error::Interrupted`]: nothing measured
+/// (no streams, no intervals, empty totals), the outcome interrupted and `why` among the
+/// warnings, so a user who stopped a test while it was still connecting still gets a
+/// document (`--json-file`) that says so. The control connection's addresses and the server's
+/// software are `None`: the test never got far enough to report them.
+pub fn nothing_measured(config: &ClientConfig, started_at: SystemTime, why: &Error) -> TestReport {
+    TestReport {
+        schema_version: SCHEMA_VERSION,
+        xbench_version: env!("CARGO_PKG_VERSION").to_owned(),
+        started_at: rfc3339(started_at),
+        label: config.label.clone(),
+        host: config.host.clone(),
+        client_addr: None,
+        server_addr: None,
+        server: None,
+        spec: config.spec.clone(),
+        streams: Vec::new(),
+        intervals: Vec::new(),
+        summary: Summary {
+            directions: Vec::new(),
+            measured_s: 0.0,
+        },
+        rr: None,
+        cpu: CpuReport {
+            client: CpuUsage::default(),
+            server: None,
+            client_s_per_gb: None,
+            server_s_per_gb: None,
+            client_us_per_transaction: None,
+            server_us_per_transaction: None,
+        },
+        outcome: Outcome::Interrupted,
+        warnings: vec![why.to_string()],
+    }
+}
+
+/// The caller's `give_up`, which stays resolved once it has fired: the end of a test waits in
+/// several places, and after a second Ctrl-C none of them may wait again.
+pub(crate) struct GiveUp<F> {
+    fut: Pin<Box<F>>,
+    fired: bool,
+}
+
+impl<F: Future<Output = ()>> GiveUp<F> {
+    fn new(fut: F) -> Self {
+        GiveUp {
+            fut: Box::pin(fut),
+            fired: false,
+        }
+    }
+
+    /// Resolves when the caller gave up, at once if it already had.
+    pub(crate) async fn wait(&mut self) {
+        if !self.fired {
+            self.fut.as_mut().await;
+            self.fired = true;
+        }
+    }
+
+    /// Whether the caller has given up (as far as a `wait` has seen).
+    pub(crate) fn fired(&self) -> bool {
+        self.fired
     }
 }
 

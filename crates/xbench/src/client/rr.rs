@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
 
 use super::session::{ReportBody, Session, ended_by, send};
-use super::{ClientConfig, ClientEvent, OnEvent};
+use super::{ClientConfig, ClientEvent, GiveUp, OnEvent};
 use crate::check;
 use crate::config::{EndCondition, RrSpec};
 use crate::control::sleep_until_opt;
@@ -42,6 +42,7 @@ pub(super) async fn run(
     spec: &RrSpec,
     on_event: OnEvent<'_>,
     cancel: impl Future<Output = ()>,
+    mut give_up: GiveUp<impl Future<Output = ()>>,
 ) -> Result<TestReport, Error> {
     tokio::pin!(cancel);
     let flows = usize::from(spec.flows.get());
@@ -61,8 +62,8 @@ pub(super) async fn run(
     let conns = conns.into_iter().map(|(s, _)| s).collect();
     let running = Running::start(session, config, spec, conns, warnings, on_event)?;
     let ended = running.run(cancel, on_event).await;
-    let drained = ended.drain(on_event).await;
-    Ok(drained.collect(on_event).await.report(spec))
+    let drained = ended.drain(&mut give_up, on_event).await;
+    Ok(drained.collect(&mut give_up, on_event).await.report(spec))
 }
 
 /// What every phase of a test holds, from its first transaction to its report.
@@ -232,7 +233,12 @@ struct Ended<'c> {
 impl<'c> Ended<'c> {
     /// No new transactions; lets those in flight finish (bounded by the drain timeout) so
     /// both ends count the same ones, then takes the workers' last figures and stops them.
-    async fn drain(self, on_event: OnEvent<'_>) -> Drained<'c> {
+    /// `give_up` (a second Ctrl-C) abandons the transactions in flight at once.
+    async fn drain<G: Future<Output = ()>>(
+        self,
+        give_up: &mut GiveUp<G>,
+        on_event: OnEvent<'_>,
+    ) -> Drained<'c> {
         let Ended {
             running: mut r,
             mut outcome,
@@ -246,7 +252,7 @@ impl<'c> Ended<'c> {
         };
         let failed = matches!(outcome, Outcome::Failed { .. });
         r.workers.set_state(if failed { STOPPED } else { DRAINING });
-        let drain_until = tokio::time::Instant::now() + drain_limit;
+        let mut drain_until = tokio::time::Instant::now() + drain_limit;
         let n_workers = r.workers.len();
         let (mut done, mut abandoned) = (0, false);
         let mut cpu = CpuUsage::default();
@@ -274,6 +280,17 @@ impl<'c> Ended<'c> {
                         "transactions still unanswered {drain_limit:?} after the end were abandoned"
                     ));
                     r.workers.set_state(STOPPED);
+                }
+                () = give_up.wait(), if !abandoned => {
+                    abandoned = true;
+                    outcome = Outcome::Interrupted;
+                    r.test.warnings.push(
+                        "interrupted again while finishing: transactions still in flight were \
+                         abandoned, and the server's counts not waited for"
+                            .into(),
+                    );
+                    r.workers.set_state(STOPPED);
+                    drain_until = tokio::time::Instant::now();
                 }
                 // A worker told to stop answers within a blocking call's slice; one that does
                 // not must not hang the test (its last partial interval is lost, and said so).
@@ -321,11 +338,15 @@ struct Drained<'c> {
 }
 
 impl<'c> Drained<'c> {
-    /// Sends `Finish` and waits (at most 5 s) for the server's counts.
-    async fn collect(self, on_event: OnEvent<'_>) -> Collected<'c> {
+    /// Sends `Finish` and waits (at most 5 s, and not after `give_up`) for the server's counts.
+    async fn collect<G: Future<Output = ()>>(
+        self,
+        give_up: &mut GiveUp<G>,
+        on_event: OnEvent<'_>,
+    ) -> Collected<'c> {
         let Drained {
             test: mut t,
-            outcome,
+            mut outcome,
             control_open,
             cpu,
             end,
@@ -334,10 +355,23 @@ impl<'c> Drained<'c> {
         let addr = t.session.addr.clone();
         let finish = Message::Finish(Finish { interrupted });
         let mut server: Option<SideRrResults> = None;
-        if control_open && send(&mut t.session.wr, &finish, &addr).await.is_ok() {
+        if control_open && !give_up.fired() && send(&mut t.session.wr, &finish, &addr).await.is_ok()
+        {
             let until = tokio::time::Instant::now() + Duration::from_secs(5);
             loop {
-                match tokio::time::timeout_at(until, t.session.rd.next()).await {
+                let next = tokio::select! {
+                    m = tokio::time::timeout_at(until, t.session.rd.next()) => m,
+                    () = give_up.wait() => {
+                        outcome = Outcome::Interrupted;
+                        t.warnings.push(
+                            "interrupted again while finishing: the server's counts were not \
+                             waited for"
+                                .into(),
+                        );
+                        break;
+                    }
+                };
+                match next {
                     Ok(Ok(Some(Message::RrInterval(iv)))) => t.acc.server_interval(iv, on_event),
                     Ok(Ok(Some(Message::RrResults(res)))) => {
                         server = Some(res);

@@ -87,7 +87,33 @@ fn check_len_within(len: u32, max: u32) -> Result<(), ProtoError> {
 
 /// Parses a frame body.
 pub fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
-    serde_json::from_slice(body).map_err(|e| ProtoError::Malformed(e.to_string()))
+    serde_json::from_slice(body).map_err(|e| {
+        ProtoError::Malformed(explain_bad_start(body).unwrap_or_else(|| e.to_string()))
+    })
+}
+
+/// Longest explanation of a bad test request, in characters: it quotes the client's values,
+/// and goes back to the client and into the log.
+const EXPLANATION_MAX: usize = 300;
+
+/// For a test request (`"type":"start"`) that does not decode, which field is wrong and why,
+/// e.g. "test request field `workload.throughput.streams`: invalid value: integer `0`,
+/// expected a nonzero u16". `None` for anything else.
+fn explain_bad_start(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if v.get("type")?.as_str()? != "start" {
+        return None;
+    }
+    let e = serde_path_to_error::deserialize::<_, crate::config::TestSpec>(v).err()?;
+    let mut s = match e.path().to_string().as_str() {
+        "." => format!("test request: {}", e.inner()),
+        path => format!("test request field `{path}`: {}", e.inner()),
+    };
+    if let Some((cut, _)) = s.char_indices().nth(EXPLANATION_MAX) {
+        s.truncate(cut);
+        s.push('…');
+    }
+    Some(s)
 }
 
 /// Incremental decoder: feed bytes as they arrive, take whole messages out.
@@ -187,6 +213,45 @@ mod tests {
         d.extend(&5u32.to_be_bytes());
         d.extend(b"\xff\xfe{]x");
         assert!(matches!(d.next_message(), Err(ProtoError::Malformed(_))));
+    }
+
+    #[test]
+    fn a_bad_test_request_names_its_field() {
+        let start = |spec: &str| {
+            let body = format!(
+                r#"{{"type":"start",{spec},"omit":0,"interval":null,
+                    "socket":{{"window":null,"mss":null,"nodelay":false,"congestion":null}}}}"#
+            );
+            match decode_body(body.as_bytes()) {
+                Err(ProtoError::Malformed(m)) => m,
+                other => panic!("{spec}: {other:?}"),
+            }
+        };
+        let tp = r#""workload":{"throughput":{"streams":1,"direction":"bidir","block_len":1}}"#;
+        let m = start(&format!(r#"{tp},"end":{{"duration":-1}}"#));
+        assert!(
+            m.contains("`end.duration`") && m.contains("negative"),
+            "{m}"
+        );
+        let m = start(&format!(r#"{tp},"end":{{"duration":1e300}}"#));
+        assert!(m.contains("`end.duration`"), "{m}");
+        let m = start(
+            r#""workload":{"throughput":{"streams":0,"direction":"bidir","block_len":1}},"end":{"duration":1}"#,
+        );
+        assert!(m.contains("`workload.throughput.streams`"), "{m}");
+        assert!(m.contains("nonzero"), "{m}");
+        let m = start(r#""workload":{"teleport":{}},"end":{"duration":1}"#);
+        assert!(m.contains("unknown variant `teleport`"), "{m}");
+        // A client's long value is not echoed in full.
+        let long = "x".repeat(10_000);
+        let m = start(&format!(
+            r#""workload":{{"{long}":{{}}}},"end":{{"duration":1}}"#
+        ));
+        assert!(
+            m.chars().count() <= EXPLANATION_MAX + 1,
+            "{} chars",
+            m.len()
+        );
     }
 
     #[test]

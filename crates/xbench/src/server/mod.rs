@@ -9,6 +9,7 @@
 
 mod admission;
 mod bulk;
+mod busy;
 mod conn;
 mod gate;
 mod governor;
@@ -31,6 +32,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use self::busy::Refusals;
 use self::conn::{ConnEnd, HandshakeSlot};
 use self::governor::Governor;
 use self::registry::Registry;
@@ -156,24 +158,33 @@ pub(crate) struct Ctx {
 }
 
 impl Server {
-    /// Binds the listening sockets.
+    /// Binds the listening sockets. Without [`ServerConfig::bind`] that is `[::]` for IPv6 and
+    /// IPv4 both, or `0.0.0.0` when `[::]` fails (a host without IPv6); the error of a server
+    /// that cannot listen names every address tried and why each failed.
     pub async fn bind(config: ServerConfig) -> Result<Self, Error> {
         let mut listeners = Vec::new();
         if config.bind.is_empty() {
-            match listen(
-                SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), config.port),
-                true,
-            ) {
+            let any6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), config.port);
+            let any4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), config.port);
+            match listen(any6, true) {
                 Ok(l) => listeners.push(l),
-                // No IPv6 on this host: IPv4 alone.
-                Err(_) => listeners.push(listen(
-                    SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), config.port),
-                    false,
-                )?),
+                Err(e6) => match listen(any4, false) {
+                    Ok(l) => {
+                        warn!("cannot listen on {any6} ({e6}); serving IPv4 only, on {any4}");
+                        listeners.push(l);
+                    }
+                    Err(e4) => {
+                        return Err(listen_error(&[
+                            (any6, "IPv6 and IPv4", e6),
+                            (any4, "IPv4 only", e4),
+                        ]));
+                    }
+                },
             }
         } else {
             for ip in &config.bind {
-                listeners.push(listen(SocketAddr::new(*ip, config.port), false)?);
+                let addr = SocketAddr::new(*ip, config.port);
+                listeners.push(listen(addr, false).map_err(|e| listen_error(&[(addr, "", e)]))?);
             }
         }
         Ok(Server { listeners, config })
@@ -209,6 +220,7 @@ impl Server {
         drop(conn_tx);
         let mut conns: JoinSet<ConnEnd> = JoinSet::new();
         let mut turned_away = TurnedAway::default();
+        let mut refusals = Refusals::default();
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -217,10 +229,11 @@ impl Server {
                         conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot));
                     }
                     None => {
-                        drop(stream);
+                        refusals.refuse(stream, ctx.limits.max_handshakes);
                         turned_away.note(peer, ctx.limits.max_handshakes);
                     }
                 },
+                () = refusals.reap() => {}
                 Some(done) = conns.join_next() => {
                     match done {
                         Ok(ConnEnd::TestCompleted) if self.config.one_off => break,
@@ -236,6 +249,7 @@ impl Server {
             }
         }
         acceptors.shutdown().await;
+        refusals.shutdown().await;
         drop(conn_rx);
         // Let running tests finish, then cut the rest short, telling their clients why.
         if !conns.is_empty() {
@@ -265,18 +279,47 @@ async fn drain(conns: &mut JoinSet<ConnEnd>) {
     while conns.join_next().await.is_some() {}
 }
 
-fn listen(addr: SocketAddr, dual_stack: bool) -> Result<TcpListener, Error> {
-    let ctx = |e| Error::io(format!("cannot listen on {addr}"), e);
-    let sock =
-        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(ctx)?;
+/// A listening socket on `addr` (`dual_stack`: IPv4 too, on `[::]`).
+fn listen(addr: SocketAddr, dual_stack: bool) -> std::io::Result<TcpListener> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     if dual_stack {
-        sock.set_only_v6(false).map_err(ctx)?;
+        sock.set_only_v6(false)?;
     }
-    sock.set_reuse_address(true).map_err(ctx)?;
-    sock.bind(&addr.into()).map_err(ctx)?;
-    sock.listen(1024).map_err(ctx)?;
-    sock.set_nonblocking(true).map_err(ctx)?;
-    TcpListener::from_std(std::net::TcpListener::from(sock)).map_err(ctx)
+    sock.set_reuse_address(true)?;
+    sock.bind(&addr.into())?;
+    sock.listen(1024)?;
+    sock.set_nonblocking(true)?;
+    TcpListener::from_std(std::net::TcpListener::from(sock))
+}
+
+/// The error of a server that cannot listen: each address tried (with what it was for), in
+/// order, and its failure; the hint follows the last failure.
+fn listen_error(tried: &[(SocketAddr, &str, std::io::Error)]) -> Error {
+    let tried_text = tried
+        .iter()
+        .map(|(addr, what, e)| match what.is_empty() {
+            true => format!("{addr}: {e}"),
+            false => format!("{addr} ({what}): {e}"),
+        })
+        .collect::<Vec<_>>()
+        .join("; nor on ");
+    let hint = match tried.last().map(|(_, _, e)| e.kind()) {
+        Some(std::io::ErrorKind::AddrInUse) => {
+            " — another program (or another xbench server) holds the port; `ss -ltnp` names \
+             it: stop it, or choose another port (-p)"
+        }
+        Some(std::io::ErrorKind::PermissionDenied) => {
+            " — ports below 1024 need root or CAP_NET_BIND_SERVICE; choose another port (-p)"
+        }
+        Some(std::io::ErrorKind::AddrNotAvailable) => {
+            " — no interface of this host has that address (-B)"
+        }
+        _ => "",
+    };
+    Error::Listen {
+        tried: tried_text,
+        hint,
+    }
 }
 
 async fn accept_loop(l: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) {
@@ -296,7 +339,7 @@ async fn accept_loop(l: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) 
     }
 }
 
-/// Connections closed for want of a handshake slot, logged at most once a second.
+/// Connections refused for want of a handshake slot, logged at most once a second.
 #[derive(Debug, Default)]
 struct TurnedAway {
     since_log: u64,
@@ -312,9 +355,10 @@ impl TurnedAway {
         {
             warn!(
                 %peer,
-                closed = self.since_log,
-                "closed new connections at once: {max} are still in their handshake \
-                 (--max-handshakes); a flood of silent connections, or a limit set too low"
+                refused = self.since_log,
+                "refused new connections (control connections are told the server is busy): \
+                 {max} are still in their handshake (--max-handshakes); a flood of silent \
+                 connections, or a limit set too low"
             );
             self.since_log = 0;
             self.last_log = Some(Instant::now());

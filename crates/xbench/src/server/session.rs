@@ -30,7 +30,7 @@ use crate::config::{TestSpec, Workload};
 use crate::control::keepalive;
 use crate::proto::{
     self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, PROTOCOL_VERSION,
-    Preamble, Welcome,
+    Preamble, ProtoError, Welcome,
 };
 
 /// How a session ended, for `--one-off`.
@@ -186,6 +186,11 @@ impl Greeted {
         let peer = conn.peer;
         let spec = match conn.rd.next_within(conn.ctx.limits.handshake_timeout).await {
             Ok(Some(Message::Start(spec))) => *spec,
+            Err(ProtoError::Malformed(why)) => {
+                info!(%peer, client = %client, "refused an unreadable test request: {why}");
+                let msg = format!("cannot read the test request: {why}");
+                return Err(conn.refuse(ErrorCode::BadRequest, msg).await);
+            }
             other => {
                 info!(%peer, client = %client, "dropped a control connection without a test request: {}", describe(other));
                 return Err(Closed);
