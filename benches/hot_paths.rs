@@ -4,7 +4,9 @@
 //!
 //! Targets: recording one latency sample well under 20 ns (a loopback transaction takes
 //! ~15 µs, so the recorder must stay a rounding error); merging a thousand flows' interval
-//! histograms well under an interval's worth of time; decoding a control frame.
+//! histograms well under an interval's worth of time; decoding a control frame; signing and
+//! checking a data connection's greeting with a session key (once per `--crr` transaction at
+//! each end: it must stay a small fraction of the tens of microseconds a connection costs).
 
 #![allow(clippy::unwrap_used)] // a benchmark that cannot set up should panic
 
@@ -12,7 +14,8 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use xbench::latency::{Distribution, Recorder};
-use xbench::proto::{ErrorCode, ErrorMsg, FrameDecoder, frame};
+use xbench::auth::{Nonce, Psk};
+use xbench::proto::{Cookie, DataHello, ErrorCode, ErrorMsg, FrameDecoder, frame};
 
 fn record(c: &mut Criterion) {
     let mut g = c.benchmark_group("latency");
@@ -87,5 +90,22 @@ fn frames(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, record, frames);
+fn greetings(c: &mut Criterion) {
+    let psk = Psk::new(b"a benchmark key, long enough".to_vec()).unwrap();
+    let key = psk.session_key(&Nonce([1; 32]), &Nonce([2; 32]));
+    let cookie = Cookie([7; 16]);
+    let mut counter = 0u64;
+    c.bench_function("sign a data greeting (client, per --crr connection)", |b| {
+        b.iter(|| {
+            counter += 1;
+            black_box(DataHello::new(cookie, 3, counter, Some(&key)).greeting())
+        });
+    });
+    let hello = DataHello::new(cookie, 3, 41, Some(&key));
+    c.bench_function("check a data greeting (server, per --crr connection)", |b| {
+        b.iter(|| black_box(black_box(&hello).verify(&key)));
+    });
+}
+
+criterion_group!(benches, record, frames, greetings);
 criterion_main!(benches);
