@@ -13,8 +13,8 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use xbench::latency::{Distribution, Recorder};
 use xbench::auth::{Nonce, Psk};
+use xbench::latency::{Distribution, Recorder};
 use xbench::proto::{Cookie, DataHello, ErrorCode, ErrorMsg, FrameDecoder, frame};
 
 fn record(c: &mut Criterion) {
@@ -102,9 +102,12 @@ fn greetings(c: &mut Criterion) {
         });
     });
     let hello = DataHello::new(cookie, 3, 41, Some(&key));
-    c.bench_function("check a data greeting (server, per --crr connection)", |b| {
-        b.iter(|| black_box(black_box(&hello).verify(&key)));
-    });
+    c.bench_function(
+        "check a data greeting (server, per --crr connection)",
+        |b| {
+            b.iter(|| black_box(black_box(&hello).verify(&key)));
+        },
+    );
 }
 
 criterion_group!(benches, record, frames, greetings);
