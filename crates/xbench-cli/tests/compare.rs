@@ -45,8 +45,10 @@ fn s(p: &Path) -> &str {
 fn a_capped_candidate_fails_naming_the_cell_and_the_baseline_against_itself_passes() {
     let dir = TempDir::new("capped");
     let (base, cand) = (dir.0.join("base"), dir.0.join("cand"));
-    sweep(&base, "3", &[]);
-    // Loopback runs at gigabits; paced to 100 Mbit/s the candidate is far below 95 % of it.
+    // Both paced, so a busy machine cannot spread the baseline's runs over tens of Gbit/s
+    // (0.3 s loopback runs unpaced did, and Welch's test then could not tell 13.5 Gbit/s from
+    // 108 Mbit/s with three runs): 1 Gbit/s against 100 Mbit/s, far below 95 % of it.
+    sweep(&base, "3", &["-b", "1G"]);
     sweep(&cand, "3", &["-b", "100M"]);
 
     let (code, out, err) = compare(&[s(&base), s(&cand)]);
