@@ -8,9 +8,10 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
 
 use common::TestServer;
+use xbench::auth::Psk;
 use xbench::config::RrSpec;
 use xbench::report::{Outcome, RrReport, TestReport};
-use xbench::{ClientConfig, EndCondition, TestSpec, Workload};
+use xbench::{ClientConfig, EndCondition, ServerConfig, TestSpec, Workload};
 
 fn rr_config(server: &TestServer, spec: RrSpec, secs: f64) -> ClientConfig {
     let mut c = server.config();
@@ -115,28 +116,42 @@ async fn bursts_and_larger_messages_still_match() {
     server.stop().await;
 }
 
+/// With and without a pre-shared key: with one, every connection's greeting is signed with a
+/// counter that must never repeat, across the 250 ms intervals too (a counter that restarted
+/// each interval was refused as a replay).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crr_opens_one_connection_per_transaction() {
-    let server = TestServer::start().await;
-    let spec = RrSpec {
-        flows: NonZeroU16::new(2).unwrap(),
-        connect_per_transaction: true,
-        ..RrSpec::default()
-    };
-    let r = server.run(&rr_config(&server, spec, 1.0)).await;
-    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
-    let rr = rr(&r);
-    check_percentiles_ordered(rr);
-    let s = &rr.summary;
-    assert!(s.transactions > 100, "{s:?}");
-    assert_eq!(
-        s.connections, s.transactions,
-        "one connection per transaction"
-    );
-    assert_eq!(s.server_transactions, Some(s.total_transactions));
-    // Counted on the server too: every transaction arrived on a connection of its own.
-    assert_eq!(s.server_connections, Some(s.total_transactions));
-    server.stop().await;
+    for psk in [
+        None,
+        Some(Psk::new(b"a key long enough for the test".to_vec()).unwrap()),
+    ] {
+        let server = TestServer::with_config(ServerConfig {
+            psk: psk.clone(),
+            ..ServerConfig::default()
+        })
+        .await;
+        let spec = RrSpec {
+            flows: NonZeroU16::new(2).unwrap(),
+            connect_per_transaction: true,
+            ..RrSpec::default()
+        };
+        let mut config = rr_config(&server, spec, 1.0);
+        config.psk = psk;
+        let r = server.run(&config).await;
+        assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+        let rr = rr(&r);
+        check_percentiles_ordered(rr);
+        let s = &rr.summary;
+        assert!(s.transactions > 100, "{s:?}");
+        assert_eq!(
+            s.connections, s.transactions,
+            "one connection per transaction"
+        );
+        assert_eq!(s.server_transactions, Some(s.total_transactions));
+        // Counted on the server too: every transaction arrived on a connection of its own.
+        assert_eq!(s.server_connections, Some(s.total_transactions));
+        server.stop().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -150,6 +150,9 @@ struct Flow {
     hello_left: usize,
     /// The current connection's greeting (`--crr`).
     hello: [u8; DATA_GREETING_LEN],
+    /// Connections this flow has opened over the whole test (`--crr`): each greeting's
+    /// counter, never reset (`connections` is per interval), so no two tags repeat.
+    opened: u64,
     /// Bytes of the current response received so far.
     rx: u64,
     /// Paced: intended start of the next transaction, ns since base.
@@ -183,6 +186,7 @@ impl Flow {
             unsent: 0,
             hello_left: 0,
             hello: [0; DATA_GREETING_LEN],
+            opened: 0,
             rx: 0,
             next_due: phase,
             want_write: false,
@@ -473,7 +477,8 @@ impl ClientWorker {
             .map_err(|e| e.to_string())?;
         let f = &mut self.flows[i];
         // Numbered by the flow's connections so far: each greeting's tag is new.
-        f.hello = DataHello::new(c.cookie, f.id, f.connections, c.key.as_ref()).greeting();
+        f.hello = DataHello::new(c.cookie, f.id, f.opened, c.key.as_ref()).greeting();
+        f.opened += 1;
         f.sock = Some(stream);
         f.conn = Conn::Connecting;
         f.want_write = true;
