@@ -100,6 +100,10 @@ pub(crate) enum Command {
     Report(ReportArgs),
     /// Check a candidate sweep against a baseline for regressions (exit 1 names the cell).
     Compare(CompareArgs),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), or write every page to a directory with --dir.
+    Man(ManArgs),
 }
 
 /// How results are printed.
@@ -470,6 +474,32 @@ pub(crate) struct CompareArgs {
     /// Confidence a regression must be shown with, percent.
     #[arg(long, value_name = "PERCENT", default_value = "95%", value_parser = parse::confidence)]
     pub(crate) confidence: f64,
+}
+
+/// Print a shell's completion script for xbench.
+///
+/// bash: `xbench completions bash > ~/.local/share/bash-completion/completions/xbench`;
+/// zsh: `xbench completions zsh > ~/.zfunc/_xbench` (with `~/.zfunc` in `fpath`);
+/// fish: `xbench completions fish > ~/.config/fish/completions/xbench.fish`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+/// Print xbench's manual page, or write every page (xbench.1, xbench-client.1, …) to a directory.
+///
+/// Read one with `xbench man client | man -l -`.
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// The subcommand whose page to print (e.g. client, or lab run) [default: xbench(1)].
+    #[arg(value_name = "SUBCOMMAND")]
+    pub(crate) command: Vec<String>,
+
+    /// Write every page into DIR (created if missing) instead of printing one.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
 }
 
 /// Emulated cloud paths (peering, a transit hop, a software VPN) in network namespaces.
