@@ -198,7 +198,7 @@ pub(crate) struct RunArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
-    /// Throughput unit of the report: Mbit/s, Gbit/s or MB/s.
+    /// Throughput unit of the report: Mbit/s, Gbit/s, MB/s, MiB/s…, or iperf3's -f letters.
     #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = unit)]
     pub(crate) unit: xbench_report::ThroughputUnit,
 }

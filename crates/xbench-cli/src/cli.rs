@@ -233,6 +233,13 @@ pub(crate) struct ClientArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) json_file: Option<PathBuf>,
 
+    /// Unit of every rate printed: kbit/s, Mbit/s, Gbit/s, MB/s, MiB/s…, or iperf3's -f
+    /// letters: k m g t for bits (powers of 1000), K M G T for bytes (powers of 1024)
+    /// [default: a unit per figure; Mbit/s in a sweep's table]. JSON stays in bits/s.
+    #[arg(short = 'f', long = "unit", visible_alias = "format", value_name = "UNIT",
+          value_parser = parse::throughput_unit)]
+    pub(crate) unit: Option<xbench_report::ThroughputUnit>,
+
     /// Request/response latency over persistent connections (netperf's TCP_RR).
     #[arg(long, help_heading = "Request/response (latency)",
           conflicts_with_all = ["reverse", "bidir", "bytes", "zerocopy", "length", "recv_copy", "parallel"])]
@@ -318,10 +325,6 @@ pub(crate) struct SweepArgs {
     /// Complete an interrupted sweep: skip the runs already saved under --save.
     #[arg(long, requires = "save")]
     pub(crate) resume: bool,
-
-    /// Throughput unit of the sweep's summary table: Mbit/s, Gbit/s or MB/s.
-    #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = parse::throughput_unit)]
-    pub(crate) unit: xbench_report::ThroughputUnit,
 }
 
 /// Table formats of `xbench report`.
@@ -371,7 +374,8 @@ pub(crate) struct ReportArgs {
     #[arg(long, value_enum, requires = "plot")]
     pub(crate) chart: Option<ChartArg>,
 
-    /// Throughput unit: Mbit/s, Gbit/s or MB/s (JSON stays in bits per second).
+    /// Throughput unit: Mbit/s, Gbit/s, MB/s, MiB/s…, or iperf3's -f letters (k m g t bits,
+    /// K M G T bytes in powers of 1024). JSON stays in bits per second.
     #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = parse::throughput_unit)]
     pub(crate) unit: xbench_report::ThroughputUnit,
 }
