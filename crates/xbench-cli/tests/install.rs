@@ -186,3 +186,135 @@ fn completions_and_man_refuse_what_they_cannot_do() {
         ],
     );
 }
+
+/// contrib/xbench-server.service with ExecStart pointing at this build's binary.
+fn service_unit() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../contrib/xbench-server.service"
+    );
+    std::fs::read_to_string(path)
+        .unwrap()
+        .replace("/usr/local/bin/xbench", env!("CARGO_BIN_EXE_xbench"))
+}
+
+/// systemd's own checks of the unit: `verify` (directives, the ExecStart binary, and that
+/// `man:xbench-server(1)` is a page `xbench man --dir` writes), and `security`, whose
+/// exposure score (0 best, 100 worst) must stay under 20: a hardening line removed by mistake
+/// raises it.
+#[test]
+fn the_service_unit_passes_systemd_analyze() {
+    if !have("systemd-analyze") {
+        return;
+    }
+    let dir = TempDir::new("service-unit");
+    let unit = dir.0.join("xbench-server.service");
+    std::fs::write(&unit, service_unit()).unwrap();
+    let man = dir.0.join("man");
+    let out = xbench()
+        .args(["man", "--dir"])
+        .arg(man.join("man1"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .env("MANPATH", &man)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.trim().is_empty(),
+        "verify: {err}"
+    );
+
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--threshold=20", "--no-pager"])
+        .arg(&unit)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "exposure above 2.0:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The unit's ExecStart, run as systemd would (%d the credentials directory holding the key),
+/// serves a test to a client with the key and refuses one without.
+#[test]
+fn the_service_command_line_serves_a_client_with_the_key() {
+    let dir = TempDir::new("service-exec");
+    let key = dir.0.join("xbench.key");
+    std::fs::write(&key, "a key of at least sixteen bytes\n").unwrap();
+    let unit = service_unit();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart= line");
+    let argv: Vec<String> = exec
+        .split_whitespace()
+        .map(|w| w.replace("%d", dir.0.to_str().unwrap()))
+        .collect();
+    assert!(
+        !argv.iter().any(|a| a.contains('%')),
+        "unhandled specifier: {exec}"
+    );
+    let mut server = Command::new(&argv[0])
+        .args(&argv[1..])
+        .args(["-B", "127.0.0.1", "-p", "0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut lines = std::io::BufRead::lines(stderr);
+    let port = loop {
+        let line = lines.next().expect("the server logs its address").unwrap();
+        // --log-format json: one object per line.
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+            panic!("not a JSON log line ({e}): {line}");
+        });
+        if let Some(addr) = v["message"]
+            .as_str()
+            .and_then(|m| m.split("listening on ").nth(1))
+        {
+            break addr.rsplit(':').next().unwrap().to_owned();
+        }
+    };
+    let client = |with_key: bool| {
+        let mut c = xbench();
+        c.args([
+            "client",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "0.3",
+            "-i",
+            "0",
+            "--json",
+        ]);
+        if with_key {
+            c.arg("--psk-file").arg(&key);
+        }
+        c.output().unwrap()
+    };
+    let with = client(true);
+    let without = client(false);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        with.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    assert_eq!(without.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&without.stderr).contains("key"),
+        "{}",
+        String::from_utf8_lossy(&without.stderr)
+    );
+}
