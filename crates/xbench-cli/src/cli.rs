@@ -378,6 +378,7 @@ pub(crate) struct ReportArgs {
     /// K M G T bytes in powers of 1024). JSON stays in bits per second.
     #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = parse::throughput_unit)]
     pub(crate) unit: xbench_report::ThroughputUnit,
+
     /// A link's capacity, bits per second as -b takes them (1G, 500M): a labelled line on the
     /// throughput charts, and each row's share of it in text, md and csv tables.
     #[arg(long, value_name = "RATE", value_parser = parse::bitrate)]
