@@ -69,6 +69,31 @@ pub(crate) enum Command {
     Down(DownArgs),
     /// Delete every xbench-tagged run past its deletion-due time, in every region.
     Gc(GcArgs),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), or write every page to a directory with --dir.
+    Man(ManArgs),
+}
+
+/// Print a shell's completion script for xbench-deploy (installed as `xbench completions`'s is).
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+/// Print xbench-deploy's manual page, or write every page (xbench-deploy.1,
+/// xbench-deploy-up.1, …) to a directory.
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// The subcommand whose page to print (e.g. up) [default: xbench-deploy(1)].
+    #[arg(value_name = "SUBCOMMAND")]
+    pub(crate) command: Vec<String>,
+
+    /// Write every page into DIR (created if missing) instead of printing one.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -173,7 +198,7 @@ pub(crate) struct RunArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
-    /// Throughput unit of the report: Mbit/s, Gbit/s or MB/s.
+    /// Throughput unit of the report: Mbit/s, Gbit/s, MB/s, MiB/s…, or iperf3's -f letters.
     #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = unit)]
     pub(crate) unit: xbench_report::ThroughputUnit,
 }

@@ -1,11 +1,13 @@
-//! The `xbench-deploy` command: `plan`, `up`, `run`, `all`, `down`, `gc`. Parses flags, calls the library,
-//! prints what comes back, and maps the outcome to an exit status.
+//! The `xbench-deploy` command: `plan`, `up`, `run`, `all`, `down`, `gc`, and `completions` and
+//! `man` for installing it. Parses flags, calls the library, prints what comes back, and maps the
+//! outcome to an exit status.
 
 #![allow(clippy::print_stderr)] // the binary owns the terminal
 
 mod cli;
 mod commands;
 mod exit;
+mod install;
 mod render;
 
 use std::io::IsTerminal as _;
@@ -37,6 +39,8 @@ fn main() {
             Command::All(a) => commands::all(&cli.common, a).await,
             Command::Down(a) => commands::down(&cli.common, a).await,
             Command::Gc(a) => commands::gc(&cli.common, a).await,
+            Command::Completions(a) => install::completions(a),
+            Command::Man(a) => install::man(a),
         }
     });
     let status = match result {

@@ -100,6 +100,10 @@ pub(crate) enum Command {
     Report(ReportArgs),
     /// Check a candidate sweep against a baseline for regressions (exit 1 names the cell).
     Compare(CompareArgs),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), or write every page to a directory with --dir.
+    Man(ManArgs),
 }
 
 /// How results are printed.
@@ -229,6 +233,13 @@ pub(crate) struct ClientArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) json_file: Option<PathBuf>,
 
+    /// Unit of every rate printed: kbit/s, Mbit/s, Gbit/s, MB/s, MiB/s…, or iperf3's -f
+    /// letters: k m g t for bits (powers of 1000), K M G T for bytes (powers of 1024)
+    /// [default: a unit per figure; Mbit/s in a sweep's table]. JSON stays in bits/s.
+    #[arg(short = 'f', long = "unit", visible_alias = "format", value_name = "UNIT",
+          value_parser = parse::throughput_unit)]
+    pub(crate) unit: Option<xbench_report::ThroughputUnit>,
+
     /// Request/response latency over persistent connections (netperf's TCP_RR).
     #[arg(long, help_heading = "Request/response (latency)",
           conflicts_with_all = ["reverse", "bidir", "bytes", "zerocopy", "length", "recv_copy", "parallel"])]
@@ -314,10 +325,6 @@ pub(crate) struct SweepArgs {
     /// Complete an interrupted sweep: skip the runs already saved under --save.
     #[arg(long, requires = "save")]
     pub(crate) resume: bool,
-
-    /// Throughput unit of the sweep's summary table: Mbit/s, Gbit/s or MB/s.
-    #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = parse::throughput_unit)]
-    pub(crate) unit: xbench_report::ThroughputUnit,
 }
 
 /// Table formats of `xbench report`.
@@ -367,9 +374,15 @@ pub(crate) struct ReportArgs {
     #[arg(long, value_enum, requires = "plot")]
     pub(crate) chart: Option<ChartArg>,
 
-    /// Throughput unit: Mbit/s, Gbit/s or MB/s (JSON stays in bits per second).
+    /// Throughput unit: Mbit/s, Gbit/s, MB/s, MiB/s…, or iperf3's -f letters (k m g t bits,
+    /// K M G T bytes in powers of 1024). JSON stays in bits per second.
     #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = parse::throughput_unit)]
     pub(crate) unit: xbench_report::ThroughputUnit,
+
+    /// A link's capacity, bits per second as -b takes them (1G, 500M): a labelled line on the
+    /// throughput charts, and each row's share of it in text, md and csv tables.
+    #[arg(long, value_name = "RATE", value_parser = parse::bitrate)]
+    pub(crate) ceiling: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -471,6 +484,32 @@ pub(crate) struct CompareArgs {
     /// Confidence a regression must be shown with, percent.
     #[arg(long, value_name = "PERCENT", default_value = "95%", value_parser = parse::confidence)]
     pub(crate) confidence: f64,
+}
+
+/// Print a shell's completion script for xbench.
+///
+/// bash: `xbench completions bash > ~/.local/share/bash-completion/completions/xbench`;
+/// zsh: `xbench completions zsh > ~/.zfunc/_xbench` (with `~/.zfunc` in `fpath`);
+/// fish: `xbench completions fish > ~/.config/fish/completions/xbench.fish`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+/// Print xbench's manual page, or write every page (xbench.1, xbench-client.1, …) to a directory.
+///
+/// Read one with `xbench man client | man -l -`.
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// The subcommand whose page to print (e.g. client, or lab run) [default: xbench(1)].
+    #[arg(value_name = "SUBCOMMAND")]
+    pub(crate) command: Vec<String>,
+
+    /// Write every page into DIR (created if missing) instead of printing one.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
 }
 
 /// Emulated cloud paths (peering, a transit hop, a software VPN) in network namespaces.

@@ -1,6 +1,6 @@
-//! The `xbench` command: `xbench server`, `xbench client`, `xbench report` and
-//! `xbench compare`. Parses flags, hands typed configuration to the library, prints what comes
-//! back, and maps the outcome to an exit status.
+//! The `xbench` command: `xbench server`, `xbench client`, `xbench report`, `xbench compare`,
+//! and `xbench completions` and `xbench man` for installing it. Parses flags, hands typed
+//! configuration to the library, prints what comes back, and maps the outcome to an exit status.
 
 #![allow(clippy::print_stderr)] // the binary owns the terminal
 
@@ -39,6 +39,8 @@ fn main() {
             Command::Lab(args) => cmd::lab::run(args).await,
             Command::Report(args) => cmd::report::run(args),
             Command::Compare(args) => cmd::compare::run(args),
+            Command::Completions(args) => cmd::completions::run(args),
+            Command::Man(args) => cmd::man::run(args),
         }
     });
     let status = match result {

@@ -46,6 +46,8 @@ pub(crate) struct Single {
     pub(crate) json_file: Option<PathBuf>,
     /// `--hist`: the latency histograms, written here.
     pub(crate) hist: Option<PathBuf>,
+    /// `-f`/`--unit`: every rate in this unit; without, each in the unit that suits it.
+    pub(crate) unit: Option<ThroughputUnit>,
 }
 
 /// How a single test is printed.
@@ -80,6 +82,7 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
     if sweep {
         refuse_single_test_outputs(&a)?;
     }
+    refuse_unit_without_rates(&a)?;
     let target = target(&a);
     let spec = spec(&a)?;
     let psk = target.read_key().map_err(|e| UsageError(e.to_string()))?;
@@ -92,6 +95,7 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
             label: a.label,
             json_file: a.json_file,
             hist: a.hist,
+            unit: a.unit,
         }));
     }
     let label = match (a.label, &target.host) {
@@ -120,7 +124,7 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
         plan,
         psk,
         json: a.json,
-        unit: a.sweep.unit,
+        unit: a.unit.unwrap_or_default(),
     }))
 }
 
@@ -150,6 +154,28 @@ fn refuse_single_test_outputs(a: &ClientArgs) -> Result<(), UsageError> {
                  (--json for one document; --save DIR keeps every run's full report)"
             )));
         }
+    }
+    Ok(())
+}
+
+/// `-f`/`--unit` where no rate it could apply to is printed: refused, not ignored.
+fn refuse_unit_without_rates(a: &ClientArgs) -> Result<(), UsageError> {
+    if a.unit.is_none() {
+        return Ok(());
+    }
+    if a.rr || a.crr {
+        return Err(UsageError(
+            "-f/--unit applies to throughput; a request/response test reports transactions \
+             per second and latency"
+                .into(),
+        ));
+    }
+    if a.json || a.json_stream {
+        return Err(UsageError(format!(
+            "-f/--unit does not apply to {}: JSON gives every rate in bits per second; \
+             leave out -f, or convert when reading the JSON",
+            if a.json { "--json" } else { "--json-stream" }
+        )));
     }
     Ok(())
 }

@@ -9,6 +9,8 @@
 //! - **timeline**: one run per interval: throughput, each stream's congestion window, and
 //!   retransmits.
 //!
+//! A link's capacity ([`add_ceiling`]) is a dashed, named line across a throughput panel.
+//!
 //! Every line is named at its end in its own colour, so no legend needs hunting; titles and
 //! axes carry units. Text is drawn with DejaVu Sans, embedded, so a PNG looks the same on a
 //! machine with no fonts; in SVG it stays `<text>`. Charts never mix request/response and
@@ -104,6 +106,12 @@ pub enum ChartError {
         /// What is missing.
         reason: String,
     },
+    /// A ceiling was asked of a chart with no throughput axis.
+    #[error(
+        "a {0} chart has no throughput axis to draw a ceiling on; --ceiling applies to the \
+         streams, window and timeline charts"
+    )]
+    NoRateAxis(&'static str),
     /// The file name has no known image extension.
     #[error("{0}: name the chart file .svg or .png")]
     Format(PathBuf),
@@ -161,12 +169,17 @@ pub enum XAxis {
     Linear,
 }
 
+/// [`Series::colour`] of a reference line that belongs to no path (a link's capacity): drawn in
+/// dark grey, a colour no path gets.
+pub const NEUTRAL: usize = usize::MAX;
+
 /// One line.
 #[derive(Debug, Clone)]
 pub struct Series {
     /// Its name, written at its end.
     pub name: String,
-    /// Palette index: the same path keeps its colour across lines (its ceiling, its streams).
+    /// Palette index: the same path keeps its colour across lines (its ceiling, its streams);
+    /// [`NEUTRAL`] for a reference line.
     pub colour: usize,
     /// Dashed (a ceiling, not a measurement).
     pub dashed: bool,
@@ -229,6 +242,50 @@ pub fn plan(
     };
     data.left_out = others;
     Ok(data)
+}
+
+/// Adds a link's capacity to `data`'s throughput panel: a dashed horizontal line across it,
+/// named with the rate in `unit` ("capacity 125 MB/s"), so each path reads as a share of what
+/// the link can carry. The y axis grows to show it. A latency chart has no throughput axis:
+/// refused.
+pub fn add_ceiling(
+    data: &mut ChartData,
+    bits_per_second: f64,
+    unit: ThroughputUnit,
+) -> Result<(), ChartError> {
+    if data.kind == ChartKind::Latency {
+        return Err(ChartError::NoRateAxis(data.kind.name()));
+    }
+    // Streams and window charts have one panel; a timeline's first is its throughput.
+    let Some(panel) = data.panels.first_mut() else {
+        return Err(ChartError::NoRateAxis(data.kind.name()));
+    };
+    let (x0, x1) = match &panel.x_axis {
+        XAxis::Categories(c) => (-0.5, c.len().max(1) as f64 - 0.5),
+        XAxis::Nines | XAxis::Linear => {
+            let xs = || {
+                panel
+                    .series
+                    .iter()
+                    .flat_map(|s| s.points.iter().map(|p| p.x))
+            };
+            let lo = xs().fold(f64::INFINITY, f64::min).min(0.0);
+            let hi = xs().fold(f64::NEG_INFINITY, f64::max);
+            (lo, if hi > lo { hi } else { lo + 1.0 })
+        }
+    };
+    let y = bits_per_second * unit.factor();
+    panel.series.push(Series {
+        name: format!("capacity {}", unit.format_with_label(bits_per_second)),
+        colour: NEUTRAL,
+        dashed: true,
+        markers: false,
+        points: [x0, x1]
+            .into_iter()
+            .map(|x| Point { x, y, bar: None })
+            .collect(),
+    });
+    Ok(())
 }
 
 /// Draws `data` into an SVG document.
@@ -679,6 +736,9 @@ const PALETTE: [RGBColor; 10] = [
 const FONT: &str = "sans-serif";
 
 fn colour(i: usize) -> RGBColor {
+    if i == NEUTRAL {
+        return RGBColor(60, 60, 60);
+    }
     PALETTE[i % PALETTE.len()]
 }
 
@@ -1014,6 +1074,9 @@ mod tests {
                 p99_us: 90.0,
                 p99_9_us: 90.0,
                 mean_us: 38.6,
+                min_us: 10.0,
+                max_us: 95.0,
+                stddev_us: 20.0,
                 retransmits: 0,
                 histogram: d.encode(),
             }),
@@ -1085,6 +1148,88 @@ mod tests {
         let s = &c.panels[0].series;
         assert!((s[1].points[0].y - 408.0).abs() < 1e-6);
         assert!((s[1].points[1].y - 918.0).abs() < 1e-6);
+    }
+
+    /// Every element drawn in `colour` (`#RRGGBB`) and the y pixels of its points.
+    fn stroked_ys(svg: &str, colour: &str) -> Vec<f64> {
+        let doc = roxmltree::Document::parse(svg).unwrap();
+        let mut ys = Vec::new();
+        for n in doc
+            .descendants()
+            .filter(|n| n.attribute("stroke") == Some(colour))
+        {
+            match n.tag_name().name() {
+                "line" => {
+                    for a in ["y1", "y2"] {
+                        ys.push(n.attribute(a).unwrap().parse().unwrap());
+                    }
+                }
+                "polyline" => {
+                    for pair in n.attribute("points").unwrap().split_whitespace() {
+                        ys.push(pair.split(',').nth(1).unwrap().parse().unwrap());
+                    }
+                }
+                other => panic!("a {other} in the ceiling's colour"),
+            }
+        }
+        ys
+    }
+
+    /// `--ceiling`: a dashed horizontal line named with the rate in the table's unit, above
+    /// the measured lines when the paths run below it; refused on a latency chart.
+    #[test]
+    fn a_ceiling_is_a_named_horizontal_line_in_the_charts_unit() {
+        let runs = vec![
+            tp("peering", 1, None, 300.0),
+            tp("peering", 4, None, 900.0),
+            tp("vpn", 1, None, 100.0),
+            tp("vpn", 4, None, 200.0),
+        ];
+        let mut c = plan(&runs, None, ThroughputUnit::MBytes).unwrap();
+        add_ceiling(&mut c, 1e9, ThroughputUnit::MBytes).unwrap();
+        let line = c.panels[0].series.last().unwrap();
+        assert_eq!(line.name, "capacity 125 MB/s");
+        assert!(line.dashed && line.colour == NEUTRAL);
+        assert!(line.points.iter().all(|p| p.y == 125.0));
+
+        let svg = to_svg(&c).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let label = doc
+            .descendants()
+            .find(|n| {
+                n.has_tag_name("text") && n.text().map(str::trim) == Some("capacity 125 MB/s")
+            })
+            .expect("the ceiling's label");
+        let ys = stroked_ys(&svg, "#3C3C3C");
+        assert!(ys.len() >= 4, "dashes of the ceiling: {ys:?}");
+        assert!(
+            ys.iter().all(|y| (y - ys[0]).abs() < 0.5),
+            "not horizontal: {ys:?}"
+        );
+        // Labelled at its own height, and above every path (smaller y is higher up).
+        let label_y: f64 = label.attribute("y").unwrap().parse().unwrap();
+        assert!(
+            (label_y - ys[0]).abs() < 20.0,
+            "label at {label_y}, line at {}",
+            ys[0]
+        );
+        let peering = stroked_ys(&svg, "#1F77B4");
+        assert!(
+            !peering.is_empty() && peering.iter().all(|y| *y > ys[0]),
+            "{peering:?}"
+        );
+
+        // The timeline's throughput panel takes it too; the latency chart has no rate axis.
+        let mut t = plan(&[tp("a", 2, None, 10.0)], None, ThroughputUnit::Gbits).unwrap();
+        add_ceiling(&mut t, 25e9, ThroughputUnit::Gbits).unwrap();
+        assert_eq!(
+            t.panels[0].series.last().unwrap().name,
+            "capacity 25.0 Gbit/s"
+        );
+        assert_eq!(t.panels[1].series.len(), 2, "cwnd panel untouched");
+        let mut l = plan(&[rr("b")], None, ThroughputUnit::Mbits).unwrap();
+        let e = add_ceiling(&mut l, 1e9, ThroughputUnit::Mbits).unwrap_err();
+        assert!(e.to_string().contains("no throughput axis"), "{e}");
     }
 
     #[test]

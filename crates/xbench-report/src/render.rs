@@ -86,15 +86,28 @@ impl<'a, S: Serialize> Document<'a, S> {
 
 /// Renders the table in `format`; JSON carries no sweep section (see [`Document`]).
 pub fn render(c: &Comparison, format: Format, unit: ThroughputUnit) -> String {
+    render_with_ceiling(c, format, unit, None)
+}
+
+/// [`render`], with each throughput row also as a percentage of a link's capacity,
+/// `ceiling` bits per second (`xbench report --ceiling 1G`): a column in text and Markdown, a
+/// `throughput_of_ceiling` metric in CSV. JSON keeps base units and is unchanged.
+pub fn render_with_ceiling(
+    c: &Comparison,
+    format: Format,
+    unit: ThroughputUnit,
+    ceiling: Option<f64>,
+) -> String {
+    let ceiling = ceiling.filter(|c| *c > 0.0);
     match format {
-        Format::Text => sections(c, unit, false),
-        Format::Markdown => sections(c, unit, true),
-        Format::Csv => csv(c, unit),
+        Format::Text => sections(c, unit, ceiling, false),
+        Format::Markdown => sections(c, unit, ceiling, true),
+        Format::Csv => csv(c, unit, ceiling),
         Format::Json => Document::new(c, &[]).to_json(),
     }
 }
 
-fn sections(c: &Comparison, unit: ThroughputUnit, md: bool) -> String {
+fn sections(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>, md: bool) -> String {
     let mut out = String::new();
     for dir in [
         StreamDirection::ClientToServer,
@@ -105,20 +118,28 @@ fn sections(c: &Comparison, unit: ThroughputUnit, md: bool) -> String {
         if rows.is_empty() {
             continue;
         }
-        let title = format!(
+        let mut title = format!(
             "Throughput {}: receiver rate in {}, per run; 95 % CI of the mean (Student t)",
             dir.label(),
             unit.label()
         );
-        let head = [
+        let mut head = vec![
             "cell", "label", "runs", "mean", "stddev", "min", "max", "95 % CI", "CV", "retr",
             "RTT µs",
         ];
+        if let Some(cap) = ceiling {
+            let _ = write!(
+                title,
+                "; % of: mean as a share of the {} capacity",
+                unit.format_with_label(cap)
+            );
+            head.insert(4, "% of");
+        }
         let body = rows
             .iter()
             .map(|r| {
                 let s = r.bits_per_second.scaled(unit.factor());
-                vec![
+                let mut cells = vec![
                     r.cell_name.clone(),
                     r.label.clone(),
                     r.runs.to_string(),
@@ -130,7 +151,14 @@ fn sections(c: &Comparison, unit: ThroughputUnit, md: bool) -> String {
                     cv(&s),
                     format!("{:.1}", r.retransmits.mean),
                     r.rtt_us.map_or("-".into(), |x| format!("{:.0}", x.mean)),
-                ]
+                ];
+                if let Some(cap) = ceiling {
+                    cells.insert(
+                        4,
+                        format!("{} %", number(r.bits_per_second.mean / cap * 100.0)),
+                    );
+                }
+                cells
             })
             .collect();
         table(&mut out, &title, &head, body, md);
@@ -145,19 +173,13 @@ fn sections(c: &Comparison, unit: ThroughputUnit, md: bool) -> String {
         } else {
             "Connect/request/response (TCP_CRR)"
         };
-        let title =
-            format!("{name}: mean over runs of each run's percentile, µs; rate in transactions/s");
+        // netperf's figures (min/mean/max/stddev) beside the percentiles, as each run
+        // measured them; the spread over runs in a table of its own.
+        let title = format!(
+            "{name}: latency, µs, and rate, transactions/s; each run's figure, mean over runs"
+        );
         let head = [
-            "cell",
-            "label",
-            "runs",
-            "p50",
-            "p50 95 % CI",
-            "p99",
-            "p99 95 % CI",
-            "rate",
-            "rate stddev",
-            "rate CV",
+            "cell", "label", "runs", "min", "mean", "p50", "p90", "p99", "max", "stddev", "rate",
             "retr",
         ];
         let body = rows
@@ -167,14 +189,42 @@ fn sections(c: &Comparison, unit: ThroughputUnit, md: bool) -> String {
                     r.cell_name.clone(),
                     r.label.clone(),
                     r.runs.to_string(),
+                    number(r.min_us.mean),
+                    number(r.mean_us.mean),
                     number(r.p50_us.mean),
-                    ci(&r.p50_us),
+                    number(r.p90_us.mean),
                     number(r.p99_us.mean),
-                    ci(&r.p99_us),
+                    number(r.max_us.mean),
+                    number(r.stddev_us.mean),
                     number(r.transactions_per_second.mean),
+                    format!("{:.1}", r.retransmits.mean),
+                ]
+            })
+            .collect();
+        table(&mut out, &title, &head, body, md);
+        let title = format!("{name}: spread over runs; 95 % CI of the mean (Student t)");
+        let head = [
+            "cell",
+            "label",
+            "runs",
+            "p50 95 % CI",
+            "p99 95 % CI",
+            "rate 95 % CI",
+            "rate stddev",
+            "rate CV",
+        ];
+        let body = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.cell_name.clone(),
+                    r.label.clone(),
+                    r.runs.to_string(),
+                    ci(&r.p50_us),
+                    ci(&r.p99_us),
+                    ci(&r.transactions_per_second),
                     opt(r.transactions_per_second.stddev),
                     cv(&r.transactions_per_second),
-                    format!("{:.1}", r.retransmits.mean),
                 ]
             })
             .collect();
@@ -256,7 +306,7 @@ fn table(out: &mut String, title: &str, head: &[&str], body: Vec<Vec<String>>, m
     }
 }
 
-fn csv(c: &Comparison, unit: ThroughputUnit) -> String {
+fn csv(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>) -> String {
     let mut out = String::from(
         "kind,direction,label,cell,tool,streams,window_bytes,request_bytes,response_bytes,flows,\
          metric,unit,runs,mean,stddev,min,max,ci95_low,ci95_high,cv\n",
@@ -303,6 +353,14 @@ fn csv(c: &Comparison, unit: ThroughputUnit) -> String {
             unit.label(),
             &r.bits_per_second.scaled(unit.factor()),
         );
+        if let Some(cap) = ceiling {
+            line(
+                &row,
+                "throughput_of_ceiling",
+                "%",
+                &r.bits_per_second.scaled(100.0 / cap),
+            );
+        }
         line(&row, "retransmits", "segments", &r.retransmits);
         if let Some(rtt) = &r.rtt_us {
             line(&row, "rtt", "us", rtt);
@@ -323,10 +381,14 @@ fn csv(c: &Comparison, unit: ThroughputUnit) -> String {
             opt(k.flows.map(u64::from)),
         ];
         line(&row, "transaction_rate", "1/s", &r.transactions_per_second);
+        line(&row, "min_latency", "us", &r.min_us);
+        line(&row, "mean_latency", "us", &r.mean_us);
         line(&row, "p50_latency", "us", &r.p50_us);
+        line(&row, "p90_latency", "us", &r.p90_us);
         line(&row, "p99_latency", "us", &r.p99_us);
         line(&row, "p99_9_latency", "us", &r.p99_9_us);
-        line(&row, "mean_latency", "us", &r.mean_us);
+        line(&row, "max_latency", "us", &r.max_us);
+        line(&row, "stddev_latency", "us", &r.stddev_us);
         line(&row, "retransmits", "segments", &r.retransmits);
     }
     out
@@ -422,5 +484,97 @@ mod tests {
         assert!((mean - 0.105).abs() < 1e-12, "{first}");
         assert_eq!(csv.lines().count(), 1 + 3 * 3);
         let _ = Tool::Iperf3;
+    }
+
+    /// `--ceiling`: each row's mean as a share of the link, beside the mean, in every table
+    /// format but JSON.
+    #[test]
+    fn a_ceiling_shows_each_rows_share_of_it() {
+        let c = sample();
+        let t = render_with_ceiling(&c, Format::Text, ThroughputUnit::MBytes, Some(1e9));
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].ends_with("share of the 125 MB/s capacity"), "{t}");
+        let cols: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(cols[..5], ["cell", "label", "runs", "mean", "%"], "{t}");
+        // peering P=1: 105 Mbit/s of 1 Gbit/s; vpn: 52; peering P=2: 190.
+        for (line, share) in [(2, "10.5 %"), (3, "5.20 %"), (4, "19.0 %")] {
+            assert!(lines[line].contains(share), "{share} in {}", lines[line]);
+        }
+        let md = render_with_ceiling(&c, Format::Markdown, ThroughputUnit::Mbits, Some(1e9));
+        assert!(md.contains("| 105 | 10.5 % |"), "{md}");
+        let csv = render_with_ceiling(&c, Format::Csv, ThroughputUnit::Mbits, Some(1e9));
+        let share = csv
+            .lines()
+            .find(|l| l.contains(",throughput_of_ceiling,%,2,"))
+            .expect("a share line");
+        let mean: f64 = share.split(',').nth(13).unwrap().parse().unwrap();
+        assert!((mean - 10.5).abs() < 1e-9, "{share}");
+        assert_eq!(
+            render_with_ceiling(&c, Format::Json, ThroughputUnit::Mbits, Some(1e9)),
+            render(&c, Format::Json, ThroughputUnit::Mbits)
+        );
+        assert!(!render(&c, Format::Text, ThroughputUnit::Mbits).contains("% of"));
+    }
+
+    fn rr_run(label: &str, base: f64) -> Run {
+        Run {
+            path: format!("{label}/rr-{base}.json").into(),
+            label: label.into(),
+            key: CellKey::of_spec(&xbench::config::TestSpec::request_response()),
+            started_at: String::new(),
+            measure: Measure::Rr(crate::run::RrResult {
+                transactions_per_second: 300.0 * base,
+                min_us: base,
+                p50_us: 2.0 * base,
+                p90_us: 3.0 * base,
+                p99_us: 4.0 * base,
+                p99_9_us: 5.0 * base,
+                mean_us: 2.5 * base,
+                max_us: 10.0 * base,
+                stddev_us: 0.5 * base,
+                retransmits: 1,
+                histogram: String::new(),
+            }),
+        }
+    }
+
+    /// The figures netperf users compare (min/mean/max/stddev) beside p50/p90/p99 and the
+    /// rate, each the mean over runs of the run's own figure; the spread in its own table.
+    #[test]
+    fn request_response_rows_carry_netperf_figures_and_percentiles() {
+        let c = Comparison::build(&[rr_run("peering", 40.0), rr_run("peering", 60.0)]);
+        let t = render(&c, Format::Text, ThroughputUnit::Mbits);
+        let lines: Vec<&str> = t.lines().collect();
+        let head = lines.iter().position(|l| l.starts_with("cell")).unwrap();
+        let cols: Vec<&str> = lines[head].split_whitespace().collect();
+        assert_eq!(
+            cols,
+            [
+                "cell", "label", "runs", "min", "mean", "p50", "p90", "p99", "max", "stddev",
+                "rate", "retr"
+            ],
+            "{t}"
+        );
+        let row: Vec<&str> = lines[head + 1].split_whitespace().collect();
+        // The cell name is one word here; the row's figures follow it.
+        assert_eq!(
+            row[row.len() - 10..],
+            [
+                "2", "50.0", "125", "100", "150", "200", "500", "25.0", "15000", "1.0"
+            ],
+            "{t}"
+        );
+        assert!(t.contains("spread over runs; 95 % CI of the mean"), "{t}");
+        assert!(t.contains("p50 95 % CI"), "{t}");
+        let csv = render(&c, Format::Csv, ThroughputUnit::Mbits);
+        for metric in [
+            "min_latency",
+            "mean_latency",
+            "p90_latency",
+            "max_latency",
+            "stddev_latency",
+        ] {
+            assert!(csv.contains(&format!(",{metric},us,2,")), "{metric}: {csv}");
+        }
     }
 }

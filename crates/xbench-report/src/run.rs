@@ -75,6 +75,8 @@ pub struct TimelinePoint {
 pub struct RrResult {
     /// Transactions per second, all flows.
     pub transactions_per_second: f64,
+    /// Lowest latency, µs.
+    pub min_us: f64,
     /// Median latency, µs.
     pub p50_us: f64,
     /// 90th percentile, µs.
@@ -85,6 +87,10 @@ pub struct RrResult {
     pub p99_9_us: f64,
     /// Mean latency, µs.
     pub mean_us: f64,
+    /// Highest latency, µs.
+    pub max_us: f64,
+    /// Standard deviation of the run's latencies, µs (netperf's stddev_latency).
+    pub stddev_us: f64,
     /// Segments retransmitted, both ends when the server reported.
     pub retransmits: u64,
     /// The run's latency histogram (HdrHistogram V2, base64), for percentile curves.
@@ -121,11 +127,14 @@ impl Run {
             })?;
             Measure::Rr(RrResult {
                 transactions_per_second: s.transactions_per_second,
+                min_us: l.min_us,
                 p50_us: l.p50_us,
                 p90_us: l.p90_us,
                 p99_us: l.p99_us,
                 p99_9_us: l.p99_9_us,
                 mean_us: l.mean_us,
+                max_us: l.max_us,
+                stddev_us: l.stddev_us,
                 retransmits: s.retransmits + s.server_retransmits.unwrap_or(0),
                 histogram: s.histogram.clone(),
             })

@@ -62,14 +62,22 @@ pub struct RrRow {
     pub runs: usize,
     /// Transactions per second per run.
     pub transactions_per_second: Stats,
+    /// Lowest latency per run, µs.
+    pub min_us: Stats,
     /// Median latency per run, µs.
     pub p50_us: Stats,
+    /// 90th percentile per run, µs.
+    pub p90_us: Stats,
     /// 99th percentile per run, µs.
     pub p99_us: Stats,
     /// 99.9th percentile per run, µs.
     pub p99_9_us: Stats,
     /// Mean latency per run, µs.
     pub mean_us: Stats,
+    /// Highest latency per run, µs.
+    pub max_us: Stats,
+    /// Standard deviation of each run's latencies, µs, over runs.
+    pub stddev_us: Stats,
     /// Retransmitted segments per run.
     pub retransmits: Stats,
     /// The runs' files.
@@ -145,10 +153,14 @@ impl Comparison {
                     cell,
                     runs: results.len(),
                     transactions_per_second: of(&|r| r.transactions_per_second)?,
+                    min_us: of(&|r| r.min_us)?,
                     p50_us: of(&|r| r.p50_us)?,
+                    p90_us: of(&|r| r.p90_us)?,
                     p99_us: of(&|r| r.p99_us)?,
                     p99_9_us: of(&|r| r.p99_9_us)?,
                     mean_us: of(&|r| r.mean_us)?,
+                    max_us: of(&|r| r.max_us)?,
+                    stddev_us: of(&|r| r.stddev_us)?,
                     retransmits: of(&|r| r.retransmits as f64)?,
                     files: saved_files(group.iter().copied()),
                 })

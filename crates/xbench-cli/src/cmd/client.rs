@@ -27,6 +27,7 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         style,
         json_file,
         hist,
+        unit,
     } = test;
     // First, so that no Ctrl-C meets the default action (exit without a file).
     let (cancel, give_up) = ctrl_c_twice()?;
@@ -40,8 +41,8 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         None
     };
 
-    let mut text = Text::new(&config.spec);
-    let mut rr_text = RrText::default();
+    let mut text = Text::new(&config.spec).unit(unit).local(local.is_some());
+    let mut rr_text = RrText::default().local(local.is_some());
     let is_rr = config.spec.as_rr().is_some();
     let mut write_err: Option<io::Error> = None;
     let mut on_event = |ev: ClientEvent| {
@@ -112,10 +113,10 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     }
     let rendered = match &style {
         Style::Text if is_rr => rr_text.summary(&report),
-        Style::Text => Text::new(&config.spec).summary(&report),
+        Style::Text => Text::new(&config.spec).unit(unit).summary(&report),
         Style::Json => json::document(&report),
         Style::JsonStream => json::event_line(&Event::End { report: &report }),
-        Style::Fields(fields, format) => netperf::render(&report, &fields.0, *format),
+        Style::Fields(fields, format) => netperf::render(&report, &fields.0, *format, unit),
     };
     out(&rendered).context("writing results")?;
     for w in &report.warnings {

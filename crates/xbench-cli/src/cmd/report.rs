@@ -17,6 +17,7 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     if let Some(path) = &args.plot {
         chart::ImageFormat::of_path(path).map_err(|e| UsageError(e.to_string()))?;
     }
+    check_ceiling(&args)?;
     let loaded = load(&args.paths).map_err(|e| match e {
         LoadError::Missing(_) => anyhow::Error::new(UsageError(e.to_string())),
         other => anyhow::Error::new(other),
@@ -40,11 +41,14 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
         );
     }
     let table = Comparison::build(&loaded.runs);
+    let ceiling = args.ceiling.map(|c| c as f64);
     let rendered = match args.format {
         TableFormat::Json => Document::new(&table, &loaded.warnings).to_json(),
-        TableFormat::Text => render::render(&table, Format::Text, args.unit),
-        TableFormat::Md => render::render(&table, Format::Markdown, args.unit),
-        TableFormat::Csv => render::render(&table, Format::Csv, args.unit),
+        TableFormat::Text => render::render_with_ceiling(&table, Format::Text, args.unit, ceiling),
+        TableFormat::Md => {
+            render::render_with_ceiling(&table, Format::Markdown, args.unit, ceiling)
+        }
+        TableFormat::Csv => render::render_with_ceiling(&table, Format::Csv, args.unit, ceiling),
     };
     out(&rendered).context("writing the table")?;
 
@@ -55,7 +59,10 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
             ChartArg::Latency => ChartKind::Latency,
             ChartArg::Timeline => ChartKind::Timeline,
         });
-        let data = chart::plan(&loaded.runs, kind, args.unit).context("no chart drawn")?;
+        let mut data = chart::plan(&loaded.runs, kind, args.unit).context("no chart drawn")?;
+        if let Some(c) = ceiling {
+            chart::add_ceiling(&mut data, c, args.unit).context("no chart drawn")?;
+        }
         chart::write(&data, path).context("no chart drawn")?;
         if data.left_out > 0 {
             eprintln!(
@@ -68,4 +75,25 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
         eprintln!("{} chart written to {}", data.kind.name(), path.display());
     }
     Ok(Exit::Success)
+}
+
+/// `--ceiling` where it would show nowhere: refused before anything is read.
+fn check_ceiling(args: &ReportArgs) -> Result<(), UsageError> {
+    if args.ceiling.is_none() {
+        return Ok(());
+    }
+    if args.chart == Some(ChartArg::Latency) {
+        return Err(UsageError(
+            "--ceiling is a throughput; the latency chart has no throughput axis to draw it on"
+                .into(),
+        ));
+    }
+    if args.format == TableFormat::Json && args.plot.is_none() {
+        return Err(UsageError(
+            "--ceiling shows in text, md and csv tables and in charts; JSON keeps base units. \
+             Add --plot FILE, or pick another --format"
+                .into(),
+        ));
+    }
+    Ok(())
 }

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use clap::ValueEnum;
 use xbench::report::TestReport;
+use xbench_report::ThroughputUnit;
 
 /// One output selector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,8 +202,16 @@ pub(crate) enum Format {
 }
 
 /// The selected figures of a finished test.
-pub(crate) fn render(r: &TestReport, fields: &[Field], format: Format) -> String {
-    let values: Vec<String> = fields.iter().map(|f| value(r, *f)).collect();
+///
+/// `unit` (`-f`) scales `throughput` of a throughput test and names it in `throughput_units`;
+/// without one they are netperf's default, 10^6 bits/s.
+pub(crate) fn render(
+    r: &TestReport,
+    fields: &[Field],
+    format: Format,
+    unit: Option<ThroughputUnit>,
+) -> String {
+    let values: Vec<String> = fields.iter().map(|f| value(r, *f, unit)).collect();
     let mut s = String::new();
     match format {
         Format::Columns => {
@@ -252,7 +261,8 @@ pub(crate) fn render(r: &TestReport, fields: &[Field], format: Format) -> String
     s
 }
 
-fn value(r: &TestReport, f: Field) -> String {
+fn value(r: &TestReport, f: Field, unit: Option<ThroughputUnit>) -> String {
+    let unit_factor = unit.map_or(1e-6, ThroughputUnit::factor);
     let sp = f.spec();
     let num = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.*}", sp.decimals));
     let rr = r.rr.as_ref();
@@ -276,12 +286,12 @@ fn value(r: &TestReport, f: Field) -> String {
                 .directions
                 .first()
                 .and_then(|d| d.receiver)
-                .map(|t| t.bits_per_second / 1e6)),
+                .map(|t| t.bits_per_second * unit_factor)),
         },
-        Field::ThroughputUnits => if rr.is_some() {
-            "Trans/s"
-        } else {
-            "10^6bits/s"
+        Field::ThroughputUnits => match (rr, unit) {
+            (Some(_), _) => "Trans/s",
+            (None, Some(u)) => u.label(),
+            (None, None) => "10^6bits/s",
         }
         .to_owned(),
         Field::ElapsedTime => num(Some(r.summary.measured_s)),

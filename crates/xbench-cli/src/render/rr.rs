@@ -9,22 +9,29 @@ use xbench::report::{RrInterval, TestReport};
 use xbench::units::ByteSize;
 use xbench::{ClientConfig, TestSpec};
 
-use super::text::{outcome_line, rtt};
+use super::text::{connected, outcome_line, rtt};
 
 const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
 
 /// Renders one request/response test as text.
 #[derive(Debug, Default)]
 pub(crate) struct RrText {
+    /// The server is the in-process one (`--local`, or no host).
+    local: bool,
     header_done: bool,
 }
 
 impl RrText {
+    /// The server is the in-process one of `--local`: the first line says so.
+    pub(crate) fn local(mut self, local: bool) -> Self {
+        self.local = local;
+        self
+    }
+
     pub(crate) fn started(&self, config: &ClientConfig) -> String {
         format!(
-            "Connected to {} port {}\n{}\n",
-            config.host,
-            config.port,
+            "{}\n{}\n",
+            connected(config, self.local),
             describe(&config.spec)
         )
     }

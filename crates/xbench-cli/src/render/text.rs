@@ -9,6 +9,7 @@ use xbench::report::{
 };
 use xbench::units::{ByteSize, format_bits_per_second};
 use xbench::{ClientConfig, TestSpec};
+use xbench_report::ThroughputUnit;
 
 /// Renders one test's events as text.
 #[derive(Debug)]
@@ -17,7 +18,25 @@ pub(crate) struct Text {
     multi: bool,
     /// Both directions: print a direction column.
     bidir: bool,
+    /// How every rate is shown (`-f`).
+    rate: Rate,
+    /// The server is the in-process one (`--local`, or no host).
+    local: bool,
     header_done: bool,
+}
+
+/// How a rate is shown: in the unit `-f` named, or in the one that suits each figure.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Rate(pub(crate) Option<ThroughputUnit>);
+
+impl Rate {
+    /// Bits per second with a unit: `812 Mbit/s`.
+    pub(crate) fn show(self, bits_per_second: f64) -> String {
+        match self.0 {
+            Some(u) => u.format_with_label(bits_per_second),
+            None => format_bits_per_second(bits_per_second),
+        }
+    }
 }
 
 const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
@@ -28,14 +47,30 @@ impl Text {
             return Text {
                 multi: false,
                 bidir: false,
+                rate: Rate::default(),
+                local: false,
                 header_done: false,
             };
         };
         Text {
             multi: tp.streams.get() > 1,
             bidir: tp.direction == Direction::Bidir,
+            rate: Rate::default(),
+            local: false,
             header_done: false,
         }
+    }
+
+    /// The server is the in-process one of `--local`: the first line says so.
+    pub(crate) fn local(mut self, local: bool) -> Self {
+        self.local = local;
+        self
+    }
+
+    /// Every rate in `unit` (`-f`); `None` picks a unit per figure.
+    pub(crate) fn unit(mut self, unit: Option<ThroughputUnit>) -> Self {
+        self.rate = Rate(unit);
+        self
     }
 
     /// Lines printed once the data connections are up.
@@ -48,8 +83,10 @@ impl Text {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "Connected to {} port {}: {} (protocol {})",
-            config.host, config.port, server.software, server.protocol
+            "{}: {} (protocol {})",
+            connected(config, self.local),
+            server.software,
+            server.protocol
         );
         let _ = writeln!(s, "{}", describe_spec(&config.spec));
         for st in streams {
@@ -106,7 +143,7 @@ impl Text {
                     "[{:>3}]{} {span} {}{}{omitted}",
                     st.stream,
                     self.dir_col(st.direction),
-                    transfer_cols(&st.sent, st.received.as_ref()),
+                    transfer_cols(self.rate, &st.sent, st.received.as_ref()),
                     tcp_cols(st.tcp.as_ref()),
                 );
             }
@@ -115,7 +152,7 @@ impl Text {
                     s,
                     "[SUM]{} {span} {}{:>7}{omitted}",
                     self.dir_col(sum.direction),
-                    transfer_cols(&sum.sent, sum.received.as_ref()),
+                    transfer_cols(self.rate, &sum.sent, sum.received.as_ref()),
                     sum.retransmits,
                 );
             }
@@ -124,7 +161,7 @@ impl Text {
                 s,
                 "[{:>3}] {span} {}{}{omitted}",
                 st.stream,
-                transfer_cols(&st.sent, st.received.as_ref()),
+                transfer_cols(self.rate, &st.sent, st.received.as_ref()),
                 tcp_cols(st.tcp.as_ref()),
             );
         }
@@ -140,6 +177,7 @@ impl Text {
             if self.bidir { " Dir" } else { "" }
         );
         let span = format!("{:6.2}-{:<6.2} s", 0.0, r.summary.measured_s);
+        let pair = |t: &Transfer| pair(self.rate, t);
         for d in &r.summary.directions {
             let dir = self.dir_col(d.direction);
             if self.multi {
@@ -179,7 +217,7 @@ impl Text {
         }
         s.push('\n');
         for d in &r.summary.directions {
-            explain(&mut s, d, r);
+            explain(&mut s, d, r, self.rate);
         }
         let cpu = &r.cpu;
         let per_gb = |v: Option<f64>| v.map_or_else(String::new, |v| format!(" ({v:.3} s/GB)"));
@@ -210,6 +248,20 @@ impl Text {
             (true, StreamDirection::ClientToServer) => " C→S",
             (true, StreamDirection::ServerToClient) => " S→C",
         }
+    }
+}
+
+/// Which server the client reached. The in-process one of `--local` listens on a free
+/// loopback port, not 5201, so the line says whose port it is.
+pub(crate) fn connected(config: &ClientConfig, local: bool) -> String {
+    if local {
+        format!(
+            "Connected to the in-process server on {} port {} (no host given: a server inside \
+             this process, on a free port)",
+            config.host, config.port
+        )
+    } else {
+        format!("Connected to {} port {}", config.host, config.port)
     }
 }
 
@@ -254,7 +306,7 @@ fn after_end_line(d: &DirectionSummary) -> Option<String> {
 }
 
 /// The headline and the explanation: who limited the rate, and what the window allows.
-fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport) {
+fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport, rate: Rate) {
     let streams = if d.streams == 1 {
         "1 stream".to_owned()
     } else {
@@ -271,7 +323,7 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport) {
                 s,
                 "{}: {} received ({} in {:.2} s{until}, {streams}, {} retransmits)",
                 d.direction.label(),
-                format_bits_per_second(rx.bits_per_second),
+                rate.show(rx.bits_per_second),
                 ByteSize(rx.bytes),
                 rx.seconds,
                 d.retransmits
@@ -282,7 +334,7 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport) {
                 s,
                 "{}: {} sent; the receiver's figure is missing ({streams}, {} retransmits)",
                 d.direction.label(),
-                format_bits_per_second(d.sender.bits_per_second),
+                rate.show(d.sender.bits_per_second),
                 d.retransmits
             );
         }
@@ -291,8 +343,8 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport) {
         let _ = writeln!(
             s,
             "  streams: {} to {} each, Jain's fairness {:.2} (1 = equal shares){}",
-            format_bits_per_second(f.min_bits_per_second),
-            format_bits_per_second(f.max_bits_per_second),
+            rate.show(f.min_bits_per_second),
+            rate.show(f.max_bits_per_second),
             f.jain_index,
             if f.jain_index < STARVED_JAIN {
                 " — some streams starved"
@@ -321,7 +373,7 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport) {
             "  window ceiling: {} advertised on average ÷ {} RTT = {}",
             ByteSize(c.window_bytes),
             rtt(c.rtt_us),
-            format_bits_per_second(c.bits_per_second)
+            rate.show(c.bits_per_second)
         );
         if d.window_limited {
             let _ = write!(
@@ -372,12 +424,12 @@ fn describe_spec(spec: &TestSpec) -> String {
     s
 }
 
-fn transfer_cols(sent: &Transfer, received: Option<&Transfer>) -> String {
+fn transfer_cols(rate: Rate, sent: &Transfer, received: Option<&Transfer>) -> String {
     format!(
         "{:>10} {:>13} {:>13}",
         ByteSize(sent.bytes).to_string(),
-        format_bits_per_second(sent.bits_per_second),
-        received.map_or_else(|| "-".into(), |r| format_bits_per_second(r.bits_per_second)),
+        rate.show(sent.bits_per_second),
+        received.map_or_else(|| "-".into(), |r| rate.show(r.bits_per_second)),
     )
 }
 
@@ -394,11 +446,11 @@ fn tcp_cols(tcp: Option<&TcpInterval>) -> String {
     }
 }
 
-fn pair(t: &Transfer) -> String {
+fn pair(rate: Rate, t: &Transfer) -> String {
     format!(
         "{:>10} {:>13}",
         ByteSize(t.bytes).to_string(),
-        format_bits_per_second(t.bits_per_second)
+        rate.show(t.bits_per_second)
     )
 }
 

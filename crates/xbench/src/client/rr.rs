@@ -28,8 +28,9 @@ use crate::latency::Distribution;
 use crate::proto::{Finish, IdCount, Message, Tally};
 use crate::report::{
     CpuReport, CpuUsage, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport, RrSummary, RttStats,
-    SideRrInterval, SideRrResults, Summary, TestReport,
+    SideRrInterval, SideRrResults, SocketReport, Summary, TestReport,
 };
+use crate::tcp_info;
 
 /// Flows up to this many keep a latency histogram each for the per-flow summary; beyond it
 /// only the merged distributions are kept (a histogram per flow would cost ~100 KiB each).
@@ -56,6 +57,9 @@ pub(super) async fn run(
     let (conns, _) = session
         .connect_data(config, persistent, &mut warnings, cancel.as_mut())
         .await?;
+    if let Some(w) = round_trip(&session, &conns).and_then(|rtt| unreachable_rate(spec, rtt)) {
+        warnings.push(w);
+    }
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
@@ -831,6 +835,109 @@ impl Accumulator {
     }
 }
 
+/// The shortest round trip the kernel has seen on the control connection or on any data
+/// connection, before the first transaction: after the handshake, the exchanges that set up the
+/// test. The shortest, so a warning built on it holds even on the path's best behaviour.
+fn round_trip(
+    session: &Session,
+    conns: &[(std::net::TcpStream, SocketReport)],
+) -> Option<Duration> {
+    let control = tcp_info::read(session.wr.as_ref()).ok();
+    let data = conns.iter().filter_map(|(s, _)| tcp_info::read(s).ok());
+    control
+        .into_iter()
+        .chain(data)
+        .map(|i| i.min_rtt_us.unwrap_or(i.srtt_us))
+        .filter(|&us| us > 0)
+        .min()
+        .map(|us| Duration::from_micros(u64::from(us)))
+}
+
+/// Share of a flow's most transactions per second that a suggested setting aims at: at the
+/// very limit any server time or jitter puts the flow behind again.
+const HEADROOM: f64 = 0.8;
+
+/// The warning, before a paced test starts, that one flow cannot keep its `--rate`: a flow has
+/// at most `--burst` transactions in flight and each takes a round trip (two with `--crr`, the
+/// connection's handshake and then the exchange), so it completes at most burst ÷ RTT per
+/// second. Asked for more, it falls further behind its schedule every second, and latencies
+/// measured from the intended start grow with the backlog instead of showing the path. `None`
+/// when the rate is possible, or no rate was asked.
+pub(crate) fn unreachable_rate(spec: &RrSpec, rtt: Duration) -> Option<String> {
+    let rate = spec.rate_per_flow?;
+    let crr = spec.connect_per_transaction;
+    let round_trips = if crr { 2.0 } else { 1.0 };
+    let in_flight = if crr { 1 } else { spec.burst.get() };
+    let per_flow_max = f64::from(in_flight) / (round_trips * rtt.as_secs_f64());
+    if rate <= per_flow_max {
+        return None;
+    }
+    let flows = spec.flows.get();
+    let total = rate * f64::from(flows);
+    let aim = per_flow_max * HEADROOM;
+    let needed = (total / aim).ceil();
+    let flows_tip = if needed <= f64::from(crate::config::MAX_FLOWS) {
+        format!(
+            "--flows {needed:.0} --rate {} keeps the {} per second in all",
+            per_second(total / needed),
+            per_second(total)
+        )
+    } else {
+        format!(
+            "even --flows {} cannot carry {} per second",
+            crate::config::MAX_FLOWS,
+            per_second(total)
+        )
+    };
+    let burst_tip = if crr {
+        String::new()
+    } else {
+        let burst = (rate * rtt.as_secs_f64() / HEADROOM).ceil();
+        if burst <= f64::from(crate::config::MAX_BURST) {
+            format!(", or --burst {burst:.0} keeps that many in flight per flow")
+        } else {
+            String::new()
+        }
+    };
+    Some(format!(
+        "--rate asks each flow for a transaction every {} ({}/s), but a round trip takes {} \
+         here and a flow has {}: one flow completes at most {}/s, falls further behind every \
+         second, and its latencies would measure that backlog, not the path. Spread the rate \
+         over more flows: {flows_tip}{burst_tip}",
+        gap(1.0 / rate),
+        per_second(rate),
+        gap(rtt.as_secs_f64()),
+        if crr {
+            "a new connection per transaction (two round trips)".to_owned()
+        } else if in_flight == 1 {
+            "one transaction in flight".to_owned()
+        } else {
+            format!("{in_flight} transactions in flight")
+        },
+        per_second(per_flow_max),
+    ))
+}
+
+/// A rate in transactions per second, with no more digits than it needs.
+fn per_second(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A time between events: µs below a millisecond, else ms.
+fn gap(secs: f64) -> String {
+    if secs < 1e-3 {
+        format!("{:.1} µs", secs * 1e6)
+    } else {
+        format!("{:.1} ms", secs * 1e3)
+    }
+}
+
 /// What a paced test asked for and achieved (`tps`, transactions per second), with a warning
 /// when it did not keep up.
 fn pacing(spec: &RrSpec, tps: f64, warnings: &mut Vec<String>) -> Option<Pacing> {
@@ -856,6 +963,68 @@ fn pacing(spec: &RrSpec, tps: f64, warnings: &mut Vec<String>) -> Option<Pacing>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn paced(rate: f64, flows: u16, burst: u32, crr: bool) -> RrSpec {
+        RrSpec {
+            flows: std::num::NonZeroU16::new(flows).expect("flows"),
+            burst: std::num::NonZeroU32::new(burst).expect("burst"),
+            connect_per_transaction: crr,
+            rate_per_flow: Some(rate),
+            ..RrSpec::default()
+        }
+    }
+
+    /// The issue-21 case: `--rate 10ms` on a 40 ms path. One flow manages 25/s of the 100/s
+    /// asked; 5 flows at 20/s (80 % of what each can) carry the same 100/s.
+    #[test]
+    fn a_rate_faster_than_a_round_trip_is_named_with_flows_that_carry_it() {
+        let rtt = Duration::from_millis(40);
+        let w = unreachable_rate(&paced(100.0, 1, 1, false), rtt).expect("a warning");
+        assert!(w.contains("every 10.0 ms (100/s)"), "{w}");
+        assert!(w.contains("a round trip takes 40.0 ms"), "{w}");
+        assert!(w.contains("at most 25.0/s"), "{w}");
+        assert!(
+            w.contains("--flows 5 --rate 20.0 keeps the 100 per second"),
+            "{w}"
+        );
+        assert!(w.contains("--burst 5"), "{w}");
+        // Several flows asked: the total is what the tip keeps.
+        let w = unreachable_rate(&paced(100.0, 4, 1, false), rtt).expect("a warning");
+        assert!(
+            w.contains("--flows 20 --rate 20.0 keeps the 400 per second"),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn a_rate_a_flow_can_keep_is_not_warned_about() {
+        let rtt = Duration::from_millis(40);
+        assert_eq!(unreachable_rate(&paced(24.0, 1, 1, false), rtt), None);
+        // 4 in flight: 100/s per flow is possible.
+        assert_eq!(unreachable_rate(&paced(100.0, 1, 4, false), rtt), None);
+        assert_eq!(unreachable_rate(&RrSpec::default(), rtt), None);
+    }
+
+    /// --crr pays a handshake per transaction: two round trips, and no --burst to suggest.
+    #[test]
+    fn connect_per_transaction_counts_two_round_trips() {
+        let rtt = Duration::from_millis(10);
+        assert_eq!(unreachable_rate(&paced(49.0, 1, 1, true), rtt), None);
+        let w = unreachable_rate(&paced(60.0, 1, 1, true), rtt).expect("a warning");
+        assert!(w.contains("two round trips"), "{w}");
+        assert!(w.contains("at most 50.0/s"), "{w}");
+        assert!(!w.contains("--burst"), "{w}");
+    }
+
+    #[test]
+    fn a_rate_no_number_of_flows_can_carry_says_so() {
+        let w = unreachable_rate(
+            &paced(10_000_000.0, 4096, 1, false),
+            Duration::from_millis(100),
+        )
+        .expect("a warning");
+        assert!(w.contains("even --flows 4096 cannot carry"), "{w}");
+    }
 
     fn snap(worker: usize, epoch: u32, flow: u16, transactions: u64) -> Report {
         Report::Snapshot {
