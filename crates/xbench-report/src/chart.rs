@@ -6,8 +6,9 @@
 //!   beside it (the bandwidth-delay product);
 //! - **latency**: request/response latency by percentile, one curve per path, from the runs'
 //!   merged HDR histograms;
-//! - **timeline**: one run per interval: throughput, each stream's congestion window, and
-//!   retransmits.
+//! - **timeline**: runs per interval: throughput, congestion window and retransmits. One run
+//!   shows each stream's window; several (up to [`MAX_TIMELINE_RUNS`]) are overlaid from their
+//!   starts, a line per run, each window the sum of the run's streams.
 //!
 //! A link's capacity ([`add_ceiling`]) is a dashed, named line across a throughput panel.
 //!
@@ -30,7 +31,7 @@ use xbench::config::StreamDirection;
 use xbench::latency::Distribution;
 
 use crate::cell::{CellKey, Dimension, short_size};
-use crate::run::{Measure, Run};
+use crate::run::{DirectionResult, Measure, Run, TimelinePoint};
 use crate::stats::Stats;
 use crate::units::ThroughputUnit;
 
@@ -43,7 +44,7 @@ pub enum ChartKind {
     Window,
     /// Latency by percentile.
     Latency,
-    /// One run's intervals.
+    /// Runs' intervals: one in detail, or several overlaid.
     Timeline,
 }
 
@@ -139,7 +140,15 @@ pub struct ChartData {
     pub panels: Vec<Panel>,
     /// Runs not drawn because they are of the other kind (request/response vs throughput).
     pub left_out: usize,
+    /// Runs of the chart's kind not drawn because a timeline overlays at most
+    /// [`MAX_TIMELINE_RUNS`].
+    pub not_drawn: usize,
 }
+
+/// The most runs a timeline overlays. Ten palette colours and a dashed second round keep a
+/// dozen lines apart; more would be a tangle no key can untie. Each path gets its share: the
+/// first run of every path, then the second, and so on.
+pub const MAX_TIMELINE_RUNS: usize = 12;
 
 /// One set of axes.
 #[derive(Debug, Clone)]
@@ -181,7 +190,8 @@ pub struct Series {
     /// Palette index: the same path keeps its colour across lines (its ceiling, its streams);
     /// [`NEUTRAL`] for a reference line.
     pub colour: usize,
-    /// Dashed (a ceiling, not a measurement).
+    /// Dashed: a ceiling, not a measurement; or, on an overlaid timeline, a run whose colour
+    /// an earlier run already has.
     pub dashed: bool,
     /// Draw a marker at each point.
     pub markers: bool,
@@ -202,7 +212,7 @@ pub struct Point {
 
 /// Builds the chart for `runs`: `kind`, or the one the data calls for — streams if stream
 /// counts vary, else window if windows vary, else latency for request/response runs, else the
-/// timeline of the first run.
+/// timeline of the runs (overlaid when there are several).
 pub fn plan(
     runs: &[Run],
     kind: Option<ChartKind>,
@@ -475,6 +485,7 @@ fn sweep_chart(
             series,
         }],
         left_out: 0,
+        not_drawn: 0,
     })
 }
 
@@ -545,61 +556,235 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             series,
         }],
         left_out: 0,
+        not_drawn: 0,
     })
 }
 
-/// One run's intervals: throughput, congestion windows, retransmits.
+/// The timeline: one run in detail, or several overlaid (see [`MAX_TIMELINE_RUNS`]).
 fn timeline_chart(runs: &[&Run], unit: ThroughputUnit) -> Result<ChartData, ChartError> {
-    let Some((run, dirs)) = runs.iter().find_map(|r| match &r.measure {
-        Measure::Throughput(d) if d.iter().any(|d| !d.timeline.is_empty()) => Some((r, d)),
-        _ => None,
-    }) else {
-        return Err(ChartError::Nothing {
-            kind: "timeline",
-            reason: "no throughput run with interval figures (was -i 0 given?)".into(),
-        });
+    let with_intervals: Vec<&Run> = runs
+        .iter()
+        .copied()
+        .filter(|r| intervals(r).next().is_some())
+        .collect();
+    let chosen = pick_runs(&with_intervals, MAX_TIMELINE_RUNS);
+    let mut data = match chosen.as_slice() {
+        [] => {
+            return Err(ChartError::Nothing {
+                kind: "timeline",
+                reason: "no throughput run with interval figures (was -i 0 given?)".into(),
+            });
+        }
+        [one] => single_timeline(one, unit),
+        several => overlaid_timeline(several, unit),
     };
+    data.not_drawn = with_intervals.len() - chosen.len();
+    Ok(data)
+}
+
+/// One run's intervals: throughput and retransmits per direction, each stream's congestion
+/// window.
+fn single_timeline(run: &Run, unit: ThroughputUnit) -> ChartData {
     let f = unit.factor();
+    let dirs: Vec<&DirectionResult> = intervals(run).collect();
     let mut rate = Vec::new();
     let mut cwnd = Vec::new();
     let mut retr = Vec::new();
     for (di, d) in dirs.iter().enumerate() {
-        let dname = d.direction.label();
-        // Rates and counts hold over an interval: steps, not points.
-        let steps = |y: &dyn Fn(&crate::run::TimelinePoint) -> f64| -> Vec<Point> {
-            d.timeline
-                .iter()
-                .flat_map(|p| {
-                    [p.start_s, p.end_s].map(|x| Point {
-                        x,
-                        y: y(p),
-                        bar: None,
-                    })
-                })
-                .collect()
+        let line = |points| Series {
+            name: d.direction.label().into(),
+            colour: di,
+            dashed: false,
+            markers: false,
+            points,
         };
-        rate.push(Series {
-            name: dname.into(),
-            colour: di,
+        rate.push(line(steps(d, |p| p.bits_per_second * f)));
+        retr.push(line(steps(d, |p| p.retransmits as f64)));
+        let arrow = (dirs.len() > 1).then(|| arrow(d.direction));
+        cwnd.extend(stream_cwnds(d, arrow, cwnd.len()));
+    }
+    ChartData {
+        kind: ChartKind::Timeline,
+        title: format!(
+            "One run per interval: {} — {} ({})",
+            run.label,
+            run.key.describe(),
+            run.path.display()
+        ),
+        panels: vec![
+            timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
+            timeline_panel("Congestion window per stream", "cwnd (KiB)".into(), cwnd),
+            timeline_panel("Retransmits", "Segments per interval".into(), retr),
+        ],
+        left_out: 0,
+        not_drawn: 0,
+    }
+}
+
+/// Several runs' intervals overlaid from each run's start, a line per run (and direction) in
+/// every panel. The congestion window panel shows each run's sum over its streams: a line per
+/// stream of a dozen runs would be a tangle, and the sum (what the run kept in flight) compares
+/// paths whatever their -P.
+fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
+    let f = unit.factor();
+    let mut rate = Vec::new();
+    let mut cwnd = Vec::new();
+    let mut retr = Vec::new();
+    for (run, name) in runs.iter().zip(run_names(runs)) {
+        let dirs: Vec<&DirectionResult> = intervals(run).collect();
+        for d in &dirs {
+            let i = rate.len();
+            let line = |points| Series {
+                name: if dirs.len() > 1 {
+                    format!("{name} {}", arrow(d.direction))
+                } else {
+                    name.clone()
+                },
+                colour: i,
+                // The palette's colours come round again after ten lines; dashes tell those apart.
+                dashed: i >= PALETTE.len(),
+                markers: false,
+                points,
+            };
+            rate.push(line(steps(d, |p| p.bits_per_second * f)));
+            cwnd.push(line(total_cwnd(d)));
+            retr.push(line(steps(d, |p| p.retransmits as f64)));
+        }
+    }
+    let labels =
+        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let cell = if distinct(runs, |r| Some(r.key.clone())) == 1 {
+        format!(" — {}", runs[0].key.describe())
+    } else {
+        String::new()
+    };
+    ChartData {
+        kind: ChartKind::Timeline,
+        title: format!(
+            "{} runs per interval, overlaid: {}{cell}",
+            runs.len(),
+            labels.join(", ")
+        ),
+        panels: vec![
+            timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
+            timeline_panel(
+                "Congestion window, all streams of a run",
+                "cwnd (KiB)".into(),
+                cwnd,
+            ),
+            timeline_panel("Retransmits", "Segments per interval".into(), retr),
+        ],
+        left_out: 0,
+        not_drawn: 0,
+    }
+}
+
+fn timeline_panel(title: &str, y_desc: String, series: Vec<Series>) -> Panel {
+    Panel {
+        title: title.into(),
+        x_desc: "Time since start (s)".into(),
+        y_desc,
+        x_axis: XAxis::Linear,
+        log_y: false,
+        series,
+    }
+}
+
+/// The directions of `run` that have interval figures.
+fn intervals(run: &Run) -> impl Iterator<Item = &DirectionResult> {
+    let dirs: &[DirectionResult] = match &run.measure {
+        Measure::Throughput(d) => d,
+        Measure::Rr(_) => &[],
+    };
+    dirs.iter().filter(|d| !d.timeline.is_empty())
+}
+
+/// At most `max` of `runs`, in their order, taking each path's first run, then each one's
+/// second, and so on, so that every path shows.
+fn pick_runs<'a>(runs: &[&'a Run], max: usize) -> Vec<&'a Run> {
+    let mut ranked: Vec<(usize, usize)> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (runs[..i].iter().filter(|o| o.label == r.label).count(), i))
+        .collect();
+    ranked.sort_unstable();
+    let mut kept: Vec<usize> = ranked.into_iter().take(max).map(|(_, i)| i).collect();
+    kept.sort_unstable();
+    kept.into_iter().map(|i| runs[i]).collect()
+}
+
+/// "vpn run 3": the path, the cell when the runs' cells differ, and the run from the file name
+/// (`run-3.json`, as `--save` writes it; another file's name as it is).
+fn run_names(runs: &[&Run]) -> Vec<String> {
+    let cells_vary = distinct(runs, |r| Some(r.key.clone())) > 1;
+    let names: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let stem = r
+                .path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let run = match stem.strip_prefix("run-") {
+                Some(n) if n.parse::<u64>().is_ok() => format!("run {n}"),
+                _ => stem,
+            };
+            let cell = cells_vary.then(|| r.key.describe());
+            [Some(r.label.clone()), cell, Some(run)]
+                .into_iter()
+                .flatten()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    // Two files of one name in one path's cell (from two directories): numbered apart.
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if names.iter().filter(|m| *m == n).count() > 1 {
+                format!("{n} #{}", i + 1)
+            } else {
+                n.clone()
+            }
+        })
+        .collect()
+}
+
+/// Rates and counts hold over an interval: steps, not points.
+fn steps(d: &DirectionResult, y: impl Fn(&TimelinePoint) -> f64) -> Vec<Point> {
+    d.timeline
+        .iter()
+        .flat_map(|p| {
+            [p.start_s, p.end_s].map(|x| Point {
+                x,
+                y: y(p),
+                bar: None,
+            })
+        })
+        .collect()
+}
+
+/// A line per stream's congestion window, KiB at each interval's end, coloured from
+/// `first_colour` on; `arrow` names the direction when a run has two.
+fn stream_cwnds(d: &DirectionResult, arrow: Option<&str>, first_colour: usize) -> Vec<Series> {
+    let streams = d
+        .timeline
+        .iter()
+        .map(|p| p.cwnd_bytes.len())
+        .max()
+        .unwrap_or(0);
+    (0..streams)
+        .map(|s| Series {
+            name: match arrow {
+                Some(a) => format!("{a} stream {s}"),
+                None => format!("stream {s}"),
+            },
+            colour: first_colour + s,
             dashed: false,
-            markers: false,
-            points: steps(&|p| p.bits_per_second * f),
-        });
-        retr.push(Series {
-            name: dname.into(),
-            colour: di,
-            dashed: false,
-            markers: false,
-            points: steps(&|p| p.retransmits as f64),
-        });
-        let streams = d
-            .timeline
-            .iter()
-            .map(|p| p.cwnd_bytes.len())
-            .max()
-            .unwrap_or(0);
-        for s in 0..streams {
-            let points: Vec<Point> = d
+            markers: true,
+            points: d
                 .timeline
                 .iter()
                 .filter_map(|p| {
@@ -609,44 +794,30 @@ fn timeline_chart(runs: &[&Run], unit: ThroughputUnit) -> Result<ChartData, Char
                         bar: None,
                     })
                 })
-                .collect();
-            let name = if dirs.len() > 1 {
-                format!("{} stream {s}", if di == 0 { "↑" } else { "↓" })
-            } else {
-                format!("stream {s}")
-            };
-            cwnd.push(Series {
-                name,
-                colour: di * streams + s,
-                dashed: false,
-                markers: true,
-                points,
-            });
-        }
+                .collect(),
+        })
+        .collect()
+}
+
+/// The sum of the streams' congestion windows, KiB at each interval's end.
+fn total_cwnd(d: &DirectionResult) -> Vec<Point> {
+    d.timeline
+        .iter()
+        .filter(|p| !p.cwnd_bytes.is_empty())
+        .map(|p| Point {
+            x: p.end_s,
+            y: p.cwnd_bytes.iter().sum::<u64>() as f64 / 1024.0,
+            bar: None,
+        })
+        .collect()
+}
+
+fn arrow(dir: StreamDirection) -> &'static str {
+    if dir == StreamDirection::ClientToServer {
+        "↑"
+    } else {
+        "↓"
     }
-    let panel = |title: &str, y_desc: String, series| Panel {
-        title: title.into(),
-        x_desc: "Time since start (s)".into(),
-        y_desc,
-        x_axis: XAxis::Linear,
-        log_y: false,
-        series,
-    };
-    Ok(ChartData {
-        kind: ChartKind::Timeline,
-        title: format!(
-            "One run per interval: {} — {} ({})",
-            run.label,
-            run.key.describe(),
-            run.path.display()
-        ),
-        panels: vec![
-            panel("Throughput", format!("Rate ({})", unit.label()), rate),
-            panel("Congestion window per stream", "cwnd (KiB)".into(), cwnd),
-            panel("Retransmits", "Segments per interval".into(), retr),
-        ],
-        left_out: 0,
-    })
 }
 
 /// Names series by label, adding the other settings or the direction only where they vary,
@@ -676,11 +847,7 @@ impl SeriesNamer {
         let dirs = self.keys.iter().any(|k| k.2 != dir);
         if dirs {
             name.push(' ');
-            name.push_str(if dir == StreamDirection::ClientToServer {
-                "↑"
-            } else {
-                "↓"
-            });
+            name.push_str(arrow(dir));
         }
         name
     }
@@ -1256,6 +1423,114 @@ mod tests {
         assert_eq!(c.panels[1].series.len(), 2, "a cwnd line per stream");
         to_svg(&c).unwrap();
         let _ = (Kind::Rr, Tool::Xbench);
+    }
+
+    /// A run as `--save` names it (`label/P2/run-N.json`): three one-second intervals at
+    /// `mbps`, two streams whose windows grow by 64 KiB each interval.
+    fn saved(label: &str, n: u32, mbps: f64) -> Run {
+        let mut r = tp(label, 2, None, mbps);
+        r.path = format!("{label}/P2/run-{n}.json").into();
+        if let Measure::Throughput(d) = &mut r.measure {
+            d[0].timeline = (0..3u64)
+                .map(|i| TimelinePoint {
+                    start_s: i as f64,
+                    end_s: i as f64 + 1.0,
+                    bits_per_second: mbps * 1e6,
+                    retransmits: i,
+                    cwnd_bytes: vec![65536 * (i + 1); 2],
+                })
+                .collect();
+        }
+        r
+    }
+
+    /// The polylines drawn in `colour` with at least `min_points` points (a key's sample has
+    /// two), as their points' y pixels.
+    fn polylines(svg: &str, colour: &str, min_points: usize) -> Vec<Vec<f64>> {
+        let doc = roxmltree::Document::parse(svg).unwrap();
+        doc.descendants()
+            .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke") == Some(colour))
+            .map(|n| {
+                n.attribute("points")
+                    .unwrap()
+                    .split_whitespace()
+                    .map(|pair| pair.split(',').nth(1).unwrap().parse().unwrap())
+                    .collect::<Vec<f64>>()
+            })
+            .filter(|ys| ys.len() >= min_points)
+            .collect()
+    }
+
+    /// Two runs given to a timeline used to draw the first alone (issue 21): now each run is
+    /// a line of its own in every panel, named after its path and run.
+    #[test]
+    fn a_timeline_of_several_runs_draws_a_line_per_run() {
+        let runs = vec![
+            saved("peering", 1, 900.0),
+            saved("peering", 2, 850.0),
+            saved("vpn", 1, 300.0),
+        ];
+        let c = plan(&runs, None, ThroughputUnit::Mbits).unwrap();
+        assert_eq!(c.kind, ChartKind::Timeline);
+        assert_eq!(c.not_drawn, 0);
+        assert!(c.title.contains("peering, vpn"), "{}", c.title);
+        for p in &c.panels {
+            let names: Vec<&str> = p.series.iter().map(|s| s.name.as_str()).collect();
+            assert_eq!(
+                names,
+                ["peering run 1", "peering run 2", "vpn run 1"],
+                "{}",
+                p.title
+            );
+        }
+        // The window panel sums a run's two streams: 2 × 64 KiB after the first second.
+        assert_eq!(c.panels[1].series[0].points[0].y, 128.0);
+        assert_eq!(c.panels[2].series[2].points.last().unwrap().y, 2.0);
+
+        let svg = to_svg(&c).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .map(str::trim)
+            .collect();
+        // One polyline per run in each of the three panels, in the run's own colour; in the
+        // throughput panel (drawn first) the faster path above the slower (smaller y).
+        let mut tops = Vec::new();
+        for (name, colour) in [
+            ("peering run 1", "#1F77B4"),
+            ("peering run 2", "#FF7F0E"),
+            ("vpn run 1", "#2CA02C"),
+        ] {
+            assert!(texts.contains(&name), "{name} in {texts:?}");
+            let lines = polylines(&svg, colour, 3);
+            assert_eq!(lines.len(), 3, "{name}: {lines:?}");
+            tops.push(lines[0][0]);
+        }
+        assert!(tops[0] < tops[1] && tops[1] < tops[2], "{tops:?}");
+    }
+
+    /// More runs than a timeline overlays: each path keeps its share, the rest are counted,
+    /// and the lines past the palette's ten colours are dashed.
+    #[test]
+    fn a_timeline_overlays_at_most_twelve_runs_shared_between_paths() {
+        let runs: Vec<Run> = (1..=10)
+            .map(|n| saved("peering", n, 900.0))
+            .chain((1..=4).map(|n| saved("vpn", n, 300.0)))
+            .collect();
+        let c = plan(&runs, Some(ChartKind::Timeline), ThroughputUnit::Mbits).unwrap();
+        assert_eq!(c.not_drawn, 2);
+        let s = &c.panels[0].series;
+        assert_eq!(s.len(), MAX_TIMELINE_RUNS);
+        assert_eq!(s.iter().filter(|s| s.name.starts_with("vpn")).count(), 4);
+        assert_eq!(s.last().unwrap().name, "vpn run 4");
+        let dashed: Vec<&str> = s
+            .iter()
+            .filter(|s| s.dashed)
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(dashed, ["vpn run 3", "vpn run 4"]);
     }
 
     #[test]
