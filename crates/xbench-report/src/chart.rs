@@ -12,8 +12,9 @@
 //!
 //! A link's capacity ([`add_ceiling`]) is a dashed, named line across a throughput panel.
 //!
-//! Every line is named at its end in its own colour, so no legend needs hunting; titles and
-//! axes carry units. Text is drawn with DejaVu Sans, embedded, so a PNG looks the same on a
+//! Every line is named at its end in its own colour, so no legend needs hunting, and a key
+//! under each panel shows each line's stroke beside its name and says what a dash or an arrow
+//! means (see `key`); titles and axes carry units. Text is drawn with DejaVu Sans, embedded, so a PNG looks the same on a
 //! machine with no fonts; in SVG it stays `<text>`. Charts never mix request/response and
 //! throughput runs. This module turns runs into series ([`ChartData`]) and draws them; it does
 //! not read files.
@@ -30,10 +31,13 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use xbench::config::StreamDirection;
 use xbench::latency::Distribution;
 
+use self::key::Key;
 use crate::cell::{CellKey, Dimension, short_size};
 use crate::run::{DirectionResult, Measure, Run, TimelinePoint};
 use crate::stats::Stats;
 use crate::units::ThroughputUnit;
+
+mod key;
 
 /// Which chart to draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +69,7 @@ impl ChartKind {
 pub enum ImageFormat {
     /// Scalable vector graphics, text as `<text>`.
     Svg,
-    /// A 1200 × 750 (timeline: 1200 × 900) bitmap.
+    /// A 1200 × 750 (timeline: 1200 × 900) bitmap, taller by the rows of its keys.
     Png,
 }
 
@@ -300,6 +304,7 @@ pub fn add_ceiling(
 
 /// Draws `data` into an SVG document.
 pub fn to_svg(data: &ChartData) -> Result<String, ChartError> {
+    fonts()?;
     let (w, h) = size(data);
     let mut s = String::new();
     {
@@ -312,6 +317,7 @@ pub fn to_svg(data: &ChartData) -> Result<String, ChartError> {
 
 /// Draws `data` into a PNG file's bytes.
 pub fn to_png(data: &ChartData) -> Result<Vec<u8>, ChartError> {
+    fonts()?;
     let (w, h) = size(data);
     let mut rgb = vec![0u8; w as usize * h as usize * 3];
     {
@@ -909,12 +915,21 @@ fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
+/// The image's width, pixels.
+const WIDTH: u32 = 1200;
+
+/// The image's size: each panel's height and its key's. Needs the font registered: the keys
+/// are laid out with its metrics.
 fn size(data: &ChartData) -> (u32, u32) {
-    if data.panels.len() > 1 {
-        (1200, 300 * data.panels.len() as u32)
-    } else {
-        (1200, 750)
-    }
+    let keys: u32 = (0..data.panels.len())
+        .map(|i| Key::of(data, i).height())
+        .sum();
+    (WIDTH, panel_height(data) * data.panels.len() as u32 + keys)
+}
+
+/// A panel's height without its key: stacked panels are shorter than a chart's only one.
+fn panel_height(data: &ChartData) -> u32 {
+    if data.panels.len() > 1 { 300 } else { 750 }
 }
 
 fn draw_err(e: impl std::fmt::Display) -> ChartError {
@@ -956,11 +971,43 @@ fn draw<DB: DrawingBackend>(
         .map(|(w, _)| w)
         .max()
         .unwrap_or(0);
-    let areas = body.split_evenly((data.panels.len(), 1));
-    for (area, panel) in areas.iter().zip(&data.panels) {
-        draw_panel(area, panel, name_w)?;
+    let keys: Vec<Key<'_>> = (0..data.panels.len()).map(|i| Key::of(data, i)).collect();
+    let heights: Vec<u32> = keys
+        .iter()
+        .map(|k| panel_height(data) + k.height())
+        .collect();
+    for ((area, panel), key) in split_rows(&body, &heights)
+        .iter()
+        .zip(&data.panels)
+        .zip(&keys)
+    {
+        let h = area.dim_in_pixel().1.saturating_sub(key.height());
+        let (plot, under) = area.split_vertically(h);
+        draw_panel(&plot, panel, name_w)?;
+        key.draw(&under)?;
     }
     Ok(())
+}
+
+/// `area` cut into rows in proportion to `heights`.
+fn split_rows<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    heights: &[u32],
+) -> Vec<DrawingArea<DB, Shift>> {
+    let total = heights.iter().sum::<u32>().max(1) as f64;
+    let scale = area.dim_in_pixel().1 as f64 / total;
+    let mut rows = Vec::new();
+    let mut rest = area.clone();
+    for (i, h) in heights.iter().enumerate() {
+        if i + 1 == heights.len() {
+            rows.push(rest);
+            break;
+        }
+        let (top, below) = rest.split_vertically((*h as f64 * scale).round() as u32);
+        rows.push(top);
+        rest = below;
+    }
+    rows
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -1317,13 +1364,43 @@ mod tests {
         assert!((s[1].points[1].y - 918.0).abs() < 1e-6);
     }
 
-    /// Every element drawn in `colour` (`#RRGGBB`) and the y pixels of its points.
+    /// The key frames' rectangles: x, y, width, height.
+    fn key_frames(doc: &roxmltree::Document<'_>) -> Vec<[f64; 4]> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("stroke") == Some("#606060"))
+            .map(|n| {
+                ["x", "y", "width", "height"].map(|a| n.attribute(a).unwrap().parse().unwrap())
+            })
+            .collect()
+    }
+
+    /// Whether the element `n` starts inside one of `frames`.
+    fn in_key(frames: &[[f64; 4]], n: roxmltree::Node<'_, '_>) -> bool {
+        let (x, y): (f64, f64) = match n.attribute("points") {
+            Some(p) => {
+                let first = p.split_whitespace().next().unwrap();
+                let (x, y) = first.split_once(',').unwrap();
+                (x.parse().unwrap(), y.parse().unwrap())
+            }
+            None => {
+                let at = |a: &str, b: &str| n.attribute(a).or(n.attribute(b)).unwrap().parse();
+                (at("x", "x1").unwrap(), at("y", "y1").unwrap())
+            }
+        };
+        frames
+            .iter()
+            .any(|[fx, fy, w, h]| x >= *fx && x <= fx + w && y >= *fy && y <= fy + h)
+    }
+
+    /// Every element of the plots (not the keys) drawn in `colour` (`#RRGGBB`) and the y
+    /// pixels of its points.
     fn stroked_ys(svg: &str, colour: &str) -> Vec<f64> {
         let doc = roxmltree::Document::parse(svg).unwrap();
+        let frames = key_frames(&doc);
         let mut ys = Vec::new();
         for n in doc
             .descendants()
-            .filter(|n| n.attribute("stroke") == Some(colour))
+            .filter(|n| n.attribute("stroke") == Some(colour) && !in_key(&frames, *n))
         {
             match n.tag_name().name() {
                 "line" => {
@@ -1397,6 +1474,93 @@ mod tests {
         let mut l = plan(&[rr("b")], None, ThroughputUnit::Mbits).unwrap();
         let e = add_ceiling(&mut l, 1e9, ThroughputUnit::Mbits).unwrap_err();
         assert!(e.to_string().contains("no throughput axis"), "{e}");
+    }
+
+    /// The texts inside the key frames of `data`'s SVG, and how many frames there are.
+    fn key_texts(data: &ChartData) -> (Vec<String>, usize) {
+        let svg = to_svg(data).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let frames = key_frames(&doc);
+        let texts = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text") && in_key(&frames, *n))
+            .filter_map(|n| n.text())
+            .map(|t| t.trim().to_owned())
+            .collect();
+        (texts, frames.len())
+    }
+
+    /// A run of both directions (--bidir), the second at half the rate.
+    fn bidir(mut r: Run) -> Run {
+        if let Measure::Throughput(d) = &mut r.measure {
+            let mut back = d[0].clone();
+            back.direction = StreamDirection::ServerToClient;
+            back.bits_per_second /= 2.0;
+            d.push(back);
+        }
+        r
+    }
+
+    /// Keys on every chart (issue 21): each chart kind's key names every line it draws, the
+    /// capacity line too, and says what ↑ and ↓ mean where names use them.
+    #[test]
+    fn every_chart_has_a_key_naming_each_line() {
+        let streams = vec![
+            tp("peering", 1, None, 100.0),
+            tp("peering", 4, None, 380.0),
+            tp("vpn", 1, None, 50.0),
+            tp("vpn", 4, None, 120.0),
+        ];
+        let window = vec![
+            bidir(tp("a", 1, Some(64 << 10), 400.0)),
+            bidir(tp("a", 1, Some(256 << 10), 900.0)),
+        ];
+        let several = vec![saved("peering", 1, 900.0), saved("vpn", 1, 300.0)];
+        let unit = ThroughputUnit::Mbits;
+        let mut charts = vec![
+            plan(&streams, None, unit).unwrap(),
+            plan(&window, None, unit).unwrap(),
+            plan(&[rr("a"), rr("b")], None, unit).unwrap(),
+            plan(&[bidir(tp("a", 2, None, 10.0))], None, unit).unwrap(),
+            plan(&several, None, unit).unwrap(),
+        ];
+        for c in &mut charts[..2] {
+            add_ceiling(c, 1e9, unit).unwrap();
+        }
+        add_ceiling(&mut charts[4], 1e9, unit).unwrap();
+        let kinds: Vec<ChartKind> = charts.iter().map(|c| c.kind).collect();
+        use ChartKind::*;
+        assert_eq!(kinds, [Streams, Window, Latency, Timeline, Timeline]);
+        for c in &charts {
+            let (texts, frames) = key_texts(c);
+            assert!(frames >= 1, "{}: no key", c.title);
+            for s in c.panels.iter().flat_map(|p| &p.series) {
+                assert!(
+                    texts.contains(&s.name),
+                    "{}: {} not in {texts:?}",
+                    c.title,
+                    s.name
+                );
+            }
+            let arrows = c
+                .panels
+                .iter()
+                .flat_map(|p| &p.series)
+                .any(|s| s.name.contains('↑'));
+            let note = texts
+                .iter()
+                .any(|t| t == "↑ client→server, ↓ server→client");
+            assert_eq!(arrows, note, "{}: {texts:?}", c.title);
+        }
+        // The window chart's lines are named with arrows; the overlaid timeline's panels share
+        // one key, under the throughput panel.
+        assert!(key_texts(&charts[1]).0.contains(&"a ↓ ceiling".to_owned()));
+        assert_eq!(key_texts(&charts[4]).1, 1);
+        assert!(
+            key_texts(&charts[4])
+                .0
+                .contains(&"capacity 1000 Mbit/s".to_owned())
+        );
     }
 
     #[test]
