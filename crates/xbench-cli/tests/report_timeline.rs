@@ -73,3 +73,37 @@ fn a_timeline_of_two_paths_draws_every_run() {
         "{colours:?}"
     );
 }
+
+/// More runs than a timeline overlays: the chart is drawn and the user told how many were
+/// left out, not left to count lines.
+#[test]
+fn a_timeline_of_too_many_runs_says_how_many_it_left_out() {
+    let dir = TempDir::new("timeline-cap");
+    let out = xbench()
+        .args(["client", "-t", "0.2", "-i", "0.1", "--repeat", "13"])
+        .args(["--label", "lo", "--save"])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = dir.0.join("timeline.svg");
+    let out = xbench()
+        .arg("report")
+        .arg(&dir.0)
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("overlays at most 12 runs") && stderr.contains("1 more left out"),
+        "{stderr}"
+    );
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    assert!(doc.contains("lo run 12") && !doc.contains("lo run 13"));
+}
