@@ -1164,7 +1164,22 @@ where
             .map_err(draw_err)?;
     }
 
-    // Names at the lines' ends, nudged apart so that two close lines stay readable.
+    draw_end_names(area, &chart, p, &dodge)
+}
+
+/// Names at the lines' ends, nudged apart so that two close lines stay readable. When they
+/// cannot all fit beside the plot (a dozen runs ending together), none is written: the key
+/// under the panel names every line, and a pile of names would hide which is which.
+fn draw_end_names<DB, Y>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
+    p: &Panel,
+    dodge: &dyn Fn(&Series) -> f64,
+) -> Result<(), ChartError>
+where
+    DB: DrawingBackend,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
     let base = area.get_base_pixel();
     let mut ends: Vec<(i32, i32, &Series)> = p
         .series
@@ -1177,10 +1192,25 @@ where
         .collect();
     ends.sort_by_key(|e| e.1);
     let gap = 17;
+    let close = |a: (i32, i32, &Series), b: (i32, i32, &Series)| (a.0 - b.0).abs() < 200;
     for i in 1..ends.len() {
-        if ends[i].1 < ends[i - 1].1 + gap && (ends[i].0 - ends[i - 1].0).abs() < 200 {
+        if ends[i].1 < ends[i - 1].1 + gap && close(ends[i], ends[i - 1]) {
             ends[i].1 = ends[i - 1].1 + gap;
         }
+    }
+    // Names pushed below the plot move up together, as far as its top.
+    let rows = chart.plotting_area().get_pixel_range().1;
+    let (top, bottom) = (rows.start - base.1, rows.end - base.1 + gap / 2);
+    if let Some(last) = ends.last_mut() {
+        last.1 = last.1.min(bottom);
+    }
+    for i in (0..ends.len().saturating_sub(1)).rev() {
+        if ends[i].1 > ends[i + 1].1 - gap && close(ends[i], ends[i + 1]) {
+            ends[i].1 = ends[i + 1].1 - gap;
+        }
+    }
+    if ends.first().is_some_and(|e| e.1 < top - gap / 2) {
+        return Ok(());
     }
     for (x, y, s) in ends {
         let style = (FONT, 15)
@@ -1695,6 +1725,47 @@ mod tests {
             .map(|s| s.name.as_str())
             .collect();
         assert_eq!(dashed, ["vpn run 3", "vpn run 4"]);
+    }
+
+    /// Twelve runs' names at the ends of lines all ending at 0 were nudged apart downwards,
+    /// off the bottom of the image: they now stack upwards from the plot's bottom edge.
+    #[test]
+    fn names_of_lines_ending_together_stay_in_the_image() {
+        let runs: Vec<Run> = (1..=12)
+            .map(|n| {
+                let mut r = saved("vpn", n, 100.0 + n as f64);
+                if let Measure::Throughput(d) = &mut r.measure {
+                    d[0].timeline.iter_mut().for_each(|p| p.retransmits = 0);
+                }
+                r
+            })
+            .collect();
+        let c = plan(&runs, None, ThroughputUnit::Mbits).unwrap();
+        let svg = to_svg(&c).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let height: f64 = doc
+            .root_element()
+            .attribute("height")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let frames = key_frames(&doc);
+        let names: Vec<(f64, &str)> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text") && !in_key(&frames, *n))
+            .filter(|n| n.text().is_some_and(|t| t.trim().starts_with("vpn run")))
+            .map(|n| {
+                (
+                    n.attribute("y").unwrap().parse().unwrap(),
+                    n.text().unwrap().trim(),
+                )
+            })
+            .collect();
+        assert_eq!(names.len(), 3 * 12, "{names:?}");
+        assert!(
+            names.iter().all(|(y, _)| *y < height - 10.0),
+            "{height}: {names:?}"
+        );
     }
 
     #[test]
