@@ -350,7 +350,8 @@ pub(crate) enum ChartArg {
     Window,
     /// Request/response latency by percentile, one curve per path.
     Latency,
-    /// One run per interval: throughput, congestion windows, retransmits.
+    /// Runs per interval: throughput, congestion windows, retransmits. Several runs are
+    /// overlaid, a line per run (at most 12, shared between the paths).
     Timeline,
 }
 
@@ -370,7 +371,10 @@ pub(crate) struct ReportArgs {
     pub(crate) plot: Option<PathBuf>,
 
     /// Which chart [default: streams if -P varies, else window if -w varies, else latency
-    /// for request/response runs, else the timeline of one run].
+    /// for request/response runs, else the timeline]. A timeline of one run shows each
+    /// stream's congestion window; of several, a line per run in every panel ("vpn run 3"),
+    /// the window summed over the run's streams. Name the runs to overlay by the DIRs or
+    /// files given.
     #[arg(long, value_enum, requires = "plot")]
     pub(crate) chart: Option<ChartArg>,
 

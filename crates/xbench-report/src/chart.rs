@@ -6,13 +6,15 @@
 //!   beside it (the bandwidth-delay product);
 //! - **latency**: request/response latency by percentile, one curve per path, from the runs'
 //!   merged HDR histograms;
-//! - **timeline**: one run per interval: throughput, each stream's congestion window, and
-//!   retransmits.
+//! - **timeline**: runs per interval: throughput, congestion window and retransmits. One run
+//!   shows each stream's window; several (up to [`MAX_TIMELINE_RUNS`]) are overlaid from their
+//!   starts, a line per run, each window the sum of the run's streams.
 //!
 //! A link's capacity ([`add_ceiling`]) is a dashed, named line across a throughput panel.
 //!
-//! Every line is named at its end in its own colour, so no legend needs hunting; titles and
-//! axes carry units. Text is drawn with DejaVu Sans, embedded, so a PNG looks the same on a
+//! Every line is named at its end in its own colour, so no legend needs hunting, and a key
+//! under each panel shows each line's stroke beside its name and says what a dash or an arrow
+//! means (see `key`); titles and axes carry units. Text is drawn with DejaVu Sans, embedded, so a PNG looks the same on a
 //! machine with no fonts; in SVG it stays `<text>`. Charts never mix request/response and
 //! throughput runs. This module turns runs into series ([`ChartData`]) and draws them; it does
 //! not read files.
@@ -29,10 +31,13 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use xbench::config::StreamDirection;
 use xbench::latency::Distribution;
 
+use self::key::Key;
 use crate::cell::{CellKey, Dimension, short_size};
-use crate::run::{Measure, Run};
+use crate::run::{DirectionResult, Measure, Run, TimelinePoint};
 use crate::stats::Stats;
 use crate::units::ThroughputUnit;
+
+mod key;
 
 /// Which chart to draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +48,7 @@ pub enum ChartKind {
     Window,
     /// Latency by percentile.
     Latency,
-    /// One run's intervals.
+    /// Runs' intervals: one in detail, or several overlaid.
     Timeline,
 }
 
@@ -64,7 +69,7 @@ impl ChartKind {
 pub enum ImageFormat {
     /// Scalable vector graphics, text as `<text>`.
     Svg,
-    /// A 1200 × 750 (timeline: 1200 × 900) bitmap.
+    /// A 1200 × 750 (timeline: 1200 × 900) bitmap, taller by the rows of its keys.
     Png,
 }
 
@@ -139,7 +144,15 @@ pub struct ChartData {
     pub panels: Vec<Panel>,
     /// Runs not drawn because they are of the other kind (request/response vs throughput).
     pub left_out: usize,
+    /// Runs of the chart's kind not drawn because a timeline overlays at most
+    /// [`MAX_TIMELINE_RUNS`].
+    pub not_drawn: usize,
 }
+
+/// The most runs a timeline overlays. Ten palette colours and a dashed second round keep a
+/// dozen lines apart; more would be a tangle no key can untie. Each path gets its share: the
+/// first run of every path, then the second, and so on.
+pub const MAX_TIMELINE_RUNS: usize = 12;
 
 /// One set of axes.
 #[derive(Debug, Clone)]
@@ -181,7 +194,8 @@ pub struct Series {
     /// Palette index: the same path keeps its colour across lines (its ceiling, its streams);
     /// [`NEUTRAL`] for a reference line.
     pub colour: usize,
-    /// Dashed (a ceiling, not a measurement).
+    /// Dashed: a ceiling, not a measurement; or, on an overlaid timeline, a run whose colour
+    /// an earlier run already has.
     pub dashed: bool,
     /// Draw a marker at each point.
     pub markers: bool,
@@ -202,7 +216,7 @@ pub struct Point {
 
 /// Builds the chart for `runs`: `kind`, or the one the data calls for — streams if stream
 /// counts vary, else window if windows vary, else latency for request/response runs, else the
-/// timeline of the first run.
+/// timeline of the runs (overlaid when there are several).
 pub fn plan(
     runs: &[Run],
     kind: Option<ChartKind>,
@@ -290,6 +304,7 @@ pub fn add_ceiling(
 
 /// Draws `data` into an SVG document.
 pub fn to_svg(data: &ChartData) -> Result<String, ChartError> {
+    fonts()?;
     let (w, h) = size(data);
     let mut s = String::new();
     {
@@ -302,6 +317,7 @@ pub fn to_svg(data: &ChartData) -> Result<String, ChartError> {
 
 /// Draws `data` into a PNG file's bytes.
 pub fn to_png(data: &ChartData) -> Result<Vec<u8>, ChartError> {
+    fonts()?;
     let (w, h) = size(data);
     let mut rgb = vec![0u8; w as usize * h as usize * 3];
     {
@@ -475,6 +491,7 @@ fn sweep_chart(
             series,
         }],
         left_out: 0,
+        not_drawn: 0,
     })
 }
 
@@ -545,61 +562,235 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             series,
         }],
         left_out: 0,
+        not_drawn: 0,
     })
 }
 
-/// One run's intervals: throughput, congestion windows, retransmits.
+/// The timeline: one run in detail, or several overlaid (see [`MAX_TIMELINE_RUNS`]).
 fn timeline_chart(runs: &[&Run], unit: ThroughputUnit) -> Result<ChartData, ChartError> {
-    let Some((run, dirs)) = runs.iter().find_map(|r| match &r.measure {
-        Measure::Throughput(d) if d.iter().any(|d| !d.timeline.is_empty()) => Some((r, d)),
-        _ => None,
-    }) else {
-        return Err(ChartError::Nothing {
-            kind: "timeline",
-            reason: "no throughput run with interval figures (was -i 0 given?)".into(),
-        });
+    let with_intervals: Vec<&Run> = runs
+        .iter()
+        .copied()
+        .filter(|r| intervals(r).next().is_some())
+        .collect();
+    let chosen = pick_runs(&with_intervals, MAX_TIMELINE_RUNS);
+    let mut data = match chosen.as_slice() {
+        [] => {
+            return Err(ChartError::Nothing {
+                kind: "timeline",
+                reason: "no throughput run with interval figures (was -i 0 given?)".into(),
+            });
+        }
+        [one] => single_timeline(one, unit),
+        several => overlaid_timeline(several, unit),
     };
+    data.not_drawn = with_intervals.len() - chosen.len();
+    Ok(data)
+}
+
+/// One run's intervals: throughput and retransmits per direction, each stream's congestion
+/// window.
+fn single_timeline(run: &Run, unit: ThroughputUnit) -> ChartData {
     let f = unit.factor();
+    let dirs: Vec<&DirectionResult> = intervals(run).collect();
     let mut rate = Vec::new();
     let mut cwnd = Vec::new();
     let mut retr = Vec::new();
     for (di, d) in dirs.iter().enumerate() {
-        let dname = d.direction.label();
-        // Rates and counts hold over an interval: steps, not points.
-        let steps = |y: &dyn Fn(&crate::run::TimelinePoint) -> f64| -> Vec<Point> {
-            d.timeline
-                .iter()
-                .flat_map(|p| {
-                    [p.start_s, p.end_s].map(|x| Point {
-                        x,
-                        y: y(p),
-                        bar: None,
-                    })
-                })
-                .collect()
+        let line = |points| Series {
+            name: d.direction.label().into(),
+            colour: di,
+            dashed: false,
+            markers: false,
+            points,
         };
-        rate.push(Series {
-            name: dname.into(),
-            colour: di,
+        rate.push(line(steps(d, |p| p.bits_per_second * f)));
+        retr.push(line(steps(d, |p| p.retransmits as f64)));
+        let arrow = (dirs.len() > 1).then(|| arrow(d.direction));
+        cwnd.extend(stream_cwnds(d, arrow, cwnd.len()));
+    }
+    ChartData {
+        kind: ChartKind::Timeline,
+        title: format!(
+            "One run per interval: {} — {} ({})",
+            run.label,
+            run.key.describe(),
+            run.path.display()
+        ),
+        panels: vec![
+            timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
+            timeline_panel("Congestion window per stream", "cwnd (KiB)".into(), cwnd),
+            timeline_panel("Retransmits", "Segments per interval".into(), retr),
+        ],
+        left_out: 0,
+        not_drawn: 0,
+    }
+}
+
+/// Several runs' intervals overlaid from each run's start, a line per run (and direction) in
+/// every panel. The congestion window panel shows each run's sum over its streams: a line per
+/// stream of a dozen runs would be a tangle, and the sum (what the run kept in flight) compares
+/// paths whatever their -P.
+fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
+    let f = unit.factor();
+    let mut rate = Vec::new();
+    let mut cwnd = Vec::new();
+    let mut retr = Vec::new();
+    for (run, name) in runs.iter().zip(run_names(runs)) {
+        let dirs: Vec<&DirectionResult> = intervals(run).collect();
+        for d in &dirs {
+            let i = rate.len();
+            let line = |points| Series {
+                name: if dirs.len() > 1 {
+                    format!("{name} {}", arrow(d.direction))
+                } else {
+                    name.clone()
+                },
+                colour: i,
+                // The palette's colours come round again after ten lines; dashes tell those apart.
+                dashed: i >= PALETTE.len(),
+                markers: false,
+                points,
+            };
+            rate.push(line(steps(d, |p| p.bits_per_second * f)));
+            cwnd.push(line(total_cwnd(d)));
+            retr.push(line(steps(d, |p| p.retransmits as f64)));
+        }
+    }
+    let labels =
+        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let cell = if distinct(runs, |r| Some(r.key.clone())) == 1 {
+        format!(" — {}", runs[0].key.describe())
+    } else {
+        String::new()
+    };
+    ChartData {
+        kind: ChartKind::Timeline,
+        title: format!(
+            "{} runs per interval, overlaid: {}{cell}",
+            runs.len(),
+            labels.join(", ")
+        ),
+        panels: vec![
+            timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
+            timeline_panel(
+                "Congestion window, all streams of a run",
+                "cwnd (KiB)".into(),
+                cwnd,
+            ),
+            timeline_panel("Retransmits", "Segments per interval".into(), retr),
+        ],
+        left_out: 0,
+        not_drawn: 0,
+    }
+}
+
+fn timeline_panel(title: &str, y_desc: String, series: Vec<Series>) -> Panel {
+    Panel {
+        title: title.into(),
+        x_desc: "Time since start (s)".into(),
+        y_desc,
+        x_axis: XAxis::Linear,
+        log_y: false,
+        series,
+    }
+}
+
+/// The directions of `run` that have interval figures.
+fn intervals(run: &Run) -> impl Iterator<Item = &DirectionResult> {
+    let dirs: &[DirectionResult] = match &run.measure {
+        Measure::Throughput(d) => d,
+        Measure::Rr(_) => &[],
+    };
+    dirs.iter().filter(|d| !d.timeline.is_empty())
+}
+
+/// At most `max` of `runs`, in their order, taking each path's first run, then each one's
+/// second, and so on, so that every path shows.
+fn pick_runs<'a>(runs: &[&'a Run], max: usize) -> Vec<&'a Run> {
+    let mut ranked: Vec<(usize, usize)> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (runs[..i].iter().filter(|o| o.label == r.label).count(), i))
+        .collect();
+    ranked.sort_unstable();
+    let mut kept: Vec<usize> = ranked.into_iter().take(max).map(|(_, i)| i).collect();
+    kept.sort_unstable();
+    kept.into_iter().map(|i| runs[i]).collect()
+}
+
+/// "vpn run 3": the path, the cell when the runs' cells differ, and the run from the file name
+/// (`run-3.json`, as `--save` writes it; another file's name as it is).
+fn run_names(runs: &[&Run]) -> Vec<String> {
+    let cells_vary = distinct(runs, |r| Some(r.key.clone())) > 1;
+    let names: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let stem = r
+                .path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let run = match stem.strip_prefix("run-") {
+                Some(n) if n.parse::<u64>().is_ok() => format!("run {n}"),
+                _ => stem,
+            };
+            let cell = cells_vary.then(|| r.key.describe());
+            [Some(r.label.clone()), cell, Some(run)]
+                .into_iter()
+                .flatten()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    // Two files of one name in one path's cell (from two directories): numbered apart.
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if names.iter().filter(|m| *m == n).count() > 1 {
+                format!("{n} #{}", i + 1)
+            } else {
+                n.clone()
+            }
+        })
+        .collect()
+}
+
+/// Rates and counts hold over an interval: steps, not points.
+fn steps(d: &DirectionResult, y: impl Fn(&TimelinePoint) -> f64) -> Vec<Point> {
+    d.timeline
+        .iter()
+        .flat_map(|p| {
+            [p.start_s, p.end_s].map(|x| Point {
+                x,
+                y: y(p),
+                bar: None,
+            })
+        })
+        .collect()
+}
+
+/// A line per stream's congestion window, KiB at each interval's end, coloured from
+/// `first_colour` on; `arrow` names the direction when a run has two.
+fn stream_cwnds(d: &DirectionResult, arrow: Option<&str>, first_colour: usize) -> Vec<Series> {
+    let streams = d
+        .timeline
+        .iter()
+        .map(|p| p.cwnd_bytes.len())
+        .max()
+        .unwrap_or(0);
+    (0..streams)
+        .map(|s| Series {
+            name: match arrow {
+                Some(a) => format!("{a} stream {s}"),
+                None => format!("stream {s}"),
+            },
+            colour: first_colour + s,
             dashed: false,
-            markers: false,
-            points: steps(&|p| p.bits_per_second * f),
-        });
-        retr.push(Series {
-            name: dname.into(),
-            colour: di,
-            dashed: false,
-            markers: false,
-            points: steps(&|p| p.retransmits as f64),
-        });
-        let streams = d
-            .timeline
-            .iter()
-            .map(|p| p.cwnd_bytes.len())
-            .max()
-            .unwrap_or(0);
-        for s in 0..streams {
-            let points: Vec<Point> = d
+            markers: true,
+            points: d
                 .timeline
                 .iter()
                 .filter_map(|p| {
@@ -609,44 +800,30 @@ fn timeline_chart(runs: &[&Run], unit: ThroughputUnit) -> Result<ChartData, Char
                         bar: None,
                     })
                 })
-                .collect();
-            let name = if dirs.len() > 1 {
-                format!("{} stream {s}", if di == 0 { "↑" } else { "↓" })
-            } else {
-                format!("stream {s}")
-            };
-            cwnd.push(Series {
-                name,
-                colour: di * streams + s,
-                dashed: false,
-                markers: true,
-                points,
-            });
-        }
+                .collect(),
+        })
+        .collect()
+}
+
+/// The sum of the streams' congestion windows, KiB at each interval's end.
+fn total_cwnd(d: &DirectionResult) -> Vec<Point> {
+    d.timeline
+        .iter()
+        .filter(|p| !p.cwnd_bytes.is_empty())
+        .map(|p| Point {
+            x: p.end_s,
+            y: p.cwnd_bytes.iter().sum::<u64>() as f64 / 1024.0,
+            bar: None,
+        })
+        .collect()
+}
+
+fn arrow(dir: StreamDirection) -> &'static str {
+    if dir == StreamDirection::ClientToServer {
+        "↑"
+    } else {
+        "↓"
     }
-    let panel = |title: &str, y_desc: String, series| Panel {
-        title: title.into(),
-        x_desc: "Time since start (s)".into(),
-        y_desc,
-        x_axis: XAxis::Linear,
-        log_y: false,
-        series,
-    };
-    Ok(ChartData {
-        kind: ChartKind::Timeline,
-        title: format!(
-            "One run per interval: {} — {} ({})",
-            run.label,
-            run.key.describe(),
-            run.path.display()
-        ),
-        panels: vec![
-            panel("Throughput", format!("Rate ({})", unit.label()), rate),
-            panel("Congestion window per stream", "cwnd (KiB)".into(), cwnd),
-            panel("Retransmits", "Segments per interval".into(), retr),
-        ],
-        left_out: 0,
-    })
 }
 
 /// Names series by label, adding the other settings or the direction only where they vary,
@@ -676,11 +853,7 @@ impl SeriesNamer {
         let dirs = self.keys.iter().any(|k| k.2 != dir);
         if dirs {
             name.push(' ');
-            name.push_str(if dir == StreamDirection::ClientToServer {
-                "↑"
-            } else {
-                "↓"
-            });
+            name.push_str(arrow(dir));
         }
         name
     }
@@ -742,12 +915,21 @@ fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
+/// The image's width, pixels.
+const WIDTH: u32 = 1200;
+
+/// The image's size: each panel's height and its key's. Needs the font registered: the keys
+/// are laid out with its metrics.
 fn size(data: &ChartData) -> (u32, u32) {
-    if data.panels.len() > 1 {
-        (1200, 300 * data.panels.len() as u32)
-    } else {
-        (1200, 750)
-    }
+    let keys: u32 = (0..data.panels.len())
+        .map(|i| Key::of(data, i).height())
+        .sum();
+    (WIDTH, panel_height(data) * data.panels.len() as u32 + keys)
+}
+
+/// A panel's height without its key: stacked panels are shorter than a chart's only one.
+fn panel_height(data: &ChartData) -> u32 {
+    if data.panels.len() > 1 { 300 } else { 750 }
 }
 
 fn draw_err(e: impl std::fmt::Display) -> ChartError {
@@ -789,11 +971,43 @@ fn draw<DB: DrawingBackend>(
         .map(|(w, _)| w)
         .max()
         .unwrap_or(0);
-    let areas = body.split_evenly((data.panels.len(), 1));
-    for (area, panel) in areas.iter().zip(&data.panels) {
-        draw_panel(area, panel, name_w)?;
+    let keys: Vec<Key<'_>> = (0..data.panels.len()).map(|i| Key::of(data, i)).collect();
+    let heights: Vec<u32> = keys
+        .iter()
+        .map(|k| panel_height(data) + k.height())
+        .collect();
+    for ((area, panel), key) in split_rows(&body, &heights)
+        .iter()
+        .zip(&data.panels)
+        .zip(&keys)
+    {
+        let h = area.dim_in_pixel().1.saturating_sub(key.height());
+        let (plot, under) = area.split_vertically(h);
+        draw_panel(&plot, panel, name_w)?;
+        key.draw(&under)?;
     }
     Ok(())
+}
+
+/// `area` cut into rows in proportion to `heights`.
+fn split_rows<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    heights: &[u32],
+) -> Vec<DrawingArea<DB, Shift>> {
+    let total = heights.iter().sum::<u32>().max(1) as f64;
+    let scale = area.dim_in_pixel().1 as f64 / total;
+    let mut rows = Vec::new();
+    let mut rest = area.clone();
+    for (i, h) in heights.iter().enumerate() {
+        if i + 1 == heights.len() {
+            rows.push(rest);
+            break;
+        }
+        let (top, below) = rest.split_vertically((*h as f64 * scale).round() as u32);
+        rows.push(top);
+        rest = below;
+    }
+    rows
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -950,7 +1164,22 @@ where
             .map_err(draw_err)?;
     }
 
-    // Names at the lines' ends, nudged apart so that two close lines stay readable.
+    draw_end_names(area, &chart, p, &dodge)
+}
+
+/// Names at the lines' ends, nudged apart so that two close lines stay readable. When they
+/// cannot all fit beside the plot (a dozen runs ending together), none is written: the key
+/// under the panel names every line, and a pile of names would hide which is which.
+fn draw_end_names<DB, Y>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
+    p: &Panel,
+    dodge: &dyn Fn(&Series) -> f64,
+) -> Result<(), ChartError>
+where
+    DB: DrawingBackend,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
     let base = area.get_base_pixel();
     let mut ends: Vec<(i32, i32, &Series)> = p
         .series
@@ -963,10 +1192,25 @@ where
         .collect();
     ends.sort_by_key(|e| e.1);
     let gap = 17;
+    let close = |a: (i32, i32, &Series), b: (i32, i32, &Series)| (a.0 - b.0).abs() < 200;
     for i in 1..ends.len() {
-        if ends[i].1 < ends[i - 1].1 + gap && (ends[i].0 - ends[i - 1].0).abs() < 200 {
+        if ends[i].1 < ends[i - 1].1 + gap && close(ends[i], ends[i - 1]) {
             ends[i].1 = ends[i - 1].1 + gap;
         }
+    }
+    // Names pushed below the plot move up together, as far as its top.
+    let rows = chart.plotting_area().get_pixel_range().1;
+    let (top, bottom) = (rows.start - base.1, rows.end - base.1 + gap / 2);
+    if let Some(last) = ends.last_mut() {
+        last.1 = last.1.min(bottom);
+    }
+    for i in (0..ends.len().saturating_sub(1)).rev() {
+        if ends[i].1 > ends[i + 1].1 - gap && close(ends[i], ends[i + 1]) {
+            ends[i].1 = ends[i + 1].1 - gap;
+        }
+    }
+    if ends.first().is_some_and(|e| e.1 < top - gap / 2) {
+        return Ok(());
     }
     for (x, y, s) in ends {
         let style = (FONT, 15)
@@ -1150,13 +1394,43 @@ mod tests {
         assert!((s[1].points[1].y - 918.0).abs() < 1e-6);
     }
 
-    /// Every element drawn in `colour` (`#RRGGBB`) and the y pixels of its points.
+    /// The key frames' rectangles: x, y, width, height.
+    fn key_frames(doc: &roxmltree::Document<'_>) -> Vec<[f64; 4]> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("stroke") == Some("#606060"))
+            .map(|n| {
+                ["x", "y", "width", "height"].map(|a| n.attribute(a).unwrap().parse().unwrap())
+            })
+            .collect()
+    }
+
+    /// Whether the element `n` starts inside one of `frames`.
+    fn in_key(frames: &[[f64; 4]], n: roxmltree::Node<'_, '_>) -> bool {
+        let (x, y): (f64, f64) = match n.attribute("points") {
+            Some(p) => {
+                let first = p.split_whitespace().next().unwrap();
+                let (x, y) = first.split_once(',').unwrap();
+                (x.parse().unwrap(), y.parse().unwrap())
+            }
+            None => {
+                let at = |a: &str, b: &str| n.attribute(a).or(n.attribute(b)).unwrap().parse();
+                (at("x", "x1").unwrap(), at("y", "y1").unwrap())
+            }
+        };
+        frames
+            .iter()
+            .any(|[fx, fy, w, h]| x >= *fx && x <= fx + w && y >= *fy && y <= fy + h)
+    }
+
+    /// Every element of the plots (not the keys) drawn in `colour` (`#RRGGBB`) and the y
+    /// pixels of its points.
     fn stroked_ys(svg: &str, colour: &str) -> Vec<f64> {
         let doc = roxmltree::Document::parse(svg).unwrap();
+        let frames = key_frames(&doc);
         let mut ys = Vec::new();
         for n in doc
             .descendants()
-            .filter(|n| n.attribute("stroke") == Some(colour))
+            .filter(|n| n.attribute("stroke") == Some(colour) && !in_key(&frames, *n))
         {
             match n.tag_name().name() {
                 "line" => {
@@ -1232,6 +1506,93 @@ mod tests {
         assert!(e.to_string().contains("no throughput axis"), "{e}");
     }
 
+    /// The texts inside the key frames of `data`'s SVG, and how many frames there are.
+    fn key_texts(data: &ChartData) -> (Vec<String>, usize) {
+        let svg = to_svg(data).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let frames = key_frames(&doc);
+        let texts = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text") && in_key(&frames, *n))
+            .filter_map(|n| n.text())
+            .map(|t| t.trim().to_owned())
+            .collect();
+        (texts, frames.len())
+    }
+
+    /// A run of both directions (--bidir), the second at half the rate.
+    fn bidir(mut r: Run) -> Run {
+        if let Measure::Throughput(d) = &mut r.measure {
+            let mut back = d[0].clone();
+            back.direction = StreamDirection::ServerToClient;
+            back.bits_per_second /= 2.0;
+            d.push(back);
+        }
+        r
+    }
+
+    /// Keys on every chart (issue 21): each chart kind's key names every line it draws, the
+    /// capacity line too, and says what ↑ and ↓ mean where names use them.
+    #[test]
+    fn every_chart_has_a_key_naming_each_line() {
+        let streams = vec![
+            tp("peering", 1, None, 100.0),
+            tp("peering", 4, None, 380.0),
+            tp("vpn", 1, None, 50.0),
+            tp("vpn", 4, None, 120.0),
+        ];
+        let window = vec![
+            bidir(tp("a", 1, Some(64 << 10), 400.0)),
+            bidir(tp("a", 1, Some(256 << 10), 900.0)),
+        ];
+        let several = vec![saved("peering", 1, 900.0), saved("vpn", 1, 300.0)];
+        let unit = ThroughputUnit::Mbits;
+        let mut charts = vec![
+            plan(&streams, None, unit).unwrap(),
+            plan(&window, None, unit).unwrap(),
+            plan(&[rr("a"), rr("b")], None, unit).unwrap(),
+            plan(&[bidir(tp("a", 2, None, 10.0))], None, unit).unwrap(),
+            plan(&several, None, unit).unwrap(),
+        ];
+        for c in &mut charts[..2] {
+            add_ceiling(c, 1e9, unit).unwrap();
+        }
+        add_ceiling(&mut charts[4], 1e9, unit).unwrap();
+        let kinds: Vec<ChartKind> = charts.iter().map(|c| c.kind).collect();
+        use ChartKind::*;
+        assert_eq!(kinds, [Streams, Window, Latency, Timeline, Timeline]);
+        for c in &charts {
+            let (texts, frames) = key_texts(c);
+            assert!(frames >= 1, "{}: no key", c.title);
+            for s in c.panels.iter().flat_map(|p| &p.series) {
+                assert!(
+                    texts.contains(&s.name),
+                    "{}: {} not in {texts:?}",
+                    c.title,
+                    s.name
+                );
+            }
+            let arrows = c
+                .panels
+                .iter()
+                .flat_map(|p| &p.series)
+                .any(|s| s.name.contains('↑'));
+            let note = texts
+                .iter()
+                .any(|t| t == "↑ client→server, ↓ server→client");
+            assert_eq!(arrows, note, "{}: {texts:?}", c.title);
+        }
+        // The window chart's lines are named with arrows; the overlaid timeline's panels share
+        // one key, under the throughput panel.
+        assert!(key_texts(&charts[1]).0.contains(&"a ↓ ceiling".to_owned()));
+        assert_eq!(key_texts(&charts[4]).1, 1);
+        assert!(
+            key_texts(&charts[4])
+                .0
+                .contains(&"capacity 1000 Mbit/s".to_owned())
+        );
+    }
+
     #[test]
     fn mixed_kinds_name_the_files() {
         let runs = vec![tp("a", 1, None, 1.0), rr("b")];
@@ -1256,6 +1617,155 @@ mod tests {
         assert_eq!(c.panels[1].series.len(), 2, "a cwnd line per stream");
         to_svg(&c).unwrap();
         let _ = (Kind::Rr, Tool::Xbench);
+    }
+
+    /// A run as `--save` names it (`label/P2/run-N.json`): three one-second intervals at
+    /// `mbps`, two streams whose windows grow by 64 KiB each interval.
+    fn saved(label: &str, n: u32, mbps: f64) -> Run {
+        let mut r = tp(label, 2, None, mbps);
+        r.path = format!("{label}/P2/run-{n}.json").into();
+        if let Measure::Throughput(d) = &mut r.measure {
+            d[0].timeline = (0..3u64)
+                .map(|i| TimelinePoint {
+                    start_s: i as f64,
+                    end_s: i as f64 + 1.0,
+                    bits_per_second: mbps * 1e6,
+                    retransmits: i,
+                    cwnd_bytes: vec![65536 * (i + 1); 2],
+                })
+                .collect();
+        }
+        r
+    }
+
+    /// The polylines drawn in `colour` with at least `min_points` points (a key's sample has
+    /// two), as their points' y pixels.
+    fn polylines(svg: &str, colour: &str, min_points: usize) -> Vec<Vec<f64>> {
+        let doc = roxmltree::Document::parse(svg).unwrap();
+        doc.descendants()
+            .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke") == Some(colour))
+            .map(|n| {
+                n.attribute("points")
+                    .unwrap()
+                    .split_whitespace()
+                    .map(|pair| pair.split(',').nth(1).unwrap().parse().unwrap())
+                    .collect::<Vec<f64>>()
+            })
+            .filter(|ys| ys.len() >= min_points)
+            .collect()
+    }
+
+    /// Two runs given to a timeline used to draw the first alone (issue 21): now each run is
+    /// a line of its own in every panel, named after its path and run.
+    #[test]
+    fn a_timeline_of_several_runs_draws_a_line_per_run() {
+        let runs = vec![
+            saved("peering", 1, 900.0),
+            saved("peering", 2, 850.0),
+            saved("vpn", 1, 300.0),
+        ];
+        let c = plan(&runs, None, ThroughputUnit::Mbits).unwrap();
+        assert_eq!(c.kind, ChartKind::Timeline);
+        assert_eq!(c.not_drawn, 0);
+        assert!(c.title.contains("peering, vpn"), "{}", c.title);
+        for p in &c.panels {
+            let names: Vec<&str> = p.series.iter().map(|s| s.name.as_str()).collect();
+            assert_eq!(
+                names,
+                ["peering run 1", "peering run 2", "vpn run 1"],
+                "{}",
+                p.title
+            );
+        }
+        // The window panel sums a run's two streams: 2 × 64 KiB after the first second.
+        assert_eq!(c.panels[1].series[0].points[0].y, 128.0);
+        assert_eq!(c.panels[2].series[2].points.last().unwrap().y, 2.0);
+
+        let svg = to_svg(&c).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .map(str::trim)
+            .collect();
+        // One polyline per run in each of the three panels, in the run's own colour; in the
+        // throughput panel (drawn first) the faster path above the slower (smaller y).
+        let mut tops = Vec::new();
+        for (name, colour) in [
+            ("peering run 1", "#1F77B4"),
+            ("peering run 2", "#FF7F0E"),
+            ("vpn run 1", "#2CA02C"),
+        ] {
+            assert!(texts.contains(&name), "{name} in {texts:?}");
+            let lines = polylines(&svg, colour, 3);
+            assert_eq!(lines.len(), 3, "{name}: {lines:?}");
+            tops.push(lines[0][0]);
+        }
+        assert!(tops[0] < tops[1] && tops[1] < tops[2], "{tops:?}");
+    }
+
+    /// More runs than a timeline overlays: each path keeps its share, the rest are counted,
+    /// and the lines past the palette's ten colours are dashed.
+    #[test]
+    fn a_timeline_overlays_at_most_twelve_runs_shared_between_paths() {
+        let runs: Vec<Run> = (1..=10)
+            .map(|n| saved("peering", n, 900.0))
+            .chain((1..=4).map(|n| saved("vpn", n, 300.0)))
+            .collect();
+        let c = plan(&runs, Some(ChartKind::Timeline), ThroughputUnit::Mbits).unwrap();
+        assert_eq!(c.not_drawn, 2);
+        let s = &c.panels[0].series;
+        assert_eq!(s.len(), MAX_TIMELINE_RUNS);
+        assert_eq!(s.iter().filter(|s| s.name.starts_with("vpn")).count(), 4);
+        assert_eq!(s.last().unwrap().name, "vpn run 4");
+        let dashed: Vec<&str> = s
+            .iter()
+            .filter(|s| s.dashed)
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(dashed, ["vpn run 3", "vpn run 4"]);
+    }
+
+    /// Twelve runs' names at the ends of lines all ending at 0 were nudged apart downwards,
+    /// off the bottom of the image: they now stack upwards from the plot's bottom edge.
+    #[test]
+    fn names_of_lines_ending_together_stay_in_the_image() {
+        let runs: Vec<Run> = (1..=12)
+            .map(|n| {
+                let mut r = saved("vpn", n, 100.0 + n as f64);
+                if let Measure::Throughput(d) = &mut r.measure {
+                    d[0].timeline.iter_mut().for_each(|p| p.retransmits = 0);
+                }
+                r
+            })
+            .collect();
+        let c = plan(&runs, None, ThroughputUnit::Mbits).unwrap();
+        let svg = to_svg(&c).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let height: f64 = doc
+            .root_element()
+            .attribute("height")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let frames = key_frames(&doc);
+        let names: Vec<(f64, &str)> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text") && !in_key(&frames, *n))
+            .filter(|n| n.text().is_some_and(|t| t.trim().starts_with("vpn run")))
+            .map(|n| {
+                (
+                    n.attribute("y").unwrap().parse().unwrap(),
+                    n.text().unwrap().trim(),
+                )
+            })
+            .collect();
+        assert_eq!(names.len(), 3 * 12, "{names:?}");
+        assert!(
+            names.iter().all(|(y, _)| *y < height - 10.0),
+            "{height}: {names:?}"
+        );
     }
 
     #[test]

@@ -72,6 +72,14 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
                 data.kind.name()
             );
         }
+        if data.not_drawn > 0 {
+            eprintln!(
+                "note: the timeline overlays at most {} runs, a share of each path's: {} more \
+                 left out; name fewer directories or files to pick them",
+                chart::MAX_TIMELINE_RUNS,
+                data.not_drawn
+            );
+        }
         eprintln!("{} chart written to {}", data.kind.name(), path.display());
     }
     Ok(Exit::Success)
