@@ -213,7 +213,17 @@ async fn act(
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 for n in 0..4000u64 {
                     // Alternate made-up greetings with copies of the victim's own.
-                    let copy = greetings.lock().unwrap().get(n as usize / 2).copied();
+                    // Only greetings the victim is done with: its one flow opens a
+                    // connection after the last one ended, so any but the newest is a
+                    // replay. A copy of the newest can race the victim's own connection to
+                    // the server and win it, which no key can stop on a path the attacker
+                    // sits on; the victim then fails loudly instead (README, "Locking it
+                    // down"), which a test of refused replays must not depend on timing for.
+                    let copy = {
+                        let g = greetings.lock().unwrap();
+                        let i = n as usize / 2;
+                        g.get(i).copied().filter(|_| i + 1 < g.len())
+                    };
                     let greeting = match copy {
                         Some(c) if n % 2 == 1 => c,
                         _ => DataHello::new(cookie, 0, 1_000_000 + n, None).greeting(),
