@@ -376,6 +376,7 @@ mod tests {
             zerocopy: true,
             receive: ReceiveMode::Copy,
             bitrate: Some(123_456_789),
+            udp: None,
         });
         let target = Target {
             host: Some("198.18.0.2".into()),

@@ -15,3 +15,4 @@ pub(crate) mod sampler;
 pub(crate) mod schedule;
 pub(crate) mod sockopt;
 pub(crate) mod stream;
+pub(crate) mod udp;

@@ -49,6 +49,8 @@ pub(super) struct Test {
     pub(super) registration: Registration,
     /// The test's place in `--max-tests` and `--max-tests-per-client`.
     pub(super) running: Option<RunningGuard>,
+    /// A UDP test's sockets, each connected to the address that proved it is the client's.
+    pub(super) udp: Vec<super::udp::UdpConn>,
 }
 
 impl Test {

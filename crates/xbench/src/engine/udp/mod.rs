@@ -1,0 +1,115 @@
+//! The UDP data path: one thread per stream with a connected UDP socket, sending paced,
+//! numbered datagrams in batches (`sendmmsg`) or receiving them in batches (`recvmmsg`) and
+//! accounting every one (loss, reordering, duplicates, jitter, kernel receive-buffer drops).
+//!
+//! Threads publish cumulative counters once per batch; the controllers take differences at
+//! interval boundaries, as the TCP sampler does with byte counts. The datagram layout is in
+//! [`wire`], the pure accounting in [`stats`], the schedule in [`pacer`]. Not here: how the
+//! sockets prove they belong to a test (the controllers, with the data greeting) and how the
+//! two ends' figures are merged ([`crate::summary::udp`]).
+
+pub(crate) mod clock;
+pub(crate) mod pacer;
+pub(crate) mod receiver;
+pub(crate) mod sender;
+pub(crate) mod socket;
+pub(crate) mod stats;
+pub(crate) mod wire;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use self::stats::Counts;
+use crate::report::Role;
+
+/// What a stream thread and its controller share.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    stop: AtomicBool,
+    counts: Mutex<Counts>,
+}
+
+impl Shared {
+    pub(crate) fn counts(&self) -> Counts {
+        *self.counts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn publish(&self, c: &Counts) {
+        *self.counts.lock().unwrap_or_else(PoisonError::into_inner) = *c;
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// One running UDP stream.
+#[derive(Debug)]
+pub(crate) struct UdpStream {
+    pub(crate) id: u16,
+    pub(crate) role: Role,
+    pub(crate) shared: Arc<Shared>,
+    thread: Option<JoinHandle<Result<crate::report::CpuUsage, String>>>,
+}
+
+impl UdpStream {
+    /// Asks the thread to stop; it notices within one receive timeout or one send batch.
+    pub(crate) fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits for the thread: its CPU time, or why it failed.
+    pub(crate) fn join(mut self) -> Result<crate::report::CpuUsage, String> {
+        self.stop();
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err("the stream thread panicked".into()),
+            None => Err("the stream thread was already collected".into()),
+        }
+    }
+}
+
+impl Drop for UdpStream {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// How long a receiver keeps counting after its end mark: datagrams sent before the mark and
+/// still in flight are received, not lost.
+pub(crate) const GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Stops and joins every stream: each one's totals over the window (see [`clock::totals`]),
+/// and the CPU time of all of them. `streams` is emptied.
+pub(crate) fn collect(
+    streams: &mut Vec<UdpStream>,
+) -> (Vec<crate::report::SideUdpStream>, crate::report::CpuUsage) {
+    let mut cpu = crate::report::CpuUsage::default();
+    for s in streams.iter() {
+        s.stop();
+    }
+    let mut out: Vec<_> = streams
+        .drain(..)
+        .map(|s| {
+            let (id, role, shared) = (s.id, s.role, Arc::clone(&s.shared));
+            let error = match s.join() {
+                Ok(c) => {
+                    cpu += c;
+                    None
+                }
+                Err(e) => Some(e),
+            };
+            clock::totals(id, role, &shared.counts(), error)
+        })
+        .collect();
+    out.sort_by_key(|s| s.stream);
+    (out, cpu)
+}
+
+/// Stops the streams of `role`.
+pub(crate) fn stop_role(streams: &[UdpStream], role: Role) {
+    for s in streams.iter().filter(|s| s.role == role) {
+        s.stop();
+    }
+}
