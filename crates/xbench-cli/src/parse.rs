@@ -297,10 +297,8 @@ pub(crate) fn bitrate(s: &str) -> Result<u64, String> {
     if t.starts_with('-') {
         return Err(format!("`{t}` is negative"));
     }
+    // 0 is iperf3's "no cap" (and, with -u, unpaced).
     let v = xbench::units::BitRate::parse(t).map_err(|e| e.to_string())?;
-    if v.bits_per_second() == 0 {
-        return Err("must be greater than 0".into());
-    }
     Ok(v.bits_per_second())
 }
 
