@@ -373,3 +373,57 @@ pub(crate) fn udp_socket_report() -> SocketReport {
         nodelay: false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{Nonce, Psk};
+
+    fn key(psk: &[u8]) -> SessionKey {
+        Psk::new(psk.to_vec())
+            .unwrap()
+            .session_key(&Nonce([1; 32]), &Nonce([2; 32]))
+    }
+
+    #[tokio::test]
+    async fn only_the_clients_greeting_claims_a_socket_and_no_datagram_is_answered() {
+        let (cookie, k) = (Cookie([9; 16]), key(b"the session's own key"));
+        let sock = socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let server = sock.local_addr().unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let sock = tokio::net::UdpSocket::from_std(sock).unwrap();
+        let gate = Arc::new(Gate::new(Some(k.clone()), 2, Claims::Once));
+        let waiting = tokio::spawn(hello(sock, 1, gate, cookie, server));
+        let stranger = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let forgeries = [
+            b"garbage".to_vec(),
+            vec![0; 3],
+            DataHello::new(Cookie([8; 16]), 1, 0, Some(&k))
+                .greeting()
+                .to_vec(),
+            DataHello::new(cookie, 0, 0, Some(&k)).greeting().to_vec(),
+            DataHello::new(cookie, 1, 0, None).greeting().to_vec(),
+            DataHello::new(cookie, 1, 0, Some(&key(b"somebody else's key")))
+                .greeting()
+                .to_vec(),
+        ];
+        for f in &forgeries {
+            stranger.send_to(f, server).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !waiting.is_finished(),
+            "a forged greeting claimed the socket"
+        );
+        let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let real = DataHello::new(cookie, 1, 0, Some(&k));
+        client.send_to(&real.greeting(), server).await.unwrap();
+        let (id, s, tag) = waiting.await.unwrap().unwrap();
+        assert_eq!((id, tag), (1, real.tag));
+        assert_eq!(s.peer_addr().unwrap(), client.local_addr().unwrap());
+        let mut buf = [0u8; 64];
+        let answer =
+            tokio::time::timeout(Duration::from_millis(200), stranger.recv_from(&mut buf)).await;
+        assert!(answer.is_err(), "a stranger got an answer");
+    }
+}
