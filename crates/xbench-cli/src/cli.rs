@@ -180,7 +180,7 @@ pub(crate) struct ClientArgs {
     /// Most each stream sends, bits per second (e.g. 100M); the kernel paces the connection;
     /// 0 for no cap. With -u: the total of all streams of a direction, each sending an equal
     /// share as evenly paced datagrams [default: 1M, as iperf3]; 0 sends unpaced.
-    #[arg(short = 'b', long = "bitrate", value_name = "BITRATE", value_parser = parse::bitrate)]
+    #[arg(short = 'b', long = "bitrate", value_name = "BITRATE", value_parser = parse::bitrate_or_zero)]
     pub(crate) bitrate: Option<u64>,
 
     /// UDP instead of TCP: numbered, paced datagrams, each counted at the receiver (loss,

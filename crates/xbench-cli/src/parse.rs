@@ -297,9 +297,23 @@ pub(crate) fn bitrate(s: &str) -> Result<u64, String> {
     if t.starts_with('-') {
         return Err(format!("`{t}` is negative"));
     }
-    // 0 is iperf3's "no cap" (and, with -u, unpaced).
     let v = xbench::units::BitRate::parse(t).map_err(|e| e.to_string())?;
+    if v.bits_per_second() == 0 {
+        return Err("must be greater than 0".into());
+    }
     Ok(v.bits_per_second())
+}
+
+/// The client's `-b`: bits per second, where 0 is iperf3's "no cap" (with `-u`, unpaced).
+pub(crate) fn bitrate_or_zero(s: &str) -> Result<u64, String> {
+    match bitrate(s) {
+        Err(_)
+            if xbench::units::BitRate::parse(s.trim()).is_ok_and(|v| v.bits_per_second() == 0) =>
+        {
+            Ok(0)
+        }
+        r => r,
+    }
 }
 
 /// A network in CIDR form, or one address (a /32 or /128).

@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::net::{SocketAddr, SocketAddrV4};
 use std::num::NonZeroU16;
 use std::time::Duration;
 
@@ -229,4 +230,100 @@ async fn an_unpaced_udp_test_runs_and_never_reports_more_than_sent() {
     assert!((0.0..=100.0).contains(&r.lost_pct));
     assert_eq!(d.direction, StreamDirection::ClientToServer);
     server.stop().await;
+}
+
+/// Datagrams forged with the client's own address and port (a raw socket), so the kernel hands
+/// them to the server's connected socket: without the stream's token they are counted as
+/// ignored and nothing else. Needs root for the raw socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_spoofed_datagrams_from_the_clients_address_are_never_counted() {
+    let raw = match socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::RAW,
+        Some(socket2::Protocol::from(libc::IPPROTO_RAW)),
+    ) {
+        Ok(r) => r,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("this test needs root (a raw socket) and CI=true forbids skipping it: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: no raw socket without root: {e}");
+            return;
+        }
+    };
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    udp(
+        &mut c,
+        1,
+        Direction::ClientToServer,
+        Some(8_000_000),
+        1000,
+        1.5,
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut tx = Some(tx);
+    let mut on_event = |e| {
+        if let ClientEvent::Started { streams, .. } = e
+            && let Some(tx) = tx.take()
+        {
+            let _ = tx.send((streams[0].client_addr, streams[0].server_addr));
+        }
+    };
+    let test = xbench::client::run(&c, &mut on_event, std::future::pending());
+    const ROUNDS: u64 = 100;
+    let attack = async {
+        let (from, to) = rx.await.unwrap();
+        let (SocketAddr::V4(from), SocketAddr::V4(to)) = (from, to) else {
+            panic!("loopback is IPv4 here");
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut forged = vec![0u8; 1000];
+        for seq in 0..ROUNDS {
+            forged[..8].copy_from_slice(&0x0bad_c0de_u64.to_be_bytes());
+            forged[8..16].copy_from_slice(&(seq + 100).to_be_bytes());
+            for payload in [
+                &forged[..],
+                &[1, 2, 3][..],
+                &b"not an xbench datagram at all"[..],
+            ] {
+                raw.send_to(&spoofed(from, to, payload), &SocketAddr::V4(to).into())
+                    .unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    let (report, ()) = tokio::join!(test, attack);
+    let report = report.unwrap();
+    let d = &udp_report(&report).directions[0];
+    assert_exact(d);
+    let r = d.figures.received.unwrap();
+    assert_eq!(r.ignored, 3 * ROUNDS, "{d:?}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("not this test's")),
+        "{:?}",
+        report.warnings
+    );
+    server.stop().await;
+}
+
+/// An IPv4 packet of one UDP datagram from `from` to `to` (UDP checksum 0: none; the kernel
+/// fills in the IP header's).
+fn spoofed(from: SocketAddrV4, to: SocketAddrV4, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; 28 + payload.len()];
+    p[0] = 0x45;
+    let total = p.len() as u16;
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p[8] = 64;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&from.ip().octets());
+    p[16..20].copy_from_slice(&to.ip().octets());
+    p[20..22].copy_from_slice(&from.port().to_be_bytes());
+    p[22..24].copy_from_slice(&to.port().to_be_bytes());
+    p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    p[28..].copy_from_slice(payload);
+    p
 }

@@ -235,6 +235,15 @@ impl UdpText {
                 r.rxq_drops
             );
         }
+        if let Some(r) = f.received
+            && r.ignored > 0
+        {
+            let _ = write!(
+                s,
+                "; {} datagrams that were not this test's ignored",
+                r.ignored
+            );
+        }
         s.push('\n');
     }
 

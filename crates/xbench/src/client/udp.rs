@@ -455,6 +455,14 @@ fn warn(
                 f.slipped
             ));
         }
+        if let Some(r) = f.received.filter(|r| r.ignored > 0) {
+            w.push(format!(
+                "{}: {} datagrams at the receiving sockets were not this test's (too short, or \
+                 without the stream's token: stray or forged) and were not counted",
+                d.direction.label(),
+                r.ignored
+            ));
+        }
         if let Some(r) = f.received.filter(|r| r.rxq_drops > 0) {
             w.push(format!(
                 "{}: the receiving kernel dropped {} datagrams for a full socket buffer \

@@ -96,6 +96,11 @@ pub struct UdpReceived {
     /// Datagrams the receiving kernel dropped for a full socket buffer: the receiver, not the
     /// network, lost these (they are in `lost` too).
     pub rxq_drops: u64,
+    /// Datagrams at the streams' sockets that were not theirs (too short, or without the
+    /// stream's token, e.g. forged with the client's address): never counted otherwise, never
+    /// answered.
+    #[serde(default)]
+    pub ignored: u64,
 }
 
 /// Both ends' figures of a stream or a direction over a span.

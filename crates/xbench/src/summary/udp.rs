@@ -138,6 +138,7 @@ fn received(r: &SideUdpStream, lost: u64, seconds: f64) -> UdpReceived {
         duplicates: r.duplicates,
         jitter_ms: r.jitter_ms,
         rxq_drops: r.rxq_drops,
+        ignored: r.ignored,
     }
 }
 
@@ -165,33 +166,10 @@ fn sum(dirs: &Directions, streams: &[UdpStreamFigures], seconds: f64) -> Vec<Udp
             let sent = list.iter().fold((0, 0), |(d, b), s| {
                 (d + s.figures.sent.datagrams, b + s.figures.sent.bytes)
             });
-            let received = (!list.is_empty() && list.iter().all(|s| s.figures.received.is_some()))
-                .then(|| {
-                    let rs: Vec<UdpReceived> =
-                        list.iter().filter_map(|s| s.figures.received).collect();
-                    let (d, b) = rs.iter().fold((0, 0), |(d, b), r| {
-                        (d + r.count.datagrams, b + r.count.bytes)
-                    });
-                    let lost: u64 = rs.iter().map(|r| r.lost).sum();
-                    let with_data: Vec<f64> = rs
-                        .iter()
-                        .filter(|r| r.count.datagrams > 0)
-                        .map(|r| r.jitter_ms)
-                        .collect();
-                    UdpReceived {
-                        count: count(d, b, seconds),
-                        lost,
-                        lost_pct: pct(lost, d + lost),
-                        out_of_order: rs.iter().map(|r| r.out_of_order).sum(),
-                        duplicates: rs.iter().map(|r| r.duplicates).sum(),
-                        jitter_ms: if with_data.is_empty() {
-                            0.0
-                        } else {
-                            with_data.iter().sum::<f64>() / with_data.len() as f64
-                        },
-                        rxq_drops: rs.iter().map(|r| r.rxq_drops).sum(),
-                    }
-                });
+            let rs: Option<Vec<UdpReceived>> = list.iter().map(|s| s.figures.received).collect();
+            let received = rs
+                .filter(|rs| !rs.is_empty())
+                .map(|rs| sum_received(&rs, seconds));
             UdpDirectionFigures {
                 direction,
                 figures: UdpFigures {
@@ -202,6 +180,32 @@ fn sum(dirs: &Directions, streams: &[UdpStreamFigures], seconds: f64) -> Vec<Udp
             }
         })
         .collect()
+}
+
+/// The receivers of one direction together; only when every stream's report came.
+fn sum_received(rs: &[UdpReceived], seconds: f64) -> UdpReceived {
+    let total = |f: fn(&UdpReceived) -> u64| rs.iter().map(f).sum::<u64>();
+    let (d, b) = (total(|r| r.count.datagrams), total(|r| r.count.bytes));
+    let lost = total(|r| r.lost);
+    let with_data: Vec<f64> = rs
+        .iter()
+        .filter(|r| r.count.datagrams > 0)
+        .map(|r| r.jitter_ms)
+        .collect();
+    UdpReceived {
+        count: count(d, b, seconds),
+        lost,
+        lost_pct: pct(lost, d + lost),
+        out_of_order: total(|r| r.out_of_order),
+        duplicates: total(|r| r.duplicates),
+        jitter_ms: if with_data.is_empty() {
+            0.0
+        } else {
+            with_data.iter().sum::<f64>() / with_data.len() as f64
+        },
+        rxq_drops: total(|r| r.rxq_drops),
+        ignored: total(|r| r.ignored),
+    }
 }
 
 #[cfg(test)]
