@@ -62,6 +62,59 @@ fn udp_json_is_exact_and_valid_in_every_direction() {
     }
 }
 
+/// The schema of one `--json-stream` line (as in `cli.rs`): the root's `stream_event`, with
+/// the report moved under `$defs` so `#` references resolve.
+fn event_schema() -> Value {
+    let root = schema();
+    let mut defs = root["$defs"].clone();
+    let mut report = root.clone();
+    for k in ["$defs", "$schema", "$id"] {
+        report.as_object_mut().unwrap().remove(k);
+    }
+    defs["report"] = report;
+    let s = serde_json::json!({"$schema": root["$schema"], "$defs": defs, "$ref": "#/$defs/stream_event"})
+        .to_string()
+        .replace(r##""$ref":"#""##, r##""$ref":"#/$defs/report""##);
+    serde_json::from_str(&s).unwrap()
+}
+
+#[test]
+fn udp_json_stream_events_are_valid_and_carry_udp_intervals() {
+    let out = xbench()
+        .args([
+            "client",
+            "--local",
+            "-u",
+            "-b",
+            "4M",
+            "-t",
+            "1",
+            "-i",
+            "0.25",
+            "--json-stream",
+            "--bidir",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let schema = event_schema();
+    let mut kinds = Vec::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let ev: Value = serde_json::from_str(line).unwrap();
+        assert_valid(&schema, &ev);
+        kinds.push(ev["event"].as_str().unwrap().to_owned());
+    }
+    let intervals = kinds.iter().filter(|k| *k == "udp_interval").count();
+    assert!(intervals >= 3, "{kinds:?}");
+    assert_eq!(kinds.first().map(String::as_str), Some("start"));
+    assert_eq!(kinds.last().map(String::as_str), Some("end"));
+}
+
 #[test]
 fn udp_with_a_pre_shared_key() {
     let dir = TempDir::new("udp-psk");

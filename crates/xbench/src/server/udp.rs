@@ -98,6 +98,8 @@ async fn hello(
     peer: SocketAddr,
 ) -> std::io::Result<UdpConn> {
     let mut buf = [0u8; 128];
+    // One log line per socket: a flood of forged greetings must not flood the log.
+    let mut logged = false;
     loop {
         let (n, from) = sock.recv_from(&mut buf).await?;
         let Some(h) = parse_hello(&buf[..n]) else {
@@ -115,7 +117,11 @@ async fn hello(
             }
             // The client's own greeting again (it repeats until `Ready`).
             Err(Refusal::Taken { by, .. }) if by == from => {}
-            Err(r) => info!(%peer, %from, "refused a UDP greeting: {r}"),
+            Err(r) if !logged => {
+                logged = true;
+                info!(%peer, %from, "refused a UDP greeting (later ones are not logged): {r}");
+            }
+            Err(_) => {}
         }
     }
 }
