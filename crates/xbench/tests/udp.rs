@@ -327,3 +327,64 @@ fn spoofed(from: SocketAddrV4, to: SocketAddrV4, payload: &[u8]) -> Vec<u8> {
     p[28..].copy_from_slice(payload);
     p
 }
+
+/// With -O, the totals cover only datagrams sent after the warm-up, at both ends: still exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udp_warm_up_is_left_out_of_the_totals_at_both_ends() {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    udp(
+        &mut c,
+        1,
+        Direction::Bidir,
+        Some(8 * 1000 * 1000),
+        1000,
+        0.5,
+    );
+    c.spec.omit = Duration::from_millis(300);
+    let report = server.run(&c).await;
+    let u = udp_report(&report);
+    for d in &u.directions {
+        assert_exact(d);
+        // 1000/s for the 0.5 s measured, not the 0.8 s sent.
+        let slots = d.figures.sent.datagrams + d.figures.slipped;
+        assert!((495..=505).contains(&slots), "{d:?}");
+    }
+    assert!(u.intervals.iter().any(|i| i.omitted), "{:?}", u.intervals);
+    assert_eq!(report.summary.measured_s, 0.5);
+    server.stop().await;
+}
+
+/// Ctrl-C half-way: the report covers what ran, its window ends at the interruption, and the
+/// datagrams sent until then are all accounted for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_udp_test_reports_what_ran() {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    udp(
+        &mut c,
+        1,
+        Direction::ServerToClient,
+        Some(8 * 1000 * 1000),
+        1000,
+        5.0,
+    );
+    let cancel = tokio::time::sleep(Duration::from_millis(700));
+    let report = xbench::client::run(&c, &mut |_| {}, cancel).await.unwrap();
+    assert_eq!(report.outcome, xbench::report::Outcome::Interrupted);
+    let d = &report.udp.as_ref().unwrap().directions[0];
+    let r = d.figures.received.unwrap();
+    assert!(
+        report.summary.measured_s > 0.5 && report.summary.measured_s < 1.5,
+        "{report:?}"
+    );
+    assert!(r.count.datagrams > 400, "{d:?}");
+    // The server's sender ran on until it heard of the interruption; its count is of what it
+    // sent, and every one of those either arrived or is counted lost.
+    assert_eq!(
+        r.count.datagrams + r.lost,
+        d.figures.sent.datagrams,
+        "{d:?}"
+    );
+    server.stop().await;
+}
