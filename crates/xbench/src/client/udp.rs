@@ -140,7 +140,8 @@ impl<'c> Running<'c> {
                     sender::spawn(id, sock, plan)
                 }
                 StreamDirection::ServerToClient => {
-                    socket::prepare_receiver(&sock).and_then(|()| receiver::spawn(id, sock, token))
+                    socket::prepare_receiver(&sock, spec.socket.window)
+                        .and_then(|()| receiver::spawn(id, sock, token))
                 }
             };
             streams.push(started.map_err(|e| Error::io("starting a UDP stream", e))?);

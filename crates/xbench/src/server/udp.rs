@@ -355,7 +355,7 @@ fn start_streams(
                 sender::spawn(id, sock, plan)?
             }
             _ => {
-                socket::prepare_receiver(&sock)?;
+                socket::prepare_receiver(&sock, spec.socket.window)?;
                 receiver::spawn(id, sock, token)?
             }
         };

@@ -226,7 +226,7 @@ mod tests {
         let tx = socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         rx.connect(tx.local_addr().unwrap()).unwrap();
         tx.connect(rx.local_addr().unwrap()).unwrap();
-        socket::prepare_receiver(&rx).unwrap();
+        socket::prepare_receiver(&rx, None).unwrap();
         let stream = spawn(0, rx, 42).unwrap();
         let mut d = [0u8; 100];
         for seq in 0..10 {
