@@ -192,6 +192,14 @@ pub(super) fn log_test(
         TestEnd::ShuttingDown => "cut short by shutdown".to_owned(),
     };
     let workload = match &spec.workload {
+        Workload::Throughput(tp) if let Some(u) = tp.udp => format!(
+            "udp, {} stream(s), {:?}, {}-byte datagrams, {}",
+            tp.streams.get(),
+            tp.direction,
+            u.datagram_len,
+            u.bitrate
+                .map_or_else(|| "unpaced".to_owned(), |b| format!("{b} bit/s")),
+        ),
         Workload::Throughput(tp) => format!(
             "throughput, {} stream(s), {:?}",
             tp.streams.get(),
