@@ -375,11 +375,12 @@ impl Drained<'_> {
             window_s,
             server,
         } = self;
+        let batching = udp::batching(&r.streams);
         let (streams, cpu) = udp::collect(&mut r.streams);
         let client = SideUdpResults {
             streams,
             cpu,
-            batching: socket::BATCHING.into(),
+            batching,
         };
         let intervals = r.merger.finish(on_event);
         let directions =

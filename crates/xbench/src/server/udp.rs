@@ -278,6 +278,7 @@ impl Measuring {
         if finished && let Some(g) = grace_until {
             tokio::time::sleep_until(g.into()).await;
         }
+        let batching = udp::batching(&self.streams);
         let (streams, cpu) = udp::collect(&mut self.streams);
         let moved: u64 = streams.iter().map(|s| s.bytes).sum();
         let errors = streams.iter().filter(|s| s.error.is_some()).count();
@@ -285,7 +286,7 @@ impl Measuring {
             let results = SideUdpResults {
                 streams,
                 cpu,
-                batching: socket::BATCHING.into(),
+                batching,
             };
             self.t.send_results(&Message::UdpResults(results)).await;
             let _ = self.t.wr.shutdown().await;

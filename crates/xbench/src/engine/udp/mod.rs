@@ -9,6 +9,7 @@
 //! two ends' figures are merged ([`crate::summary::udp`]).
 
 pub(crate) mod clock;
+pub(crate) mod gso;
 pub(crate) mod pacer;
 pub(crate) mod receiver;
 pub(crate) mod sender;
@@ -28,6 +29,8 @@ use crate::report::Role;
 pub(crate) struct Shared {
     stop: AtomicBool,
     counts: Mutex<Counts>,
+    /// A sender whose GSO sends work (see [`gso`]).
+    gso: AtomicBool,
 }
 
 impl Shared {
@@ -105,6 +108,31 @@ pub(crate) fn collect(
         .collect();
     out.sort_by_key(|s| s.stream);
     (out, cpu)
+}
+
+/// How this end's streams move datagrams, for the report: GSO or `sendmmsg` for senders,
+/// `recvmmsg` for receivers.
+pub(crate) fn batching(streams: &[UdpStream]) -> String {
+    let mut parts = Vec::new();
+    let senders: Vec<_> = streams.iter().filter(|s| s.role == Role::Sender).collect();
+    if senders.iter().any(|s| s.shared.gso.load(Ordering::Relaxed)) {
+        parts.push(format!(
+            "sends: UDP GSO (UDP_SEGMENT), up to {} datagrams per sendmsg",
+            gso::MAX_SEGMENTS
+        ));
+    } else if !senders.is_empty() {
+        parts.push(format!(
+            "sends: sendmmsg, up to {} datagrams per call, no GSO",
+            socket::BATCH
+        ));
+    }
+    if streams.iter().any(|s| s.role == Role::Receiver) {
+        parts.push(format!(
+            "receives: recvmmsg, up to {} datagrams per call",
+            socket::BATCH
+        ));
+    }
+    parts.join("; ")
 }
 
 /// Stops the streams of `role`.

@@ -7,6 +7,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::gso;
 use super::pacer::Pacer;
 use super::socket::BATCH;
 use super::stats::Counts;
@@ -79,6 +80,9 @@ fn run(sock: &UdpSocket, plan: SendPlan, shared: &Shared) -> Result<CpuUsage, St
         }
         counts.slipped = pacer.slipped();
         shared.publish(&counts);
+        if batch.uses_gso() {
+            shared.gso.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
     let cpu = thread_cpu();
     Ok(CpuUsage {
@@ -93,6 +97,8 @@ struct SendBatch {
     bufs: Vec<u8>,
     iov: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
+    /// Whether GSO sends work here: untried (`None`), or what the first one said.
+    gso: Option<bool>,
 }
 
 impl SendBatch {
@@ -119,6 +125,7 @@ impl SendBatch {
             bufs,
             iov,
             hdrs,
+            gso: None,
         };
         for i in 0..BATCH {
             b.hdrs[i].msg_hdr.msg_iov = &mut b.iov[i];
@@ -137,6 +144,13 @@ impl SendBatch {
             };
             h.write(&mut self.bufs[i * self.len..i * self.len + HEADER_LEN]);
         }
+        if n > 1 && self.gso != Some(false) {
+            match self.send_gso(sock, n) {
+                Ok(done) => return Ok(done),
+                Err(e) if gso::unsupported(&e) => self.gso = Some(false),
+                Err(e) => return transient(e, 0),
+            }
+        }
         let mut done = 0;
         while done < n {
             // SAFETY: `hdrs[done..n]` point at `iov` entries that point into `bufs`, all
@@ -150,19 +164,46 @@ impl SendBatch {
                 )
             };
             if rc < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    // An ICMP error for an earlier datagram (the peer closed first), or a
-                    // full device queue: neither sent this batch; try again.
-                    Some(libc::ECONNREFUSED | libc::ENOBUFS | libc::EINTR) => {
-                        std::thread::yield_now();
-                        return Ok(done);
-                    }
-                    _ => return Err(e),
-                }
+                return transient(io::Error::last_os_error(), done);
             }
             done += rc as usize;
         }
         Ok(done)
+    }
+
+    /// The `n` datagrams whose headers are written, in GSO sends of as many as one may carry.
+    fn send_gso(&mut self, sock: &UdpSocket, n: usize) -> io::Result<usize> {
+        let per = gso::segments_per_send(self.len);
+        let mut done = 0;
+        while done < n {
+            let k = (n - done).min(per);
+            let buf = &self.bufs[done * self.len..(done + k) * self.len];
+            match gso::send(sock, buf, self.len) {
+                Ok(_) => {
+                    self.gso = Some(true);
+                    done += k;
+                }
+                Err(e) if done > 0 => return transient(e, done),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Whether the GSO path is in use.
+    fn uses_gso(&self) -> bool {
+        self.gso == Some(true)
+    }
+}
+
+/// A send error that ends this batch early but not the stream: an ICMP error for an earlier
+/// datagram (the peer closed first) or a full device queue. Returns what went before it.
+fn transient(e: io::Error, done: usize) -> io::Result<usize> {
+    match e.raw_os_error() {
+        Some(libc::ECONNREFUSED | libc::ENOBUFS | libc::EINTR) => {
+            std::thread::yield_now();
+            Ok(done)
+        }
+        _ => Err(e),
     }
 }

@@ -11,9 +11,6 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 /// Datagrams per `sendmmsg`/`recvmmsg` call.
 pub(crate) const BATCH: usize = 64;
 
-/// How the data path moves datagrams, for the report.
-pub(crate) const BATCHING: &str = "sendmmsg/recvmmsg, up to 64 datagrams per call, no GSO";
-
 /// How long a receiver blocks before it looks at its stop flag.
 pub(crate) const RECV_TIMEOUT: Duration = Duration::from_millis(20);
 
