@@ -94,7 +94,8 @@ pub struct UdpReceived {
     /// RFC 3550 interarrival jitter, milliseconds (a direction: the mean over its streams).
     pub jitter_ms: f64,
     /// Datagrams the receiving kernel dropped for a full socket buffer: the receiver, not the
-    /// network, lost these (they are in `lost` too).
+    /// network, lost these (they are in `lost` too). The kernel counts what it queues: with
+    /// GRO, a dropped train of coalesced datagrams counts once, so this is then a lower bound.
     pub rxq_drops: u64,
     /// Datagrams at the streams' sockets that were not theirs (too short, or without the
     /// stream's token, e.g. forged with the client's address): never counted otherwise, never

@@ -3,6 +3,9 @@
 //! when the NIC can). One system call and one pass down the stack for up to
 //! [`MAX_SEGMENTS`] datagrams, where `sendmmsg` still walks the stack once per datagram.
 //!
+//! Its receiving half, GRO (`UDP_GRO`, Linux 5.0+), hands a receiver such a train of
+//! datagrams from one flow as one buffer, with the segment size beside it.
+//!
 //! A kernel or route that refuses it (an old kernel, a datagram larger than the path's MTU)
 //! says so on the first send; the sender then falls back to `sendmmsg` for good.
 
@@ -13,6 +16,40 @@ use std::os::fd::AsRawFd;
 /// `SOL_UDP` and `UDP_SEGMENT` from linux/udp.h (not in every libc release).
 const SOL_UDP: libc::c_int = 17;
 const UDP_SEGMENT: libc::c_int = 103;
+
+/// `UDP_GRO` from linux/udp.h.
+const UDP_GRO: libc::c_int = 104;
+
+/// Asks the kernel to coalesce datagrams for `sock` (GRO); false where it cannot.
+pub(crate) fn enable_gro(sock: &UdpSocket) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: `sock` is an open socket; the option value is a live c_int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            SOL_UDP,
+            UDP_GRO,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+/// Whether a control message is GRO's segment size, and the size.
+///
+/// # Safety
+/// `c` must point at a control message header the kernel wrote, inside its buffer.
+pub(crate) unsafe fn gro_segment(c: *const libc::cmsghdr) -> Option<usize> {
+    // SAFETY: the caller's contract: `c` is a valid cmsghdr with its data after it.
+    unsafe {
+        if (*c).cmsg_level != SOL_UDP || (*c).cmsg_type != UDP_GRO {
+            return None;
+        }
+        let size = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+        usize::try_from(size).ok().filter(|s| *s > 0)
+    }
+}
 
 /// Most datagrams in one GSO send (the kernel's `UDP_MAX_SEGMENTS` before Linux 6.2).
 pub(crate) const MAX_SEGMENTS: usize = 64;

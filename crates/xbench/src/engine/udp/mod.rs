@@ -31,6 +31,8 @@ pub(crate) struct Shared {
     counts: Mutex<Counts>,
     /// A sender whose GSO sends work (see [`gso`]).
     gso: AtomicBool,
+    /// A receiver the kernel coalesces datagrams for (GRO).
+    gro: AtomicBool,
 }
 
 impl Shared {
@@ -126,7 +128,18 @@ pub(crate) fn batching(streams: &[UdpStream]) -> String {
             socket::BATCH
         ));
     }
-    if streams.iter().any(|s| s.role == Role::Receiver) {
+    let receivers: Vec<_> = streams
+        .iter()
+        .filter(|s| s.role == Role::Receiver)
+        .collect();
+    if receivers
+        .iter()
+        .any(|s| s.shared.gro.load(Ordering::Relaxed))
+    {
+        parts.push(
+            "receives: recvmmsg with UDP GRO (UDP_GRO), trains of datagrams per message".into(),
+        );
+    } else if !receivers.is_empty() {
         parts.push(format!(
             "receives: recvmmsg, up to {} datagrams per call",
             socket::BATCH

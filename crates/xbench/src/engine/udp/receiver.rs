@@ -11,6 +11,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::gso;
 use super::socket::BATCH;
 use super::stats::RecvStats;
 use super::wire::Header;
@@ -20,8 +21,12 @@ use crate::report::{CpuUsage, Role};
 
 /// Bytes of each datagram copied out: the header and a little more.
 const PEEK: usize = 64;
-/// Control-message room per datagram: a timestamp and a drop counter.
+/// Control-message room per message: a timestamp, a drop counter, GRO's segment size.
 const CMSG_ROOM: usize = 128;
+/// A GRO train's buffer: the largest UDP payload the kernel coalesces.
+const GRO_ROOM: usize = 65_536;
+/// GRO trains per call: 512 KiB of buffers per stream, up to 64 datagrams each.
+const GRO_BATCH: usize = 8;
 
 /// Starts the thread of receiving stream `id` on a connected, prepared socket
 /// ([`super::socket::prepare_receiver`]).
@@ -41,7 +46,11 @@ pub(crate) fn spawn(id: u16, sock: UdpSocket, token: u64) -> io::Result<UdpStrea
 
 fn run(sock: &UdpSocket, token: u64, shared: &Shared) -> Result<CpuUsage, String> {
     let cpu0 = thread_cpu();
-    let mut batch = RecvBatch::new();
+    let gro = gso::enable_gro(sock);
+    if gro {
+        shared.gro.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    let mut batch = RecvBatch::new(gro);
     let mut stats = RecvStats::default();
     while !shared.stopped() {
         let n = match batch.recv(sock) {
@@ -62,19 +71,21 @@ fn run(sock: &UdpSocket, token: u64, shared: &Shared) -> Result<CpuUsage, String
         };
         let fallback = now_ns();
         for i in 0..n {
-            let (head, len, stamp, drops) = batch.datagram(i);
-            if let Some(d) = drops {
+            let m = batch.message(i);
+            if let Some(d) = m.drops {
                 stats.on_rxq_drops(d);
             }
-            if is_greeting(head, len) {
-                // The client's own greeting, repeated until it saw `Ready`.
-                continue;
-            }
-            match Header::read(head) {
-                Some(h) if h.token == token => {
-                    stats.on_datagram(h.seq, h.sent_ns, stamp.unwrap_or(fallback), len, h.warm_up);
+            let at = m.stamp.unwrap_or(fallback);
+            match m.segment.filter(|g| *g < m.len) {
+                // A GRO train: datagrams of `g` bytes back to back (the last may be shorter).
+                Some(g) => {
+                    for off in (0..m.len).step_by(g) {
+                        let end = (off + g).min(m.len).min(m.bytes.len());
+                        let bytes = m.bytes.get(off..end).unwrap_or_default();
+                        account(&mut stats, token, bytes, end.saturating_sub(off), at);
+                    }
                 }
-                _ => stats.on_ignored(),
+                None => account(&mut stats, token, m.bytes, m.len, at),
             }
         }
         shared.publish(stats.counts());
@@ -84,6 +95,20 @@ fn run(sock: &UdpSocket, token: u64, shared: &Shared) -> Result<CpuUsage, String
         user_s: cpu.user_s - cpu0.user_s,
         system_s: cpu.system_s - cpu0.system_s,
     })
+}
+
+/// Accounts one datagram of `len` bytes beginning with `head`, which arrived at `at`.
+fn account(stats: &mut RecvStats, token: u64, head: &[u8], len: usize, at: u64) {
+    if is_greeting(head, len) {
+        // The client's own greeting, repeated until it saw `Ready`.
+        return;
+    }
+    match Header::read(head) {
+        Some(h) if h.token == token => {
+            stats.on_datagram(h.seq, h.sent_ns, at, len, h.warm_up);
+        }
+        _ => stats.on_ignored(),
+    }
 }
 
 /// Whether a datagram is a data greeting (the client repeats its own until `Ready`): neither
@@ -99,8 +124,27 @@ fn now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// `BATCH` header buffers, control buffers and the `mmsghdr`s that point into them.
+/// One message of a batch, as [`RecvBatch::message`] reads it.
+struct Message<'b> {
+    /// Its bytes: the first [`PEEK`] without GRO (the rest was not copied), all with it.
+    bytes: &'b [u8],
+    /// Its real length.
+    len: usize,
+    /// The kernel's arrival time.
+    stamp: Option<u64>,
+    /// The socket's drop count.
+    drops: Option<u64>,
+    /// GRO's segment size, when the message is a train of datagrams.
+    segment: Option<usize>,
+}
+
+/// Receive buffers (the first [`PEEK`] bytes of each datagram, or whole GRO trains), control
+/// buffers and the `mmsghdr`s that point into them.
 struct RecvBatch {
+    /// Bytes per message buffer.
+    room: usize,
+    /// Without GRO only the header is copied out (`MSG_TRUNC` still reports the length).
+    flags: libc::c_int,
     bufs: Vec<u8>,
     /// Control buffers, as u64 words so each is aligned for a cmsghdr.
     cmsgs: Vec<u64>,
@@ -111,36 +155,44 @@ struct RecvBatch {
 }
 
 impl RecvBatch {
-    fn new() -> Self {
-        let mut bufs = vec![0u8; PEEK * BATCH];
-        let cmsgs = vec![0u64; CMSG_ROOM / 8 * BATCH];
+    /// Buffers for `BATCH` datagrams' headers, or with `gro` for [`GRO_BATCH`] whole trains.
+    fn new(gro: bool) -> Self {
+        let (room, count, flags) = if gro {
+            (GRO_ROOM, GRO_BATCH, libc::MSG_WAITFORONE)
+        } else {
+            (PEEK, BATCH, libc::MSG_WAITFORONE | libc::MSG_TRUNC)
+        };
+        let mut bufs = vec![0u8; room * count];
+        let cmsgs = vec![0u64; CMSG_ROOM / 8 * count];
         let iov: Vec<libc::iovec> = bufs
-            .chunks_mut(PEEK)
+            .chunks_mut(room)
             .map(|c| libc::iovec {
                 iov_base: c.as_mut_ptr().cast(),
                 iov_len: c.len(),
             })
             .collect();
         // SAFETY: mmsghdr is plain data; all-zero is a valid empty header.
-        let hdrs = (0..BATCH)
+        let hdrs = (0..count)
             .map(|_| unsafe { std::mem::zeroed::<libc::mmsghdr>() })
             .collect();
         let mut b = RecvBatch {
+            room,
+            flags,
             bufs,
             cmsgs,
             iov,
             hdrs,
             drops: Widen::default(),
         };
-        for i in 0..BATCH {
+        for i in 0..count {
             b.hdrs[i].msg_hdr.msg_iov = &mut b.iov[i];
             b.hdrs[i].msg_hdr.msg_iovlen = 1;
         }
         b
     }
 
-    /// Waits (up to the socket's timeout) for at least one datagram and takes what is queued
-    /// besides, up to `BATCH`.
+    /// Waits (up to the socket's timeout) for at least one message and takes what is queued
+    /// besides, up to the batch's size.
     fn recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
         let base = self.cmsgs.as_mut_ptr().cast::<u8>();
         for (i, h) in self.hdrs.iter_mut().enumerate() {
@@ -155,8 +207,8 @@ impl RecvBatch {
             libc::recvmmsg(
                 sock.as_raw_fd(),
                 self.hdrs.as_mut_ptr(),
-                BATCH as u32,
-                libc::MSG_WAITFORONE | libc::MSG_TRUNC,
+                self.hdrs.len() as u32,
+                self.flags,
                 std::ptr::null_mut(),
             )
         };
@@ -166,11 +218,10 @@ impl RecvBatch {
         Ok(rc as usize)
     }
 
-    /// Datagram `i` of the last batch: its first bytes, its real length, the kernel's arrival
-    /// time and the socket's drop count, when the kernel attached them.
-    fn datagram(&mut self, i: usize) -> (&[u8], usize, Option<u64>, Option<u64>) {
+    /// Message `i` of the last batch, with what the kernel attached to it.
+    fn message(&mut self, i: usize) -> Message<'_> {
         let len = self.hdrs[i].msg_len as usize;
-        let (mut stamp, mut drops) = (None, None);
+        let (mut stamp, mut drops, mut segment) = (None, None, None);
         let msg = &self.hdrs[i].msg_hdr;
         // SAFETY: the kernel filled `msg`'s control buffer and set its length; the CMSG
         // macros walk only within it, and each payload read is of the type its header names.
@@ -187,13 +238,19 @@ impl RecvBatch {
                         let d = std::ptr::read_unaligned(data.cast::<u32>());
                         drops = Some(self.drops.widen(d));
                     }
-                    _ => {}
+                    _ => segment = segment.or(gso::gro_segment(c)),
                 }
                 c = libc::CMSG_NXTHDR(msg, c);
             }
         }
-        let head = &self.bufs[i * PEEK..i * PEEK + len.min(PEEK)];
-        (head, len, stamp, drops)
+        let start = i * self.room;
+        Message {
+            bytes: &self.bufs[start..start + len.min(self.room)],
+            len,
+            stamp,
+            drops,
+            segment,
+        }
     }
 }
 
@@ -260,6 +317,63 @@ mod tests {
         assert_eq!(
             (c.datagrams, c.bytes, c.ignored, c.duplicates, c.lost),
             (10, 1000, 12, 0, 0)
+        );
+        stream.join().unwrap();
+    }
+
+    #[test]
+    fn a_gso_train_is_counted_datagram_by_datagram() {
+        let rx = socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let tx = socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        rx.connect(tx.local_addr().unwrap()).unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        socket::prepare_receiver(&rx, None).unwrap();
+        let stream = spawn(0, rx, 7).unwrap();
+        // Let the thread turn GRO on before the train arrives.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut train = vec![0u8; 100 * 10];
+        for (seq, d) in train.chunks_mut(100).enumerate() {
+            Header {
+                token: 7,
+                seq: seq as u64,
+                sent_ns: 0,
+                warm_up: false,
+            }
+            .write(d);
+        }
+        // One forged datagram in the middle of the next train.
+        let mut second = train.clone();
+        for (i, d) in second.chunks_mut(100).enumerate() {
+            let token = if i == 4 { 8 } else { 7 };
+            Header {
+                token,
+                seq: 10 + i as u64,
+                sent_ns: 0,
+                warm_up: false,
+            }
+            .write(d);
+        }
+        for t in [&train, &second] {
+            match gso::send(&tx, t, 100) {
+                Ok(_) => {}
+                // No GSO here: send them one by one.
+                Err(e) if gso::unsupported(&e) => {
+                    for d in t.chunks(100) {
+                        tx.send(d).unwrap();
+                    }
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while stream.shared.counts().datagrams < 19 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let c = stream.shared.counts();
+        assert_eq!(
+            (c.datagrams, c.bytes, c.ignored, c.lost),
+            (19, 1900, 1, 1),
+            "{c:?}"
         );
         stream.join().unwrap();
     }
