@@ -57,7 +57,7 @@ fn run(sock: &UdpSocket, plan: SendPlan, shared: &Shared) -> Result<CpuUsage, St
         if shared.stopped() || now >= plan.end {
             break;
         }
-        let due = pacer.due(now, BATCH);
+        let due = pacer.due(now, batch.capacity());
         if due == 0 {
             let wake = pacer.next_at().unwrap_or(now).min(plan.end);
             std::thread::sleep(wake.saturating_duration_since(now));
@@ -91,7 +91,11 @@ fn run(sock: &UdpSocket, plan: SendPlan, shared: &Shared) -> Result<CpuUsage, St
     })
 }
 
-/// `BATCH` datagram buffers and the `mmsghdr`s that point into them.
+/// Most bytes of datagram buffers a sender holds: `BATCH` datagrams of up to 16 KiB, fewer
+/// of larger ones, so a server with many streams of 64 KB datagrams stays within memory.
+const MAX_BATCH_BYTES: usize = 1 << 20;
+
+/// Datagram buffers (up to `BATCH`) and the `mmsghdr`s that point into them.
 struct SendBatch {
     len: usize,
     bufs: Vec<u8>,
@@ -103,7 +107,8 @@ struct SendBatch {
 
 impl SendBatch {
     fn new(len: usize) -> Self {
-        let mut bufs = vec![0u8; len * BATCH];
+        let count = (MAX_BATCH_BYTES / len.max(1)).clamp(1, BATCH);
+        let mut bufs = vec![0u8; len * count];
         // Whatever the header does not cover: a recognisable filler, not zeros a link
         // might compress.
         for (i, b) in bufs.iter_mut().enumerate() {
@@ -117,7 +122,7 @@ impl SendBatch {
             })
             .collect();
         // SAFETY: mmsghdr is plain data; all-zero is a valid empty header.
-        let hdrs = (0..BATCH)
+        let hdrs = (0..count)
             .map(|_| unsafe { std::mem::zeroed::<libc::mmsghdr>() })
             .collect();
         let mut b = SendBatch {
@@ -127,7 +132,7 @@ impl SendBatch {
             hdrs,
             gso: None,
         };
-        for i in 0..BATCH {
+        for i in 0..count {
             b.hdrs[i].msg_hdr.msg_iov = &mut b.iov[i];
             b.hdrs[i].msg_hdr.msg_iovlen = 1;
         }
@@ -188,6 +193,11 @@ impl SendBatch {
             }
         }
         Ok(done)
+    }
+
+    /// Most datagrams one [`Self::send`] takes.
+    fn capacity(&self) -> usize {
+        self.hdrs.len()
     }
 
     /// Whether the GSO path is in use.
