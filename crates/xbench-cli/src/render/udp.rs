@@ -231,7 +231,8 @@ impl UdpText {
         {
             let _ = write!(
                 s,
-                "; {} dropped by the receiver's kernel (socket buffer full), not the network",
+                "; the receiver's kernel dropped {} for a full socket buffer (SO_RXQ_OVFL; with \
+                 GRO each can be a train of datagrams): the receiver, not the network, lost those",
                 r.rxq_drops
             );
         }

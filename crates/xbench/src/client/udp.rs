@@ -467,8 +467,9 @@ fn warn(
         }
         if let Some(r) = f.received.filter(|r| r.rxq_drops > 0) {
             w.push(format!(
-                "{}: the receiving kernel dropped {} datagrams for a full socket buffer \
-                 (SO_RXQ_OVFL) — the receiver, not the network, lost them; a larger -w helps",
+                "{}: the receiving kernel dropped {} packets for a full socket buffer \
+                 (SO_RXQ_OVFL; with GRO a packet can be a train of datagrams) — the receiver, \
+                 not the network, lost them; a larger -w helps",
                 d.direction.label(),
                 r.rxq_drops
             ));
