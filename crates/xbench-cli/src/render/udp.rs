@@ -76,10 +76,19 @@ impl UdpText {
             } else {
                 "←"
             };
+            // The receiver's buffer is the one that overflows (Linux reports double the
+            // request, capped at net.core.rmem_max).
+            let rcvbuf = match st.direction {
+                StreamDirection::ClientToServer => st.server_socket.rcvbuf_granted,
+                StreamDirection::ServerToClient => st.client_socket.rcvbuf_granted,
+            };
             let _ = writeln!(
                 s,
-                "[{:>3}] {} {arrow} {} udp",
-                st.id, st.client_addr, st.server_addr
+                "[{:>3}] {} {arrow} {} udp  receive buffer {}",
+                st.id,
+                st.client_addr,
+                st.server_addr,
+                ByteSize(rcvbuf)
             );
         }
         s

@@ -130,19 +130,22 @@ impl<'c> Running<'c> {
         let mut warnings = Vec::new();
         let mut streams = Vec::with_capacity(socks.len());
         let mut infos = Vec::with_capacity(socks.len());
+        let window = spec.socket.window;
         for ((id, direction), (sock, hello)) in layout.iter().zip(socks) {
-            socket::size_buffers(&sock, spec.socket.window, &mut warnings);
-            infos.push(stream_info(&session, &ready, id, direction, &sock));
+            socket::size_buffers(&sock, window, &mut warnings);
+            let receives = direction == StreamDirection::ServerToClient;
+            if receives {
+                socket::prepare_receiver(&sock, window)
+                    .map_err(|e| Error::io("preparing a UDP receiver", e))?;
+            }
+            let report = socket::report(&sock, window);
+            infos.push(stream_info(&session, &ready, id, direction, &sock, report));
             let token = wire::token(&hello.tag);
-            let started = match direction {
-                StreamDirection::ClientToServer => {
-                    let plan = send_plan(spec, &udp, tp.streams.get(), token, start);
-                    sender::spawn(id, sock, plan)
-                }
-                StreamDirection::ServerToClient => {
-                    socket::prepare_receiver(&sock, spec.socket.window)
-                        .and_then(|()| receiver::spawn(id, sock, token))
-                }
+            let started = if receives {
+                receiver::spawn(id, sock, token)
+            } else {
+                let plan = send_plan(spec, &udp, tp.streams.get(), token, start);
+                sender::spawn(id, sock, plan)
             };
             streams.push(started.map_err(|e| Error::io("starting a UDP stream", e))?);
         }
@@ -265,25 +268,26 @@ fn duration(end: EndCondition) -> Duration {
     }
 }
 
+/// How stream `id` is described in the report: its addresses and both ends' sockets.
 fn stream_info(
     session: &Session,
     ready: &Ready,
     id: u16,
     direction: StreamDirection,
     sock: &UdpSocket,
+    report: crate::report::SocketReport,
 ) -> StreamInfo {
-    let report = crate::server::udp::udp_socket_report();
     StreamInfo {
         id,
         direction,
         client_addr: sock.local_addr().unwrap_or(session.client_addr),
         server_addr: sock.peer_addr().unwrap_or(session.server_addr),
-        client_socket: report.clone(),
         server_socket: ready
             .sockets
             .get(usize::from(id))
             .cloned()
-            .unwrap_or(report),
+            .unwrap_or_else(|| report.clone()),
+        client_socket: report,
     }
 }
 

@@ -169,7 +169,7 @@ impl Measuring {
     ) -> Result<(Self, Option<TestEnd>), SessionEnd> {
         let layout = StreamLayout::new(tp);
         let start = Instant::now();
-        let streams = match start_streams(&mut t, spec, tp, layout, start) {
+        let (streams, sockets) = match start_streams(&mut t, spec, tp, layout, start) {
             Ok(s) => s,
             Err(e) => {
                 let code = crate::proto::ErrorCode::ServerError;
@@ -189,7 +189,6 @@ impl Measuring {
         if !ids(Role::Sender).is_empty() {
             clocks.push(UdpClock::new(Role::Sender, start, spec, ids(Role::Sender)));
         }
-        let sockets = vec![udp_socket_report(); streams.len()];
         let ready = Message::Ready(Ready {
             sockets,
             greetings: t.greetings.clone(),
@@ -331,7 +330,7 @@ fn start_streams(
     tp: &ThroughputSpec,
     layout: StreamLayout,
     start: Instant,
-) -> std::io::Result<Vec<UdpStream>> {
+) -> std::io::Result<(Vec<UdpStream>, Vec<SocketReport>)> {
     let u = tp.udp.unwrap_or_default();
     let per_stream = u.bitrate.map(|b| b as f64 / f64::from(tp.streams.get()));
     let length = match spec.end {
@@ -339,9 +338,15 @@ fn start_streams(
         crate::config::EndCondition::Bytes(_) => Duration::ZERO,
     };
     let mut warnings = Vec::new();
-    let mut streams = Vec::new();
+    let (mut streams, mut reports) = (Vec::new(), Vec::new());
+    let window = spec.socket.window;
     for (id, sock, tag) in std::mem::take(&mut t.udp) {
-        socket::size_buffers(&sock, spec.socket.window, &mut warnings);
+        socket::size_buffers(&sock, window, &mut warnings);
+        let receives = layout.direction(id) != Some(StreamDirection::ServerToClient);
+        if receives {
+            socket::prepare_receiver(&sock, window)?;
+        }
+        reports.push(socket::report(&sock, window));
         let token = wire::token(&tag);
         let s = match layout.direction(id) {
             Some(StreamDirection::ServerToClient) => {
@@ -355,30 +360,14 @@ fn start_streams(
                 };
                 sender::spawn(id, sock, plan)?
             }
-            _ => {
-                socket::prepare_receiver(&sock, spec.socket.window)?;
-                receiver::spawn(id, sock, token)?
-            }
+            _ => receiver::spawn(id, sock, token)?,
         };
         streams.push(s);
     }
     for w in warnings.iter().take(1) {
         info!(peer = %t.peer, "{w}");
     }
-    Ok(streams)
-}
-
-/// The socket settings a UDP stream reports: buffers only.
-pub(crate) fn udp_socket_report() -> SocketReport {
-    SocketReport {
-        sndbuf_requested: None,
-        sndbuf_granted: 0,
-        rcvbuf_requested: None,
-        rcvbuf_granted: 0,
-        mss: 0,
-        congestion: "udp".into(),
-        nodelay: false,
-    }
+    Ok((streams, reports))
 }
 
 #[cfg(test)]

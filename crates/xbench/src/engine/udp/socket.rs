@@ -72,3 +72,18 @@ pub(crate) fn prepare_receiver(sock: &UdpSocket, window: Option<u64>) -> io::Res
     }
     sock.set_read_timeout(Some(RECV_TIMEOUT))
 }
+
+/// What a UDP stream's socket reports: the buffers asked for and granted (no MSS, no
+/// congestion control: `udp`).
+pub(crate) fn report(sock: &UdpSocket, window: Option<u64>) -> crate::report::SocketReport {
+    let s = SockRef::from(sock);
+    crate::report::SocketReport {
+        sndbuf_requested: window,
+        sndbuf_granted: s.send_buffer_size().map_or(0, |b| b as u64),
+        rcvbuf_requested: window,
+        rcvbuf_granted: s.recv_buffer_size().map_or(0, |b| b as u64),
+        mss: 0,
+        congestion: "udp".into(),
+        nodelay: false,
+    }
+}
