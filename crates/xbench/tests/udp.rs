@@ -136,6 +136,17 @@ async fn udp_bitrate_is_kept_within_two_percent_and_jitter_is_small() {
         "received {got} bit/s of 50 Mbit/s asked"
     );
     assert_eq!(d.asked_bits_per_second, Some(50e6));
+    // Even within the test: every whole interval's senders kept the rate (the last one ends
+    // at the end mark and may be a sliver).
+    let ivs = &udp_report(&report).intervals;
+    for iv in &ivs[..ivs.len() - 1] {
+        let sent = iv.sum[0].figures.sent.bits_per_second;
+        assert!(
+            (sent / 50e6 - 1.0).abs() < 0.05,
+            "interval {}: sent {sent} bit/s of 50 Mbit/s",
+            iv.index
+        );
+    }
     let jitter = d.figures.received.unwrap().jitter_ms;
     assert!(
         jitter < 1.0,
