@@ -17,7 +17,7 @@ mod registry;
 mod rr;
 mod session;
 mod test;
-pub(crate) mod udp;
+mod udp;
 
 use std::collections::HashMap;
 use std::future::Future;
