@@ -2,9 +2,12 @@
 //! rate holds evenly within every interval, not in a burst at its start.
 //!
 //! A sender that falls behind (a descheduled thread, a full socket buffer) sends what is due at
-//! once only while it is at most [`MAX_LATENESS`] behind; beyond that it skips the slots it
-//! missed instead of bursting to catch up (a burst would trip a policer and fill a queue the
-//! steady rate never does), and counts them so the report can say the schedule slipped.
+//! once only while it is at most [`MAX_LATENESS`] or [`CATCH_UP`] datagrams behind, whichever
+//! is more; beyond that it skips the slots it missed instead of bursting to catch up (a burst
+//! would trip a policer and fill a queue the steady rate never does), and counts them so the
+//! report can say the schedule slipped. The datagram allowance keeps a slow stream (one
+//! datagram every few milliseconds) from losing slots to every scheduler hiccup of a busy
+//! machine; a burst of that many datagrams is no burst to any queue.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +15,9 @@ use std::time::{Duration, Instant};
 /// Long enough for a thread woken late by a busy scheduler (a few ms on a loaded machine) to
 /// keep the rate, short enough that the burst stays small against any queue on the path.
 pub(crate) const MAX_LATENESS: Duration = Duration::from_millis(10);
+
+/// How many datagrams behind a sender may catch up, however long they took.
+pub(crate) const CATCH_UP: u32 = 8;
 
 /// The schedule of one stream.
 #[derive(Debug)]
@@ -52,9 +58,10 @@ impl Pacer {
             return 0;
         }
         let late_ns = elapsed - self.next as f64 * period;
-        if late_ns > MAX_LATENESS.as_nanos() as f64 {
+        let tolerance = (MAX_LATENESS.as_nanos() as f64).max(f64::from(CATCH_UP) * period);
+        if late_ns > tolerance {
             // Slots older than the tolerance are skipped; those within it still go.
-            let keep_from = ((elapsed - MAX_LATENESS.as_nanos() as f64) / period).ceil() as u64;
+            let keep_from = ((elapsed - tolerance) / period).ceil() as u64;
             let keep_from = keep_from.clamp(self.next, last);
             self.slipped += keep_from - self.next;
             self.next = keep_from;
@@ -104,6 +111,26 @@ mod tests {
         assert_eq!(n, 11, "slots 90..=100");
         assert_eq!(p.slipped(), 89, "slots 1..=89");
         assert_eq!(p.next_at(), Some(start + Duration::from_millis(101)));
+    }
+
+    #[test]
+    fn a_slow_stream_catches_up_a_few_datagrams_after_a_hiccup() {
+        let start = Instant::now();
+        // One every 10 ms: 8 datagrams (80 ms) may be caught up, not more.
+        let mut p = Pacer::new(start, 1000, Some(8e5));
+        assert_eq!(p.due(start, 64), 1);
+        assert_eq!(
+            p.due(start + Duration::from_millis(50), 64),
+            5,
+            "slots 1..=5"
+        );
+        assert_eq!(p.slipped(), 0);
+        assert_eq!(
+            p.due(start + Duration::from_millis(1000), 64),
+            9,
+            "slots 92..=100"
+        );
+        assert_eq!(p.slipped(), 86, "slots 6..=91");
     }
 
     #[test]
