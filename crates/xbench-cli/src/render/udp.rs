@@ -233,7 +233,11 @@ impl UdpText {
             ByteSize(f.sent.bytes)
         );
         if f.slipped > 0 {
-            let _ = write!(s, "; the schedule slipped: {} slots skipped", f.slipped);
+            let _ = write!(
+                s,
+                "; the schedule slipped: {} datagram slots skipped",
+                f.slipped
+            );
         }
         if let Some(r) = f.received
             && r.rxq_drops > 0

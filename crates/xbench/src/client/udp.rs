@@ -454,9 +454,11 @@ fn warn(
     for d in dirs {
         let f = &d.figures;
         if f.slipped > 0 {
+            let share = f.slipped as f64 * 100.0 / (f.slipped + f.sent.datagrams) as f64;
             w.push(format!(
-                "{}: the senders fell behind their schedule and skipped {} datagram slots rather \
-                 than send them in a burst; the rate asked was not kept",
+                "{}: the senders fell behind their schedule (a busy machine or a full socket \
+                 buffer) and skipped {} of its datagram slots ({share:.2} %) rather than send \
+                 them in a burst",
                 d.direction.label(),
                 f.slipped
             ));
