@@ -162,7 +162,9 @@ pub(crate) struct ClientArgs {
     #[arg(long)]
     pub(crate) bidir: bool,
 
-    /// Bytes per write/read call (default 128K).
+    /// Bytes per write/read call (default 128K); with -u, bytes of UDP payload per datagram,
+    /// xbench's 24-byte header included (default 1448; above 1472 a 1500-byte-MTU path
+    /// fragments them).
     #[arg(allow_negative_numbers = true, short = 'l', long = "length", value_name = "LEN", value_parser = parse::block_len)]
     pub(crate) length: Option<NonZeroU32>,
 
@@ -175,9 +177,18 @@ pub(crate) struct ClientArgs {
     #[arg(allow_negative_numbers = true, short = 'M', long = "set-mss", value_name = "MSS", value_parser = parse::mss)]
     pub(crate) mss: Option<u32>,
 
-    /// Most each stream sends, bits per second (e.g. 100M); the kernel paces the connection.
-    #[arg(short = 'b', long = "bitrate", value_name = "BITRATE", value_parser = parse::bitrate)]
+    /// Most each stream sends, bits per second (e.g. 100M); the kernel paces the connection;
+    /// 0 for no cap. With -u: the total of all streams of a direction, each sending an equal
+    /// share as evenly paced datagrams [default: 1M, as iperf3]; 0 sends unpaced.
+    #[arg(short = 'b', long = "bitrate", value_name = "BITRATE", value_parser = parse::bitrate_or_zero)]
     pub(crate) bitrate: Option<u64>,
+
+    /// UDP instead of TCP: numbered, paced datagrams, each counted at the receiver (loss,
+    /// reordering, duplicates, jitter, the kernel's receive-buffer drops). -b is then the total
+    /// of all streams [default 1M, like iperf3] and -l the datagram size.
+    #[arg(short = 'u', long = "udp",
+          conflicts_with_all = ["rr", "crr", "zerocopy", "bytes", "recv_copy", "mss", "no_delay", "congestion"])]
+    pub(crate) udp: bool,
 
     /// Prove to the server that this client holds the key in FILE (the server's --psk-file).
     #[arg(long, value_name = "FILE")]

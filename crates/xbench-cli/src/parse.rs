@@ -304,6 +304,18 @@ pub(crate) fn bitrate(s: &str) -> Result<u64, String> {
     Ok(v.bits_per_second())
 }
 
+/// The client's `-b`: bits per second, where 0 is iperf3's "no cap" (with `-u`, unpaced).
+pub(crate) fn bitrate_or_zero(s: &str) -> Result<u64, String> {
+    match bitrate(s) {
+        Err(_)
+            if xbench::units::BitRate::parse(s.trim()).is_ok_and(|v| v.bits_per_second() == 0) =>
+        {
+            Ok(0)
+        }
+        r => r,
+    }
+}
+
 /// A network in CIDR form, or one address (a /32 or /128).
 pub(crate) fn network(s: &str) -> Result<ipnet::IpNet, String> {
     let t = s.trim();

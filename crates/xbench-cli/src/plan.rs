@@ -11,7 +11,8 @@ use std::time::Duration;
 use xbench::auth::Psk;
 use xbench::client::AddressFamily;
 use xbench::config::{
-    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, Workload,
+    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, UdpSpec,
+    Workload,
 };
 use xbench_report::{ThroughputUnit, layout};
 use xbench_sweep::{SweepPlan, Target};
@@ -81,6 +82,11 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
     let sweep = wants_sweep(&a);
     if sweep {
         refuse_single_test_outputs(&a)?;
+        if a.udp {
+            return Err(UsageError(
+                "UDP tests (-u) cannot be swept yet: give one value of -P and -w".into(),
+            ));
+        }
     }
     refuse_unit_without_rates(&a)?;
     let target = target(&a);
@@ -254,7 +260,7 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
                 .unwrap_or(NonZeroU16::MIN),
             direction,
             zerocopy: a.zerocopy,
-            bitrate: a.bitrate,
+            bitrate: a.bitrate.filter(|b| *b > 0 && !a.udp),
             receive: if a.recv_copy {
                 ReceiveMode::Copy
             } else {
@@ -264,6 +270,9 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
         };
         if let Some(l) = a.length {
             tp.block_len = l;
+        }
+        if a.udp {
+            tp.udp = Some(udp_spec(a));
         }
         Workload::Throughput(tp)
     };
@@ -283,6 +292,20 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
     spec.validate()
         .map_err(|e| UsageError(format!("invalid value for {}: {}", e.field, e.reason)))?;
     Ok(spec)
+}
+
+/// `-u`'s datagrams: `-l` (iperf3's 1448 by default) at `-b` for all streams (1 Mbit/s by
+/// default, as iperf3; 0 unpaced).
+fn udp_spec(a: &ClientArgs) -> UdpSpec {
+    let d = UdpSpec::default();
+    UdpSpec {
+        datagram_len: a.length.map_or(d.datagram_len, NonZeroU32::get),
+        bitrate: match a.bitrate {
+            None => d.bitrate,
+            Some(0) => None,
+            Some(b) => Some(b),
+        },
+    }
 }
 
 /// `xbench ARGS` through the real command line and [`resolve`], for tests of what other code
@@ -376,6 +399,7 @@ mod tests {
             zerocopy: true,
             receive: ReceiveMode::Copy,
             bitrate: Some(123_456_789),
+            udp: None,
         });
         let target = Target {
             host: Some("198.18.0.2".into()),

@@ -118,7 +118,41 @@ pub struct ThroughputSpec {
     /// paces the connection (`SO_MAX_PACING_RATE`). `None`: as fast as the path allows.
     #[serde(default)]
     pub bitrate: Option<u64>,
+    /// UDP instead of TCP (`-u`): datagrams of this shape, each stream on its own UDP socket.
+    /// `None` is a TCP test; with UDP, `block_len`, `zerocopy`, `receive` and `bitrate` are
+    /// unused.
+    #[serde(default)]
+    pub udp: Option<UdpSpec>,
 }
+
+/// A UDP throughput test (`-u`): paced datagrams, counted one by one at the receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdpSpec {
+    /// UDP payload per datagram, bytes (`-l`), xbench's header included; between
+    /// [`UDP_HEADER_LEN`] and [`MAX_DATAGRAM_LEN`].
+    pub datagram_len: u32,
+    /// Bits per second of UDP payload, the total of all streams of one direction (`-b`);
+    /// each stream sends an equal share. `None` sends as fast as the sockets take datagrams.
+    pub bitrate: Option<u64>,
+}
+
+impl Default for UdpSpec {
+    /// iperf3's UDP defaults: 1 Mbit/s, datagrams that fit a 1500-byte MTU.
+    fn default() -> Self {
+        UdpSpec {
+            datagram_len: 1448,
+            bitrate: Some(1_000_000),
+        }
+    }
+}
+
+/// Bytes of xbench's header at the start of every UDP datagram: stream token, sequence
+/// number, send timestamp (8 bytes each).
+pub const UDP_HEADER_LEN: u32 = 24;
+/// Largest UDP payload over IPv4 (65,535 − 20 − 8).
+pub const MAX_DATAGRAM_LEN: u32 = 65_507;
+/// Largest datagram that crosses a 1500-byte-MTU IPv4 path unfragmented.
+pub const UNFRAGMENTED_DATAGRAM_LEN: u32 = 1472;
 
 /// How a receiver consumes the bytes it is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -322,6 +356,9 @@ impl TestSpec {
                 if t.streams.get() > MAX_STREAMS {
                     return err("-P", format!("at most {MAX_STREAMS} streams"));
                 }
+                if let Some(u) = &t.udp {
+                    return check_udp(u, t.streams.get(), self.end);
+                }
                 if t.bitrate.is_some_and(|b| b < 8_000) {
                     return err("-b", "a bitrate must be at least 8 kbit/s".into());
                 }
@@ -339,6 +376,8 @@ impl TestSpec {
     /// Total number of data connections the test opens.
     pub fn connection_count(&self) -> usize {
         match &self.workload {
+            // UDP streams open no connection; their sockets prove themselves by datagram.
+            Workload::Throughput(t) if t.udp.is_some() => 0,
             Workload::Throughput(t) => crate::proto::StreamLayout::new(t).streams(),
             // --crr connections arrive during the test, one per transaction.
             Workload::RequestResponse(r) if r.connect_per_transaction => 0,
@@ -361,6 +400,42 @@ impl TestSpec {
             Workload::Throughput(_) => None,
         }
     }
+}
+
+/// Bounds of a UDP test: a datagram that holds the header and fits an IP packet, a rate of at
+/// least one datagram per second per stream (below that a stream's interval would hold none),
+/// and a duration, since loss is decided against a fixed window.
+fn check_udp(u: &UdpSpec, streams: u16, end: EndCondition) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    if !(UDP_HEADER_LEN..=MAX_DATAGRAM_LEN).contains(&u.datagram_len) {
+        return err(
+            "-l",
+            format!(
+                "a UDP datagram must be between {UDP_HEADER_LEN} bytes (xbench's header) and \
+                 {MAX_DATAGRAM_LEN} bytes (the largest UDP payload)"
+            ),
+        );
+    }
+    let floor = u64::from(u.datagram_len) * 8 * u64::from(streams);
+    if let Some(b) = u.bitrate
+        && b < floor
+    {
+        return err(
+            "-b",
+            format!(
+                "{b} bit/s is below one {}-byte datagram per second per stream ({floor} bit/s \
+                 for {streams} stream(s)); raise -b or lower -l",
+                u.datagram_len
+            ),
+        );
+    }
+    if matches!(end, EndCondition::Bytes(_)) {
+        return err(
+            "-n",
+            "UDP tests run for a time (-t), not a byte count".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Bounds of a paced request/response test's `--rate` (transactions per second per flow).
@@ -424,6 +499,7 @@ impl Default for ThroughputSpec {
             zerocopy: false,
             receive: ReceiveMode::Discard,
             bitrate: None,
+            udp: None,
         }
     }
 }

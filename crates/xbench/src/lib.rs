@@ -2,8 +2,10 @@
 //!
 //! The library runs tests between an xbench client and an xbench server: multi-stream TCP
 //! throughput with the kernel's TCP state that explains the figure (retransmits, congestion
-//! window, RTT, and how long the receive window or send buffer held the sender back). It has no
-//! command line and prints nothing; the `xbench` binary and other programs embed it.
+//! window, RTT, and how long the receive window or send buffer held the sender back), UDP
+//! throughput counted datagram by datagram (loss, reordering, duplicates, jitter; set
+//! [`ThroughputSpec::udp`]), and request/response latency. It has no command line and prints
+//! nothing; the `xbench` binary and other programs embed it.
 //!
 //! ```
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

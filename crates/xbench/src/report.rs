@@ -7,12 +7,16 @@
 //! receiver's rate. The JSON form is versioned by [`SCHEMA_VERSION`] and described by
 //! `schema/report.schema.json`; change both together. How sides are merged lives in `summary`.
 
+mod udp;
+
 use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::{StreamDirection, TestSpec};
 use crate::latency::LatencyStats;
+
+pub use udp::*;
 
 /// Version of the JSON report layout. Bump when a field changes meaning or is removed.
 ///
@@ -493,6 +497,9 @@ pub struct TestReport {
     pub summary: Summary,
     /// Request/response results, for `--rr` and `--crr` tests.
     pub rr: Option<RrReport>,
+    /// UDP results, for `-u` tests (absent from documents of older versions).
+    #[serde(default)]
+    pub udp: Option<UdpReport>,
     /// CPU use.
     pub cpu: CpuReport,
     /// Completed, interrupted or failed.

@@ -9,6 +9,8 @@
 //!
 //! Pure functions over [`SideInterval`] and [`SideResults`]; no sockets, no clocks.
 
+pub mod udp;
+
 use std::collections::BTreeMap;
 
 use crate::config::StreamDirection;

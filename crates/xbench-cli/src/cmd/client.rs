@@ -16,6 +16,7 @@ use crate::plan::{Single, Style};
 use crate::render::json::{self, Event};
 use crate::render::netperf;
 use crate::render::rr::RrText;
+use crate::render::udp::UdpText;
 use crate::render::{out, text::Text};
 
 pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
@@ -41,9 +42,23 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         None
     };
 
+    if let Some(u) = config.spec.as_throughput().and_then(|t| t.udp)
+        && u.datagram_len > xbench::config::UNFRAGMENTED_DATAGRAM_LEN
+    {
+        eprintln!(
+            "warning: {}-byte datagrams do not fit a 1500-byte MTU (at most {} bytes of UDP \
+             payload over IPv4): such a path fragments every one, and losing one fragment loses \
+             the datagram",
+            u.datagram_len,
+            xbench::config::UNFRAGMENTED_DATAGRAM_LEN
+        );
+    }
     let mut text = Text::new(&config.spec).unit(unit).local(local.is_some());
     let mut rr_text = RrText::default().local(local.is_some());
     let is_rr = config.spec.as_rr().is_some();
+    let rate = crate::render::text::Rate(unit);
+    let mut udp_text = UdpText::new(&config.spec, rate, local.is_some());
+    let is_udp = config.spec.as_throughput().is_some_and(|t| t.udp.is_some());
     let mut write_err: Option<io::Error> = None;
     let mut on_event = |ev: ClientEvent| {
         if write_err.is_some() {
@@ -59,6 +74,9 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
                 }
             }
             (ClientEvent::Started { .. }, Style::Text) if is_rr => rr_text.started(&config),
+            (ClientEvent::Started { server, streams }, Style::Text) if is_udp => {
+                udp_text.started(&config, server, streams)
+            }
             (ClientEvent::Started { server, streams }, Style::Text) => {
                 text.started(&config, server, streams)
             }
@@ -72,6 +90,10 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
             (ClientEvent::Interval(iv), Style::Text) => text.interval(iv),
             (ClientEvent::Interval(iv), Style::JsonStream) => {
                 json::event_line(&Event::Interval { interval: iv })
+            }
+            (ClientEvent::UdpInterval(iv), Style::Text) => udp_text.interval(iv),
+            (ClientEvent::UdpInterval(iv), Style::JsonStream) => {
+                json::event_line(&Event::UdpInterval { interval: iv })
             }
             (ClientEvent::RrInterval(iv), Style::Text) => rr_text.interval(iv),
             (ClientEvent::RrInterval(iv), Style::JsonStream) => {
@@ -113,6 +135,7 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     }
     let rendered = match &style {
         Style::Text if is_rr => rr_text.summary(&report),
+        Style::Text if is_udp => udp_text.summary(&report),
         Style::Text => Text::new(&config.spec).unit(unit).summary(&report),
         Style::Json => json::document(&report),
         Style::JsonStream => json::event_line(&Event::End { report: &report }),

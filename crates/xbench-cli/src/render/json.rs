@@ -1,11 +1,11 @@
 //! `--json` (one document at the end) and `--json-stream` (one event per line as it happens).
 //!
 //! Stream events: `{"event":"start",…}`, `{"event":"interval","interval":{…}}` (or
-//! `rr_interval` for request/response tests), `{"event":"warning",…}` and
+//! `rr_interval` for request/response tests, `udp_interval` for UDP tests), `{"event":"warning",…}` and
 //! a final `{"event":"end","report":{…}}` whose report is the `--json` document.
 
 use serde::Serialize;
-use xbench::report::{Interval, PeerInfo, RrInterval, StreamInfo, TestReport};
+use xbench::report::{Interval, PeerInfo, RrInterval, StreamInfo, TestReport, UdpInterval};
 
 /// One line of `--json-stream`.
 #[derive(Debug, Serialize)]
@@ -21,6 +21,9 @@ pub(crate) enum Event<'a> {
     },
     RrInterval {
         interval: &'a RrInterval,
+    },
+    UdpInterval {
+        interval: &'a UdpInterval,
     },
     Warning {
         message: &'a str,

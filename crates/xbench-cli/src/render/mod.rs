@@ -5,6 +5,7 @@ pub(crate) mod json;
 pub(crate) mod netperf;
 pub(crate) mod rr;
 pub(crate) mod text;
+pub(crate) mod udp;
 
 use std::io::{self, Write};
 

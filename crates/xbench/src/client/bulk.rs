@@ -481,6 +481,7 @@ impl Drained<'_> {
             intervals,
             summary,
             rr: None,
+            udp: None,
             cpu,
             outcome,
             warnings,

@@ -10,6 +10,7 @@ mod bulk;
 mod connect;
 mod rr;
 mod session;
+mod udp;
 
 pub use rr::PER_FLOW_LATENCY_LIMIT;
 
@@ -24,7 +25,7 @@ use crate::config::{TestSpec, Workload};
 use crate::error::Error;
 use crate::report::{
     CpuReport, CpuUsage, Interval, Outcome, PeerInfo, RrInterval, SCHEMA_VERSION, StreamInfo,
-    Summary, TestReport,
+    Summary, TestReport, UdpInterval,
 };
 use crate::time::rfc3339;
 
@@ -104,6 +105,8 @@ pub enum ClientEvent {
     Interval(Interval),
     /// One interval of a request/response test.
     RrInterval(RrInterval),
+    /// One interval of a UDP test, both ends merged.
+    UdpInterval(UdpInterval),
     /// Something the user should know.
     Warning(String),
 }
@@ -138,6 +141,9 @@ pub async fn run_with_give_up(
     let give_up = GiveUp::new(give_up);
     let session = interruptible(Session::open(config), cancel.as_mut(), "connecting").await?;
     match &config.spec.workload {
+        Workload::Throughput(tp) if tp.udp.is_some() => {
+            udp::run(session, config, tp, on_event, cancel, give_up).await
+        }
         Workload::Throughput(tp) => bulk::run(session, config, tp, on_event, cancel, give_up).await,
         Workload::RequestResponse(rr) => {
             rr::run(session, config, rr, on_event, cancel, give_up).await
@@ -168,6 +174,7 @@ pub fn nothing_measured(config: &ClientConfig, started_at: SystemTime, why: &Err
             measured_s: 0.0,
         },
         rr: None,
+        udp: None,
         cpu: CpuReport {
             client: CpuUsage::default(),
             server: None,

@@ -464,6 +464,7 @@ impl Collected<'_> {
                 measured_s,
             },
             rr: Some(rr),
+            udp: None,
             cpu,
             outcome,
             warnings,

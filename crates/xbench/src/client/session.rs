@@ -24,7 +24,7 @@ use crate::proto::{
 };
 use crate::report::{
     CpuReport, Interval, Outcome, PeerInfo, RrReport, SCHEMA_VERSION, SocketReport, StreamInfo,
-    Summary, TestReport,
+    Summary, TestReport, UdpReport,
 };
 use crate::time::rfc3339;
 
@@ -40,6 +40,8 @@ pub(crate) struct Session {
     pub(crate) cookie: Cookie,
     /// Signs the data connections' greetings, in a session with a pre-shared key.
     pub(crate) key: Option<SessionKey>,
+    /// A UDP test's server ports, by stream id.
+    pub(crate) udp_ports: Vec<u16>,
 }
 
 impl Session {
@@ -61,8 +63,8 @@ impl Session {
         )
         .await?;
         let state = "waiting for the test to be accepted";
-        let cookie = match expect(&mut rd, &addr, state).await? {
-            Message::Accepted(a) => a.cookie,
+        let (cookie, udp_ports) = match expect(&mut rd, &addr, state).await? {
+            Message::Accepted(a) => (a.cookie, a.udp_ports),
             other => return Err(unexpected(other, &addr, state)),
         };
         Ok(Session {
@@ -74,6 +76,7 @@ impl Session {
             client_addr,
             cookie,
             key,
+            udp_ports,
         })
     }
 
@@ -106,7 +109,7 @@ impl Session {
     /// The greetings of the `n` data connections, one per stream or flow (counter 0). With a
     /// key each is signed; without, its tag is a random token, so the server's `Ready` can
     /// show the connections it attached are ours (see [`Session::check_greetings`]).
-    fn hellos(&self, n: usize) -> Result<Vec<DataHello>, Error> {
+    pub(crate) fn hellos(&self, n: usize) -> Result<Vec<DataHello>, Error> {
         (0..n)
             .map(|id| {
                 let mut h = DataHello::new(self.cookie, id as u16, 0, self.key.as_ref());
@@ -122,7 +125,7 @@ impl Session {
     /// Refuses to run when a connection the server attached as one of our streams greeted
     /// with a tag we did not send: someone with the cookie got there first, and every figure
     /// of the test would count their bytes as ours.
-    fn check_greetings(&self, hellos: &[DataHello], ready: &Ready) -> Result<(), Error> {
+    pub(crate) fn check_greetings(&self, hellos: &[DataHello], ready: &Ready) -> Result<(), Error> {
         if ready.greetings.is_empty() {
             // A server that does not list them (none for --crr).
             return Ok(());
@@ -169,6 +172,7 @@ impl Session {
             intervals: body.intervals,
             summary: body.summary,
             rr: body.rr,
+            udp: body.udp,
             cpu: body.cpu,
             outcome: body.outcome,
             warnings: body.warnings,
@@ -182,6 +186,7 @@ pub(crate) struct ReportBody {
     pub(crate) intervals: Vec<Interval>,
     pub(crate) summary: Summary,
     pub(crate) rr: Option<RrReport>,
+    pub(crate) udp: Option<UdpReport>,
     pub(crate) cpu: CpuReport,
     pub(crate) outcome: Outcome,
     pub(crate) warnings: Vec<String>,

@@ -1,5 +1,6 @@
 //! The data path: threads that move bytes, and the sampler that turns their counters and the
-//! kernel's TCP state into intervals and totals.
+//! kernel's TCP state into intervals and totals. UDP streams have their own threads and
+//! accounting in [`udp`].
 //!
 //! Each data connection gets a dedicated OS thread with a blocking socket. A bulk stream spends
 //! its life in `send()`/`recv()`; a thread per stream keeps that loop free of wake-ups and task
@@ -15,3 +16,4 @@ pub(crate) mod sampler;
 pub(crate) mod schedule;
 pub(crate) mod sockopt;
 pub(crate) mod stream;
+pub(crate) mod udp;

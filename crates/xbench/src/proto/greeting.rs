@@ -14,7 +14,7 @@ use crate::auth::{DATA_TAG_LEN, DataTag, SessionKey};
 pub const MAGIC: [u8; 4] = *b"XBNC";
 
 /// The protocol version this build speaks. Bump it whenever a message changes incompatibly.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// Length of [`Preamble`] on the wire.
 pub const PREAMBLE_LEN: usize = 7;

@@ -8,8 +8,9 @@
 //!                        ◀───────────────── Welcome{nonce, proof} | Error
 //!   Auth{proof} (when the server has a key) ▶
 //!   Start{spec} ──────────────────────────▶
-//!                        ◀───────────────── Accepted{cookie} | Error
+//!                        ◀───────────────── Accepted{cookie, udp_ports} | Error
 //!   N × data connection: preamble(data, v) + cookie + stream id
+//!   (-u: N × the same greeting as a datagram to udp_ports[id], repeated until Ready)
 //!                        ◀───────────────── Ready{sockets}
 //!   Go (throughput tests) ────────────────▶
 //!                        ◀───────────────── Interval | RrInterval … (live, one per interval)
@@ -35,7 +36,10 @@ use serde::{Deserialize, Serialize};
 use super::Cookie;
 use crate::auth::{Nonce, Proof};
 use crate::config::TestSpec;
-use crate::report::{SideInterval, SideResults, SideRrInterval, SideRrResults, SocketReport};
+use crate::report::{
+    SideInterval, SideResults, SideRrInterval, SideRrResults, SideUdpInterval, SideUdpResults,
+    SocketReport,
+};
 
 /// Every control message, tagged by `type` in JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +71,10 @@ pub enum Message {
     RrInterval(SideRrInterval),
     /// Server's final measurements of a request/response test.
     RrResults(SideRrResults),
+    /// One interval of a UDP test, server side.
+    UdpInterval(SideUdpInterval),
+    /// Server's final counts of a UDP test.
+    UdpResults(SideUdpResults),
     /// The client's own counts, sent once it has the server's results, so the server can
     /// check its figures too (see [`Tally`]).
     Tally(Tally),
@@ -92,6 +100,8 @@ impl Message {
             Message::Results(_) => "results",
             Message::RrInterval(_) => "rr_interval",
             Message::RrResults(_) => "rr_results",
+            Message::UdpInterval(_) => "udp_interval",
+            Message::UdpResults(_) => "udp_results",
             Message::Error(_) => "error",
         }
     }
@@ -131,6 +141,10 @@ pub struct Welcome {
 pub struct Accepted {
     /// Present on every data connection of this test.
     pub cookie: Cookie,
+    /// A UDP test's server ports, by stream id: the client sends each stream's greeting
+    /// there from the socket that will carry the stream, until `Ready` says all arrived.
+    #[serde(default)]
+    pub udp_ports: Vec<u16>,
 }
 
 /// All data connections are attached.
@@ -259,6 +273,7 @@ mod tests {
             Message::Start(Box::new(TestSpec::throughput())),
             Message::Accepted(Accepted {
                 cookie: Cookie([1; 16]),
+                udp_ports: vec![5202],
             }),
             Message::Ready(Ready {
                 sockets: Vec::new(),
@@ -296,6 +311,18 @@ mod tests {
                 flows: Vec::new(),
                 measured_retransmits: 0,
                 cpu: CpuUsage::default(),
+            }),
+            Message::UdpResults(SideUdpResults {
+                streams: Vec::new(),
+                cpu: CpuUsage::default(),
+                batching: "x".into(),
+            }),
+            Message::UdpInterval(SideUdpInterval {
+                index: 0,
+                start_s: 0.0,
+                end_s: 1.0,
+                omitted: false,
+                streams: Vec::new(),
             }),
             ErrorMsg::message(ErrorCode::Timeout, "x"),
         ];

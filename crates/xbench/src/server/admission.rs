@@ -28,7 +28,9 @@ fn within_limits(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
     match &spec.workload {
         Workload::Throughput(tp) => {
             let server_sends = StreamLayout::new(tp).contains(StreamDirection::ServerToClient);
-            if server_sends {
+            if server_sends && let Some(u) = tp.udp {
+                udp_within_send_cap(u.bitrate, l.max_send_rate)?;
+            } else if server_sends {
                 ctx.governor
                     .admit(tp.bitrate, usize::from(tp.streams.get()))?;
             }
@@ -39,7 +41,8 @@ fn within_limits(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
                     tp.block_len, l.max_block_len
                 ));
             }
-            let n = spec.connection_count();
+            // UDP streams open no connection, but each is a socket and a thread all the same.
+            let n = StreamLayout::new(tp).streams();
             if n > usize::from(l.max_streams) {
                 return Err(format!(
                     "the test asks for {n} data connections; this server allows at most {} \
@@ -69,6 +72,26 @@ fn within_limits(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A UDP test the server would send for: the governor cannot slow UDP senders down once they
+/// run, so a server with `--max-send-rate` takes only a paced test whose total fits it.
+fn udp_within_send_cap(asked: Option<u64>, cap: Option<u64>) -> Result<(), String> {
+    let Some(cap) = cap else { return Ok(()) };
+    match asked {
+        Some(b) if b <= cap => Ok(()),
+        Some(b) => Err(format!(
+            "the UDP test asks the server to send {}; this server sends at most {} \
+             (--max-send-rate)",
+            crate::units::format_bits_per_second(b as f64),
+            crate::units::format_bits_per_second(cap as f64)
+        )),
+        None => Err(format!(
+            "the UDP test asks the server to send unpaced (-b 0); this server sends at most {} \
+             (--max-send-rate): give -b",
+            crate::units::format_bits_per_second(cap as f64)
+        )),
+    }
 }
 
 /// Counts a test as running if the limits allow another, in total and from `client`; the
@@ -163,5 +186,15 @@ mod tests {
             client_key(v4),
             ("192.0.2.7".parse().unwrap(), "192.0.2.7".into())
         );
+    }
+
+    #[test]
+    fn a_udp_test_the_server_sends_for_fits_its_send_cap_or_is_refused() {
+        assert!(udp_within_send_cap(None, None).is_ok());
+        assert!(udp_within_send_cap(Some(10_000_000), Some(10_000_000)).is_ok());
+        let e = udp_within_send_cap(Some(20_000_000), Some(10_000_000)).unwrap_err();
+        assert!(e.contains("--max-send-rate"), "{e}");
+        let e = udp_within_send_cap(None, Some(10_000_000)).unwrap_err();
+        assert!(e.contains("unpaced"), "{e}");
     }
 }

@@ -17,6 +17,7 @@ mod registry;
 mod rr;
 mod session;
 mod test;
+mod udp;
 
 use std::collections::HashMap;
 use std::future::Future;

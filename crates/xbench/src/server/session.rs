@@ -59,6 +59,7 @@ pub(super) async fn run(
         return SessionEnd::Other;
     };
     match &spec.workload {
+        Workload::Throughput(tp) if tp.udp.is_some() => super::udp::run(test, &spec, tp).await,
         Workload::Throughput(tp) => super::bulk::run(test, &spec, tp).await,
         Workload::RequestResponse(rr) => super::rr::run(test, &spec, rr).await,
     }
@@ -238,6 +239,9 @@ impl Admitted {
             running,
         } = self;
         let expected = spec.connection_count();
+        // A UDP test's sockets pass a gate of their own; its TCP gate has no ids, so a data
+        // connection with its cookie is refused.
+        let key_for_udp = key.clone();
         // --crr connections keep arriving while the test runs; leave room for a burst of them.
         let (capacity, gate) = match spec.as_rr() {
             Some(r) if r.connect_per_transaction => (
@@ -248,11 +252,26 @@ impl Admitted {
             // Stream ids fit in u16: the spec's limits keep -P well below.
             None => (expected, Gate::new(key, expected as u16, Claims::Once)),
         };
-        let (registration, cookie, data) = match conn.ctx.registry.register(capacity, gate) {
+        let (registration, cookie, data) = match conn.ctx.registry.register(capacity.max(1), gate) {
             Ok(r) => r,
             Err(e) => return Err(conn.refuse(ErrorCode::ServerError, e.to_string()).await),
         };
-        proto::write_message(&mut conn.wr, &Message::Accepted(Accepted { cookie }))
+        let udp = match spec.as_throughput().filter(|t| t.udp.is_some()) {
+            Some(tp) => match super::udp::Hellos::bind(&conn.wr, tp, key_for_udp) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    let msg = format!("server could not open its UDP sockets: {e}");
+                    return Err(conn.refuse(ErrorCode::ServerError, msg).await);
+                }
+            },
+            None => None,
+        };
+        let udp_ports = udp
+            .as_ref()
+            .map(super::udp::Hellos::ports)
+            .unwrap_or_default();
+        let accepted = Message::Accepted(Accepted { cookie, udp_ports });
+        proto::write_message(&mut conn.wr, &accepted)
             .await
             .map_err(|_| Closed)?;
         Ok(Collecting {
@@ -265,6 +284,8 @@ impl Admitted {
             expected,
             conns: BTreeMap::new(),
             greetings: vec![[0; DATA_TAG_LEN]; expected],
+            udp,
+            cookie,
         })
     }
 }
@@ -282,6 +303,9 @@ struct Collecting {
     conns: BTreeMap<u16, std::net::TcpStream>,
     /// The tag each connection greeted with, by id.
     greetings: Vec<DataTag>,
+    /// A UDP test's sockets, waiting for their greetings.
+    udp: Option<super::udp::Hellos>,
+    cookie: proto::Cookie,
 }
 
 impl Collecting {
@@ -312,6 +336,13 @@ impl Collecting {
             // Every data connection is here; later ones are refused at the door.
             self.data.close();
         }
+        let udp = match self.udp.take() {
+            Some(h) => self.udp_hellos(h, deadline).await?,
+            None => Vec::new(),
+        };
+        if !udp.is_empty() {
+            self.greetings = udp.iter().map(|(_, _, tag)| *tag).collect();
+        }
         let Collecting {
             conn,
             client,
@@ -334,8 +365,54 @@ impl Collecting {
             data,
             registration,
             running: Some(running),
+            udp,
         };
         Ok((test, spec))
+    }
+
+    /// Waits for every UDP stream's greeting, watching the control connection as
+    /// [`Self::collect`] does.
+    async fn udp_hellos(
+        &mut self,
+        hellos: super::udp::Hellos,
+        deadline: Instant,
+    ) -> Result<Vec<super::udp::UdpConn>, Closed> {
+        let mut abort = self.conn.ctx.abort.clone();
+        let (peer, cookie) = (self.conn.peer, self.cookie);
+        let waited = tokio::select! {
+            r = tokio::time::timeout_at(deadline.into(), hellos.wait(cookie, peer)) => r,
+            msg = self.conn.rd.next() => {
+                info!(peer = %self.conn.peer, client = %self.client, "dropped a UDP test whose client left while its sockets greeted: {}", describe(msg));
+                return Err(Closed);
+            }
+            () = async { let _ = abort.wait_for(|a| *a).await; } => {
+                let _ = proto::write_message(&mut self.conn.wr, &ErrorMsg::message(ErrorCode::ServerError, "the server is shutting down")).await;
+                return Err(Closed);
+            }
+        };
+        match waited {
+            Ok(Ok(conns)) => Ok(conns),
+            Ok(Err(e)) => {
+                let msg = format!("server UDP socket failed: {e}");
+                let _ = proto::write_message(
+                    &mut self.conn.wr,
+                    &ErrorMsg::message(ErrorCode::ServerError, msg),
+                )
+                .await;
+                Err(Closed)
+            }
+            Err(_) => {
+                let msg = "not every UDP stream's greeting arrived in time; is something between \
+                           client and server dropping UDP?";
+                info!(peer = %self.conn.peer, "aborted a test: {msg}");
+                let _ = proto::write_message(
+                    &mut self.conn.wr,
+                    &ErrorMsg::message(ErrorCode::Timeout, msg),
+                )
+                .await;
+                Err(Closed)
+            }
+        }
     }
 
     /// Takes one data connection; one claiming an id out of range or taken ends the test.

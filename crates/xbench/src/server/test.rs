@@ -49,6 +49,8 @@ pub(super) struct Test {
     pub(super) registration: Registration,
     /// The test's place in `--max-tests` and `--max-tests-per-client`.
     pub(super) running: Option<RunningGuard>,
+    /// A UDP test's sockets, each connected to the address that proved it is the client's.
+    pub(super) udp: Vec<super::udp::UdpConn>,
 }
 
 impl Test {
@@ -190,6 +192,14 @@ pub(super) fn log_test(
         TestEnd::ShuttingDown => "cut short by shutdown".to_owned(),
     };
     let workload = match &spec.workload {
+        Workload::Throughput(tp) if let Some(u) = tp.udp => format!(
+            "udp, {} stream(s), {:?}, {}-byte datagrams, {}",
+            tp.streams.get(),
+            tp.direction,
+            u.datagram_len,
+            u.bitrate
+                .map_or_else(|| "unpaced".to_owned(), |b| format!("{b} bit/s")),
+        ),
         Workload::Throughput(tp) => format!(
             "throughput, {} stream(s), {:?}",
             tp.streams.get(),

@@ -1,0 +1,105 @@
+//! UDP generic segmentation offload (`UDP_SEGMENT`, Linux 4.18+): one `sendmsg` hands the
+//! kernel a buffer of equal-sized datagrams, which it splits as late as it can (in the NIC,
+//! when the NIC can). One system call and one pass down the stack for up to
+//! [`MAX_SEGMENTS`] datagrams, where `sendmmsg` still walks the stack once per datagram.
+//!
+//! Its receiving half, GRO (`UDP_GRO`, Linux 5.0+), hands a receiver such a train of
+//! datagrams from one flow as one buffer, with the segment size beside it.
+//!
+//! A kernel or route that refuses it (an old kernel, a datagram larger than the path's MTU)
+//! says so on the first send; the sender then falls back to `sendmmsg` for good.
+
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+
+/// `SOL_UDP` and `UDP_SEGMENT` from linux/udp.h (not in every libc release).
+const SOL_UDP: libc::c_int = 17;
+const UDP_SEGMENT: libc::c_int = 103;
+
+/// `UDP_GRO` from linux/udp.h.
+const UDP_GRO: libc::c_int = 104;
+
+/// Asks the kernel to coalesce datagrams for `sock` (GRO); false where it cannot.
+pub(crate) fn enable_gro(sock: &UdpSocket) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: `sock` is an open socket; the option value is a live c_int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            SOL_UDP,
+            UDP_GRO,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+/// Whether a control message is GRO's segment size, and the size.
+///
+/// # Safety
+/// `c` must point at a control message header the kernel wrote, inside its buffer.
+pub(crate) unsafe fn gro_segment(c: *const libc::cmsghdr) -> Option<usize> {
+    // SAFETY: the caller's contract: `c` is a valid cmsghdr with its data after it.
+    unsafe {
+        if (*c).cmsg_level != SOL_UDP || (*c).cmsg_type != UDP_GRO {
+            return None;
+        }
+        let size = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+        usize::try_from(size).ok().filter(|s| *s > 0)
+    }
+}
+
+/// Most datagrams in one GSO send (the kernel's `UDP_MAX_SEGMENTS` before Linux 6.2).
+pub(crate) const MAX_SEGMENTS: usize = 64;
+
+/// Largest GSO buffer: the payload of one IPv4 UDP packet before segmentation.
+const MAX_BYTES: usize = crate::config::MAX_DATAGRAM_LEN as usize;
+
+/// How many `len`-byte datagrams one GSO send may carry.
+pub(crate) fn segments_per_send(len: usize) -> usize {
+    (MAX_BYTES / len.max(1)).min(MAX_SEGMENTS)
+}
+
+/// Sends `buf` as datagrams of `len` bytes (the last may be shorter) in one call; returns
+/// the bytes sent.
+pub(crate) fn send(sock: &UdpSocket, buf: &[u8], len: usize) -> io::Result<usize> {
+    let seg = u16::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // u64 words: aligned for a cmsghdr.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr().cast_mut().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) } as _;
+    // SAFETY: `control` is large enough for one cmsghdr with a u16 (CMSG_SPACE above is
+    // well under 64 bytes), and `msg` points at it with that length; the kernel only reads
+    // `buf` (sendmsg does not write through the iovec).
+    let rc = unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = SOL_UDP;
+        (*c).cmsg_type = UDP_SEGMENT;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+        libc::sendmsg(sock.as_raw_fd(), &msg, 0)
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc as usize)
+}
+
+/// Whether an error from [`send`] means GSO itself is not available here.
+pub(crate) fn unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP | libc::EMSGSIZE)
+    )
+}

@@ -1,0 +1,219 @@
+//! A sending stream's thread: paced (or unpaced) numbered datagrams, `BATCH` per `sendmmsg`,
+//! until its end mark or its stop flag.
+
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::gso;
+use super::pacer::Pacer;
+use super::socket::BATCH;
+use super::stats::Counts;
+use super::wire::{HEADER_LEN, Header};
+use super::{Shared, UdpStream};
+use crate::engine::cpu::thread_cpu;
+use crate::report::{CpuUsage, Role};
+
+/// What a sender needs to know.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendPlan {
+    pub(crate) token: u64,
+    pub(crate) datagram_len: u32,
+    /// This stream's share of `-b`; `None` unpaced.
+    pub(crate) bits_per_second: Option<f64>,
+    /// The sender's time zero: the first datagram is due then.
+    pub(crate) start: Instant,
+    /// End of the `-O` warm-up.
+    pub(crate) measure_from: Instant,
+    /// The end mark: nothing is sent after it.
+    pub(crate) end: Instant,
+}
+
+/// Starts the thread of sending stream `id` on a connected socket.
+pub(crate) fn spawn(id: u16, sock: UdpSocket, plan: SendPlan) -> io::Result<UdpStream> {
+    let shared = Arc::new(Shared::default());
+    let s = Arc::clone(&shared);
+    let thread = std::thread::Builder::new()
+        .name(format!("xbench-udp-send-{id}"))
+        .spawn(move || run(&sock, plan, &s))?;
+    Ok(UdpStream {
+        id,
+        role: Role::Sender,
+        shared,
+        thread: Some(thread),
+    })
+}
+
+fn run(sock: &UdpSocket, plan: SendPlan, shared: &Shared) -> Result<CpuUsage, String> {
+    let cpu0 = thread_cpu();
+    let len = plan.datagram_len as usize;
+    let mut batch = SendBatch::new(len);
+    let mut pacer = Pacer::new(plan.start, plan.datagram_len, plan.bits_per_second);
+    let mut counts = Counts::default();
+    loop {
+        let now = Instant::now();
+        if shared.stopped() || now >= plan.end {
+            break;
+        }
+        let due = pacer.due(now, batch.capacity());
+        if due == 0 {
+            let wake = pacer.next_at().unwrap_or(now).min(plan.end);
+            std::thread::sleep(wake.saturating_duration_since(now));
+            continue;
+        }
+        let header = Header {
+            token: plan.token,
+            seq: counts.datagrams,
+            sent_ns: now.saturating_duration_since(plan.start).as_nanos() as u64,
+            warm_up: now < plan.measure_from,
+        };
+        let sent = batch
+            .send(sock, header, due)
+            .map_err(|e| format!("sending datagrams: {e}"))?;
+        counts.datagrams += sent as u64;
+        counts.bytes += (sent * len) as u64;
+        if !header.warm_up {
+            counts.measured.datagrams += sent as u64;
+            counts.measured.bytes += (sent * len) as u64;
+        }
+        counts.slipped = pacer.slipped();
+        shared.publish(&counts);
+        if batch.uses_gso() {
+            shared.gso.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let cpu = thread_cpu();
+    Ok(CpuUsage {
+        user_s: cpu.user_s - cpu0.user_s,
+        system_s: cpu.system_s - cpu0.system_s,
+    })
+}
+
+/// Most bytes of datagram buffers a sender holds: `BATCH` datagrams of up to 16 KiB, fewer
+/// of larger ones, so a server with many streams of 64 KB datagrams stays within memory.
+const MAX_BATCH_BYTES: usize = 1 << 20;
+
+/// Datagram buffers (up to `BATCH`) and the `mmsghdr`s that point into them.
+struct SendBatch {
+    len: usize,
+    bufs: Vec<u8>,
+    iov: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    /// Whether GSO sends work here: untried (`None`), or what the first one said.
+    gso: Option<bool>,
+}
+
+impl SendBatch {
+    fn new(len: usize) -> Self {
+        let count = (MAX_BATCH_BYTES / len.max(1)).clamp(1, BATCH);
+        let mut bufs = vec![0u8; len * count];
+        // Whatever the header does not cover: a recognisable filler, not zeros a link
+        // might compress.
+        for (i, b) in bufs.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        let iov: Vec<libc::iovec> = bufs
+            .chunks_mut(len)
+            .map(|c| libc::iovec {
+                iov_base: c.as_mut_ptr().cast(),
+                iov_len: c.len(),
+            })
+            .collect();
+        // SAFETY: mmsghdr is plain data; all-zero is a valid empty header.
+        let hdrs = (0..count)
+            .map(|_| unsafe { std::mem::zeroed::<libc::mmsghdr>() })
+            .collect();
+        let mut b = SendBatch {
+            len,
+            bufs,
+            iov,
+            hdrs,
+            gso: None,
+        };
+        for i in 0..count {
+            b.hdrs[i].msg_hdr.msg_iov = &mut b.iov[i];
+            b.hdrs[i].msg_hdr.msg_iovlen = 1;
+        }
+        b
+    }
+
+    /// Sends `n` datagrams numbered from `first.seq`, all with `first`'s time; returns how
+    /// many went. Blocks while the socket buffer is full (the unpaced case's back-pressure).
+    fn send(&mut self, sock: &UdpSocket, first: Header, n: usize) -> io::Result<usize> {
+        for i in 0..n {
+            let h = Header {
+                seq: first.seq + i as u64,
+                ..first
+            };
+            h.write(&mut self.bufs[i * self.len..i * self.len + HEADER_LEN]);
+        }
+        if n > 1 && self.gso != Some(false) {
+            match self.send_gso(sock, n) {
+                Ok(done) => return Ok(done),
+                Err(e) if gso::unsupported(&e) => self.gso = Some(false),
+                Err(e) => return transient(e, 0),
+            }
+        }
+        let mut done = 0;
+        while done < n {
+            // SAFETY: `hdrs[done..n]` point at `iov` entries that point into `bufs`, all
+            // owned by `self` and not moved since `new`; the count is within the slice.
+            let rc = unsafe {
+                libc::sendmmsg(
+                    sock.as_raw_fd(),
+                    self.hdrs[done..].as_mut_ptr(),
+                    (n - done) as u32,
+                    0,
+                )
+            };
+            if rc < 0 {
+                return transient(io::Error::last_os_error(), done);
+            }
+            done += rc as usize;
+        }
+        Ok(done)
+    }
+
+    /// The `n` datagrams whose headers are written, in GSO sends of as many as one may carry.
+    fn send_gso(&mut self, sock: &UdpSocket, n: usize) -> io::Result<usize> {
+        let per = gso::segments_per_send(self.len);
+        let mut done = 0;
+        while done < n {
+            let k = (n - done).min(per);
+            let buf = &self.bufs[done * self.len..(done + k) * self.len];
+            match gso::send(sock, buf, self.len) {
+                Ok(_) => {
+                    self.gso = Some(true);
+                    done += k;
+                }
+                Err(e) if done > 0 => return transient(e, done),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Most datagrams one [`Self::send`] takes.
+    fn capacity(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    /// Whether the GSO path is in use.
+    fn uses_gso(&self) -> bool {
+        self.gso == Some(true)
+    }
+}
+
+/// A send error that ends this batch early but not the stream: an ICMP error for an earlier
+/// datagram (the peer closed first) or a full device queue. Returns what went before it.
+fn transient(e: io::Error, done: usize) -> io::Result<usize> {
+    match e.raw_os_error() {
+        Some(libc::ECONNREFUSED | libc::ENOBUFS | libc::EINTR) => {
+            std::thread::yield_now();
+            Ok(done)
+        }
+        _ => Err(e),
+    }
+}
