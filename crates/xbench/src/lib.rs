@@ -47,6 +47,7 @@
 
 #![deny(missing_docs)]
 
+mod api;
 pub mod auth;
 pub mod check;
 pub mod client;
@@ -64,6 +65,7 @@ pub mod tcp_info;
 pub mod time;
 pub mod units;
 
+pub use api::{LatencyBuilder, LocalServer, Test, ThroughputBuilder, blocking, run};
 pub use client::{ClientConfig, ClientEvent};
 pub use config::{
     Direction, EndCondition, SocketOptions, StreamDirection, TestSpec, ThroughputSpec, Workload,
