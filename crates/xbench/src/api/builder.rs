@@ -342,5 +342,5 @@ fn rr_len(bytes: u64) -> Result<NonZeroU32, String> {
     u32::try_from(bytes)
         .ok()
         .and_then(NonZeroU32::new)
-        .ok_or_else(|| "sizes must be at least 1 byte".to_owned())
+        .ok_or_else(|| "must be greater than 0".to_owned())
 }

@@ -1,0 +1,54 @@
+//! A latency assertion: "p99 to the database subnet is under 2 ms". Runs a request/response
+//! test (one-byte requests and responses, 4 flows, 2 s) and exits non-zero when p99 is over
+//! the limit, so a deploy script or CI job can gate on it.
+//!
+//! `latency_check [HOST [LIMIT_MS]]`: HOST runs `xbench server`; without one, an in-process
+//! loopback server stands in (as `xbench client --local`).
+
+#![allow(clippy::print_stdout, clippy::print_stderr)] // an example program owns its terminal
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use xbench::{LocalServer, Test};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let host = args.next();
+    let limit = args.next().and_then(|ms| ms.parse().ok()).unwrap_or(2.0);
+    match p99(host.as_deref(), Duration::from_secs(2)).await {
+        Ok(p99) if p99 <= Duration::from_secs_f64(limit / 1e3) => {
+            println!("ok: p99 {p99:?} is within {limit} ms");
+            ExitCode::SUCCESS
+        }
+        Ok(p99) => {
+            println!("FAIL: p99 {p99:?} is over {limit} ms");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("latency_check: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The p99 of a `duration`-long test to `host`, or to an in-process server without one.
+pub(crate) async fn p99(
+    host: Option<&str>,
+    duration: Duration,
+) -> Result<Duration, Box<dyn std::error::Error>> {
+    let test = Test::latency().flows(4).duration(duration);
+    let report = match host {
+        Some(h) => xbench::run(&test.client(h)?).await?,
+        None => {
+            let server = LocalServer::start(None).await?;
+            let report = xbench::run(&server.client_config(test.build()?, None)).await;
+            server.stop().await?;
+            report?
+        }
+    };
+    report
+        .latency_percentile(99.0)
+        .ok_or_else(|| format!("no transaction completed: {report}").into())
+}
