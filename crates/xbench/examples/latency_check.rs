@@ -2,8 +2,9 @@
 //! test (one-byte requests and responses, 4 flows, 2 s) and exits non-zero when p99 is over
 //! the limit, so a deploy script or CI job can gate on it.
 //!
-//! `latency_check [HOST [LIMIT_MS]]`: HOST runs `xbench server`; without one, an in-process
-//! loopback server stands in (as `xbench client --local`).
+//! `latency_check [HOST [LIMIT_MS [PORT]]]`: HOST runs `xbench server` (on PORT, 5201 by
+//! default); without one, or with `local`,
+//! an in-process loopback server stands in (as `xbench client --local`).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // an example program owns its terminal
 
@@ -15,9 +16,10 @@ use xbench::{LocalServer, Test};
 #[tokio::main]
 async fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
-    let host = args.next();
+    let host = args.next().filter(|h| h != "local");
     let limit = args.next().and_then(|ms| ms.parse().ok()).unwrap_or(2.0);
-    match p99(host.as_deref(), Duration::from_secs(2)).await {
+    let port = args.next().and_then(|p| p.parse().ok());
+    match p99(host.as_deref(), port, Duration::from_secs(2)).await {
         Ok(p99) if p99 <= Duration::from_secs_f64(limit / 1e3) => {
             println!("ok: p99 {p99:?} is within {limit} ms");
             ExitCode::SUCCESS
@@ -33,14 +35,20 @@ async fn main() -> ExitCode {
     }
 }
 
-/// The p99 of a `duration`-long test to `host`, or to an in-process server without one.
+/// The p99 of a `duration`-long test to `host` (on `port`, or the default), or to an
+/// in-process server without one.
 pub(crate) async fn p99(
     host: Option<&str>,
+    port: Option<u16>,
     duration: Duration,
 ) -> Result<Duration, Box<dyn std::error::Error>> {
     let test = Test::latency().flows(4).duration(duration);
     let report = match host {
-        Some(h) => xbench::run(&test.client(h)?).await?,
+        Some(h) => {
+            let mut config = test.client(h)?;
+            config.port = port.unwrap_or(config.port);
+            xbench::run(&config).await?
+        }
         None => {
             let server = LocalServer::start(None).await?;
             let report = xbench::run(&server.client_config(test.build()?, None)).await;
