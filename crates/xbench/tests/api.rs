@@ -219,3 +219,52 @@ async fn a_stopped_local_server_refuses_connections() {
     let e = xbench::run(&config).await.unwrap_err();
     assert!(matches!(e, xbench::Error::Connect { .. }), "{e}");
 }
+
+#[test]
+fn server_limits_are_checked_as_the_cli_checks_them() {
+    use xbench::{Limits, ServerConfig};
+    ServerConfig::default().check().unwrap();
+    let check = |l: Limits| l.check().unwrap_err();
+    let e = check(Limits {
+        max_flows: 100,
+        max_handshakes: 199,
+        ..Limits::default()
+    });
+    assert_eq!(e.field, "--max-handshakes");
+    assert_eq!(
+        e.reason,
+        "199 is below twice --max-flows (200); a test with --max-flows connections could not \
+         open them"
+    );
+    Limits {
+        max_flows: 100,
+        max_handshakes: 200,
+        ..Limits::default()
+    }
+    .check()
+    .unwrap();
+    let e = check(Limits {
+        max_tests: 0,
+        ..Limits::default()
+    });
+    assert_eq!(
+        (e.field, e.reason.as_str()),
+        ("--max-tests", "must be at least 1")
+    );
+    let e = check(Limits {
+        max_duration: Duration::from_secs(8 * 24 * 3600),
+        ..Limits::default()
+    });
+    assert_eq!(
+        (e.field, e.reason.as_str()),
+        ("--max-duration", "at most 604800 s (a week)")
+    );
+    let e = check(Limits {
+        max_block_len: 65 << 20,
+        ..Limits::default()
+    });
+    assert_eq!(
+        (e.field, e.reason.as_str()),
+        ("--max-block-len", "at most 64 MiB")
+    );
+}

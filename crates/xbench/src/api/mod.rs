@@ -11,6 +11,7 @@ pub mod blocking;
 mod builder;
 mod display;
 mod figures;
+mod limits;
 mod local;
 
 pub use builder::{LatencyBuilder, Test, ThroughputBuilder};
