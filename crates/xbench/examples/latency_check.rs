@@ -17,15 +17,24 @@ use xbench::{LocalServer, Test};
 async fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let host = args.next().filter(|h| h != "local");
-    let limit = args.next().and_then(|ms| ms.parse().ok()).unwrap_or(2.0);
-    let port = args.next().and_then(|p| p.parse().ok());
+    let (Some(limit), Some(port)) = (
+        args.next().map_or(Some(2.0), |ms| ms.parse::<f64>().ok()),
+        args.next().map_or(Some(None), |p| p.parse().ok().map(Some)),
+    ) else {
+        eprintln!("usage: latency_check [HOST|local [LIMIT_MS [PORT]]]");
+        return ExitCode::from(2);
+    };
+    let Ok(limit) = Duration::try_from_secs_f64(limit / 1e3) else {
+        eprintln!("latency_check: the limit must be a positive number of milliseconds");
+        return ExitCode::from(2);
+    };
     match p99(host.as_deref(), port, Duration::from_secs(2)).await {
-        Ok(p99) if p99 <= Duration::from_secs_f64(limit / 1e3) => {
-            println!("ok: p99 {p99:?} is within {limit} ms");
+        Ok(p99) if within(p99, limit) => {
+            println!("ok: p99 {p99:?} is within {limit:?}");
             ExitCode::SUCCESS
         }
         Ok(p99) => {
-            println!("FAIL: p99 {p99:?} is over {limit} ms");
+            println!("FAIL: p99 {p99:?} is over {limit:?}");
             ExitCode::FAILURE
         }
         Err(e) => {
@@ -33,6 +42,11 @@ async fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The assertion: a p99 equal to the limit passes.
+pub(crate) fn within(p99: Duration, limit: Duration) -> bool {
+    p99 <= limit
 }
 
 /// The p99 of a `duration`-long test to `host` (on `port`, or the default), or to an
