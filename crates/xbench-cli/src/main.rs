@@ -4,6 +4,8 @@
 
 #![allow(clippy::print_stderr)] // the binary owns the terminal
 
+#[cfg(test)]
+mod builder_parity;
 mod cli;
 mod cmd;
 mod exit;

@@ -49,6 +49,7 @@
 
 #![deny(missing_docs)]
 
+mod api;
 pub mod auth;
 pub mod check;
 pub mod client;
@@ -66,6 +67,7 @@ pub mod tcp_info;
 pub mod time;
 pub mod units;
 
+pub use api::{LatencyBuilder, LocalServer, Test, ThroughputBuilder, blocking, run};
 pub use client::{ClientConfig, ClientEvent};
 pub use config::{
     Direction, EndCondition, SocketOptions, StreamDirection, TestSpec, ThroughputSpec, Workload,

@@ -4,52 +4,36 @@
 //! written).
 
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr};
 
 use anyhow::Context;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use xbench::auth::Psk;
-use xbench::{Server, ServerConfig};
 
 use crate::exit::Exit;
 
-/// A server on a free loopback port, in this process, stopped by [`LocalServer::stop`].
+/// The library's in-process server (one implementation for the CLI and embedders), with the
+/// CLI's context on its errors.
 #[derive(Debug)]
 pub(crate) struct LocalServer {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), xbench::Error>>,
+    server: xbench::LocalServer,
     pub(crate) port: u16,
 }
 
 impl LocalServer {
     /// Starts one, with the client's key if it has one.
     pub(crate) async fn start(psk: Option<Psk>) -> anyhow::Result<Self> {
-        let server = Server::bind(ServerConfig {
-            bind: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
-            port: 0,
-            psk,
-            ..ServerConfig::default()
-        })
-        .await
-        .context("cannot start the in-process server")?;
-        let port = server
-            .local_addrs()
-            .first()
-            .map(|a| a.port())
-            .context("the in-process server has no address")?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        Ok(LocalServer { stop, task, port })
+        let server = xbench::LocalServer::start(psk)
+            .await
+            .context("cannot start the in-process server")?;
+        let port = server.port();
+        Ok(LocalServer { server, port })
     }
 
     /// Stops it and waits for its tests to wind down, for at most 2 s: a test the client has
-    /// given up on (a second Ctrl-C) must not hold the process.
+    /// given up on (a second Ctrl-C) must not hold the process. Its own failure changes
+    /// nothing by then: the test's results are out.
     pub(crate) async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.task).await;
+        let _ = self.server.stop().await;
     }
 }
 
