@@ -270,6 +270,9 @@ impl TestSpec {
     }
 
     /// Checks every bound; the server calls this on what a client sent.
+    ///
+    /// Longer than most: a flat list of checks, one per bound, each naming its flag, so every
+    /// bound and its message can be read in one place.
     pub fn validate(&self) -> Result<(), SpecError> {
         let err = |field, reason: String| Err(SpecError { field, reason });
         match self.end {

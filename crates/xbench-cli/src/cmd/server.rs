@@ -9,17 +9,6 @@ use crate::cli::{LogFormat, ServerArgs};
 use crate::exit::{Exit, UsageError};
 
 pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
-    // A request/response test opens all its connections at once, each holding a handshake
-    // slot until it finds its test: fewer slots than that would refuse the tests it allows.
-    let needed = 2 * usize::from(args.max_flows);
-    if args.max_handshakes < needed {
-        return Err(UsageError(format!(
-            "--max-handshakes {} is below twice --max-flows ({needed}); a test with \
-             --max-flows connections could not open them",
-            args.max_handshakes
-        ))
-        .into());
-    }
     init_logging(args.log_format);
     let psk = match &args.psk_file {
         Some(path) => {
@@ -48,6 +37,9 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
         psk,
         allow: args.allow.clone(),
     };
+    // The library's bounds (--max-handshakes at least twice --max-flows among them), in the
+    // same words a program embedding the server gets.
+    config.check().map_err(|e| UsageError(e.to_string()))?;
     if config.psk.is_none() {
         info!("no --psk-file: any client that can reach this port may run tests");
     }

@@ -238,6 +238,10 @@ impl<'c> Ended<'c> {
     /// No new transactions; lets those in flight finish (bounded by the drain timeout) so
     /// both ends count the same ones, then takes the workers' last figures and stops them.
     /// `give_up` (a second Ctrl-C) abandons the transactions in flight at once.
+    ///
+    /// Longer than most: one `select!` over the workers' reports, the drain deadline and a
+    /// second Ctrl-C, whose arms share the loop's state (workers done, abandoned, outcome);
+    /// split up, that state would travel through every piece.
     async fn drain<G: Future<Output = ()>>(
         self,
         give_up: &mut GiveUp<G>,

@@ -20,7 +20,7 @@ use crate::control::keepalive;
 use crate::error::Error;
 use crate::proto::{
     self, AuthProof, Channel, Cookie, DataHello, ErrorMsg, Hello, Message, MessageReader,
-    PROTOCOL_VERSION, Preamble, ProtoError, Ready,
+    PROTOCOL_VERSION, Preamble, ProtoError, Ready, Welcome,
 };
 use crate::report::{
     CpuReport, Interval, Outcome, PeerInfo, RrReport, SCHEMA_VERSION, SocketReport, StreamInfo,
@@ -192,50 +192,15 @@ pub(crate) struct ReportBody {
     pub(crate) warnings: Vec<String>,
 }
 
+/// The control handshake: preambles, Hello/Welcome, and with a key the mutual proof; returns
+/// the server's identity and the session key the data connections sign with.
 async fn handshake(
     rd: &mut MessageReader<OwnedReadHalf>,
     wr: &mut OwnedWriteHalf,
     addr: &str,
     psk: Option<&Psk>,
 ) -> Result<(PeerInfo, Option<SessionKey>), Error> {
-    let proto_err = |cause| Error::Protocol {
-        addr: addr.to_owned(),
-        cause,
-    };
-    wr.write_all(&Preamble::new(Channel::Control).encode())
-        .await
-        .map_err(|e| Error::io(format!("writing to {addr}"), e))?;
-    let waited = Duration::from_secs(5);
-    let mut pre = [0u8; proto::PREAMBLE_LEN];
-    let not_xbench = || Error::NotXbench {
-        addr: addr.to_owned(),
-        waited,
-        hint: " (an iperf3 server waits silently like this; `xbench client` needs `xbench server`)",
-    };
-    match tokio::time::timeout(waited, rd.inner_mut().read_exact(&mut pre)).await {
-        Err(_) => return Err(not_xbench()),
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-            return Err(Error::NotXbench {
-                addr: addr.to_owned(),
-                waited,
-                hint: " (it closed the connection)",
-            });
-        }
-        Ok(Err(e)) => return Err(Error::io(format!("reading from {addr}"), e)),
-        Ok(Ok(_)) => {}
-    }
-    let pre = Preamble::decode(&pre).map_err(|_| Error::NotXbench {
-        addr: addr.to_owned(),
-        waited,
-        hint: " (it answered with something else)",
-    })?;
-    if pre.version != PROTOCOL_VERSION {
-        return Err(Error::VersionMismatch {
-            addr: addr.to_owned(),
-            client: PROTOCOL_VERSION,
-            server: pre.version,
-        });
-    }
+    let pre = exchange_preambles(rd, wr, addr).await?;
     let nonce = Nonce::random().map_err(|e| Error::io("drawing a random nonce", e))?;
     proto::write_message(
         wr,
@@ -245,46 +210,103 @@ async fn handshake(
         }),
     )
     .await
-    .map_err(|e| proto_err(proto::ProtoError::Io(e.kind(), e.to_string())))?;
+    .map_err(|e| write_err(addr, e))?;
     let w = match expect(rd, addr, "waiting for the server's welcome").await? {
         Message::Welcome(w) => w,
         other => return Err(unexpected(other, addr, "waiting for the server's welcome")),
     };
-    let auth_err = |reason: &str| Error::Auth {
-        addr: addr.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let key = match (psk, w.auth_required, w.proof) {
-        (None, false, _) => None,
-        (None, true, _) => {
-            return Err(auth_err(
-                "the server requires a pre-shared key: pass --psk-file with the server's key",
-            ));
-        }
-        (Some(_), false, _) | (Some(_), true, None) => {
-            return Err(auth_err(
-                "the server has no pre-shared key, so it cannot prove who it is; refusing to \
-                 run with --psk-file against it (start it with --psk-file too)",
-            ));
-        }
-        (Some(k), true, Some(proof)) => {
-            if !k.verify_server(&nonce, &w.nonce, &proof) {
-                return Err(auth_err(
-                    "the server could not prove it holds this pre-shared key: the keys differ",
-                ));
-            }
-            let mine = k.client_proof(&nonce, &w.nonce);
-            proto::write_message(wr, &Message::Auth(AuthProof { proof: mine }))
-                .await
-                .map_err(|e| proto_err(proto::ProtoError::Io(e.kind(), e.to_string())))?;
-            Some(k.session_key(&nonce, &w.nonce))
-        }
-    };
+    let key = authenticate(wr, addr, psk, &nonce, &w).await?;
     let peer = PeerInfo {
         software: w.software,
         protocol: pre.version,
     };
     Ok((peer, key))
+}
+
+fn write_err(addr: &str, e: std::io::Error) -> Error {
+    Error::Protocol {
+        addr: addr.to_owned(),
+        cause: proto::ProtoError::Io(e.kind(), e.to_string()),
+    }
+}
+
+/// Sends our preamble and reads the server's, telling apart a silent or foreign server
+/// (iperf3's waits silently) and another protocol version.
+async fn exchange_preambles(
+    rd: &mut MessageReader<OwnedReadHalf>,
+    wr: &mut OwnedWriteHalf,
+    addr: &str,
+) -> Result<Preamble, Error> {
+    wr.write_all(&Preamble::new(Channel::Control).encode())
+        .await
+        .map_err(|e| Error::io(format!("writing to {addr}"), e))?;
+    let waited = Duration::from_secs(5);
+    let not_xbench = |hint| Error::NotXbench {
+        addr: addr.to_owned(),
+        waited,
+        hint,
+    };
+    let mut pre = [0u8; proto::PREAMBLE_LEN];
+    match tokio::time::timeout(waited, rd.inner_mut().read_exact(&mut pre)).await {
+        Err(_) => {
+            return Err(not_xbench(
+                " (an iperf3 server waits silently like this; `xbench client` needs `xbench server`)",
+            ));
+        }
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(not_xbench(" (it closed the connection)"));
+        }
+        Ok(Err(e)) => return Err(Error::io(format!("reading from {addr}"), e)),
+        Ok(Ok(_)) => {}
+    }
+    let pre =
+        Preamble::decode(&pre).map_err(|_| not_xbench(" (it answered with something else)"))?;
+    if pre.version != PROTOCOL_VERSION {
+        return Err(Error::VersionMismatch {
+            addr: addr.to_owned(),
+            client: PROTOCOL_VERSION,
+            server: pre.version,
+        });
+    }
+    Ok(pre)
+}
+
+/// With a key, checks the server's proof and sends ours, and derives the session key; without
+/// one, refuses a server that wants a key. A client with a key refuses a server without one:
+/// it could not tell that server from an impostor.
+async fn authenticate(
+    wr: &mut OwnedWriteHalf,
+    addr: &str,
+    psk: Option<&Psk>,
+    nonce: &Nonce,
+    w: &Welcome,
+) -> Result<Option<SessionKey>, Error> {
+    let auth_err = |reason: &str| Error::Auth {
+        addr: addr.to_owned(),
+        reason: reason.to_owned(),
+    };
+    match (psk, w.auth_required, &w.proof) {
+        (None, false, _) => Ok(None),
+        (None, true, _) => Err(auth_err(
+            "the server requires a pre-shared key: pass --psk-file with the server's key",
+        )),
+        (Some(_), false, _) | (Some(_), true, None) => Err(auth_err(
+            "the server has no pre-shared key, so it cannot prove who it is; refusing to \
+             run with --psk-file against it (start it with --psk-file too)",
+        )),
+        (Some(k), true, Some(proof)) => {
+            if !k.verify_server(nonce, &w.nonce, proof) {
+                return Err(auth_err(
+                    "the server could not prove it holds this pre-shared key: the keys differ",
+                ));
+            }
+            let mine = k.client_proof(nonce, &w.nonce);
+            proto::write_message(wr, &Message::Auth(AuthProof { proof: mine }))
+                .await
+                .map_err(|e| write_err(addr, e))?;
+            Ok(Some(k.session_key(nonce, &w.nonce)))
+        }
+    }
 }
 
 pub(crate) async fn send(wr: &mut OwnedWriteHalf, msg: &Message, addr: &str) -> Result<(), Error> {
