@@ -31,7 +31,11 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     }
     let frac = match s.get(19..s.len() - 1)? {
         "" => 0.0,
-        f if f.starts_with('.') => format!("0{f}").parse::<f64>().ok()?,
+        // Digits only: f64's parser would take "4E056" too, and a fraction that large
+        // overflows the Duration (the fuzzer's find).
+        f if f.len() > 1 && f.starts_with('.') && f.bytes().skip(1).all(|c| c.is_ascii_digit()) => {
+            format!("0{f}").parse::<f64>().ok()?
+        }
         _ => return None,
     };
     let days = days_from_civil(y, m as u32, d as u32);
@@ -73,6 +77,16 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_fraction_is_digits_only() {
+        // The fuzzer's crash: f64 parsing took the exponent, and 0.4e56 s overflowed.
+        assert_eq!(parse_rfc3339("2026-11-22T22:05:23.4E056Z"), None);
+        assert_eq!(parse_rfc3339("2026-11-22T22:05:23.Z"), None);
+        assert_eq!(parse_rfc3339("2026-11-22T22:05:23.+5Z"), None);
+        let t = parse_rfc3339("2026-11-22T22:45:23.456Z").unwrap();
+        assert_eq!(rfc3339(t), "2026-11-22T22:45:23.456Z");
+    }
 
     #[test]
     fn known_instants() {
