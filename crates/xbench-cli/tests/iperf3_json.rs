@@ -2,7 +2,7 @@
 //!
 //! The fixtures in `fixtures/iperf3/` are Debian's iperf3 3.12 on loopback
 //! (`iperf3 -c 127.0.0.1 -t 2 -J [-R | --bidir | -P 4 | -O 1 | -u [-R | --bidir]]`, and one
-//! against a closed port for `error.json`). For each kind of test, xbench's document must have
+//! against a closed port for `error.json`; `scripts/iperf3-json-fixtures` makes them). For each kind of test, xbench's document must have
 //! the fixture's keys, recursively and with the same JSON types, except the differences listed
 //! with their reason; its figures must be xbench's own (`--json-file` of the same run); and
 //! xbench's iperf3 importer (`xbench report`) must read it back to the same figures.
