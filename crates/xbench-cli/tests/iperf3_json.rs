@@ -19,9 +19,11 @@ use serde_json::Value;
 use common::{TempDir, assert_usage_errors, xbench};
 
 /// Every node of a document as (path, JSON type); array elements share the path `…[]`, so a
-/// key present in any element counts once.
-fn shape(v: &Value) -> BTreeSet<(String, &'static str)> {
-    fn walk(v: &Value, path: &str, out: &mut BTreeSet<(String, &'static str)>) {
+/// key present in any element counts once. Each object in an array also counts as
+/// (path, its keys), so that elements of two kinds (a sending and a receiving stream) must
+/// each have their own keys, not only the union of both.
+fn shape(v: &Value) -> BTreeSet<(String, String)> {
+    fn walk(v: &Value, path: &str, out: &mut BTreeSet<(String, String)>) {
         let kind = match v {
             Value::Null => "null",
             Value::Bool(_) => "boolean",
@@ -30,7 +32,11 @@ fn shape(v: &Value) -> BTreeSet<(String, &'static str)> {
             Value::Array(_) => "array",
             Value::Object(_) => "object",
         };
-        out.insert((path.to_owned(), kind));
+        out.insert((path.to_owned(), kind.to_owned()));
+        if let (true, Value::Object(o)) = (path.ends_with("[]"), v) {
+            let keys: Vec<&str> = o.keys().map(String::as_str).collect();
+            out.insert((path.to_owned(), format!("object with {}", keys.join(","))));
+        }
         match v {
             Value::Array(a) => a.iter().for_each(|e| walk(e, &format!("{path}[]"), out)),
             Value::Object(o) => o
@@ -54,12 +60,12 @@ fn fixture(name: &str) -> Value {
 /// each allowed path must really differ, so the list cannot go stale.
 fn assert_same_shape(kind: &str, ours: &Value, theirs: &Value, allowed: &[(&str, &str)]) {
     let (a, b) = (shape(ours), shape(theirs));
-    let differ: BTreeSet<&(String, &str)> = a.symmetric_difference(&b).collect();
+    let differ: BTreeSet<&(String, String)> = a.symmetric_difference(&b).collect();
     let unexplained: Vec<String> = differ
         .iter()
         .filter(|(p, _)| !allowed.iter().any(|(q, _)| p == q))
         .map(|(p, t)| {
-            let side = if a.contains(&(p.clone(), *t)) {
+            let side = if a.contains(&(p.clone(), t.clone())) {
                 "only xbench"
             } else {
                 "only iperf3"

@@ -11,7 +11,6 @@
 //! with `--bidir`, of the other (`…_bidir_reverse`).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -57,13 +56,11 @@ pub(crate) fn document(r: &TestReport, ctx: &Context) -> String {
                 .map(|u| u.intervals.iter().map(|iv| udp_interval(iv, tp)).collect())
                 .unwrap_or_default()
         } else {
-            {
-                let pmtus = pmtus(r);
-                r.intervals
-                    .iter()
-                    .map(|iv| tcp_interval(iv, tp, &pmtus))
-                    .collect()
-            }
+            let pmtus = pmtus(r);
+            r.intervals
+                .iter()
+                .map(|iv| tcp_interval(iv, tp, &pmtus))
+                .collect()
         },
         end: if tp.udp.is_some() {
             udp_end(r, tp)
@@ -367,14 +364,14 @@ fn start(r: &TestReport, tp: &ThroughputSpec, ctx: &Context) -> Start {
     }
 }
 
+/// A data connection from the client's side, as iperf3's client lists them.
 fn connected(s: &StreamInfo) -> Connected {
-    let (l, rm): (SocketAddr, SocketAddr) = (s.client_addr, s.server_addr);
     Connected {
         socket: s.id,
-        local_host: l.ip().to_string(),
-        local_port: l.port(),
-        remote_host: rm.ip().to_string(),
-        remote_port: rm.port(),
+        local_host: s.client_addr.ip().to_string(),
+        local_port: s.client_addr.port(),
+        remote_host: s.server_addr.ip().to_string(),
+        remote_port: s.server_addr.port(),
     }
 }
 
