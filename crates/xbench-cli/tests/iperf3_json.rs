@@ -248,6 +248,8 @@ fn assert_round_trip(doc: &Value, report: &Value, directions: &[&str]) {
     }
     let streams = report["spec"]["workload"]["throughput"]["streams"].as_u64();
     assert_eq!(run.key.streams.map(u64::from), streams);
+    // xbench measured it: it joins xbench's cells, not iperf3's.
+    assert_eq!(run.key.tool, xbench_report::cell::Tool::Xbench);
 }
 
 /// Differences every TCP document has from iperf3's: none. (With --bidir, iperf3 3.12 writes
