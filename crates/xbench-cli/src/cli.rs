@@ -116,6 +116,16 @@ pub(crate) enum LogFormat {
     Json,
 }
 
+/// The layout of `xbench client --json`'s document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub(crate) enum JsonFormat {
+    /// xbench's report (crates/xbench/schema/report.schema.json).
+    #[default]
+    Xbench,
+    /// iperf3 3.12's `-J` document.
+    Iperf3,
+}
+
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("end").args(["time", "bytes"]))]
 #[command(group = clap::ArgGroup::new("dir").args(["reverse", "bidir"]))]
@@ -235,6 +245,13 @@ pub(crate) struct ClientArgs {
     /// Print one JSON document at the end.
     #[arg(short = 'J', long)]
     pub(crate) json: bool,
+
+    /// Layout of --json's document: xbench's own report, or iperf3 3.12's -J shape (start,
+    /// intervals, end.sum_sent, end.sum_received, end.streams, cpu_utilization_percent…) for
+    /// scripts written for iperf3; TCP and UDP throughput tests. --json-file keeps xbench's
+    /// report. Which figure fills which iperf3 key: the README's "iperf3's JSON".
+    #[arg(long, value_enum, default_value_t, value_name = "LAYOUT")]
+    pub(crate) json_format: JsonFormat,
 
     /// Print one JSON event per line as the test runs.
     #[arg(long)]

@@ -17,7 +17,7 @@ use xbench::config::{
 use xbench_report::{ThroughputUnit, layout};
 use xbench_sweep::{SweepPlan, Target};
 
-use crate::cli::ClientArgs;
+use crate::cli::{ClientArgs, JsonFormat};
 use crate::exit::UsageError;
 use crate::render::netperf;
 
@@ -58,6 +58,8 @@ pub(crate) enum Style {
     Text,
     /// One JSON document at the end (`--json`).
     Json,
+    /// One JSON document at the end in iperf3's `-J` shape (`--json --json-format iperf3`).
+    Iperf3Json,
     /// One JSON event per line as the test runs (`--json-stream`).
     JsonStream,
     /// Nothing live, the selected figures at the end (`--fields`).
@@ -89,6 +91,7 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
         }
     }
     refuse_unit_without_rates(&a)?;
+    refuse_iperf3_json_without_its_shape(&a)?;
     let target = target(&a);
     let spec = spec(&a)?;
     let psk = target.read_key().map_err(|e| UsageError(e.to_string()))?;
@@ -164,6 +167,36 @@ fn refuse_single_test_outputs(a: &ClientArgs) -> Result<(), UsageError> {
     Ok(())
 }
 
+/// `--json-format iperf3` where iperf3's `-J` document has nothing to describe, or where no
+/// `--json` document is printed: refused, not ignored.
+fn refuse_iperf3_json_without_its_shape(a: &ClientArgs) -> Result<(), UsageError> {
+    if a.json_format != JsonFormat::Iperf3 {
+        return Ok(());
+    }
+    if a.rr || a.crr {
+        return Err(UsageError(
+            "--json-format iperf3: iperf3 has no request/response tests, so its JSON has no \
+             shape for --rr or --crr; leave out --json-format"
+                .into(),
+        ));
+    }
+    if wants_sweep(a) {
+        return Err(UsageError(
+            "--json-format iperf3 describes a single test; a sweep's --json and --save keep \
+             xbench's layout (give one value of -P and -w, without --repeat or --save)"
+                .into(),
+        ));
+    }
+    if !a.json {
+        return Err(UsageError(
+            "--json-format applies to --json (-J): add -J (--json-file and --json-stream keep \
+             xbench's layout)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// `-f`/`--unit` where no rate it could apply to is printed: refused, not ignored.
 fn refuse_unit_without_rates(a: &ClientArgs) -> Result<(), UsageError> {
     if a.unit.is_none() {
@@ -207,7 +240,9 @@ fn target(a: &ClientArgs) -> Target {
 
 /// How a single test is printed.
 fn style(a: &ClientArgs) -> Style {
-    if a.json {
+    if a.json && a.json_format == JsonFormat::Iperf3 {
+        Style::Iperf3Json
+    } else if a.json {
         Style::Json
     } else if a.json_stream {
         Style::JsonStream

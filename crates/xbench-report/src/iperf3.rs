@@ -4,7 +4,9 @@
 //! Only the figures a comparison uses are read: the receiver's rate per direction, the
 //! sender's retransmits and mean RTT, and the per-interval rate, retransmits and congestion
 //! windows. iperf3 TCP tests only; UDP and SCTP results are refused with a reason. The label
-//! comes from iperf3's `--title` when it was given. This module does not walk directories.
+//! comes from iperf3's `--title` when it was given. A document `xbench client --json-format
+//! iperf3` wrote (its `start.version` names xbench) is xbench's measurement and joins xbench's
+//! cells, not iperf3's. This module does not walk directories.
 
 use std::path::PathBuf;
 
@@ -128,13 +130,22 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
         .filter(|t| !t.is_empty())
         .unwrap_or(label)
         .to_owned();
+    // `xbench client --json-format iperf3` writes `xbench 0.1.0 (iperf 3.12 JSON)`.
+    let tool = if start["version"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("xbench "))
+    {
+        Tool::Xbench
+    } else {
+        Tool::Iperf3
+    };
     Ok(Run {
         path,
         label,
         key: CellKey {
             kind: Kind::Throughput,
             direction: Some(direction),
-            tool: Tool::Iperf3,
+            tool,
             streams: Some(streams),
             window,
             request_bytes: None,
@@ -195,6 +206,15 @@ mod tests {
         assert_eq!(d[0].retransmits, 10);
         assert_eq!(d[0].rtt_mean_us, Some(1151.0));
         assert_eq!(d[0].timeline[0].cwnd_bytes, [785_796, 600_000]);
+    }
+
+    #[test]
+    fn xbenchs_own_iperf3_json_is_an_xbench_run() {
+        let mut v: Value = serde_json::from_str(TWO_STREAMS).unwrap();
+        v["start"]["version"] = "xbench 0.1.0 (iperf 3.12 JSON)".into();
+        let run = to_run(&v, "x.json".into(), "dir").unwrap();
+        assert_eq!(run.key.tool, Tool::Xbench);
+        assert_eq!(run.key.streams, Some(2));
     }
 
     #[test]

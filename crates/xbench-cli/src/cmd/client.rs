@@ -13,6 +13,7 @@ use xbench::report::{Outcome, RrReport, TestReport};
 use crate::cmd::local::{LocalServer, ctrl_c_twice};
 use crate::exit::Exit;
 use crate::plan::{Single, Style};
+use crate::render::iperf3_json;
 use crate::render::json::{self, Event};
 use crate::render::netperf;
 use crate::render::rr::RrText;
@@ -105,6 +106,8 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
             write_err = Some(e);
         }
     };
+    // The cookie is drawn before the test, as iperf3 draws its own.
+    let iperf3 = iperf3_json::Context::new();
     let started_at = SystemTime::now();
     let result = xbench::client::run_with_give_up(&config, &mut on_event, cancel, give_up).await;
     let report = match result {
@@ -116,6 +119,11 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
             return exit;
         }
         Err(e) => {
+            // iperf3 -J reports a test that could not run as a document with an `error`.
+            if style == Style::Iperf3Json {
+                out(&iperf3_json::error_document(&e.to_string(), &iperf3))
+                    .context("writing results")?;
+            }
             return Err(e).with_context(|| match &target.host {
                 Some(h) => format!("test against {h} failed"),
                 None => "test against the in-process server failed".to_owned(),
@@ -138,6 +146,7 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         Style::Text if is_udp => udp_text.summary(&report),
         Style::Text => Text::new(&config.spec).unit(unit).summary(&report),
         Style::Json => json::document(&report),
+        Style::Iperf3Json => iperf3_json::document(&report, &iperf3),
         Style::JsonStream => json::event_line(&Event::End { report: &report }),
         Style::Fields(fields, format) => netperf::render(&report, &fields.0, *format, unit),
     };
@@ -171,6 +180,11 @@ fn interrupted_before_data(
     }
     match style {
         Style::Json => out(&json::document(report)).context("writing results")?,
+        Style::Iperf3Json => out(&iperf3_json::error_document(
+            &why.to_string(),
+            &iperf3_json::Context::new(),
+        ))
+        .context("writing results")?,
         Style::JsonStream => {
             out(&json::event_line(&Event::End { report })).context("writing results")?
         }
