@@ -671,6 +671,15 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub(crate) no_rr: bool,
 
+    /// Also run UDP tests at these offered rates (as -u -b takes them: 10M,50M,100M), one
+    /// stream each: loss and jitter vs offered rate on every path (udp.svg).
+    #[arg(long = "udp", value_name = "RATE,…", value_parser = parse::udp_rates)]
+    pub(crate) udp: Option<parse::List<u64>>,
+
+    /// Datagram sizes of the UDP tests, bytes (as -u -l takes them) [default: 1448].
+    #[arg(long = "udp-length", value_name = "LEN,…", requires = "udp", value_parser = parse::length_list)]
+    pub(crate) udp_length: Option<parse::List<std::num::NonZeroU32>>,
+
     /// Directory for the results: every run saved as `xbench client --save` does
     /// (DIR/LABEL/CELL/run-N.json, LABEL the path), the comparison in DIR/report.md and the
     /// charts in DIR/*.svg.

@@ -352,6 +352,12 @@ pub(crate) fn bitrate_arg(s: &str) -> Result<Bitrates, String> {
     })
 }
 
+/// `lab run --udp`: offered rates, each above 0 (an unpaced test measures the host, not the
+/// path).
+pub(crate) fn udp_rates(s: &str) -> Result<List<u64>, String> {
+    list(s, bitrate)
+}
+
 /// `-l`: one length, or with `-u` a list of datagram sizes to sweep (`64,1400`).
 pub(crate) fn length_list(s: &str) -> Result<List<NonZeroU32>, String> {
     list(s, block_len)
