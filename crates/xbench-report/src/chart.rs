@@ -281,6 +281,20 @@ pub fn plan(
             }
         }
     };
+    if matches!(
+        kind,
+        ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
+    ) && tp.is_empty()
+        && !udp.is_empty()
+    {
+        return Err(ChartError::Nothing {
+            kind: kind.name(),
+            reason: format!(
+                "it draws TCP throughput runs, and these are UDP ({}); use --chart udp",
+                some_files(&udp)
+            ),
+        });
+    }
     let (mine, others) = match kind {
         ChartKind::Latency => (rr, tp.len() + udp.len()),
         ChartKind::Udp => (udp, tp.len() + rr.len()),
@@ -1834,6 +1848,9 @@ mod tests {
         let c = plan(&mixed, Some(ChartKind::Udp), ThroughputUnit::Mbits).unwrap();
         assert_eq!(c.left_out, 1);
         assert!(plan(&mixed[7..], Some(ChartKind::Udp), ThroughputUnit::Mbits).is_err());
+        // A TCP chart of UDP runs says which chart draws them.
+        let e = plan(&runs, Some(ChartKind::Timeline), ThroughputUnit::Mbits).unwrap_err();
+        assert!(e.to_string().contains("use --chart udp"), "{e}");
     }
 
     #[test]
