@@ -5,9 +5,10 @@
 //! For each group and each [`Metric`] that applies to it, the baseline's runs and the
 //! candidate's are compared with a one-sided test of "the candidate is worse than the baseline
 //! by more than the allowance": Welch's t-test for throughput-like figures (bits and
-//! transactions per second), the Mann-Whitney U rank test for latency percentiles, whose
-//! spread from run to run is skewed. The allowance (`max_regression`, 5 % by default) moves the
-//! null hypothesis, so a cell fails only when the data show, at the confidence asked for, a
+//! transactions per second, a UDP cell's received rate), the Mann-Whitney U rank test for
+//! latency percentiles, whose spread from run to run is skewed, and for UDP loss and jitter.
+//! The allowance (`max_regression`, 5 % by default) moves the null hypothesis, so a cell fails
+//! only when the data show, at the confidence asked for, a
 //! loss larger than what was allowed: throughput below 95 % of the baseline's, or latency above
 //! 105 % of it. The unit of replication is the run; samples inside one run are not independent.
 //!
