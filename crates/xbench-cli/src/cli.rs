@@ -174,9 +174,9 @@ pub(crate) struct ClientArgs {
 
     /// Bytes per write/read call (default 128K); with -u, bytes of UDP payload per datagram,
     /// xbench's 24-byte header included (default 1448; above 1472 a 1500-byte-MTU path
-    /// fragments them).
-    #[arg(allow_negative_numbers = true, short = 'l', long = "length", value_name = "LEN", value_parser = parse::block_len)]
-    pub(crate) length: Option<NonZeroU32>,
+    /// fragments them); with -u, a list (64,1400) sweeps.
+    #[arg(allow_negative_numbers = true, short = 'l', long = "length", value_name = "LEN[,…]", value_parser = parse::length_list)]
+    pub(crate) length: Option<parse::List<NonZeroU32>>,
 
     /// Socket buffer size on both ends, which bounds the TCP window (needs a unit: 256K, 4M);
     /// a list (64K,256K,1M) sweeps.
@@ -189,9 +189,11 @@ pub(crate) struct ClientArgs {
 
     /// Most each stream sends, bits per second (e.g. 100M); the kernel paces the connection;
     /// 0 for no cap. With -u: the total of all streams of a direction, each sending an equal
-    /// share as evenly paced datagrams [default: 1M, as iperf3]; 0 sends unpaced.
-    #[arg(short = 'b', long = "bitrate", value_name = "BITRATE", value_parser = parse::bitrate_or_zero)]
-    pub(crate) bitrate: Option<u64>,
+    /// share as evenly paced datagrams [default: 1M, as iperf3]; 0 sends unpaced. RATE/stream
+    /// is per stream, as iperf3's -b: -u -P 4 -b 100M/stream offers 400 Mbit/s in total.
+    /// With -u, a list (100M,200M,500M, or 10M,50M/stream) sweeps.
+    #[arg(short = 'b', long = "bitrate", value_name = "BITRATE[,…][/stream]", value_parser = parse::bitrate_arg)]
+    pub(crate) bitrate: Option<parse::Bitrates>,
 
     /// UDP instead of TCP: numbered, paced datagrams, each counted at the receiver (loss,
     /// reordering, duplicates, jitter, the kernel's receive-buffer drops). -b is then the total
@@ -381,6 +383,8 @@ pub(crate) enum ChartArg {
     /// Runs per interval: throughput, congestion windows, retransmits. Several runs are
     /// overlaid, a line per run (at most 12, shared between the paths).
     Timeline,
+    /// UDP loss and jitter vs the offered rate (-b), one line per path, 95 % CI bars.
+    Udp,
 }
 
 #[derive(Debug, Args)]
@@ -398,8 +402,8 @@ pub(crate) struct ReportArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) plot: Option<PathBuf>,
 
-    /// Which chart [default: streams if -P varies, else window if -w varies, else latency
-    /// for request/response runs, else the timeline]. A timeline of one run shows each
+    /// Which chart [default: udp for UDP runs, streams if -P varies, else window if -w
+    /// varies, else latency for request/response runs, else the timeline]. A timeline of one run shows each
     /// stream's congestion window; of several, a line per run in every panel ("vpn run 3"),
     /// the window summed over the run's streams. Name the runs to overlay by the DIRs or
     /// files given.
@@ -504,7 +508,9 @@ pub(crate) struct CompareArgs {
     pub(crate) candidate: PathBuf,
 
     /// Figures to check, comma-separated or repeated: throughput, tps, p50, p90, p99, p99.9,
-    /// mean. Each is checked in the cells that carry it [default: throughput,p99].
+    /// mean, and for UDP cells loss (% of datagrams) and jitter; throughput is a UDP cell's
+    /// received rate. Each is checked in the cells that carry it [default:
+    /// throughput,p99,loss].
     #[arg(long, value_name = "METRIC", value_delimiter = ',', value_parser = parse::metric)]
     pub(crate) metric: Vec<xbench_report::compare::Metric>,
 
@@ -681,6 +687,15 @@ pub(crate) struct RunArgs {
     /// Leave out the request/response (latency) test.
     #[arg(long)]
     pub(crate) no_rr: bool,
+
+    /// Also run UDP tests at these offered rates (as -u -b takes them: 10M,50M,100M), one
+    /// stream each: loss and jitter vs offered rate on every path (udp.svg).
+    #[arg(long = "udp", value_name = "RATE,…", value_parser = parse::udp_rates)]
+    pub(crate) udp: Option<parse::List<u64>>,
+
+    /// Datagram sizes of the UDP tests, bytes (as -u -l takes them) [default: 1448].
+    #[arg(long = "udp-length", value_name = "LEN,…", requires = "udp", value_parser = parse::length_list)]
+    pub(crate) udp_length: Option<parse::List<std::num::NonZeroU32>>,
 
     /// Directory for the results: every run saved as `xbench client --save` does
     /// (DIR/LABEL/CELL/run-N.json, LABEL the path), the comparison in DIR/report.md and the

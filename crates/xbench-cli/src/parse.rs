@@ -316,6 +316,53 @@ pub(crate) fn bitrate_or_zero(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The client's `-b`: one rate or a list (`100M,200M`), each as [`bitrate_or_zero`] reads it,
+/// with `/stream` at the end when the rates are per stream (iperf3's meaning) rather than the
+/// total of a direction's streams.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Bitrates {
+    /// Bits per second, as listed.
+    pub(crate) rates: List<u64>,
+    /// `/stream`: each stream's rate.
+    pub(crate) per_stream: bool,
+}
+
+impl Bitrates {
+    /// The first rate, per stream or total as written: what a single test uses.
+    pub(crate) fn first(&self) -> u64 {
+        self.rates.first().unwrap_or(0)
+    }
+}
+
+/// `-b RATE[,RATE…][/stream]`.
+pub(crate) fn bitrate_arg(s: &str) -> Result<Bitrates, String> {
+    let t = s.trim();
+    let (body, per_stream) = match t.strip_suffix("/stream") {
+        Some(b) => (b, true),
+        None => (t, false),
+    };
+    if let Some((_, after)) = body.split_once('/') {
+        return Err(format!(
+            "`{t}`: `/{after}` is not understood; RATE/stream (once, at the end of a list) means              per stream; iperf3's burst count (RATE/N) is not supported"
+        ));
+    }
+    Ok(Bitrates {
+        rates: list(body, bitrate_or_zero)?,
+        per_stream,
+    })
+}
+
+/// `lab run --udp`: offered rates, each above 0 (an unpaced test measures the host, not the
+/// path).
+pub(crate) fn udp_rates(s: &str) -> Result<List<u64>, String> {
+    list(s, bitrate)
+}
+
+/// `-l`: one length, or with `-u` a list of datagram sizes to sweep (`64,1400`).
+pub(crate) fn length_list(s: &str) -> Result<List<NonZeroU32>, String> {
+    list(s, block_len)
+}
+
 /// A network in CIDR form, or one address (a /32 or /128).
 pub(crate) fn network(s: &str) -> Result<ipnet::IpNet, String> {
     let t = s.trim();

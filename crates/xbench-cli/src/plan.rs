@@ -19,6 +19,7 @@ use xbench_sweep::{SweepPlan, Target};
 
 use crate::cli::{ClientArgs, JsonFormat};
 use crate::exit::UsageError;
+use crate::parse::Bitrates;
 use crate::render::netperf;
 
 /// What `xbench client` was asked to do.
@@ -84,11 +85,9 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
     let sweep = wants_sweep(&a);
     if sweep {
         refuse_single_test_outputs(&a)?;
-        if a.udp {
-            return Err(UsageError(
-                "UDP tests (-u) cannot be swept yet: give one value of -P and -w".into(),
-            ));
-        }
+    }
+    if !a.udp {
+        refuse_udp_lists(&a)?;
     }
     refuse_unit_without_rates(&a)?;
     refuse_iperf3_json_without_its_shape(&a)?;
@@ -121,6 +120,15 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
             .unwrap_or_default(),
         rr_sizes: a.rr_size,
         flows: a.flows.map(|l| l.0).unwrap_or_default(),
+        bitrates: match (&a.bitrate, a.udp) {
+            (Some(b), true) => b.rates.0.clone(),
+            _ => Vec::new(),
+        },
+        bitrate_per_stream: a.udp && a.bitrate.as_ref().is_some_and(|b| b.per_stream),
+        datagram_lens: match (&a.length, a.udp) {
+            (Some(l), true) => l.0.iter().map(|l| l.get()).collect(),
+            _ => Vec::new(),
+        },
         repeat: a.sweep.repeat.unwrap_or(NonZeroU32::MIN),
         pause: a.sweep.pause.unwrap_or(Duration::ZERO),
         save: a.sweep.save,
@@ -144,9 +152,27 @@ fn wants_sweep(a: &ClientArgs) -> bool {
     many(a.parallel.as_ref().map(|l| l.0.len()))
         || many(a.window.as_ref().map(|l| l.0.len()))
         || many(a.flows.as_ref().map(|l| l.0.len()))
+        || many(a.bitrate.as_ref().map(|b| b.rates.0.len()))
+        || many(a.length.as_ref().map(|l| l.0.len()))
         || a.rr_size.len() > 1
         || a.sweep.repeat.is_some()
         || a.sweep.save.is_some()
+}
+
+/// `-b` and `-l` lists sweep UDP tests only: a TCP cell has no rate or block length in its
+/// key (TCP sweeps stream counts and windows).
+fn refuse_udp_lists(a: &ClientArgs) -> Result<(), UsageError> {
+    for (flag, n) in [
+        ("-b", a.bitrate.as_ref().map_or(0, |b| b.rates.0.len())),
+        ("-l", a.length.as_ref().map_or(0, |l| l.0.len())),
+    ] {
+        if n > 1 {
+            return Err(UsageError(format!(
+                "a list of {flag} values sweeps UDP tests only; add -u, or give one value"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Outputs that describe one test have no meaning for a sweep.
@@ -295,7 +321,12 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
                 .unwrap_or(NonZeroU16::MIN),
             direction,
             zerocopy: a.zerocopy,
-            bitrate: a.bitrate.filter(|b| *b > 0 && !a.udp),
+            // TCP's -b is per stream already: RATE/stream means the same.
+            bitrate: a
+                .bitrate
+                .as_ref()
+                .map(Bitrates::first)
+                .filter(|b| *b > 0 && !a.udp),
             receive: if a.recv_copy {
                 ReceiveMode::Copy
             } else {
@@ -303,11 +334,11 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
             },
             ..ThroughputSpec::default()
         };
-        if let Some(l) = a.length {
+        if let Some(l) = a.length.as_ref().and_then(|l| l.first()) {
             tp.block_len = l;
         }
         if a.udp {
-            tp.udp = Some(udp_spec(a));
+            tp.udp = Some(udp_spec(a, tp.streams));
         }
         Workload::Throughput(tp)
     };
@@ -330,15 +361,26 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
 }
 
 /// `-u`'s datagrams: `-l` (iperf3's 1448 by default) at `-b` for all streams (1 Mbit/s by
-/// default, as iperf3; 0 unpaced).
-fn udp_spec(a: &ClientArgs) -> UdpSpec {
+/// default, as iperf3; 0 unpaced), or `-b RATE/stream` times the streams. A list's first
+/// value stands for the list.
+fn udp_spec(a: &ClientArgs, streams: NonZeroU16) -> UdpSpec {
     let d = UdpSpec::default();
     UdpSpec {
-        datagram_len: a.length.map_or(d.datagram_len, NonZeroU32::get),
-        bitrate: match a.bitrate {
+        datagram_len: a
+            .length
+            .as_ref()
+            .and_then(|l| l.first())
+            .map_or(d.datagram_len, NonZeroU32::get),
+        bitrate: match &a.bitrate {
             None => d.bitrate,
-            Some(0) => None,
-            Some(b) => Some(b),
+            Some(b) => {
+                let total = if b.per_stream {
+                    b.first().saturating_mul(u64::from(streams.get()))
+                } else {
+                    b.first()
+                };
+                (total > 0).then_some(total)
+            }
         },
     }
 }
@@ -490,6 +532,31 @@ mod tests {
         plans.push(n.clone());
         n.save = Some("runs".into());
         plans.push(n);
+        // UDP: lists of rates and datagram sizes, per-stream rates, unpaced, one-value lists.
+        let mut u = SweepPlan::new(Target::new("h"), TestSpec::throughput(), "udp");
+        if let Workload::Throughput(t) = &mut u.spec.workload {
+            t.udp = Some(UdpSpec::default());
+            t.direction = Direction::ServerToClient;
+        }
+        plans.push(u.clone());
+        u.bitrates = vec![100_000_000, 200_000_000, 500_000_000];
+        u.datagram_lens = vec![64, 1400];
+        u.repeat = nz32(5);
+        u.save = Some("runs".into());
+        plans.push(u.clone());
+        u.bitrate_per_stream = true;
+        u.streams = nz16(&[1, 4]);
+        u.datagram_lens = vec![1400];
+        plans.push(u.clone());
+        u.bitrates = vec![0, 8_000_000];
+        u.bitrate_per_stream = false;
+        plans.push(u.clone());
+        u.bitrates = vec![10_000_000];
+        u.bitrate_per_stream = true;
+        u.streams = nz16(&[3]);
+        u.repeat = NonZeroU32::MIN;
+        u.save = None;
+        plans.push(u);
 
         for plan in &plans {
             round_trip(plan);
@@ -564,6 +631,70 @@ mod tests {
                 plan.resume = next(2) == 0;
             }
             round_trip(&plan);
+        }
+    }
+
+    fn resolve(args: &str) -> Result<Plan, String> {
+        let args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
+        resolve_args(&args)
+    }
+
+    /// `-b RATE/stream` is iperf3's per-stream rate: four streams offer four times as much.
+    #[test]
+    fn a_per_stream_rate_offers_the_rate_times_the_streams() {
+        let Ok(Plan::Single(s)) = resolve("client h -u -P 4 -b 100M/stream") else {
+            panic!("a single test");
+        };
+        let t = s.spec.as_throughput().unwrap();
+        assert_eq!(t.udp.unwrap().bitrate, Some(400_000_000));
+        let Ok(Plan::Single(s)) = resolve("client h -u -P 4 -b 100M") else {
+            panic!("a single test");
+        };
+        assert_eq!(
+            s.spec.as_throughput().unwrap().udp.unwrap().bitrate,
+            Some(100_000_000),
+            "without /stream, -b is the total"
+        );
+        // TCP's -b is per stream already.
+        let Ok(Plan::Single(s)) = resolve("client h -P 4 -b 100M/stream") else {
+            panic!("a single test");
+        };
+        assert_eq!(s.spec.as_throughput().unwrap().bitrate, Some(100_000_000));
+        let Ok(Plan::Sweep(s)) = resolve("client h -u -P 1,2 -b 50M,100M/stream") else {
+            panic!("a sweep");
+        };
+        let totals: Vec<Option<u64>> = s
+            .plan
+            .cells()
+            .iter()
+            .map(|c| c.as_throughput().unwrap().udp.unwrap().bitrate)
+            .collect();
+        assert_eq!(
+            totals,
+            [
+                Some(50_000_000),
+                Some(100_000_000),
+                Some(100_000_000),
+                Some(200_000_000)
+            ]
+        );
+    }
+
+    #[test]
+    fn udp_lists_and_bad_rates_are_usage_errors() {
+        for (args, words) in [
+            ("client h -b 1M,2M", "sweeps UDP tests only"),
+            ("client h -l 64,1400 --repeat 2", "sweeps UDP tests only"),
+            ("client h -u -b 1M/2", "burst"),
+            ("client h -u -b 1M/stream,2M", "not understood"),
+            ("client h -u -b 1M,1M", "listed twice"),
+            ("client h -u -b 8,1M -l 64", "-b"),
+            ("client h -u -l 8,1400 -b 1M", "-l"),
+        ] {
+            let e = resolve(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args}: accepted"));
+            assert!(e.contains(words), "{args}: {e}");
         }
     }
 }

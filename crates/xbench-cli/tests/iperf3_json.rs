@@ -424,12 +424,30 @@ fn assert_udp_figures(doc: &Value, report: &Value, d: &str, suffix: &str, client
     }
 }
 
-/// xbench's importer compares TCP runs only; an iperf3 UDP document is refused with a reason
-/// (and so is xbench's, which proves it reads as one).
-fn assert_udp_refused_by_importer(doc: &Value) {
+/// xbench's own iperf3 importer reads a UDP document back to xbench's figures: datagrams,
+/// loss and jitter of the measured direction, and xbench as the tool that measured them.
+fn assert_udp_round_trip(doc: &Value, report: &Value, dir: &str) {
     assert!(xbench_report::iperf3::looks_like_iperf3(doc));
-    let e = xbench_report::iperf3::to_run(doc, "u".into(), "l").unwrap_err();
-    assert!(e.contains("UDP"), "{e}");
+    let run = xbench_report::iperf3::to_run(doc, "u".into(), "l")
+        .unwrap_or_else(|e| panic!("the importer refused xbench's iperf3 UDP document: {e}"));
+    let xbench_report::run::Measure::Udp(dirs) = &run.measure else {
+        panic!("a UDP run")
+    };
+    assert_eq!(dirs.len(), 1);
+    let got = &dirs[0];
+    let xs = &report["udp"]["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["direction"] == dir)
+        .unwrap_or_else(|| panic!("no {dir} in {report}"))["figures"];
+    assert_eq!(
+        Some(got.received_datagrams),
+        xs["received"]["count"]["datagrams"].as_u64()
+    );
+    assert_eq!(Some(got.lost), xs["received"]["lost"].as_u64());
+    assert!(close(got.jitter_ms, f(&xs["received"]["jitter_ms"])));
+    assert_eq!(run.key.tool, xbench_report::cell::Tool::Xbench);
 }
 
 /// Differences every UDP document has from iperf3's: none.
@@ -441,7 +459,7 @@ fn udp_has_iperf3s_shape_and_xbenchs_figures() {
     assert_same_shape("-u", &doc, &fixture("udp"), UDP_DIFFERENCES);
     assert_udp_figures(&doc, &report, "client_to_server", "", true);
     assert_cpu(&doc, &report);
-    assert_udp_refused_by_importer(&doc);
+    assert_udp_round_trip(&doc, &report, "client_to_server");
     assert_eq!(doc["start"]["test_start"]["protocol"], "UDP");
     assert_eq!(doc["start"]["test_start"]["blksize"], 1448);
     assert_eq!(doc["start"]["target_bitrate"], 1_000_000);
@@ -452,7 +470,7 @@ fn udp_reverse_has_iperf3s_shape_and_xbenchs_figures() {
     let (doc, report) = run("udp-reverse", &["-u", "-R"]);
     assert_same_shape("-u -R", &doc, &fixture("udp_reverse"), UDP_DIFFERENCES);
     assert_udp_figures(&doc, &report, "server_to_client", "", false);
-    assert_udp_refused_by_importer(&doc);
+    assert_udp_round_trip(&doc, &report, "server_to_client");
 }
 
 #[test]

@@ -266,6 +266,64 @@ fn root_lab_run_writes_one_report_per_path_and_stream_count() {
     );
 }
 
+/// `lab run --udp`: UDP at each offered rate over an emulated path, saved beside the TCP runs,
+/// tabled and charted. Below the path's 20 Mbit/s cap nothing is lost; offered twice the cap,
+/// about half is, and what arrives is the cap.
+#[test]
+fn root_lab_run_measures_udp_loss_at_each_offered_rate() {
+    if !root_or_skip("root_lab_run_measures_udp_loss_at_each_offered_rate") {
+        return;
+    }
+    let _s = serial();
+    let d = state_dir("cli-udp");
+    let out = d.join("out");
+    let o = xbench(&[
+        "lab",
+        "run",
+        "--paths",
+        "transit:rate=20M",
+        "--streams",
+        "1",
+        "--no-rr",
+        "--udp",
+        "10M,40M",
+        "--udp-length",
+        "1400",
+        "-t",
+        "2",
+        "--prefix",
+        "xbtudp-",
+        "--state-dir",
+        d.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let run = |cell: &str| -> TestReport {
+        let f = out.join("transit").join(cell).join("run-1.json");
+        serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
+    };
+    let figures = |r: &TestReport| {
+        let d = &r.udp.as_ref().unwrap().directions[0];
+        (d.figures.sent, d.figures.received.unwrap())
+    };
+    let (_, below) = figures(&run("udp-up-b10M-l1400-P1"));
+    assert!(below.lost_pct < 1.0, "10M over a 20M path: {below:?}");
+    let (sent, over) = figures(&run("udp-up-b40M-l1400-P1"));
+    assert!(sent.bits_per_second > 36e6, "{sent:?}");
+    assert!(
+        (35.0..65.0).contains(&over.lost_pct),
+        "40M over a 20M path loses about half: {over:?}"
+    );
+    let rx = over.count.bits_per_second;
+    assert!((rx / 20e6 - 1.0).abs() < 0.15, "received {rx} bit/s");
+    let text = stdout(&o);
+    assert!(text.contains("UDP client→server"), "{text}");
+    let svg = std::fs::read_to_string(out.join("udp.svg")).unwrap();
+    assert!(svg.contains("Datagrams lost (% of sent)") && svg.contains("transit"));
+    assert!(netns_with("xbtudp-").is_empty(), "run removes the lab");
+}
+
 /// Starts a long `xbench lab run` and waits until its lab is built.
 fn start_long_run(d: &str, prefix: &str) -> Child {
     let child = Command::new(XBENCH)

@@ -194,6 +194,84 @@ fn a_repeated_sweep_over_two_labels_gives_the_table_and_a_chart() {
     assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
 }
 
+/// `-u -b 4M,8M -l 200,1000 --repeat 2`: a cell per (size, rate), each run saved as it
+/// finishes, the table with offered and received rates, loss and jitter; `report` reads the
+/// files back, validates as JSON, and draws loss and jitter vs offered rate.
+#[test]
+fn a_udp_sweep_over_rates_and_sizes_gives_the_table_and_the_loss_chart() {
+    let dir = TempDir::new("udp-sweep");
+    let out = xbench()
+        .args(["client", "-u", "-t", "0.1", "-b", "4M,8M", "-l", "200,1000"])
+        .args(["--repeat", "2", "--label", "lo", "--save"])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    let run_lines: Vec<&str> = text.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(run_lines.len(), 8, "{text}");
+    assert!(
+        run_lines[0].starts_with("[1/8] b=4M l=200 P=1 run 1/2: client→server 4.00 of 4.00 Mbit/s"),
+        "{text}"
+    );
+    assert!(text.contains("lo: 8 of 8 runs completed"), "{text}");
+    let want: BTreeSet<String> = ["b4M-l200", "b8M-l200", "b4M-l1000", "b8M-l1000"]
+        .iter()
+        .flat_map(|c| (1..=2).map(move |n| format!("lo/udp-up-{c}-P1/run-{n}.json")))
+        .collect();
+    assert_eq!(files(&dir.0), want);
+    let head = text
+        .lines()
+        .find(|l| l.starts_with("cell"))
+        .unwrap_or_else(|| panic!("{text}"));
+    for col in ["offered", "received", "lost %", "jitter ms", "buf drops"] {
+        assert!(head.contains(col), "{col}: {text}");
+    }
+    // On loopback at these rates every datagram arrives: 0 lost in every cell, both runs.
+    let r = row(&text, "b=8M l=1000 P=1", "lo").unwrap_or_else(|| panic!("{text}"));
+    // Runs and offered rate; the rates over a 0.1 s window can be a datagram short.
+    assert_eq!(r[1..3], ["2", "8.00"], "{text}");
+    assert_eq!(r[6..8], ["0", "0"], "{text}");
+
+    let svg = dir.0.join("udp.svg");
+    let out = xbench()
+        .arg("report")
+        .arg(&dir.0)
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let table = ok(&out);
+    assert!(table.starts_with("UDP client→server"), "{table}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("udp chart written"));
+    let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    for want in [
+        "Loss",
+        "Jitter",
+        "Datagrams lost (% of sent)",
+        "RFC 3550 jitter (ms)",
+        "4M",
+        "8M",
+        "lo l=200 P=1",
+        "lo l=1000 P=1",
+    ] {
+        assert!(texts.iter().any(|t| t == want), "{want} in {texts:?}");
+    }
+    let doc: Value =
+        serde_json::from_str(&ok(&run(&["report", "--format", "json"], Some(&dir.0)))).unwrap();
+    assert_valid(&doc);
+    let udp = doc["udp"].as_array().unwrap();
+    assert_eq!(udp.len(), 4);
+    assert_eq!(udp[0]["runs"], 2);
+    assert_eq!(udp[0]["cell"]["kind"], "udp");
+    assert_eq!(udp[0]["offered_bits_per_second"], 4e6);
+    assert_eq!(udp[0]["lost"]["mean"], 0.0);
+    // A --ceiling has no axis on this chart.
+    assert_usage_errors(
+        &["report", dir.0.to_str().unwrap(), "--plot", "x.svg"],
+        &[(&["--chart", "udp", "--ceiling", "1G"], "udp chart")],
+    );
+}
+
 #[test]
 fn a_sweep_prints_one_json_document_that_validates() {
     let dir = TempDir::new("json");
@@ -510,6 +588,8 @@ fn reports_of_schema_version_1_still_load() {
     let file = dir.0.join("old/tcp-up-P2/run-1.json");
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     v["schema_version"] = 1.into();
+    // Reports from before UDP have no `udp` at all.
+    assert!(v.as_object_mut().unwrap().remove("udp").is_some());
     for d in v["summary"]["directions"].as_array_mut().unwrap() {
         let d = d.as_object_mut().unwrap();
         d.remove("after_end");
@@ -609,6 +689,10 @@ fn bad_sweep_flags_are_usage_errors_naming_the_flag() {
             "unknown throughput unit",
         ),
         (&["--flows", "1,2"], "add --rr or --crr"),
+        (&["-b", "1M,2M"], "sweeps UDP tests only"),
+        (&["-u", "-b", "1M,2M,1M"], "listed twice"),
+        (&["-u", "-b", "1M/2"], "burst"),
+        (&["-u", "-l", "16,1400"], "-l"),
     ];
     assert_usage_errors(&["client", "-t", "0.1"], cases);
     assert_usage_errors(
@@ -629,4 +713,44 @@ fn one_value_lists_still_run_a_single_test() {
     assert!(text.contains("[SUM]"), "{text}");
     assert!(text.contains("client→server:"), "{text}");
     assert!(!text.contains("runs completed"), "{text}");
+}
+
+/// iperf3 `-u -J` files (Debian's iperf3 3.12 on loopback, normal and `-R`, committed as
+/// fixtures) load as UDP cells of their own, marked (iperf3), with loss and jitter, and chart.
+#[test]
+fn iperf3_udp_output_is_imported_with_loss_and_jitter() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../xbench/tests/fixtures");
+    let dir = TempDir::new("iperf3-udp");
+    let svg = dir.0.join("udp.svg");
+    let out = xbench()
+        .arg("report")
+        .arg(fixtures.join("iperf3-udp.json"))
+        .arg(fixtures.join("iperf3-udp-reverse.json"))
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let table = ok(&out);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
+    let up = table.find("UDP client→server").unwrap();
+    let down = table.find("UDP server→client").unwrap();
+    let cell = "b=100M l=32768 P=1 (iperf3)";
+    let r = row(&table[up..down], cell, "udp-loopback").unwrap_or_else(|| panic!("{table}"));
+    // runs, offered, sent, received, CI, lost, lost %…, dup and buf drops unknown to iperf3.
+    assert_eq!(r[1..3], ["1", "100"], "{table}");
+    assert_eq!(r[6], "0", "{table}");
+    assert_eq!(r[r.len() - 1], "-", "{table}");
+    assert!(
+        row(&table[down..], cell, "udp-loopback").is_some(),
+        "{table}"
+    );
+    let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    assert!(texts.iter().any(|t| t == "100M"), "{texts:?}");
+    let doc: Value =
+        serde_json::from_str(&ok(&run(&["report", "--format", "json"], Some(&fixtures)))).unwrap();
+    assert_valid(&doc);
+    let udp = doc["udp"].as_array().unwrap();
+    assert_eq!(udp.len(), 2);
+    assert!((udp[0]["jitter_ms"]["mean"].as_f64().unwrap() - 0.01372).abs() < 1e-5);
+    assert_eq!(udp[0]["rxq_drops"], Value::Null);
 }

@@ -20,6 +20,8 @@ pub enum Kind {
     Rr,
     /// A connection per transaction (`--crr`).
     Crr,
+    /// UDP datagrams at an offered rate (`-u`), counted one by one at the receiver.
+    Udp,
 }
 
 impl Kind {
@@ -73,6 +75,12 @@ pub struct CellKey {
     pub direction: Option<TestDirection>,
     /// Which program measured.
     pub tool: Tool,
+    /// UDP tests: datagram size, bytes (`-l`), xbench's header included.
+    pub datagram_bytes: Option<u32>,
+    /// UDP tests: the offered rate, payload bits per second of all streams of a direction
+    /// (`-b`); 0 unpaced. Sorted before the streams, so a sweep's rows climb in rate.
+    #[serde(rename = "offered_bits_per_second")]
+    pub bitrate: Option<u64>,
     /// Throughput tests: parallel streams per direction (`-P`).
     pub streams: Option<u16>,
     /// Socket buffer asked for with `-w`, bytes; `None` left the kernel to autotune.
@@ -101,6 +109,8 @@ impl CellKey {
             kind: Kind::Throughput,
             direction: None,
             tool: Tool::Xbench,
+            datagram_bytes: None,
+            bitrate: None,
             streams: None,
             window: spec.socket.window,
             request_bytes: None,
@@ -115,6 +125,11 @@ impl CellKey {
             Workload::Throughput(t) => {
                 key.direction = Some(t.direction.into());
                 key.streams = Some(t.streams.get());
+                if let Some(u) = &t.udp {
+                    key.kind = Kind::Udp;
+                    key.datagram_bytes = Some(u.datagram_len);
+                    key.bitrate = Some(u.bitrate.unwrap_or(0));
+                }
             }
             Workload::RequestResponse(r) => {
                 key.kind = if r.connect_per_transaction {
@@ -139,8 +154,8 @@ impl CellKey {
     pub fn slug(&self) -> String {
         let mut s = String::new();
         match self.kind {
-            Kind::Throughput => {
-                s.push_str("tcp");
+            Kind::Throughput | Kind::Udp => {
+                s.push_str(if self.kind == Kind::Udp { "udp" } else { "tcp" });
                 s.push_str(match self.direction {
                     Some(TestDirection::ServerToClient) => "-down",
                     Some(TestDirection::Bidir) => "-bidir",
@@ -152,6 +167,12 @@ impl CellKey {
         }
         if self.tool == Tool::Iperf3 {
             s.push_str("-iperf3");
+        }
+        if let Some(b) = self.bitrate {
+            let _ = write!(s, "-b{}", short_rate(b));
+        }
+        if let Some(l) = self.datagram_bytes {
+            let _ = write!(s, "-l{l}");
         }
         if let Some(p) = self.streams {
             let _ = write!(s, "-P{p}");
@@ -184,6 +205,12 @@ impl CellKey {
     /// The kind and direction head the table section instead.
     pub fn describe(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
+        if let Some(b) = self.bitrate {
+            parts.push(format!("b={}", short_rate(b)));
+        }
+        if let Some(l) = self.datagram_bytes {
+            parts.push(format!("l={l}"));
+        }
         if let Some(p) = self.streams {
             parts.push(format!("P={p}"));
         }
@@ -250,6 +277,16 @@ pub(crate) enum Dimension {
     Window,
 }
 
+/// Bits per second as `-b` takes them: `100M`, `1G`, `2500k`; `0` (unpaced) as `0`.
+pub fn short_rate(b: u64) -> String {
+    for (m, u) in [(1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")] {
+        if b >= m && b.is_multiple_of(m) {
+            return format!("{}{u}", b / m);
+        }
+    }
+    b.to_string()
+}
+
 /// Bytes as a sweep list writes them: `256K`, `4M`, `1500B` when not a whole multiple.
 pub fn short_size(b: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
@@ -296,6 +333,35 @@ mod tests {
         assert_eq!(k.kind, Kind::Rr);
         assert_eq!(k.slug(), "rr-64x16K-f4");
         assert_eq!(k.describe(), "-r 64,16K flows=4");
+    }
+
+    #[test]
+    fn udp_cells_name_their_rate_and_datagram_size() {
+        let mut spec = TestSpec::throughput();
+        spec.workload = Workload::Throughput(ThroughputSpec {
+            udp: Some(xbench::config::UdpSpec {
+                datagram_len: 1400,
+                bitrate: Some(100_000_000),
+            }),
+            direction: Direction::ServerToClient,
+            ..ThroughputSpec::default()
+        });
+        let k = CellKey::of_spec(&spec);
+        assert_eq!(k.kind, Kind::Udp);
+        assert_eq!(k.slug(), "udp-down-b100M-l1400-P1");
+        assert_eq!(k.describe(), "b=100M l=1400 P=1");
+        if let Workload::Throughput(t) = &mut spec.workload {
+            t.udp = Some(xbench::config::UdpSpec {
+                datagram_len: 64,
+                bitrate: None,
+            });
+        }
+        let unpaced = CellKey::of_spec(&spec);
+        assert_eq!(unpaced.slug(), "udp-down-b0-l64-P1");
+        assert!(unpaced < k, "unpaced sorts first");
+        assert_eq!(short_rate(2_500_000), "2500k");
+        assert_eq!(short_rate(1_000_000_000), "1G");
+        assert_eq!(short_rate(1234), "1234");
     }
 
     #[test]

@@ -8,15 +8,17 @@
 //!   merged HDR histograms;
 //! - **timeline**: runs per interval: throughput, congestion window and retransmits. One run
 //!   shows each stream's window; several (up to [`MAX_TIMELINE_RUNS`]) are overlaid from their
-//!   starts, a line per run, each window the sum of the run's streams.
+//!   starts, a line per run, each window the sum of the run's streams;
+//! - **udp**: UDP loss (% of datagrams sent) and jitter vs the offered rate (`-b`), mean with
+//!   95 % CI bars, one line per path (and datagram size, where it varies).
 //!
 //! A link's capacity ([`add_ceiling`]) is a dashed, named line across a throughput panel.
 //!
 //! Every line is named at its end in its own colour, so no legend needs hunting, and a key
 //! under each panel shows each line's stroke beside its name and says what a dash or an arrow
 //! means (see `key`); titles and axes carry units. Text is drawn with DejaVu Sans, embedded, so a PNG looks the same on a
-//! machine with no fonts; in SVG it stays `<text>`. Charts never mix request/response and
-//! throughput runs. This module turns runs into series ([`ChartData`]) and draws them; it does
+//! machine with no fonts; in SVG it stays `<text>`. Charts never mix request/response, TCP
+//! throughput and UDP runs. This module turns runs into series ([`ChartData`]) and draws them; it does
 //! not read files.
 
 use std::collections::BTreeMap;
@@ -50,6 +52,8 @@ pub enum ChartKind {
     Latency,
     /// Runs' intervals: one in detail, or several overlaid.
     Timeline,
+    /// UDP loss and jitter vs the offered rate.
+    Udp,
 }
 
 impl ChartKind {
@@ -60,6 +64,7 @@ impl ChartKind {
             ChartKind::Window => "window",
             ChartKind::Latency => "latency",
             ChartKind::Timeline => "timeline",
+            ChartKind::Udp => "udp",
         }
     }
 }
@@ -110,6 +115,22 @@ pub enum ChartError {
         kind: &'static str,
         /// What is missing.
         reason: String,
+    },
+    /// UDP runs and TCP or request/response runs were given to one chart.
+    #[error(
+        "cannot draw UDP and {other_kind} results in one chart: UDP in {udp}; {other_kind} in \
+         {other}. Pick one with --chart udp or --chart {other_chart}, or report the directories \
+         separately"
+    )]
+    MixedUdp {
+        /// UDP files (a few, and how many more).
+        udp: String,
+        /// The other kind: "TCP throughput" or "request/response".
+        other_kind: &'static str,
+        /// Its files.
+        other: String,
+        /// A chart for the other kind.
+        other_chart: &'static str,
     },
     /// A ceiling was asked of a chart with no throughput axis.
     #[error(
@@ -222,9 +243,26 @@ pub fn plan(
     kind: Option<ChartKind>,
     unit: ThroughputUnit,
 ) -> Result<ChartData, ChartError> {
-    let (rr, tp): (Vec<&Run>, Vec<&Run>) = runs.iter().partition(|r| r.is_rr());
+    let (udp, runs): (Vec<&Run>, Vec<&Run>) = runs.iter().partition(|r| r.is_udp());
+    let (rr, tp): (Vec<&Run>, Vec<&Run>) = runs.into_iter().partition(|r| r.is_rr());
     let kind = match kind {
         Some(k) => k,
+        None if !udp.is_empty() => {
+            let (other_kind, other, other_chart) = if !tp.is_empty() {
+                ("TCP throughput", &tp, "streams/window/timeline")
+            } else {
+                ("request/response", &rr, "latency")
+            };
+            if !other.is_empty() {
+                return Err(ChartError::MixedUdp {
+                    udp: some_files(&udp),
+                    other_kind,
+                    other: some_files(other),
+                    other_chart,
+                });
+            }
+            ChartKind::Udp
+        }
         None => {
             if !rr.is_empty() && !tp.is_empty() {
                 return Err(ChartError::Mixed {
@@ -243,12 +281,27 @@ pub fn plan(
             }
         }
     };
-    let (mine, others) = if kind == ChartKind::Latency {
-        (rr, tp.len())
-    } else {
-        (tp, rr.len())
+    if matches!(
+        kind,
+        ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
+    ) && tp.is_empty()
+        && !udp.is_empty()
+    {
+        return Err(ChartError::Nothing {
+            kind: kind.name(),
+            reason: format!(
+                "it draws TCP throughput runs, and these are UDP ({}); use --chart udp",
+                some_files(&udp)
+            ),
+        });
+    }
+    let (mine, others) = match kind {
+        ChartKind::Latency => (rr, tp.len() + udp.len()),
+        ChartKind::Udp => (udp, tp.len() + rr.len()),
+        _ => (tp, rr.len() + udp.len()),
     };
     let mut data = match kind {
+        ChartKind::Udp => udp_chart(&mine)?,
         ChartKind::Streams => sweep_chart(&mine, Dimension::Streams, unit)?,
         ChartKind::Window => sweep_chart(&mine, Dimension::Window, unit)?,
         ChartKind::Latency => latency_chart(&mine)?,
@@ -267,7 +320,7 @@ pub fn add_ceiling(
     bits_per_second: f64,
     unit: ThroughputUnit,
 ) -> Result<(), ChartError> {
-    if data.kind == ChartKind::Latency {
+    if matches!(data.kind, ChartKind::Latency | ChartKind::Udp) {
         return Err(ChartError::NoRateAxis(data.kind.name()));
     }
     // Streams and window charts have one panel; a timeline's first is its throughput.
@@ -495,6 +548,114 @@ fn sweep_chart(
     })
 }
 
+/// UDP loss and jitter vs the offered rate (`-b`): two panels, a line per (label, other
+/// settings, direction), each point the mean of the runs with its 95 % CI. The x axis is the
+/// offered rates as `-b` writes them, in order (unpaced last: it offers whatever the sender
+/// can).
+fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
+    // series key → offered rate → per-run (lost %, jitter ms)
+    type Groups = BTreeMap<(usize, CellKey, StreamDirection), BTreeMap<u64, Vec<(f64, f64)>>>;
+    let labels =
+        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let mut groups: Groups = BTreeMap::new();
+    for r in runs {
+        let Measure::Udp(dirs) = &r.measure else {
+            continue;
+        };
+        // Unpaced (0) sorts after every rate.
+        let x = match r.key.bitrate {
+            Some(0) | None => u64::MAX,
+            Some(b) => b,
+        };
+        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        let rest = CellKey {
+            bitrate: None,
+            ..r.key.clone()
+        };
+        for d in dirs {
+            groups
+                .entry((li, rest.clone(), d.direction))
+                .or_default()
+                .entry(x)
+                .or_default()
+                .push((d.lost_pct, d.jitter_ms));
+        }
+    }
+    if groups.is_empty() {
+        return Err(ChartError::Nothing {
+            kind: "udp",
+            reason: "no UDP runs (xbench client -u, iperf3 -u -J)".into(),
+        });
+    }
+    let xs: Vec<u64> = {
+        let mut v: Vec<u64> = groups.values().flat_map(|m| m.keys().copied()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
+    let namer = SeriesNamer::new(
+        groups
+            .keys()
+            .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
+    );
+    let mut loss = Vec::new();
+    let mut jitter = Vec::new();
+    for ((li, rest, dir), by_x) in &groups {
+        let line = |points| Series {
+            name: namer.name(&labels[*li], rest, *dir),
+            colour: namer.colour(&labels[*li], rest, *dir),
+            dashed: false,
+            markers: true,
+            points,
+        };
+        let point = |x: u64, values: Vec<f64>| {
+            let s = Stats::of(&values)?;
+            Some(Point {
+                x: pos(x),
+                y: s.mean,
+                bar: s.ci95_low.zip(s.ci95_high),
+            })
+        };
+        let mut l = Vec::new();
+        let mut j = Vec::new();
+        for (x, vals) in by_x {
+            l.extend(point(*x, vals.iter().map(|v| v.0).collect()));
+            j.extend(point(*x, vals.iter().map(|v| v.1).collect()));
+        }
+        loss.push(line(l));
+        jitter.push(line(j));
+    }
+    let cats = xs
+        .iter()
+        .map(|x| {
+            if *x == u64::MAX {
+                "unpaced".to_owned()
+            } else {
+                crate::cell::short_rate(*x)
+            }
+        })
+        .collect::<Vec<_>>();
+    let panel = |title: &str, y_desc: &str, series| Panel {
+        title: title.into(),
+        x_desc: "Offered rate (-b, all streams of a direction), bit/s".into(),
+        y_desc: y_desc.into(),
+        x_axis: XAxis::Categories(cats.clone()),
+        log_y: false,
+        series,
+    };
+    Ok(ChartData {
+        kind: ChartKind::Udp,
+        title: "UDP loss and jitter vs offered rate (mean of runs, bars: 95 % CI)".into(),
+        panels: vec![
+            panel("Loss", "Datagrams lost (% of sent)", loss),
+            panel("Jitter", "RFC 3550 jitter (ms)", jitter),
+        ],
+        left_out: 0,
+        not_drawn: 0,
+    })
+}
+
 /// Latency by percentile: a curve per (label, cell) from the runs' merged histograms.
 fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
     let labels =
@@ -700,7 +861,7 @@ fn timeline_panel(title: &str, y_desc: String, series: Vec<Series>) -> Panel {
 fn intervals(run: &Run) -> impl Iterator<Item = &DirectionResult> {
     let dirs: &[DirectionResult] = match &run.measure {
         Measure::Throughput(d) => d,
-        Measure::Rr(_) => &[],
+        Measure::Rr(_) | Measure::Udp(_) => &[],
     };
     dirs.iter().filter(|d| !d.timeline.is_empty())
 }
@@ -1591,6 +1752,105 @@ mod tests {
                 .0
                 .contains(&"capacity 1000 Mbit/s".to_owned())
         );
+    }
+
+    /// A UDP run at `mbps` offered with `loss` % lost and `jitter` ms.
+    fn udp(label: &str, mbps: u64, loss: f64, jitter: f64) -> Run {
+        let mut spec = xbench::config::TestSpec::throughput();
+        if let xbench::config::Workload::Throughput(t) = &mut spec.workload {
+            t.udp = Some(xbench::config::UdpSpec {
+                datagram_len: 1400,
+                bitrate: Some(mbps * 1_000_000),
+            });
+        }
+        Run {
+            path: format!("{label}/udp-{mbps}.json").into(),
+            label: label.into(),
+            key: CellKey::of_spec(&spec),
+            started_at: String::new(),
+            measure: Measure::Udp(vec![crate::run::UdpResult {
+                direction: StreamDirection::ClientToServer,
+                offered_bps: Some(mbps as f64 * 1e6),
+                sent_bps: mbps as f64 * 1e6,
+                received_bps: mbps as f64 * 1e6 * (1.0 - loss / 100.0),
+                sent_datagrams: 1000,
+                received_datagrams: 1000 - (loss * 10.0) as u64,
+                lost: (loss * 10.0) as u64,
+                lost_pct: loss,
+                out_of_order: 0,
+                duplicates: Some(0),
+                jitter_ms: jitter,
+                rxq_drops: Some(0),
+                timeline: vec![],
+            }]),
+        }
+    }
+
+    /// Loss and jitter vs offered rate: two panels, a line per path with a point per rate in
+    /// rate order, each the mean of its runs; the key names every line; the SVG's lines climb
+    /// where the loss does.
+    #[test]
+    fn udp_chart_draws_loss_and_jitter_vs_offered_rate() {
+        let runs = vec![
+            udp("vpn", 500, 40.0, 2.0),
+            udp("vpn", 100, 0.0, 0.1),
+            udp("vpn", 200, 10.0, 0.5),
+            udp("vpn", 200, 20.0, 0.7),
+            udp("peering", 100, 0.0, 0.01),
+            udp("peering", 200, 0.0, 0.02),
+            udp("peering", 500, 1.0, 0.05),
+        ];
+        let c = plan(&runs, None, ThroughputUnit::Mbits).unwrap();
+        assert_eq!(c.kind, ChartKind::Udp);
+        assert_eq!(c.panels.len(), 2);
+        assert_eq!(
+            c.panels[0].x_axis,
+            XAxis::Categories(vec!["100M".into(), "200M".into(), "500M".into()])
+        );
+        let loss = &c.panels[0].series;
+        let names: Vec<&str> = loss.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["vpn", "peering"]);
+        let ys = |s: &Series| s.points.iter().map(|p| (p.x, p.y)).collect::<Vec<_>>();
+        assert_eq!(ys(&loss[0]), [(0.0, 0.0), (1.0, 15.0), (2.0, 40.0)]);
+        assert!(loss[0].points[1].bar.is_some(), "two runs: a CI bar");
+        let jitter = &c.panels[1].series;
+        assert_eq!(ys(&jitter[1]), [(0.0, 0.01), (1.0, 0.02), (2.0, 0.05)]);
+        assert!(add_ceiling(&mut c.clone(), 1e9, ThroughputUnit::Mbits).is_err());
+
+        let (texts, frames) = key_texts(&c);
+        assert!(frames >= 1, "no key");
+        for n in ["vpn", "peering"] {
+            assert!(texts.contains(&n.to_owned()), "{n} not in {texts:?}");
+        }
+        let svg = to_svg(&c).unwrap();
+        assert!(svg.contains("Datagrams lost (% of sent)") && svg.contains("RFC 3550 jitter (ms)"));
+        // vpn's loss line (first colour, first panel): three points, each higher on the image
+        // (smaller y) than the one before.
+        let vpn = format!(
+            "#{:02X}{:02X}{:02X}",
+            PALETTE[0].0, PALETTE[0].1, PALETTE[0].2
+        );
+        let lines = polylines(&svg, &vpn, 3);
+        assert_eq!(lines.len(), 2, "a loss and a jitter line in vpn's colour");
+        let l = &lines[0];
+        assert!(l[0] > l[1] && l[1] > l[2], "{l:?}");
+
+        // With TCP runs and no --chart: refused, naming both; --chart udp leaves TCP out.
+        let mut mixed = runs.clone();
+        mixed.push(tp("a", 1, None, 1.0));
+        let e = plan(&mixed, None, ThroughputUnit::Mbits)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("vpn/udp-500.json") && e.contains("a/P1.json"),
+            "{e}"
+        );
+        let c = plan(&mixed, Some(ChartKind::Udp), ThroughputUnit::Mbits).unwrap();
+        assert_eq!(c.left_out, 1);
+        assert!(plan(&mixed[7..], Some(ChartKind::Udp), ThroughputUnit::Mbits).is_err());
+        // A TCP chart of UDP runs says which chart draws them.
+        let e = plan(&runs, Some(ChartKind::Timeline), ThroughputUnit::Mbits).unwrap_err();
+        assert!(e.to_string().contains("use --chart udp"), "{e}");
     }
 
     #[test]

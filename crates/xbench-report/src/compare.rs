@@ -5,9 +5,10 @@
 //! For each group and each [`Metric`] that applies to it, the baseline's runs and the
 //! candidate's are compared with a one-sided test of "the candidate is worse than the baseline
 //! by more than the allowance": Welch's t-test for throughput-like figures (bits and
-//! transactions per second), the Mann-Whitney U rank test for latency percentiles, whose
-//! spread from run to run is skewed. The allowance (`max_regression`, 5 % by default) moves the
-//! null hypothesis, so a cell fails only when the data show, at the confidence asked for, a
+//! transactions per second, a UDP cell's received rate), the Mann-Whitney U rank test for
+//! latency percentiles, whose spread from run to run is skewed, and for UDP loss and jitter.
+//! The allowance (`max_regression`, 5 % by default) moves the null hypothesis, so a cell fails
+//! only when the data show, at the confidence asked for, a
 //! loss larger than what was allowed: throughput below 95 % of the baseline's, or latency above
 //! 105 % of it. The unit of replication is the run; samples inside one run are not independent.
 //!
@@ -63,6 +64,11 @@ pub enum Metric {
     P99_9,
     /// Mean latency, µs.
     Mean,
+    /// Datagrams lost in a UDP cell, percent of those sent (lower is better). The allowance is
+    /// relative, so a baseline that lost nothing allows no loss.
+    Loss,
+    /// RFC 3550 jitter of a UDP cell, ms (lower is better).
+    Jitter,
 }
 
 /// Which significance test a metric is compared with.
@@ -77,7 +83,7 @@ pub enum TestKind {
 
 impl Metric {
     /// Every metric, in the order tables list them.
-    pub const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 9] = [
         Metric::Throughput,
         Metric::Tps,
         Metric::P50,
@@ -85,6 +91,8 @@ impl Metric {
         Metric::P99,
         Metric::P99_9,
         Metric::Mean,
+        Metric::Loss,
+        Metric::Jitter,
     ];
 
     /// Its name on the command line and in tables.
@@ -97,6 +105,8 @@ impl Metric {
             Metric::P99 => "p99",
             Metric::P99_9 => "p99.9",
             Metric::Mean => "mean",
+            Metric::Loss => "loss",
+            Metric::Jitter => "jitter",
         }
     }
 
@@ -114,10 +124,12 @@ impl Metric {
         }
     }
 
-    /// Whether cells of this kind carry the metric.
+    /// Whether cells of this kind carry the metric. Throughput is the receiver's rate, also
+    /// of a UDP cell (what got through at the offered rate).
     pub fn applies_to(self, kind: Kind) -> bool {
         match self {
-            Metric::Throughput => kind == Kind::Throughput,
+            Metric::Throughput => matches!(kind, Kind::Throughput | Kind::Udp),
+            Metric::Loss | Metric::Jitter => kind == Kind::Udp,
             _ => kind.is_rr(),
         }
     }
@@ -129,8 +141,17 @@ impl Metric {
                 .iter()
                 .find(|d| Some(d.direction) == direction)
                 .map(|d| d.bits_per_second),
+            (Measure::Udp(dirs), m) => {
+                let d = dirs.iter().find(|d| Some(d.direction) == direction)?;
+                match m {
+                    Metric::Throughput => Some(d.received_bps),
+                    Metric::Loss => Some(d.lost_pct),
+                    Metric::Jitter => Some(d.jitter_ms),
+                    _ => None,
+                }
+            }
             (Measure::Rr(r), m) => match m {
-                Metric::Throughput => None,
+                Metric::Throughput | Metric::Loss | Metric::Jitter => None,
                 Metric::Tps => Some(r.transactions_per_second),
                 Metric::P50 => Some(r.p50_us),
                 Metric::P90 => Some(r.p90_us),
@@ -146,6 +167,8 @@ impl Metric {
         match self {
             Metric::Throughput => xbench::units::format_bits_per_second(v),
             Metric::Tps => format!("{}/s", number(v)),
+            Metric::Loss => crate::units::percent(v),
+            Metric::Jitter => format!("{v:.3} ms"),
             _ => format!("{} µs", number(v)),
         }
     }
@@ -159,7 +182,10 @@ impl fmt::Display for Metric {
 
 /// A metric name that is not one of [`Metric::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown metric `{0}`; use throughput, tps, p50, p90, p99, p99.9 or mean")]
+#[error(
+    "unknown metric `{0}`; use throughput, tps, p50, p90, p99, p99.9 or mean, or loss or jitter \
+     (UDP)"
+)]
 pub struct UnknownMetric(pub String);
 
 impl FromStr for Metric {
@@ -185,8 +211,8 @@ impl FromStr for Metric {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Criteria {
     /// Metrics to check; each is checked in the cells that carry it, and one that no cell
-    /// carries is named in a note. Empty (the default): throughput in throughput cells and p99
-    /// latency in request/response cells.
+    /// carries is named in a note. Empty (the default): throughput in throughput cells, p99
+    /// latency in request/response cells, and the receiver's rate and loss in UDP cells.
     pub metrics: Vec<Metric>,
     /// Loss allowed before a cell counts as regressed, as a fraction of the baseline (0.05 is
     /// 5 %): throughput may fall to 95 % of the baseline, latency may rise to 105 %. In [0, 1).
@@ -390,7 +416,7 @@ pub fn compare(
     let mut metrics = if explicit {
         criteria.metrics.clone()
     } else {
-        vec![Metric::Throughput, Metric::P99]
+        vec![Metric::Throughput, Metric::P99, Metric::Loss]
     };
     metrics.sort();
     metrics.dedup();
@@ -430,10 +456,10 @@ pub fn compare(
         if !rows.iter().any(|r| r.metric == metric) {
             notes.push(format!(
                 "{metric}: no cell of the runs carries it ({})",
-                if metric == Metric::Throughput {
-                    "it applies to throughput runs"
-                } else {
-                    "it applies to request/response runs"
+                match metric {
+                    Metric::Throughput => "it applies to throughput and UDP runs",
+                    Metric::Loss | Metric::Jitter => "it applies to UDP runs",
+                    _ => "it applies to request/response runs",
                 }
             ));
         }
@@ -657,6 +683,10 @@ impl Row {
 fn groups_of(run: &Run) -> Vec<(CellKey, Option<StreamDirection>)> {
     match &run.measure {
         Measure::Throughput(dirs) => dirs
+            .iter()
+            .map(|d| (run.key.clone(), Some(d.direction)))
+            .collect(),
+        Measure::Udp(dirs) => dirs
             .iter()
             .map(|d| (run.key.clone(), Some(d.direction)))
             .collect(),
@@ -1061,6 +1091,72 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("p99.9")
+        );
+    }
+
+    /// A UDP run at 100 Mbit/s offered that lost `loss` %.
+    fn udp(label: &str, loss: f64) -> Run {
+        let mut spec = TestSpec::throughput();
+        if let xbench::config::Workload::Throughput(t) = &mut spec.workload {
+            t.udp = Some(xbench::config::UdpSpec {
+                datagram_len: 1400,
+                bitrate: Some(100_000_000),
+            });
+        }
+        Run {
+            path: PathBuf::new(),
+            label: label.into(),
+            key: CellKey::of_spec(&spec),
+            started_at: String::new(),
+            measure: Measure::Udp(vec![crate::run::UdpResult {
+                direction: StreamDirection::ClientToServer,
+                offered_bps: Some(100e6),
+                sent_bps: 100e6,
+                received_bps: 100e6 * (1.0 - loss / 100.0),
+                sent_datagrams: 10_000,
+                received_datagrams: 10_000 - (loss * 100.0) as u64,
+                lost: (loss * 100.0) as u64,
+                lost_pct: loss,
+                out_of_order: 0,
+                duplicates: Some(0),
+                jitter_ms: 0.1,
+                rxq_drops: Some(0),
+                timeline: vec![],
+            }]),
+        }
+    }
+
+    /// UDP cells are checked by default on the received rate and the loss: a path that starts
+    /// losing 10 % of its datagrams regressed on both; the same loss on both sides passes.
+    #[test]
+    fn udp_cells_compare_received_rate_and_loss() {
+        let base = runs(|v| udp("vpn", v), &[0.0, 0.01, 0.0, 0.02, 0.0]);
+        let worse = runs(|v| udp("vpn", v), &[10.0, 11.0, 9.5, 10.5, 10.2]);
+        let check = compare(&base, &worse, &Criteria::default()).unwrap();
+        let verdicts: Vec<(Metric, bool)> = check
+            .rows
+            .iter()
+            .map(|r| (r.metric, r.verdict == Verdict::Regressed))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [(Metric::Throughput, true), (Metric::Loss, true)],
+            "{check}"
+        );
+        assert!(check.to_text().contains("loss"), "{check}");
+        let same = runs(|v| udp("vpn", v), &[0.01, 0.0, 0.0, 0.02, 0.0]);
+        let check = compare(&base, &same, &Criteria::default()).unwrap();
+        assert!(check.passed(), "{check}");
+        assert_eq!("jitter".parse(), Ok(Metric::Jitter));
+        let tcp_only = Criteria {
+            metrics: vec![Metric::Jitter],
+            ..Criteria::default()
+        };
+        let check = compare(&base[..0], &[tp("p", 1, 1.0)], &tcp_only).unwrap();
+        assert!(
+            check.notes[0].contains("applies to UDP runs"),
+            "{:?}",
+            check.notes
         );
     }
 }

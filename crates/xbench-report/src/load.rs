@@ -1,8 +1,8 @@
 //! Reading saved runs: directories (walked recursively for `*.json`) and single files, each an
 //! xbench `TestReport` or an `iperf3 -J` file told apart by their shape.
 //!
-//! A file that cannot be used (truncated, corrupt, from a newer xbench, an interrupted run, a
-//! UDP iperf3 test) becomes a [`Warning`] naming it and is skipped; one bad file never stops a
+//! A file that cannot be used (truncated, corrupt, from a newer xbench, an interrupted run, an
+//! iperf3 SCTP test) becomes a [`Warning`] naming it and is skipped; one bad file never stops a
 //! report. A path that does not exist is an error. The label of a run is the one inside it
 //! (`--label`, iperf3's `--title`), else the directory directly below the one named on the
 //! command line that holds it (`DIR/<label>/…`), else the name of that directory itself (or of

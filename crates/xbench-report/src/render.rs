@@ -10,8 +10,8 @@ use xbench::config::StreamDirection;
 use crate::cell::Kind;
 use crate::load::Warning;
 use crate::stats::Stats;
-use crate::table::{Comparison, RrRow, ThroughputRow};
-use crate::units::{ThroughputUnit, number};
+use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow};
+use crate::units::{ThroughputUnit, number, percent};
 
 /// Version of the comparison JSON layout. Bump when a field changes meaning or is removed.
 pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
@@ -230,7 +230,75 @@ fn sections(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>, md: bool
             .collect();
         table(&mut out, &title, &head, body, md);
     }
+    udp_sections(&mut out, c, unit, md);
     out
+}
+
+/// UDP rows per direction: offered vs sent vs received rate, loss (count and %), reordering,
+/// duplicates, jitter and the receiving kernel's buffer drops, each the mean of the runs'
+/// figures with the 95 % CI of the ones that vary most from run to run.
+fn udp_sections(out: &mut String, c: &Comparison, unit: ThroughputUnit, md: bool) {
+    for dir in [
+        StreamDirection::ClientToServer,
+        StreamDirection::ServerToClient,
+    ] {
+        let rows: Vec<&UdpRow> = c.udp.iter().filter(|r| r.direction == dir).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let title = format!(
+            "UDP {}: rates in {}, loss, reordering and jitter per run; mean over runs, 95 % CI \
+             of the mean (Student t); buf drops: the receiving kernel's (part of the loss)",
+            dir.label(),
+            unit.label()
+        );
+        let head = [
+            "cell",
+            "label",
+            "runs",
+            "offered",
+            "sent",
+            "received",
+            "recv 95 % CI",
+            "lost",
+            "lost %",
+            "lost % 95 % CI",
+            "reord",
+            "dup",
+            "jitter ms",
+            "jitter 95 % CI",
+            "buf drops",
+        ];
+        let f = unit.factor();
+        let body = rows
+            .iter()
+            .map(|r| {
+                let rx = r.received_bits_per_second.scaled(f);
+                vec![
+                    r.cell_name.clone(),
+                    r.label.clone(),
+                    r.runs.to_string(),
+                    r.offered_bits_per_second
+                        .map_or_else(|| "unpaced".into(), |o| number(o * f)),
+                    number(r.sent_bits_per_second.mean * f),
+                    number(rx.mean),
+                    ci(&rx),
+                    number(r.lost.mean),
+                    percent(r.lost_percent.mean),
+                    ci(&r.lost_percent),
+                    number(r.out_of_order.mean),
+                    r.duplicates.as_ref().map_or("-".into(), |d| number(d.mean)),
+                    format!("{:.3}", r.jitter_ms.mean),
+                    match (r.jitter_ms.ci95_low, r.jitter_ms.ci95_high) {
+                        (Some(lo), Some(hi)) => format!("{lo:.3}–{hi:.3}"),
+                        _ => "-".into(),
+                    },
+                    r.rxq_drops.as_ref().map_or("-".into(), |d| number(d.mean)),
+                ]
+            })
+            .collect();
+        table(out, &title, &head, body, md);
+    }
 }
 
 fn opt(v: Option<f64>) -> String {
@@ -390,6 +458,50 @@ fn csv(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>) -> String {
         line(&row, "max_latency", "us", &r.max_us);
         line(&row, "stddev_latency", "us", &r.stddev_us);
         line(&row, "retransmits", "segments", &r.retransmits);
+    }
+    for r in &c.udp {
+        let k = &r.cell;
+        let row = [
+            "udp".to_owned(),
+            dir_name(r.direction).to_owned(),
+            r.label.clone(),
+            r.cell_name.clone(),
+            tool_name(k),
+            opt(k.streams.map(u64::from)),
+            opt(k.window),
+            String::new(),
+            String::new(),
+            String::new(),
+        ];
+        let f = unit.factor();
+        if let Some(o) = r.offered_bits_per_second {
+            let offered = Stats::of(&vec![o * f; r.runs]);
+            if let Some(offered) = offered {
+                line(&row, "offered_rate", unit.label(), &offered);
+            }
+        }
+        line(
+            &row,
+            "sent_rate",
+            unit.label(),
+            &r.sent_bits_per_second.scaled(f),
+        );
+        line(
+            &row,
+            "received_rate",
+            unit.label(),
+            &r.received_bits_per_second.scaled(f),
+        );
+        line(&row, "lost", "datagrams", &r.lost);
+        line(&row, "lost_percent", "%", &r.lost_percent);
+        line(&row, "out_of_order", "datagrams", &r.out_of_order);
+        if let Some(d) = &r.duplicates {
+            line(&row, "duplicates", "datagrams", d);
+        }
+        line(&row, "jitter", "ms", &r.jitter_ms);
+        if let Some(d) = &r.rxq_drops {
+            line(&row, "receive_buffer_drops", "datagrams", d);
+        }
     }
     out
 }
@@ -576,5 +688,95 @@ mod tests {
         ] {
             assert!(csv.contains(&format!(",{metric},us,2,")), "{metric}: {csv}");
         }
+    }
+
+    fn udp_run(label: &str, lost: u64, jitter: f64) -> Run {
+        let mut spec = xbench::config::TestSpec::throughput();
+        if let xbench::config::Workload::Throughput(t) = &mut spec.workload {
+            t.udp = Some(xbench::config::UdpSpec {
+                datagram_len: 1400,
+                bitrate: Some(200_000_000),
+            });
+        }
+        Run {
+            path: format!("{label}.json").into(),
+            label: label.into(),
+            key: CellKey::of_spec(&spec),
+            started_at: String::new(),
+            measure: Measure::Udp(vec![crate::run::UdpResult {
+                direction: StreamDirection::ClientToServer,
+                offered_bps: Some(200e6),
+                sent_bps: 200e6,
+                received_bps: 200e6 * (1.0 - lost as f64 / 20_000.0),
+                sent_datagrams: 20_000,
+                received_datagrams: 20_000 - lost,
+                lost,
+                lost_pct: lost as f64 / 200.0,
+                out_of_order: 3,
+                duplicates: Some(1),
+                jitter_ms: jitter,
+                rxq_drops: Some(lost / 2),
+                timeline: vec![],
+            }]),
+        }
+    }
+
+    /// A UDP cell: offered, sent and received rates, loss as a count and a share, reordering,
+    /// duplicates, jitter and the kernel's buffer drops, each the mean over runs.
+    #[test]
+    fn udp_rows_show_offered_vs_received_and_loss() {
+        let c = Comparison::build(&[udp_run("vpn", 100, 0.2), udp_run("vpn", 300, 0.4)]);
+        assert_eq!(c.udp.len(), 1);
+        let r = &c.udp[0];
+        assert_eq!((r.runs, r.lost.mean, r.lost_percent.mean), (2, 200.0, 1.0));
+        assert_eq!(r.cell_name, "b=200M l=1400 P=1");
+        let t = render(&c, Format::Text, ThroughputUnit::Mbits);
+        let lines: Vec<&str> = t.lines().collect();
+        let head = lines.iter().position(|l| l.starts_with("cell")).unwrap();
+        assert!(lines[head - 1].starts_with("UDP client→server"), "{t}");
+        let row: Vec<&str> = lines[head + 1].split_whitespace().collect();
+        // After "b=200M l=1400 P=1 vpn": runs, offered, sent, received, CI, lost, lost % (2
+        // words), its CI, reord, dup, jitter, its CI, buf drops.
+        assert_eq!(
+            row[4..],
+            [
+                "2",
+                "200",
+                "200",
+                "198",
+                "185–211",
+                "200",
+                "1.00",
+                "%",
+                "-5.35–7.35",
+                "3.00",
+                "1.00",
+                "0.300",
+                "-0.971–1.571",
+                "100"
+            ],
+            "{t}"
+        );
+        let csv = render(&c, Format::Csv, ThroughputUnit::Mbits);
+        for (metric, unit) in [
+            ("offered_rate", "Mbit/s"),
+            ("received_rate", "Mbit/s"),
+            ("lost_percent", "%"),
+            ("jitter", "ms"),
+            ("receive_buffer_drops", "datagrams"),
+        ] {
+            assert!(
+                csv.contains(&format!(",{metric},{unit},2,")),
+                "{metric}: {csv}"
+            );
+        }
+        let json: serde_json::Value =
+            serde_json::from_str(&render(&c, Format::Json, ThroughputUnit::Mbits)).unwrap();
+        assert_eq!(json["udp"][0]["lost_percent"]["mean"], 1.0);
+        assert_eq!(json["udp"][0]["cell"]["kind"], "udp");
+        assert_eq!(
+            json["udp"][0]["cell"]["offered_bits_per_second"],
+            200_000_000
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use xbench::config::StreamDirection;
-use xbench::report::{Outcome, TestReport};
+use xbench::report::{Outcome, TestReport, UdpReport};
 
 use crate::cell::{CellKey, Tool};
 
@@ -34,6 +34,57 @@ pub enum Measure {
     Throughput(Vec<DirectionResult>),
     /// Request/response.
     Rr(RrResult),
+    /// UDP (`-u`): one entry per direction measured (two for `--bidir`).
+    Udp(Vec<UdpResult>),
+}
+
+/// One direction of a UDP run, over its measured window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UdpResult {
+    /// Which way the datagrams went.
+    pub direction: StreamDirection,
+    /// The rate asked for (`-b`, all streams), payload bits per second; `None` unpaced.
+    pub offered_bps: Option<f64>,
+    /// The senders' payload rate, bits per second.
+    pub sent_bps: f64,
+    /// The receivers' payload rate, bits per second (each datagram once).
+    pub received_bps: f64,
+    /// Datagrams sent.
+    pub sent_datagrams: u64,
+    /// Datagrams received (each sequence number once).
+    pub received_datagrams: u64,
+    /// Datagrams lost: sent and never received.
+    pub lost: u64,
+    /// `lost` as a share of the datagrams sent, percent.
+    pub lost_pct: f64,
+    /// Datagrams that arrived after a higher sequence number.
+    pub out_of_order: u64,
+    /// Copies of datagrams already received; `None` where the tool does not count them
+    /// (iperf3).
+    pub duplicates: Option<u64>,
+    /// RFC 3550 interarrival jitter, milliseconds.
+    pub jitter_ms: f64,
+    /// Datagrams the receiving kernel dropped for a full socket buffer (`SO_RXQ_OVFL`), part of
+    /// `lost`; `None` where the tool does not count them (iperf3).
+    pub rxq_drops: Option<u64>,
+    /// Per interval (warm-up left out).
+    pub timeline: Vec<UdpTimelinePoint>,
+}
+
+/// One interval of one direction of a UDP run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UdpTimelinePoint {
+    /// Start of the interval, seconds since the start of the test.
+    pub start_s: f64,
+    /// End of the interval, seconds.
+    pub end_s: f64,
+    /// Rate in the interval (the receiver's when known, else the sender's), bits per second.
+    pub bits_per_second: f64,
+    /// Datagrams the receiver saw missing in the interval, when the interval is the
+    /// receiver's.
+    pub lost: Option<u64>,
+    /// Jitter at the end of the interval, milliseconds, when the interval is the receiver's.
+    pub jitter_ms: Option<f64>,
 }
 
 /// One direction of a throughput run.
@@ -120,7 +171,9 @@ impl Run {
             Outcome::Interrupted => return Err(NotUsable::Interrupted),
             Outcome::Failed { error } => return Err(NotUsable::Failed(error.clone())),
         }
-        let measure = if let Some(rr) = &report.rr {
+        let measure = if let Some(udp) = &report.udp {
+            Measure::Udp(udp_results(udp)?)
+        } else if let Some(rr) = &report.rr {
             let s = &rr.summary;
             let l = s.latency.ok_or_else(|| {
                 NotUsable::Empty("the request/response run completed no transaction".into())
@@ -195,6 +248,11 @@ impl Run {
         matches!(self.measure, Measure::Rr(_))
     }
 
+    /// Whether this is a UDP run.
+    pub fn is_udp(&self) -> bool {
+        matches!(self.measure, Measure::Udp(_))
+    }
+
     /// Which program measured it.
     pub fn tool(&self) -> Tool {
         self.key.tool
@@ -224,6 +282,74 @@ impl Run {
                 "{:.0} transactions/s, p50 {:.1} µs, p99 {:.1} µs",
                 r.transactions_per_second, r.p50_us, r.p99_us
             ),
+            Measure::Udp(dirs) => dirs
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{} {} of {} {}, lost {}/{} ({}), jitter {:.3} ms",
+                        d.direction.label(),
+                        unit.format(d.received_bps),
+                        d.offered_bps
+                            .map_or_else(|| "unpaced".to_owned(), |o| unit.format(o)),
+                        unit.label(),
+                        d.lost,
+                        d.sent_datagrams,
+                        crate::units::percent(d.lost_pct),
+                        d.jitter_ms
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
         }
     }
+}
+
+/// A UDP report's directions; a direction without the receiver's figures is unusable.
+fn udp_results(udp: &UdpReport) -> Result<Vec<UdpResult>, NotUsable> {
+    let mut out = Vec::new();
+    for d in &udp.directions {
+        let f = &d.figures;
+        let Some(rx) = f.received else {
+            return Err(NotUsable::Empty(format!(
+                "{} has no receiver figures (the receiver's report never arrived)",
+                d.direction.label()
+            )));
+        };
+        out.push(UdpResult {
+            direction: d.direction,
+            offered_bps: d.asked_bits_per_second,
+            sent_bps: f.sent.bits_per_second,
+            received_bps: rx.count.bits_per_second,
+            sent_datagrams: f.sent.datagrams,
+            received_datagrams: rx.count.datagrams,
+            lost: rx.lost,
+            lost_pct: rx.lost_pct,
+            out_of_order: rx.out_of_order,
+            duplicates: Some(rx.duplicates),
+            jitter_ms: rx.jitter_ms,
+            rxq_drops: Some(rx.rxq_drops),
+            timeline: udp
+                .intervals
+                .iter()
+                .filter(|iv| !iv.omitted)
+                .filter_map(|iv| {
+                    let sum = iv.sum.iter().find(|s| s.direction == d.direction)?;
+                    let f = &sum.figures;
+                    Some(UdpTimelinePoint {
+                        start_s: iv.start_s,
+                        end_s: iv.end_s,
+                        bits_per_second: f
+                            .received
+                            .map_or(f.sent.bits_per_second, |r| r.count.bits_per_second),
+                        lost: f.received.map(|r| r.lost),
+                        jitter_ms: f.received.map(|r| r.jitter_ms),
+                    })
+                })
+                .collect(),
+        });
+    }
+    if out.is_empty() {
+        return Err(NotUsable::Empty("the UDP report has no directions".into()));
+    }
+    Ok(out)
 }

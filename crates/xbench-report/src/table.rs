@@ -12,7 +12,7 @@ use serde::Serialize;
 use xbench::config::StreamDirection;
 
 use crate::cell::CellKey;
-use crate::run::{Measure, Run};
+use crate::run::{Measure, Run, UdpResult};
 use crate::stats::Stats;
 
 /// Every row of a comparison.
@@ -24,6 +24,45 @@ pub struct Comparison {
     pub throughput: Vec<ThroughputRow>,
     /// Request/response rows.
     pub rr: Vec<RrRow>,
+    /// UDP rows.
+    pub udp: Vec<UdpRow>,
+}
+
+/// One label's runs of one UDP cell, one direction. Every figure is per run, with its
+/// statistics over the runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct UdpRow {
+    /// The path.
+    pub label: String,
+    /// The cell's settings.
+    pub cell: CellKey,
+    /// The cell as a table shows it (`b=100M l=1400 P=1`).
+    pub cell_name: String,
+    /// Which way the datagrams went.
+    pub direction: StreamDirection,
+    /// Runs averaged.
+    pub runs: usize,
+    /// The rate asked for, payload bits per second (`None`: unpaced).
+    pub offered_bits_per_second: Option<f64>,
+    /// The senders' rate, bits per second.
+    pub sent_bits_per_second: Stats,
+    /// The receivers' rate, bits per second.
+    pub received_bits_per_second: Stats,
+    /// Datagrams lost per run.
+    pub lost: Stats,
+    /// Loss per run, percent of the datagrams sent.
+    pub lost_percent: Stats,
+    /// Datagrams out of order per run.
+    pub out_of_order: Stats,
+    /// Duplicated datagrams per run, over the runs that count them.
+    pub duplicates: Option<Stats>,
+    /// RFC 3550 jitter per run, milliseconds.
+    pub jitter_ms: Stats,
+    /// Datagrams the receiving kernel dropped for a full socket buffer, per run, over the
+    /// runs that count them.
+    pub rxq_drops: Option<Stats>,
+    /// The runs' files.
+    pub files: Vec<PathBuf>,
 }
 
 /// One label's runs of one throughput cell, one direction.
@@ -93,6 +132,9 @@ impl Comparison {
         type TpGroup<'a> = BTreeMap<(CellKey, StreamDirection, usize), Vec<(&'a Run, usize)>>;
         let mut tp: TpGroup<'_> = BTreeMap::new();
         let mut rr: BTreeMap<(CellKey, usize), Vec<&Run>> = BTreeMap::new();
+        type UdpGroup<'a> =
+            BTreeMap<(CellKey, StreamDirection, usize), Vec<(&'a Run, &'a UdpResult)>>;
+        let mut udp: UdpGroup<'_> = BTreeMap::new();
         for run in runs {
             match &run.measure {
                 Measure::Throughput(dirs) => {
@@ -106,6 +148,13 @@ impl Comparison {
                     .entry((run.key.clone(), label_pos(&run.label)))
                     .or_default()
                     .push(run),
+                Measure::Udp(dirs) => {
+                    for d in dirs {
+                        udp.entry((run.key.clone(), d.direction, label_pos(&run.label)))
+                            .or_default()
+                            .push((run, d));
+                    }
+                }
             }
         }
 
@@ -114,7 +163,7 @@ impl Comparison {
             .filter_map(|((cell, direction, _), group)| {
                 let dir = |(r, i): &(&Run, usize)| match &r.measure {
                     Measure::Throughput(d) => d.get(*i).cloned(),
-                    Measure::Rr(_) => None,
+                    Measure::Rr(_) | Measure::Udp(_) => None,
                 };
                 let dirs: Vec<_> = group.iter().filter_map(dir).collect();
                 let bps: Vec<f64> = dirs.iter().map(|d| d.bits_per_second).collect();
@@ -141,7 +190,7 @@ impl Comparison {
                     .iter()
                     .filter_map(|r| match &r.measure {
                         Measure::Rr(x) => Some(x),
-                        Measure::Throughput(_) => None,
+                        Measure::Throughput(_) | Measure::Udp(_) => None,
                     })
                     .collect();
                 let of = |f: &dyn Fn(&crate::run::RrResult) -> f64| {
@@ -167,10 +216,46 @@ impl Comparison {
             })
             .collect();
 
+        let udp = udp
+            .into_iter()
+            .filter_map(|((cell, direction, _), group)| {
+                let of = |f: &dyn Fn(&UdpResult) -> f64| {
+                    Stats::of(&group.iter().map(|(_, d)| f(d)).collect::<Vec<_>>())
+                };
+                let some = |f: &dyn Fn(&UdpResult) -> Option<u64>| {
+                    Stats::of(
+                        &group
+                            .iter()
+                            .filter_map(|(_, d)| f(d).map(|v| v as f64))
+                            .collect::<Vec<_>>(),
+                    )
+                };
+                Some(UdpRow {
+                    label: group.first()?.0.label.clone(),
+                    cell_name: cell.describe(),
+                    direction,
+                    runs: group.len(),
+                    // The same in every run of a cell: it is part of the cell's key.
+                    offered_bits_per_second: group.first()?.1.offered_bps,
+                    sent_bits_per_second: of(&|d| d.sent_bps)?,
+                    received_bits_per_second: of(&|d| d.received_bps)?,
+                    lost: of(&|d| d.lost as f64)?,
+                    lost_percent: of(&|d| d.lost_pct)?,
+                    out_of_order: of(&|d| d.out_of_order as f64)?,
+                    duplicates: some(&|d| d.duplicates),
+                    jitter_ms: of(&|d| d.jitter_ms)?,
+                    rxq_drops: some(&|d| d.rxq_drops),
+                    files: saved_files(group.iter().map(|(r, _)| *r)),
+                    cell,
+                })
+            })
+            .collect();
+
         Comparison {
             labels,
             throughput,
             rr,
+            udp,
         }
     }
 
@@ -190,12 +275,18 @@ impl Comparison {
                 .filter(|r| r.label == label)
                 .cloned()
                 .collect(),
+            udp: self
+                .udp
+                .iter()
+                .filter(|r| r.label == label)
+                .cloned()
+                .collect(),
         }
     }
 
     /// No rows at all.
     pub fn is_empty(&self) -> bool {
-        self.throughput.is_empty() && self.rr.is_empty()
+        self.throughput.is_empty() && self.rr.is_empty() && self.udp.is_empty()
     }
 }
 

@@ -127,6 +127,20 @@ pub(crate) fn number(v: f64) -> String {
     }
 }
 
+/// A share in percent as loss is read: `0 %` only when exactly none, else enough digits that a
+/// single datagram in millions does not show as zero (`0.0001 %`).
+pub(crate) fn percent(p: f64) -> String {
+    if p == 0.0 {
+        "0 %".to_owned()
+    } else if p.abs() >= 0.1 {
+        format!("{} %", number(p))
+    } else {
+        // Two significant digits of a small share.
+        let digits = (-p.abs().log10()).ceil() as usize + 1;
+        format!("{p:.digits$} %")
+    }
+}
+
 impl fmt::Display for ThroughputUnit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.label())
@@ -170,6 +184,15 @@ impl FromStr for ThroughputUnit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_losses_do_not_read_as_none() {
+        assert_eq!(percent(0.0), "0 %");
+        assert_eq!(percent(50.0), "50.0 %");
+        assert_eq!(percent(0.5), "0.500 %");
+        assert_eq!(percent(0.012), "0.012 %");
+        assert_eq!(percent(0.0001234), "0.00012 %");
+    }
 
     #[test]
     fn units_scale_and_parse() {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use xbench::client::{AddressFamily, DEFAULT_PORT};
 use xbench::config::{
     Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, SpecError, TestSpec,
-    ThroughputSpec, Workload,
+    ThroughputSpec, UdpSpec, Workload,
 };
 
 use crate::error::SweepError;
@@ -64,8 +64,8 @@ impl SweepPlan {
     /// # Ok::<(), xbench_sweep::RenderError>(())
     /// ```
     pub fn client_args(&self) -> Result<Vec<String>, RenderError> {
-        self.check()?;
         self.spec.validate()?;
+        self.check()?;
         let mut a = Args(vec!["client".to_owned()]);
         a.target(&self.target)?;
         a.eq("--label", &self.label);
@@ -237,11 +237,25 @@ impl Args {
             bitrate,
             udp,
         } = t;
-        if udp.is_some() {
-            // Sweeps of UDP tests are not built yet (issue 16).
-            return Err(RenderError::Unexpressible(
-                "UDP tests (-u) cannot be swept yet".into(),
-            ));
+        if let Some(u) = udp {
+            self.push("-u");
+            let default = UdpSpec::default();
+            if !plan.datagram_lens.is_empty() {
+                self.flag("-l", list(&plan.datagram_lens));
+            } else if u.datagram_len != default.datagram_len {
+                self.flag("-l", u.datagram_len);
+            }
+            if !plan.bitrates.is_empty() {
+                let rates: Result<Vec<String>, RenderError> =
+                    plan.bitrates.iter().map(|b| bits_per_second(*b)).collect();
+                let mut rates = rates?.join(",");
+                if plan.bitrate_per_stream {
+                    rates.push_str("/stream");
+                }
+                self.flag("-b", rates);
+            } else if u.bitrate != default.bitrate {
+                self.flag("-b", bits_per_second(u.bitrate.unwrap_or(0))?);
+            }
         }
         if !plan.streams.is_empty() {
             self.flag("-P", list(&plan.streams));
@@ -253,7 +267,7 @@ impl Args {
             Direction::ServerToClient => self.push("-R"),
             Direction::Bidir => self.push("--bidir"),
         }
-        if *block_len != ThroughputSpec::default().block_len {
+        if *block_len != ThroughputSpec::default().block_len && udp.is_none() {
             self.flag("-l", size(u64::from(block_len.get()))?);
         }
         if *zerocopy {
@@ -371,12 +385,8 @@ fn size_with_unit(n: u64) -> Result<String, RenderError> {
 
 /// Bits per second in the largest decimal unit that divides it (`100M`), else bare.
 fn bits_per_second(n: u64) -> Result<String, RenderError> {
-    for (div, unit) in [(1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")] {
-        if n >= div && n.is_multiple_of(div) {
-            return Ok(format!("{}{unit}", n / div));
-        }
-    }
-    Ok(exact(n)?.to_string())
+    exact(n)?;
+    Ok(xbench_report::cell::short_rate(n))
 }
 
 fn utf8(p: &Path) -> Result<&str, RenderError> {
@@ -477,5 +487,52 @@ mod tests {
         plan.spec.omit = Duration::ZERO;
         plan.target.connect_timeout = Duration::ZERO;
         assert!(plan.client_args().is_err());
+    }
+
+    #[test]
+    fn a_udp_sweep_names_its_rates_and_sizes() {
+        let mut spec = TestSpec::throughput();
+        if let Workload::Throughput(t) = &mut spec.workload {
+            t.udp = Some(UdpSpec::default());
+            t.direction = Direction::ServerToClient;
+        }
+        let mut plan = SweepPlan::new(Target::new("h"), spec, "vpn");
+        plan.bitrates = vec![100_000_000, 200_000_000];
+        plan.datagram_lens = vec![64, 1400];
+        plan.repeat = NonZeroU32::new(5).unwrap();
+        assert_eq!(
+            plan.client_args().unwrap()[3..],
+            [
+                "-u",
+                "-l",
+                "64,1400",
+                "-b",
+                "100M,200M",
+                "-R",
+                "--repeat",
+                "5"
+            ]
+        );
+        plan.bitrate_per_stream = true;
+        plan.datagram_lens.clear();
+        plan.streams = [1, 4].map(|n| NonZeroU16::new(n).unwrap()).to_vec();
+        assert_eq!(
+            plan.client_args().unwrap()[3..],
+            [
+                "-u",
+                "-b",
+                "100M,200M/stream",
+                "-P",
+                "1,4",
+                "-R",
+                "--repeat",
+                "5"
+            ]
+        );
+        // One cell of it: the total the cell offers.
+        assert_eq!(
+            plan.cell(3).unwrap().client_args().unwrap()[3..],
+            ["-u", "-b", "800M", "-P", "4", "-R"]
+        );
     }
 }

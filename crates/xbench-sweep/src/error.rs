@@ -22,6 +22,15 @@ pub enum SweepError {
         /// "throughput" or "request/response".
         kind: &'static str,
     },
+    /// A list that sweeps UDP tests only was given for a TCP test.
+    #[error("a list of {flag} values sweeps UDP tests only; add -u, or give one value")]
+    UdpOnly {
+        /// The flag.
+        flag: &'static str,
+    },
+    /// A cell is not a test the server would take.
+    #[error("invalid value for {}: {}", .0.field, .0.reason)]
+    Spec(#[from] xbench::config::SpecError),
     /// The key file (`--psk-file`) cannot be used.
     #[error(transparent)]
     Key(#[from] xbench::auth::KeyError),

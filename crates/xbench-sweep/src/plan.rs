@@ -18,8 +18,9 @@ use crate::target::Target;
 /// written as the command that runs it ([`SweepPlan::client_args`]) without the two drifting
 /// apart. The lists replace the spec's value cell by cell; an empty list keeps the spec's.
 ///
-/// One plan sweeps one direction and one block length: a suite that wants both directions is
-/// two plans (the cell key and the saved layout have no block length to tell runs apart by).
+/// One plan sweeps one direction and, for TCP, one block length: a suite that wants both
+/// directions is two plans (the cell key and the saved layout have no TCP block length to tell
+/// runs apart by). UDP tests sweep their datagram size and offered rate as well.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepPlan {
     /// The server.
@@ -36,6 +37,15 @@ pub struct SweepPlan {
     pub rr_sizes: Vec<(NonZeroU32, NonZeroU32)>,
     /// Request/response flows (`--flows 1,4,16`).
     pub flows: Vec<NonZeroU16>,
+    /// UDP tests: offered rates, bits per second (`-u -b 100M,200M,500M`); 0 is unpaced. The
+    /// total of a direction's streams, unless `bitrate_per_stream`.
+    pub bitrates: Vec<u64>,
+    /// UDP tests: `bitrates` are per stream (`-b 100M/stream`, iperf3's meaning): each cell
+    /// offers the rate times its streams. The one rate of a single test is kept in
+    /// `bitrates` too, since the spec holds only the total.
+    pub bitrate_per_stream: bool,
+    /// UDP tests: datagram sizes, bytes, xbench's header included (`-u -l 64,1400`).
+    pub datagram_lens: Vec<u32>,
     /// Runs of each cell (`--repeat`).
     pub repeat: NonZeroU32,
     /// Wait between two runs, to let queues drain and to spread runs over time (`--pause`).
@@ -76,6 +86,9 @@ impl SweepPlan {
             windows: Vec::new(),
             rr_sizes: Vec::new(),
             flows: Vec::new(),
+            bitrates: Vec::new(),
+            bitrate_per_stream: false,
+            datagram_lens: Vec::new(),
             repeat: NonZeroU32::MIN,
             pause: Duration::ZERO,
             save: None,
@@ -105,10 +118,33 @@ impl SweepPlan {
                 kind: "throughput",
             });
         }
+        let is_udp = self.spec.as_throughput().is_some_and(|t| t.udp.is_some());
+        for (flag, given) in [
+            ("-b", !self.bitrates.is_empty()),
+            ("-l", !self.datagram_lens.is_empty()),
+        ] {
+            if given && !is_udp {
+                return Err(SweepError::UdpOnly { flag });
+            }
+        }
+        if self.bitrate_per_stream && self.bitrates.is_empty() {
+            return Err(SweepError::UdpOnly {
+                flag: "-b …/stream",
+            });
+        }
         no_duplicates("-P", &self.streams, |v| v.to_string())?;
+        no_duplicates("-b", &self.bitrates, |v| {
+            xbench_report::cell::short_rate(*v)
+        })?;
+        no_duplicates("-l", &self.datagram_lens, |v| v.to_string())?;
         no_duplicates("-w", &self.windows, |v| xbench_report::cell::short_size(*v))?;
         no_duplicates("-r", &self.rr_sizes, |(q, r)| format!("{q},{r}"))?;
         no_duplicates("--flows", &self.flows, |v| v.to_string())?;
+        // Every cell must be a test the server would take (a rate below one datagram a second
+        // at one of the sizes, …), found before the first run rather than at it.
+        for c in self.cells() {
+            c.validate()?;
+        }
         Ok(())
     }
 
@@ -120,6 +156,8 @@ impl SweepPlan {
             || self.windows.len() > 1
             || self.rr_sizes.len() > 1
             || self.flows.len() > 1
+            || self.bitrates.len() > 1
+            || self.datagram_lens.len() > 1
             || self.repeat.get() > 1
             || self.save.is_some()
     }
@@ -132,10 +170,20 @@ impl SweepPlan {
         if let Some(&w) = p.windows.first() {
             p.spec.socket.window = Some(w);
         }
+        let per_stream = p.bitrate_per_stream;
         match &mut p.spec.workload {
             Workload::Throughput(t) => {
                 if let Some(&n) = p.streams.first() {
                     t.streams = n;
+                }
+                if let Some(u) = &mut t.udp {
+                    if let Some(&l) = p.datagram_lens.first() {
+                        u.datagram_len = l;
+                        t.block_len = block_len(l, t.block_len);
+                    }
+                    if let Some(&b) = p.bitrates.first() {
+                        u.bitrate = total_rate(b, per_stream, t.streams);
+                    }
                 }
             }
             Workload::RequestResponse(r) => {
@@ -157,6 +205,11 @@ impl SweepPlan {
         fold(&mut p.windows);
         fold(&mut p.rr_sizes);
         fold(&mut p.flows);
+        fold(&mut p.datagram_lens);
+        // A per-stream rate stays: the spec holds only the total of its streams.
+        if !per_stream {
+            fold(&mut p.bitrates);
+        }
         p.resume &= p.save.is_some();
         p
     }
@@ -172,7 +225,8 @@ impl SweepPlan {
         ))
     }
 
-    /// Every cell's test, in matrix order: windows outermost, then streams or sizes and flows.
+    /// Every cell's test, in matrix order: windows outermost, then UDP datagram sizes and
+    /// rates, then streams or request/response sizes and flows.
     pub fn cells(&self) -> Vec<TestSpec> {
         let windows: Vec<Option<u64>> = if self.windows.is_empty() {
             vec![self.spec.socket.window]
@@ -190,12 +244,42 @@ impl SweepPlan {
                     } else {
                         self.streams.clone()
                     };
-                    for p in streams {
-                        let mut c = c.clone();
-                        if let Workload::Throughput(t) = &mut c.workload {
-                            t.streams = p;
+                    // (datagram size, rate) as listed; `None`: the spec's own.
+                    let udp: Vec<(Option<u32>, Option<u64>)> = match &t.udp {
+                        None => vec![(None, None)],
+                        Some(_) => {
+                            let lens: Vec<Option<u32>> = if self.datagram_lens.is_empty() {
+                                vec![None]
+                            } else {
+                                self.datagram_lens.iter().copied().map(Some).collect()
+                            };
+                            let rates: Vec<Option<u64>> = if self.bitrates.is_empty() {
+                                vec![None]
+                            } else {
+                                self.bitrates.iter().copied().map(Some).collect()
+                            };
+                            lens.iter()
+                                .flat_map(|l| rates.iter().map(move |r| (*l, *r)))
+                                .collect()
                         }
-                        out.push(c);
+                    };
+                    for (len, rate) in udp {
+                        for &p in &streams {
+                            let mut c = c.clone();
+                            if let Workload::Throughput(t) = &mut c.workload {
+                                t.streams = p;
+                                if let Some(u) = &mut t.udp {
+                                    if let Some(l) = len {
+                                        u.datagram_len = l;
+                                        t.block_len = block_len(l, t.block_len);
+                                    }
+                                    if let Some(r) = rate {
+                                        u.bitrate = total_rate(r, self.bitrate_per_stream, p);
+                                    }
+                                }
+                            }
+                            out.push(c);
+                        }
                     }
                 }
                 Workload::RequestResponse(r) => {
@@ -255,6 +339,23 @@ impl SweepPlan {
         }
         out
     }
+}
+
+/// The block length of a UDP cell: its datagram size, as `xbench client -u -l` sets both (a
+/// server's `--max-block-len` bounds it).
+fn block_len(datagram_len: u32, otherwise: NonZeroU32) -> NonZeroU32 {
+    NonZeroU32::new(datagram_len).unwrap_or(otherwise)
+}
+
+/// A UDP test's total rate from a listed one: times the streams when it is per stream; `None`
+/// (unpaced) for 0. Saturates: a rate that large is refused by the spec's bounds.
+fn total_rate(listed: u64, per_stream: bool, streams: NonZeroU16) -> Option<u64> {
+    let total = if per_stream {
+        listed.saturating_mul(u64::from(streams.get()))
+    } else {
+        listed
+    };
+    (total > 0).then_some(total)
 }
 
 fn no_duplicates<T: PartialEq>(
@@ -390,5 +491,85 @@ mod tests {
         assert_eq!(c.spec.socket.window, Some(1 << 20));
         assert_eq!((c.target, c.label), (p.target.clone(), p.label.clone()));
         assert!(p.cell(4).is_none());
+    }
+
+    fn udp_plan() -> SweepPlan {
+        let mut spec = TestSpec::throughput();
+        if let Workload::Throughput(t) = &mut spec.workload {
+            t.udp = Some(xbench::config::UdpSpec::default());
+        }
+        SweepPlan {
+            bitrates: vec![100_000_000, 200_000_000, 500_000_000],
+            datagram_lens: vec![64, 1400],
+            repeat: NonZeroU32::new(5).unwrap(),
+            save: Some("/tmp/x".into()),
+            ..SweepPlan::new(Target::new("127.0.0.1"), spec, "a")
+        }
+    }
+
+    #[test]
+    fn udp_rates_and_sizes_make_a_matrix() {
+        let p = udp_plan();
+        p.check().unwrap();
+        assert_eq!(p.run_count(), 30);
+        let slugs: Vec<String> = p.schedule()[..6].iter().map(|r| r.key.slug()).collect();
+        assert_eq!(
+            slugs,
+            [
+                "udp-up-b100M-l64-P1",
+                "udp-up-b200M-l64-P1",
+                "udp-up-b500M-l64-P1",
+                "udp-up-b100M-l1400-P1",
+                "udp-up-b200M-l1400-P1",
+                "udp-up-b500M-l1400-P1"
+            ]
+        );
+        let n = p.normalized();
+        assert_eq!(n.cells(), p.cells());
+        let u = n.spec.as_throughput().unwrap().udp.unwrap();
+        assert_eq!((u.datagram_len, u.bitrate), (64, Some(100_000_000)));
+    }
+
+    #[test]
+    fn a_per_stream_rate_is_multiplied_by_each_cells_streams() {
+        let mut p = udp_plan();
+        p.datagram_lens.clear();
+        p.bitrates = vec![100_000_000];
+        p.bitrate_per_stream = true;
+        p.streams = [1, 4].map(|n| NonZeroU16::new(n).unwrap()).to_vec();
+        let totals: Vec<Option<u64>> = p
+            .cells()
+            .iter()
+            .map(|c| c.as_throughput().unwrap().udp.unwrap().bitrate)
+            .collect();
+        assert_eq!(totals, [Some(100_000_000), Some(400_000_000)]);
+        // One value with one stream count: a single test of the total, the list kept.
+        p.streams = vec![NonZeroU16::new(4).unwrap()];
+        p.repeat = NonZeroU32::MIN;
+        p.save = None;
+        let n = p.normalized();
+        assert!(!n.is_sweep());
+        assert_eq!(n.bitrates, [100_000_000]);
+        let u = n.spec.as_throughput().unwrap().udp.unwrap();
+        assert_eq!(u.bitrate, Some(400_000_000));
+        assert_eq!(n.cells(), p.cells());
+    }
+
+    #[test]
+    fn udp_lists_are_refused_for_tcp_and_bad_cells_before_any_run() {
+        let mut p = plan(&[1], 1);
+        p.bitrates = vec![1_000_000, 2_000_000];
+        assert!(matches!(p.check(), Err(SweepError::UdpOnly { flag: "-b" })));
+        let mut p = udp_plan();
+        p.bitrates = vec![100_000_000, 100_000_000];
+        assert!(matches!(
+            p.check(),
+            Err(SweepError::Duplicate { flag: "-b", .. })
+        ));
+        // 8 bit/s is below one 64-byte datagram a second.
+        let mut p = udp_plan();
+        p.bitrates = vec![8, 100_000_000];
+        let e = p.check().unwrap_err().to_string();
+        assert!(e.contains("-b"), "{e}");
     }
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use xbench::config::{EndCondition, TestSpec};
+use xbench::config::{EndCondition, TestSpec, ThroughputSpec, UdpSpec, Workload};
 use xbench::units::format_bits_per_second;
 use xbench_lab::delay::{DelayLine, DelayLineSpec, DelayLineStats};
 use xbench_lab::state::LabState;
@@ -174,8 +174,8 @@ struct Case {
     plan: SweepPlan,
 }
 
-/// The suite on the path `label` at `target`: a throughput sweep over stream counts, then
-/// request/response latency, each `--repeat` times, saved under `--out` (resumed, so a rerun
+/// The suite on the path `label` at `target`: a throughput sweep over stream counts, UDP at the
+/// offered rates of `--udp`, then request/response latency, each `--repeat` times, saved under `--out` (resumed, so a rerun
 /// into the same directory adds what is missing instead of refusing).
 fn suite(a: &RunArgs, target: &Target, label: &str) -> Vec<Case> {
     let mut spec = TestSpec::throughput();
@@ -196,6 +196,26 @@ fn suite(a: &RunArgs, target: &Target, label: &str) -> Vec<Case> {
         name: "throughput",
         plan: throughput,
     }];
+    if let Some(rates) = &a.udp {
+        // One stream per test, the default window: loss and jitter are the path's, at each
+        // offered rate.
+        let mut udp = spec.clone();
+        udp.workload = Workload::Throughput(ThroughputSpec {
+            udp: Some(UdpSpec::default()),
+            ..ThroughputSpec::default()
+        });
+        let mut plan = sweep(udp);
+        plan.bitrates = rates.0.clone();
+        plan.datagram_lens = a
+            .udp_length
+            .as_ref()
+            .map(|l| l.0.iter().map(|n| n.get()).collect())
+            .unwrap_or_default();
+        cases.push(Case {
+            name: "udp",
+            plan: plan.normalized(),
+        });
+    }
     if !a.no_rr {
         // Latency runs keep the default window.
         spec.workload = TestSpec::request_response().workload;
@@ -344,8 +364,9 @@ fn compare(dir: &Path) -> anyhow::Result<()> {
     for (kind, name) in [
         (xbench_report::chart::ChartKind::Streams, "throughput.svg"),
         (xbench_report::chart::ChartKind::Latency, "latency.svg"),
+        (xbench_report::chart::ChartKind::Udp, "udp.svg"),
     ] {
-        // A suite without the request/response test has no latency chart to draw.
+        // A suite without the request/response or UDP test has no such chart to draw.
         let Ok(data) = xbench_report::chart::plan(&loaded.runs, Some(kind), unit) else {
             continue;
         };
@@ -586,6 +607,59 @@ mod tests {
                 panic!("a sweep");
             };
             assert_eq!(sweep.plan, case.plan.normalized());
+        }
+    }
+
+    #[test]
+    fn udp_tests_run_at_each_offered_rate() {
+        let cli = Cli::try_parse_from([
+            "xbench",
+            "lab",
+            "run",
+            "--udp",
+            "10M,50M",
+            "--udp-length",
+            "200,1400",
+            "-t",
+            "2",
+            "--no-rr",
+        ])
+        .unwrap();
+        let Command::Lab(LabArgs {
+            command: LabCommand::Run(a),
+        }) = cli.command
+        else {
+            panic!("lab run");
+        };
+        let s = suite(&a, &Target::new("198.18.0.2"), "vpn");
+        let names: Vec<&str> = s.iter().map(|c| c.name).collect();
+        assert_eq!(names, ["throughput", "udp"]);
+        let udp = &s[1].plan;
+        assert_eq!(udp.run_count(), 4);
+        let args = udp.client_args().unwrap();
+        assert_eq!(
+            args[2..],
+            [
+                "--label=vpn",
+                "-u",
+                "-l",
+                "200,1400",
+                "-b",
+                "10M,50M",
+                "-t",
+                "2",
+                "--save=xbench-lab-results",
+                "--resume"
+            ]
+        );
+        let Ok(Plan::Sweep(sweep)) = plan::resolve_args(&args) else {
+            panic!("a sweep");
+        };
+        assert_eq!(&sweep.plan, udp);
+        for bad in [["--udp", "0"], ["--udp", "1M,1M"], ["--udp-length", "1400"]] {
+            let mut argv = vec!["xbench", "lab", "run"];
+            argv.extend(bad);
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
         }
     }
 }

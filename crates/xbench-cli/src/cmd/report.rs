@@ -58,6 +58,7 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
             ChartArg::Window => ChartKind::Window,
             ChartArg::Latency => ChartKind::Latency,
             ChartArg::Timeline => ChartKind::Timeline,
+            ChartArg::Udp => ChartKind::Udp,
         });
         let mut data = chart::plan(&loaded.runs, kind, args.unit).context("no chart drawn")?;
         if let Some(c) = ceiling {
@@ -90,11 +91,11 @@ fn check_ceiling(args: &ReportArgs) -> Result<(), UsageError> {
     if args.ceiling.is_none() {
         return Ok(());
     }
-    if args.chart == Some(ChartArg::Latency) {
-        return Err(UsageError(
-            "--ceiling is a throughput; the latency chart has no throughput axis to draw it on"
-                .into(),
-        ));
+    if let Some(c @ (ChartArg::Latency | ChartArg::Udp)) = args.chart {
+        return Err(UsageError(format!(
+            "--ceiling is a throughput; the {} chart has no throughput axis to draw it on",
+            if c == ChartArg::Udp { "udp" } else { "latency" }
+        )));
     }
     if args.format == TableFormat::Json && args.plot.is_none() {
         return Err(UsageError(
