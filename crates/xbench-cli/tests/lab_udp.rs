@@ -17,8 +17,11 @@
 
 mod lab_common;
 
+use std::time::Duration;
+
 use serde_json::Value;
-use xbench_lab::{Impairment, PathKind, PathSpec};
+use xbench_lab::delay::{DirectionStats, EventKind};
+use xbench_lab::{Backend, Impairment, Lab, PathKind, PathSpec};
 
 use lab_common::*;
 
@@ -128,5 +131,149 @@ fn root_lab_udp_rate_cap_2x_offered_loses_half_and_delivers_the_cap() {
     assert!(
         netns_with("xbtuc-").is_empty(),
         "the lab's namespaces remain"
+    );
+}
+
+/// The line's final client-to-server stats of path `label`. The line's helper rewrites its
+/// stats file every second: wait until it has been rewritten after the test.
+fn line_after_test(lab: &Lab, label: &str) -> DirectionStats {
+    std::thread::sleep(Duration::from_millis(1500));
+    lab.delay_line_stats(label)
+        .expect("the path has a delay line")
+        .a_to_b
+}
+
+/// Of the line's events, those of the test's datagrams (UDP, `LEN` bytes of payload: the
+/// data greetings on the same ports are shorter) that were dropped or reordered.
+fn test_datagrams(d: &DirectionStats, kind: EventKind) -> u64 {
+    let ip_len = LEN as u32 + 28;
+    d.events
+        .iter()
+        .filter(|e| e.kind == kind && e.packet.protocol == 17 && e.packet.len == ip_len)
+        .count() as u64
+}
+
+/// The delay line drops 2 % and reorders 2 % of the client's packets (seeded); xbench's lost
+/// must equal the datagrams of the test the line dropped, and its out-of-order count the
+/// datagrams the line reordered, exactly. Both sides define "reordered" the same way: a
+/// datagram that reached the receiver after one sent later (xbench: after a higher sequence
+/// number; the line: written after a packet of the same flow it read later). The line logs
+/// each packet it drops or reorders, so the test counts only its own datagrams and not the
+/// data greetings or the control connection's segments that cross the line too.
+#[test]
+fn root_lab_udp_loss_and_reordering_match_what_the_delay_line_did_exactly() {
+    let name = "root_lab_udp_loss_and_reordering_match_what_the_delay_line_did_exactly";
+    if !root_or_skip(name) {
+        return;
+    }
+    let _s = serial();
+    let path = PathSpec::new(PathKind::Direct).with(Impairment {
+        delay: Duration::from_millis(2),
+        loss: 0.02,
+        reorder: 0.02,
+        ..Impairment::default()
+    });
+    let mut spec = spec("udpline", "xbtul-", vec![path]);
+    spec.backend = Backend::DelayLine;
+    let lab = up(&spec);
+    let p = &lab.paths()[0];
+    let len = LEN.to_string();
+    // 5,000 datagrams/s: a held datagram (1 ms) is overtaken by about five.
+    let doc = xbench_json(p, &["-u", "-b", "40M", "-l", &len, "-t", "3"]);
+    let line = line_after_test(&lab, &p.label);
+    let f = figures(&doc);
+    let r = &f["received"];
+    let (lost, ooo) = (
+        r["lost"].as_u64().unwrap(),
+        r["out_of_order"].as_u64().unwrap(),
+    );
+    let (dropped, reordered) = (
+        test_datagrams(&line, EventKind::Dropped),
+        test_datagrams(&line, EventKind::Reordered),
+    );
+    eprintln!(
+        "xbench: {} sent, {} received, {lost} lost, {ooo} out of order, {} duplicates; \
+         delay line: {} packets in, {} dropped ({dropped} of the test's datagrams), {} held, \
+         {} reordered ({reordered} of the test's datagrams), {} overflow",
+        f["sent"]["datagrams"],
+        r["count"]["datagrams"],
+        r["duplicates"],
+        line.packets_in,
+        line.lost,
+        line.held,
+        line.reordered,
+        line.overflow
+    );
+    assert_eq!(
+        line.events_forgotten, 0,
+        "the line forgot events of the test"
+    );
+    assert_eq!(
+        line.overflow, 0,
+        "the line overflowed: loss it did not choose"
+    );
+    assert_eq!(
+        r["rxq_drops"], 0,
+        "the receiver's buffer dropped: loss not the line's"
+    );
+    assert_eq!(r["duplicates"], 0);
+    // 2 % of some 10,000 to 15,000 datagrams each; a line that did nothing must not pass.
+    assert!(dropped >= 100 && reordered >= 100, "{dropped} {reordered}");
+    assert_eq!(
+        lost, dropped,
+        "xbench's lost vs. the datagrams the line dropped"
+    );
+    assert_eq!(
+        ooo, reordered,
+        "xbench's out of order vs. the datagrams the line reordered"
+    );
+    assert_eq!(
+        r["count"]["datagrams"].as_u64().unwrap() + lost,
+        f["sent"]["datagrams"].as_u64().unwrap()
+    );
+}
+
+/// The line's jitter (±2 ms on 5 ms, wandering: consecutive packets 5 ms apart see transit
+/// times about 0.8 ms apart on average) shows in xbench's RFC 3550 jitter; the same line
+/// without jitter gives a small fraction of it. Jitter never reorders: nothing out of order.
+#[test]
+fn root_lab_udp_jitter_of_the_delay_line_shows_and_none_without_it() {
+    let name = "root_lab_udp_jitter_of_the_delay_line_shows_and_none_without_it";
+    if !root_or_skip(name) {
+        return;
+    }
+    let _s = serial();
+    let imp = |jitter| Impairment {
+        delay: Duration::from_millis(5),
+        jitter,
+        ..Impairment::default()
+    };
+    let mut with = PathSpec::new(PathKind::Direct).with(imp(Duration::from_millis(2)));
+    with.label = "jitter".into();
+    let mut without = PathSpec::new(PathKind::Direct).with(imp(Duration::ZERO));
+    without.label = "steady".into();
+    let mut spec = spec("udpjitter", "xbtuj-", vec![with, without]);
+    spec.backend = Backend::DelayLine;
+    let lab = up(&spec);
+    let len = LEN.to_string();
+    let mut jitter = Vec::new();
+    for p in lab.paths() {
+        // 200 datagrams/s, 5 ms apart.
+        let doc = xbench_json(p, &["-u", "-b", "2240K", "-l", &len, "-t", "2"]);
+        let r = &figures(&doc)["received"];
+        assert_eq!(r["lost"], 0, "{}: {r}", p.label);
+        assert_eq!(r["out_of_order"], 0, "{}: {r}", p.label);
+        jitter.push(r["jitter_ms"].as_f64().unwrap());
+    }
+    let (with, without) = (jitter[0], jitter[1]);
+    eprintln!("RFC 3550 jitter: ±2 ms line jitter {with:.3} ms, none {without:.3} ms");
+    // The wandering offset changes at most half as fast as time passes: |D| <= 2.5 ms.
+    assert!(
+        (0.2..=2.6).contains(&with),
+        "jitter {with} ms with ±2 ms of line jitter"
+    );
+    assert!(
+        without * 3.0 < with,
+        "jitter {without} ms without line jitter vs {with} ms with"
     );
 }

@@ -224,9 +224,10 @@ pub(crate) fn plan(spec: &LabSpec, netem_available: bool) -> Plan {
             Some(Wan::Veth { netem: false })
         } else {
             match spec.backend {
-                Backend::Netem => Some(Wan::Veth { netem: true }),
-                Backend::DelayLine => Some(Wan::Tun),
-                Backend::Auto if netem_available && imp.jitter.is_zero() => {
+                // netem reorders by its own model; the lab's reordering is the delay line's.
+                Backend::Netem if imp.reorder == 0.0 => Some(Wan::Veth { netem: true }),
+                Backend::Netem | Backend::DelayLine => Some(Wan::Tun),
+                Backend::Auto if netem_available && imp.jitter.is_zero() && imp.reorder == 0.0 => {
                     Some(Wan::Veth { netem: true })
                 }
                 Backend::Auto => Some(Wan::Tun),
