@@ -592,6 +592,24 @@ mod tests {
     }
 
     #[test]
+    fn reordering_uses_the_delay_line_even_where_netem_would_do() {
+        let reordering = Impairment {
+            reorder: 0.01,
+            ..delayed()
+        };
+        for backend in [Backend::Auto, Backend::Netem] {
+            let mut s = spec(vec![
+                PathSpec::new(PathKind::Direct).with(reordering),
+                PathSpec::new(PathKind::Transit).with(delayed()),
+            ]);
+            s.backend = backend;
+            let p = plan(&s, true);
+            assert_eq!(p.paths[0].impairment_by, Some(Backend::DelayLine));
+            assert_eq!(p.paths[1].impairment_by, Some(Backend::Netem));
+        }
+    }
+
+    #[test]
     fn impaired_transit_path_routes_end_to_end_through_the_delay_line() {
         let mut s = spec(vec![
             PathSpec::new(PathKind::Direct),

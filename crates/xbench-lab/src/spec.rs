@@ -390,6 +390,19 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains("jitter"), "{e}");
+        for reorder in [-0.01, 1.01, f64::NAN] {
+            let e = p(Impairment {
+                reorder,
+                ..Default::default()
+            })
+            .unwrap_err();
+            assert!(e.to_string().contains("reordering"), "{e}");
+        }
+        let reordering = Impairment {
+            reorder: 0.02,
+            ..Default::default()
+        };
+        assert!(p(reordering).is_ok() && reordering.needs_delay_line());
     }
 
     #[test]
