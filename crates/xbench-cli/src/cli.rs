@@ -607,6 +607,11 @@ pub(crate) struct TopologyArgs {
     #[arg(long, value_name = "PERCENT", allow_hyphen_values = true, value_parser = parse::loss)]
     pub(crate) loss: Option<f64>,
 
+    /// Reordering in each direction, percent, e.g. 1%: a packet is held an extra 1 ms so the
+    /// packets behind it overtake it (the userspace delay line; it counts what it reorders).
+    #[arg(long, value_name = "PERCENT", allow_hyphen_values = true, value_parser = parse::reorder)]
+    pub(crate) reorder: Option<f64>,
+
     /// Bytes the rate cap's queue holds (tc tbf's limit), e.g. 60K: a short queue drops
     /// bursts, as a policer or a congested VPN gateway does. Default: one bandwidth-delay
     /// product, at least 10 ms.
@@ -635,6 +640,7 @@ impl TopologyArgs {
             || self.delay.is_some()
             || self.jitter.is_some()
             || self.loss.is_some()
+            || self.reorder.is_some()
             || self.queue.is_some()
             || self.impair.is_some()
             || self.seed.is_some()
@@ -722,6 +728,7 @@ pub(crate) struct PathArg {
     pub(crate) delay: Option<Duration>,
     pub(crate) jitter: Option<Duration>,
     pub(crate) loss: Option<f64>,
+    pub(crate) reorder: Option<f64>,
     pub(crate) queue: Option<u64>,
 }
 
@@ -735,6 +742,7 @@ impl PathArg {
             delay: None,
             jitter: None,
             loss: None,
+            reorder: None,
             queue: None,
         }
     }

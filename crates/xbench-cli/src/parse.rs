@@ -385,19 +385,23 @@ pub(crate) fn lab_path(s: &str) -> Result<PathArg, String> {
     let mut p = PathArg::new(kind);
     for kv in parts {
         let (k, v) = kv.split_once('=').ok_or_else(|| {
-            format!("`{kv}` in `{s}` is not KEY=VALUE (rate, delay, jitter, loss, queue, label)")
+            format!(
+                "`{kv}` in `{s}` is not KEY=VALUE (rate, delay, jitter, loss, reorder, queue, \
+                 label)"
+            )
         })?;
         match k {
             "rate" => p.rate = Some(link_rate(v)?),
             "delay" => p.delay = Some(lab_duration(v)?),
             "jitter" => p.jitter = Some(lab_duration(v)?),
             "loss" => p.loss = Some(loss(v)?),
+            "reorder" => p.reorder = Some(reorder(v)?),
             "queue" => p.queue = Some(queue(v)?),
             "label" => p.label = Some(v.to_owned()),
             _ => {
                 return Err(format!(
-                    "unknown path setting `{k}` in `{s}`; use rate, delay, jitter, loss, queue \
-                     or label"
+                    "unknown path setting `{k}` in `{s}`; use rate, delay, jitter, loss, \
+                     reorder, queue or label"
                 ));
             }
         }
@@ -434,6 +438,15 @@ pub(crate) fn lab_duration(s: &str) -> Result<Duration, String> {
 
 /// Loss in percent (`1%`, `0.5`), returned as a probability.
 pub(crate) fn loss(s: &str) -> Result<f64, String> {
+    lab_percent("loss", s)
+}
+
+/// Reordering in percent (`1%`, `0.5`), returned as a probability.
+pub(crate) fn reorder(s: &str) -> Result<f64, String> {
+    lab_percent("reordering", s)
+}
+
+fn lab_percent(what: &str, s: &str) -> Result<f64, String> {
     let t = s.trim();
     let v: f64 = t
         .trim_end_matches('%')
@@ -441,7 +454,7 @@ pub(crate) fn loss(s: &str) -> Result<f64, String> {
         .parse()
         .map_err(|_| format!("`{t}` is not a percentage like 1% or 0.5"))?;
     if !(0.0..=100.0).contains(&v) {
-        return Err(format!("loss {t} is outside 0–100 %"));
+        return Err(format!("{what} {t} is outside 0–100 %"));
     }
     Ok(v / 100.0)
 }
@@ -559,6 +572,13 @@ mod tests {
         assert_eq!(p.kind, xbench_lab::PathKind::Vpn);
         assert_eq!(p.delay, Some(Duration::from_millis(20)));
         assert_eq!(p.loss, Some(0.005));
+        let r = lab_path("direct:reorder=2%").unwrap();
+        assert_eq!(r.reorder, Some(0.02));
+        assert!(
+            reorder("101")
+                .unwrap_err()
+                .contains("reordering 101 is outside 0–100")
+        );
         assert_eq!(p.label.as_deref(), Some("vpn-lossy"));
         assert!(
             lab_path("mpls")

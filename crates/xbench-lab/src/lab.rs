@@ -379,6 +379,8 @@ impl Lab {
             delay_ns: imp.delay.as_nanos() as u64,
             jitter_ns: imp.jitter.as_nanos() as u64,
             loss: imp.loss,
+            reorder: imp.reorder,
+            reorder_hold_ns: crate::delay::DEFAULT_REORDER_HOLD_NS,
             seed,
         };
         let line = DelayLineSpec {
@@ -394,7 +396,7 @@ impl Lab {
             b_to_a: params(d.seeds[1]),
             realtime: true,
             spin_ns: spec.delay_spin.as_nanos() as u64,
-            offload: imp.loss == 0.0,
+            offload: imp.loss == 0.0 && imp.reorder == 0.0,
         };
         let Some(xbench) = &spec.xbench else {
             self.lines.push((d.label.clone(), DelayLine::start(&line)?));
@@ -782,6 +784,7 @@ mod tests {
                 loss: 0.01,
                 rate_bps: Some(200_000_000),
                 queue_bytes: None,
+                reorder: 0.0,
             }),
             ..q
         };

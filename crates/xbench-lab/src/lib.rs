@@ -6,7 +6,8 @@
 //! [`Lab::up`] builds a hub-and-spoke topology from a [`LabSpec`] (see [`plan`] for the
 //! layout and addresses); tests then run inside [`PathInfo::client_netns`] against
 //! [`PathInfo::server_addr`]. Delay, jitter and loss come from the kernel's netem where it
-//! exists and otherwise from the lab's userspace [`delay`] line between two TUN devices.
+//! exists and otherwise from the lab's userspace [`delay`] line between two TUN devices;
+//! reordering only from the delay line, which counts what it drops and reorders.
 //! Everything carries a name prefix and is removed when the [`Lab`] is dropped, or by [`down`]
 //! after a killed run.
 //!

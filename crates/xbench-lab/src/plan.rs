@@ -224,9 +224,10 @@ pub(crate) fn plan(spec: &LabSpec, netem_available: bool) -> Plan {
             Some(Wan::Veth { netem: false })
         } else {
             match spec.backend {
-                Backend::Netem => Some(Wan::Veth { netem: true }),
-                Backend::DelayLine => Some(Wan::Tun),
-                Backend::Auto if netem_available && imp.jitter.is_zero() => {
+                // netem reorders by its own model; the lab's reordering is the delay line's.
+                Backend::Netem if imp.reorder == 0.0 => Some(Wan::Veth { netem: true }),
+                Backend::Netem | Backend::DelayLine => Some(Wan::Tun),
+                Backend::Auto if netem_available && imp.jitter.is_zero() && imp.reorder == 0.0 => {
                     Some(Wan::Veth { netem: true })
                 }
                 Backend::Auto => Some(Wan::Tun),
@@ -588,6 +589,24 @@ mod tests {
         assert_eq!(info.server_netns, "t-direct-s");
         assert_eq!(p.links[0].a.dev, "p-direct");
         assert!(p.qdiscs.is_empty() && p.delay_lines.is_empty());
+    }
+
+    #[test]
+    fn reordering_uses_the_delay_line_even_where_netem_would_do() {
+        let reordering = Impairment {
+            reorder: 0.01,
+            ..delayed()
+        };
+        for backend in [Backend::Auto, Backend::Netem] {
+            let mut s = spec(vec![
+                PathSpec::new(PathKind::Direct).with(reordering),
+                PathSpec::new(PathKind::Transit).with(delayed()),
+            ]);
+            s.backend = backend;
+            let p = plan(&s, true);
+            assert_eq!(p.paths[0].impairment_by, Some(Backend::DelayLine));
+            assert_eq!(p.paths[1].impairment_by, Some(Backend::Netem));
+        }
     }
 
     #[test]

@@ -88,6 +88,12 @@ pub struct Impairment {
     pub jitter: Duration,
     /// Probability that a packet is dropped, 0.0 to 1.0, in each direction.
     pub loss: f64,
+    /// Probability that a packet is held an extra millisecond (the delay line's
+    /// [`crate::delay::DEFAULT_REORDER_HOLD_NS`]) so that the packets behind it overtake it,
+    /// 0.0 to 1.0, in each direction. Only the lab's delay line reorders (netem's reordering
+    /// is another model), so a path with reordering uses it.
+    #[serde(default)]
+    pub reorder: f64,
     /// Bytes the rate cap's queue holds (tc tbf's `limit`), instead of one bandwidth-delay
     /// product: a short queue drops bursts and makes TCP retransmit, as a policer or a
     /// congested VPN gateway does. Needs a rate.
@@ -101,9 +107,10 @@ impl Impairment {
         self.rate_bps.is_none() && !self.needs_delay_line()
     }
 
-    /// True when the path needs delay, jitter or loss (netem or the userspace delay line).
+    /// True when the path needs delay, jitter, loss or reordering (netem or the userspace
+    /// delay line).
     pub fn needs_delay_line(&self) -> bool {
-        !self.delay.is_zero() || !self.jitter.is_zero() || self.loss > 0.0
+        !self.delay.is_zero() || !self.jitter.is_zero() || self.loss > 0.0 || self.reorder > 0.0
     }
 
     /// Checks the values; `kind` matters for the rate floor's message.
@@ -164,6 +171,12 @@ impl Impairment {
                 self.loss * 100.0
             )));
         }
+        if !(0.0..=1.0).contains(&self.reorder) || self.reorder.is_nan() {
+            return Err(bad(format!(
+                "reordering {} % is outside 0–100 %",
+                self.reorder * 100.0
+            )));
+        }
         Ok(())
     }
 }
@@ -221,10 +234,11 @@ impl PathSpec {
 #[serde(rename_all = "kebab-case")]
 pub enum Backend {
     /// The kernel's `netem` when it is there and the path has no jitter (netem reorders
-    /// jittered packets), else the userspace delay line.
+    /// jittered packets) and no reordering, else the userspace delay line.
     #[default]
     Auto,
-    /// The kernel's `netem` qdisc; fails where `sch_netem` is missing.
+    /// The kernel's `netem` qdisc; fails where `sch_netem` is missing. A path with
+    /// reordering uses the delay line all the same (netem's reordering is another model).
     Netem,
     /// The lab's userspace delay line between two TUN devices.
     DelayLine,
@@ -376,6 +390,19 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains("jitter"), "{e}");
+        for reorder in [-0.01, 1.01, f64::NAN] {
+            let e = p(Impairment {
+                reorder,
+                ..Default::default()
+            })
+            .unwrap_err();
+            assert!(e.to_string().contains("reordering"), "{e}");
+        }
+        let reordering = Impairment {
+            reorder: 0.02,
+            ..Default::default()
+        };
+        assert!(p(reordering).is_ok() && reordering.needs_delay_line());
     }
 
     #[test]

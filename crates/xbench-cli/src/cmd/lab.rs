@@ -151,10 +151,11 @@ fn delay_line_summary(label: &str, d: &DelayLineStats) -> String {
     for (dir, x) in [("client→server", &d.a_to_b), ("server→client", &d.b_to_a)] {
         let l = &x.lateness_ns;
         s += &format!(
-            "delay line {label} {dir}: {} packets, {} lost, {} overflow; release late by \
-             p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs{}\n",
+            "delay line {label} {dir}: {} packets, {} lost, {} reordered, {} overflow; release \
+             late by p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs{}\n",
             x.packets_in,
             x.lost,
+            x.reordered,
             x.overflow,
             l.p50 as f64 / 1e3,
             l.p99 as f64 / 1e3,
@@ -414,6 +415,9 @@ fn describe(i: &Impairment, by: Option<Backend>) -> String {
     if i.loss > 0.0 {
         parts.push(format!("loss {} %", i.loss * 100.0));
     }
+    if i.reorder > 0.0 {
+        parts.push(format!("reorder {} %", i.reorder * 100.0));
+    }
     if parts.is_empty() {
         return "unimpaired".into();
     }
@@ -457,6 +461,7 @@ fn lab_spec(t: &TopologyArgs, place: &WhereArgs) -> anyhow::Result<LabSpec> {
                 delay: p.delay.or(t.delay).unwrap_or_default(),
                 jitter: p.jitter.or(t.jitter).unwrap_or_default(),
                 loss: p.loss.or(t.loss).unwrap_or(0.0),
+                reorder: p.reorder.or(t.reorder).unwrap_or(0.0),
                 queue_bytes: p.queue.or(t.queue),
             },
         })

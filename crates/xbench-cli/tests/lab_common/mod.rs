@@ -124,6 +124,15 @@ pub fn iperf3_bps(iperf3: &Path, p: &PathInfo, secs: u32) -> f64 {
 
 /// iperf3's receiver rate over path `p` with extra client flags (`-P 16`, `-R`).
 pub fn iperf3_bps_with(iperf3: &Path, p: &PathInfo, secs: u32, extra: &[&str]) -> f64 {
+    let v = iperf3_json(iperf3, p, secs, extra);
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no sum_received in iperf3's report: {v}"))
+}
+
+/// iperf3's `-J` report of a test over path `p` with extra client flags (a one-off iperf3
+/// server in the server namespace).
+pub fn iperf3_json(iperf3: &Path, p: &PathInfo, secs: u32, extra: &[&str]) -> serde_json::Value {
     let port = "5301";
     let addr = p.server_addr.to_string();
     let mut server = Command::new(iperf3);
@@ -146,15 +155,29 @@ pub fn iperf3_bps_with(iperf3: &Path, p: &PathInfo, secs: u32, extra: &[&str]) -
     }
     let _ = server.kill();
     let _ = server.wait();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "iperf3 output ({e}): {}",
             String::from_utf8_lossy(&out.stdout)
         )
-    });
-    v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no sum_received in iperf3's report: {v}"))
+    })
+}
+
+/// `xbench client` over path `p` with `args`: its `--json` report as a JSON value (for the
+/// parts a test reads by name, like `udp`).
+pub fn xbench_json(p: &PathInfo, args: &[&str]) -> serde_json::Value {
+    let addr = p.server_addr.to_string();
+    let port = p.server_port.to_string();
+    let mut all = vec!["client", &addr, "-p", &port, "--json"];
+    all.extend(args);
+    let out = run_in(&p.client_netns, XBENCH, &all);
+    assert!(
+        out.status.success(),
+        "xbench client {all:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Waits until something listens on `addr:port` in namespace `ns` (from /proc/net/tcp).
