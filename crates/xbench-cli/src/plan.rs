@@ -250,6 +250,7 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
             burst: a.burst.unwrap_or(NonZeroU32::MIN),
             connect_per_transaction: a.crr,
             rate_per_flow: a.rate,
+            udp: None,
         })
     } else {
         let mut tp = ThroughputSpec {
@@ -431,6 +432,7 @@ mod tests {
             burst: nz32(8),
             connect_per_transaction: false,
             rate_per_flow: Some(333.3),
+            udp: None,
         };
         rr.spec.workload = Workload::RequestResponse(r.clone());
         rr.spec.end = EndCondition::Duration(MAX_DURATION);

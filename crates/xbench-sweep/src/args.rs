@@ -277,7 +277,14 @@ impl Args {
             burst,
             connect_per_transaction,
             rate_per_flow,
+            udp,
         } = r;
+        if udp.is_some() {
+            // Sweeps of UDP tests are not built yet (issue 16), request/response included.
+            return Err(RenderError::Unexpressible(
+                "UDP tests (-u) cannot be swept yet".into(),
+            ));
+        }
         self.push(if *connect_per_transaction {
             "--crr"
         } else {

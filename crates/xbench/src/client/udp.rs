@@ -56,7 +56,7 @@ pub(super) async fn run(
 /// Opens a socket per stream towards the server's port for it and sends the stream's greeting
 /// from it every [`HELLO_EVERY`] (datagrams get lost) until `Ready` arrives; then checks the
 /// greetings the server took are ours.
-async fn greet(
+pub(super) async fn greet(
     session: &mut Session,
     config: &ClientConfig,
     n: usize,

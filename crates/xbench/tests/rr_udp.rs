@@ -1,0 +1,226 @@
+//! UDP request/response (`--rr -u`) against a real in-process server on loopback: exact counts
+//! at both ends, and hostile datagrams at the flows' sockets neither counted nor answered.
+//! (How a lost datagram is counted is tested on a lossy socket in `engine::rr::udp::client`.)
+
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
+
+mod common;
+
+use std::net::SocketAddr;
+use std::num::{NonZeroU16, NonZeroU32};
+use std::time::Duration;
+
+use common::TestServer;
+use tokio::net::UdpSocket;
+use xbench::config::{RrSpec, UdpRrSpec};
+use xbench::report::{Outcome, RrReport, RrUdpSummary, TestReport};
+use xbench::{ClientConfig, ClientEvent, EndCondition, TestSpec, Workload};
+
+fn udp_rr(flows: u16, burst: u32, req: u32, resp: u32) -> RrSpec {
+    RrSpec {
+        request_len: NonZeroU32::new(req).unwrap(),
+        response_len: NonZeroU32::new(resp).unwrap(),
+        flows: NonZeroU16::new(flows).unwrap(),
+        burst: NonZeroU32::new(burst).unwrap(),
+        udp: Some(UdpRrSpec::default()),
+        ..RrSpec::default()
+    }
+}
+
+fn config(server: &TestServer, spec: RrSpec, secs: f64) -> ClientConfig {
+    let mut c = server.config();
+    c.spec = TestSpec {
+        workload: Workload::RequestResponse(spec),
+        end: EndCondition::Duration(Duration::from_secs_f64(secs)),
+        interval: Some(Duration::from_millis(250)),
+        ..TestSpec::request_response()
+    };
+    c
+}
+
+fn rr(r: &TestReport) -> (&RrReport, &RrUdpSummary) {
+    let rr = r.rr.as_ref().expect("an rr report");
+    (rr, rr.summary.udp.as_ref().expect("UDP figures"))
+}
+
+/// Every request answered, counted once at each end: requests sent = transactions completed =
+/// requests the server answered; nothing lost, late or ignored; latencies of a loopback.
+fn assert_exact(r: &TestReport) {
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    let (rr, u) = rr(r);
+    let s = &rr.summary;
+    assert_eq!(
+        (u.lost, u.late, u.duplicates, u.ignored),
+        (0, 0, 0, 0),
+        "{u:?}"
+    );
+    assert_eq!(u.total_requests, s.total_transactions, "{u:?}");
+    assert_eq!(s.server_transactions, Some(s.total_transactions));
+    assert_eq!(u.server_ignored, Some(0));
+    assert_eq!(u.lost_percent, 0.0);
+    let l = s.latency.expect("latency measured");
+    assert!(
+        l.min_us > 0.0 && l.p50_us < 5_000.0 && l.p50_us <= l.p99_us,
+        "{l:?}"
+    );
+    for iv in &rr.intervals {
+        assert_eq!(iv.lost, Some(0), "{iv:?}");
+    }
+    let per_interval: u64 = rr.intervals.iter().map(|i| i.transactions).sum();
+    assert_eq!(per_interval, s.total_transactions);
+    for f in &rr.flows {
+        assert_eq!(f.lost, Some(0));
+        assert_eq!(f.server_transactions, Some(f.total_transactions), "{f:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_flow_ping_pong_on_loopback_loses_nothing() {
+    let server = TestServer::start().await;
+    let r = server
+        .run(&config(&server, udp_rr(1, 1, 24, 24), 1.0))
+        .await;
+    assert_exact(&r);
+    let (rr, _) = rr(&r);
+    assert!(rr.summary.transactions > 1000, "{:?}", rr.summary);
+    assert_eq!(r.streams.len(), 1, "the flow's socket is reported");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flows_bursts_large_answers_and_pacing_lose_nothing() {
+    let server = TestServer::start().await;
+    let r = server
+        .run(&config(&server, udp_rr(4, 4, 100, 60_000), 0.8))
+        .await;
+    assert_exact(&r);
+    let mut paced = udp_rr(3, 1, 24, 1000);
+    paced.rate_per_flow = Some(200.0);
+    let mut c = config(&server, paced, 1.0);
+    c.spec.omit = Duration::from_millis(200);
+    let r = server.run(&c).await;
+    assert_exact(&r);
+    let (rr, _) = rr(&r);
+    let p = rr.summary.pacing.expect("pacing reported");
+    assert!(p.kept_up, "{p:?}");
+    // 3 flows × 200/s over the measured second, give or take the transactions in flight.
+    assert!(
+        (590..=610).contains(&rr.summary.transactions),
+        "{:?}",
+        rr.summary
+    );
+    server.stop().await;
+}
+
+/// Datagrams at a flow's server socket while the test runs: from a stranger (the kernel drops
+/// them: the socket is connected to the client), and with the client's own address and port
+/// forged (a raw socket, root): too short, the wrong length, a made-up token. None is
+/// answered: the client's counts stay exact; the server counts the forged ones as ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_hostile_datagrams_are_never_answered_or_counted() {
+    let raw = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::RAW,
+        Some(socket2::Protocol::from(libc::IPPROTO_RAW)),
+    );
+    let server = TestServer::start().await;
+    let c = config(&server, udp_rr(1, 1, 64, 64), 1.5);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut tx = Some(tx);
+    let mut on_event = |e| {
+        if let ClientEvent::Started { streams, .. } = e
+            && let Some(tx) = tx.take()
+        {
+            let _ = tx.send((streams[0].client_addr, streams[0].server_addr));
+        }
+    };
+    let test = xbench::client::run(&c, &mut on_event, std::future::pending());
+    const ROUNDS: u64 = 100;
+    let attack = async {
+        let (from, to) = rx.await.unwrap();
+        let stranger = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut forged = vec![0u8; 64];
+        for seq in 0..ROUNDS {
+            forged[..8].copy_from_slice(&0x0bad_c0de_u64.to_be_bytes());
+            forged[8..16].copy_from_slice(&seq.to_be_bytes());
+            stranger.send_to(&forged, to).await.unwrap();
+            stranger.send_to(&[1, 2, 3], to).await.unwrap();
+        }
+        let mut buf = [0u8; 2048];
+        let answer =
+            tokio::time::timeout(Duration::from_millis(300), stranger.recv_from(&mut buf)).await;
+        assert!(answer.is_err(), "the server answered a stranger");
+        let raw = match raw {
+            Ok(r) => r,
+            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                panic!("this test needs root (a raw socket) and CI=true forbids skipping: {e}")
+            }
+            Err(e) => {
+                eprintln!("skipping the forged-source half: no raw socket without root: {e}");
+                return 0;
+            }
+        };
+        let (SocketAddr::V4(from), SocketAddr::V4(to)) = (from, to) else {
+            panic!("loopback is IPv4 here");
+        };
+        for seq in 0..ROUNDS {
+            forged[8..16].copy_from_slice(&seq.to_be_bytes());
+            for payload in [&forged[..], &forged[..40], &[1, 2, 3][..]] {
+                raw.send_to(&spoofed(from, to, payload), &SocketAddr::V4(to).into())
+                    .unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        3 * ROUNDS
+    };
+    let (report, forged) = tokio::join!(test, attack);
+    let report = report.unwrap();
+    assert_eq!(report.outcome, Outcome::Completed, "{:?}", report.warnings);
+    let (rr, u) = rr(&report);
+    assert_eq!(
+        (u.lost, u.late, u.duplicates, u.ignored),
+        (0, 0, 0, 0),
+        "{u:?}"
+    );
+    assert_eq!(rr.summary.server_transactions, Some(u.total_requests));
+    assert_eq!(u.server_ignored, Some(forged), "{u:?}");
+    server.stop().await;
+}
+
+/// An IPv4 packet of one UDP datagram from `from` to `to` (UDP checksum 0: none).
+fn spoofed(from: std::net::SocketAddrV4, to: std::net::SocketAddrV4, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; 28 + payload.len()];
+    p[0] = 0x45;
+    let total = p.len() as u16;
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p[8] = 64;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&from.ip().octets());
+    p[16..20].copy_from_slice(&to.ip().octets());
+    p[20..22].copy_from_slice(&from.port().to_be_bytes());
+    p[22..24].copy_from_slice(&to.port().to_be_bytes());
+    p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    p[28..].copy_from_slice(payload);
+    p
+}
+
+/// What the library refuses of a UDP request/response spec, naming the flag.
+#[test]
+fn udp_request_response_bounds_are_refused_by_flag() {
+    let check = |r: RrSpec| {
+        let mut s = TestSpec::request_response();
+        s.workload = Workload::RequestResponse(r);
+        s.validate().err().map(|e| e.field)
+    };
+    assert_eq!(check(udp_rr(1, 1, 24, 65_507)), None);
+    assert_eq!(check(udp_rr(1, 1, 23, 24)), Some("-r"));
+    assert_eq!(check(udp_rr(1, 1, 24, 65_508)), Some("-r"));
+    let mut crr = udp_rr(1, 1, 24, 24);
+    crr.connect_per_transaction = true;
+    assert_eq!(check(crr), Some("--crr"));
+    for t in [Duration::ZERO, Duration::from_secs(61)] {
+        let mut r = udp_rr(1, 1, 24, 24);
+        r.udp = Some(UdpRrSpec { timeout: t });
+        assert_eq!(check(r), Some("--rr-timeout"));
+    }
+}
