@@ -11,8 +11,8 @@ use std::time::Duration;
 use xbench::auth::Psk;
 use xbench::client::AddressFamily;
 use xbench::config::{
-    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, UdpSpec,
-    Workload,
+    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec,
+    UdpRrSpec, UdpSpec, Workload,
 };
 use xbench_report::{ThroughputUnit, layout};
 use xbench_sweep::{SweepPlan, Target};
@@ -84,11 +84,19 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
         refuse_single_test_outputs(&a)?;
         if a.udp {
             return Err(UsageError(
-                "UDP tests (-u) cannot be swept yet: give one value of -P and -w".into(),
+                "UDP tests (-u) cannot be swept yet: give one value of -P, -w, -r and --flows"
+                    .into(),
             ));
         }
     }
     refuse_unit_without_rates(&a)?;
+    if a.rr && a.udp && a.bitrate.is_some() {
+        return Err(UsageError(
+            "-b sets a UDP throughput test's rate; --rr -u runs transactions: pace them with \
+             --rate"
+                .into(),
+        ));
+    }
     let target = target(&a);
     let spec = spec(&a)?;
     let psk = target.read_key().map_err(|e| UsageError(e.to_string()))?;
@@ -234,11 +242,13 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
         (None, None) => EndCondition::Duration(Duration::from_secs(10)),
     };
     let workload = if a.rr || a.crr {
-        let (request_len, response_len) = a
-            .rr_size
-            .first()
-            .copied()
-            .unwrap_or((NonZeroU32::MIN, NonZeroU32::MIN));
+        // A UDP request or response holds at least xbench's header.
+        let least = if a.udp {
+            NonZeroU32::new(xbench::config::UDP_HEADER_LEN).unwrap_or(NonZeroU32::MIN)
+        } else {
+            NonZeroU32::MIN
+        };
+        let (request_len, response_len) = a.rr_size.first().copied().unwrap_or((least, least));
         Workload::RequestResponse(RrSpec {
             request_len,
             response_len,
@@ -250,7 +260,9 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
             burst: a.burst.unwrap_or(NonZeroU32::MIN),
             connect_per_transaction: a.crr,
             rate_per_flow: a.rate,
-            udp: None,
+            udp: a.udp.then(|| UdpRrSpec {
+                timeout: a.rr_timeout.unwrap_or(UdpRrSpec::default().timeout),
+            }),
         })
     } else {
         let mut tp = ThroughputSpec {
