@@ -1,6 +1,6 @@
 //! UDP request/response (`--rr -u`) against a real in-process server on loopback: exact counts
-//! at both ends, and hostile datagrams at the flows' sockets neither counted nor answered.
-//! (How a lost datagram is counted is tested on a lossy socket in `engine::rr::udp::client`.)
+//! at both ends, responses dropped by a lossy relay counted lost exactly (and the flows going
+//! on), and hostile datagrams at the flows' sockets neither counted nor answered.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
 
@@ -8,10 +8,13 @@ mod common;
 
 use std::net::SocketAddr;
 use std::num::{NonZeroU16, NonZeroU32};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use common::TestServer;
-use tokio::net::UdpSocket;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use xbench::config::{RrSpec, UdpRrSpec};
 use xbench::report::{Outcome, RrReport, RrUdpSummary, TestReport};
 use xbench::{ClientConfig, ClientEvent, EndCondition, TestSpec, Workload};
@@ -110,6 +113,147 @@ async fn flows_bursts_large_answers_and_pacing_lose_nothing() {
         rr.summary
     );
     server.stop().await;
+}
+
+/// A path that loses responses: the client reaches the server through a relay on 127.0.0.2
+/// (its control connection, and a UDP relay per flow port, which it learns from the server's
+/// `Accepted` as it passes) that drops every 50th response, 20 in all. Every dropped response
+/// is a lost request, exactly; the server answered every request; the test ends on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_a_lossy_path_drops_are_counted_lost_exactly_and_never_hang_a_flow() {
+    let server = TestServer::start().await;
+    let dropped = Arc::new(AtomicU64::new(0));
+    let (relay, relay_task) = lossy_relay(server.addr, 50, 20, Arc::clone(&dropped)).await;
+    let mut spec = udp_rr(2, 4, 64, 64);
+    spec.udp = Some(UdpRrSpec {
+        timeout: Duration::from_millis(200),
+    });
+    let mut c = config(&server, spec, 1.5);
+    c.host = relay.ip().to_string();
+    c.port = relay.port();
+    let started = Instant::now();
+    let r = server.run(&c).await;
+    let took = started.elapsed();
+    relay_task.abort();
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    assert!(took < Duration::from_secs(5), "the test took {took:?}");
+    let (rr, u) = rr(&r);
+    let dropped = dropped.load(Ordering::Relaxed);
+    assert_eq!(
+        dropped, 20,
+        "the relay did not drop all it was to: too few responses"
+    );
+    assert_eq!(u.total_lost, dropped, "{u:?}");
+    assert_eq!((u.late, u.duplicates, u.ignored), (0, 0, 0), "{u:?}");
+    let s = &rr.summary;
+    assert_eq!(s.server_transactions, Some(u.total_requests), "{s:?}");
+    assert_eq!(
+        s.total_transactions + u.total_lost,
+        u.total_requests,
+        "{s:?}"
+    );
+    let per_flow: u64 = rr.flows.iter().map(|f| f.lost.unwrap()).sum();
+    let per_interval: u64 = rr.intervals.iter().map(|i| i.lost.unwrap()).sum();
+    assert_eq!((per_flow, per_interval), (u.lost, u.lost));
+    assert!(u.lost_percent > 0.0 && u.lost_percent < 5.0, "{u:?}");
+    server.stop().await;
+}
+
+/// A relay at 127.0.0.2 to `server`: TCP as is; for each UDP port the server's `Accepted`
+/// names, a relay on 127.0.0.2 at that port that drops every `every`-th response, `most` in
+/// all, counting them in `dropped`.
+async fn lossy_relay(
+    server: SocketAddr,
+    every: u64,
+    most: u64,
+    dropped: Arc<AtomicU64>,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let (client, _) = listener.accept().await.unwrap();
+        let upstream = TcpStream::connect(server).await.unwrap();
+        let (mut cr, mut cw) = client.into_split();
+        let (mut ur, mut uw) = upstream.into_split();
+        let up = tokio::spawn(async move { tokio::io::copy(&mut cr, &mut uw).await });
+        let mut seen = Vec::new();
+        let mut relays = Vec::new();
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match ur.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if relays.is_empty() {
+                seen.extend_from_slice(&buf[..n]);
+                for port in udp_ports(&seen) {
+                    let front = UdpSocket::bind(("127.0.0.2", port)).await.unwrap();
+                    let back = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                    back.connect((server.ip(), port)).await.unwrap();
+                    let d = Arc::clone(&dropped);
+                    relays.push(tokio::spawn(relay_udp(front, back, every, most, d)));
+                }
+            }
+            if cw.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        up.abort();
+        for r in relays {
+            r.abort();
+        }
+    });
+    (addr, task)
+}
+
+/// The ports of `"udp_ports":[…]` in the control bytes so far, once they are all there.
+fn udp_ports(seen: &[u8]) -> Vec<u16> {
+    let text = String::from_utf8_lossy(seen);
+    let Some(at) = text.find("\"udp_ports\":[") else {
+        return Vec::new();
+    };
+    let rest = &text[at + "\"udp_ports\":[".len()..];
+    let Some(end) = rest.find(']') else {
+        return Vec::new();
+    };
+    rest[..end]
+        .split(',')
+        .filter_map(|p| p.trim().parse().ok())
+        .collect()
+}
+
+async fn relay_udp(
+    front: UdpSocket,
+    back: UdpSocket,
+    every: u64,
+    most: u64,
+    dropped: Arc<AtomicU64>,
+) {
+    let mut client = None;
+    let (mut a, mut b) = (vec![0u8; 65_536], vec![0u8; 65_536]);
+    let mut responses = 0u64;
+    loop {
+        tokio::select! {
+            r = front.recv_from(&mut a) => {
+                let Ok((n, from)) = r else { return };
+                client = Some(from);
+                let _ = back.send(&a[..n]).await;
+            }
+            r = back.recv(&mut b) => {
+                let Ok(n) = r else { return };
+                let Some(to) = client else { continue };
+                responses += 1;
+                let drop = responses.is_multiple_of(every)
+                    && dropped
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| (d < most).then_some(d + 1))
+                        .is_ok();
+                if drop {
+                    continue;
+                }
+                let _ = front.send_to(&b[..n], to).await;
+            }
+        }
+    }
 }
 
 /// Datagrams at a flow's server socket while the test runs: from a stranger (the kernel drops

@@ -63,8 +63,13 @@ pub(super) async fn greet(
 ) -> Result<(Vec<(UdpSocket, DataHello)>, Ready), Error> {
     let hellos = session.hellos(n)?;
     if session.udp_ports.len() != n {
+        let older = if session.udp_ports.is_empty() {
+            " (an xbench server older than this UDP test?)"
+        } else {
+            ""
+        };
         let why = format!(
-            "the server offered {} UDP ports for {n} streams",
+            "the server offered {} UDP ports for {n} streams{older}",
             session.udp_ports.len()
         );
         return Err(Error::io(

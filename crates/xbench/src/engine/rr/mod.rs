@@ -6,7 +6,8 @@
 //! with a response. With `--crr` each transaction is its own connection. Workers count and
 //! record; the controller (client or server session) decides when an interval ends by bumping
 //! [`Control::epoch`] and waking them, and each worker answers with a [`Report::Snapshot`] of
-//! its flows. Nothing here knows the control protocol or prints.
+//! its flows. UDP flows (`--rr -u`, [`udp`]) have workers of their own that speak the same
+//! protocol. Nothing here knows the control protocol or prints.
 
 pub(crate) mod client;
 pub(crate) mod poll;
