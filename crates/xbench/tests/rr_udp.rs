@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use xbench::config::{RrSpec, UdpRrSpec};
 use xbench::report::{Outcome, RrReport, RrUdpSummary, TestReport};
-use xbench::{ClientConfig, ClientEvent, EndCondition, TestSpec, Workload};
+use xbench::{ClientConfig, ClientEvent, EndCondition, Limits, TestSpec, Workload};
 
 fn udp_rr(flows: u16, burst: u32, req: u32, resp: u32) -> RrSpec {
     RrSpec {
@@ -346,6 +346,38 @@ fn spoofed(from: std::net::SocketAddrV4, to: std::net::SocketAddrV4, payload: &[
     p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
     p[28..].copy_from_slice(payload);
     p
+}
+
+/// The governor cannot slow UDP answers down: a server with `--max-send-rate` takes large
+/// `--rr -u` answers only paced within its cap, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_send_cap_takes_large_udp_answers_only_when_paced_within_it() {
+    let server = TestServer::with_limits(Limits {
+        max_send_rate: Some(10_000_000),
+        ..Limits::default()
+    })
+    .await;
+    let unpaced = config(&server, udp_rr(1, 1, 24, 20_000), 0.3);
+    let e = xbench::client::run(&unpaced, &mut |_| {}, std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("give --rate"), "{e}");
+    // 2 flows × 20/s × 20,000 B × 8 = 6.4 Mbit/s: within the cap.
+    let mut paced = udp_rr(2, 1, 24, 20_000);
+    paced.rate_per_flow = Some(20.0);
+    let r = server.run(&config(&server, paced, 0.5)).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    let mut over = udp_rr(2, 1, 24, 20_000);
+    over.rate_per_flow = Some(100.0);
+    let e = xbench::client::run(
+        &config(&server, over, 0.3),
+        &mut |_| {},
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("--max-send-rate"), "{e}");
+    server.stop().await;
 }
 
 /// What the library refuses of a UDP request/response spec, naming the flag.

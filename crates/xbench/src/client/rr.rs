@@ -593,7 +593,7 @@ impl Collected<'_> {
 ///
 /// `tally` is what this end sent the server: completed transactions, or with UDP the requests
 /// sent (a server answers each at most once, so none may be over).
-fn answered_unasked(spec: &RrSpec, rr: &RrReport, completed: Tally) -> Option<String> {
+fn answered_unasked(spec: &RrSpec, rr: &RrReport, tally: Tally) -> Option<String> {
     let in_flight = if spec.udp.is_some() {
         0
     } else if spec.connect_per_transaction {
@@ -602,7 +602,7 @@ fn answered_unasked(spec: &RrSpec, rr: &RrReport, completed: Tally) -> Option<St
         u64::from(spec.burst.get())
     };
     let answered = (rr.flows.iter()).filter_map(|f| Some((f.flow, f.server_transactions?)));
-    check::answered_unasked(answered, &completed, in_flight).map(|u| u.to_string())
+    check::answered_unasked(answered, &tally, in_flight).map(|u| u.to_string())
 }
 
 fn flow_error(flow: u16, error: &str) -> String {
