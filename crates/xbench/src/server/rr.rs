@@ -24,9 +24,9 @@ use crate::control::sleep_until_opt;
 use crate::engine::rr::udp::UdpFlow;
 use crate::engine::rr::{self, Control, FlowSnapshot, Handoff, Report, STOPPED, Workers};
 use crate::engine::schedule::{Boundaries, Schedule, Span};
-use crate::engine::udp::wire;
+use crate::engine::udp::{socket, wire};
 use crate::proto::{ErrorCode, Message, Ready};
-use crate::report::{CpuUsage, SideRrFlow, SideRrInterval, SideRrResults};
+use crate::report::{CpuUsage, SideRrFlow, SideRrInterval, SideRrResults, SocketReport};
 use crate::server::registry::DataConn;
 
 /// Runs an admitted request/response test to its end and reports it.
@@ -48,6 +48,8 @@ struct Started {
     reports: mpsc::UnboundedReceiver<Report>,
     /// The test's place in `--max-send-rate` when its answers are large.
     share: Option<Share>,
+    /// `--rr -u`: each flow's socket as sized, for `Ready`.
+    sockets: Vec<SocketReport>,
 }
 
 /// Hands the flows to worker threads, a few flows each. An error is the refusal to send; the
@@ -101,6 +103,7 @@ fn start_workers(t: &mut Test, rr_spec: &RrSpec, window: Option<u64>) -> Result<
         workers: Workers::new(control, spawned),
         reports,
         share,
+        sockets: Vec::new(),
     })
 }
 
@@ -116,11 +119,13 @@ fn start_udp_workers(
         request_len: rr_spec.request_len.get() as usize,
         response_len: rr_spec.response_len.get() as usize,
     };
+    let mut sockets = Vec::new();
     let flows: Vec<UdpFlow> = std::mem::take(&mut t.udp)
         .into_iter()
         .map(|(id, sock, tag)| {
             let mut ignored = Vec::new();
             rr::udp::size_socket(&sock, window, &mut ignored);
+            sockets.push(socket::report(&sock, window));
             UdpFlow {
                 id,
                 sock,
@@ -151,6 +156,7 @@ fn start_udp_workers(
         workers: Workers::new(control, spawned),
         reports,
         share: None,
+        sockets,
     })
 }
 
@@ -186,6 +192,7 @@ impl Answering {
             workers,
             reports,
             share,
+            sockets,
         } = started;
         let flows = usize::from(rr_spec.flows.get());
         let handoff = Arc::new(workers.handoff(flows * 2 + 16));
@@ -195,7 +202,7 @@ impl Answering {
         }
         let start = Instant::now();
         let ready = Message::Ready(Ready {
-            sockets: Vec::new(),
+            sockets,
             greetings: t.greetings.clone(),
         });
         if t.send(&ready).await.is_err() {
