@@ -46,6 +46,10 @@ fn builders_refuse_in_the_flags_words() {
     same(parse::rate("0"), l().rate(0.0).build());
     same(parse::rr_sizes("0,1"), l().sizes(0, 1).build());
     same(
+        parse::positive_duration("0"),
+        l().rr_timeout(Duration::ZERO).build(),
+    );
+    same(
         parse::rr_sizes(&format!("1,{}", (16 << 20) + 1)),
         l().sizes(1, (16 << 20) + 1).build(),
     );

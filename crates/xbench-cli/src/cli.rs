@@ -59,6 +59,17 @@ fn explain(mut e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
             ))
         }
         ErrorKind::ArgumentConflict
+            if (has(ContextKind::InvalidArg, "--crr") && has(ContextKind::PriorArg, "--udp"))
+                || (has(ContextKind::InvalidArg, "--udp")
+                    && has(ContextKind::PriorArg, "--crr")) =>
+        {
+            Some(
+                "--crr opens a TCP connection per transaction and UDP has none; for UDP \
+                 request/response latency use --rr -u"
+                    .to_owned(),
+            )
+        }
+        ErrorKind::ArgumentConflict
             if (has(ContextKind::InvalidArg, "--local")
                 && has(ContextKind::PriorArg, "[HOST]"))
                 || (has(ContextKind::InvalidArg, "[HOST]")
@@ -199,7 +210,7 @@ pub(crate) struct ClientArgs {
     /// reordering, duplicates, jitter, the kernel's receive-buffer drops). -b is then the total
     /// of all streams [default 1M, like iperf3] and -l the datagram size.
     #[arg(short = 'u', long = "udp",
-          conflicts_with_all = ["rr", "crr", "zerocopy", "bytes", "recv_copy", "mss", "no_delay", "congestion"])]
+          conflicts_with_all = ["crr", "zerocopy", "bytes", "recv_copy", "mss", "no_delay", "congestion"])]
     pub(crate) udp: bool,
 
     /// Prove to the server that this client holds the key in FILE (the server's --psk-file).
@@ -301,6 +312,12 @@ pub(crate) struct ClientArgs {
     #[arg(long, value_name = "TPS|INTERVAL", value_parser = parse::rate, requires = "latency",
           allow_negative_numbers = true, help_heading = "Request/response (latency)")]
     pub(crate) rate: Option<f64>,
+
+    /// With --rr -u: a request unanswered this long is counted as lost, and its flow goes on
+    /// with the next one; a response arriving later is counted as late [default: 1s].
+    #[arg(long, value_name = "SECS", value_parser = parse::positive_duration, requires = "udp",
+          help_heading = "Request/response (latency)")]
+    pub(crate) rr_timeout: Option<Duration>,
 
     /// A flow waiting this long for a response fails the test: the server stopped answering.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::positive_duration,

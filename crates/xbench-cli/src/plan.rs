@@ -11,8 +11,8 @@ use std::time::Duration;
 use xbench::auth::Psk;
 use xbench::client::AddressFamily;
 use xbench::config::{
-    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, UdpSpec,
-    Workload,
+    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec,
+    UdpRrSpec, UdpSpec, Workload,
 };
 use xbench_report::{ThroughputUnit, layout};
 use xbench_sweep::{SweepPlan, Target};
@@ -85,12 +85,26 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
     let sweep = wants_sweep(&a);
     if sweep {
         refuse_single_test_outputs(&a)?;
+        if a.udp && a.rr {
+            return Err(UsageError(
+                "UDP request/response tests (--rr -u) cannot be swept yet: give one value of -P, \
+                 -w, -r and --flows"
+                    .into(),
+            ));
+        }
     }
     if !a.udp {
         refuse_udp_lists(&a)?;
     }
     refuse_unit_without_rates(&a)?;
     refuse_iperf3_json_without_its_shape(&a)?;
+    if a.rr && a.udp && a.bitrate.is_some() {
+        return Err(UsageError(
+            "-b sets a UDP throughput test's rate; --rr -u runs transactions: pace them with \
+             --rate"
+                .into(),
+        ));
+    }
     let target = target(&a);
     let spec = spec(&a)?;
     let psk = target.read_key().map_err(|e| UsageError(e.to_string()))?;
@@ -295,11 +309,13 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
         (None, None) => EndCondition::Duration(Duration::from_secs(10)),
     };
     let workload = if a.rr || a.crr {
-        let (request_len, response_len) = a
-            .rr_size
-            .first()
-            .copied()
-            .unwrap_or((NonZeroU32::MIN, NonZeroU32::MIN));
+        // A UDP request or response holds at least xbench's header.
+        let least = if a.udp {
+            NonZeroU32::new(xbench::config::UDP_HEADER_LEN).unwrap_or(NonZeroU32::MIN)
+        } else {
+            NonZeroU32::MIN
+        };
+        let (request_len, response_len) = a.rr_size.first().copied().unwrap_or((least, least));
         Workload::RequestResponse(RrSpec {
             request_len,
             response_len,
@@ -311,6 +327,9 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
             burst: a.burst.unwrap_or(NonZeroU32::MIN),
             connect_per_transaction: a.crr,
             rate_per_flow: a.rate,
+            udp: a.udp.then(|| UdpRrSpec {
+                timeout: a.rr_timeout.unwrap_or(UdpRrSpec::default().timeout),
+            }),
         })
     } else {
         let mut tp = ThroughputSpec {
@@ -508,6 +527,7 @@ mod tests {
             burst: nz32(8),
             connect_per_transaction: false,
             rate_per_flow: Some(333.3),
+            udp: None,
         };
         rr.spec.workload = Workload::RequestResponse(r.clone());
         rr.spec.end = EndCondition::Duration(MAX_DURATION);

@@ -184,7 +184,6 @@ fn bad_udp_settings_are_usage_errors() {
             ),
             (&["-l", "23"], "between 24 bytes"),
             (&["-l", "65508"], "65507 bytes"),
-            (&["--rr"], "cannot be used with"),
             (&["--crr"], "cannot be used with"),
             (&["-Z"], "cannot be used with"),
             (&["-n", "1M"], "cannot be used with"),

@@ -291,7 +291,14 @@ impl Args {
             burst,
             connect_per_transaction,
             rate_per_flow,
+            udp,
         } = r;
+        if udp.is_some() {
+            // Sweeps of UDP request/response tests are not built yet.
+            return Err(RenderError::Unexpressible(
+                "UDP request/response tests (--rr -u) cannot be swept yet".into(),
+            ));
+        }
         self.push(if *connect_per_transaction {
             "--crr"
         } else {

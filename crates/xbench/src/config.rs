@@ -75,7 +75,45 @@ pub struct RrSpec {
     /// Transactions per second per flow (`--rate`); `None` runs back to back. Paced latency is
     /// measured from each transaction's intended start, so stalls are not hidden.
     pub rate_per_flow: Option<f64>,
+    /// UDP instead of TCP (`--rr -u`): each request and response one datagram on the flow's
+    /// own socket, with a timeout for the ones the network loses. `None` is TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpRrSpec>,
 }
+
+/// A UDP request/response test (`--rr -u`, netperf's UDP_RR).
+///
+/// Every request and every response is one datagram that starts with xbench's
+/// [`UDP_HEADER_LEN`]-byte header (the flow's token, the request's sequence number, its send
+/// time); the server copies the header into its response. A request whose response has not
+/// arrived `timeout` after it was sent is **lost**: the flow stops waiting for it and goes on
+/// with the next sequence number, so a lost datagram never hangs a flow. A response that
+/// arrives after its request was declared lost is counted as **late**, never as a latency
+/// sample.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct UdpRrSpec {
+    /// How long a request waits for its response before it counts as lost (`--rr-timeout`),
+    /// between [`MIN_RR_TIMEOUT`] and [`MAX_RR_TIMEOUT`]. Longer than the path's worst round
+    /// trip, or slow responses are counted lost; a lost request holds its flow's slot (one of
+    /// `--burst`) for this long.
+    #[serde(with = "secs")]
+    pub timeout: Duration,
+}
+
+impl Default for UdpRrSpec {
+    /// A one-second timeout: longer than any sane round trip, short enough that a lost
+    /// datagram costs its flow one second, not the test.
+    fn default() -> Self {
+        UdpRrSpec {
+            timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Shortest `--rr-timeout`.
+pub const MIN_RR_TIMEOUT: Duration = Duration::from_millis(1);
+/// Longest `--rr-timeout`.
+pub const MAX_RR_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Default for RrSpec {
     fn default() -> Self {
@@ -86,6 +124,7 @@ impl Default for RrSpec {
             burst: NonZeroU32::MIN,
             connect_per_transaction: false,
             rate_per_flow: None,
+            udp: None,
         }
     }
 }
@@ -348,6 +387,9 @@ impl TestSpec {
                 if let Some(rate) = r.rate_per_flow {
                     check_rate(rate, self.end)?;
                 }
+                if let Some(u) = &r.udp {
+                    check_udp_rr(r, u)?;
+                }
                 if matches!(self.end, EndCondition::Bytes(_)) {
                     return err(
                         "-n",
@@ -382,8 +424,9 @@ impl TestSpec {
             // UDP streams open no connection; their sockets prove themselves by datagram.
             Workload::Throughput(t) if t.udp.is_some() => 0,
             Workload::Throughput(t) => crate::proto::StreamLayout::new(t).streams(),
-            // --crr connections arrive during the test, one per transaction.
-            Workload::RequestResponse(r) if r.connect_per_transaction => 0,
+            // --crr connections arrive during the test, one per transaction; UDP flows open
+            // none.
+            Workload::RequestResponse(r) if r.connect_per_transaction || r.udp.is_some() => 0,
             Workload::RequestResponse(r) => usize::from(r.flows.get()),
         }
     }
@@ -436,6 +479,40 @@ fn check_udp(u: &UdpSpec, streams: u16, end: EndCondition) -> Result<(), SpecErr
         return err(
             "-n",
             "UDP tests run for a time (-t), not a byte count".into(),
+        );
+    }
+    Ok(())
+}
+
+/// Bounds of a UDP request/response test: one datagram each way, each holding xbench's header
+/// and fitting a UDP payload; a connection per transaction makes no sense without connections.
+fn check_udp_rr(r: &RrSpec, u: &UdpRrSpec) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    if r.connect_per_transaction {
+        return err(
+            "--crr",
+            "--crr opens a TCP connection per transaction; UDP has none (use --rr -u)".into(),
+        );
+    }
+    let fits = |n: u32| (UDP_HEADER_LEN..=MAX_DATAGRAM_LEN).contains(&n);
+    if !fits(r.request_len.get()) || !fits(r.response_len.get()) {
+        return err(
+            "-r",
+            format!(
+                "with -u a request and a response are one datagram each: between \
+                 {UDP_HEADER_LEN} bytes (xbench's header) and {MAX_DATAGRAM_LEN} bytes (the \
+                 largest UDP payload); got {},{}",
+                r.request_len, r.response_len
+            ),
+        );
+    }
+    if !(MIN_RR_TIMEOUT..=MAX_RR_TIMEOUT).contains(&u.timeout) {
+        return err(
+            "--rr-timeout",
+            format!(
+                "{:?} is out of range: between {MIN_RR_TIMEOUT:?} and {MAX_RR_TIMEOUT:?}",
+                u.timeout
+            ),
         );
     }
     Ok(())

@@ -4,8 +4,9 @@
 //! throughput with the kernel's TCP state that explains the figure (retransmits, congestion
 //! window, RTT, and how long the receive window or send buffer held the sender back), UDP
 //! throughput counted datagram by datagram (loss, reordering, duplicates, jitter; set
-//! [`ThroughputSpec::udp`]), and request/response latency. It has no command line and prints
-//! nothing; the `xbench` binary and other programs embed it.
+//! [`ThroughputSpec::udp`]), and request/response latency over TCP or UDP (set
+//! [`config::RrSpec::udp`]: lost requests are counted, never waited for). It has no command
+//! line and prints nothing; the `xbench` binary and other programs embed it.
 //!
 //! ```
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -549,6 +549,11 @@ pub struct SideRrResults {
     pub measured_retransmits: u64,
     /// CPU time of the server's workers.
     pub cpu: CpuUsage,
+    /// `--rr -u`: datagrams at the flows' sockets that were not this test's requests (too
+    /// short or long, without the flow's token, or a sequence number already answered) and
+    /// were neither counted nor answered.
+    #[serde(default)]
+    pub ignored: u64,
 }
 
 /// One interval of a request/response test.
@@ -578,6 +583,10 @@ pub struct RrInterval {
     pub connections: u64,
     /// The interval's latency histogram: HdrHistogram V2, deflated, base64; nanoseconds.
     pub histogram: String,
+    /// `--rr -u`: requests whose response did not arrive within `--rr-timeout`, counted in
+    /// the interval in which they timed out. `None` for TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
 }
 
 /// Pacing, for a `--rate` test.
@@ -626,6 +635,39 @@ pub struct RrSummary {
     pub pacing: Option<Pacing>,
     /// The whole test's latency histogram: HdrHistogram V2, deflated, base64; nanoseconds.
     pub histogram: String,
+    /// `--rr -u`: lost and late requests, and datagrams that were not counted. `None` for TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<RrUdpSummary>,
+}
+
+/// What a UDP request/response test lost, over the measured window unless said otherwise.
+///
+/// A request ends in the interval in which its response arrives (a transaction, with a
+/// latency) or in which it times out (lost); `lost_percent` is lost ÷ (transactions + lost).
+/// A late response (one that arrives after its request timed out) is counted in `late` and is
+/// still lost: it was not a latency sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrUdpSummary {
+    /// `--rr-timeout`, seconds.
+    pub timeout_s: f64,
+    /// Requests that ended unanswered within the timeout.
+    pub lost: u64,
+    /// `lost` as a share of the requests that ended in the window, percent.
+    pub lost_percent: f64,
+    /// Responses that arrived after their request timed out.
+    pub late: u64,
+    /// Responses to a request already answered (a duplicate on the path).
+    pub duplicates: u64,
+    /// Datagrams at the client's sockets that were not this test's responses (too short,
+    /// without the flow's token, or to a request never sent); never counted.
+    pub ignored: u64,
+    /// Requests sent over the whole test, warm-up included.
+    pub total_requests: u64,
+    /// Requests lost over the whole test, warm-up included.
+    pub total_lost: u64,
+    /// Datagrams the server did not answer because they were not this test's requests, when
+    /// its report arrived.
+    pub server_ignored: Option<u64>,
 }
 
 /// One flow of a request/response test.
@@ -646,6 +688,9 @@ pub struct RrFlowSummary {
     pub retransmits: u64,
     /// Why the flow stopped early, if it did.
     pub error: Option<String>,
+    /// `--rr -u`: requests lost after the warm-up. `None` for TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
 }
 
 /// A request/response test's results.

@@ -111,6 +111,34 @@ fn a_built_spec_is_what_was_asked() {
     assert_eq!(rr.rate_per_flow, Some(100.0));
 }
 
+/// `--rr -u` through the builder: sizes default to the header, the timeout implies UDP, and a
+/// loopback run loses nothing and says so.
+#[test]
+fn a_udp_latency_test_builds_and_runs_locally() {
+    let spec = Test::latency().udp().build().unwrap();
+    let rr = spec.as_rr().unwrap();
+    assert_eq!((rr.request_len.get(), rr.response_len.get()), (24, 24));
+    let spec = Test::latency()
+        .sizes(64, 1000)
+        .rr_timeout(Duration::from_millis(250))
+        .duration(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let rr = spec.as_rr().unwrap();
+    assert_eq!(rr.udp.map(|u| u.timeout), Some(Duration::from_millis(250)));
+    assert_eq!(rr.request_len.get(), 64);
+    let err = Test::latency().udp().sizes(1, 1).build().unwrap_err();
+    assert_eq!(err.field, "-r");
+    let report = xbench::blocking::run_local(spec).unwrap();
+    assert!(report.completed(), "{:?}", report.outcome);
+    let u = report.rr.as_ref().unwrap().summary.udp.clone().unwrap();
+    assert_eq!(u.lost, 0, "{u:?}");
+    assert!(
+        report.to_string().contains(", 0 lost (0.000 %)"),
+        "{report}"
+    );
+}
+
 #[test]
 fn blocking_run_local_measures_and_displays_the_rate() {
     let spec = Test::throughput()

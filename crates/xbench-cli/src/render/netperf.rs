@@ -32,6 +32,8 @@ pub(crate) enum Field {
     RemoteTransportRetrans,
     Flows,
     Connections,
+    LostRequests,
+    LostPercent,
 }
 
 /// netperf's selector name, its three header lines, and how its value is printed.
@@ -153,6 +155,18 @@ const SPECS: &[Spec] = &[
         ["Connections", "", ""],
         0,
     ),
+    spec(
+        Field::LostRequests,
+        "LOST_REQUESTS",
+        ["Lost", "Requests", "(UDP)"],
+        0,
+    ),
+    spec(
+        Field::LostPercent,
+        "LOST_PERCENT",
+        ["Lost", "Requests", "%"],
+        3,
+    ),
 ];
 
 const fn spec(field: Field, name: &'static str, title: [&'static str; 3], decimals: usize) -> Spec {
@@ -268,6 +282,7 @@ fn value(r: &TestReport, f: Field, unit: Option<ThroughputUnit>) -> String {
     let rr = r.rr.as_ref();
     let lat = rr.and_then(|x| x.summary.latency);
     let rr_spec = r.spec.as_rr();
+    let udp = rr.and_then(|x| x.summary.udp.as_ref());
     match f {
         Field::MinLatency => num(lat.map(|l| l.min_us)),
         Field::MeanLatency => num(lat.map(|l| l.mean_us)),
@@ -314,6 +329,8 @@ fn value(r: &TestReport, f: Field, unit: Option<ThroughputUnit>) -> String {
             .map(|v| v as f64)),
         Field::Flows => num(rr_spec.map(|s| f64::from(s.flows.get()))),
         Field::Connections => num(rr.map(|x| x.summary.connections as f64)),
+        Field::LostRequests => num(udp.map(|u| u.lost as f64)),
+        Field::LostPercent => num(udp.map(|u| u.lost_percent)),
     }
 }
 

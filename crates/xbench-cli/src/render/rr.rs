@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use xbench::latency::LatencyStats;
-use xbench::report::{RrInterval, TestReport};
+use xbench::report::{RrInterval, RrSummary, RrUdpSummary, TestReport};
 use xbench::units::ByteSize;
 use xbench::{ClientConfig, TestSpec};
 
@@ -38,23 +38,32 @@ impl RrText {
 
     pub(crate) fn interval(&mut self, iv: &RrInterval) -> String {
         let mut s = String::new();
+        // UDP has no retransmits and no RTT of its own; it has lost requests instead.
+        let (c1, c2) = match iv.lost {
+            Some(_) => ("Lost", ""),
+            None => ("Retr", "sRTT"),
+        };
         if !self.header_done {
             self.header_done = true;
-            let _ = writeln!(
-                s,
+            let header = format!(
                 "[ ID] Interval          {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}",
-                "Trans/s", "min µs", "p50", "p90", "p99", "max", "Retr", "sRTT"
+                "Trans/s", "min µs", "p50", "p90", "p99", "max", c1, c2
             );
+            let _ = writeln!(s, "{}", header.trim_end());
         }
         let l = iv.latency;
         let col = |f: fn(&LatencyStats) -> f64| l.as_ref().map_or_else(|| "-".into(), |l| us(f(l)));
-        let retr = match iv.server_retransmits {
-            Some(sv) => format!("{}/{}", iv.retransmits, sv),
-            None => iv.retransmits.to_string(),
+        let retr = match (iv.lost, iv.server_retransmits) {
+            (Some(lost), _) => lost.to_string(),
+            (None, Some(sv)) => format!("{}/{}", iv.retransmits, sv),
+            (None, None) => iv.retransmits.to_string(),
         };
-        let _ = writeln!(
-            s,
-            "[SUM] {:6.2}-{:<6.2} s {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}{}",
+        let srtt = match (iv.lost, iv.srtt_us) {
+            (Some(_), _) => String::new(),
+            (None, v) => v.map_or_else(|| "-".into(), rtt),
+        };
+        let row = format!(
+            "[SUM] {:6.2}-{:<6.2} s {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}",
             iv.start_s,
             iv.end_s,
             rate(iv.transactions_per_second),
@@ -64,9 +73,10 @@ impl RrText {
             col(|l| l.p99_us),
             col(|l| l.max_us),
             retr,
-            iv.srtt_us.map_or_else(|| "-".into(), rtt),
-            if iv.omitted { "  (omitted)" } else { "" },
+            srtt,
         );
+        let omitted = if iv.omitted { "  (omitted)" } else { "" };
+        let _ = writeln!(s, "{}{omitted}", row.trim_end());
         s
     }
 
@@ -122,38 +132,10 @@ impl RrText {
                 }
             );
         }
-        let _ = write!(
-            s,
-            "  retransmits: client {}, server {}",
-            sum.retransmits,
-            sum.server_retransmits
-                .map_or_else(|| "no report".into(), |v| v.to_string())
-        );
-        if let Some(t) = sum.rtt {
-            let _ = write!(
-                s,
-                "; TCP sRTT min/mean/max {}/{}/{}",
-                rtt(f64::from(t.min_us)),
-                rtt(t.mean_us),
-                rtt(f64::from(t.max_us))
-            );
-        }
-        s.push('\n');
-        match sum.server_transactions {
-            Some(st) if st == sum.total_transactions => {
-                let _ = writeln!(
-                    s,
-                    "  the server answered {st} requests: every transaction counted at both ends"
-                );
-            }
-            Some(st) => {
-                let _ = writeln!(
-                    s,
-                    "  the server answered {st} requests, this client completed {}",
-                    sum.total_transactions
-                );
-            }
-            None => s.push_str("  the server's count never arrived\n"),
+        if let Some(u) = &sum.udp {
+            udp_lines(&mut s, sum, u);
+        } else {
+            tcp_lines(&mut s, sum);
         }
         if (2..=16).contains(&flows) {
             for f in &rr.flows {
@@ -166,6 +148,9 @@ impl RrText {
                         us(l.p99_us),
                         us(l.max_us)
                     );
+                }
+                if let Some(lost) = f.lost {
+                    let _ = write!(s, "  lost {lost}");
                 }
                 if let Some(e) = &f.error {
                     let _ = write!(s, "  error: {e}");
@@ -198,6 +183,93 @@ impl RrText {
     }
 }
 
+/// A TCP test's retransmits and RTT, and whether the server's count agrees.
+fn tcp_lines(s: &mut String, sum: &RrSummary) {
+    let _ = write!(
+        s,
+        "  retransmits: client {}, server {}",
+        sum.retransmits,
+        sum.server_retransmits
+            .map_or_else(|| "no report".into(), |v| v.to_string())
+    );
+    if let Some(t) = sum.rtt {
+        let _ = write!(
+            s,
+            "; TCP sRTT min/mean/max {}/{}/{}",
+            rtt(f64::from(t.min_us)),
+            rtt(t.mean_us),
+            rtt(f64::from(t.max_us))
+        );
+    }
+    s.push('\n');
+    match sum.server_transactions {
+        Some(st) if st == sum.total_transactions => {
+            let _ = writeln!(
+                s,
+                "  the server answered {st} requests: every transaction counted at both ends"
+            );
+        }
+        Some(st) => {
+            let _ = writeln!(
+                s,
+                "  the server answered {st} requests, this client completed {}",
+                sum.total_transactions
+            );
+        }
+        None => s.push_str("  the server's count never arrived\n"),
+    }
+}
+
+/// A UDP test's lost requests, and where they were lost: on the way to the server (it never
+/// answered them) or on the way back (it did).
+fn udp_lines(s: &mut String, sum: &RrSummary, u: &RrUdpSummary) {
+    let _ = write!(
+        s,
+        "  lost: {} of {} requests ({:.3} %) unanswered within {} s",
+        u.lost,
+        sum.transactions + u.lost,
+        u.lost_percent,
+        u.timeout_s
+    );
+    if u.late > 0 || u.duplicates > 0 {
+        let _ = write!(s, "; {} answered late, {} duplicates", u.late, u.duplicates);
+    }
+    s.push('\n');
+    match sum.server_transactions {
+        Some(st) if st == u.total_requests => {
+            let _ = writeln!(
+                s,
+                "  the server answered all {st} requests sent{}",
+                if u.total_lost == 0 {
+                    ": every transaction counted at both ends"
+                } else {
+                    "; the responses were lost on the way back"
+                }
+            );
+        }
+        Some(st) => {
+            let _ = writeln!(
+                s,
+                "  the server answered {st} of {} requests sent: {} lost on the way there, {} \
+                 responses lost (or late) on the way back",
+                u.total_requests,
+                u.total_requests.saturating_sub(st),
+                st.saturating_sub(sum.total_transactions)
+            );
+        }
+        None => s.push_str("  the server's count never arrived\n"),
+    }
+    let server_ignored = u.server_ignored.unwrap_or(0);
+    if u.ignored > 0 || server_ignored > 0 {
+        let _ = writeln!(
+            s,
+            "  datagrams that were not this test's (stray or forged), ignored and never \
+             answered: client {}, server {server_ignored}",
+            u.ignored
+        );
+    }
+}
+
 fn describe(spec: &TestSpec) -> String {
     let Some(rr) = spec.as_rr() else {
         return String::new();
@@ -206,6 +278,8 @@ fn describe(spec: &TestSpec) -> String {
         "Test: {}, {} flow{}, {} requests, {} responses",
         if rr.connect_per_transaction {
             "connect/request/response (a new connection per transaction)"
+        } else if rr.udp.is_some() {
+            "UDP request/response"
         } else {
             "request/response"
         },
@@ -219,6 +293,13 @@ fn describe(spec: &TestSpec) -> String {
     }
     if let Some(r) = rr.rate_per_flow {
         let _ = write!(s, ", paced at {r}/s per flow");
+    }
+    if let Some(u) = rr.udp {
+        let _ = write!(
+            s,
+            ", lost after {:.3} s unanswered",
+            u.timeout.as_secs_f64()
+        );
     }
     if let xbench::EndCondition::Duration(d) = spec.end {
         let _ = write!(s, ", {:.1} s", d.as_secs_f64());

@@ -10,7 +10,8 @@ use std::time::Duration;
 use crate::client::ClientConfig;
 use crate::config::{
     Direction, EndCondition, MAX_BLOCK_LEN, MAX_BURST, MAX_FLOWS, MAX_RATE_PER_FLOW, MAX_RR_LEN,
-    MAX_STREAMS, MIN_INTERVAL, ReceiveMode, RrSpec, SpecError, TestSpec, ThroughputSpec, Workload,
+    MAX_STREAMS, MIN_INTERVAL, ReceiveMode, RrSpec, SpecError, TestSpec, ThroughputSpec,
+    UDP_HEADER_LEN, UdpRrSpec, Workload,
 };
 
 /// Where a test's builder starts.
@@ -327,6 +328,37 @@ impl LatencyBuilder {
     /// A new connection for every transaction (`--crr`): connect, request, response, close.
     pub fn connect_per_transaction(mut self) -> Self {
         self.rr.connect_per_transaction = true;
+        self
+    }
+
+    /// UDP instead of TCP (`--rr -u`, netperf's UDP_RR): each request and response one
+    /// datagram, a request unanswered after [`rr_timeout`](Self::rr_timeout) (1 s) counted as
+    /// lost. Sizes still at the one-byte default become xbench's 24-byte header, the
+    /// smallest a UDP request can be.
+    pub fn udp(mut self) -> Self {
+        self.rr.udp.get_or_insert_with(UdpRrSpec::default);
+        let least = NonZeroU32::new(UDP_HEADER_LEN).unwrap_or(NonZeroU32::MIN);
+        let rr = &mut self.rr;
+        if rr.request_len == NonZeroU32::MIN && rr.response_len == NonZeroU32::MIN {
+            rr.request_len = least;
+            rr.response_len = least;
+        }
+        self
+    }
+
+    /// How long a UDP request waits for its response before it counts as lost
+    /// (`--rr-timeout`), 1 ms to 60 s; implies [`udp`](Self::udp).
+    pub fn rr_timeout(mut self, timeout: Duration) -> Self {
+        if timeout.is_zero() {
+            self.common.refuse(
+                "--rr-timeout",
+                "must be greater than 0 (xbench has no endless mode; give a duration)",
+            );
+        }
+        self = self.udp();
+        if let Some(u) = self.rr.udp.as_mut() {
+            u.timeout = timeout;
+        }
         self
     }
 }

@@ -66,5 +66,8 @@ fn rr_line(f: &mut fmt::Formatter<'_>, s: &RrSummary) -> fmt::Result {
     if let Some(l) = &s.latency {
         write!(f, ", p50 {:.1} µs, p99 {:.1} µs", l.p50_us, l.p99_us)?;
     }
+    if let Some(u) = &s.udp {
+        write!(f, ", {} lost ({:.3} %)", u.lost, u.lost_percent)?;
+    }
     write!(f, " over {:.1} s", s.seconds)
 }

@@ -17,18 +17,23 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
 
 use super::session::{ReportBody, Session, ended_by, send};
-use super::{ClientConfig, ClientEvent, GiveUp, OnEvent};
+use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, interruptible};
 use crate::check;
-use crate::config::{EndCondition, RrSpec};
+use crate::config::{EndCondition, RrSpec, StreamDirection};
 use crate::control::sleep_until_opt;
-use crate::engine::rr::{self, Control, DRAINING, FlowSnapshot, Report, STOPPED, Workers};
+use crate::engine::rr::udp::UdpFlow;
+use crate::engine::rr::{
+    self, Control, DRAINING, FlowSnapshot, Report, STOPPED, UdpCounts, Workers,
+};
 use crate::engine::schedule::{Boundaries, Schedule, Span};
+use crate::engine::udp::{socket, wire};
 use crate::error::Error;
 use crate::latency::Distribution;
 use crate::proto::{Finish, IdCount, Message, Tally};
 use crate::report::{
-    CpuReport, CpuUsage, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport, RrSummary, RttStats,
-    SideRrInterval, SideRrResults, SocketReport, Summary, TestReport,
+    CpuReport, CpuUsage, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport, RrSummary,
+    RrUdpSummary, RttStats, SideRrInterval, SideRrResults, SocketReport, StreamInfo, Summary,
+    TestReport,
 };
 use crate::tcp_info;
 
@@ -48,6 +53,48 @@ pub(super) async fn run(
     tokio::pin!(cancel);
     let flows = usize::from(spec.flows.get());
     let mut warnings = Vec::new();
+    if spec.udp.is_some() {
+        // Each flow's socket greets the server's port for it until `Ready` says all arrived.
+        let step = super::udp::greet(&mut session, config, flows);
+        let (socks, ready) =
+            interruptible(step, cancel.as_mut(), "greeting the server's UDP sockets").await?;
+        if let Some(w) = round_trip(&session, &[]).and_then(|rtt| unreachable_rate(spec, rtt)) {
+            warnings.push(w);
+        }
+        let window = config.spec.socket.window;
+        let mut flows = Vec::with_capacity(socks.len());
+        let mut infos = Vec::with_capacity(socks.len());
+        for (id, (sock, hello)) in socks.into_iter().enumerate() {
+            rr::udp::size_socket(&sock, window, &mut warnings);
+            let report = socket::report(&sock, window);
+            infos.push(StreamInfo {
+                id: id as u16,
+                // Requests go this way; each flow's socket carries both.
+                direction: StreamDirection::ClientToServer,
+                client_addr: sock.local_addr().unwrap_or(session.client_addr),
+                server_addr: sock.peer_addr().unwrap_or(session.server_addr),
+                server_socket: ready
+                    .sockets
+                    .get(id)
+                    .cloned()
+                    .unwrap_or_else(|| report.clone()),
+                client_socket: report,
+            });
+            flows.push(UdpFlow {
+                id: id as u16,
+                sock,
+                token: wire::token(&hello.tag),
+            });
+        }
+        for w in &warnings {
+            on_event(ClientEvent::Warning(w.clone()));
+        }
+        let data = Data::Udp(flows, infos);
+        let running = Running::start(session, config, spec, data, warnings, on_event)?;
+        let ended = running.run(cancel, on_event).await;
+        let drained = ended.drain(&mut give_up, on_event).await;
+        return Ok(drained.collect(&mut give_up, on_event).await.report(spec));
+    }
     // --crr opens its connections as it goes.
     let persistent = if spec.connect_per_transaction {
         0
@@ -63,11 +110,19 @@ pub(super) async fn run(
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
-    let conns = conns.into_iter().map(|(s, _)| s).collect();
+    let conns = Data::Tcp(conns.into_iter().map(|(s, _)| s).collect());
     let running = Running::start(session, config, spec, conns, warnings, on_event)?;
     let ended = running.run(cancel, on_event).await;
     let drained = ended.drain(&mut give_up, on_event).await;
     Ok(drained.collect(&mut give_up, on_event).await.report(spec))
+}
+
+/// The flows' sockets: TCP connections in flow order (none with `--crr`), or UDP sockets
+/// whose greetings the server took (`--rr -u`).
+enum Data {
+    Tcp(Vec<std::net::TcpStream>),
+    /// With each flow's addresses and sockets, for the report.
+    Udp(Vec<UdpFlow>, Vec<StreamInfo>),
 }
 
 /// What every phase of a test holds, from its first transaction to its report.
@@ -81,6 +136,8 @@ struct Test<'c> {
     started_at: SystemTime,
     /// Time zero of latencies, schedules and intervals.
     start: Instant,
+    /// `--rr -u`: each flow's UDP socket; TCP flows list none.
+    streams: Vec<StreamInfo>,
 }
 
 /// A test whose workers run transactions.
@@ -98,16 +155,20 @@ impl<'c> Running<'c> {
         session: Session,
         config: &'c ClientConfig,
         spec: &RrSpec,
-        conns: Vec<std::net::TcpStream>,
+        conns: Data,
         warnings: Vec<String>,
         on_event: OnEvent<'_>,
     ) -> Result<Self, Error> {
         let started_at = SystemTime::now();
         let start = Instant::now();
+        let streams = match &conns {
+            Data::Udp(_, infos) => infos.clone(),
+            Data::Tcp(_) => Vec::new(),
+        };
         let (workers, reports) = spawn_workers(&session, config, spec, conns, start)?;
         on_event(ClientEvent::Started {
             server: session.server.clone(),
-            streams: Vec::new(),
+            streams: streams.clone(),
         });
         let schedule = Schedule::for_spec(&config.spec);
         let acc = Accumulator::new(spec, workers.len(), schedule.reports_intervals());
@@ -118,6 +179,7 @@ impl<'c> Running<'c> {
             warnings,
             started_at,
             start,
+            streams,
         };
         Ok(Running {
             test,
@@ -184,9 +246,13 @@ fn spawn_workers(
     session: &Session,
     config: &ClientConfig,
     spec: &RrSpec,
-    conns: Vec<std::net::TcpStream>,
+    conns: Data,
     start: Instant,
 ) -> Result<(Workers, mpsc::UnboundedReceiver<Report>), Error> {
+    let conns = match conns {
+        Data::Tcp(c) => c,
+        Data::Udp(flows, _) => return spawn_udp_workers(config, spec, flows, start),
+    };
     let flows = usize::from(spec.flows.get());
     let plan = rr::client::Plan {
         request_len: u64::from(spec.request_len.get()),
@@ -226,6 +292,45 @@ fn spawn_workers(
     Ok((Workers::new(control, spawned), reports))
 }
 
+/// [`spawn_workers`] for `--rr -u`: the same controller protocol over UDP workers.
+fn spawn_udp_workers(
+    config: &ClientConfig,
+    spec: &RrSpec,
+    flows: Vec<UdpFlow>,
+    start: Instant,
+) -> Result<(Workers, mpsc::UnboundedReceiver<Report>), Error> {
+    let timeout = spec.udp.unwrap_or_default().timeout;
+    let plan = rr::udp::client::Plan {
+        request_len: spec.request_len.get() as usize,
+        response_len: spec.response_len.get() as usize,
+        burst: spec.burst.get() as usize,
+        period: spec.period(),
+        base: start,
+        timeout,
+        stall_timeout: config.stall_timeout.max(timeout.saturating_mul(2)),
+    };
+    let total = flows.len();
+    let n_workers = rr::worker_count(total);
+    let mut shares: Vec<Vec<UdpFlow>> = (0..n_workers).map(|_| Vec::new()).collect();
+    for (i, f) in flows.into_iter().enumerate() {
+        shares[i % n_workers].push(f);
+    }
+    let control = Arc::new(Control::default());
+    let (tx, reports) = mpsc::unbounded_channel();
+    let mut spawned = Vec::with_capacity(n_workers);
+    for (i, share) in shares.into_iter().enumerate() {
+        let worker_control = Arc::clone(&control);
+        match rr::udp::client::spawn(i, plan.clone(), share, worker_control, tx.clone(), total) {
+            Ok(w) => spawned.push(w),
+            Err(e) => {
+                drop(Workers::new(Arc::clone(&control), spawned));
+                return Err(Error::io("starting a request/response worker", e));
+            }
+        }
+    }
+    Ok((Workers::new(control, spawned), reports))
+}
+
 /// A test whose transactions have stopped starting.
 struct Ended<'c> {
     running: Running<'c>,
@@ -253,10 +358,14 @@ impl<'c> Ended<'c> {
             control_open,
         } = self;
         let interrupted = outcome == Outcome::Interrupted;
+        // A UDP request in flight ends by its timeout at the latest.
+        let udp_timeout = (r.test.config.spec.as_rr())
+            .and_then(|s| s.udp)
+            .map_or(Duration::ZERO, |u| u.timeout + Duration::from_millis(500));
         let drain_limit = if interrupted {
             r.test.config.drain_timeout.min(Duration::from_secs(2))
         } else {
-            r.test.config.drain_timeout
+            r.test.config.drain_timeout.max(udp_timeout)
         };
         let failed = matches!(outcome, Outcome::Failed { .. });
         r.workers.set_state(if failed { STOPPED } else { DRAINING });
@@ -436,14 +545,16 @@ impl Collected<'_> {
             acc,
             mut warnings,
             started_at,
+            streams,
             ..
         } = test;
         let measured_s = match config.spec.end {
             EndCondition::Duration(d) if outcome == Outcome::Completed => d.as_secs_f64(),
             _ => end.saturating_sub(config.spec.omit).as_secs_f64(),
         };
+        let tally = acc.tally();
         let rr = acc.into_report(spec, server.as_ref(), measured_s, &mut warnings);
-        let outcome = match answered_unasked(spec, &rr) {
+        let outcome = match answered_unasked(spec, &rr, tally) {
             Some(error) if outcome != Outcome::Interrupted || server.is_some() => {
                 Outcome::Failed { error }
             }
@@ -461,7 +572,7 @@ impl Collected<'_> {
             server_us_per_transaction: server.as_ref().and_then(|s| per_tx(s.cpu)),
         };
         let body = ReportBody {
-            streams: Vec::new(),
+            streams,
             intervals: Vec::new(),
             summary: Summary {
                 directions: Vec::new(),
@@ -479,22 +590,19 @@ impl Collected<'_> {
 
 /// The first flow whose server answered more transactions than this client asked (see
 /// [`check::answered_unasked`]), as the test's error.
-fn answered_unasked(spec: &RrSpec, rr: &RrReport) -> Option<String> {
-    let in_flight = if spec.connect_per_transaction {
+///
+/// `tally` is what this end sent the server: completed transactions, or with UDP the requests
+/// sent (a server answers each at most once, so none may be over).
+fn answered_unasked(spec: &RrSpec, rr: &RrReport, tally: Tally) -> Option<String> {
+    let in_flight = if spec.udp.is_some() {
+        0
+    } else if spec.connect_per_transaction {
         1
     } else {
         u64::from(spec.burst.get())
     };
-    let completed = Tally {
-        counts: (rr.flows.iter())
-            .map(|f| IdCount {
-                id: f.flow,
-                count: f.total_transactions,
-            })
-            .collect(),
-    };
     let answered = (rr.flows.iter()).filter_map(|f| Some((f.flow, f.server_transactions?)));
-    check::answered_unasked(answered, &completed, in_flight).map(|u| u.to_string())
+    check::answered_unasked(answered, &tally, in_flight).map(|u| u.to_string())
 }
 
 fn flow_error(flow: u16, error: &str) -> String {
@@ -527,6 +635,9 @@ struct FlowTotals {
     retransmits: u64,
     latency: Option<Distribution>,
     error: Option<String>,
+    /// `--rr -u`: after the warm-up, and over the whole test.
+    udp: UdpCounts,
+    total_udp: UdpCounts,
 }
 
 /// Turns worker snapshots into intervals and totals.
@@ -544,6 +655,8 @@ struct Accumulator {
     connections: u64,
     rtt: Option<(u32, f64, u32, u64)>,
     flows: Vec<FlowTotals>,
+    /// `--rr -u`: the flows' losses and strays after the warm-up; `None` for TCP.
+    udp: Option<UdpCounts>,
 }
 
 impl Accumulator {
@@ -561,6 +674,7 @@ impl Accumulator {
             retransmits: 0,
             connections: 0,
             rtt: None,
+            udp: spec.udp.map(|_| UdpCounts::default()),
             flows: (0..n)
                 .map(|_| FlowTotals {
                     latency: per_flow_latency.then(Distribution::new),
@@ -640,8 +754,11 @@ impl Accumulator {
         let mut connections = 0;
         let mut srtt_sum = 0.0;
         let mut srtt_n = 0u64;
+        let mut udp = UdpCounts::default();
         for f in &p.flows {
             transactions += f.transactions;
+            let counts = f.udp.unwrap_or_default();
+            udp += counts;
             retransmits += f.retransmits;
             connections += f.connections;
             if let Some(rtt) = f.srtt_us {
@@ -658,7 +775,9 @@ impl Accumulator {
             }
             if let Some(t) = self.flows.get_mut(usize::from(f.flow)) {
                 t.total_transactions += f.transactions;
+                t.total_udp += counts;
                 if !p.span.omitted {
+                    t.udp += counts;
                     t.transactions += f.transactions;
                     t.retransmits += f.retransmits;
                     if let (Some(d), Some(rec)) = (t.latency.as_mut(), &f.latency) {
@@ -669,6 +788,9 @@ impl Accumulator {
         }
         if !p.span.omitted {
             self.total.add(&dist);
+            if let Some(u) = self.udp.as_mut() {
+                *u += udp;
+            }
             self.retransmits += retransmits;
             self.connections += connections;
         }
@@ -696,6 +818,7 @@ impl Accumulator {
             srtt_us: (srtt_n > 0).then(|| srtt_sum / srtt_n as f64),
             connections,
             histogram: dist.encode(),
+            lost: self.udp.map(|_| udp.lost),
         };
         if !self.report_intervals {
             return;
@@ -767,6 +890,7 @@ impl Accumulator {
         let server_total = server.map(|s| s.flows.iter().map(|f| f.transactions).sum::<u64>());
         if let Some(st) = server_total
             && st != total_transactions
+            && self.udp.is_none()
         {
             warnings.push(format!(
                 "the server counted {st} transactions, this client {total_transactions}: \
@@ -780,6 +904,7 @@ impl Accumulator {
         };
         let pacing = pacing(spec, tps, warnings);
         let flows = self.flow_summaries(server);
+        let udp = self.udp_summary(spec, transactions, server);
         RrReport {
             intervals: self.done,
             summary: RrSummary {
@@ -801,6 +926,7 @@ impl Accumulator {
                 server_connections: server.map(|s| s.flows.iter().map(|f| f.connections).sum()),
                 pacing,
                 histogram: self.total.encode(),
+                udp,
             },
             flows,
         }
@@ -808,16 +934,48 @@ impl Accumulator {
 }
 
 impl Accumulator {
-    /// Each flow's completed transactions over the whole test, for the server's check.
+    /// Each flow's completed transactions over the whole test, for the server's check; with
+    /// UDP the requests sent, since the server answers requests whose responses may be lost.
     fn tally(&self) -> Tally {
         Tally {
             counts: (self.flows.iter().enumerate())
                 .map(|(i, f)| IdCount {
                     id: i as u16,
-                    count: f.total_transactions,
+                    count: if self.udp.is_some() {
+                        f.total_udp.requests
+                    } else {
+                        f.total_transactions
+                    },
                 })
                 .collect(),
         }
+    }
+
+    /// `--rr -u`: lost, late and stray datagrams (`transactions`: completed in the window).
+    fn udp_summary(
+        &self,
+        spec: &RrSpec,
+        transactions: u64,
+        server: Option<&SideRrResults>,
+    ) -> Option<RrUdpSummary> {
+        let u = self.udp?;
+        let ended = transactions + u.lost;
+        let total = |get: fn(&UdpCounts) -> u64| self.flows.iter().map(|f| get(&f.total_udp)).sum();
+        Some(RrUdpSummary {
+            timeout_s: spec.udp.unwrap_or_default().timeout.as_secs_f64(),
+            lost: u.lost,
+            lost_percent: if ended > 0 {
+                u.lost as f64 * 100.0 / ended as f64
+            } else {
+                0.0
+            },
+            late: u.late,
+            duplicates: u.duplicates,
+            ignored: u.ignored,
+            total_requests: total(|c| c.requests),
+            total_lost: total(|c| c.lost),
+            server_ignored: server.map(|s| s.ignored),
+        })
     }
 
     /// Each flow's totals beside the server's count of it.
@@ -835,6 +993,7 @@ impl Accumulator {
                 latency: f.latency.as_ref().and_then(Distribution::stats),
                 retransmits: f.retransmits,
                 error: f.error.clone(),
+                lost: self.udp.map(|_| f.udp.lost),
             })
             .collect()
     }

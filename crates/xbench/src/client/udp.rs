@@ -56,15 +56,20 @@ pub(super) async fn run(
 /// Opens a socket per stream towards the server's port for it and sends the stream's greeting
 /// from it every [`HELLO_EVERY`] (datagrams get lost) until `Ready` arrives; then checks the
 /// greetings the server took are ours.
-async fn greet(
+pub(super) async fn greet(
     session: &mut Session,
     config: &ClientConfig,
     n: usize,
 ) -> Result<(Vec<(UdpSocket, DataHello)>, Ready), Error> {
     let hellos = session.hellos(n)?;
     if session.udp_ports.len() != n {
+        let older = if session.udp_ports.is_empty() {
+            " (an xbench server older than this UDP test?)"
+        } else {
+            ""
+        };
         let why = format!(
-            "the server offered {} UDP ports for {n} streams",
+            "the server offered {} UDP ports for {n} streams{older}",
             session.udp_ports.len()
         );
         return Err(Error::io(

@@ -10,7 +10,7 @@
 //!   Start{spec} ──────────────────────────▶
 //!                        ◀───────────────── Accepted{cookie, udp_ports} | Error
 //!   N × data connection: preamble(data, v) + cookie + stream id
-//!   (-u: N × the same greeting as a datagram to udp_ports[id], repeated until Ready)
+//!   (-u, --rr -u: N × the same greeting as a datagram to udp_ports[id], repeated until Ready)
 //!                        ◀───────────────── Ready{sockets}
 //!   Go (throughput tests) ────────────────▶
 //!                        ◀───────────────── Interval | RrInterval … (live, one per interval)
@@ -311,6 +311,7 @@ mod tests {
                 flows: Vec::new(),
                 measured_retransmits: 0,
                 cpu: CpuUsage::default(),
+                ignored: 0,
             }),
             Message::UdpResults(SideUdpResults {
                 streams: Vec::new(),

@@ -58,6 +58,24 @@ fn within_limits(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
                     rr.flows, l.max_flows
                 ));
             }
+            // The governor paces TCP answers; UDP answers it cannot slow down, so a large-answer
+            // `--rr -u` test must be paced (`--rate`) within the cap.
+            if rr.udp.is_some() && rr.response_len.get() >= super::governor::PACED_RR_ANSWER {
+                let bits = rr.rate_per_flow.map(|r| {
+                    r * f64::from(rr.flows.get()) * f64::from(rr.response_len.get()) * 8.0
+                });
+                match (bits, l.max_send_rate) {
+                    (None, Some(cap)) => {
+                        return Err(format!(
+                            "the UDP request/response test asks for unpaced {}-byte answers; \
+                             this server sends at most {} (--max-send-rate): give --rate",
+                            rr.response_len,
+                            crate::units::format_bits_per_second(cap as f64)
+                        ));
+                    }
+                    (b, cap) => udp_within_send_cap(b.map(|b| b.ceil() as u64), cap)?,
+                }
+            }
         }
     }
     let asked = match spec.end {

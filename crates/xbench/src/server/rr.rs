@@ -21,15 +21,17 @@ use super::test::{Idle, Test, TestEnd, log_test, on_control};
 use crate::check;
 use crate::config::{RrSpec, TestSpec};
 use crate::control::sleep_until_opt;
+use crate::engine::rr::udp::UdpFlow;
 use crate::engine::rr::{self, Control, FlowSnapshot, Handoff, Report, STOPPED, Workers};
 use crate::engine::schedule::{Boundaries, Schedule, Span};
+use crate::engine::udp::{socket, wire};
 use crate::proto::{ErrorCode, Message, Ready};
-use crate::report::{CpuUsage, SideRrFlow, SideRrInterval, SideRrResults};
+use crate::report::{CpuUsage, SideRrFlow, SideRrInterval, SideRrResults, SocketReport};
 use crate::server::registry::DataConn;
 
 /// Runs an admitted request/response test to its end and reports it.
 pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> SessionEnd {
-    let started = match start_workers(&mut t, rr_spec) {
+    let started = match start_workers(&mut t, rr_spec, spec.socket.window) {
         Ok(started) => started,
         Err(msg) => return t.abort(ErrorCode::ServerError, msg).await,
     };
@@ -46,11 +48,16 @@ struct Started {
     reports: mpsc::UnboundedReceiver<Report>,
     /// The test's place in `--max-send-rate` when its answers are large.
     share: Option<Share>,
+    /// `--rr -u`: each flow's socket as sized, for `Ready`.
+    sockets: Vec<SocketReport>,
 }
 
 /// Hands the flows to worker threads, a few flows each. An error is the refusal to send; the
 /// workers already started are stopped first.
-fn start_workers(t: &mut Test, rr_spec: &RrSpec) -> Result<Started, String> {
+fn start_workers(t: &mut Test, rr_spec: &RrSpec, window: Option<u64>) -> Result<Started, String> {
+    if rr_spec.udp.is_some() {
+        return start_udp_workers(t, rr_spec, window);
+    }
     let flows = usize::from(rr_spec.flows.get());
     let ids: Vec<u16> = (0..flows).map(|i| i as u16).collect();
     let plan = rr::server::Plan {
@@ -96,6 +103,60 @@ fn start_workers(t: &mut Test, rr_spec: &RrSpec) -> Result<Started, String> {
         workers: Workers::new(control, spawned),
         reports,
         share,
+        sockets: Vec::new(),
+    })
+}
+
+/// [`start_workers`] for `--rr -u`: each flow's socket, connected to the address whose
+/// greeting it took, to a UDP worker. (Admission refused a large-answer UDP test that
+/// `--max-send-rate` could not hold: a UDP answer cannot be paced by the governor.)
+fn start_udp_workers(
+    t: &mut Test,
+    rr_spec: &RrSpec,
+    window: Option<u64>,
+) -> Result<Started, String> {
+    let plan = rr::udp::server::Plan {
+        request_len: rr_spec.request_len.get() as usize,
+        response_len: rr_spec.response_len.get() as usize,
+    };
+    let mut sockets = Vec::new();
+    let flows: Vec<UdpFlow> = std::mem::take(&mut t.udp)
+        .into_iter()
+        .map(|(id, sock, tag)| {
+            let mut ignored = Vec::new();
+            rr::udp::size_socket(&sock, window, &mut ignored);
+            sockets.push(socket::report(&sock, window));
+            UdpFlow {
+                id,
+                sock,
+                token: wire::token(&tag),
+            }
+        })
+        .collect();
+    let n_workers = rr::worker_count(flows.len());
+    let mut shares: Vec<Vec<UdpFlow>> = (0..n_workers).map(|_| Vec::new()).collect();
+    for (i, f) in flows.into_iter().enumerate() {
+        shares[i % n_workers].push(f);
+    }
+    let control = Arc::new(Control::default());
+    let (tx, reports) = mpsc::unbounded_channel();
+    let mut spawned = Vec::with_capacity(n_workers);
+    for (i, share) in shares.into_iter().enumerate() {
+        match rr::udp::server::spawn(i, plan, share, Arc::clone(&control), tx.clone()) {
+            Ok(w) => spawned.push(w),
+            Err(e) => {
+                drop(Workers::new(Arc::clone(&control), spawned));
+                return Err(format!(
+                    "server could not start a request/response worker: {e}"
+                ));
+            }
+        }
+    }
+    Ok(Started {
+        workers: Workers::new(control, spawned),
+        reports,
+        share: None,
+        sockets,
     })
 }
 
@@ -131,6 +192,7 @@ impl Answering {
             workers,
             reports,
             share,
+            sockets,
         } = started;
         let flows = usize::from(rr_spec.flows.get());
         let handoff = Arc::new(workers.handoff(flows * 2 + 16));
@@ -140,7 +202,7 @@ impl Answering {
         }
         let start = Instant::now();
         let ready = Message::Ready(Ready {
-            sockets: Vec::new(),
+            sockets,
             greetings: t.greetings.clone(),
         });
         if t.send(&ready).await.is_err() {
@@ -321,6 +383,7 @@ impl Stopped {
                 flows: self.acc.flows,
                 measured_retransmits: self.acc.measured_retransmits,
                 cpu: self.cpu,
+                ignored: self.acc.ignored,
             };
             let answered: Vec<(u16, u64)> = (results.flows.iter())
                 .map(|f| (f.flow, f.transactions))
@@ -328,7 +391,10 @@ impl Stopped {
             self.t.send_results(&Message::RrResults(results)).await;
             let _ = self.t.wr.shutdown().await;
             if let (Some(tally), Some(rr)) = (self.t.tally().await, spec.as_rr()) {
-                let in_flight = if rr.connect_per_transaction {
+                // With UDP the client's tally is the requests it sent, each answered once.
+                let in_flight = if rr.udp.is_some() {
+                    0
+                } else if rr.connect_per_transaction {
                     1
                 } else {
                     u64::from(rr.burst.get())
@@ -373,6 +439,8 @@ struct Totals {
     answered: Vec<u32>,
     flows: Vec<SideRrFlow>,
     measured_retransmits: u64,
+    /// `--rr -u`: datagrams not answered, not this test's requests.
+    ignored: u64,
 }
 
 impl Totals {
@@ -391,6 +459,7 @@ impl Totals {
                 })
                 .collect(),
             measured_retransmits: 0,
+            ignored: 0,
         }
     }
 
@@ -451,6 +520,7 @@ impl Totals {
     }
 
     fn add_flow(&mut self, f: &FlowSnapshot, omitted: bool) {
+        self.ignored += f.udp.map_or(0, |u| u.ignored);
         if let Some(t) = self.flows.iter_mut().find(|t| t.flow == f.flow) {
             t.transactions += f.transactions;
             t.retransmits += f.retransmits;

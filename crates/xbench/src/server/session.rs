@@ -30,7 +30,7 @@ use crate::config::{TestSpec, Workload};
 use crate::control::keepalive;
 use crate::proto::{
     self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, PROTOCOL_VERSION,
-    Preamble, ProtoError, Welcome,
+    Preamble, ProtoError, StreamLayout, Welcome,
 };
 
 /// How a session ended, for `--one-off`.
@@ -248,6 +248,8 @@ impl Admitted {
                 usize::from(r.flows.get()) * 2 + 64,
                 Gate::new(key, r.flows.get(), Claims::PerTransaction),
             ),
+            // A UDP flow's socket passes a gate of its own, as a UDP stream's does.
+            Some(r) if r.udp.is_some() => (expected, Gate::new(key, 0, Claims::Once)),
             Some(r) => (expected, Gate::new(key, r.flows.get(), Claims::Once)),
             // Stream ids fit in u16: the spec's limits keep -P well below.
             None => (expected, Gate::new(key, expected as u16, Claims::Once)),
@@ -256,8 +258,14 @@ impl Admitted {
             Ok(r) => r,
             Err(e) => return Err(conn.refuse(ErrorCode::ServerError, e.to_string()).await),
         };
-        let udp = match spec.as_throughput().filter(|t| t.udp.is_some()) {
-            Some(tp) => match super::udp::Hellos::bind(&conn.wr, tp, key_for_udp) {
+        // A socket per UDP stream or `--rr -u` flow.
+        let udp_sockets = match &spec.workload {
+            Workload::Throughput(tp) if tp.udp.is_some() => Some(StreamLayout::new(tp).streams()),
+            Workload::RequestResponse(r) if r.udp.is_some() => Some(usize::from(r.flows.get())),
+            _ => None,
+        };
+        let udp = match udp_sockets {
+            Some(n) => match super::udp::Hellos::bind(&conn.wr, n, key_for_udp) {
                 Ok(h) => Some(h),
                 Err(e) => {
                     let msg = format!("server could not open its UDP sockets: {e}");

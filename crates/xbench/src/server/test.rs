@@ -209,6 +209,8 @@ pub(super) fn log_test(
             "{}, {} flow(s), {}/{} bytes",
             if rr.connect_per_transaction {
                 "crr"
+            } else if rr.udp.is_some() {
+                "udp rr"
             } else {
                 "rr"
             },

@@ -44,14 +44,14 @@ pub(super) struct Hellos {
 }
 
 impl Hellos {
-    /// One socket per stream on the address the client reached us on.
+    /// One socket per stream (or `--rr -u` flow), `n` in all, on the address the client
+    /// reached us on.
     pub(super) fn bind(
         ctrl: &OwnedWriteHalf,
-        tp: &ThroughputSpec,
+        n: usize,
         key: Option<SessionKey>,
     ) -> std::io::Result<Self> {
         let local = SocketAddr::new(ctrl.local_addr()?.ip(), 0);
-        let n = StreamLayout::new(tp).streams();
         let sockets = (0..n)
             .map(|_| socket::bind(local))
             .collect::<Result<Vec<_>, _>>()?;

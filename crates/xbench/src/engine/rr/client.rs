@@ -216,6 +216,7 @@ impl Flow {
             retransmits: std::mem::take(&mut self.retransmits),
             srtt_us: self.srtt_us,
             connections: std::mem::take(&mut self.connections),
+            udp: None,
         }
     }
 }

@@ -6,11 +6,13 @@
 //! with a response. With `--crr` each transaction is its own connection. Workers count and
 //! record; the controller (client or server session) decides when an interval ends by bumping
 //! [`Control::epoch`] and waking them, and each worker answers with a [`Report::Snapshot`] of
-//! its flows. Nothing here knows the control protocol or prints.
+//! its flows. UDP flows (`--rr -u`, [`udp`]) have workers of their own that speak the same
+//! protocol. Nothing here knows the control protocol or prints.
 
 pub(crate) mod client;
 pub(crate) mod poll;
 pub(crate) mod server;
+pub(crate) mod udp;
 
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -52,7 +54,7 @@ impl Control {
 }
 
 /// One flow's figures since the previous snapshot.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct FlowSnapshot {
     pub(crate) flow: u16,
     /// Completed transactions (client: responses received; server: requests answered).
@@ -65,6 +67,33 @@ pub(crate) struct FlowSnapshot {
     pub(crate) srtt_us: Option<u32>,
     /// Connections opened (client) or accepted (server), `--crr`.
     pub(crate) connections: u64,
+    /// UDP's losses and strays (`--rr -u`); `None` for TCP.
+    pub(crate) udp: Option<UdpCounts>,
+}
+
+/// What a UDP flow counts beside its transactions (`--rr -u`), since the previous snapshot.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UdpCounts {
+    /// Requests sent (client).
+    pub(crate) requests: u64,
+    /// Requests that timed out unanswered (client).
+    pub(crate) lost: u64,
+    /// Responses to requests that had timed out (client).
+    pub(crate) late: u64,
+    /// Responses to a request already answered (client).
+    pub(crate) duplicates: u64,
+    /// Datagrams that were not this test's: never counted, never answered.
+    pub(crate) ignored: u64,
+}
+
+impl std::ops::AddAssign for UdpCounts {
+    fn add_assign(&mut self, o: Self) {
+        self.requests += o.requests;
+        self.lost += o.lost;
+        self.late += o.late;
+        self.duplicates += o.duplicates;
+        self.ignored += o.ignored;
+    }
 }
 
 #[cfg(test)]
@@ -74,10 +103,7 @@ impl FlowSnapshot {
         FlowSnapshot {
             flow,
             transactions,
-            latency: None,
-            retransmits: 0,
-            srtt_us: None,
-            connections: 0,
+            ..FlowSnapshot::default()
         }
     }
 }

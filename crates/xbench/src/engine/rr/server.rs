@@ -283,6 +283,7 @@ impl ServerWorker {
                     retransmits: taken.retransmits,
                     srtt_us: taken.srtt_us,
                     connections: taken.connections,
+                    udp: None,
                 }
             })
             .collect()

@@ -1,0 +1,714 @@
+//! UDP client workers (`--rr -u`): send requests, match responses by sequence number, time
+//! them, and give up on the ones the network lost.
+//!
+//! A transaction starts when its request is sent (paced: at its intended start, from which
+//! its latency is measured, as for TCP) and ends when its response arrives. A request still
+//! unanswered `timeout` after it was sent is **lost**: it leaves the flow's in-flight set,
+//! freeing its slot for the next sequence number, so loss costs a flow one timeout and never
+//! hangs it. A response that arrives after that is **late** (remembered for the last
+//! [`LATE_MEMORY`] lost requests of a flow), not a latency sample. Responses to requests
+//! already answered are duplicates; anything else (wrong length or token, a sequence number
+//! never sent) is ignored. A flow that hears nothing at all for the stall limit has failed.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::super::poll::{Interest, Poll, Waker, precise_timers};
+use super::super::{
+    Control, DRAINING, Epochs, FlowSnapshot, RUNNING, Report, STOPPED, UdpCounts, Worker, tell,
+};
+use super::{Arrival, UdpFlow, recv_header, send};
+use crate::engine::cpu::thread_cpu;
+use crate::engine::udp::wire::{HEADER_LEN, Header};
+use crate::latency::{Recorder, as_ns};
+
+/// How a client worker runs its flows.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub(crate) request_len: usize,
+    pub(crate) response_len: usize,
+    pub(crate) burst: usize,
+    /// Paced: time between one flow's transactions.
+    pub(crate) period: Option<Duration>,
+    /// Time zero of the test; latencies and schedules are nanoseconds since then.
+    pub(crate) base: Instant,
+    /// A request unanswered this long after it was sent is lost (`--rr-timeout`).
+    pub(crate) timeout: Duration,
+    /// A flow that has had no response at all for this long has failed (at least twice the
+    /// timeout, so a slow timeout is not mistaken for a dead server).
+    pub(crate) stall_timeout: Duration,
+}
+
+/// Lost requests a flow remembers, to tell a late response from a stray.
+pub(crate) const LATE_MEMORY: usize = 4096;
+
+const WAKER: u64 = u64::MAX;
+/// How long a lone ping-pong flow's blocking `recv` waits at most before looking at its
+/// controls (see the TCP client's `SLICE`).
+const SLICE: Duration = Duration::from_millis(500);
+const STALL_CHECK_NS: u64 = 100_000_000;
+
+/// Starts a client worker over `flows`; `flows_total` spreads paced flows over the period.
+pub(crate) fn spawn(
+    index: usize,
+    plan: Plan,
+    flows: Vec<UdpFlow>,
+    control: Arc<Control>,
+    tx: UnboundedSender<Report>,
+    flows_total: usize,
+) -> io::Result<Worker> {
+    let waker = Arc::new(Waker::new()?);
+    let poll = Poll::new(flows.len() + 1)?;
+    poll.add(waker.raw(), WAKER, Interest::Read)?;
+    let mut state = Vec::with_capacity(flows.len());
+    for (slot, f) in flows.into_iter().enumerate() {
+        let phase = plan.period.map_or(0, |p| {
+            // Flow i of n starts i/n of a period late.
+            (p.as_nanos() * u128::from(f.id) / flows_total.max(1) as u128) as u64
+        });
+        f.sock.set_nonblocking(false)?;
+        poll.add(f.sock.as_raw_fd(), slot as u64, Interest::Read)?;
+        state.push(Flow::new(f, phase));
+    }
+    let w = Arc::clone(&waker);
+    let thread = std::thread::Builder::new()
+        .name(format!("xb-rr-udp-client-{index}"))
+        .spawn(move || {
+            precise_timers();
+            let mut worker = ClientWorker {
+                request: vec![0u8; plan.request_len.max(HEADER_LEN)],
+                plan,
+                poll,
+                waker: w,
+                flows: state,
+                control,
+                tx,
+                due: BinaryHeap::new(),
+                epochs: Epochs::new(index),
+                next_timeout_check: 0,
+                next_stall_check: 0,
+                dontwait: libc::MSG_DONTWAIT,
+            };
+            worker.run();
+        })?;
+    Ok(Worker {
+        waker,
+        conns: None,
+        thread: Some(thread),
+    })
+}
+
+/// A request in flight.
+#[derive(Debug, Clone, Copy)]
+struct Outstanding {
+    seq: u64,
+    /// Where its latency starts (its intended start when paced), ns since base.
+    start: u64,
+    /// When it was sent, ns since base: its timeout runs from here.
+    sent: u64,
+}
+
+struct Flow {
+    udp: UdpFlow,
+    next_seq: u64,
+    /// In flight, by sequence number (sent in order).
+    inflight: VecDeque<Outstanding>,
+    /// The latest lost sequence numbers, ascending.
+    timed_out: VecDeque<u64>,
+    /// Paced: intended start of the next transaction, ns since base.
+    next_due: u64,
+    /// Has an entry in the pacing queue.
+    scheduled: bool,
+    /// The socket's send buffer was full: waiting to be writable.
+    blocked: bool,
+    /// When the oldest request sent since the last response left, ns.
+    unanswered_since: Option<u64>,
+    rec: Recorder,
+    transactions: u64,
+    counts: UdpCounts,
+    failed: bool,
+}
+
+impl Flow {
+    fn new(udp: UdpFlow, phase: u64) -> Self {
+        Flow {
+            udp,
+            next_seq: 0,
+            inflight: VecDeque::new(),
+            timed_out: VecDeque::new(),
+            next_due: phase,
+            scheduled: false,
+            blocked: false,
+            unanswered_since: None,
+            rec: Recorder::new(),
+            transactions: 0,
+            counts: UdpCounts::default(),
+            failed: false,
+        }
+    }
+
+    fn snapshot(&mut self) -> FlowSnapshot {
+        FlowSnapshot {
+            flow: self.udp.id,
+            transactions: std::mem::take(&mut self.transactions),
+            latency: Some(std::mem::take(&mut self.rec)),
+            udp: Some(std::mem::take(&mut self.counts)),
+            ..FlowSnapshot::default()
+        }
+    }
+
+    /// Takes a response to `seq` that arrived at `now`.
+    fn response(&mut self, seq: u64, now: u64) -> bool {
+        if let Some(pos) = self.inflight.iter().position(|o| o.seq == seq) {
+            let o = self.inflight.remove(pos).unwrap_or(Outstanding {
+                seq,
+                start: now,
+                sent: now,
+            });
+            self.rec.record(now.saturating_sub(o.start));
+            self.transactions += 1;
+            self.unanswered_since = self.inflight.front().map(|o| o.sent);
+            return true;
+        }
+        if let Ok(pos) = self.timed_out.binary_search(&seq) {
+            self.timed_out.remove(pos);
+            self.counts.late += 1;
+        } else if seq < self.next_seq {
+            self.counts.duplicates += 1;
+        } else {
+            self.counts.ignored += 1;
+        }
+        false
+    }
+
+    /// Declares lost what has waited `timeout_ns`; returns how many, and the next deadline.
+    fn expire(&mut self, now: u64, timeout_ns: u64) -> (u64, Option<u64>) {
+        let mut lost = 0;
+        while let Some(o) = self.inflight.front().copied() {
+            if o.sent.saturating_add(timeout_ns) > now {
+                break;
+            }
+            self.inflight.pop_front();
+            self.timed_out.push_back(o.seq);
+            if self.timed_out.len() > LATE_MEMORY {
+                self.timed_out.pop_front();
+            }
+            lost += 1;
+        }
+        self.counts.lost += lost;
+        let next = self
+            .inflight
+            .front()
+            .map(|o| o.sent.saturating_add(timeout_ns));
+        (lost, next)
+    }
+}
+
+struct ClientWorker {
+    plan: Plan,
+    poll: Poll,
+    waker: Arc<Waker>,
+    flows: Vec<Flow>,
+    control: Arc<Control>,
+    tx: UnboundedSender<Report>,
+    /// Paced flows by next intended start.
+    due: BinaryHeap<Reverse<(u64, usize)>>,
+    /// A request: header, then zeros.
+    request: Vec<u8>,
+    epochs: Epochs,
+    next_timeout_check: u64,
+    next_stall_check: u64,
+    /// `MSG_DONTWAIT` in the epoll loop, 0 for the blocking ping-pong.
+    dontwait: i32,
+}
+
+impl ClientWorker {
+    fn now(&self) -> u64 {
+        as_ns(self.plan.base.elapsed())
+    }
+
+    fn run(&mut self) {
+        self.request.truncate(self.plan.request_len);
+        let now = self.now();
+        for i in 0..self.flows.len() {
+            if self.plan.period.is_some() {
+                self.schedule(i);
+            } else {
+                self.start_due(i, now);
+            }
+        }
+        if self.flows.len() == 1 && self.plan.period.is_none() && self.plan.burst == 1 {
+            self.run_blocking();
+        }
+        let mut events = Vec::with_capacity(64);
+        loop {
+            let state = self.control.state();
+            if state == STOPPED || (state == DRAINING && self.all_idle()) {
+                break;
+            }
+            let deadline = self.deadline(state);
+            events.clear();
+            if let Err(e) = self.poll.wait(Some(deadline), |ev| events.push(ev)) {
+                self.fail(None, format!("event loop failed: {e}"));
+                break;
+            }
+            let now = self.now();
+            for ev in &events {
+                if ev.token == WAKER {
+                    self.waker.drain();
+                    continue;
+                }
+                let i = ev.token as usize;
+                if i >= self.flows.len() || self.flows[i].failed {
+                    continue;
+                }
+                if ev.writable && self.flows[i].blocked {
+                    self.flows[i].blocked = false;
+                    let fd = self.flows[i].udp.sock.as_raw_fd();
+                    if let Err(e) = self.poll.modify(fd, i as u64, Interest::Read) {
+                        self.fail(Some(i), e.to_string());
+                        continue;
+                    }
+                    self.start_due(i, now);
+                }
+                if ev.readable || ev.closed {
+                    self.receive(i, Some(now));
+                }
+            }
+            if self.control.state() == RUNNING {
+                self.start_paced(now);
+            }
+            self.housekeeping(now);
+        }
+        let flows = self.flows.iter_mut().map(Flow::snapshot).collect();
+        tell(
+            &self.tx,
+            Report::Done {
+                flows,
+                cpu: thread_cpu(),
+            },
+        );
+    }
+
+    /// One unpaced ping-pong flow: a blocking `send` and a blocking `recv` per transaction,
+    /// the `recv` waiting at most until the request's timeout (or [`SLICE`], to look at the
+    /// controls). Returns to the epoll loop when the test ends or the flow fails.
+    fn run_blocking(&mut self) {
+        self.dontwait = 0;
+        let mut current = None;
+        loop {
+            let state = self.control.state();
+            if state == STOPPED || (state == DRAINING && self.all_idle()) || self.flows[0].failed {
+                break;
+            }
+            let now = self.now();
+            if self.flows[0].inflight.is_empty() {
+                self.start_due(0, now);
+            }
+            let timeout_ns = as_ns(self.plan.timeout);
+            let wait = match self.flows[0].inflight.front() {
+                Some(o) => Duration::from_nanos(
+                    o.sent
+                        .saturating_add(timeout_ns)
+                        .saturating_sub(now)
+                        .max(100_000),
+                )
+                .min(SLICE),
+                None => SLICE.min(Duration::from_millis(10)),
+            };
+            // Re-armed only when the timeout in force would sleep past the request's deadline
+            // (by more than a millisecond) or is less than half the wait: a `setsockopt` per
+            // transaction would cost a third system call.
+            let stale = current
+                .is_none_or(|c: Duration| c > wait + Duration::from_millis(1) || c < wait / 2);
+            if stale {
+                if self.flows[0].udp.sock.set_read_timeout(Some(wait)).is_err() {
+                    break;
+                }
+                current = Some(wait);
+            }
+            self.receive(0, None);
+            let now = self.now();
+            self.housekeeping(now);
+        }
+        let _ = self.flows[0].udp.sock.set_read_timeout(None);
+        self.dontwait = libc::MSG_DONTWAIT;
+    }
+
+    /// Reads what arrived on flow `i`: everything waiting in the epoll loop, one datagram
+    /// (or the receive timeout) in the blocking one. `now` is when the first one was known to
+    /// have arrived (the epoll wake-up), or `None` to read the clock after the `recv`; later
+    /// ones may have arrived since, and read the clock.
+    fn receive(&mut self, i: usize, mut now: Option<u64>) {
+        let want = self.plan.response_len;
+        loop {
+            let f = &mut self.flows[i];
+            let arrival = match recv_header(&f.udp.sock, self.dontwait) {
+                Ok(a) => a,
+                Err(e) => {
+                    if self.control.state() == RUNNING {
+                        let why = refused_or(&e, "receiving a response");
+                        self.fail(Some(i), why);
+                    }
+                    return;
+                }
+            };
+            let Arrival::Datagram { len, header } = arrival else {
+                return;
+            };
+            let now = now
+                .take()
+                .unwrap_or_else(|| as_ns(self.plan.base.elapsed()));
+            let f = &mut self.flows[i];
+            match header.filter(|h| len == want && h.token == f.udp.token) {
+                Some(h) => {
+                    if f.response(h.seq, now) {
+                        if self.plan.period.is_some() {
+                            self.schedule(i);
+                        } else if self.dontwait != 0 {
+                            self.start_due(i, self.now());
+                        }
+                    }
+                }
+                None => f.counts.ignored += 1,
+            }
+            if self.dontwait == 0 {
+                return;
+            }
+        }
+    }
+
+    fn all_idle(&self) -> bool {
+        self.flows.iter().all(|f| f.failed || f.inflight.is_empty())
+    }
+
+    fn deadline(&self, state: u8) -> Instant {
+        let mut t = self.next_timeout_check.min(self.next_stall_check);
+        if state == RUNNING
+            && let Some(Reverse((due, _))) = self.due.peek()
+        {
+            t = t.min(*due);
+        }
+        self.plan.base + Duration::from_nanos(t)
+    }
+
+    fn start_paced(&mut self, now: u64) {
+        while let Some(&Reverse((t, i))) = self.due.peek() {
+            if t > now || self.control.state() != RUNNING {
+                break;
+            }
+            self.due.pop();
+            self.flows[i].scheduled = false;
+            self.start_due(i, now);
+            let f = &self.flows[i];
+            if f.inflight.len() < self.plan.burst && !f.blocked {
+                self.schedule(i);
+            }
+        }
+    }
+
+    /// Queues flow `i` for its next intended start, once.
+    fn schedule(&mut self, i: usize) {
+        let f = &mut self.flows[i];
+        if self.plan.period.is_some() && !f.scheduled && !f.failed {
+            f.scheduled = true;
+            self.due.push(Reverse((f.next_due, i)));
+        }
+    }
+
+    /// Sends every request flow `i` may send now.
+    fn start_due(&mut self, i: usize, now: u64) {
+        if self.control.state() != RUNNING || self.flows[i].failed || self.flows[i].blocked {
+            return;
+        }
+        let period = self.plan.period.map(as_ns);
+        while self.flows[i].inflight.len() < self.plan.burst {
+            let f = &mut self.flows[i];
+            let start = match period {
+                None => now,
+                Some(p) if f.next_due <= now => {
+                    let t = f.next_due;
+                    f.next_due += p;
+                    t
+                }
+                Some(_) => break,
+            };
+            let seq = f.next_seq;
+            Header {
+                token: f.udp.token,
+                seq,
+                sent_ns: now & !(1 << 63),
+                warm_up: false,
+            }
+            .write(&mut self.request[..HEADER_LEN]);
+            match send(&f.udp.sock, &self.request, self.dontwait) {
+                Ok(true) => {
+                    f.next_seq += 1;
+                    f.counts.requests += 1;
+                    f.unanswered_since.get_or_insert(now);
+                    f.inflight.push_back(Outstanding {
+                        seq,
+                        start,
+                        sent: now,
+                    });
+                }
+                Ok(false) => {
+                    // The slot is kept: the same start goes out once the socket has room.
+                    if period.is_some() {
+                        f.next_due = start;
+                    }
+                    f.blocked = true;
+                    let fd = f.udp.sock.as_raw_fd();
+                    if let Err(e) = self.poll.modify(fd, i as u64, Interest::ReadWrite) {
+                        self.fail(Some(i), e.to_string());
+                    }
+                    return;
+                }
+                Err(e) => {
+                    let why = refused_or(&e, "sending a request");
+                    self.fail(Some(i), why);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Interval snapshots, timeouts and stall checks, between events.
+    fn housekeeping(&mut self, now: u64) {
+        if let Some(epoch) = self.epochs.due(&self.control) {
+            let flows = self.flows.iter_mut().map(Flow::snapshot).collect();
+            tell(&self.tx, self.epochs.snapshot(epoch, flows));
+        }
+        if now >= self.next_timeout_check {
+            self.expire(now);
+        }
+        if now >= self.next_stall_check {
+            self.next_stall_check = now + STALL_CHECK_NS;
+            self.check_stalls(now);
+        }
+    }
+
+    /// Declares lost every request past its timeout and lets its flow go on.
+    fn expire(&mut self, now: u64) {
+        let timeout_ns = as_ns(self.plan.timeout);
+        let mut next = now.saturating_add(timeout_ns);
+        for i in 0..self.flows.len() {
+            if self.flows[i].failed {
+                continue;
+            }
+            let (lost, deadline) = self.flows[i].expire(now, timeout_ns);
+            if let Some(d) = deadline {
+                next = next.min(d);
+            }
+            if lost > 0 {
+                if self.plan.period.is_some() {
+                    self.schedule(i);
+                } else if self.dontwait != 0 {
+                    self.start_due(i, now);
+                }
+            }
+        }
+        self.next_timeout_check = next;
+    }
+
+    fn check_stalls(&mut self, now: u64) {
+        let limit = as_ns(self.plan.stall_timeout);
+        for i in 0..self.flows.len() {
+            let f = &self.flows[i];
+            let stalled = f
+                .unanswered_since
+                .is_some_and(|t| now.saturating_sub(t) > limit);
+            if f.failed || !stalled {
+                continue;
+            }
+            let why = format!(
+                "no response for {:.1} s — has the server stopped answering, or is something \
+                 between client and server dropping UDP?",
+                self.plan.stall_timeout.as_secs_f64()
+            );
+            self.fail(Some(i), why);
+        }
+    }
+
+    fn fail(&mut self, i: Option<usize>, error: String) {
+        let flow = match i {
+            Some(i) => {
+                let f = &mut self.flows[i];
+                f.failed = true;
+                f.inflight.clear();
+                self.poll.delete(f.udp.sock.as_raw_fd());
+                f.udp.id
+            }
+            None => u16::MAX,
+        };
+        tell(&self.tx, Report::Failed { flow, error });
+    }
+}
+
+/// A socket error in words: a refused datagram means nothing listens at the server's port.
+fn refused_or(e: &io::Error, during: &str) -> String {
+    if e.raw_os_error() == Some(libc::ECONNREFUSED) {
+        "the server's port refused a datagram (ICMP port unreachable): the server's socket \
+         for this flow is gone"
+            .into()
+    } else {
+        format!("{during} failed: {e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+
+    use super::*;
+    use crate::engine::rr::Workers;
+
+    const TOKEN: u64 = 0x5eed_f00d_0123_4567;
+
+    /// A lossy server on its own thread: answers every request except every `k`-th (seq
+    /// k-1, 2k-1, …), which it keeps; returns the dropped sequence numbers when told to stop
+    /// (a datagram of one byte).
+    fn lossy_server(sock: UdpSocket, k: u64, resp: usize) -> std::thread::JoinHandle<Vec<u64>> {
+        std::thread::spawn(move || {
+            let mut dropped = Vec::new();
+            let mut buf = vec![0u8; 65_536];
+            let mut out = vec![0u8; resp];
+            loop {
+                let (n, from) = sock.recv_from(&mut buf).unwrap();
+                if n == 1 {
+                    return dropped;
+                }
+                let h = Header::read(&buf[..n]).unwrap();
+                if h.seq % k == k - 1 {
+                    dropped.push(h.seq);
+                    continue;
+                }
+                h.write(&mut out);
+                sock.send_to(&out, from).unwrap();
+            }
+        })
+    }
+
+    /// Issue 16's loss rule: a lost response costs its flow one timeout, is counted as lost
+    /// exactly, and a response that comes after the timeout is late, not a sample.
+    #[test]
+    fn every_dropped_response_is_lost_exactly_and_the_flow_goes_on() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let server_addr = server.local_addr().unwrap();
+        let talker = server.try_clone().unwrap();
+        let lossy = lossy_server(server, 10, 40);
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server_addr).unwrap();
+        let client_addr = client.local_addr().unwrap();
+        let plan = Plan {
+            request_len: 32,
+            response_len: 40,
+            burst: 4,
+            period: None,
+            base: Instant::now(),
+            timeout: Duration::from_millis(20),
+            stall_timeout: Duration::from_secs(5),
+        };
+        let control = Arc::new(Control::default());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let flow = UdpFlow {
+            id: 0,
+            sock: client,
+            token: TOKEN,
+        };
+        let w = spawn(0, plan, vec![flow], Arc::clone(&control), tx, 1).unwrap();
+        let workers = Workers::new(Arc::clone(&control), vec![w]);
+        std::thread::sleep(Duration::from_millis(400));
+        // A stray datagram and a response with another token: ignored.
+        talker.send_to(&[9; 40], client_addr).unwrap();
+        let mut forged = [0u8; 40];
+        Header {
+            token: TOKEN ^ 1,
+            seq: 0,
+            sent_ns: 0,
+            warm_up: false,
+        }
+        .write(&mut forged);
+        talker.send_to(&forged, client_addr).unwrap();
+        workers.set_state(DRAINING);
+        let started = Instant::now();
+        let mut snaps = Vec::new();
+        let done = loop {
+            match rx.blocking_recv() {
+                Some(Report::Done { flows, .. }) => {
+                    snaps.extend(flows);
+                    break true;
+                }
+                Some(Report::Snapshot { flows, .. }) => snaps.extend(flows),
+                Some(Report::Failed { error, .. }) => panic!("the flow failed: {error}"),
+                None => break false,
+            }
+        };
+        assert!(done, "the worker ended without its last figures");
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "draining waited {:?}: a lost request must end by its timeout",
+            started.elapsed()
+        );
+        talker.send_to(&[0], server_addr).unwrap();
+        let dropped = lossy.join().unwrap();
+        let mut total = UdpCounts::default();
+        let mut transactions = 0;
+        for s in &snaps {
+            total += s.udp.unwrap();
+            transactions += s.transactions;
+        }
+        assert!(dropped.len() >= 5, "too few requests to tell: {dropped:?}");
+        assert_eq!(total.lost, dropped.len() as u64, "{total:?}");
+        assert_eq!(total.requests, transactions + total.lost, "{total:?}");
+        assert_eq!(total.ignored, 2, "{total:?}");
+        assert_eq!((total.late, total.duplicates), (0, 0), "{total:?}");
+        drop(workers);
+    }
+
+    /// A response that arrives after its request timed out is late, and one answered twice is
+    /// a duplicate; neither is a latency sample.
+    #[test]
+    fn late_and_duplicate_responses_are_counted_apart() {
+        let mut f = Flow::new(
+            UdpFlow {
+                id: 0,
+                sock: UdpSocket::bind("127.0.0.1:0").unwrap(),
+                token: TOKEN,
+            },
+            0,
+        );
+        for seq in 0..3 {
+            f.inflight.push_back(Outstanding {
+                seq,
+                start: 0,
+                sent: seq * 10,
+            });
+        }
+        f.next_seq = 3;
+        assert!(f.response(1, 5));
+        assert_eq!(f.expire(25, 20), (1, Some(40)));
+        assert_eq!(f.counts.lost, 1);
+        assert!(!f.response(0, 30), "late");
+        assert!(!f.response(0, 31), "a copy of a late one is a duplicate");
+        assert!(!f.response(1, 32), "answered before");
+        assert!(!f.response(7, 33), "never sent");
+        assert!(f.response(2, 34));
+        assert_eq!(
+            (
+                f.counts.late,
+                f.counts.duplicates,
+                f.counts.ignored,
+                f.transactions
+            ),
+            (1, 2, 1, 2)
+        );
+        assert_eq!(f.rec.count(), 2);
+    }
+}
