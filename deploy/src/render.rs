@@ -49,9 +49,9 @@ pub(crate) fn plan(
     for p in &plan.paths {
         let _ = writeln!(
             out,
-            "  {:<16} {:<12} {}",
+            "  {:<16} {:<16} {}",
             p.label,
-            p.kind.to_string(),
+            Plan::kind_label(p),
             describe_path(p)
         );
     }
