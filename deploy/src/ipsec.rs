@@ -18,6 +18,16 @@ use aws_smithy_types::base64;
 use crate::error::Error;
 use crate::plan::VpnEnd;
 
+/// IKE's algorithms: AES-GCM and the ECP-256 group, from strongSwan's openssl plugin (built
+/// into Fedora-family packages; Debian's libstrongswan-standard-plugins). One proposal only:
+/// a fallback for builds without the plugin does not work, since the initiator's first key
+/// exchange takes the first proposal's group and fails on an unsupported one, and a responder
+/// selects an AES-GCM proposal it then cannot run.
+pub const IKE_PROPOSALS: &str = "aes256gcm16-prfsha256-ecp256";
+
+/// ESP's algorithms (a fresh ECP-256 exchange at each rekeying).
+pub const ESP_PROPOSALS: &str = "aes256gcm16-ecp256";
+
 /// Bytes of randomness in a tunnel's pre-shared key.
 const PSK_BYTES: usize = 32;
 
@@ -79,7 +89,7 @@ pub fn swanctl_conf(
          \x20   version = 2\n\
          \x20   local_addrs = %any\n\
          \x20   remote_addrs = {remote_addrs}\n\
-         \x20   proposals = aes256gcm16-prfsha256-ecp256\n\
+         \x20   proposals = {IKE_PROPOSALS}\n\
          \x20   dpd_delay = 10s\n\
          \x20   local {{\n\
          \x20     auth = psk\n\
@@ -93,7 +103,7 @@ pub fn swanctl_conf(
          \x20     {name} {{\n\
          \x20       local_ts = {local}\n\
          \x20       remote_ts = {remote}\n\
-         \x20       esp_proposals = aes256gcm16-ecp256\n\
+         \x20       esp_proposals = {ESP_PROPOSALS}\n\
          \x20       start_action = {start}\n\
          \x20       dpd_action = {dpd}\n\
          \x20       close_action = {close}\n\
