@@ -812,10 +812,14 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
     let mut out: Vec<PathSpec> = Vec::new();
     let mut joined: BTreeSet<(PathKind, String, String)> = BTreeSet::new();
     for p in raw {
-        let label = p
-            .label
-            .clone()
-            .unwrap_or_else(|| p.kind.as_str().to_owned());
+        // Read first: its error names the path by what the file says, and an IPsec path's
+        // default label names its flavour, so the report (which knows paths by label) tells
+        // it from a WireGuard path, and the two compare without labels.
+        let vpn = vpn_flavour(p.label.as_deref().unwrap_or(p.kind.as_str()), p.kind, p.vpn)?;
+        let label = p.label.clone().unwrap_or_else(|| match vpn {
+            Some(VpnFlavour::Ipsec) => "vpn-ipsec".to_owned(),
+            _ => p.kind.as_str().to_owned(),
+        });
         check_name("path label", &label)?;
         if out.iter().any(|o| o.label == label) {
             return Err(ScenarioError::Duplicate {
@@ -826,7 +830,6 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
         let client = end(&label, "client", p.client, p.client_address, vpcs)?;
         let server = end(&label, "server", p.server, p.server_address, vpcs)?;
         let (client, server) = ends_for_kind(&label, p.kind, client, server, &mut joined)?;
-        let vpn = vpn_flavour(&label, p.kind, p.vpn)?;
         out.push(PathSpec {
             label,
             kind: p.kind,
@@ -999,6 +1002,13 @@ cidr = "10.2.0.0/16"
         let s = with(&format!("{vpn}vpn = \"ipsec\"\n")).unwrap();
         assert_eq!(s.paths[0].vpn, Some(VpnFlavour::Ipsec));
         assert_eq!(s.paths[0].kind_label(), "vpn (ipsec)");
+        // Both flavours side by side need no labels.
+        let s = with(&format!("{vpn}{vpn}vpn = \"ipsec\"\n")).unwrap();
+        let labels: Vec<_> = s.paths.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(labels, ["vpn", "vpn-ipsec"]);
+        // A second path whose flavour is unknown: the flavour is the error, not its label.
+        let e = with(&format!("{vpn}{vpn}vpn = \"strongswan\"\n")).unwrap_err();
+        assert!(matches!(e, ScenarioError::UnknownVpnFlavour { .. }), "{e}");
         let e = with(&format!("{vpn}vpn = \"openvpn\"\n")).unwrap_err();
         assert_eq!(
             e.to_string(),

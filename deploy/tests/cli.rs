@@ -149,7 +149,7 @@ fn plan_vpn_ipsec() {
         out.contains("source/dest check off, IPsec (strongSwan, IKEv2)"),
         "{out}"
     );
-    for peer in ["gw-vpn-server", "gw-vpn-client"] {
+    for peer in ["gw-vpn-ipsec-server", "gw-vpn-ipsec-client"] {
         for rule in ["udp 500", "udp 4500", "esp (50)"] {
             assert!(
                 out.contains(&format!("{rule} from public IP of {peer}")),
@@ -159,10 +159,10 @@ fn plan_vpn_ipsec() {
     }
     assert!(!out.contains("51820"), "no WireGuard port:\n{out}");
     assert!(
-        out.contains("10.20.0.0/24 -> vpn gateway gw-vpn-client"),
+        out.contains("10.20.0.0/24 -> vpn gateway gw-vpn-ipsec-client"),
         "{out}"
     );
-    assert!(out.contains(" vpn (ipsec) "), "{out}");
+    assert!(out.contains("  vpn-ipsec        vpn (ipsec) "), "{out}");
 }
 
 #[test]

@@ -287,17 +287,23 @@ fn root_ipsec_generated_swanctl_carries_xbench_between_namespaces() {
     .unwrap();
     let plan = Plan::build(&scenario, &PriceTable::shipped()).unwrap();
     let end = |key: &str| -> VpnEnd { plan.host(key).unwrap().vpn.clone().unwrap() };
-    let (client_end, server_end) = (end("gw-vpn-client"), end("gw-vpn-server"));
+    let (client_end, server_end) = (end("gw-vpn-ipsec-client"), end("gw-vpn-ipsec-server"));
     let run = RunId::generate(SystemTime::now()).unwrap();
     let psk = IpsecPsk::generate().unwrap();
-    let client_script =
-        userdata::ipsec_gateway(&run, "gw-vpn-client", &client_end, &psk, Some(SERVER_GW));
-    let server_script = userdata::ipsec_gateway(&run, "gw-vpn-server", &server_end, &psk, None);
-    let client_conf = conf_in_script(&client_script, "vpn");
-    let server_conf = conf_in_script(&server_script, "vpn");
+    let client_script = userdata::ipsec_gateway(
+        &run,
+        "gw-vpn-ipsec-client",
+        &client_end,
+        &psk,
+        Some(SERVER_GW),
+    );
+    let server_script =
+        userdata::ipsec_gateway(&run, "gw-vpn-ipsec-server", &server_end, &psk, None);
+    let client_conf = conf_in_script(&client_script, "vpn-ipsec");
+    let server_conf = conf_in_script(&server_script, "vpn-ipsec");
     assert_eq!(
         client_conf,
-        ipsec::swanctl_conf(&client_end, "gw-vpn-client", &psk, Some(SERVER_GW))
+        ipsec::swanctl_conf(&client_end, "gw-vpn-ipsec-client", &psk, Some(SERVER_GW))
     );
     assert!(server_conf.contains("remote_addrs = %any"), "{server_conf}");
 
@@ -367,7 +373,7 @@ fn root_ipsec_generated_swanctl_carries_xbench_between_namespaces() {
         let conf = dir.join("swanctl.conf").display().to_string();
         let out = swanctl(dir, &["--load-all", "--noprompt", "--file", &conf]);
         assert!(
-            out.status.success() && text(&out).contains("loaded connection 'xbench-vpn'"),
+            out.status.success() && text(&out).contains("loaded connection 'xbench-vpn-ipsec'"),
             "swanctl --load-all: {}",
             text(&out)
         );

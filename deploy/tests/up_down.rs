@@ -172,8 +172,12 @@ async fn vpn_ipsec_between_gateways() {
         .unwrap_or_else(|e| panic!("up failed: {e}"));
     assert_eq!(out.paths[0].vpn, Some(VpnFlavour::Ipsec));
     for (region, gw, peer) in [
-        ("us-east-1", "gw-vpn-client", "gw-vpn-server"),
-        ("ap-southeast-2", "gw-vpn-server", "gw-vpn-client"),
+        ("us-east-1", "gw-vpn-ipsec-client", "gw-vpn-ipsec-server"),
+        (
+            "ap-southeast-2",
+            "gw-vpn-ipsec-server",
+            "gw-vpn-ipsec-client",
+        ),
     ] {
         let ec2 = moto.ec2(region).await;
         let peer_ip = format!("{}/32", host_ip(&out, peer, true));
