@@ -1,6 +1,6 @@
-//! Builds the AWS network paths xbench compares — VPC peering, Transit Gateway, a WireGuard
-//! VPN between gateway instances, public addresses, Global Accelerator, and hosts the user
-//! already has — from a short scenario file, and deletes them again.
+//! Builds the AWS network paths xbench compares — VPC peering, Transit Gateway, a WireGuard or
+//! IPsec (strongSwan) VPN between gateway instances, public addresses, Global Accelerator, and
+//! hosts the user already has — from a short scenario file, and deletes them again.
 //!
 //! The library never prints: [`plan::Plan`] is data, [`Deployer::up`] returns
 //! [`state::Outputs`], and progress goes to `tracing`. The `xbench-deploy` binary is the thin
@@ -49,6 +49,7 @@ pub mod command;
 pub mod cost;
 pub mod deployer;
 pub mod error;
+pub mod ipsec;
 pub mod plan;
 pub mod regions;
 pub mod run;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use xbench_deploy::apply::Preflight;
 use xbench_deploy::binary::XbenchBinary;
 use xbench_deploy::run::{RunEvent, RunPath};
+use xbench_deploy::scenario::kind_label;
 use xbench_deploy::state::Outputs;
 use xbench_deploy::teardown::{DownReport, GcReport};
 use xbench_deploy::{Plan, Scenario, Suite};
@@ -49,9 +50,9 @@ pub(crate) fn plan(
     for p in &plan.paths {
         let _ = writeln!(
             out,
-            "  {:<16} {:<12} {}",
+            "  {:<16} {:<16} {}",
             p.label,
-            p.kind.to_string(),
+            Plan::kind_label(p),
             describe_path(p)
         );
     }
@@ -341,7 +342,11 @@ pub(crate) fn outputs(o: &Outputs, file: &std::path::Path, checked: bool) -> Str
             (None, Some(ip)) => format!("on your host {ip}"),
             (None, None) => "on the client".into(),
         };
-        let _ = writeln!(out, "  [{}] {on}:\n      {}", p.label, p.command);
+        let through = p
+            .vpn
+            .map(|f| format!(", through {}", kind_label(p.kind, Some(f))))
+            .unwrap_or_default();
+        let _ = writeln!(out, "  [{}] {on}{through}:\n      {}", p.label, p.command);
     }
     let _ = writeln!(out, "\noutputs: {}", file.display());
     let _ = writeln!(out, "delete with: xbench-deploy down {}", o.run_id);

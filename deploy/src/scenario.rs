@@ -137,7 +137,7 @@ pub enum PathKind {
     Peering,
     /// Transit Gateway(s), with inter-region TGW peering when the VPCs are in two regions.
     Tgw,
-    /// A software VPN (WireGuard) between two gateway instances.
+    /// A software VPN between two gateway instances ([`VpnFlavour`]: WireGuard or IPsec).
     Vpn,
     /// Public IPv4 addresses.
     Public,
@@ -167,6 +167,47 @@ impl fmt::Display for PathKind {
     }
 }
 
+/// Which software VPN a `vpn` path runs between its two gateway instances.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum VpnFlavour {
+    /// WireGuard through systemd-networkd (no packages needed on Amazon Linux 2023). The default.
+    #[default]
+    WireGuard,
+    /// strongSwan with IKEv2 and a per-run pre-shared key (charon configured by swanctl).
+    Ipsec,
+}
+
+impl VpnFlavour {
+    /// Every flavour, in the order error messages list them.
+    pub const ALL: [VpnFlavour; 2] = [VpnFlavour::WireGuard, VpnFlavour::Ipsec];
+
+    /// The word used in scenario files.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            VpnFlavour::WireGuard => "wireguard",
+            VpnFlavour::Ipsec => "ipsec",
+        }
+    }
+
+    /// The software, as `plan` names it.
+    pub fn software(&self) -> &'static str {
+        match self {
+            VpnFlavour::WireGuard => "WireGuard",
+            VpnFlavour::Ipsec => "IPsec (strongSwan, IKEv2)",
+        }
+    }
+}
+
+impl fmt::Display for VpnFlavour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One end of a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum End {
@@ -187,6 +228,23 @@ pub struct PathSpec {
     pub client: End,
     /// The side that runs `xbench server`.
     pub server: End,
+    /// The VPN's flavour: set on `vpn` paths only (WireGuard unless the scenario says).
+    pub vpn: Option<VpnFlavour>,
+}
+
+impl PathSpec {
+    /// The kind as `plan` and reports show it: `vpn (ipsec)` for a VPN path, else the kind.
+    pub fn kind_label(&self) -> String {
+        kind_label(self.kind, self.vpn)
+    }
+}
+
+/// `kind`, with the VPN flavour in brackets when there is one: `vpn (wireguard)`.
+pub fn kind_label(kind: PathKind, vpn: Option<VpnFlavour>) -> String {
+    match vpn {
+        Some(f) => format!("{kind} ({f})"),
+        None => kind.to_string(),
+    }
 }
 
 /// Scenario-level price overrides (USD).
@@ -309,6 +367,17 @@ pub enum ScenarioError {
         /// What is wrong and what to write instead.
         problem: String,
     },
+    /// A `vpn` value that is not a flavour this tool builds.
+    #[error(
+        "path '{path}': vpn = \"{value}\" is not a VPN flavour; use one of: {}",
+        VpnFlavour::ALL.map(|f| format!("\"{f}\"")).join(", ")
+    )]
+    UnknownVpnFlavour {
+        /// The path.
+        path: String,
+        /// What was written.
+        value: String,
+    },
     /// The `[suite]` table was refused.
     #[error(transparent)]
     Suite(#[from] SuiteError),
@@ -420,6 +489,8 @@ struct RawPath {
     server: Option<String>,
     client_address: Option<Ipv4Addr>,
     server_address: Option<Ipv4Addr>,
+    /// Read as text, so an unknown flavour gets its own message listing the flavours.
+    vpn: Option<String>,
 }
 
 const NAME_MAX: usize = 32;
@@ -741,10 +812,14 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
     let mut out: Vec<PathSpec> = Vec::new();
     let mut joined: BTreeSet<(PathKind, String, String)> = BTreeSet::new();
     for p in raw {
-        let label = p
-            .label
-            .clone()
-            .unwrap_or_else(|| p.kind.as_str().to_owned());
+        // Read first: its error names the path by what the file says, and an IPsec path's
+        // default label names its flavour, so the report (which knows paths by label) tells
+        // it from a WireGuard path, and the two compare without labels.
+        let vpn = vpn_flavour(p.label.as_deref().unwrap_or(p.kind.as_str()), p.kind, p.vpn)?;
+        let label = p.label.clone().unwrap_or_else(|| match vpn {
+            Some(VpnFlavour::Ipsec) => "vpn-ipsec".to_owned(),
+            _ => p.kind.as_str().to_owned(),
+        });
         check_name("path label", &label)?;
         if out.iter().any(|o| o.label == label) {
             return Err(ScenarioError::Duplicate {
@@ -760,9 +835,35 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
             kind: p.kind,
             client,
             server,
+            vpn,
         });
     }
     Ok(out)
+}
+
+/// The flavour of a `vpn` path (WireGuard by default); `vpn = ...` on another kind is refused.
+fn vpn_flavour(
+    label: &str,
+    kind: PathKind,
+    value: Option<String>,
+) -> Result<Option<VpnFlavour>, ScenarioError> {
+    match (kind, value) {
+        (PathKind::Vpn, None) => Ok(Some(VpnFlavour::default())),
+        (PathKind::Vpn, Some(v)) => VpnFlavour::ALL
+            .into_iter()
+            .find(|f| f.as_str() == v)
+            .map(Some)
+            .ok_or(ScenarioError::UnknownVpnFlavour {
+                path: label.to_owned(),
+                value: v,
+            }),
+        (_, None) => Ok(None),
+        (_, Some(v)) => Err(ScenarioError::BadEnds {
+            path: label.to_owned(),
+            kind,
+            problem: format!("vpn = \"{v}\" applies only to kind = \"vpn\""),
+        }),
+    }
 }
 
 /// The ends a path of `kind` may have; `joined` remembers VPC pairs already joined by a
@@ -890,6 +991,43 @@ cidr = "10.2.0.0/16"
         )
         .unwrap_err();
         assert!(matches!(e, ScenarioError::BadEnds { .. }), "{e}");
+    }
+
+    #[test]
+    fn vpn_flavour_defaults_to_wireguard_and_refuses_unknown_ones() {
+        let vpn = "[[path]]\nkind = \"vpn\"\nclient = \"us-east-1\"\nserver = \"ap-southeast-2\"\n";
+        let s = with(vpn).unwrap();
+        assert_eq!(s.paths[0].vpn, Some(VpnFlavour::WireGuard));
+        assert_eq!(s.paths[0].kind_label(), "vpn (wireguard)");
+        let s = with(&format!("{vpn}vpn = \"ipsec\"\n")).unwrap();
+        assert_eq!(s.paths[0].vpn, Some(VpnFlavour::Ipsec));
+        assert_eq!(s.paths[0].kind_label(), "vpn (ipsec)");
+        // Both flavours side by side need no labels.
+        let s = with(&format!("{vpn}{vpn}vpn = \"ipsec\"\n")).unwrap();
+        let labels: Vec<_> = s.paths.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(labels, ["vpn", "vpn-ipsec"]);
+        // A second path whose flavour is unknown: the flavour is the error, not its label.
+        let e = with(&format!("{vpn}{vpn}vpn = \"strongswan\"\n")).unwrap_err();
+        assert!(matches!(e, ScenarioError::UnknownVpnFlavour { .. }), "{e}");
+        let e = with(&format!("{vpn}vpn = \"openvpn\"\n")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "path 'vpn': vpn = \"openvpn\" is not a VPN flavour; use one of: \"wireguard\", \"ipsec\""
+        );
+        let e = with("[[path]]\nkind = \"peering\"\nclient = \"us-east-1\"\nserver = \"ap-southeast-2\"\nvpn = \"ipsec\"\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("vpn = \"ipsec\" applies only to kind = \"vpn\""),
+            "{e}"
+        );
+        let s = with(
+            "[[path]]\nkind = \"peering\"\nclient = \"us-east-1\"\nserver = \"ap-southeast-2\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (s.paths[0].vpn, s.paths[0].kind_label().as_str()),
+            (None, "peering")
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::aws::s3::RunBucket;
 use crate::error::Error;
-use crate::scenario::PathKind;
+use crate::scenario::{PathKind, VpnFlavour};
 
 /// Tag key holding the run id. Every resource `up` creates has it.
 pub const TAG_RUN: &str = "xbench:run-id";
@@ -371,6 +371,9 @@ pub struct PathOutput {
     pub label: String,
     /// Kind.
     pub kind: PathKind,
+    /// A VPN path's flavour (`wireguard`, `ipsec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vpn: Option<VpnFlavour>,
     /// Host key of the client, when this tool made it.
     pub client_host: Option<String>,
     /// Where to run the command: the client host's public address, or the user's own host.

@@ -1,13 +1,14 @@
 //! The boot scripts (EC2 user data) that turn a fresh Amazon Linux 2023 instance into an xbench
-//! server, client or WireGuard gateway; and the WireGuard keys the gateways use.
+//! server, client or VPN gateway (WireGuard, or IPsec with strongSwan); and the WireGuard keys
+//! the gateways use (IPsec's key is [`crate::ipsec::IpsecPsk`]).
 //!
 //! Scripts are plain bash run once by cloud-init as root. Every value put into them is checked
 //! to be shell-safe first (scenario URLs, numbers, addresses, base64 keys). A boot that cannot
 //! finish fails visibly: a line on the console, `failed: <why>` in [`BOOT_STATUS_PATH`] (which
 //! `up` reads through SSM and reports with the host's name), a non-zero exit. The run's key is
 //! never in a script: hosts read it from SSM Parameter Store. A gateway's script holds its
-//! WireGuard private key, so scripts are never printed or logged by this tool. Not for
-//! launching instances.
+//! WireGuard private key or its tunnel's IPsec key, so scripts are never printed or logged by
+//! this tool. Not for launching instances.
 
 use std::fmt::{self, Write as _};
 use std::net::Ipv4Addr;
@@ -17,6 +18,7 @@ use aws_smithy_types::base64;
 use crate::cidr::Ipv4Cidr;
 use crate::command;
 use crate::error::Error;
+use crate::ipsec::{self, IpsecPsk};
 use crate::plan::{VpnEnd, WIREGUARD_PORT};
 use crate::scenario::Scenario;
 use crate::state::RunId;
@@ -299,10 +301,41 @@ pub fn client(s: &Scenario, b: &HostBoot<'_>, commands: &[String]) -> String {
     )
 }
 
+/// What every VPN gateway does first: forward packets, and accept them from either side.
+fn forwarding() -> &'static str {
+    "cat > /etc/sysctl.d/90-xbench-forward.conf <<'EOF'\n\
+     net.ipv4.ip_forward = 1\n\
+     net.ipv4.conf.all.rp_filter = 0\n\
+     EOF\n\
+     sysctl --system >/dev/null\n"
+}
+
+/// What every VPN gateway does last: hosts behind it have a 9001-byte MTU, so the MSS of TCP
+/// connections it forwards is clamped: `rule` is the nft rule's match and action.
+fn mss_clamp(why: &str, rule: &str) -> String {
+    format!(
+        "# Hosts behind us have a 9001-byte MTU; {why}.\n\
+         command -v nft >/dev/null || dnf install -y nftables || true\n\
+         if command -v nft >/dev/null; then\n\
+         \x20 nft add table inet xbench\n\
+         \x20 nft add chain inet xbench forward '{{ type filter hook forward priority mangle; }}'\n\
+         \x20 nft add rule inet xbench forward {rule}\n\
+         else\n\
+         \x20 echo 'warning: no nft; TCP MSS is not clamped'\n\
+         fi\n"
+    )
+}
+
+/// The MSS a forwarded TCP connection through an IPsec tunnel is clamped to: a 1500-byte
+/// internet path (between regions, or through the internet gateway) less IPv4 and TCP headers
+/// (40) and ESP in UDP with AES-GCM (outer IPv4 20, UDP 8, ESP header 8, IV 8, padding and
+/// trailer up to 5, ICV 16: 65), rounded down with a margin.
+pub const IPSEC_MSS: u16 = 1360;
+
 /// The script of a WireGuard gateway: IP forwarding, a `wg0` interface through
 /// systemd-networkd (no packages needed on Amazon Linux 2023), a route to the far subnet, and
 /// TCP MSS clamping for traffic forwarded into the smaller-MTU tunnel.
-pub fn gateway(
+pub fn wireguard_gateway(
     run: &RunId,
     host: &str,
     vpn: &VpnEnd,
@@ -321,12 +354,7 @@ pub fn gateway(
         u32::from(tunnel) - 1
     });
     format!(
-        "{}\
-         cat > /etc/sysctl.d/90-xbench-forward.conf <<'EOF'\n\
-         net.ipv4.ip_forward = 1\n\
-         net.ipv4.conf.all.rp_filter = 0\n\
-         EOF\n\
-         sysctl --system >/dev/null\n\
+        "{}{}\
          install -d -m 0755 /etc/systemd/network\n\
          umask 077\n\
          printf '%s\\n' '{private}' > /etc/systemd/network/90-xbench-wg0.key\n\
@@ -362,19 +390,71 @@ pub fn gateway(
          systemctl enable systemd-networkd\n\
          systemctl restart systemd-networkd\n\
          networkctl reload || true\n\
-         # Hosts behind us have a 9001-byte MTU; clamp MSS so TCP fits the 1420-byte tunnel.\n\
-         command -v nft >/dev/null || dnf install -y nftables || true\n\
-         if command -v nft >/dev/null; then\n\
-         \x20 nft add table inet xbench\n\
-         \x20 nft add chain inet xbench forward '{{ type filter hook forward priority mangle; }}'\n\
-         \x20 nft add rule inet xbench forward tcp flags syn tcp option maxseg size set rt mtu\n\
-         else\n\
-         \x20 echo 'warning: no nft; TCP MSS is not clamped'\n\
-         fi\n\
-         {}",
+         {}{}",
         preamble(run, host, "vpn gateway"),
+        forwarding(),
+        mss_clamp(
+            "clamp MSS so TCP fits the 1420-byte tunnel",
+            "tcp flags syn tcp option maxseg size set rt mtu"
+        ),
         done(host),
         private = own.private,
+    )
+}
+
+/// Where an IPsec gateway's boot script writes its swanctl file, below the swanctl directory
+/// the host's strongSwan package uses (`/etc/strongswan/swanctl` on Fedora-family systems
+/// such as Amazon Linux, `/etc/swanctl` on Debian); the namespace test reads it back from the
+/// script.
+pub fn swanctl_file(path: &str) -> String {
+    format!("conf.d/{}.conf", ipsec::connection_name(path))
+}
+
+/// The script of an IPsec gateway: IP forwarding, strongSwan (installed with dnf when the
+/// image lacks it), the tunnel's swanctl file with its key (mode 0600), charon started and the
+/// file loaded (the client side then dials at once), and TCP MSS clamping. The instances
+/// have kernel IPsec (xfrm); the namespace test runs the same file with userspace ESP instead.
+pub fn ipsec_gateway(
+    run: &RunId,
+    host: &str,
+    vpn: &VpnEnd,
+    psk: &IpsecPsk,
+    peer_address: Option<Ipv4Addr>,
+) -> String {
+    let conf = ipsec::swanctl_conf(vpn, host, psk, peer_address);
+    let file = swanctl_file(&vpn.path);
+    format!(
+        "{}{}\
+         # strongSwan: charon (IKEv2) configured by swanctl.\n\
+         command -v swanctl >/dev/null || dnf install -y strongswan > \"$STATE/strongswan.err\" 2>&1 || apt-get install -y charon-systemd strongswan-swanctl > \"$STATE/strongswan.err\" 2>&1 \\\n\
+         \x20 || fail \"cannot install strongSwan: $(tail -n 1 \"$STATE/strongswan.err\")\"\n\
+         SWANCTL=/etc/strongswan/swanctl\n\
+         [ -d \"$SWANCTL\" ] || SWANCTL=/etc/swanctl\n\
+         install -d -m 0750 \"$SWANCTL/conf.d\"\n\
+         umask 077\n\
+         cat > \"$SWANCTL/{file}\" <<'EOF'\n\
+         {conf}\
+         EOF\n\
+         umask 022\n\
+         systemctl enable strongswan\n\
+         systemctl restart strongswan\n\
+         loaded=\n\
+         for attempt in $(seq 1 10); do\n\
+         \x20 if swanctl --load-all > \"$STATE/swanctl.err\" 2>&1; then loaded=1; break; fi\n\
+         \x20 sleep 2\n\
+         done\n\
+         [ -n \"$loaded\" ] || fail \"swanctl --load-all failed: $(tail -n 1 \"$STATE/swanctl.err\")\"\n\
+         {}{}",
+        preamble(run, host, "vpn gateway"),
+        forwarding(),
+        mss_clamp(
+            "clamp the MSS of connections to the far subnet so TCP fits ESP over a 1500-byte path",
+            &format!(
+                "ip daddr {} tcp flags syn tcp option maxseg size set {IPSEC_MSS}",
+                vpn.remote_subnet
+            )
+        ),
+        done(host),
     )
 }
 
@@ -450,14 +530,16 @@ mod tests {
         ));
         let keys = WgKeys::generate().unwrap();
         let peer = WgKeys::generate().unwrap();
-        let vpn = VpnEnd {
+        let mut vpn = VpnEnd {
             path: "vpn".into(),
+            flavour: crate::scenario::VpnFlavour::WireGuard,
             peer_host: "gw-vpn-server".into(),
             tunnel_address: Ipv4Addr::new(169, 254, 200, 1),
+            local_subnet: "10.1.1.0/24".parse().unwrap(),
             remote_subnet: "10.2.0.0/24".parse().unwrap(),
             initiator: true,
         };
-        let gw = gateway(
+        let gw = wireguard_gateway(
             &run,
             "gw-vpn-client",
             &vpn,
@@ -467,6 +549,34 @@ mod tests {
         );
         assert!(gw.contains("Endpoint=192.0.2.9:51820"));
         assert!(gw.contains("AllowedIPs=10.2.0.0/24, 169.254.200.2/32"));
+        bash_parses(&gw);
+
+        vpn.flavour = crate::scenario::VpnFlavour::Ipsec;
+        let psk = IpsecPsk::generate().unwrap();
+        let gw = ipsec_gateway(
+            &run,
+            "gw-vpn-client",
+            &vpn,
+            &psk,
+            Some(Ipv4Addr::new(192, 0, 2, 9)),
+        );
+        let conf = ipsec::swanctl_conf(
+            &vpn,
+            "gw-vpn-client",
+            &psk,
+            Some(Ipv4Addr::new(192, 0, 2, 9)),
+        );
+        assert!(
+            gw.contains(&format!(
+                "cat > \"$SWANCTL/conf.d/xbench-vpn.conf\" <<'EOF'\n{conf}EOF\n"
+            )),
+            "{gw}"
+        );
+        assert!(gw.contains("umask 077\ncat > \"$SWANCTL"));
+        assert!(gw.contains("net.ipv4.ip_forward = 1"));
+        assert!(gw.contains(
+            "nft add rule inet xbench forward ip daddr 10.2.0.0/24 tcp flags syn tcp option maxseg size set 1360"
+        ));
         bash_parses(&gw);
     }
 

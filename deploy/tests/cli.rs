@@ -138,6 +138,31 @@ fn plan_vpn() {
         out.contains("10.20.0.0/24 -> vpn gateway gw-vpn-client"),
         "{out}"
     );
+    assert!(out.contains(" vpn (wireguard) "), "{out}");
+}
+
+#[test]
+fn plan_vpn_ipsec() {
+    let text = two_regions("i", &PCX.replace("peering", "vpn"));
+    let out = plan_ok(&format!("{text}vpn = \"ipsec\"\n"));
+    assert!(
+        out.contains("source/dest check off, IPsec (strongSwan, IKEv2)"),
+        "{out}"
+    );
+    for peer in ["gw-vpn-ipsec-server", "gw-vpn-ipsec-client"] {
+        for rule in ["udp 500", "udp 4500", "esp (50)"] {
+            assert!(
+                out.contains(&format!("{rule} from public IP of {peer}")),
+                "{rule} from {peer}:\n{out}"
+            );
+        }
+    }
+    assert!(!out.contains("51820"), "no WireGuard port:\n{out}");
+    assert!(
+        out.contains("10.20.0.0/24 -> vpn gateway gw-vpn-ipsec-client"),
+        "{out}"
+    );
+    assert!(out.contains("  vpn-ipsec        vpn (ipsec) "), "{out}");
 }
 
 #[test]
@@ -200,6 +225,18 @@ fn refused(text: &str, expect: &[&str]) {
     for e in expect {
         assert!(r.stderr.contains(e), "expected {e:?} in: {}", r.stderr);
     }
+}
+
+#[test]
+fn bad_input_unknown_vpn_flavour() {
+    let text = two_regions("f", &PCX.replace("peering", "vpn"));
+    refused(
+        &format!("{text}vpn = \"openswan\"\n"),
+        &[
+            "path 'vpn': vpn = \"openswan\" is not a VPN flavour",
+            "\"wireguard\", \"ipsec\"",
+        ],
+    );
 }
 
 #[test]

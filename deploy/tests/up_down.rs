@@ -13,7 +13,7 @@ use xbench_deploy::apply::UpOptions;
 use xbench_deploy::aws::accelerator::FakeAccelerators;
 use xbench_deploy::aws::placement::FakePlacementGroups;
 use xbench_deploy::cost::PriceTable;
-use xbench_deploy::scenario::PathKind;
+use xbench_deploy::scenario::{PathKind, VpnFlavour};
 use xbench_deploy::state::Outputs;
 use xbench_deploy::{Plan, Scenario};
 
@@ -150,6 +150,76 @@ async fn vpn_between_gateways() {
         out.paths[0].target,
         host_ip(&out, "server-ap-southeast-2", false)
     );
+}
+
+/// An IPsec path: the gateways' groups let in IKE (UDP 500 and 4500) and ESP from the peer's
+/// public address only, not WireGuard's port; source/destination checks are off; the outputs
+/// name the flavour; `down` leaves nothing.
+#[tokio::test]
+async fn vpn_ipsec_between_gateways() {
+    let moto = moto_or_skip!();
+    let text = two_regions(
+        "ipsec",
+        "[[path]]\nkind = \"vpn\"\nvpn = \"ipsec\"\nclient = \"us-east-1\"\nserver = \"ap-southeast-2\"\n",
+    );
+    let state = TempDir::new("state");
+    let (d, _, _) = moto.deployer(state.path()).await;
+    let scenario = Scenario::from_toml(&text).unwrap();
+    let plan = Plan::build(&scenario, &PriceTable::shipped()).unwrap();
+    let out = d
+        .up(&scenario, &plan, &up_options(state.path()), pending())
+        .await
+        .unwrap_or_else(|e| panic!("up failed: {e}"));
+    assert_eq!(out.paths[0].vpn, Some(VpnFlavour::Ipsec));
+    for (region, gw, peer) in [
+        ("us-east-1", "gw-vpn-ipsec-client", "gw-vpn-ipsec-server"),
+        (
+            "ap-southeast-2",
+            "gw-vpn-ipsec-server",
+            "gw-vpn-ipsec-client",
+        ),
+    ] {
+        let ec2 = moto.ec2(region).await;
+        let peer_ip = format!("{}/32", host_ip(&out, peer, true));
+        let groups = ec2.describe_security_groups().send().await.unwrap();
+        let group = groups
+            .security_groups()
+            .iter()
+            .find(|g| g.group_name().is_some_and(|n| n.ends_with("vpn-gateways")))
+            .unwrap_or_else(|| panic!("no vpn-gateways group in {region}"));
+        let mut from_peer: Vec<(String, Option<i32>)> = group
+            .ip_permissions()
+            .iter()
+            .filter(|p| p.ip_ranges().iter().any(|r| r.cidr_ip() == Some(&peer_ip)))
+            .map(|p| (p.ip_protocol().unwrap_or("").to_owned(), p.from_port()))
+            .collect();
+        from_peer.sort();
+        assert_eq!(
+            from_peer,
+            [
+                ("50".to_owned(), Some(-1)),
+                ("udp".to_owned(), Some(500)),
+                ("udp".to_owned(), Some(4500)),
+            ],
+            "{region}: {group:#?}"
+        );
+        let id = &out.hosts.iter().find(|h| h.key == gw).unwrap().instance_id;
+        let attr = ec2
+            .describe_instance_attribute()
+            .instance_id(id)
+            .attribute(aws_sdk_ec2::types::InstanceAttributeName::SourceDestCheck)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            attr.source_dest_check().and_then(|v| v.value()),
+            Some(false),
+            "{gw}"
+        );
+    }
+    d.down(&out.run_id, &[]).await.unwrap();
+    let left = moto.leftovers().await;
+    assert!(left.is_empty(), "left after down: {left:#?}");
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! The instances of a run: server hosts (with their allow lists), the two WireGuard gateways
-//! of each VPN path (made as a pair, since each boot script holds the other's public key),
+//! The instances of a run: server hosts (with their allow lists), the two gateways of each VPN
+//! path (made as a pair, since the boot scripts hold matching keys: each other's WireGuard
+//! public key, or the IPsec tunnel's one pre-shared key),
 //! client hosts; launching one with its boot script and the SSM-only instance profile, and
 //! waiting until it runs.
 
@@ -16,9 +17,44 @@ use super::{Build, HostIds, missing};
 use crate::aws::ec2::tag_spec;
 use crate::aws::{RegionClients, aws_error};
 use crate::error::Error;
+use crate::ipsec::IpsecPsk;
 use crate::plan::{GroupKind, HostPlan, HostRole, PathClient, VpnEnd};
-use crate::state::client_command;
+use crate::scenario::VpnFlavour;
+use crate::state::{RunId, client_command};
 use crate::userdata::{self, HostBoot, WgKeys};
+
+/// The matching secrets of one tunnel's two gateways, made when the pair is launched.
+enum TunnelKeys {
+    WireGuard { server: WgKeys, client: WgKeys },
+    Ipsec(IpsecPsk),
+}
+
+impl TunnelKeys {
+    fn generate(flavour: VpnFlavour) -> Result<Self, Error> {
+        Ok(match flavour {
+            VpnFlavour::WireGuard => TunnelKeys::WireGuard {
+                server: WgKeys::generate()?,
+                client: WgKeys::generate()?,
+            },
+            VpnFlavour::Ipsec => TunnelKeys::Ipsec(IpsecPsk::generate()?),
+        })
+    }
+
+    /// The boot script of gateway `h`, which dials `peer` (the client side does).
+    fn script(&self, run: &RunId, h: &HostPlan, vpn: &VpnEnd, peer: Option<Ipv4Addr>) -> String {
+        match self {
+            TunnelKeys::WireGuard { server, client } => {
+                let (own, other) = if vpn.initiator {
+                    (client, server)
+                } else {
+                    (server, client)
+                };
+                userdata::wireguard_gateway(run, &h.key, vpn, own, &other.public, peer)
+            }
+            TunnelKeys::Ipsec(psk) => userdata::ipsec_gateway(run, &h.key, vpn, psk, peer),
+        }
+    }
+}
 
 /// What a host is launched into.
 struct LaunchInputs {
@@ -154,16 +190,8 @@ impl Build<'_> {
                 }
             }
         }
-        let server_keys = WgKeys::generate()?;
-        let client_keys = WgKeys::generate()?;
-        let script = userdata::gateway(
-            &self.tags.run,
-            &server_side.key,
-            vpn,
-            &server_keys,
-            &client_keys.public,
-            None,
-        );
+        let keys = TunnelKeys::generate(vpn.flavour)?;
+        let script = keys.script(&self.tags.run, server_side, vpn, None);
         self.host(server_side, script).await?;
         let endpoint = self.host_ids(&server_side.key)?.public_ip.ok_or_else(|| {
             Error::Internal(format!(
@@ -171,14 +199,7 @@ impl Build<'_> {
                 server_side.key
             ))
         })?;
-        let script = userdata::gateway(
-            &self.tags.run,
-            &client_side.key,
-            client_vpn,
-            &client_keys,
-            &server_keys.public,
-            Some(endpoint),
-        );
+        let script = keys.script(&self.tags.run, client_side, client_vpn, Some(endpoint));
         self.host(client_side, script).await
     }
 

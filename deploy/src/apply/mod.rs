@@ -564,6 +564,7 @@ impl Build<'_> {
             paths.push(PathOutput {
                 label: p.label.clone(),
                 kind: p.kind,
+                vpn: p.vpn,
                 client_host,
                 run_on,
                 target,

@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 
 use super::*;
 use crate::cost::{self, Billable, PriceTable};
-use crate::scenario::{End, PathKind, PathSpec, Scenario};
+use crate::scenario::{End, PathKind, PathSpec, Scenario, VpnFlavour};
 
 impl Plan {
     /// Lays out `scenario`, priced with `prices`.
@@ -206,6 +206,7 @@ impl Builder<'_> {
         self.paths.push(PathPlan {
             label: p.label.clone(),
             kind: p.kind,
+            vpn: p.vpn,
             client,
             target,
             server_host,
@@ -304,8 +305,9 @@ impl Builder<'_> {
         }
     }
 
-    /// Two WireGuard gateways (server side listed first: it is launched first so the client
-    /// side can be given its address), their group's rules, and the route targets.
+    /// Two VPN gateways (server side listed first: it is launched first so the client side can
+    /// be given its address), their group's rules (WireGuard's port, or IKE's two ports and
+    /// ESP), and the route targets.
     fn vpn_path(
         &mut self,
         p: &PathSpec,
@@ -321,10 +323,13 @@ impl Builder<'_> {
         self.vpn_index += 1;
         let gw_client = format!("gw-{}-client", p.label);
         let gw_server = format!("gw-{}-server", p.label);
-        let end = |peer: &str, addr: u32, remote, initiator| VpnEnd {
+        let flavour = p.vpn.unwrap_or_default();
+        let end = |peer: &str, addr: u32, local, remote, initiator| VpnEnd {
             path: p.label.clone(),
+            flavour,
             peer_host: peer.to_owned(),
             tunnel_address: Ipv4Addr::from(addr),
+            local_subnet: local,
             remote_subnet: remote,
             initiator,
         };
@@ -334,7 +339,13 @@ impl Builder<'_> {
             vpc: s.to_owned(),
             subnet: "base".into(),
             instance_type: self.instance_type(s),
-            vpn: Some(end(&gw_client, base + 2, client_subnet, false)),
+            vpn: Some(end(
+                &gw_client,
+                base + 2,
+                server_subnet,
+                client_subnet,
+                false,
+            )),
         });
         self.hosts.push(HostPlan {
             key: gw_client.clone(),
@@ -342,19 +353,35 @@ impl Builder<'_> {
             vpc: c.to_owned(),
             subnet: format!("client-{}", p.label),
             instance_type: self.instance_type(c),
-            vpn: Some(end(&gw_server, base + 1, server_subnet, true)),
+            vpn: Some(end(
+                &gw_server,
+                base + 1,
+                client_subnet,
+                server_subnet,
+                true,
+            )),
         });
         for v in self.vpcs.iter_mut().filter(|v| v.name == c || v.name == s) {
             v.has_gateways = true;
         }
+        let rules: &[(Protocol, Option<u16>)] = match flavour {
+            VpnFlavour::WireGuard => &[(Protocol::Udp, Some(WIREGUARD_PORT))],
+            VpnFlavour::Ipsec => &[
+                (Protocol::Udp, Some(IKE_PORTS[0])),
+                (Protocol::Udp, Some(IKE_PORTS[1])),
+                (Protocol::Esp, None),
+            ],
+        };
         for (vpc, peer) in [(s, &gw_client), (c, &gw_server)] {
-            self.ingress.insert(IngressPlan {
-                vpc: vpc.to_owned(),
-                group: GroupKind::Gateways,
-                protocol: Protocol::Udp,
-                port: Some(WIREGUARD_PORT),
-                source: IngressSource::HostPublicIp(peer.clone()),
-            });
+            for &(protocol, port) in rules {
+                self.ingress.insert(IngressPlan {
+                    vpc: vpc.to_owned(),
+                    group: GroupKind::Gateways,
+                    protocol,
+                    port,
+                    source: IngressSource::HostPublicIp(peer.clone()),
+                });
+            }
         }
         Ok((
             RouteTarget::GatewayHost(gw_client),

@@ -21,10 +21,14 @@ mod build;
 
 use crate::cidr::Ipv4Cidr;
 use crate::cost::CostEstimate;
-use crate::scenario::{PathKind, PlacementStrategy};
+use crate::scenario::{PathKind, PlacementStrategy, VpnFlavour};
 
 /// UDP port the WireGuard gateways talk on.
 pub const WIREGUARD_PORT: u16 = 51820;
+
+/// UDP ports IPsec gateways talk IKE on: 500, and 4500 for NAT traversal (every AWS gateway is
+/// behind its public address's 1:1 NAT, so IKE moves to 4500 and ESP is carried in UDP 4500).
+pub const IKE_PORTS: [u16; 2] = [500, 4500];
 
 /// The whole graph.
 #[derive(Debug, Clone, Serialize)]
@@ -91,7 +95,7 @@ pub enum HostRole {
     Server,
     /// Runs `xbench client` for one path.
     Client,
-    /// A WireGuard gateway of one VPN path.
+    /// A VPN gateway (WireGuard or IPsec) of one VPN path.
     Gateway,
 }
 
@@ -122,15 +126,20 @@ pub struct HostPlan {
     pub vpn: Option<VpnEnd>,
 }
 
-/// A gateway's half of a WireGuard tunnel.
+/// A gateway's half of a VPN tunnel.
 #[derive(Debug, Clone, Serialize)]
 pub struct VpnEnd {
     /// Path label.
     pub path: String,
+    /// WireGuard or IPsec.
+    pub flavour: VpnFlavour,
     /// The other gateway's key.
     pub peer_host: String,
-    /// This end's tunnel address (a /30 from 169.254.200.0/24).
+    /// This end's tunnel address (a /30 from 169.254.200.0/24); WireGuard's interface has it,
+    /// IPsec (policy-based: the traffic selectors are the two subnets) does not use it.
     pub tunnel_address: Ipv4Addr,
+    /// The subnet this gateway stands in (its side's traffic selector for IPsec).
+    pub local_subnet: Ipv4Cidr,
     /// The subnet behind the other gateway, routed into the tunnel.
     pub remote_subnet: Ipv4Cidr,
     /// Whether this end dials the other (the client side does; the server side listens).
@@ -243,15 +252,26 @@ pub enum Protocol {
     Udp,
     /// ICMP (all types: ping, and "fragmentation needed" for path-MTU discovery).
     Icmp,
+    /// ESP (IP protocol 50): IPsec's data when no NAT is in between (else it rides in UDP 4500).
+    Esp,
 }
 
 impl Protocol {
-    /// EC2's name.
+    /// EC2's name (a number for protocols EC2 has no name for).
     pub fn as_str(&self) -> &'static str {
         match self {
             Protocol::Tcp => "tcp",
             Protocol::Udp => "udp",
             Protocol::Icmp => "icmp",
+            Protocol::Esp => "50",
+        }
+    }
+
+    /// The name `plan` prints.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Protocol::Esp => "esp (50)",
+            other => other.as_str(),
         }
     }
 }
@@ -312,6 +332,8 @@ pub struct PathPlan {
     pub label: String,
     /// Kind.
     pub kind: PathKind,
+    /// A VPN path's flavour.
+    pub vpn: Option<VpnFlavour>,
     /// Client side.
     pub client: PathClient,
     /// What the client dials.
@@ -422,6 +444,11 @@ impl Plan {
         !self.accelerators.is_empty()
     }
 
+    /// How a path's kind is shown: `vpn (ipsec)`, `peering`.
+    pub fn kind_label(p: &PathPlan) -> String {
+        crate::scenario::kind_label(p.kind, p.vpn)
+    }
+
     /// Every resource as printable lines, grouped by region, in creation order.
     pub fn listing(&self) -> Vec<(String, Vec<String>)> {
         let mut out = Vec::new();
@@ -439,10 +466,11 @@ impl Plan {
                 .iter()
                 .filter(|h| self.vpc(&h.vpc).is_some_and(|v| v.region == region))
             {
-                let extra = if h.role == HostRole::Gateway {
-                    ", source/dest check off, WireGuard"
-                } else {
-                    ""
+                let extra = match &h.vpn {
+                    Some(v) if h.role == HostRole::Gateway => {
+                        format!(", source/dest check off, {}", v.flavour.software())
+                    }
+                    _ => String::new(),
                 };
                 lines.push(format!(
                     "instance          {} ({}, {}, in {}/{}{extra})",
@@ -518,7 +546,7 @@ impl Plan {
                 };
                 lines.push(format!(
                     "  allow in        {}{port} from {from}",
-                    r.protocol.as_str()
+                    r.protocol.label()
                 ));
             }
         }

@@ -1,0 +1,208 @@
+//! The IPsec flavour of a `vpn` path: strongSwan's IKEv2 daemon (charon) between the two gateway
+//! instances, configured by one swanctl file per end, authenticated with a pre-shared key made
+//! for the tunnel when `up` launches the pair.
+//!
+//! The tunnel is policy-based: each end's traffic selectors are its own subnet and the far one,
+//! so the VPC routes that send the far subnet to the gateway's interface are all the routing it
+//! needs (charon installs the policies, and on a host with kernel IPsec, xfrm encrypts what the
+//! gateway forwards). The gateways see each other behind AWS's 1:1 NAT of public addresses,
+//! so IKE moves to UDP 4500 and ESP travels inside it; identities are the hosts' plan keys, not
+//! addresses, for the same reason. Not for writing the boot script around the file: that is
+//! [`crate::userdata::ipsec_gateway`].
+
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use aws_smithy_types::base64;
+
+use crate::error::Error;
+use crate::plan::VpnEnd;
+
+/// IKE's algorithms: AES-GCM and the ECP-256 group, from strongSwan's openssl plugin (built
+/// into Fedora-family packages; Debian's libstrongswan-standard-plugins). One proposal only:
+/// a fallback for builds without the plugin does not work, since the initiator's first key
+/// exchange takes the first proposal's group and fails on an unsupported one, and a responder
+/// selects an AES-GCM proposal it then cannot run.
+pub const IKE_PROPOSALS: &str = "aes256gcm16-prfsha256-ecp256";
+
+/// ESP's algorithms (a fresh ECP-256 exchange at each rekeying).
+pub const ESP_PROPOSALS: &str = "aes256gcm16-ecp256";
+
+/// Bytes of randomness in a tunnel's pre-shared key.
+const PSK_BYTES: usize = 32;
+
+/// The pre-shared key of one IPsec tunnel, as swanctl writes binary secrets (`0s` + base64).
+/// Like WireGuard's private keys it exists only in the two gateways' user data and on the
+/// gateways (in a mode 0600 file); `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IpsecPsk(String);
+
+impl fmt::Debug for IpsecPsk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("IpsecPsk(..)")
+    }
+}
+
+impl IpsecPsk {
+    /// 32 random bytes from the operating system.
+    pub fn generate() -> Result<Self, Error> {
+        let mut bytes = [0u8; PSK_BYTES];
+        getrandom::fill(&mut bytes).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+        Ok(IpsecPsk(base64::encode(bytes)))
+    }
+
+    /// The key in swanctl's notation: `0s<base64>` (only base64 characters: shell- and
+    /// config-safe).
+    pub fn swanctl_secret(&self) -> String {
+        format!("0s{}", self.0)
+    }
+}
+
+/// The name of a path's IKE and child SA in swanctl (and of its config file).
+pub fn connection_name(path: &str) -> String {
+    format!("xbench-{path}")
+}
+
+/// The swanctl configuration of gateway `own_host`, one end of `vpn`'s tunnel: the connection
+/// and its secret. The initiator (the client side) dials `peer_address` and starts the tunnel
+/// as soon as the file is loaded, restarting it if the peer goes silent; the responder
+/// accepts the peer from any address (its public address is behind NAT) and proves nothing
+/// but the key. The same text goes onto the instance and into the namespace test.
+pub fn swanctl_conf(
+    vpn: &VpnEnd,
+    own_host: &str,
+    psk: &IpsecPsk,
+    peer_address: Option<Ipv4Addr>,
+) -> String {
+    let name = connection_name(&vpn.path);
+    let peer = &vpn.peer_host;
+    let remote_addrs = peer_address.map_or_else(|| "%any".to_owned(), |a| a.to_string());
+    let (start, dpd, close) = if vpn.initiator {
+        ("start", "restart", "start")
+    } else {
+        ("none", "clear", "none")
+    };
+    format!(
+        "# xbench-deploy: IPsec (IKEv2, pre-shared key) of vpn path {path}, this end {own_host}.\n\
+         connections {{\n\
+         \x20 {name} {{\n\
+         \x20   version = 2\n\
+         \x20   local_addrs = %any\n\
+         \x20   remote_addrs = {remote_addrs}\n\
+         \x20   proposals = {IKE_PROPOSALS}\n\
+         \x20   dpd_delay = 10s\n\
+         \x20   local {{\n\
+         \x20     auth = psk\n\
+         \x20     id = {own_host}\n\
+         \x20   }}\n\
+         \x20   remote {{\n\
+         \x20     auth = psk\n\
+         \x20     id = {peer}\n\
+         \x20   }}\n\
+         \x20   children {{\n\
+         \x20     {name} {{\n\
+         \x20       local_ts = {local}\n\
+         \x20       remote_ts = {remote}\n\
+         \x20       esp_proposals = {ESP_PROPOSALS}\n\
+         \x20       start_action = {start}\n\
+         \x20       dpd_action = {dpd}\n\
+         \x20       close_action = {close}\n\
+         \x20     }}\n\
+         \x20   }}\n\
+         \x20 }}\n\
+         }}\n\
+         secrets {{\n\
+         \x20 ike-{name} {{\n\
+         \x20   id-local = {own_host}\n\
+         \x20   id-remote = {peer}\n\
+         \x20   secret = {secret}\n\
+         \x20 }}\n\
+         }}\n",
+        path = vpn.path,
+        local = vpn.local_subnet,
+        remote = vpn.remote_subnet,
+        secret = psk.swanctl_secret(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::VpnFlavour;
+
+    fn end(initiator: bool) -> VpnEnd {
+        VpnEnd {
+            path: "vpn".into(),
+            flavour: VpnFlavour::Ipsec,
+            peer_host: if initiator {
+                "gw-vpn-server"
+            } else {
+                "gw-vpn-client"
+            }
+            .into(),
+            tunnel_address: Ipv4Addr::new(169, 254, 200, 1),
+            local_subnet: if initiator {
+                "10.1.1.0/24"
+            } else {
+                "10.2.0.0/24"
+            }
+            .parse()
+            .unwrap(),
+            remote_subnet: if initiator {
+                "10.2.0.0/24"
+            } else {
+                "10.1.1.0/24"
+            }
+            .parse()
+            .unwrap(),
+            initiator,
+        }
+    }
+
+    #[test]
+    fn the_two_ends_mirror_each_other_and_share_the_key() {
+        let psk = IpsecPsk::generate().unwrap();
+        let client = swanctl_conf(
+            &end(true),
+            "gw-vpn-client",
+            &psk,
+            Some(Ipv4Addr::new(192, 0, 2, 9)),
+        );
+        let server = swanctl_conf(&end(false), "gw-vpn-server", &psk, None);
+        for want in [
+            "remote_addrs = 192.0.2.9",
+            "id = gw-vpn-client",
+            "local_ts = 10.1.1.0/24",
+            "remote_ts = 10.2.0.0/24",
+            "start_action = start",
+            "version = 2",
+        ] {
+            assert!(client.contains(want), "{want} missing:\n{client}");
+        }
+        for want in [
+            "remote_addrs = %any",
+            "local_ts = 10.2.0.0/24",
+            "remote_ts = 10.1.1.0/24",
+            "start_action = none",
+        ] {
+            assert!(server.contains(want), "{want} missing:\n{server}");
+        }
+        let secret = format!("secret = {}", psk.swanctl_secret());
+        assert!(client.contains(&secret) && server.contains(&secret));
+        // Braces balance: swanctl refuses the file otherwise.
+        for conf in [&client, &server] {
+            assert_eq!(conf.matches('{').count(), conf.matches('}').count());
+        }
+    }
+
+    #[test]
+    fn keys_are_32_random_bytes_that_debug_hides() {
+        let a = IpsecPsk::generate().unwrap();
+        let b = IpsecPsk::generate().unwrap();
+        assert_ne!(a, b);
+        let secret = a.swanctl_secret();
+        let raw = base64::decode(secret.strip_prefix("0s").unwrap()).unwrap();
+        assert_eq!(raw.len(), PSK_BYTES);
+        assert!(!format!("{a:?}").contains(&a.0));
+    }
+}

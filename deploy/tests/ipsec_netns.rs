@@ -1,0 +1,459 @@
+//! The IPsec flavour's generated configuration run for real: the swanctl files the two
+//! gateways' boot scripts write (read back out of the scripts, byte for byte) are loaded into
+//! two strongSwan charon daemons in two network namespaces joined by a veth pair (the
+//! "internet" between the gateways' public addresses); the IKEv2 SA must come up, and an
+//! `xbench client` test from the client subnet to an `xbench server` in the server subnet must
+//! go through it: the inner addresses have no route but the tunnel's, and the child SA's ESP
+//! byte counters on both ends must cover what xbench delivered.
+//!
+//! This machine's kernel has no IPsec (no xfrm ESP), so the daemons use strongSwan's userspace
+//! ESP (the `kernel-libipsec` plugin over a TUN device), set in this test's own
+//! strongswan.conf; the instances on AWS have kernel xfrm and use strongSwan's defaults. The
+//! connection files are the same. Each gateway namespace also holds its subnet's host address
+//! (on AWS, another instance behind the gateway). Each charon gets a private /run (its pid file
+//! path is compiled in) and its own vici socket. Needs root, strongSwan's charon and swanctl
+//! and the kernel-libipsec and openssl plugins (Debian: strongswan-charon, strongswan-swanctl,
+//! libcharon-extra-plugins, libstrongswan-standard-plugins); under `CI=true` a missing one
+//! fails the test.
+
+#![allow(clippy::unwrap_used, clippy::print_stderr)]
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use xbench::config::StreamDirection;
+use xbench::report::TestReport;
+use xbench_deploy::cost::PriceTable;
+use xbench_deploy::ipsec::{self, IpsecPsk};
+use xbench_deploy::plan::VpnEnd;
+use xbench_deploy::state::RunId;
+use xbench_deploy::userdata;
+use xbench_deploy::{Plan, Scenario};
+use xbench_lab::sys::netns::{self, Detach};
+
+use common::{TempDir, root_or_skip, serial, xbench_bin};
+
+/// The gateways' "public" addresses, on the veth pair between the namespaces.
+const CLIENT_GW: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+const SERVER_GW: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+
+/// Where Debian, Fedora and upstream's default prefix put charon.
+const CHARON: [&str; 3] = [
+    "/usr/lib/ipsec/charon",
+    "/usr/libexec/strongswan/charon",
+    "/usr/libexec/ipsec/charon",
+];
+
+/// Namespaces, daemons and the scratch directory of one run; on drop (also on a panic) the
+/// daemons get SIGTERM (charon then removes its TUN device and SAs) and are reaped, and the
+/// namespaces are deleted.
+struct Lab {
+    namespaces: Vec<String>,
+    children: Vec<Child>,
+    dir: TempDir,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            if let Ok(pid) = i32::try_from(c.id()) {
+                // SAFETY: signalling a child we spawned and have not reaped yet.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
+        }
+        for c in &mut self.children {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in &self.namespaces {
+            let _ = netns::delete(ns);
+        }
+    }
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// charon, or `None` after saying what is missing (a failure under `CI=true`).
+fn strongswan_or_skip(test: &str) -> Option<PathBuf> {
+    let charon = CHARON.iter().map(PathBuf::from).find(|p| p.is_file());
+    let plugins = charon
+        .as_ref()
+        .and_then(|c| c.parent())
+        .map(|d| d.join("plugins"));
+    let mut missing = Vec::new();
+    if charon.is_none() {
+        missing.push("charon (Debian: strongswan-charon)".to_owned());
+    }
+    if Command::new("swanctl").arg("--version").output().is_err() {
+        missing.push("swanctl (Debian: strongswan-swanctl)".to_owned());
+    }
+    for (plugin, package) in [
+        ("kernel-libipsec", "libcharon-extra-plugins"),
+        ("openssl", "libstrongswan-standard-plugins"),
+    ] {
+        let file = format!("libstrongswan-{plugin}.so");
+        if !plugins.as_ref().is_some_and(|d| d.join(&file).is_file()) {
+            missing.push(format!("the {plugin} plugin (Debian: {package})"));
+        }
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        missing.push("/dev/net/tun".to_owned());
+    }
+    if missing.is_empty() {
+        return charon;
+    }
+    let why = format!("missing {}", missing.join(", "));
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test} needs strongSwan and CI=true forbids skipping it: {why}");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+    None
+}
+
+/// The swanctl file a gateway's boot script writes, cut out of the script.
+fn conf_in_script(script: &str, path: &str) -> String {
+    let head = format!(
+        "cat > \"$SWANCTL/{}\" <<'EOF'\n",
+        userdata::swanctl_file(path)
+    );
+    let start = script
+        .find(&head)
+        .expect("the script writes the swanctl file")
+        + head.len();
+    let len = script[start..].find("\nEOF\n").unwrap() + 1;
+    script[start..start + len].to_owned()
+}
+
+/// This test's strongswan.conf for one daemon: userspace ESP, its own vici socket and log.
+fn strongswan_conf(dir: &Path) -> String {
+    format!(
+        "charon {{\n\
+         \x20 load_modular = no\n\
+         \x20 load = random nonce openssl aes sha1 sha2 hmac gmp kdf pem pkcs1 pubkey x509 kernel-libipsec kernel-netlink socket-default vici\n\
+         \x20 plugins {{\n\
+         \x20   vici {{\n\
+         \x20     socket = unix://{dir}/charon.vici\n\
+         \x20   }}\n\
+         \x20 }}\n\
+         \x20 filelog {{\n\
+         \x20   log {{\n\
+         \x20     path = {dir}/charon.log\n\
+         \x20     flush_line = yes\n\
+         \x20     default = 1\n\
+         \x20     ike = 2\n\
+         \x20   }}\n\
+         \x20 }}\n\
+         }}\n",
+        dir = dir.display()
+    )
+}
+
+/// One gateway's namespace: charon started with `conf` (the file cut from its script) ready to
+/// load. Returns the daemon's directory.
+fn start_charon(lab: &mut Lab, charon: &Path, ns: &str, conf: &str) -> PathBuf {
+    let dir = lab.dir.path().join(ns);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("strongswan.conf"), strongswan_conf(&dir)).unwrap();
+    std::fs::write(dir.join("swanctl.conf"), conf).unwrap();
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs tmpfs /run && exec \"$0\"")
+        .arg(charon)
+        .env("STRONGSWAN_CONF", dir.join("strongswan.conf"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    lab.children
+        .push(netns::spawn_in(ns, &mut c, Detach::No).unwrap());
+    let socket = dir.join("charon.vici");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "charon in {ns} did not open {}; its log:\n{}",
+            socket.display(),
+            std::fs::read_to_string(dir.join("charon.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    dir
+}
+
+fn swanctl(dir: &Path, args: &[&str]) -> Output {
+    let uri = format!("unix://{}/charon.vici", dir.display());
+    Command::new("swanctl")
+        .args(args)
+        .args(["--uri", &uri])
+        .env("STRONGSWAN_CONF", dir.join("strongswan.conf"))
+        .output()
+        .unwrap()
+}
+
+/// The child SA's byte counter in `direction` ("in" or "out") from `swanctl --list-sas`.
+fn esp_bytes(dir: &Path, direction: &str) -> u64 {
+    let out = text(&swanctl(dir, &["--list-sas"]));
+    out.lines()
+        .map(str::trim_start)
+        .find_map(|l| {
+            // "out d046341a, 134876138 bytes, 96357 packets, 0s ago"
+            let rest = l.strip_prefix(&format!("{direction} "))?;
+            let (_spi, counters) = rest.split_once(", ")?;
+            counters.split_once(" bytes")?.0.trim().parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no '{direction}' counter in:\n{out}"))
+}
+
+/// `ip route get` of `to` from `from` in `ns`, or the error.
+fn route(ns: &str, to: Ipv4Addr, from: Ipv4Addr) -> String {
+    text(
+        &Command::new("ip")
+            .args([
+                "-n",
+                ns,
+                "route",
+                "get",
+                &to.to_string(),
+                "from",
+                &from.to_string(),
+            ])
+            .output()
+            .unwrap(),
+    )
+}
+
+/// A throughput test of `secs` seconds from `from` to `to`, its report.
+fn xbench_test(ns: &str, to: Ipv4Addr, from: Ipv4Addr, secs: u32) -> TestReport {
+    let mut c = Command::new(xbench_bin());
+    c.args(["client", &to.to_string(), "-B", &from.to_string()])
+        .args(["-t", &secs.to_string(), "-i", "0", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = netns::spawn_in(ns, &mut c, Detach::No)
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    assert!(out.status.success(), "xbench client: {}", text(&out));
+    let report: TestReport = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report.completed(), "{}", text(&out));
+    report
+}
+
+fn received(r: &TestReport) -> (u64, f64) {
+    let d = r.direction(StreamDirection::ClientToServer).unwrap();
+    let rx = d.receiver.unwrap();
+    (rx.bytes, rx.bits_per_second)
+}
+
+#[test]
+fn root_ipsec_generated_swanctl_carries_xbench_between_namespaces() {
+    let test = "root_ipsec_generated_swanctl_carries_xbench_between_namespaces";
+    if !root_or_skip(test) {
+        return;
+    }
+    let Some(charon) = strongswan_or_skip(test) else {
+        return;
+    };
+    let _serial = serial();
+
+    // The plan's two gateways and their boot scripts, with the gateways' public addresses
+    // standing for the veth ends.
+    let scenario = Scenario::from_toml(
+        "name='i'\ninstance_type='m5.large'\n[[vpc]]\nregion='us-east-1'\ncidr='10.1.0.0/16'\n[[vpc]]\nregion='eu-west-2'\ncidr='10.2.0.0/16'\n[[path]]\nkind='vpn'\nvpn='ipsec'\nclient='us-east-1'\nserver='eu-west-2'\n",
+    )
+    .unwrap();
+    let plan = Plan::build(&scenario, &PriceTable::shipped()).unwrap();
+    let end = |key: &str| -> VpnEnd { plan.host(key).unwrap().vpn.clone().unwrap() };
+    let (client_end, server_end) = (end("gw-vpn-ipsec-client"), end("gw-vpn-ipsec-server"));
+    let run = RunId::generate(SystemTime::now()).unwrap();
+    let psk = IpsecPsk::generate().unwrap();
+    let client_script = userdata::ipsec_gateway(
+        &run,
+        "gw-vpn-ipsec-client",
+        &client_end,
+        &psk,
+        Some(SERVER_GW),
+    );
+    let server_script =
+        userdata::ipsec_gateway(&run, "gw-vpn-ipsec-server", &server_end, &psk, None);
+    let client_conf = conf_in_script(&client_script, "vpn-ipsec");
+    let server_conf = conf_in_script(&server_script, "vpn-ipsec");
+    assert_eq!(
+        client_conf,
+        ipsec::swanctl_conf(&client_end, "gw-vpn-ipsec-client", &psk, Some(SERVER_GW))
+    );
+    assert!(server_conf.contains("remote_addrs = %any"), "{server_conf}");
+
+    // A host address in each gateway's subnet: the client and the server.
+    let host_in = |c: xbench_deploy::cidr::Ipv4Cidr| {
+        let a = Ipv4Addr::from(u32::from(c.network()) + 10);
+        assert!(c.contains(a));
+        a
+    };
+    let client_host = host_in(client_end.local_subnet);
+    let server_host = host_in(server_end.local_subnet);
+
+    let (l, r) = ("xbdipsec-c".to_owned(), "xbdipsec-s".to_owned());
+    let mut lab = Lab {
+        namespaces: Vec::new(),
+        children: Vec::new(),
+        dir: TempDir::new("ipsec"),
+    };
+    for (ns, host) in [(&l, client_host), (&r, server_host)] {
+        let _ = netns::delete(ns);
+        netns::add(ns).unwrap();
+        lab.namespaces.push(ns.clone());
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+        ip(&["-n", ns, "addr", "add", &format!("{host}/32"), "dev", "lo"]);
+    }
+    ip(&[
+        "-n",
+        &l,
+        "link",
+        "add",
+        "xbd-ipsec",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "xbd-ipsec",
+        "netns",
+        &r,
+    ]);
+    for (ns, gw) in [(&l, CLIENT_GW), (&r, SERVER_GW)] {
+        ip(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{gw}/24"),
+            "dev",
+            "xbd-ipsec",
+        ]);
+        ip(&["-n", ns, "link", "set", "xbd-ipsec", "up"]);
+    }
+    // Before the tunnel the subnets cannot reach each other: nothing else routes them.
+    let before = route(&l, server_host, client_host);
+    assert!(before.contains("unreachable"), "{before}");
+
+    let mut server = Command::new(xbench_bin());
+    server
+        .args(["server", "-B", &server_host.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    lab.children
+        .push(netns::spawn_in(&r, &mut server, Detach::No).unwrap());
+
+    let server_dir = start_charon(&mut lab, &charon, &r, &server_conf);
+    let client_dir = start_charon(&mut lab, &charon, &l, &client_conf);
+    for dir in [&server_dir, &client_dir] {
+        let conf = dir.join("swanctl.conf").display().to_string();
+        let out = swanctl(dir, &["--load-all", "--noprompt", "--file", &conf]);
+        assert!(
+            out.status.success() && text(&out).contains("loaded connection 'xbench-vpn-ipsec'"),
+            "swanctl --load-all: {}",
+            text(&out)
+        );
+    }
+    // The client side starts the tunnel as soon as its file is loaded.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let sas = text(&swanctl(&client_dir, &["--list-sas"]));
+        if sas.contains("ESTABLISHED") && sas.contains("INSTALLED") {
+            eprintln!("{sas}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no IKEv2 SA after 15 s:\n{sas}\nclient charon:\n{}\nserver charon:\n{}",
+            std::fs::read_to_string(client_dir.join("charon.log")).unwrap_or_default(),
+            std::fs::read_to_string(server_dir.join("charon.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sas = text(&swanctl(&client_dir, &["--list-sas"]));
+    assert!(sas.contains("IKEv2"), "{sas}");
+    assert!(
+        sas.contains(&format!("local  {}", client_end.local_subnet))
+            && sas.contains(&format!("remote {}", client_end.remote_subnet)),
+        "traffic selectors:\n{sas}"
+    );
+    // Now the only route between the subnets is the tunnel's.
+    for (ns, to, from) in [
+        (&l, server_host, client_host),
+        (&r, client_host, server_host),
+    ] {
+        let via = route(ns, to, from);
+        assert!(via.contains("dev ipsec0"), "{ns}: {via}");
+    }
+
+    let (out0, in0) = (esp_bytes(&client_dir, "out"), esp_bytes(&server_dir, "in"));
+    let report = xbench_test(&l, server_host, client_host, 3);
+    let (bytes, tunnel_bps) = received(&report);
+    let (out1, in1) = (esp_bytes(&client_dir, "out"), esp_bytes(&server_dir, "in"));
+    assert!(bytes > 1_000_000, "only {bytes} bytes through the tunnel");
+    // Every byte xbench delivered went into the client's ESP SA and out of the server's
+    // (counted as inner IP packets, so headers and the control connection come on top).
+    assert!(out1 - out0 >= bytes, "ESP out {} < {bytes}", out1 - out0);
+    assert!(in1 - in0 >= bytes, "ESP in {} < {bytes}", in1 - in0);
+
+    // The same namespaces without the tunnel (the gateways' own addresses): printed, the
+    // measurement the README quotes, not asserted.
+    let mut direct = Command::new(xbench_bin());
+    direct
+        .args(["server", "-B", &SERVER_GW.to_string(), "-p", "5202"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    lab.children
+        .push(netns::spawn_in(&r, &mut direct, Detach::No).unwrap());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut c = Command::new(xbench_bin());
+    c.args([
+        "client",
+        &SERVER_GW.to_string(),
+        "-p",
+        "5202",
+        "-t",
+        "3",
+        "-i",
+        "0",
+        "--json",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let out = netns::spawn_in(&l, &mut c, Detach::No)
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    assert!(out.status.success(), "direct xbench client: {}", text(&out));
+    let plain: TestReport = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, plain_bps) = received(&plain);
+    eprintln!(
+        "xbench 1 stream 3 s: through userspace ESP (kernel-libipsec) {:.0} Mbit/s, same namespaces without the tunnel {:.0} Mbit/s",
+        tunnel_bps / 1e6,
+        plain_bps / 1e6
+    );
+}
