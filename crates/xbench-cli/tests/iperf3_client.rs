@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn have_iperf3() -> bool {
     let ok = Command::new("iperf3")
         .arg("--version")
@@ -143,6 +145,11 @@ fn compare(args: &[&str]) {
     if !have_iperf3() {
         return;
     }
+    // One measurement at a time: two rate-capped tests sharing two cores disturb each other
+    // (iperf3's own client then overshoots its cap catching up after a stall).
+    let _serial = MEASURING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let xb = xbench_against_iperf3(args);
     assert_eq!(xb["outcome"]["status"], "completed", "{}", xb["outcome"]);
     assert_eq!(xb["server"]["software"], "iperf3");

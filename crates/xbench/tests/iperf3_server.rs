@@ -20,6 +20,8 @@ use common::TestServer;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
+static MEASURING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Whether iperf3 is installed; in CI it must be.
 fn have_iperf3() -> bool {
     let ok = Command::new("iperf3")
@@ -121,6 +123,9 @@ async fn compare(args: &'static [&'static str]) -> Option<(Value, Value)> {
     if !have_iperf3() {
         return None;
     }
+    // One measurement at a time: two rate-capped tests sharing two cores disturb each other
+    // (iperf3's own client then overshoots its cap catching up after a stall).
+    let _serial = MEASURING.lock().await;
     let server = TestServer::start().await;
     let port = server.addr.port();
     let xb = tokio::task::spawn_blocking(move || iperf3_client(port, args))
@@ -263,5 +268,50 @@ async fn many_iperf3_clients_at_once_and_hostile_ones_beside_them_are_all_served
         assert!((19e6..21e6).contains(&bps), "{bps}");
     }
     drop(hostile);
+    server.stop().await;
+}
+
+/// Regression: each data connection is read on a task of its own, so a `--bidir` test's
+/// connections could reach their test out of order and swap roles (the client's sender then met
+/// a server that also sent, and the forward half measured 0). Roles follow accept order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iperf3_data_connections_get_their_roles_in_connect_order() {
+    use tokio::io::AsyncReadExt;
+    let server = TestServer::start().await;
+    let cookie = b"bidirorderbidirorderbidirorderbidir2\0";
+    let mut ctrl = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    ctrl.write_all(cookie).await.unwrap();
+    let mut state = [0u8; 1];
+    ctrl.read_exact(&mut state).await.unwrap();
+    assert_eq!(state[0], 9, "PARAM_EXCHANGE");
+    let params = br#"{"tcp":true,"omit":0,"time":2,"parallel":1,"bidirectional":true,"len":4096}"#;
+    ctrl.write_all(&(params.len() as u32).to_be_bytes())
+        .await
+        .unwrap();
+    ctrl.write_all(params).await.unwrap();
+    ctrl.read_exact(&mut state).await.unwrap();
+    assert_eq!(state[0], 10, "CREATE_STREAMS");
+    // Connected in order: `first` is the client's sender, `second` its receiver; but the
+    // second says its cookie first.
+    let mut first = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let mut second = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    second.write_all(cookie).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    first.write_all(cookie).await.unwrap();
+    let mut started = [0u8; 2];
+    ctrl.read_exact(&mut started).await.unwrap();
+    assert_eq!(started, [1, 2], "TEST_START, TEST_RUNNING");
+    let mut buf = [0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(2), second.read(&mut buf))
+        .await
+        .expect("the server sends on the second connection")
+        .unwrap();
+    assert!(n > 0);
+    let idle = tokio::time::timeout(Duration::from_millis(300), first.read(&mut buf)).await;
+    assert!(
+        idle.is_err(),
+        "the server does not send on the first connection"
+    );
+    drop((ctrl, first, second));
     server.stop().await;
 }

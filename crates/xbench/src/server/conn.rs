@@ -56,12 +56,14 @@ impl Drop for HandshakeSlot {
     }
 }
 
-/// Serves one accepted connection to its end.
+/// Serves one accepted connection to its end; `accepted` numbers connections in the order
+/// they were accepted.
 pub(super) async fn handle(
     mut stream: TcpStream,
     peer: SocketAddr,
     ctx: Arc<Ctx>,
     slot: HandshakeSlot,
+    accepted: u64,
 ) -> ConnEnd {
     let allowed = ctx.allow.is_empty() || {
         let ip = peer.ip().to_canonical();
@@ -82,7 +84,7 @@ pub(super) async fn handle(
                 let _ = stream.write_all(&[Iperf3State::AccessDenied.byte()]).await;
                 return ConnEnd::Other;
             }
-            return match ctx.iperf3.route(&cookie, stream) {
+            return match ctx.iperf3.route(&cookie, accepted, stream) {
                 Ok(()) => ConnEnd::Other,
                 Err(stream) => match iperf3::run(stream, peer, cookie, ctx, slot).await {
                     true => ConnEnd::TestCompleted,

@@ -37,21 +37,27 @@ use crate::units::format_bits_per_second;
 /// Data connections of iperf3 tests waiting for them, by cookie.
 #[derive(Debug, Default)]
 pub(crate) struct Iperf3Streams {
-    waiting: Mutex<HashMap<[u8; COOKIE_LEN], mpsc::Sender<TcpStream>>>,
+    waiting: Mutex<HashMap<[u8; COOKIE_LEN], mpsc::Sender<Arrival>>>,
 }
 
+/// A data connection and its place in the server's accept order.
+type Arrival = (u64, TcpStream);
+
 impl Iperf3Streams {
-    /// Hands a connection that opened with `cookie` to its test. `Err` gives it back when no
-    /// test waits for that cookie: it is a new control connection.
+    /// Hands a connection that opened with `cookie` (the `accepted`th the server accepted) to
+    /// its test. `Err` gives it back when no test waits for that cookie: it is a new control
+    /// connection.
     pub(crate) fn route(
         &self,
         cookie: &[u8; COOKIE_LEN],
+        accepted: u64,
         conn: TcpStream,
     ) -> Result<(), TcpStream> {
         let waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         match waiting.get(cookie) {
-            Some(tx) => tx.try_send(conn).map_err(|e| match e {
-                mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c) => c,
+            Some(tx) => tx.try_send((accepted, conn)).map_err(|e| match e {
+                mpsc::error::TrySendError::Full((_, c))
+                | mpsc::error::TrySendError::Closed((_, c)) => c,
             }),
             None => Err(conn),
         }
@@ -61,7 +67,7 @@ impl Iperf3Streams {
         self: &Arc<Self>,
         cookie: [u8; COOKIE_LEN],
         n: usize,
-    ) -> Option<(Waiting, mpsc::Receiver<TcpStream>)> {
+    ) -> Option<(Waiting, mpsc::Receiver<Arrival>)> {
         let (tx, rx) = mpsc::channel(n.max(1));
         let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         if waiting.contains_key(&cookie) {
@@ -194,6 +200,10 @@ pub(super) async fn run(
     }
     drop(waiting);
     drop(slot);
+    // The client connects them one after another; each is read on a task of its own, so they
+    // may arrive here in another order. iperf3's server gives roles in accept order.
+    conns.sort_by_key(|(accepted, _)| *accepted);
+    let conns = conns.into_iter().map(|(_, c)| c).collect();
     let group = match start_streams(conns, &plan) {
         Ok(g) => g,
         Err(m) => {

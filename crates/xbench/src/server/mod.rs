@@ -226,12 +226,15 @@ impl Server {
         let mut conns: JoinSet<ConnEnd> = JoinSet::new();
         let mut turned_away = TurnedAway::default();
         let mut refusals = Refusals::default();
+        // Accept order: iperf3 gives its data connections roles in the order they connect.
+        let mut accepted: u64 = 0;
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 Some((stream, peer)) = conn_rx.recv() => match HandshakeSlot::take(&ctx) {
                     Some(slot) => {
-                        conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot));
+                        accepted += 1;
+                        conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot, accepted));
                     }
                     None => {
                         refusals.refuse(stream, ctx.limits.max_handshakes);
