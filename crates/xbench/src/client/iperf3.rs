@@ -642,6 +642,7 @@ fn iperf3_error_text(i_errno: i32) -> &'static str {
         114 => "unable to receive parameters from client",
         117 => "unable to receive results",
         121 => "the server is busy running a test",
+        204 => "unable to accept stream connection",
         _ => "see iperf_api.h",
     }
 }

@@ -22,11 +22,6 @@ pub const COOKIE_LEN: usize = 37;
 /// "2 GB" length costs nothing.
 pub const MAX_JSON_LEN: u32 = 1 << 20;
 
-/// The datagram an iperf3 UDP client sends to open a stream (`UDP_CONNECT_MSG`).
-pub const UDP_CONNECT_MSG: u32 = 0x3637_3839;
-/// The server's answer to [`UDP_CONNECT_MSG`] (`UDP_CONNECT_REPLY`).
-pub const UDP_CONNECT_REPLY: u32 = 0x3938_3736;
-
 /// iperf3's test states, sent as one signed byte on the control connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -107,10 +102,8 @@ pub mod ierr {
     pub const RECV_PARAMS: i32 = 114;
     /// "unable to receive results from client".
     pub const RECV_RESULTS: i32 = 117;
-    /// "unable to accept stream connection".
-    pub const ACCEPT_STREAM: i32 = 202;
-    /// "the server has terminated".
-    pub const SERVER_TERM: i32 = 120;
+    /// `IESTREAMACCEPT`: "unable to accept stream connection".
+    pub const ACCEPT_STREAM: i32 = 204;
 }
 
 /// What iperf3's `SERVER_ERROR` state carries: the state byte, `i_errno` and `errno`. An
