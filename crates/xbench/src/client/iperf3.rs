@@ -103,6 +103,9 @@ async fn greet(
 }
 
 /// Runs `config`'s test over an iperf3 control connection.
+///
+/// Over 80 lines: iperf3's states from `PARAM_EXCHANGE` to `IPERF_DONE` in wire order, with
+/// the measurement between `TEST_RUNNING` and `TEST_END`.
 pub(crate) async fn run(
     control: Control,
     config: &ClientConfig,

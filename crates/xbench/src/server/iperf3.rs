@@ -124,6 +124,9 @@ type Refusal = (i32, i32, String);
 
 /// Runs an iperf3 client's test on `ctrl`, whose cookie has been read. True when the test ran
 /// to its results exchange.
+///
+/// Over 80 lines: iperf3's states, each with its refusal, read top to bottom in the order
+/// they cross the wire.
 pub(super) async fn run(
     mut ctrl: TcpStream,
     peer: SocketAddr,
@@ -247,6 +250,8 @@ struct Measured {
 }
 
 /// Runs the test until the client's `TEST_END`; `None` when it ended any other way (logged).
+///
+/// Over 80 lines: one `select!` over every way a running test ends, side by side.
 async fn measure(
     ctrl: &mut TcpStream,
     peer: SocketAddr,
