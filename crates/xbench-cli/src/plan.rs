@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use xbench::auth::Psk;
-use xbench::client::AddressFamily;
+use xbench::client::{AddressFamily, ServerProtocol};
 use xbench::config::{
     Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec,
     UdpRrSpec, UdpSpec, Workload,
@@ -107,6 +107,9 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
     }
     let target = target(&a);
     let spec = spec(&a)?;
+    if a.iperf3 {
+        iperf3_fits(&spec)?;
+    }
     let psk = target.read_key().map_err(|e| UsageError(e.to_string()))?;
     if !sweep {
         return Ok(Plan::Single(Single {
@@ -157,6 +160,25 @@ pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
         json: a.json,
         unit: a.unit.unwrap_or_default(),
     }))
+}
+
+/// iperf3's parameter exchange carries `-t` and `-O` in whole seconds.
+fn iperf3_fits(spec: &TestSpec) -> Result<(), UsageError> {
+    let whole = |d: Duration| d.subsec_nanos() == 0;
+    if let EndCondition::Duration(d) = spec.end
+        && !whole(d)
+    {
+        return Err(UsageError(format!(
+            "-t {d:?}: an iperf3 server (--iperf3) takes whole seconds"
+        )));
+    }
+    if !whole(spec.omit) {
+        return Err(UsageError(format!(
+            "-O {:?}: an iperf3 server (--iperf3) takes whole seconds",
+            spec.omit
+        )));
+    }
+    Ok(())
 }
 
 /// A list of more than one value, `--repeat` or `--save` make a sweep; a one-value list alone
@@ -275,6 +297,10 @@ fn target(a: &ClientArgs) -> Target {
         connect_timeout: a.connect_timeout,
         response_timeout: a.response_timeout,
         psk_file: a.psk_file.clone(),
+        protocol: match a.iperf3 {
+            true => ServerProtocol::Iperf3,
+            false => ServerProtocol::Detect,
+        },
     }
 }
 
@@ -505,6 +531,7 @@ mod tests {
             connect_timeout: Duration::from_millis(1500),
             response_timeout: Duration::from_secs(30),
             psk_file: Some(key_file()),
+            protocol: ServerProtocol::Detect,
         };
         let mut plans = vec![SweepPlan::new(target.clone(), every.clone(), "path one")];
         // The lab's suite: a stream sweep saved and resumed, and latency.
@@ -514,6 +541,10 @@ mod tests {
         p.repeat = nz32(3);
         p.save = Some("/tmp/out dir".into());
         p.resume = true;
+        plans.push(p.clone());
+        // The same against an iperf3 server (which takes no key).
+        p.target.psk_file = None;
+        p.target.protocol = ServerProtocol::Iperf3;
         plans.push(p);
         let mut rr = SweepPlan::new(Target::local(), TestSpec::request_response(), "-odd'label");
         rr.repeat = nz32(2);

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use xbench::client::{AddressFamily, DEFAULT_PORT};
+use xbench::client::{AddressFamily, DEFAULT_PORT, ServerProtocol};
 use xbench::config::{
     Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, SpecError, TestSpec,
     ThroughputSpec, UdpSpec, Workload,
@@ -122,6 +122,7 @@ impl Args {
             connect_timeout,
             response_timeout,
             psk_file,
+            protocol,
         } = t;
         let defaults = Target::local();
         match host {
@@ -167,6 +168,9 @@ impl Args {
         }
         if let Some(p) = psk_file {
             self.eq("--psk-file", utf8(p)?);
+        }
+        if *protocol == ServerProtocol::Iperf3 {
+            self.push("--iperf3");
         }
         Ok(())
     }

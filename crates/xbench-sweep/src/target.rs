@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use xbench::auth::{KeyError, Psk};
-use xbench::client::{AddressFamily, ClientConfig, DEFAULT_PORT};
+use xbench::client::{AddressFamily, ClientConfig, DEFAULT_PORT, ServerProtocol};
 use xbench::config::TestSpec;
 
 /// The server of a plan's tests. [`Target::new`] and [`Target::local`] give `xbench client`'s
@@ -30,6 +30,8 @@ pub struct Target {
     /// The key file proving this client to a server that wants one (`--psk-file`). A path,
     /// not the key, so a plan can be written out as a command; [`Target::read_key`] reads it.
     pub psk_file: Option<PathBuf>,
+    /// The protocol to speak (`--iperf3`: an iperf3 server).
+    pub protocol: ServerProtocol,
 }
 
 impl Target {
@@ -52,6 +54,7 @@ impl Target {
             connect_timeout: defaults.connect_timeout,
             response_timeout: defaults.stall_timeout,
             psk_file: None,
+            protocol: defaults.protocol,
         }
     }
 
@@ -77,6 +80,7 @@ impl Target {
             spec,
             label,
             psk,
+            protocol: self.protocol,
             ..ClientConfig::new(self.host.as_deref().unwrap_or("127.0.0.1"))
         }
     }

@@ -56,6 +56,8 @@ pub enum Error {
         waited: Duration,
         /// What it might be instead.
         hint: &'static str,
+        /// It said nothing at all (as an iperf3 server does).
+        silent: bool,
     },
     /// Client and server speak different protocol versions.
     #[error(

@@ -69,7 +69,7 @@ pub mod time;
 pub mod units;
 
 pub use api::{LatencyBuilder, LocalServer, Test, ThroughputBuilder, blocking, run};
-pub use client::{ClientConfig, ClientEvent};
+pub use client::{ClientConfig, ClientEvent, ServerProtocol};
 pub use config::{
     Direction, EndCondition, SocketOptions, StreamDirection, TestSpec, ThroughputSpec, Workload,
 };

@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use xbench::proto::{
     self, Channel, DataHello, Message, MessageReader, PREAMBLE_LEN, PROTOCOL_VERSION, Preamble,
+    iperf3,
 };
 use xbench::report::Outcome;
 use xbench::{EndCondition, Limits, TestSpec};
@@ -312,22 +313,137 @@ async fn a_client_of_another_protocol_version_is_told_both_versions() {
     .await;
 }
 
+/// An iperf3 client's first bytes: a 36-character base32 cookie and a NUL.
+const IPERF3_COOKIE: &[u8; 37] = b"abcdefghijklmnopqrstuvwxyz2345672345\0";
+
+/// Opens an iperf3 control connection and reads the server's `PARAM_EXCHANGE`.
+async fn iperf3_control(addr: std::net::SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(IPERF3_COOKIE).await.unwrap();
+    let mut state = [0u8; 1];
+    s.read_exact(&mut state).await.unwrap();
+    assert_eq!(state[0], iperf3::State::ParamExchange.byte());
+    s
+}
+
+/// Everything the server says until it closes, within `limit`.
+async fn rest_of(s: &mut TcpStream, limit: Duration) -> Vec<u8> {
+    let mut reply = Vec::new();
+    tokio::time::timeout(limit, s.read_to_end(&mut reply))
+        .await
+        .expect("the server closes")
+        .unwrap();
+    reply
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_iperf3_client_is_told_this_is_not_its_server() {
+async fn an_iperf3_client_with_bad_json_gets_a_server_error() {
     survives(|addr| async move {
-        let mut s = TcpStream::connect(addr).await.unwrap();
-        // An iperf3 client's first bytes: a 36-character base32 cookie and a NUL.
-        s.write_all(b"abcdefghijklmnopqrstuvwxyz2345672345\0")
-            .await
-            .unwrap();
-        let mut reply = Vec::new();
-        tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut reply))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(reply, xbench::proto::frontend::iperf3_refusal());
+        let mut s = iperf3_control(addr).await;
+        s.write_all(&5u32.to_be_bytes()).await.unwrap();
+        s.write_all(b"{nope").await.unwrap();
+        let reply = rest_of(&mut s, Duration::from_secs(3)).await;
+        assert_eq!(
+            reply,
+            iperf3::server_error(iperf3::ierr::RECV_PARAMS, libc::EINVAL)
+        );
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iperf3_client_announcing_2gb_of_parameters_is_refused_at_once() {
+    survives(|addr| async move {
+        let mut s = iperf3_control(addr).await;
+        s.write_all(&0x8000_0000u32.to_be_bytes()).await.unwrap();
+        // Refused on the length alone: well before the 500 ms handshake timeout.
+        let reply = rest_of(&mut s, Duration::from_millis(300)).await;
+        assert_eq!(
+            reply,
+            iperf3::server_error(iperf3::ierr::RECV_PARAMS, libc::EINVAL)
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_iperf3_client_is_dropped_after_the_handshake_timeout() {
+    survives(|addr| async move {
+        let mut s = iperf3_control(addr).await;
+        let t = std::time::Instant::now();
+        let reply = rest_of(&mut s, Duration::from_secs(3)).await;
+        assert!(
+            t.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(reply[0], iperf3::State::ServerError.byte(), "{reply:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iperf3_client_sending_a_wrong_state_mid_test_gets_a_server_error() {
+    survives(|addr| async move {
+        let mut s = iperf3_control(addr).await;
+        let params =
+            br#"{"tcp":true,"omit":0,"time":5,"parallel":1,"len":1000,"client_version":"3.12"}"#;
+        s.write_all(&(params.len() as u32).to_be_bytes())
+            .await
+            .unwrap();
+        s.write_all(params).await.unwrap();
+        let mut state = [0u8; 1];
+        s.read_exact(&mut state).await.unwrap();
+        assert_eq!(state[0], iperf3::State::CreateStreams.byte());
+        let mut data = TcpStream::connect(addr).await.unwrap();
+        data.write_all(IPERF3_COOKIE).await.unwrap();
+        let mut started = [0u8; 2];
+        s.read_exact(&mut started).await.unwrap();
+        assert_eq!(
+            started,
+            [
+                iperf3::State::TestStart.byte(),
+                iperf3::State::TestRunning.byte()
+            ]
+        );
+        data.write_all(&[7u8; 4000]).await.unwrap();
+        s.write_all(&[99]).await.unwrap();
+        let reply = rest_of(&mut s, Duration::from_secs(3)).await;
+        assert_eq!(
+            reply,
+            iperf3::server_error(iperf3::ierr::MESSAGE, libc::EINVAL)
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iperf3_looking_connection_without_a_real_cookie_is_dropped() {
+    survives(|addr| async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"abcdEFGHIJKLMNOPQRSTUVWXYZ234567234\n\0")
+            .await
+            .unwrap();
+        let reply = rest_of(&mut s, Duration::from_secs(3)).await;
+        assert_eq!(reply[0], iperf3::State::ServerError.byte(), "{reply:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iperf3_client_of_a_server_with_a_key_is_denied_access() {
+    let _serial = SERIAL.lock().await;
+    let server = common::TestServer::with_config(xbench::ServerConfig {
+        psk: Some(xbench::auth::Psk::new(b"0123456789abcdef0123456789abcdef".to_vec()).unwrap()),
+        limits: short_limits(),
+        ..xbench::ServerConfig::default()
+    })
+    .await;
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(IPERF3_COOKIE).await.unwrap();
+    let reply = rest_of(&mut s, Duration::from_secs(3)).await;
+    assert_eq!(reply, [iperf3::State::AccessDenied.byte()]);
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

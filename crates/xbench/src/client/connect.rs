@@ -78,7 +78,7 @@ pub(super) async fn connect_any(
     })
 }
 
-async fn connect_one(
+pub(super) async fn connect_one(
     addr: SocketAddr,
     config: &ClientConfig,
     opts: Option<&crate::config::SocketOptions>,

@@ -8,6 +8,7 @@
 
 mod bulk;
 mod connect;
+mod iperf3;
 mod rr;
 mod session;
 mod udp;
@@ -70,6 +71,20 @@ pub struct ClientConfig {
     /// The server's pre-shared key (`--psk-file`); with one, the client also insists that
     /// the server proves it holds the same key.
     pub psk: Option<Psk>,
+    /// Which protocol to speak to the server.
+    pub protocol: ServerProtocol,
+}
+
+/// Which protocol the client speaks to the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ServerProtocol {
+    /// xbench's own; a server that stays silent to its greeting is probed for iperf3 and, if
+    /// it is one, the test runs in iperf3's protocol with a warning saying so.
+    #[default]
+    Detect,
+    /// iperf3's control protocol (3.x), TCP throughput tests only (`--iperf3`).
+    Iperf3,
 }
 
 impl ClientConfig {
@@ -86,6 +101,7 @@ impl ClientConfig {
             spec: TestSpec::throughput(),
             label: None,
             psk: None,
+            protocol: ServerProtocol::Detect,
         }
     }
 }
@@ -139,7 +155,33 @@ pub async fn run_with_give_up(
     // Setup can take a connect timeout or a slow server's answer: Ctrl-C must cut it short too.
     let mut cancel = std::pin::pin!(cancel);
     let give_up = GiveUp::new(give_up);
-    let session = interruptible(Session::open(config), cancel.as_mut(), "connecting").await?;
+    if config.protocol == ServerProtocol::Iperf3 {
+        let control = interruptible(iperf3::connect(config), cancel.as_mut(), "connecting").await?;
+        return iperf3::run(control, config, on_event, cancel).await;
+    }
+    let session = match interruptible(Session::open(config), cancel.as_mut(), "connecting").await {
+        Err(e @ Error::NotXbench { silent: true, .. }) if tcp_throughput(&config.spec) => {
+            // iperf3's server reads a 37-byte cookie and says nothing to our 7-byte greeting.
+            match interruptible(
+                async { Ok(iperf3::probe(config, Duration::from_secs(3)).await) },
+                cancel.as_mut(),
+                "checking whether the server is iperf3",
+            )
+            .await?
+            {
+                Some(control) => {
+                    on_event(ClientEvent::Warning(format!(
+                        "{}:{} is an iperf3 server, not xbench: running the test in iperf3's \
+                         protocol (--iperf3 skips this detection)",
+                        config.host, config.port
+                    )));
+                    return iperf3::run(control, config, on_event, cancel).await;
+                }
+                None => return Err(e),
+            }
+        }
+        other => other?,
+    };
     match &config.spec.workload {
         Workload::Throughput(tp) if tp.udp.is_some() => {
             udp::run(session, config, tp, on_event, cancel, give_up).await
@@ -149,6 +191,11 @@ pub async fn run_with_give_up(
             rr::run(session, config, rr, on_event, cancel, give_up).await
         }
     }
+}
+
+/// A TCP throughput test, the kind an iperf3 server can run.
+fn tcp_throughput(spec: &TestSpec) -> bool {
+    matches!(&spec.workload, Workload::Throughput(tp) if tp.udp.is_none())
 }
 
 /// The report of a test that [`run`] ended with [`Error::Interrupted`]: nothing measured

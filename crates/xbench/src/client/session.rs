@@ -245,13 +245,18 @@ async fn exchange_preambles(
         addr: addr.to_owned(),
         waited,
         hint,
+        silent: false,
     };
     let mut pre = [0u8; proto::PREAMBLE_LEN];
     match tokio::time::timeout(waited, rd.inner_mut().read_exact(&mut pre)).await {
         Err(_) => {
-            return Err(not_xbench(
-                " (an iperf3 server waits silently like this; `xbench client` needs `xbench server`)",
-            ));
+            return Err(Error::NotXbench {
+                addr: addr.to_owned(),
+                waited,
+                hint: " (an iperf3 server waits silently like this: `xbench client --iperf3` \
+                       speaks its protocol)",
+                silent: true,
+            });
         }
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             return Err(not_xbench(" (it closed the connection)"));

@@ -2,10 +2,8 @@
 //! one client kind.
 //!
 //! An xbench connection opens with `XBNC`. An iperf3 client opens with a 37-byte cookie of
-//! characters from iperf3's base32 alphabet (`a-z`, `2-7`) and a NUL. Today an iperf3 client is
-//! recognised and told, in iperf3's own error encoding, that this server does not speak its
-//! protocol; an iperf3-compatible front end would take over the connection at that point and
-//! drive the same engine.
+//! characters from iperf3's base32 alphabet (`a-z`, `2-7`) and a NUL; the server reads the whole
+//! cookie and speaks iperf3's protocol from there ([`super::iperf3`]).
 
 use super::MAGIC;
 
@@ -37,7 +35,7 @@ pub fn detect(first: &[u8; 4]) -> Frontend {
     }
 }
 
-/// iperf3's reply to a client the server cannot serve: state `SERVER_ERROR` (-2), then
+/// iperf3's reply to a connection that looked like iperf3 but is not: state `SERVER_ERROR` (-2), then
 /// `i_errno = IENEWTEST` (100) and `errno = EPROTONOSUPPORT`, both big-endian. An iperf3 client
 /// prints "unable to create a new test: Protocol not supported" instead of hanging.
 pub fn iperf3_refusal() -> [u8; 9] {

@@ -4,8 +4,8 @@
 //! Every TCP connection to the server port opens with a fixed 7-byte preamble ([`greeting`]):
 //! the magic `XBNC`, a channel byte (control or data) and the protocol version. The magic is
 //! upper case so the server can tell an xbench client from an iperf3 client, whose first bytes
-//! are a lower-case base32 cookie (see [`frontend`]); a later iperf3-compatible front end plugs
-//! in there and shares the engine. The server answers a control preamble with its own, so each
+//! are a lower-case base32 cookie (see [`frontend`]); from there the server speaks iperf3's own
+//! protocol ([`iperf3`]) on the same engine. The server answers a control preamble with its own, so each
 //! side learns the other's version before either parses anything version-specific and can name
 //! both versions when they differ. A data connection follows its preamble with a
 //! [`DataHello`] naming its test and stream; which way each stream id flows is
@@ -17,6 +17,7 @@
 pub mod frame;
 pub mod frontend;
 pub mod greeting;
+pub mod iperf3;
 pub mod layout;
 pub mod message;
 

@@ -1,7 +1,8 @@
 //! A new connection on the server port, until it has said what it is: an xbench control
 //! connection (handed to a [`session`](super::session)), a data connection (handed to its test
-//! through the registry), an iperf3 client (told, in its own protocol, that this server does not
-//! speak it), or something else (dropped). Also the `--allow` list, which is checked here.
+//! through the registry), an iperf3 control connection (handed to an [`iperf3`](super::iperf3)
+//! session), an iperf3 data connection (routed by its cookie to the test waiting for it), or
+//! something else (dropped). Also the `--allow` list, which is checked here.
 //!
 //! Every read here is bounded by the handshake timeout, and a connection holds one of
 //! [`Limits::max_handshakes`](super::Limits::max_handshakes) slots while it reads. Not the
@@ -16,8 +17,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, info, warn};
 
-use super::{Ctx, session};
+use super::{Ctx, iperf3, session};
 use crate::proto::frontend::{self, Frontend};
+use crate::proto::iperf3::{COOKIE_LEN, State as Iperf3State};
 use crate::proto::{self, Channel, DATA_HELLO_LEN, DataHello, ErrorCode, ErrorMsg, Preamble};
 
 /// How a connection ended, for `--one-off`.
@@ -54,12 +56,14 @@ impl Drop for HandshakeSlot {
     }
 }
 
-/// Serves one accepted connection to its end.
+/// Serves one accepted connection to its end; `accepted` numbers connections in the order
+/// they were accepted.
 pub(super) async fn handle(
     mut stream: TcpStream,
     peer: SocketAddr,
     ctx: Arc<Ctx>,
     slot: HandshakeSlot,
+    accepted: u64,
 ) -> ConnEnd {
     let allowed = ctx.allow.is_empty() || {
         let ip = peer.ip().to_canonical();
@@ -72,8 +76,23 @@ pub(super) async fn handle(
     } else {
         ctx.limits.handshake_timeout.min(Duration::from_secs(1))
     };
-    let Some(pre) = identify(&mut stream, peer, limit).await else {
-        return ConnEnd::Other;
+    let pre = match identify(&mut stream, peer, limit).await {
+        Some(Identified::Xbench(pre)) => pre,
+        Some(Identified::Iperf3(cookie)) => {
+            if !allowed {
+                info!(%peer, "refused an iperf3 client from outside the --allow list");
+                let _ = stream.write_all(&[Iperf3State::AccessDenied.byte()]).await;
+                return ConnEnd::Other;
+            }
+            return match ctx.iperf3.route(&cookie, accepted, stream) {
+                Ok(()) => ConnEnd::Other,
+                Err(stream) => match iperf3::run(stream, peer, cookie, ctx, slot).await {
+                    true => ConnEnd::TestCompleted,
+                    false => ConnEnd::Other,
+                },
+            };
+        }
+        None => return ConnEnd::Other,
     };
     if !allowed {
         refuse_outsider(stream, peer, pre.channel).await;
@@ -96,9 +115,17 @@ pub(super) async fn handle(
     }
 }
 
-/// Reads the connection's preamble within `limit`. `None` once the connection has been dealt
-/// with otherwise (an iperf3 client refused, silence or garbage dropped), with a log line.
-async fn identify(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) -> Option<Preamble> {
+/// What a connection said it is.
+enum Identified {
+    Xbench(Preamble),
+    /// An iperf3 connection and its cookie: a control connection, or a data connection of a
+    /// test that waits for it.
+    Iperf3([u8; COOKIE_LEN]),
+}
+
+/// Reads the connection's preamble (or iperf3 cookie) within `limit`. `None` once the
+/// connection has been dropped (silence, garbage), with a log line.
+async fn identify(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) -> Option<Identified> {
     let mut first = [0u8; 4];
     match tokio::time::timeout(limit, stream.read_exact(&mut first)).await {
         Ok(Ok(_)) => {}
@@ -113,10 +140,7 @@ async fn identify(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) -> 
     }
     match frontend::detect(&first) {
         Frontend::Xbench => {}
-        Frontend::Iperf3 => {
-            refuse_iperf3(stream, peer, limit).await;
-            return None;
-        }
+        Frontend::Iperf3 => return read_cookie(stream, peer, limit, first).await,
         Frontend::Unknown => {
             info!(%peer, first = ?first, "dropped a connection that does not speak xbench");
             return None;
@@ -132,7 +156,7 @@ async fn identify(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) -> 
         return None;
     }
     match Preamble::decode(&pre) {
-        Ok(p) => Some(p),
+        Ok(p) => Some(Identified::Xbench(p)),
         Err(e) => {
             info!(%peer, "dropped a connection: {e}");
             None
@@ -140,16 +164,28 @@ async fn identify(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) -> 
     }
 }
 
-/// Tells an iperf3 client, in iperf3's own error encoding, that this server does not speak its
-/// protocol.
-async fn refuse_iperf3(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) {
-    info!(%peer, "refused an iperf3 client: this server speaks the xbench protocol; use `xbench client`");
-    // Take the rest of its cookie first: closing with unread bytes sends a reset, and the
-    // client would lose the refusal.
-    let mut rest = [0u8; frontend::IPERF3_COOKIE_LEN - 4];
-    let _ = tokio::time::timeout(limit, stream.read_exact(&mut rest)).await;
-    let _ = stream.write_all(&frontend::iperf3_refusal()).await;
-    let _ = stream.shutdown().await;
+/// Reads the rest of an iperf3 cookie whose first four bytes are `first`.
+async fn read_cookie(
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    limit: Duration,
+    first: [u8; 4],
+) -> Option<Identified> {
+    let mut cookie = [0u8; COOKIE_LEN];
+    cookie[..4].copy_from_slice(&first);
+    if tokio::time::timeout(limit, stream.read_exact(&mut cookie[4..]))
+        .await
+        .map_or(true, |r| r.is_err())
+    {
+        info!(%peer, "dropped an iperf3-looking connection with a truncated cookie");
+        return None;
+    }
+    if !crate::proto::iperf3::is_cookie(&cookie) {
+        info!(%peer, "dropped an iperf3-looking connection whose cookie is not one");
+        let _ = stream.write_all(&frontend::iperf3_refusal()).await;
+        return None;
+    }
+    Some(Identified::Iperf3(cookie))
 }
 
 /// Refuses a peer outside `--allow`; a control connection is told why.

@@ -13,6 +13,7 @@ mod busy;
 mod conn;
 mod gate;
 mod governor;
+mod iperf3;
 mod registry;
 mod rr;
 mod session;
@@ -156,6 +157,8 @@ pub(crate) struct Ctx {
     pub(crate) handshaking: AtomicUsize,
     /// Raised when the shutdown grace has passed: sessions cut their tests short.
     pub(crate) abort: watch::Receiver<bool>,
+    /// iperf3 tests waiting for their data connections, which open with the test's cookie.
+    pub(crate) iperf3: Arc<iperf3::Iperf3Streams>,
 }
 
 impl Server {
@@ -212,6 +215,7 @@ impl Server {
             running: AtomicUsize::new(0),
             handshaking: AtomicUsize::new(0),
             abort: abort_rx,
+            iperf3: Arc::default(),
         });
         let (conn_tx, mut conn_rx) = mpsc::channel::<(TcpStream, SocketAddr)>(64);
         let mut acceptors = JoinSet::new();
@@ -222,12 +226,15 @@ impl Server {
         let mut conns: JoinSet<ConnEnd> = JoinSet::new();
         let mut turned_away = TurnedAway::default();
         let mut refusals = Refusals::default();
+        // Accept order: iperf3 gives its data connections roles in the order they connect.
+        let mut accepted: u64 = 0;
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 Some((stream, peer)) = conn_rx.recv() => match HandshakeSlot::take(&ctx) {
                     Some(slot) => {
-                        conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot));
+                        accepted += 1;
+                        conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot, accepted));
                     }
                     None => {
                         refusals.refuse(stream, ctx.limits.max_handshakes);
