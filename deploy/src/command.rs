@@ -35,6 +35,7 @@ pub fn client_argv(
         connect_timeout: config.connect_timeout,
         response_timeout: config.stall_timeout,
         psk_file: psk_file.map(PathBuf::from),
+        protocol: config.protocol,
     };
     let label = config.label.clone().unwrap_or_else(|| "deploy".to_owned());
     let mut argv = SweepPlan::new(target, config.spec.clone(), label).client_args()?;
