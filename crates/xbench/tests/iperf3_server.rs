@@ -423,3 +423,33 @@ async fn hostile_datagrams_on_the_iperf3_port_are_not_answered_and_cost_a_udp_te
     assert_eq!(v["end"]["sum_received"]["lost_packets"].as_u64(), Some(0));
     server.stop().await;
 }
+
+/// UDP streams are told apart only by their address: iperf3 UDP clients from one address at
+/// once take turns to connect their streams, and each gets its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iperf3_udp_clients_from_one_address_at_once_are_all_served() {
+    if !have_iperf3() {
+        return;
+    }
+    let _serial = MEASURING.lock().await;
+    let server = TestServer::start().await;
+    let port = server.addr.port();
+    let clients: Vec<_> = (0..3)
+        .map(|_| {
+            tokio::task::spawn_blocking(move || {
+                iperf3_client(
+                    port,
+                    &["-u", "-t", "1", "-b", "10M", "-P", "2", "-l", "1400"],
+                )
+            })
+        })
+        .collect();
+    for c in clients {
+        let v = c.await.unwrap();
+        let (bps, _) = received(&v);
+        assert!((19e6..21e6).contains(&bps), "{bps}");
+        assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 2);
+        assert_eq!(v["end"]["sum_received"]["lost_packets"].as_u64(), Some(0));
+    }
+    server.stop().await;
+}
