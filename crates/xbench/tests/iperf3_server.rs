@@ -315,3 +315,141 @@ async fn iperf3_data_connections_get_their_roles_in_connect_order() {
     drop((ctrl, first, second));
     server.stop().await;
 }
+
+/// What an iperf3 `-u` client says of the datagrams' delivery: every check that does not
+/// depend on the server's own pace, each as iperf3's own server gives it on the same path.
+fn assert_udp_delivery(what: &str, xb: &Value, ip: &Value, streams: usize) {
+    let sum = |v: &Value, k: &str| v["end"]["sum_received"][k].as_f64().unwrap();
+    eprintln!(
+        "{what}: lost {} % (iperf3's server: {} %), jitter {:.3} ms ({:.3} ms), {} datagrams ({})",
+        sum(xb, "lost_percent"),
+        sum(ip, "lost_percent"),
+        sum(xb, "jitter_ms"),
+        sum(ip, "jitter_ms"),
+        sum(xb, "packets"),
+        sum(ip, "packets"),
+    );
+    assert_eq!(xb["end"]["streams"].as_array().unwrap().len(), streams);
+    assert!(sum(xb, "lost_percent") < 0.5, "{what}: {}", xb["end"]);
+    let jitter = sum(xb, "jitter_ms");
+    assert!((0.0..5.0).contains(&jitter), "{what}: jitter {jitter} ms");
+    let (xp, ipp) = (sum(xb, "packets"), sum(ip, "packets"));
+    assert!(
+        (xp - ipp).abs() / ipp < 0.03,
+        "{what}: {xp} vs {ipp} datagrams"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iperf3_udp_against_xbench_within_3pct_of_iperf3() {
+    let args = &["-u", "-t", "2", "-b", "50M"];
+    if let Some((xb, ip)) = compare(args).await {
+        assert_udp_delivery("-u", &xb, &ip, 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iperf3_udp_reverse_against_xbench_within_3pct_of_iperf3() {
+    let args = &["-u", "-R", "-t", "2", "-b", "50M", "-l", "1400"];
+    if let Some((xb, ip)) = compare(args).await {
+        assert_udp_delivery("-u -R", &xb, &ip, 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iperf3_udp_p2_against_xbench_within_3pct_of_iperf3() {
+    let args = &[
+        "-u",
+        "-P",
+        "2",
+        "-t",
+        "2",
+        "-b",
+        "40M",
+        "--udp-counters-64bit",
+    ];
+    if let Some((xb, ip)) = compare(args).await {
+        assert_udp_delivery("-u -P 2", &xb, &ip, 2);
+    }
+}
+
+/// Datagrams on the iperf3 port that are not a waiting test's: junk, and connect datagrams
+/// from another address (127.0.0.2) than the test's control connection. None is answered,
+/// and a real iperf3 UDP test beside them runs as if they were not there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_datagrams_on_the_iperf3_port_are_not_answered_and_cost_a_udp_test_nothing() {
+    if !have_iperf3() {
+        return;
+    }
+    let _serial = MEASURING.lock().await;
+    let server = TestServer::start().await;
+    let addr = server.addr;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let s = std::net::UdpSocket::bind("127.0.0.2:0").unwrap();
+            s.connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+            let connect = 0x3637_3839u32.to_le_bytes();
+            let big = vec![0xa5u8; 60_000];
+            let mut answers = 0;
+            let mut buf = [0u8; 16];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for d in [&connect[..], &[][..], &[1u8][..], &big[..]] {
+                    let _ = s.send(d);
+                }
+                if s.recv(&mut buf).is_ok() {
+                    answers += 1;
+                }
+            }
+            answers
+        })
+    };
+    let port = addr.port();
+    let v = tokio::task::spawn_blocking(move || {
+        iperf3_client(port, &["-u", "-t", "1", "-b", "20M", "-P", "2"])
+    })
+    .await
+    .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        flood.join().unwrap(),
+        0,
+        "a datagram from elsewhere was answered"
+    );
+    let (bps, _) = received(&v);
+    assert!((39e6..41e6).contains(&bps), "{bps}");
+    assert_eq!(v["end"]["sum_received"]["lost_packets"].as_u64(), Some(0));
+    server.stop().await;
+}
+
+/// UDP streams are told apart only by their address: iperf3 UDP clients from one address at
+/// once take turns to connect their streams, and each gets its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iperf3_udp_clients_from_one_address_at_once_are_all_served() {
+    if !have_iperf3() {
+        return;
+    }
+    let _serial = MEASURING.lock().await;
+    let server = TestServer::start().await;
+    let port = server.addr.port();
+    let clients: Vec<_> = (0..3)
+        .map(|_| {
+            tokio::task::spawn_blocking(move || {
+                iperf3_client(
+                    port,
+                    &["-u", "-t", "1", "-b", "10M", "-P", "2", "-l", "1400"],
+                )
+            })
+        })
+        .collect();
+    for c in clients {
+        let v = c.await.unwrap();
+        let (bps, _) = received(&v);
+        assert!((19e6..21e6).contains(&bps), "{bps}");
+        assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 2);
+        assert_eq!(v["end"]["sum_received"]["lost_packets"].as_u64(), Some(0));
+    }
+    server.stop().await;
+}

@@ -281,9 +281,15 @@ pub struct StreamResult {
     /// UDP receiver's lost datagrams.
     #[serde(deserialize_with = "lenient_i64")]
     pub errors: i64,
-    /// UDP datagrams.
+    /// UDP receiver's lost datagrams within `-O` (included in [`Self::errors`]).
+    #[serde(default, deserialize_with = "lenient_i64")]
+    pub omitted_errors: i64,
+    /// UDP datagrams: a sender's count, a receiver's highest sequence number.
     #[serde(deserialize_with = "lenient_i64")]
     pub packets: i64,
+    /// UDP datagrams within `-O` (included in [`Self::packets`]).
+    #[serde(default, deserialize_with = "lenient_i64")]
+    pub omitted_packets: i64,
     /// Seconds from the test start; always 0.
     #[serde(default)]
     pub start_time: f64,

@@ -94,7 +94,7 @@ fn within_limits(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
 
 /// A UDP test the server would send for: the governor cannot slow UDP senders down once they
 /// run, so a server with `--max-send-rate` takes only a paced test whose total fits it.
-fn udp_within_send_cap(asked: Option<u64>, cap: Option<u64>) -> Result<(), String> {
+pub(super) fn udp_within_send_cap(asked: Option<u64>, cap: Option<u64>) -> Result<(), String> {
     let Some(cap) = cap else { return Ok(()) };
     match asked {
         Some(b) if b <= cap => Ok(()),

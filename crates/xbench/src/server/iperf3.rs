@@ -102,25 +102,30 @@ impl Drop for Waiting {
 
 /// What an iperf3 client asked for, checked against this server's limits.
 #[derive(Debug)]
-struct Plan {
+pub(super) struct Plan {
     /// Streams the client sends on (the server receives), opened first.
-    to_receive: usize,
+    pub(super) to_receive: usize,
     /// Streams the server sends on, opened after those.
-    to_send: usize,
-    block_len: usize,
-    socket: SocketOptions,
+    pub(super) to_send: usize,
+    /// With UDP, the datagram size.
+    pub(super) block_len: usize,
+    pub(super) socket: SocketOptions,
+    /// A UDP test (`-u`).
+    pub(super) udp: bool,
+    /// UDP sequence numbers are 64-bit (`--udp-counters-64bit`).
+    pub(super) counters_64bit: bool,
     tos: Option<u32>,
     /// Per-stream pacing (`-b`), bits per second.
-    rate: Option<u64>,
+    pub(super) rate: Option<u64>,
     /// Bytes the server's senders stop after, in total (`-n`, or `-k` × `-l`).
     budget: Option<u64>,
-    duration: Duration,
-    omit: Duration,
+    pub(super) duration: Duration,
+    pub(super) omit: Duration,
     server_output: bool,
 }
 
 /// A refusal: iperf3's `i_errno` and `errno` for the client, words for the log.
-type Refusal = (i32, i32, String);
+pub(super) type Refusal = (i32, i32, String);
 
 /// Runs an iperf3 client's test on `ctrl`, whose cookie has been read. True when the test ran
 /// to its results exchange.
@@ -173,6 +178,9 @@ pub(super) async fn run(
             return false;
         }
     };
+    if plan.udp {
+        return super::iperf3_udp::run(ctrl, peer, &plan, &params, &ctx, slot).await;
+    }
     let n = plan.to_receive + plan.to_send;
     let Some((waiting, mut arrivals)) = ctx.iperf3.register(cookie, n) else {
         info!(%peer, "refused an iperf3 client whose cookie is already in use");
@@ -243,10 +251,44 @@ pub(super) async fn run(
 }
 
 /// What the server measured over the window after `-O`.
-struct Measured {
-    window: Duration,
-    /// Per stream in connection order: its role, bytes in the window, retransmissions.
-    streams: Vec<(Role, u64, i64)>,
+pub(super) struct Measured {
+    pub(super) window: Duration,
+    /// Per stream in connection order.
+    pub(super) streams: Vec<Figures>,
+}
+
+/// One stream's results, as iperf3 reports them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Figures {
+    pub(super) role: Role,
+    /// Bytes in the window.
+    pub(super) bytes: u64,
+    /// A sender's retransmissions in the window; -1 for a receiver.
+    pub(super) retransmits: i64,
+    /// UDP: the receiver's jitter, seconds.
+    pub(super) jitter: f64,
+    /// UDP: datagrams lost, in all and within `-O`.
+    pub(super) errors: u64,
+    pub(super) omitted_errors: u64,
+    /// UDP: datagrams sent (a receiver: the highest sequence number), in all and within
+    /// `-O`.
+    pub(super) packets: u64,
+    pub(super) omitted_packets: u64,
+}
+
+impl Figures {
+    fn tcp(role: Role, bytes: u64, retransmits: i64) -> Self {
+        Figures {
+            role,
+            bytes,
+            retransmits,
+            jitter: 0.0,
+            errors: 0,
+            omitted_errors: 0,
+            packets: 0,
+            omitted_packets: 0,
+        }
+    }
 }
 
 /// Runs the test until the client's `TEST_END`; `None` when it ended any other way (logged).
@@ -376,14 +418,14 @@ async fn measure(
                 Role::Sender => r - r0,
                 Role::Receiver => -1,
             };
-            (h.role, b.saturating_sub(*b0), retrans)
+            Figures::tcp(h.role, b.saturating_sub(*b0), retrans)
         })
         .collect();
     Some(Measured { window, streams })
 }
 
 /// `EXCHANGE_RESULTS` to `IPERF_DONE`.
-async fn exchange_results(
+pub(super) async fn exchange_results(
     ctrl: &mut TcpStream,
     peer: SocketAddr,
     plan: &Plan,
@@ -409,19 +451,22 @@ async fn exchange_results(
         cpu_util_total: pct(cpu.0 + cpu.1),
         cpu_util_user: pct(cpu.0),
         cpu_util_system: pct(cpu.1),
+        // iperf3's UDP senders say 1 as well, each stream then 0.
         sender_has_retransmits: if plan.to_send > 0 { 1 } else { -1 },
         congestion_used: plan.socket.congestion.clone(),
         streams: m
             .streams
             .iter()
             .enumerate()
-            .map(|(i, (_, bytes, retransmits))| StreamResult {
+            .map(|(i, f)| StreamResult {
                 id: wire::stream_id(i),
-                bytes: *bytes,
-                retransmits: *retransmits,
-                jitter: 0.0,
-                errors: 0,
-                packets: 0,
+                bytes: f.bytes,
+                retransmits: f.retransmits,
+                jitter: f.jitter,
+                errors: i64::try_from(f.errors).unwrap_or(i64::MAX),
+                omitted_errors: i64::try_from(f.omitted_errors).unwrap_or(i64::MAX),
+                packets: i64::try_from(f.packets).unwrap_or(i64::MAX),
+                omitted_packets: i64::try_from(f.omitted_packets).unwrap_or(i64::MAX),
                 start_time: 0.0,
                 end_time: secs,
             })
@@ -437,14 +482,14 @@ async fn exchange_results(
     let received: u64 = m
         .streams
         .iter()
-        .filter(|s| s.0 == Role::Receiver)
-        .map(|s| s.1)
+        .filter(|s| s.role == Role::Receiver)
+        .map(|s| s.bytes)
         .sum();
     let sent: u64 = m
         .streams
         .iter()
-        .filter(|s| s.0 == Role::Sender)
-        .map(|s| s.1)
+        .filter(|s| s.role == Role::Sender)
+        .map(|s| s.bytes)
         .sum();
     info!(
         %peer,
@@ -472,16 +517,18 @@ fn server_output(peer: SocketAddr, params: &Params, m: &Measured) -> String {
         peer.ip().to_canonical(),
         peer.port()
     );
-    for (i, (role, bytes, retr)) in m.streams.iter().enumerate() {
+    for (i, f) in m.streams.iter().enumerate() {
+        let (role, bytes) = (f.role, f.bytes);
         let retr = match role {
-            Role::Sender => format!("{retr:>4}"),
+            Role::Sender if !params.udp.unwrap_or(false) => format!("{:>4}", f.retransmits),
+            Role::Sender => "    ".into(),
             Role::Receiver => "    ".into(),
         };
         out.push_str(&format!(
             "[{:>3}]   0.00-{secs:<6.2} sec  {:>7.2} MBytes  {:>14}  {retr}  {}\n",
             wire::stream_id(i),
-            *bytes as f64 / (1 << 20) as f64,
-            format_bits_per_second(*bytes as f64 * 8.0 / secs.max(1e-9)),
+            bytes as f64 / (1 << 20) as f64,
+            format_bits_per_second(bytes as f64 * 8.0 / secs.max(1e-9)),
             match role {
                 Role::Sender => "sender",
                 Role::Receiver => "receiver",
@@ -495,14 +542,13 @@ fn server_output(peer: SocketAddr, params: &Params, m: &Measured) -> String {
 fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
     let l = &ctx.limits;
     let no = |errno: i32, why: String| Err((ierr::NEW_TEST, errno, why));
-    if p.udp.is_some() || p.sctp.is_some() {
+    if p.sctp.is_some() {
         return no(
             libc::EPROTONOSUPPORT,
-            "iperf3's UDP and SCTP tests are not served here (TCP only; use `xbench client -u` \
-             for UDP)"
-                .into(),
+            "iperf3's SCTP tests are not served here (TCP and UDP only)".into(),
         );
     }
+    let udp = p.udp.unwrap_or(false);
     if p.authtoken.is_some() {
         return no(
             libc::EACCES,
@@ -531,14 +577,18 @@ fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
             ),
         );
     }
-    let block = p.len.unwrap_or(128 * 1024);
-    if block == 0 || block > u64::from(l.max_block_len) {
+    let (default_len, min_len, max_len) = match udp {
+        // iperf3's UDP default; its header; the largest IPv4 UDP payload.
+        true => (1460, 16, u64::from(l.max_block_len).min(65_507)),
+        false => (128 * 1024, 1, u64::from(l.max_block_len)),
+    };
+    let block = p.len.unwrap_or(default_len);
+    if block < min_len || block > max_len {
         return no(
             libc::EINVAL,
             format!(
-                "the test asks for {block}-byte blocks; this server allows 1 to {} \
-                 (--max-block-len)",
-                l.max_block_len
+                "the test asks for {block}-byte blocks; this server allows {min_len} to \
+                 {max_len} (--max-block-len)"
             ),
         );
     }
@@ -555,7 +605,12 @@ fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
         );
     }
     let rate = p.bandwidth.filter(|b| *b > 0);
-    if to_send > 0 {
+    if to_send > 0 && udp {
+        // The governor cannot slow a UDP sender down once it runs: the whole test must fit.
+        let total = rate.map(|r| r.saturating_mul(to_send as u64));
+        super::admission::udp_within_send_cap(total, l.max_send_rate)
+            .map_err(|m| (ierr::NEW_TEST, libc::EINVAL, m))?;
+    } else if to_send > 0 {
         ctx.governor
             .admit(rate, to_send)
             .map_err(|m| (ierr::NEW_TEST, libc::EINVAL, m))?;
@@ -565,6 +620,14 @@ fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
         (_, Some(k)) if k > 0 => Some(k.saturating_mul(block)),
         _ => None,
     };
+    if udp && to_send > 0 && budget.is_some() {
+        return no(
+            libc::EINVAL,
+            "iperf3's UDP tests with -R or --bidir and a byte or block count (-n, -k) are not \
+             served here; give a time (-t)"
+                .into(),
+        );
+    }
     if duration.is_zero() && budget.is_none() {
         return no(
             libc::EINVAL,
@@ -583,6 +646,8 @@ fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
             congestion: p.congestion.clone(),
         },
         tos: p.tos.and_then(|t| u32::try_from(t).ok()).filter(|t| *t > 0),
+        udp,
+        counters_64bit: p.udp_counters_64bit.is_some_and(|c| c != 0),
         rate,
         budget,
         duration,
@@ -660,12 +725,12 @@ fn queued(sock: &std::net::TcpStream) -> usize {
     }
 }
 
-async fn send_state(ctrl: &mut TcpStream, s: State) -> std::io::Result<()> {
+pub(super) async fn send_state(ctrl: &mut TcpStream, s: State) -> std::io::Result<()> {
     ctrl.write_all(&[s.byte()]).await
 }
 
 /// Sends iperf3's `SERVER_ERROR` and closes.
-async fn refuse(ctrl: &mut TcpStream, (i_errno, errno, _): Refusal) {
+pub(super) async fn refuse(ctrl: &mut TcpStream, (i_errno, errno, _): Refusal) {
     let _ = ctrl.write_all(&wire::server_error(i_errno, errno)).await;
     let _ = ctrl.shutdown().await;
 }

@@ -14,6 +14,7 @@ mod conn;
 mod gate;
 mod governor;
 mod iperf3;
+mod iperf3_udp;
 mod registry;
 mod rr;
 mod session;
@@ -137,6 +138,8 @@ impl Default for ServerConfig {
 #[derive(Debug)]
 pub struct Server {
     listeners: Vec<TcpListener>,
+    /// A UDP socket on each listener's address and port, for iperf3's UDP streams.
+    udp: Vec<tokio::net::UdpSocket>,
     config: ServerConfig,
 }
 
@@ -159,6 +162,8 @@ pub(crate) struct Ctx {
     pub(crate) abort: watch::Receiver<bool>,
     /// iperf3 tests waiting for their data connections, which open with the test's cookie.
     pub(crate) iperf3: Arc<iperf3::Iperf3Streams>,
+    /// iperf3 tests waiting for their UDP streams, which only their address tells apart.
+    pub(crate) iperf3_udp: Arc<iperf3_udp::Iperf3Udp>,
 }
 
 impl Server {
@@ -191,7 +196,23 @@ impl Server {
                 listeners.push(listen(addr, false).map_err(|e| listen_error(&[(addr, "", e)]))?);
             }
         }
-        Ok(Server { listeners, config })
+        let mut udp = Vec::new();
+        for l in &listeners {
+            let Ok(addr) = l.local_addr() else { continue };
+            let dual_stack = config.bind.is_empty() && addr.is_ipv6();
+            match iperf3_udp::listen(addr, dual_stack) {
+                Ok(s) => udp.push(s),
+                Err(e) => warn!(
+                    "cannot listen for UDP on {addr} ({e}): iperf3 clients' UDP tests (-u) \
+                     will find no server"
+                ),
+            }
+        }
+        Ok(Server {
+            listeners,
+            udp,
+            config,
+        })
     }
 
     /// Addresses actually bound (useful with port 0).
@@ -216,6 +237,7 @@ impl Server {
             handshaking: AtomicUsize::new(0),
             abort: abort_rx,
             iperf3: Arc::default(),
+            iperf3_udp: Arc::default(),
         });
         let (conn_tx, mut conn_rx) = mpsc::channel::<(TcpStream, SocketAddr)>(64);
         let mut acceptors = JoinSet::new();
@@ -223,6 +245,9 @@ impl Server {
             acceptors.spawn(accept_loop(l, conn_tx.clone()));
         }
         drop(conn_tx);
+        for u in self.udp {
+            acceptors.spawn(iperf3_udp::serve(u, Arc::clone(&ctx.iperf3_udp)));
+        }
         let mut conns: JoinSet<ConnEnd> = JoinSet::new();
         let mut turned_away = TurnedAway::default();
         let mut refusals = Refusals::default();

@@ -10,6 +10,7 @@
 
 pub(crate) mod clock;
 pub(crate) mod gso;
+pub(crate) mod iperf3;
 pub(crate) mod pacer;
 pub(crate) mod receiver;
 pub(crate) mod sender;
