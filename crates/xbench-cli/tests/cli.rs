@@ -308,6 +308,50 @@ fn a_server_process_serves_clients_and_stops_cleanly_on_sigterm() {
     );
 }
 
+/// `--per-flow` puts each flow's latency summary in the report; without it the flows carry
+/// their counts only. Both validate against the schema.
+#[test]
+fn per_flow_latency_is_reported_only_when_asked() {
+    let mut server = ServerProc::start(&[]);
+    let port = server.port();
+    for per_flow in [false, true] {
+        let mut args = vec![
+            "client",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--rr",
+            "--flows",
+            "3",
+            "-t",
+            "0.5",
+            "--json",
+        ];
+        if per_flow {
+            args.push("--per-flow");
+        }
+        let out = xbench().args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_valid(&schema(), &doc);
+        let flows = doc["rr"]["flows"].as_array().unwrap();
+        assert_eq!(flows.len(), 3);
+        for f in flows {
+            if per_flow {
+                assert_eq!(f["latency"]["count"], f["transactions"], "{f}");
+                assert!(f["latency"]["p99_us"].as_f64().unwrap() > 0.0, "{f}");
+            } else {
+                assert!(f["latency"].is_null(), "{f}");
+            }
+        }
+    }
+    server.child_kill();
+}
+
 #[test]
 fn one_off_server_exits_after_one_test() {
     let mut server = ServerProc::start(&["--one-off"]);
