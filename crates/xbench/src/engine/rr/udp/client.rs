@@ -47,8 +47,10 @@ pub(crate) struct Plan {
     pub(crate) per_flow: bool,
 }
 
-/// Lost requests a flow remembers, to tell a late response from a stray.
-pub(crate) const LATE_MEMORY: usize = 4096;
+/// Lost requests a flow remembers, to tell a late response from a duplicate: 4 KiB a flow at
+/// most under any loss (issue 22: at most 8 KB of memory a flow). A response to an older lost
+/// request counts as a duplicate.
+pub(crate) const LATE_MEMORY: usize = 512;
 
 const WAKER: u64 = u64::MAX;
 /// How long a lone ping-pong flow's blocking `recv` waits at most before looking at its
@@ -203,10 +205,11 @@ impl Flow {
                 break;
             }
             self.inflight.pop_front();
-            self.timed_out.push_back(o.seq);
-            if self.timed_out.len() > LATE_MEMORY {
+            // Room first, so the queue never grows past LATE_MEMORY to take one more.
+            if self.timed_out.len() >= LATE_MEMORY {
                 self.timed_out.pop_front();
             }
+            self.timed_out.push_back(o.seq);
             lost += 1;
         }
         self.counts.lost += lost;
@@ -730,5 +733,42 @@ mod tests {
             (1, 2, 1, 2)
         );
         assert_eq!(f.sketch.as_ref().map(FlowSketch::count), Some(2));
+    }
+
+    /// A flow losing every request keeps at most LATE_MEMORY of them in mind (issue 22: a
+    /// flow's memory is bounded whatever the loss), and still knows the newest as late.
+    #[test]
+    fn a_flow_losing_everything_remembers_a_bounded_number_of_requests() {
+        let mut f = Flow::new(
+            UdpFlow {
+                id: 0,
+                sock: UdpSocket::bind("127.0.0.1:0").unwrap(),
+                token: TOKEN,
+            },
+            0,
+            false,
+        );
+        let n = 4 * LATE_MEMORY as u64 + 3;
+        for seq in 0..n {
+            f.inflight.push_back(Outstanding {
+                seq,
+                start: seq,
+                sent: seq,
+            });
+            f.next_seq = seq + 1;
+            f.expire(seq + 100, 10);
+        }
+        f.expire(n + 100, 10);
+        assert_eq!(f.counts.lost, n);
+        assert_eq!(f.timed_out.len(), LATE_MEMORY);
+        assert!(
+            f.timed_out.capacity() <= LATE_MEMORY,
+            "{}",
+            f.timed_out.capacity()
+        );
+        assert_eq!(f.response(n - 1, n + 200), None);
+        assert_eq!(f.counts.late, 1);
+        assert_eq!(f.response(0, n + 200), None);
+        assert_eq!(f.counts.duplicates, 1, "forgotten: counted as a duplicate");
     }
 }
