@@ -330,6 +330,16 @@ pub(crate) struct ClientArgs {
           help_heading = "Request/response (latency)")]
     pub(crate) response_timeout: Duration,
 
+    /// Report each flow's own latency: count, min, mean, max and a p99 (within 6.25 %, from
+    /// a 1.3 KB sketch per flow). Without it a flow reports its counts only; the latency
+    /// figures are all flows' merged histograms either way.
+    #[arg(
+        long,
+        requires = "latency",
+        help_heading = "Request/response (latency)"
+    )]
+    pub(crate) per_flow: bool,
+
     /// Write the latency histograms as an HdrHistogram interval log to FILE, and the
     /// percentile distribution to FILE.hgrm.
     #[arg(

@@ -9,6 +9,7 @@ mod builder_parity;
 mod cli;
 mod cmd;
 mod exit;
+mod fd_limit;
 mod parse;
 mod plan;
 mod render;

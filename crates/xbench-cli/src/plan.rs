@@ -296,6 +296,7 @@ fn target(a: &ClientArgs) -> Target {
         bind: a.bind,
         connect_timeout: a.connect_timeout,
         response_timeout: a.response_timeout,
+        per_flow: a.per_flow,
         psk_file: a.psk_file.clone(),
         protocol: match a.iperf3 {
             true => ServerProtocol::Iperf3,
@@ -532,6 +533,7 @@ mod tests {
             response_timeout: Duration::from_secs(30),
             psk_file: Some(key_file()),
             protocol: ServerProtocol::Detect,
+            per_flow: false,
         };
         let mut plans = vec![SweepPlan::new(target.clone(), every.clone(), "path one")];
         // The lab's suite: a stream sweep saved and resumed, and latency.
@@ -549,6 +551,7 @@ mod tests {
         let mut rr = SweepPlan::new(Target::local(), TestSpec::request_response(), "-odd'label");
         rr.repeat = nz32(2);
         rr.pause = Duration::from_secs(30);
+        rr.target.per_flow = true;
         plans.push(rr.clone());
         // Every request/response setting, and lists of sizes, flows and windows.
         let mut r = RrSpec {

@@ -308,6 +308,131 @@ fn a_server_process_serves_clients_and_stops_cleanly_on_sigterm() {
     );
 }
 
+/// `--per-flow` puts each flow's latency summary in the report; without it the flows carry
+/// their counts only. Both validate against the schema.
+#[test]
+fn per_flow_latency_is_reported_only_when_asked() {
+    let mut server = ServerProc::start(&[]);
+    let port = server.port();
+    for per_flow in [false, true] {
+        let mut args = vec![
+            "client",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--rr",
+            "--flows",
+            "3",
+            "-t",
+            "0.5",
+            "--json",
+        ];
+        if per_flow {
+            args.push("--per-flow");
+        }
+        let out = xbench().args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_valid(&schema(), &doc);
+        let flows = doc["rr"]["flows"].as_array().unwrap();
+        assert_eq!(flows.len(), 3);
+        for f in flows {
+            if per_flow {
+                assert_eq!(f["latency"]["count"], f["transactions"], "{f}");
+                assert!(f["latency"]["p99_us"].as_f64().unwrap() > 0.0, "{f}");
+            } else {
+                assert!(f["latency"].is_null(), "{f}");
+            }
+        }
+    }
+    server.child_kill();
+}
+
+/// `xbench` with its open-file limit set to `soft`/`hard` before it starts.
+fn xbench_with_nofile(soft: u64, hard: u64) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut c = xbench();
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        c.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c
+}
+
+/// More flows than the hard open-file limit allows: refused before connecting (no server is
+/// listening on the port), with the numbers, as a usage error.
+#[test]
+fn flows_beyond_the_hard_file_limit_are_refused_with_the_numbers() {
+    let out = xbench_with_nofile(500, 500)
+        .args([
+            "client",
+            "127.0.0.1",
+            "-p",
+            "9",
+            "--rr",
+            "--flows",
+            "1000",
+            "-t",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--flows 1000 needs about 1064 open files"),
+        "{err}"
+    );
+    assert!(
+        err.contains("at most 500 (RLIMIT_NOFILE hard limit)"),
+        "{err}"
+    );
+    assert!(err.contains("--flows 436 or fewer"), "{err}");
+}
+
+/// A soft limit below what --flows needs is raised to the hard one, and the test runs.
+#[test]
+fn a_low_soft_file_limit_is_raised_for_many_flows() {
+    let mut server = ServerProc::start(&[]);
+    let mut hard = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit to fill.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut hard) };
+    assert_eq!(got, 0);
+    if hard.rlim_max < 700 {
+        panic!(
+            "this test needs a hard open-file limit of 700, not {}",
+            hard.rlim_max
+        );
+    }
+    let out = xbench_with_nofile(256, hard.rlim_max)
+        .args(["client", "127.0.0.1", "-p", &server.port()])
+        .args(["--rr", "--flows", "600", "-t", "0.5", "-i", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.child_kill();
+}
+
 #[test]
 fn one_off_server_exits_after_one_test() {
     let mut server = ServerProc::start(&["--one-off"]);

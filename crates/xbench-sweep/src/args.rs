@@ -123,6 +123,7 @@ impl Args {
             response_timeout,
             psk_file,
             protocol,
+            per_flow,
         } = t;
         let defaults = Target::local();
         match host {
@@ -165,6 +166,9 @@ impl Args {
             if *d != default {
                 self.flag(flag, seconds(*d)?);
             }
+        }
+        if *per_flow {
+            self.push("--per-flow");
         }
         if let Some(p) = psk_file {
             self.eq("--psk-file", utf8(p)?);

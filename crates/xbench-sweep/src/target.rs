@@ -32,6 +32,9 @@ pub struct Target {
     pub psk_file: Option<PathBuf>,
     /// The protocol to speak (`--iperf3`: an iperf3 server).
     pub protocol: ServerProtocol,
+    /// Request/response: each flow's own latency summary in the report (`--per-flow`; the
+    /// library's `per_flow`).
+    pub per_flow: bool,
 }
 
 impl Target {
@@ -55,6 +58,7 @@ impl Target {
             response_timeout: defaults.stall_timeout,
             psk_file: None,
             protocol: defaults.protocol,
+            per_flow: defaults.per_flow,
         }
     }
 
@@ -81,6 +85,7 @@ impl Target {
             label,
             psk,
             protocol: self.protocol,
+            per_flow: self.per_flow,
             ..ClientConfig::new(self.host.as_deref().unwrap_or("127.0.0.1"))
         }
     }

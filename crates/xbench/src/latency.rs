@@ -4,9 +4,14 @@
 //! A [`Recorder`] is what a request/response loop writes into: an HDR histogram (nanoseconds,
 //! 3 significant digits, 1 ns to [`MAX_LATENCY_NS`]) plus exact moments (count, sum, sum of
 //! squares, min, max), so the mean and standard deviation are exact rather than read off
-//! bucket midpoints. Recorders use 32-bit counts to halve the memory of one histogram per flow
-//! per interval; [`Distribution`] is the merged, 64-bit form that intervals and totals use.
-//! Percentiles are only ever read from a merged histogram.
+//! bucket midpoints. A request/response worker keeps one recorder for all its flows per
+//! interval (32-bit counts), so the merged figures cost a histogram per worker, not per flow;
+//! [`Distribution`] is the merged, 64-bit form that intervals and totals use. Percentiles are
+//! only ever read from a merged histogram.
+//!
+//! A [`FlowSketch`] is the per-flow detail a user asks for (`--per-flow`): exact count, mean,
+//! min and max, and a p99 from a fixed 1.3 KB log-bucketed histogram (within 6.25 %), so
+//! tens of thousands of flows keep it in bounded memory.
 //!
 //! Not for: deciding when to record (that is the request/response engine's job).
 
@@ -102,7 +107,7 @@ fn histogram<C: Counter>() -> Histogram<C> {
     h
 }
 
-/// Samples of one flow over one interval, written by the request/response loop.
+/// Samples of one worker's flows over one interval, written by the request/response loop.
 #[derive(Debug, Clone)]
 pub struct Recorder {
     hist: Histogram<u32>,
@@ -162,7 +167,7 @@ impl Distribution {
         Self::default()
     }
 
-    /// Adds a flow's interval.
+    /// Adds a worker's (or a flow's) interval.
     pub fn add_recorder(&mut self, r: &Recorder) {
         self.moments.merge(&r.moments);
         // Counter types differ, so add bucket by bucket; both histograms have the same
@@ -280,6 +285,132 @@ pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, HistogramError> {
     Deserializer::new()
         .deserialize(&mut io::Cursor::new(bytes))
         .map_err(|e| HistogramError(format!("{e:?}")))
+}
+
+/// Sub-buckets per power of two in a [`FlowSketch`]: a bucket is at most 1/8 of its values
+/// wide, so its midpoint is within 1/16 (6.25 %) of any sample in it.
+const SKETCH_SUB: u64 = 8;
+/// Buckets up to [`MAX_LATENCY_NS`] (below 2^42): values below 8 ns one each, then 8 per octave.
+const SKETCH_BUCKETS: usize = 320;
+
+/// One flow's latency in bounded memory (`--per-flow`): exact moments and a small
+/// log-bucketed histogram for its p99. Not for merged figures: those come from full HDR
+/// histograms ([`Recorder`], [`Distribution`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowSketch {
+    /// Boxed so that a flow without a sketch (`Option<FlowSketch>`) costs a pointer.
+    counts: Box<[u32; SKETCH_BUCKETS]>,
+    moments: Moments,
+}
+
+impl Default for FlowSketch {
+    fn default() -> Self {
+        FlowSketch {
+            counts: Box::new([0; SKETCH_BUCKETS]),
+            moments: Moments::default(),
+        }
+    }
+}
+
+impl FlowSketch {
+    /// An empty sketch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records one latency sample in nanoseconds.
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        self.moments.add(ns);
+        let c = &mut self.counts[sketch_bucket(ns.min(MAX_LATENCY_NS))];
+        *c = c.saturating_add(1);
+    }
+
+    /// Adds another sketch (a flow's next interval).
+    pub fn merge(&mut self, o: &FlowSketch) {
+        self.moments.merge(&o.moments);
+        for (a, b) in self.counts.iter_mut().zip(o.counts.iter()) {
+            *a = a.saturating_add(*b);
+        }
+    }
+
+    /// Samples recorded.
+    pub fn count(&self) -> u64 {
+        self.moments.count
+    }
+
+    /// Latency at quantile `q` (0–1), nanoseconds: a bucket's midpoint, within 6.25 % of the
+    /// true value (exact at 0 and 1), never beyond the extremes.
+    pub fn quantile_ns(&self, q: f64) -> u64 {
+        let m = &self.moments;
+        if q <= 0.0 || m.count == 0 {
+            return m.min;
+        }
+        if q >= 1.0 {
+            return m.max;
+        }
+        let rank = ((q * m.count as f64).ceil() as u64).max(1);
+        let mut seen = 0u64;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += u64::from(c);
+            if seen >= rank {
+                let (lo, hi) = sketch_bounds(i);
+                return (lo + (hi - lo) / 2).clamp(m.min, m.max);
+            }
+        }
+        // Only counts saturated at u32::MAX fall short of the rank.
+        m.max
+    }
+
+    /// The figures a report prints, or `None` without samples.
+    pub fn summary(&self) -> Option<FlowLatency> {
+        let m = &self.moments;
+        (m.count > 0).then(|| FlowLatency {
+            count: m.count,
+            min_us: m.min as f64 / 1e3,
+            mean_us: m.mean_ns() / 1e3,
+            p99_us: self.quantile_ns(0.99) as f64 / 1e3,
+            max_us: m.max as f64 / 1e3,
+        })
+    }
+}
+
+/// The [`FlowSketch`] bucket of `ns` (at most [`MAX_LATENCY_NS`]).
+#[inline]
+fn sketch_bucket(ns: u64) -> usize {
+    if ns < SKETCH_SUB {
+        return ns as usize;
+    }
+    let octave = u64::from(63 - ns.leading_zeros()); // ≥ 3
+    let mantissa = (ns >> (octave - 3)) - SKETCH_SUB; // 0..8
+    ((octave - 2) * SKETCH_SUB + mantissa) as usize
+}
+
+/// The smallest and largest value of [`FlowSketch`] bucket `i`.
+fn sketch_bounds(i: usize) -> (u64, u64) {
+    let i = i as u64;
+    if i < SKETCH_SUB {
+        return (i, i);
+    }
+    let (octave, mantissa) = (i / SKETCH_SUB + 2, i % SKETCH_SUB);
+    let lo = (SKETCH_SUB + mantissa) << (octave - 3);
+    (lo, lo + (1u64 << (octave - 3)) - 1)
+}
+
+/// One flow's latency (`--per-flow`), microseconds: count, mean, min and max exact, p99 from a
+/// [`FlowSketch`] (within 6.25 %).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FlowLatency {
+    /// Transactions measured.
+    pub count: u64,
+    /// Fastest, µs (exact).
+    pub min_us: f64,
+    /// Mean, µs (exact).
+    pub mean_us: f64,
+    /// 99th percentile, µs (within 6.25 %).
+    pub p99_us: f64,
+    /// Slowest, µs (exact).
+    pub max_us: f64,
 }
 
 /// Latency figures in microseconds, as reports and JSON carry them.
@@ -484,6 +615,84 @@ mod tests {
         let mut b = a;
         b.merge(&a);
         assert!(b.stddev_ns().is_finite());
+    }
+
+    /// A worker records all its flows into one recorder: the merged figures must be exactly
+    /// those of merging each flow's own histogram, as they were when every flow kept one.
+    #[test]
+    fn one_recorder_per_worker_merges_to_the_per_flow_figures() {
+        let mut per_flow: Vec<Recorder> = (0..7).map(|_| Recorder::new()).collect();
+        let mut workers = [Recorder::new(), Recorder::new(), Recorder::new()];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for n in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let flow = (x % 7) as usize;
+            // Mostly tens of µs, with a tail into seconds (past the histograms' first range).
+            let ns = 5_000 + x % 60_000 + if n % 97 == 0 { x % 3_000_000_000 } else { 0 };
+            per_flow[flow].record(ns);
+            workers[flow % 3].record(ns);
+        }
+        let (mut a, mut b) = (Distribution::new(), Distribution::new());
+        per_flow.iter().for_each(|r| a.add_recorder(r));
+        workers.iter().for_each(|r| b.add_recorder(r));
+        assert_eq!(a.stats(), b.stats());
+        assert_eq!(a.histogram(), b.histogram());
+        assert_eq!(a.encode(), b.encode());
+        for q in [0.5, 0.9, 0.99, 0.999, 0.9999] {
+            assert_eq!(a.quantile_ns(q), b.quantile_ns(q), "q={q}");
+        }
+    }
+
+    #[test]
+    fn sketch_buckets_tile_the_range() {
+        let mut next = 0;
+        for i in 0..SKETCH_BUCKETS {
+            let (lo, hi) = sketch_bounds(i);
+            assert_eq!(lo, next, "bucket {i}");
+            assert!(hi >= lo);
+            assert_eq!(sketch_bucket(lo), i);
+            assert_eq!(sketch_bucket(hi), i);
+            // Midpoint within 1/16 of every value in the bucket.
+            let mid = lo + (hi - lo) / 2;
+            assert!(
+                (mid as f64 - lo as f64) <= lo as f64 / 16.0 + 0.5,
+                "bucket {i}"
+            );
+            assert!(
+                (hi as f64 - mid as f64) <= hi as f64 / 16.0 + 0.5,
+                "bucket {i}"
+            );
+            next = hi + 1;
+        }
+        assert!(sketch_bucket(MAX_LATENCY_NS) < SKETCH_BUCKETS);
+    }
+
+    #[test]
+    fn sketch_p99_is_within_its_precision_of_the_hdr_p99() {
+        let mut s = FlowSketch::new();
+        let mut r = Recorder::new();
+        let mut other = FlowSketch::new();
+        for v in 1..=10_000u64 {
+            let ns = v * 731 + 20_000;
+            if v % 2 == 0 {
+                s.record(ns);
+            } else {
+                other.record(ns);
+            }
+            r.record(ns);
+        }
+        s.merge(&other);
+        let mut d = Distribution::new();
+        d.add_recorder(&r);
+        let (exact, sketch) = (d.stats().unwrap(), s.summary().unwrap());
+        assert_eq!(sketch.count, exact.count);
+        assert_eq!((sketch.min_us, sketch.max_us), (exact.min_us, exact.max_us));
+        assert!((sketch.mean_us - exact.mean_us).abs() < 1e-9);
+        let err = (sketch.p99_us - exact.p99_us).abs() / exact.p99_us;
+        assert!(err <= 0.0625, "{} vs {}", sketch.p99_us, exact.p99_us);
+        assert_eq!(FlowSketch::new().summary(), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{StreamDirection, TestSpec};
-use crate::latency::LatencyStats;
+use crate::latency::{FlowLatency, LatencyStats};
 
 pub use udp::*;
 
@@ -681,9 +681,10 @@ pub struct RrFlowSummary {
     pub total_transactions: u64,
     /// Requests the server answered on this flow, warm-up included.
     pub server_transactions: Option<u64>,
-    /// The flow's own latency distribution; kept for up to
-    /// [`crate::client::PER_FLOW_LATENCY_LIMIT`] flows (one histogram each).
-    pub latency: Option<LatencyStats>,
+    /// The flow's own latency, with `--per-flow` ([`crate::client::ClientConfig::per_flow`]):
+    /// count, min, mean and max exact, p99 from a small sketch (within 6.25 %). `None`
+    /// without it, or without transactions.
+    pub latency: Option<FlowLatency>,
     /// Segments the client retransmitted on this flow.
     pub retransmits: u64,
     /// Why the flow stopped early, if it did.

@@ -95,7 +95,9 @@ async fn bursts_and_larger_messages_still_match() {
         burst: NonZeroU32::new(8).unwrap(),
         ..RrSpec::default()
     };
-    let r = server.run(&rr_config(&server, spec, 1.0)).await;
+    let mut config = rr_config(&server, spec, 1.0);
+    config.per_flow = true;
+    let r = server.run(&config).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
     let rr = rr(&r);
     check_percentiles_ordered(rr);
@@ -103,16 +105,38 @@ async fn bursts_and_larger_messages_still_match() {
         rr.summary.server_transactions,
         Some(rr.summary.total_transactions)
     );
+    let merged = rr.summary.latency.unwrap();
+    let mut per_flow_count = 0;
     for f in &rr.flows {
         assert!(f.transactions > 0, "flow {} did nothing", f.flow);
+        // --per-flow: each flow's sketch holds exactly its measured transactions, inside
+        // the merged extremes.
+        let l = f.latency.expect("--per-flow latency");
+        assert_eq!(l.count, f.transactions, "flow {}", f.flow);
+        assert!(
+            l.min_us >= merged.min_us && l.max_us <= merged.max_us,
+            "flow {}",
+            f.flow
+        );
+        assert!(
+            l.min_us <= l.mean_us && l.mean_us <= l.max_us,
+            "flow {}",
+            f.flow
+        );
+        assert!(
+            l.min_us <= l.p99_us && l.p99_us <= l.max_us,
+            "flow {}",
+            f.flow
+        );
+        per_flow_count += l.count;
         assert_eq!(
             f.server_transactions,
             Some(f.total_transactions),
             "flow {}",
             f.flow
         );
-        assert!(f.latency.is_some());
     }
+    assert_eq!(per_flow_count, merged.count);
     server.stop().await;
 }
 
@@ -198,8 +222,13 @@ async fn a_thousand_flows_on_a_few_threads() {
         Some(rr.summary.total_transactions)
     );
     check_percentiles_ordered(rr);
-    // Per-flow histograms are not kept at this scale; the merged distribution is.
-    assert!(rr.flows[0].latency.is_none());
+    // Without --per-flow a flow keeps no latency of its own; the merged distribution holds
+    // every transaction.
+    assert!(rr.flows.iter().all(|f| f.latency.is_none()));
+    assert_eq!(
+        rr.summary.latency.map(|l| l.count),
+        Some(rr.summary.transactions)
+    );
     let _ = before;
     server.stop().await;
 }

@@ -31,6 +31,9 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         hist,
         unit,
     } = test;
+    if let Some(rr) = spec.as_rr() {
+        crate::fd_limit::ensure(u64::from(rr.flows.get()), target.host.is_none())?;
+    }
     // First, so that no Ctrl-C meets the default action (exit without a file).
     let (cancel, give_up) = ctrl_c_twice()?;
     let mut config = target.client_config(spec, label, psk);

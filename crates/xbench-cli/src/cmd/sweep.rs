@@ -29,6 +29,10 @@ pub(crate) async fn run(sweep: Sweep) -> anyhow::Result<Exit> {
         unit,
     } = sweep;
     let label = plan.label.clone();
+    if let Some(rr) = plan.spec.as_rr() {
+        let most = plan.flows.iter().max().copied().unwrap_or(rr.flows);
+        crate::fd_limit::ensure(u64::from(most.get()), plan.target.host.is_none())?;
+    }
     // `--local` (or no host): an in-process server on a free loopback port, as for one test.
     let local = if plan.target.host.is_none() {
         let l = LocalServer::start(psk).await?;

@@ -143,8 +143,8 @@ impl RrText {
                 if let Some(l) = f.latency {
                     let _ = write!(
                         s,
-                        "  p50 {}  p99 {}  max {} µs",
-                        us(l.p50_us),
+                        "  mean {}  p99 {}  max {} µs",
+                        us(l.mean_us),
                         us(l.p99_us),
                         us(l.max_us)
                     );

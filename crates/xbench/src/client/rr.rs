@@ -5,7 +5,9 @@
 //! transactions; those in flight finish, so both ends count the same ones) →
 //! [`Drained::collect`] (`Finish`, the server's counts) → [`Collected::report`] (the totals).
 //!
-//! Histograms are merged, never percentiles averaged. Not the workers' event loops
+//! Histograms are merged, never percentiles averaged: each worker sends one per interval for
+//! all its flows, so the merged figures cost memory per worker, not per flow; a flow's own
+//! latency is a small sketch, kept only with `--per-flow`. Not the workers' event loops
 //! (`engine::rr::client`) nor the handshake before (`client`).
 
 use std::collections::BTreeMap;
@@ -28,7 +30,7 @@ use crate::engine::rr::{
 use crate::engine::schedule::{Boundaries, Schedule, Span};
 use crate::engine::udp::{socket, wire};
 use crate::error::Error;
-use crate::latency::Distribution;
+use crate::latency::{Distribution, FlowSketch};
 use crate::proto::{Finish, IdCount, Message, Tally};
 use crate::report::{
     CpuReport, CpuUsage, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport, RrSummary,
@@ -36,10 +38,6 @@ use crate::report::{
     TestReport,
 };
 use crate::tcp_info;
-
-/// Flows up to this many keep a latency histogram each for the per-flow summary; beyond it
-/// only the merged distributions are kept (a histogram per flow would cost ~100 KiB each).
-pub const PER_FLOW_LATENCY_LIMIT: usize = 64;
 
 /// Runs an accepted request/response test and reports it.
 pub(super) async fn run(
@@ -171,7 +169,12 @@ impl<'c> Running<'c> {
             streams: streams.clone(),
         });
         let schedule = Schedule::for_spec(&config.spec);
-        let acc = Accumulator::new(spec, workers.len(), schedule.reports_intervals());
+        let acc = Accumulator::new(
+            spec,
+            workers.len(),
+            schedule.reports_intervals(),
+            config.per_flow,
+        );
         let test = Test {
             session,
             config,
@@ -268,6 +271,7 @@ fn spawn_workers(
             cookie: session.cookie,
             key: session.key.clone(),
         }),
+        per_flow: config.per_flow,
     };
     let n_workers = rr::worker_count(flows);
     let mut shares: Vec<Vec<(u16, Option<std::net::TcpStream>)>> =
@@ -308,6 +312,7 @@ fn spawn_udp_workers(
         base: start,
         timeout,
         stall_timeout: config.stall_timeout.max(timeout.saturating_mul(2)),
+        per_flow: config.per_flow,
     };
     let total = flows.len();
     let n_workers = rr::worker_count(total);
@@ -374,13 +379,17 @@ impl<'c> Ended<'c> {
         let (mut done, mut abandoned) = (0, false);
         let mut cpu = CpuUsage::default();
         let mut last: Vec<FlowSnapshot> = Vec::new();
+        let mut last_latency = Distribution::new();
         while done < n_workers {
             tokio::select! {
                 rep = r.reports.recv() => match rep {
-                    Some(Report::Done { flows, cpu: c, .. }) => {
+                    Some(Report::Done { flows, latency, cpu: c }) => {
                         done += 1;
                         cpu += c;
                         last.extend(flows);
+                        if let Some(rec) = &latency {
+                            last_latency.add_recorder(rec);
+                        }
                     }
                     Some(Report::Failed { flow, error }) => {
                         r.test.acc.flow_error(flow, &error);
@@ -430,7 +439,7 @@ impl<'c> Ended<'c> {
         let now = Instant::now();
         let end = now.saturating_duration_since(test.start);
         test.acc
-            .finish_interval(last, boundaries.last(now), on_event);
+            .finish_interval(last, last_latency, boundaries.last(now), on_event);
         // The workers are done: their threads go before the server is asked for its counts.
         drop(workers);
         Drained {
@@ -619,6 +628,8 @@ struct Pending {
     span: Span,
     reported: usize,
     flows: Vec<FlowSnapshot>,
+    /// The workers' latency histograms, merged as they arrive.
+    latency: Distribution,
 }
 
 /// A finished interval waiting for the server's counts.
@@ -633,7 +644,8 @@ struct FlowTotals {
     transactions: u64,
     total_transactions: u64,
     retransmits: u64,
-    latency: Option<Distribution>,
+    /// `--per-flow`: the flow's latency after the warm-up.
+    sketch: Option<FlowSketch>,
     error: Option<String>,
     /// `--rr -u`: after the warm-up, and over the whole test.
     udp: UdpCounts,
@@ -660,9 +672,8 @@ struct Accumulator {
 }
 
 impl Accumulator {
-    fn new(spec: &RrSpec, workers: usize, report_intervals: bool) -> Self {
+    fn new(spec: &RrSpec, workers: usize, report_intervals: bool, per_flow: bool) -> Self {
         let n = usize::from(spec.flows.get());
-        let per_flow_latency = n <= PER_FLOW_LATENCY_LIMIT;
         Accumulator {
             workers,
             report_intervals,
@@ -677,7 +688,7 @@ impl Accumulator {
             udp: spec.udp.map(|_| UdpCounts::default()),
             flows: (0..n)
                 .map(|_| FlowTotals {
-                    latency: per_flow_latency.then(Distribution::new),
+                    sketch: per_flow.then(FlowSketch::new),
                     ..FlowTotals::default()
                 })
                 .collect(),
@@ -690,6 +701,7 @@ impl Accumulator {
             span,
             reported: 0,
             flows: Vec::new(),
+            latency: Distribution::new(),
         };
         self.pending.insert(epoch, pending);
     }
@@ -699,6 +711,7 @@ impl Accumulator {
             worker,
             epoch,
             flows,
+            latency,
         } = r
         else {
             return;
@@ -716,6 +729,9 @@ impl Accumulator {
         }
         if let Some((_, p)) = self.pending.range_mut(..=epoch).next_back() {
             p.flows.extend(flows);
+            if let Some(rec) = &latency {
+                p.latency.add_recorder(rec);
+            }
             p.reported += 1;
         }
         let complete: Vec<u32> = self
@@ -731,8 +747,15 @@ impl Accumulator {
         }
     }
 
-    /// The last interval, `span`, from the workers' final figures (`last`).
-    fn finish_interval(&mut self, last: Vec<FlowSnapshot>, span: Span, on_event: OnEvent<'_>) {
+    /// The last interval, `span`, from the workers' final figures (`last`, and their merged
+    /// `latency`).
+    fn finish_interval(
+        &mut self,
+        last: Vec<FlowSnapshot>,
+        latency: Distribution,
+        span: Span,
+        on_event: OnEvent<'_>,
+    ) {
         // Snapshots still pending (a worker never answered) are folded in as they are.
         let stale: Vec<Pending> = std::mem::take(&mut self.pending).into_values().collect();
         for p in stale {
@@ -742,13 +765,14 @@ impl Accumulator {
             span,
             reported: self.workers,
             flows: last,
+            latency,
         };
         self.absorb(p, on_event);
     }
 
     /// Merges one interval's snapshots and adds them to the totals.
     fn absorb(&mut self, p: Pending, on_event: OnEvent<'_>) {
-        let mut dist = Distribution::new();
+        let dist = &p.latency;
         let mut transactions = 0;
         let mut retransmits = 0;
         let mut connections = 0;
@@ -770,9 +794,6 @@ impl Accumulator {
                 r.1 += f64::from(rtt);
                 r.3 += 1;
             }
-            if let Some(rec) = &f.latency {
-                dist.add_recorder(rec);
-            }
             if let Some(t) = self.flows.get_mut(usize::from(f.flow)) {
                 t.total_transactions += f.transactions;
                 t.total_udp += counts;
@@ -780,14 +801,14 @@ impl Accumulator {
                     t.udp += counts;
                     t.transactions += f.transactions;
                     t.retransmits += f.retransmits;
-                    if let (Some(d), Some(rec)) = (t.latency.as_mut(), &f.latency) {
-                        d.add_recorder(rec);
+                    if let (Some(t), Some(s)) = (t.sketch.as_mut(), &f.sketch) {
+                        t.merge(s);
                     }
                 }
             }
         }
         if !p.span.omitted {
-            self.total.add(&dist);
+            self.total.add(dist);
             if let Some(u) = self.udp.as_mut() {
                 *u += udp;
             }
@@ -990,7 +1011,7 @@ impl Accumulator {
                 server_transactions: server
                     .and_then(|s| s.flows.iter().find(|x| usize::from(x.flow) == i))
                     .map(|x| x.transactions),
-                latency: f.latency.as_ref().and_then(Distribution::stats),
+                latency: f.sketch.as_ref().and_then(FlowSketch::summary),
                 retransmits: f.retransmits,
                 error: f.error.clone(),
                 lost: self.udp.map(|_| f.udp.lost),
@@ -1195,6 +1216,7 @@ mod tests {
             worker,
             epoch,
             flows: vec![FlowSnapshot::counted(flow, transactions)],
+            latency: None,
         }
     }
 
@@ -1204,7 +1226,7 @@ mod tests {
             flows: std::num::NonZeroU16::new(2).unwrap(),
             ..RrSpec::default()
         };
-        let mut acc = Accumulator::new(&spec, 2, true);
+        let mut acc = Accumulator::new(&spec, 2, true, false);
         let mut seen = Vec::new();
         let mut on_event = |ev: ClientEvent| {
             if let ClientEvent::RrInterval(iv) = ev {

@@ -285,6 +285,7 @@ impl Answering {
                 worker,
                 epoch,
                 flows,
+                ..
             }) => {
                 for iv in self.acc.snapshot(worker, epoch, flows) {
                     self.t.send(&Message::RrInterval(iv)).await?;
@@ -336,6 +337,7 @@ impl Answering {
                     worker,
                     epoch,
                     flows,
+                    ..
                 })) => {
                     let _ = acc.snapshot(worker, epoch, flows);
                 }

@@ -6,7 +6,9 @@
 //! with a response. With `--crr` each transaction is its own connection. Workers count and
 //! record; the controller (client or server session) decides when an interval ends by bumping
 //! [`Control::epoch`] and waking them, and each worker answers with a [`Report::Snapshot`] of
-//! its flows. UDP flows (`--rr -u`, [`udp`]) have workers of their own that speak the same
+//! its flows. A client worker records the latency of all its flows in one histogram per
+//! interval (a flow keeps only counters, and a small sketch with `--per-flow`), so memory
+//! grows with workers, not flows. UDP flows (`--rr -u`, [`udp`]) have workers of their own that speak the same
 //! protocol. Nothing here knows the control protocol or prints.
 
 pub(crate) mod client;
@@ -22,7 +24,7 @@ use std::thread::JoinHandle;
 use tokio::sync::mpsc::UnboundedSender;
 
 use self::poll::Waker;
-use crate::latency::Recorder;
+use crate::latency::{FlowSketch, Recorder};
 use crate::report::CpuUsage;
 use crate::tcp_info;
 
@@ -59,8 +61,9 @@ pub(crate) struct FlowSnapshot {
     pub(crate) flow: u16,
     /// Completed transactions (client: responses received; server: requests answered).
     pub(crate) transactions: u64,
-    /// Latency of those transactions (client only).
-    pub(crate) latency: Option<Recorder>,
+    /// The flow's own latency summary of those transactions (client, `--per-flow` only);
+    /// the merged figures come from the worker's recorder.
+    pub(crate) sketch: Option<FlowSketch>,
     /// Segments this end retransmitted.
     pub(crate) retransmits: u64,
     /// Smoothed RTT at the snapshot, µs, when the flow has a connection.
@@ -119,12 +122,16 @@ pub(crate) enum Report {
         worker: usize,
         epoch: u32,
         flows: Vec<FlowSnapshot>,
+        /// Latency of all the worker's transactions in the interval (client only).
+        latency: Option<Recorder>,
     },
     /// A flow failed; the test should end with this error (what was measured is kept).
     Failed { flow: u16, error: String },
     /// The worker has stopped: the last partial interval and its thread's CPU time.
     Done {
         flows: Vec<FlowSnapshot>,
+        /// Latency since the last snapshot (client only).
+        latency: Option<Recorder>,
         cpu: CpuUsage,
     },
 }
@@ -151,12 +158,18 @@ impl Epochs {
         })
     }
 
-    /// The answer to `epoch`.
-    pub(crate) fn snapshot(&self, epoch: u32, flows: Vec<FlowSnapshot>) -> Report {
+    /// The answer to `epoch`: the flows' counts and (client) the worker's latency.
+    pub(crate) fn snapshot(
+        &self,
+        epoch: u32,
+        flows: Vec<FlowSnapshot>,
+        latency: Option<Recorder>,
+    ) -> Report {
         Report::Snapshot {
             worker: self.worker,
             epoch,
             flows,
+            latency,
         }
     }
 }

@@ -222,6 +222,7 @@ impl ServerWorker {
             &self.tx,
             Report::Done {
                 flows,
+                latency: None,
                 cpu: thread_cpu(),
             },
         );
@@ -257,7 +258,7 @@ impl ServerWorker {
     fn housekeeping(&mut self) {
         if let Some(epoch) = self.epochs.due(&self.control) {
             let flows = self.snapshot();
-            tell(&self.tx, self.epochs.snapshot(epoch, flows));
+            tell(&self.tx, self.epochs.snapshot(epoch, flows, None));
         }
     }
 
@@ -279,7 +280,7 @@ impl ServerWorker {
                 FlowSnapshot {
                     flow: *flow,
                     transactions: taken.transactions,
-                    latency: None,
+                    sketch: None,
                     retransmits: taken.retransmits,
                     srtt_us: taken.srtt_us,
                     connections: taken.connections,

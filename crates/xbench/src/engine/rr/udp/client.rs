@@ -26,7 +26,7 @@ use super::super::{
 use super::{Arrival, UdpFlow, recv_header, send};
 use crate::engine::cpu::thread_cpu;
 use crate::engine::udp::wire::{HEADER_LEN, Header};
-use crate::latency::{Recorder, as_ns};
+use crate::latency::{FlowSketch, Recorder, as_ns};
 
 /// How a client worker runs its flows.
 #[derive(Debug, Clone)]
@@ -43,10 +43,14 @@ pub(crate) struct Plan {
     /// A flow that has had no response at all for this long has failed (at least twice the
     /// timeout, so a slow timeout is not mistaken for a dead server).
     pub(crate) stall_timeout: Duration,
+    /// Each flow keeps a [`FlowSketch`] of its own latency (`--per-flow`).
+    pub(crate) per_flow: bool,
 }
 
-/// Lost requests a flow remembers, to tell a late response from a stray.
-pub(crate) const LATE_MEMORY: usize = 4096;
+/// Lost requests a flow remembers, to tell a late response from a duplicate: 4 KiB a flow at
+/// most under any loss (issue 22: at most 8 KB of memory a flow). A response to an older lost
+/// request counts as a duplicate.
+pub(crate) const LATE_MEMORY: usize = 512;
 
 const WAKER: u64 = u64::MAX;
 /// How long a lone ping-pong flow's blocking `recv` waits at most before looking at its
@@ -74,7 +78,7 @@ pub(crate) fn spawn(
         });
         f.sock.set_nonblocking(false)?;
         poll.add(f.sock.as_raw_fd(), slot as u64, Interest::Read)?;
-        state.push(Flow::new(f, phase));
+        state.push(Flow::new(f, phase, plan.per_flow));
     }
     let w = Arc::clone(&waker);
     let thread = std::thread::Builder::new()
@@ -87,6 +91,7 @@ pub(crate) fn spawn(
                 poll,
                 waker: w,
                 flows: state,
+                rec: Recorder::new(),
                 control,
                 tx,
                 due: BinaryHeap::new(),
@@ -129,14 +134,15 @@ struct Flow {
     blocked: bool,
     /// When the oldest request sent since the last response left, ns.
     unanswered_since: Option<u64>,
-    rec: Recorder,
+    /// `--per-flow`: this flow's latency since the last snapshot.
+    sketch: Option<FlowSketch>,
     transactions: u64,
     counts: UdpCounts,
     failed: bool,
 }
 
 impl Flow {
-    fn new(udp: UdpFlow, phase: u64) -> Self {
+    fn new(udp: UdpFlow, phase: u64, per_flow: bool) -> Self {
         Flow {
             udp,
             next_seq: 0,
@@ -146,7 +152,7 @@ impl Flow {
             scheduled: false,
             blocked: false,
             unanswered_since: None,
-            rec: Recorder::new(),
+            sketch: per_flow.then(FlowSketch::new),
             transactions: 0,
             counts: UdpCounts::default(),
             failed: false,
@@ -157,24 +163,28 @@ impl Flow {
         FlowSnapshot {
             flow: self.udp.id,
             transactions: std::mem::take(&mut self.transactions),
-            latency: Some(std::mem::take(&mut self.rec)),
+            sketch: self.sketch.as_mut().map(std::mem::take),
             udp: Some(std::mem::take(&mut self.counts)),
             ..FlowSnapshot::default()
         }
     }
 
-    /// Takes a response to `seq` that arrived at `now`.
-    fn response(&mut self, seq: u64, now: u64) -> bool {
+    /// Takes a response to `seq` that arrived at `now`: its latency, ns, if it answers a
+    /// request in flight (the caller records it for the worker).
+    fn response(&mut self, seq: u64, now: u64) -> Option<u64> {
         if let Some(pos) = self.inflight.iter().position(|o| o.seq == seq) {
             let o = self.inflight.remove(pos).unwrap_or(Outstanding {
                 seq,
                 start: now,
                 sent: now,
             });
-            self.rec.record(now.saturating_sub(o.start));
+            let ns = now.saturating_sub(o.start);
+            if let Some(sk) = self.sketch.as_mut() {
+                sk.record(ns);
+            }
             self.transactions += 1;
             self.unanswered_since = self.inflight.front().map(|o| o.sent);
-            return true;
+            return Some(ns);
         }
         if let Ok(pos) = self.timed_out.binary_search(&seq) {
             self.timed_out.remove(pos);
@@ -184,7 +194,7 @@ impl Flow {
         } else {
             self.counts.ignored += 1;
         }
-        false
+        None
     }
 
     /// Declares lost what has waited `timeout_ns`; returns how many, and the next deadline.
@@ -195,10 +205,11 @@ impl Flow {
                 break;
             }
             self.inflight.pop_front();
-            self.timed_out.push_back(o.seq);
-            if self.timed_out.len() > LATE_MEMORY {
+            // Room first, so the queue never grows past LATE_MEMORY to take one more.
+            if self.timed_out.len() >= LATE_MEMORY {
                 self.timed_out.pop_front();
             }
+            self.timed_out.push_back(o.seq);
             lost += 1;
         }
         self.counts.lost += lost;
@@ -215,6 +226,9 @@ struct ClientWorker {
     poll: Poll,
     waker: Arc<Waker>,
     flows: Vec<Flow>,
+    /// Latency of every flow's transactions since the last snapshot: one histogram for the
+    /// worker, not one per flow.
+    rec: Recorder,
     control: Arc<Control>,
     tx: UnboundedSender<Report>,
     /// Paced flows by next intended start.
@@ -291,6 +305,7 @@ impl ClientWorker {
             &self.tx,
             Report::Done {
                 flows,
+                latency: Some(std::mem::take(&mut self.rec)),
                 cpu: thread_cpu(),
             },
         );
@@ -368,7 +383,8 @@ impl ClientWorker {
             let f = &mut self.flows[i];
             match header.filter(|h| len == want && h.token == f.udp.token) {
                 Some(h) => {
-                    if f.response(h.seq, now) {
+                    if let Some(ns) = f.response(h.seq, now) {
+                        self.rec.record(ns);
                         if self.plan.period.is_some() {
                             self.schedule(i);
                         } else if self.dontwait != 0 {
@@ -483,7 +499,8 @@ impl ClientWorker {
     fn housekeeping(&mut self, now: u64) {
         if let Some(epoch) = self.epochs.due(&self.control) {
             let flows = self.flows.iter_mut().map(Flow::snapshot).collect();
-            tell(&self.tx, self.epochs.snapshot(epoch, flows));
+            let latency = Some(std::mem::take(&mut self.rec));
+            tell(&self.tx, self.epochs.snapshot(epoch, flows, latency));
         }
         if now >= self.next_timeout_check {
             self.expire(now);
@@ -614,6 +631,7 @@ mod tests {
             base: Instant::now(),
             timeout: Duration::from_millis(20),
             stall_timeout: Duration::from_secs(5),
+            per_flow: false,
         };
         let control = Arc::new(Control::default());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -683,6 +701,7 @@ mod tests {
                 token: TOKEN,
             },
             0,
+            true,
         );
         for seq in 0..3 {
             f.inflight.push_back(Outstanding {
@@ -692,14 +711,18 @@ mod tests {
             });
         }
         f.next_seq = 3;
-        assert!(f.response(1, 5));
+        assert_eq!(f.response(1, 5), Some(5));
         assert_eq!(f.expire(25, 20), (1, Some(40)));
         assert_eq!(f.counts.lost, 1);
-        assert!(!f.response(0, 30), "late");
-        assert!(!f.response(0, 31), "a copy of a late one is a duplicate");
-        assert!(!f.response(1, 32), "answered before");
-        assert!(!f.response(7, 33), "never sent");
-        assert!(f.response(2, 34));
+        assert_eq!(f.response(0, 30), None, "late");
+        assert_eq!(
+            f.response(0, 31),
+            None,
+            "a copy of a late one is a duplicate"
+        );
+        assert_eq!(f.response(1, 32), None, "answered before");
+        assert_eq!(f.response(7, 33), None, "never sent");
+        assert_eq!(f.response(2, 34), Some(34));
         assert_eq!(
             (
                 f.counts.late,
@@ -709,6 +732,43 @@ mod tests {
             ),
             (1, 2, 1, 2)
         );
-        assert_eq!(f.rec.count(), 2);
+        assert_eq!(f.sketch.as_ref().map(FlowSketch::count), Some(2));
+    }
+
+    /// A flow losing every request keeps at most LATE_MEMORY of them in mind (issue 22: a
+    /// flow's memory is bounded whatever the loss), and still knows the newest as late.
+    #[test]
+    fn a_flow_losing_everything_remembers_a_bounded_number_of_requests() {
+        let mut f = Flow::new(
+            UdpFlow {
+                id: 0,
+                sock: UdpSocket::bind("127.0.0.1:0").unwrap(),
+                token: TOKEN,
+            },
+            0,
+            false,
+        );
+        let n = 4 * LATE_MEMORY as u64 + 3;
+        for seq in 0..n {
+            f.inflight.push_back(Outstanding {
+                seq,
+                start: seq,
+                sent: seq,
+            });
+            f.next_seq = seq + 1;
+            f.expire(seq + 100, 10);
+        }
+        f.expire(n + 100, 10);
+        assert_eq!(f.counts.lost, n);
+        assert_eq!(f.timed_out.len(), LATE_MEMORY);
+        assert!(
+            f.timed_out.capacity() <= LATE_MEMORY,
+            "{}",
+            f.timed_out.capacity()
+        );
+        assert_eq!(f.response(n - 1, n + 200), None);
+        assert_eq!(f.counts.late, 1);
+        assert_eq!(f.response(0, n + 200), None);
+        assert_eq!(f.counts.duplicates, 1, "forgotten: counted as a duplicate");
     }
 }

@@ -147,6 +147,7 @@ impl ServerWorker {
             &self.tx,
             Report::Done {
                 flows,
+                latency: None,
                 cpu: thread_cpu(),
             },
         );
@@ -204,7 +205,7 @@ impl ServerWorker {
     fn housekeeping(&mut self) {
         if let Some(epoch) = self.epochs.due(&self.control) {
             let flows = self.snapshot();
-            tell(&self.tx, self.epochs.snapshot(epoch, flows));
+            tell(&self.tx, self.epochs.snapshot(epoch, flows, None));
         }
     }
 
