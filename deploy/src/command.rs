@@ -36,6 +36,7 @@ pub fn client_argv(
         response_timeout: config.stall_timeout,
         psk_file: psk_file.map(PathBuf::from),
         protocol: config.protocol,
+        per_flow: config.per_flow,
     };
     let label = config.label.clone().unwrap_or_else(|| "deploy".to_owned());
     let mut argv = SweepPlan::new(target, config.spec.clone(), label).client_args()?;
