@@ -9,6 +9,7 @@
 mod bulk;
 mod connect;
 mod iperf3;
+mod iperf3_udp;
 mod rr;
 mod session;
 mod udp;
