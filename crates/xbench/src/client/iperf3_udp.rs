@@ -479,3 +479,52 @@ async fn exchange_results(
     let _ = ctrl.shutdown().await;
     Ok(theirs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// iperf3 3.12 counts the warm-up's datagrams in `packets` and leaves `omitted_packets`
+    /// at 0: the window's count comes from its bytes, or a receiver gets more than was sent.
+    #[test]
+    fn iperf3_warm_up_datagrams_are_not_counted_in_the_window() {
+        let r = Results {
+            streams: vec![StreamResult {
+                id: wire::stream_id(0),
+                bytes: 100 * 1400,
+                packets: 150,
+                errors: 2,
+                jitter: 0.000_25,
+                ..StreamResult::default()
+            }],
+            ..Results::default()
+        };
+        let ours_sending = theirs(&r, &[(0, Role::Sender)], 1400);
+        let s = &ours_sending.streams[0];
+        assert_eq!((s.role, s.datagrams, s.lost), (Role::Receiver, 100, 2));
+        assert!((s.jitter_ms - 0.25).abs() < 1e-9);
+        let ours_receiving = theirs(&r, &[(0, Role::Receiver)], 1400);
+        let s = &ours_receiving.streams[0];
+        assert_eq!((s.role, s.datagrams, s.lost), (Role::Sender, 100, 0));
+    }
+
+    #[test]
+    fn a_receivers_lost_datagrams_are_among_its_highest_sequence_number() {
+        let c0 = Iperf3Counts {
+            packets: 10,
+            errors: 1,
+            bytes: 9 * 100,
+            ..Iperf3Counts::default()
+        };
+        let c = Iperf3Counts {
+            packets: 110,
+            errors: 4,
+            bytes: 106 * 100,
+            ..Iperf3Counts::default()
+        };
+        let s = ours(0, Role::Receiver, &c, &c0);
+        assert_eq!((s.datagrams, s.lost, s.bytes), (97, 3, 9700));
+        let s = ours(0, Role::Sender, &c, &c0);
+        assert_eq!((s.datagrams, s.lost), (100, 0));
+    }
+}
