@@ -236,7 +236,11 @@ pub(super) async fn run(
             server_batching: server.as_ref().map(|s| s.batching.clone()),
             intervals: Vec::new(),
             directions,
-            grace_s: DRAIN.as_secs_f64(),
+            // iperf3's server stops counting when it reads TEST_END: no grace for its side.
+            grace_s: match ids_roles.iter().any(|(_, r)| *r == Role::Receiver) {
+                true => DRAIN.as_secs_f64(),
+                false => 0.0,
+            },
         }),
         cpu,
         outcome,
