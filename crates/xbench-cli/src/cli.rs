@@ -217,10 +217,10 @@ pub(crate) struct ClientArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) psk_file: Option<PathBuf>,
 
-    /// The server is iperf3 (3.x): speak its protocol. TCP throughput only, -t and -O in
-    /// whole seconds. Without it a server that stays silent to xbench's greeting is probed for
-    /// iperf3 after 5 s.
-    #[arg(long, conflicts_with_all = ["udp", "rr", "crr", "psk_file", "local"])]
+    /// The server is iperf3 (3.x): speak its protocol. TCP and UDP (-u) throughput, -t and -O
+    /// in whole seconds. Without it a server that stays silent to xbench's greeting is probed
+    /// for iperf3 after 5 s.
+    #[arg(long, conflicts_with_all = ["rr", "crr", "psk_file", "local"])]
     pub(crate) iperf3: bool,
 
     /// Disable Nagle's algorithm (TCP_NODELAY).

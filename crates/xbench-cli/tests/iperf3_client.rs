@@ -210,6 +210,53 @@ fn xbench_socket_options_and_omit_against_iperf3_within_3pct_of_iperf3() {
     ]);
 }
 
+/// xbench's received UDP rate and loss in the one direction a test runs.
+fn xbench_udp_received(v: &Value) -> (f64, u64) {
+    let d = &v["udp"]["directions"][0]["figures"]["received"];
+    (
+        d["count"]["bits_per_second"].as_f64().unwrap(),
+        d["lost"].as_u64().unwrap(),
+    )
+}
+
+/// The same UDP flags through both clients: received rates within 3 %, next to no loss.
+fn compare_udp(args: &[&str]) {
+    if !have_iperf3() {
+        return;
+    }
+    let _serial = MEASURING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let xb = xbench_against_iperf3(args);
+    assert_eq!(xb["outcome"]["status"], "completed", "{}", xb["outcome"]);
+    assert_eq!(xb["server"]["software"], "iperf3");
+    let ip = iperf3_against_iperf3(args);
+    let (got, lost) = xbench_udp_received(&xb);
+    let sent = xb["udp"]["directions"][0]["figures"]["sent"]["datagrams"]
+        .as_u64()
+        .unwrap();
+    let want = ip["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    eprintln!(
+        "{args:?}: lost {lost} of {sent} (iperf3 → iperf3: {} of {})",
+        ip["end"]["sum"]["lost_packets"], ip["end"]["sum"]["packets"]
+    );
+    assert!(sent > 0, "datagrams were sent");
+    assert!(lost * 200 <= sent, "{args:?}: lost {lost} of {sent}");
+    assert_close(&format!("{args:?}"), got, want);
+}
+
+#[test]
+fn xbench_udp_against_iperf3_within_3pct_of_iperf3() {
+    compare_udp(&["-u", "-b", "50M", "-t", "2"]);
+}
+
+#[test]
+fn xbench_udp_reverse_against_iperf3_within_3pct_of_iperf3() {
+    compare_udp(&["-u", "-R", "-b", "50M", "-t", "2"]);
+}
+
 #[test]
 fn xbench_finds_out_the_server_is_iperf3_and_says_so() {
     if !have_iperf3() {
@@ -245,7 +292,7 @@ fn xbench_finds_out_the_server_is_iperf3_and_says_so() {
 
 #[test]
 fn iperf3_only_flags_are_usage_errors() {
-    let out = xbench(&["client", "127.0.0.1", "--iperf3", "-u"]);
+    let out = xbench(&["client", "127.0.0.1", "--iperf3", "--rr"]);
     assert_eq!(out.status.code(), Some(2));
     let out = xbench(&["client", "127.0.0.1", "--iperf3", "-t", "1.5"]);
     assert_eq!(

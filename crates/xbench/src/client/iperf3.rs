@@ -5,8 +5,9 @@
 //! iperf3 server's. Also the probe that tells a silent server is iperf3 ([`probe`]).
 //!
 //! iperf3 has no live intervals from the server, no drain after the end (its server closes the
-//! data connections at `TEST_END`) and whole seconds only for `-t` and `-O`. Not UDP, not
-//! request/response. This module prints nothing.
+//! data connections at `TEST_END`) and whole seconds only for `-t` and `-O`. UDP tests leave
+//! this module after `CREATE_STREAMS` for [`super::iperf3_udp`]. Not request/response. This
+//! module prints nothing.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -37,7 +38,7 @@ use crate::summary::{self, Window};
 use crate::time::rfc3339;
 
 /// How long an iperf3 server may take to answer each step before the test.
-const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An iperf3 control connection that has received `PARAM_EXCHANGE`.
 pub(crate) struct Control {
@@ -127,6 +128,14 @@ pub(crate) async fn run(
         .await
         .map_err(|e| Error::io(format!("writing to {addr}"), e))?;
     expect_state(&mut ctrl, &addr, State::CreateStreams, STEP_TIMEOUT).await?;
+    if tp.udp.is_some() {
+        let udp = super::iperf3_udp::Udp {
+            ctrl,
+            server_addr,
+            client_addr,
+        };
+        return super::iperf3_udp::run(udp, config, tp, on_event, cancel).await;
+    }
     let layout = StreamLayout::new(tp);
     let mut warnings = Vec::new();
     let data = interruptible(
@@ -258,7 +267,7 @@ pub(crate) async fn run(
 }
 
 /// What the report names as the server.
-fn iperf3_peer() -> PeerInfo {
+pub(super) fn iperf3_peer() -> PeerInfo {
     PeerInfo {
         software: "iperf3".into(),
         protocol: 3,
@@ -274,12 +283,7 @@ fn supported(config: &ClientConfig) -> Result<&ThroughputSpec, Error> {
         })
     };
     let tp = match &config.spec.workload {
-        Workload::Throughput(tp) if tp.udp.is_none() => tp,
-        Workload::Throughput(_) => {
-            return Err(no(
-                "UDP against an iperf3 server is not supported yet; use iperf3 -u",
-            ));
-        }
+        Workload::Throughput(tp) => tp,
         Workload::RequestResponse(_) => {
             return Err(no("an iperf3 server runs throughput tests only"));
         }
@@ -289,6 +293,9 @@ fn supported(config: &ClientConfig) -> Result<&ThroughputSpec, Error> {
         && (!whole(d) || d.is_zero())
     {
         return Err(no("an iperf3 server takes -t in whole seconds"));
+    }
+    if tp.udp.is_some() && matches!(config.spec.end, EndCondition::Bytes(_)) {
+        return Err(no("a UDP test against an iperf3 server takes -t, not -n"));
     }
     if !whole(config.spec.omit) {
         return Err(no("an iperf3 server takes -O in whole seconds"));
@@ -306,8 +313,14 @@ fn params(config: &ClientConfig, tp: &ThroughputSpec) -> Params {
         EndCondition::Duration(d) => (d.as_secs(), None),
         EndCondition::Bytes(n) => (0, Some(n)),
     };
+    let udp = tp.udp.map(|u| {
+        // iperf3's -b is per stream; ours is the total of a direction's streams.
+        let per_stream = u.bitrate.map_or(0, |b| b / u64::from(tp.streams.get()));
+        (u.datagram_len, per_stream)
+    });
     Params {
-        tcp: Some(true),
+        tcp: udp.is_none().then_some(true),
+        udp: udp.is_some().then_some(true),
         omit: spec.omit.as_secs(),
         time,
         num,
@@ -317,8 +330,8 @@ fn params(config: &ClientConfig, tp: &ThroughputSpec) -> Params {
         reverse: (tp.direction == Direction::ServerToClient).then_some(true),
         bidirectional: (tp.direction == Direction::Bidir).then_some(true),
         window: spec.socket.window,
-        len: Some(u64::from(tp.block_len.get())),
-        bandwidth: tp.bitrate,
+        len: Some(udp.map_or(u64::from(tp.block_len.get()), |(l, _)| u64::from(l))),
+        bandwidth: udp.map_or(tp.bitrate, |(_, b)| Some(b)),
         // iperf3's default, which its server paces -R's sends with.
         pacing_timer: Some(1000),
         congestion: spec.socket.congestion.clone(),
@@ -450,7 +463,7 @@ fn unsent(group: &Group) -> u64 {
 }
 
 /// The words for a control connection that spoke (or closed) before the test's end.
-async fn mid_test_end(
+pub(super) async fn mid_test_end(
     ctrl: &mut TcpStream,
     addr: &str,
     read: std::io::Result<usize>,
@@ -570,7 +583,7 @@ fn server_side(
 }
 
 /// Reads the next state, which must be `want`; iperf3's refusals become errors in words.
-async fn expect_state(
+pub(super) async fn expect_state(
     ctrl: &mut TcpStream,
     addr: &str,
     want: State,
@@ -650,6 +663,6 @@ fn iperf3_error_text(i_errno: i32) -> &'static str {
     }
 }
 
-fn shown(config: &ClientConfig) -> String {
+pub(super) fn shown(config: &ClientConfig) -> String {
     format!("{}:{}", config.host, config.port)
 }

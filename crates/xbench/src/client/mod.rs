@@ -9,6 +9,7 @@
 mod bulk;
 mod connect;
 mod iperf3;
+mod iperf3_udp;
 mod rr;
 mod session;
 mod udp;
@@ -163,7 +164,7 @@ pub async fn run_with_give_up(
         return iperf3::run(control, config, on_event, cancel).await;
     }
     let session = match interruptible(Session::open(config), cancel.as_mut(), "connecting").await {
-        Err(e @ Error::NotXbench { silent: true, .. }) if tcp_throughput(&config.spec) => {
+        Err(e @ Error::NotXbench { silent: true, .. }) if throughput(&config.spec) => {
             // iperf3's server reads a 37-byte cookie and says nothing to our 7-byte greeting.
             match interruptible(
                 async { Ok(iperf3::probe(config, Duration::from_secs(3)).await) },
@@ -196,9 +197,9 @@ pub async fn run_with_give_up(
     }
 }
 
-/// A TCP throughput test, the kind an iperf3 server can run.
-fn tcp_throughput(spec: &TestSpec) -> bool {
-    matches!(&spec.workload, Workload::Throughput(tp) if tp.udp.is_none())
+/// A throughput test (TCP or UDP), the kind an iperf3 server can run.
+fn throughput(spec: &TestSpec) -> bool {
+    matches!(&spec.workload, Workload::Throughput(_))
 }
 
 /// The report of a test that [`run`] ended with [`Error::Interrupted`]: nothing measured

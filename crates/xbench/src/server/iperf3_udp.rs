@@ -27,17 +27,12 @@ use tracing::{info, warn};
 use super::Ctx;
 use super::conn::HandshakeSlot;
 use super::iperf3::{Figures, Measured, Plan, exchange_results, refuse, send_state};
-use crate::engine::udp::iperf3::{self, Iperf3Counts, Iperf3Stream};
+use crate::engine::udp::iperf3::{
+    self, CONNECT_MSG, CONNECT_REPLY, Iperf3Counts, Iperf3Stream, OLD_CONNECT_MSG,
+    OLD_CONNECT_REPLY,
+};
 use crate::proto::iperf3::{Params, State, ierr};
 use crate::report::Role;
-
-/// iperf3 3.12's `UDP_CONNECT_MSG`, written in the client's byte order.
-const CONNECT_MSG: u32 = 0x3637_3839;
-/// iperf3 3.12's `UDP_CONNECT_REPLY`.
-const CONNECT_REPLY: u32 = 0x3938_3736;
-/// What iperf3 before 3.11 sends and answers (`123456789`, `987654321`).
-const OLD_CONNECT_MSG: u32 = 123_456_789;
-const OLD_CONNECT_REPLY: u32 = 987_654_321;
 
 /// A client's stream socket that said hello, and the 4 bytes to answer it with.
 pub(super) type Hello = (SocketAddr, [u8; 4]);

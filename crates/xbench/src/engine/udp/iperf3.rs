@@ -1,12 +1,13 @@
-//! iperf3's UDP data path, for the server's iperf3 tests: datagrams that open with iperf3's
+//! iperf3's UDP data path, for iperf3 tests at either end: datagrams that open with iperf3's
 //! header (the sender's wall-clock seconds and microseconds, 4 bytes each, then a sequence
 //! number of 4 bytes, or 8 with `--udp-counters-64bit`; all big-endian, the first number 1),
 //! received and accounted as iperf3 does (loss from sequence gaps, a late datagram taking one
 //! back, RFC 3550 jitter), or sent evenly paced.
 //!
-//! One blocking thread per stream on a socket connected to the client, publishing cumulative
-//! counters; the server's iperf3 session takes differences at `-O`. Not xbench's own UDP
-//! datagrams ([`super::wire`]) nor how the sockets are found (`server::iperf3_udp`).
+//! One blocking thread per stream on a socket connected to the other end, publishing
+//! cumulative counters; the iperf3 session (the server's, or `xbench client --iperf3`'s) takes
+//! differences at `-O`. Not xbench's own UDP datagrams ([`super::wire`]) nor how the sockets
+//! are found (`server::iperf3_udp`, `client::iperf3_udp`).
 
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,6 +20,14 @@ use super::socket::RECV_TIMEOUT;
 use super::stats::RecvStats;
 use crate::engine::cpu::thread_cpu;
 use crate::report::CpuUsage;
+
+/// iperf3 3.12's `UDP_CONNECT_MSG`, written in the client's byte order.
+pub(crate) const CONNECT_MSG: u32 = 0x3637_3839;
+/// iperf3 3.12's `UDP_CONNECT_REPLY`.
+pub(crate) const CONNECT_REPLY: u32 = 0x3938_3736;
+/// What iperf3 before 3.11 sends and answers (`123456789`, `987654321`).
+pub(crate) const OLD_CONNECT_MSG: u32 = 123_456_789;
+pub(crate) const OLD_CONNECT_REPLY: u32 = 987_654_321;
 
 /// Bytes of iperf3's header with 32-bit sequence numbers; 4 more with 64-bit ones.
 pub(crate) const HEADER_LEN: usize = 12;
