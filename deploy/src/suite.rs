@@ -431,6 +431,8 @@ impl RawTest {
                     flag_key(flag),
                     format!("lists {value} twice; each value is one cell"),
                 ),
+                // A cell the server would refuse, named by its suite key, not its flag.
+                SweepError::Spec(e) => bad(flag_key(e.field), e.reason),
                 other => bad("test", other.to_string()),
             })?;
             for cell in test.cells() {
