@@ -210,41 +210,66 @@ fn xbench_socket_options_and_omit_against_iperf3_within_3pct_of_iperf3() {
     ]);
 }
 
-/// xbench's received UDP rate and loss in the one direction a test runs.
-fn xbench_udp_received(v: &Value) -> (f64, u64) {
-    let d = &v["udp"]["directions"][0]["figures"]["received"];
+/// xbench's received UDP rate and loss, and datagrams sent, in direction `dir`.
+fn xbench_udp_received(v: &Value, dir: &str) -> (f64, u64, u64) {
+    let d = v["udp"]["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["direction"] == dir)
+        .unwrap_or_else(|| panic!("no {dir} in {}", v["udp"]));
+    let (sent, got) = (&d["figures"]["sent"], &d["figures"]["received"]);
     (
-        d["count"]["bits_per_second"].as_f64().unwrap(),
-        d["lost"].as_u64().unwrap(),
+        got["count"]["bits_per_second"].as_f64().unwrap(),
+        got["lost"].as_u64().unwrap(),
+        sent["datagrams"].as_u64().unwrap(),
     )
 }
 
 /// The same UDP flags through both clients: received rates within 3 %, next to no loss.
 fn compare_udp(args: &[&str]) {
+    compare_udp_as(args, args);
+}
+
+/// A UDP test as xbench's flags and iperf3's (which differ where `-b` does: xbench's is a
+/// direction's total, iperf3's per stream): received rates within 3 % in every direction the
+/// test runs, next to no loss.
+fn compare_udp_as(xbench_args: &[&str], iperf3_args: &[&str]) {
     if !have_iperf3() {
         return;
     }
     let _serial = MEASURING
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let xb = xbench_against_iperf3(args);
+    let xb = xbench_against_iperf3(xbench_args);
     assert_eq!(xb["outcome"]["status"], "completed", "{}", xb["outcome"]);
     assert_eq!(xb["server"]["software"], "iperf3");
-    let ip = iperf3_against_iperf3(args);
-    let (got, lost) = xbench_udp_received(&xb);
-    let sent = xb["udp"]["directions"][0]["figures"]["sent"]["datagrams"]
-        .as_u64()
-        .unwrap();
-    let want = ip["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap();
-    eprintln!(
-        "{args:?}: lost {lost} of {sent} (iperf3 → iperf3: {} of {})",
-        ip["end"]["sum"]["lost_packets"], ip["end"]["sum"]["packets"]
-    );
-    assert!(sent > 0, "datagrams were sent");
-    assert!(lost * 200 <= sent, "{args:?}: lost {lost} of {sent}");
-    assert_close(&format!("{args:?}"), got, want);
+    let ip = iperf3_against_iperf3(iperf3_args);
+    let reverse = xbench_args.contains(&"-R");
+    let bidir = xbench_args.contains(&"--bidir");
+    let mut checks = Vec::new();
+    if !reverse {
+        checks.push(("client_to_server", "sum_received"));
+    }
+    if bidir {
+        checks.push(("server_to_client", "sum_received_bidir_reverse"));
+    } else if reverse {
+        checks.push(("server_to_client", "sum_received"));
+    }
+    for (dir, key) in checks {
+        let (got, lost, sent) = xbench_udp_received(&xb, dir);
+        let want = ip["end"][key]["bits_per_second"].as_f64().unwrap();
+        eprintln!(
+            "{xbench_args:?} {dir}: lost {lost} of {sent} (iperf3 → iperf3: {} of {})",
+            ip["end"][key]["lost_packets"], ip["end"][key]["packets"]
+        );
+        assert!(sent > 0, "datagrams were sent");
+        assert!(
+            lost * 200 <= sent,
+            "{xbench_args:?} {dir}: lost {lost} of {sent}"
+        );
+        assert_close(&format!("{xbench_args:?} {dir}"), got, want);
+    }
 }
 
 #[test]
@@ -255,6 +280,16 @@ fn xbench_udp_against_iperf3_within_3pct_of_iperf3() {
 #[test]
 fn xbench_udp_reverse_against_iperf3_within_3pct_of_iperf3() {
     compare_udp(&["-u", "-R", "-b", "50M", "-t", "2"]);
+}
+
+#[test]
+fn xbench_udp_two_streams_and_bidir_against_iperf3_within_3pct_of_iperf3() {
+    // xbench's -b is the direction's total unless it says /stream; iperf3's is per stream.
+    compare_udp_as(
+        &["-u", "-P", "2", "-b", "20M/stream", "-l", "1400", "-t", "2"],
+        &["-u", "-P", "2", "-b", "20M", "-l", "1400", "-t", "2"],
+    );
+    compare_udp(&["-u", "--bidir", "-b", "30M", "-t", "2"]);
 }
 
 #[test]
