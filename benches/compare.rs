@@ -187,20 +187,7 @@ fn run_xbench_bulk(
     copy: bool,
 ) -> Result<Bulk, String> {
     let port = free_port();
-    let server = Command::new(xbench)
-        .args([
-            "server",
-            "--one-off",
-            "-B",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
+    let server = one_off_server(xbench, port, &[])?;
     let mut cmd = Command::new(xbench);
     cmd.args(["client", "127.0.0.1", "-p", &port.to_string(), "--json"])
         .args(["-t", &secs.to_string(), "-P", &streams.to_string()]);
@@ -461,21 +448,7 @@ fn run_xbench_rr(
         Some(k) => vec!["--psk-file".as_ref(), k.as_os_str()],
         None => Vec::new(),
     };
-    let server = Command::new(xbench)
-        .args([
-            "server",
-            "--one-off",
-            "-B",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .args(&key_args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
+    let server = one_off_server(xbench, port, &key_args)?;
     let out = Command::new(xbench)
         .args([
             "client",
@@ -652,20 +625,7 @@ fn run_iperf3_udp(len: u32, rate: &str, secs: u64) -> Result<Datagrams, String> 
 
 fn run_xbench_udp(xbench: &PathBuf, len: u32, rate: &str, secs: u64) -> Result<Datagrams, String> {
     let port = free_port();
-    let server = Command::new(xbench)
-        .args([
-            "server",
-            "--one-off",
-            "-B",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
+    let server = one_off_server(xbench, port, &[])?;
     let client = Command::new(xbench)
         .args([
             "client",
@@ -754,6 +714,31 @@ fn build_xbench() -> PathBuf {
     let target =
         std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), PathBuf::from);
     target.join("release").join("xbench")
+}
+
+/// `xbench server --one-off` on loopback port `port`, with `extra` flags, its own process (so
+/// its CPU is its own), once it listens.
+fn one_off_server(
+    xbench: &PathBuf,
+    port: u16,
+    extra: &[&std::ffi::OsStr],
+) -> Result<std::process::Child, String> {
+    let server = Command::new(xbench)
+        .args([
+            "server",
+            "--one-off",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    wait_listening(port)?;
+    Ok(server)
 }
 
 fn free_port() -> u16 {
