@@ -119,6 +119,21 @@ pub enum Error {
         /// What we were doing.
         state: &'static str,
     },
+    /// Several data connections failed to open; how many, and how.
+    #[error(
+        "only {} of {} data connections to {addr} opened: {} refused or reset, {} timed out, \
+         {} failed otherwise (first error: {cause}){}",
+        setup.connected, setup.requested, setup.refused, setup.timed_out, setup.failed,
+        data_hint(cause)
+    )]
+    DataSetup {
+        /// `host:port`.
+        addr: String,
+        /// The counts.
+        setup: crate::report::ConnectionSetup,
+        /// The first socket error.
+        cause: io::Error,
+    },
     /// A data connection failed to open.
     #[error(
         "cannot open data connection {stream} to {addr}: {cause}{}",

@@ -99,9 +99,10 @@ pub(super) async fn run(
     } else {
         flows
     };
-    let (conns, _) = session
+    let (conns, _, setup) = session
         .connect_data(config, persistent, &mut warnings, cancel.as_mut())
         .await?;
+    let setup = (!spec.connect_per_transaction).then_some(setup);
     if let Some(w) = round_trip(&session, &conns).and_then(|rtt| unreachable_rate(spec, rtt)) {
         warnings.push(w);
     }
@@ -112,7 +113,11 @@ pub(super) async fn run(
     let running = Running::start(session, config, spec, conns, warnings, on_event)?;
     let ended = running.run(cancel, on_event).await;
     let drained = ended.drain(&mut give_up, on_event).await;
-    Ok(drained.collect(&mut give_up, on_event).await.report(spec))
+    let mut report = drained.collect(&mut give_up, on_event).await.report(spec);
+    if let Some(rr) = report.rr.as_mut() {
+        rr.setup = setup;
+    }
+    Ok(report)
 }
 
 /// The flows' sockets: TCP connections in flow order (none with `--crr`), or UDP sockets
@@ -950,6 +955,7 @@ impl Accumulator {
                 udp,
             },
             flows,
+            setup: None,
         }
     }
 }
