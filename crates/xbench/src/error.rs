@@ -101,6 +101,17 @@ pub enum Error {
         /// The server's words.
         message: String,
     },
+    /// The server refused a request/response test for asking more flows than its limit.
+    #[error(
+        "the server refused the test: {message}; --allow-partial-flows runs the {max} flows \
+         it takes instead"
+    )]
+    FlowLimit {
+        /// The server's `--max-flows`.
+        max: u16,
+        /// The server's words.
+        message: String,
+    },
     /// The control connection broke or carried garbage.
     #[error("control connection to {addr}: {cause}")]
     Protocol {

@@ -730,4 +730,8 @@ pub struct ConnectionSetup {
     pub seconds: f64,
     /// Connections opened per second over `seconds`.
     pub per_second: f64,
+    /// `--allow-partial-flows`: the server's flow limit (`--max-flows`), when it took fewer
+    /// flows than asked; the others count as `refused`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_limit: Option<u16>,
 }

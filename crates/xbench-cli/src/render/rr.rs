@@ -329,6 +329,15 @@ fn setup_line(c: &ConnectionSetup) -> String {
     if c.failed > 0 {
         let _ = write!(s, ", {} failed otherwise", grouped(c.failed));
     }
+    if let Some(max) = c.server_limit {
+        let _ = write!(
+            s,
+            " — of {} asked, the server's limit is {max} (--max-flows); measured {} \
+             (--allow-partial-flows)",
+            grouped(c.requested),
+            grouped(c.connected)
+        );
+    }
     s.push('\n');
     s
 }
@@ -403,6 +412,7 @@ mod tests {
             failed: 0,
             seconds: 0.41,
             per_second: 9990.2,
+            server_limit: None,
         };
         assert_eq!(
             setup_line(&c),

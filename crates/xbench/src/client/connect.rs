@@ -214,6 +214,7 @@ impl SetupTally {
             } else {
                 0.0
             },
+            server_limit: None,
         }
     }
 }

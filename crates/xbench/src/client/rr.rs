@@ -120,6 +120,18 @@ pub(super) async fn run(
     Ok(report)
 }
 
+/// Records in `report` the flows the server's limit (`max` of `asked`) turned away under
+/// `--allow-partial-flows`: counted as refused at setup, and `why` among the warnings.
+pub(super) fn turned_away(report: &mut TestReport, asked: u16, max: u16, why: String) {
+    if let Some(s) = report.rr.as_mut().and_then(|rr| rr.setup.as_mut()) {
+        let more = u64::from(asked.saturating_sub(max));
+        s.requested += more;
+        s.refused += more;
+        s.server_limit = Some(max);
+    }
+    report.warnings.push(why);
+}
+
 /// The flows' sockets: TCP connections in flow order (none with `--crr`), or UDP sockets
 /// whose greetings the server took (`--rr -u`).
 enum Data {

@@ -337,9 +337,14 @@ async fn expect(
     state: &'static str,
 ) -> Result<Message, Error> {
     match rd.next_within(Duration::from_secs(30)).await {
-        Ok(Some(Message::Error(ErrorMsg { code, message }))) => {
-            Err(Error::Refused { code, message })
-        }
+        Ok(Some(Message::Error(ErrorMsg {
+            code,
+            message,
+            max_flows,
+        }))) => match max_flows {
+            Some(max) => Err(Error::FlowLimit { max, message }),
+            None => Err(Error::Refused { code, message }),
+        },
         Ok(Some(m)) => Ok(m),
         Ok(None) => Err(Error::Protocol {
             addr: addr.to_owned(),
