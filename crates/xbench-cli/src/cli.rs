@@ -340,6 +340,16 @@ pub(crate) struct ClientArgs {
     )]
     pub(crate) per_flow: bool,
 
+    /// When the server takes fewer flows than --flows (its --max-flows), measure the flows it
+    /// takes and say so, instead of failing. Off, such a test exits 1 naming the limit: a
+    /// connection limit on the path (a load balancer's, a NAT's) is a finding, not noise.
+    #[arg(
+        long,
+        requires = "latency",
+        help_heading = "Request/response (latency)"
+    )]
+    pub(crate) allow_partial_flows: bool,
+
     /// Write the latency histograms as an HdrHistogram interval log to FILE, and the
     /// percentile distribution to FILE.hgrm.
     #[arg(

@@ -297,6 +297,7 @@ fn target(a: &ClientArgs) -> Target {
         connect_timeout: a.connect_timeout,
         response_timeout: a.response_timeout,
         per_flow: a.per_flow,
+        allow_partial_flows: a.allow_partial_flows,
         psk_file: a.psk_file.clone(),
         protocol: match a.iperf3 {
             true => ServerProtocol::Iperf3,
@@ -534,6 +535,7 @@ mod tests {
             psk_file: Some(key_file()),
             protocol: ServerProtocol::Detect,
             per_flow: false,
+            allow_partial_flows: false,
         };
         let mut plans = vec![SweepPlan::new(target.clone(), every.clone(), "path one")];
         // The lab's suite: a stream sweep saved and resumed, and latency.

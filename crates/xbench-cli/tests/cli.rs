@@ -625,6 +625,26 @@ fn rr_and_crr_reports_validate_against_the_schema() {
         let l = &s["latency"];
         assert!(l["min_us"].as_f64() <= l["p50_us"].as_f64());
         assert!(l["p99_us"].as_f64() <= l["max_us"].as_f64());
+        // --rr opens its flows at the start and says how that went; --crr connects per
+        // transaction and counts those in the summary instead.
+        let setup = &doc["rr"]["setup"];
+        if args[0] == "--crr" {
+            assert!(setup.is_null(), "{args:?}: {setup}");
+            continue;
+        }
+        let flows = doc["rr"]["flows"].as_array().unwrap().len() as u64;
+        assert_eq!(setup["requested"], flows, "{args:?}: {setup}");
+        assert_eq!(setup["connected"], flows, "{args:?}: {setup}");
+        assert_eq!(setup["refused"], 0, "{args:?}: {setup}");
+        assert_eq!(setup["timed_out"], 0, "{args:?}: {setup}");
+        assert!(
+            setup["seconds"].as_f64().unwrap() > 0.0,
+            "{args:?}: {setup}"
+        );
+        assert!(
+            setup["per_second"].as_f64().unwrap() > 0.0,
+            "{args:?}: {setup}"
+        );
     }
 }
 

@@ -1,6 +1,7 @@
 //! Refusals as a user reads them: the reason on stderr and the exit status for it — a `--rate`
-//! out of bounds (2, a usage error), a busy server (1, with what to do), and a server that
-//! cannot listen (1, naming every address it tried).
+//! out of bounds (2, a usage error), a busy server (1, with what to do), a server that
+//! cannot listen (1, naming every address it tried), and a server that takes fewer flows
+//! than asked (1 naming its limit, or a measured run with `--allow-partial-flows`).
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
 
@@ -12,6 +13,7 @@ use std::sync::mpsc::channel;
 use std::time::Duration;
 
 use common::{assert_usage_errors, xbench};
+use serde_json::Value;
 
 #[test]
 fn a_rate_no_clock_reaches_is_a_usage_error_naming_the_flag_and_the_range() {
@@ -110,4 +112,64 @@ fn a_server_that_cannot_listen_names_every_address_it_tried() {
     assert!(err.contains(&format!("[::]:{port}")), "{err}");
     assert!(err.contains(&format!("0.0.0.0:{port}")), "{err}");
     assert!(err.contains("in use"), "{err}");
+}
+
+/// `xbench client` against `server` for a `--rr` test of 50 flows, one second.
+fn fifty_flows(server: &ServerProc, extra: &[&str]) -> std::process::Output {
+    xbench()
+        .args(["client", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["--rr", "--flows", "50", "-t", "1"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_server_taking_fewer_flows_than_asked_fails_the_test_naming_its_limit() {
+    let server = ServerProc::start(&["--max-flows", "10"]);
+    let out = fifty_flows(&server, &["--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("at most 10 (--max-flows)"), "{err}");
+    assert!(err.contains("--allow-partial-flows"), "{err}");
+}
+
+#[test]
+fn allow_partial_flows_measures_the_flows_the_server_takes_and_counts_the_rest_refused() {
+    let server = ServerProc::start(&["--max-flows", "10"]);
+    let out = fifty_flows(&server, &["--json", "--allow-partial-flows"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let setup = &doc["rr"]["setup"];
+    assert_eq!(setup["requested"], 50, "{setup}");
+    assert_eq!(setup["connected"], 10, "{setup}");
+    assert_eq!(setup["refused"], 40, "{setup}");
+    let sum: u64 = ["connected", "refused", "timed_out", "failed"]
+        .iter()
+        .map(|k| setup[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, 50, "{setup}");
+    assert_eq!(setup["server_limit"], 10, "{setup}");
+    assert_eq!(doc["rr"]["flows"].as_array().unwrap().len(), 10);
+    assert!(doc["rr"]["summary"]["transactions"].as_u64().unwrap() > 0);
+    let warned = doc["warnings"].as_array().unwrap().iter();
+    assert!(
+        warned
+            .map(|w| w.as_str().unwrap())
+            .any(|w| w.contains("took 10 of the 50 flows")),
+        "{}",
+        doc["warnings"]
+    );
+
+    // The human output says it on the setup line.
+    let out = fifty_flows(&server, &["--allow-partial-flows"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("setup: 10 flows connected in")
+            && text.contains("40 refused")
+            && text.contains("the server's limit is 10 (--max-flows)"),
+        "{text}"
+    );
 }

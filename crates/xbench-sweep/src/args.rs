@@ -124,6 +124,7 @@ impl Args {
             psk_file,
             protocol,
             per_flow,
+            allow_partial_flows,
         } = t;
         let defaults = Target::local();
         match host {
@@ -169,6 +170,9 @@ impl Args {
         }
         if *per_flow {
             self.push("--per-flow");
+        }
+        if *allow_partial_flows {
+            self.push("--allow-partial-flows");
         }
         if let Some(p) = psk_file {
             self.eq("--psk-file", utf8(p)?);

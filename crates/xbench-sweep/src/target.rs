@@ -35,6 +35,9 @@ pub struct Target {
     /// Request/response: each flow's own latency summary in the report (`--per-flow`; the
     /// library's `per_flow`).
     pub per_flow: bool,
+    /// Request/response: run the flows a server's `--max-flows` takes instead of failing
+    /// (`--allow-partial-flows`; the library's `allow_partial_flows`).
+    pub allow_partial_flows: bool,
 }
 
 impl Target {
@@ -59,6 +62,7 @@ impl Target {
             psk_file: None,
             protocol: defaults.protocol,
             per_flow: defaults.per_flow,
+            allow_partial_flows: defaults.allow_partial_flows,
         }
     }
 
@@ -86,6 +90,7 @@ impl Target {
             psk,
             protocol: self.protocol,
             per_flow: self.per_flow,
+            allow_partial_flows: self.allow_partial_flows,
             ..ClientConfig::new(self.host.as_deref().unwrap_or("127.0.0.1"))
         }
     }

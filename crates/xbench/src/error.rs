@@ -101,6 +101,17 @@ pub enum Error {
         /// The server's words.
         message: String,
     },
+    /// The server refused a request/response test for asking more flows than its limit.
+    #[error(
+        "the server refused the test: {message}; --allow-partial-flows runs the {max} flows \
+         it takes instead"
+    )]
+    FlowLimit {
+        /// The server's `--max-flows`.
+        max: u16,
+        /// The server's words.
+        message: String,
+    },
     /// The control connection broke or carried garbage.
     #[error("control connection to {addr}: {cause}")]
     Protocol {
@@ -118,6 +129,21 @@ pub enum Error {
         got: String,
         /// What we were doing.
         state: &'static str,
+    },
+    /// Several data connections failed to open; how many, and how.
+    #[error(
+        "only {} of {} data connections to {addr} opened: {} refused or reset, {} timed out, \
+         {} failed otherwise (first error: {cause}){}",
+        setup.connected, setup.requested, setup.refused, setup.timed_out, setup.failed,
+        data_hint(cause)
+    )]
+    DataSetup {
+        /// `host:port`.
+        addr: String,
+        /// The counts.
+        setup: crate::report::ConnectionSetup,
+        /// The first socket error.
+        cause: io::Error,
     },
     /// A data connection failed to open.
     #[error(

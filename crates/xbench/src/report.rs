@@ -703,4 +703,35 @@ pub struct RrReport {
     pub summary: RrSummary,
     /// Per flow.
     pub flows: Vec<RrFlowSummary>,
+    /// `--rr` over TCP: how opening the flows' connections went. `None` for `--crr` (it
+    /// connects per transaction; see `summary.connections`), `--rr -u`, and reports written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<ConnectionSetup>,
+}
+
+/// How opening a test's data connections went, all at once at its start. A load balancer's
+/// or a NAT's connection limit shows here as refused or timed-out connections rather than
+/// as a slow test.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionSetup {
+    /// Connections asked for (one per flow).
+    pub requested: u64,
+    /// Connections that opened and were greeted.
+    pub connected: u64,
+    /// Refused or reset by the peer (or something on the path).
+    pub refused: u64,
+    /// Not answered within the connect timeout.
+    pub timed_out: u64,
+    /// Failed for another reason (unreachable, out of local ports…).
+    #[serde(default)]
+    pub failed: u64,
+    /// From the first `connect()` to the last outcome, in seconds.
+    pub seconds: f64,
+    /// Connections opened per second over `seconds`.
+    pub per_second: f64,
+    /// `--allow-partial-flows`: the server's flow limit (`--max-flows`), when it took fewer
+    /// flows than asked; the others count as `refused`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_limit: Option<u16>,
 }

@@ -116,6 +116,48 @@ async fn the_allow_list_refuses_other_addresses_by_name() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_allowing_partial_flows_runs_the_flows_the_server_takes() {
+    let server = TestServer::with_limits(Limits {
+        max_flows: 3,
+        ..Limits::default()
+    })
+    .await;
+    let mut c = server.config();
+    c.spec = TestSpec::request_response();
+    c.spec.end = EndCondition::Duration(Duration::from_millis(300));
+    if let Workload::RequestResponse(r) = &mut c.spec.workload {
+        r.flows = NonZeroU16::new(8).unwrap();
+    }
+    match run(&c).await.unwrap_err() {
+        Error::FlowLimit { max, .. } => assert_eq!(max, 3),
+        other => panic!("expected the server's flow limit, got: {other}"),
+    }
+    c.allow_partial_flows = true;
+    let r = run(&c).await.unwrap();
+    assert_eq!(r.outcome, Outcome::Completed);
+    assert!(
+        r.warnings.iter().any(|w| w.contains("took 3 of the 8")),
+        "{:?}",
+        r.warnings
+    );
+    let rr = r.rr.unwrap();
+    let s = rr.setup.unwrap();
+    assert_eq!(
+        (
+            s.requested,
+            s.connected,
+            s.refused,
+            s.timed_out,
+            s.server_limit
+        ),
+        (8, 3, 5, 0, Some(3))
+    );
+    assert_eq!(rr.flows.len(), 3);
+    assert!(rr.summary.transactions > 0);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_limit_refuses_with_its_name() {
     let server = TestServer::with_limits(Limits {
         max_streams: 4,

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use xbench::latency::LatencyStats;
-use xbench::report::{RrInterval, RrSummary, RrUdpSummary, TestReport};
+use xbench::report::{ConnectionSetup, RrInterval, RrSummary, RrUdpSummary, TestReport};
 use xbench::units::ByteSize;
 use xbench::{ClientConfig, TestSpec};
 
@@ -101,6 +101,9 @@ impl RrText {
                 String::new()
             }
         );
+        if let Some(c) = &rr.setup {
+            s.push_str(&setup_line(c));
+        }
         match sum.latency {
             Some(l) => {
                 let _ = writeln!(
@@ -311,6 +314,47 @@ fn describe(spec: &TestSpec) -> String {
 }
 
 /// Message sizes as people write them: exact bytes when small.
+/// How opening the flows went: a connection limit on the path (a load balancer's, a NAT's)
+/// shows as refused or timed-out connections, or as a slow setup.
+fn setup_line(c: &ConnectionSetup) -> String {
+    let mut s = format!(
+        "  setup: {} flow{} connected in {:.2} s ({}/s), {} refused, {} timed out",
+        grouped(c.connected),
+        if c.connected == 1 { "" } else { "s" },
+        c.seconds,
+        grouped(c.per_second.round() as u64),
+        grouped(c.refused),
+        grouped(c.timed_out),
+    );
+    if c.failed > 0 {
+        let _ = write!(s, ", {} failed otherwise", grouped(c.failed));
+    }
+    if let Some(max) = c.server_limit {
+        let _ = write!(
+            s,
+            " — of {} asked, the server's limit is {max} (--max-flows); measured {} \
+             (--allow-partial-flows)",
+            grouped(c.requested),
+            grouped(c.connected)
+        );
+    }
+    s.push('\n');
+    s
+}
+
+/// A count with thousands separators: 4,096.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
 fn size(b: u32) -> String {
     if b < 1024 {
         format!("{b}-byte")
@@ -352,7 +396,29 @@ fn per_second(v: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::per_second;
+    use super::*;
+
+    #[test]
+    fn the_setup_line_groups_its_counts() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(4096), "4,096");
+        assert_eq!(grouped(1_234_567), "1,234,567");
+        let c = ConnectionSetup {
+            requested: 4096,
+            connected: 4096,
+            refused: 0,
+            timed_out: 0,
+            failed: 0,
+            seconds: 0.41,
+            per_second: 9990.2,
+            server_limit: None,
+        };
+        assert_eq!(
+            setup_line(&c),
+            "  setup: 4,096 flows connected in 0.41 s (9,990/s), 0 refused, 0 timed out\n"
+        );
+    }
 
     #[test]
     fn slow_paced_rates_keep_their_digits() {

@@ -43,7 +43,7 @@ pub(super) async fn run(
     tokio::pin!(cancel);
     let layout = StreamLayout::new(tp);
     let mut warnings = Vec::new();
-    let (data, ready) = session
+    let (data, ready, _) = session
         .connect_data(config, layout.streams(), &mut warnings, cancel.as_mut())
         .await?;
     for w in &warnings {

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::io::AsyncWriteExt;
@@ -15,7 +16,7 @@ use super::{AddressFamily, ClientConfig};
 use crate::engine::sockopt;
 use crate::error::{Error, connect_hint};
 use crate::proto::DataHello;
-use crate::report::SocketReport;
+use crate::report::{ConnectionSetup, SocketReport};
 
 pub(super) async fn resolve(config: &ClientConfig) -> Result<Vec<SocketAddr>, Error> {
     let host = config.host.trim_start_matches('[').trim_end_matches(']');
@@ -102,13 +103,15 @@ pub(super) async fn connect_one(
 }
 
 /// Opens every data connection concurrently (one by one would cost a round trip each), the
-/// one of stream or flow `id` greeting with `hellos[id]`.
+/// one of stream or flow `id` greeting with `hellos[id]`, and says how that went. Every
+/// connection is waited for, so a failure names how many of them failed and how.
 pub(crate) async fn open_data(
     config: &ClientConfig,
     server: SocketAddr,
     hellos: &[DataHello],
     warnings: &mut Vec<String>,
-) -> Result<Vec<(std::net::TcpStream, SocketReport)>, Error> {
+) -> Result<(Vec<(std::net::TcpStream, SocketReport)>, ConnectionSetup), Error> {
+    let started = std::time::Instant::now();
     let mut set = tokio::task::JoinSet::new();
     for (id, hello) in hellos.iter().enumerate() {
         let config = config.clone();
@@ -127,9 +130,13 @@ pub(crate) async fn open_data(
         });
     }
     let mut out: BTreeMap<usize, (std::net::TcpStream, SocketReport)> = BTreeMap::new();
+    let mut tally = SetupTally::default();
     let mut first_err = None;
     while let Some(joined) = set.join_next().await {
-        let Ok((id, res, w)) = joined else { continue };
+        let Ok((id, res, w)) = joined else {
+            tally.failed += 1;
+            continue;
+        };
         if id == 0 {
             // Every stream gets the same settings; one copy of each warning is enough.
             warnings.extend(w);
@@ -138,24 +145,78 @@ pub(crate) async fn open_data(
             Ok(v) => {
                 out.insert(id, v);
             }
-            Err(e) if first_err.is_none() => {
-                // A socket option failure arrives wrapped; show the library error itself.
-                first_err = Some(match e.downcast::<Error>() {
-                    Ok(inner) => inner,
-                    Err(e) => Error::DataConnect {
-                        stream: id as u16,
-                        addr: server.to_string(),
-                        cause: e,
-                    },
-                });
+            Err(e) => {
+                tally.count(&e);
+                if first_err.is_none() {
+                    first_err = Some((id, e));
+                }
             }
-            Err(_) => {}
         }
     }
-    if let Some(e) = first_err {
-        return Err(e);
+    let setup = tally.setup(hellos.len(), out.len(), started.elapsed());
+    if let Some((id, e)) = first_err {
+        // A socket option failure arrives wrapped; show the library error itself.
+        let e = match e.downcast::<Error>() {
+            Ok(inner) => return Err(inner),
+            Err(e) => e,
+        };
+        if setup.requested == 1 || setup.connected + 1 == setup.requested {
+            return Err(Error::DataConnect {
+                stream: id as u16,
+                addr: server.to_string(),
+                cause: e,
+            });
+        }
+        return Err(Error::DataSetup {
+            addr: server.to_string(),
+            setup,
+            cause: e,
+        });
     }
-    Ok(out.into_values().collect())
+    Ok((out.into_values().collect(), setup))
+}
+
+/// How the data connections failed, by kind.
+#[derive(Debug, Default)]
+struct SetupTally {
+    refused: u64,
+    timed_out: u64,
+    failed: u64,
+}
+
+impl SetupTally {
+    fn count(&mut self, e: &std::io::Error) {
+        use std::io::ErrorKind as K;
+        match e.kind() {
+            // A reset or an early close is how a server (or a middlebox) that took the
+            // connection but will not serve it says no.
+            K::ConnectionRefused
+            | K::ConnectionReset
+            | K::ConnectionAborted
+            | K::BrokenPipe
+            | K::UnexpectedEof => self.refused += 1,
+            K::TimedOut => self.timed_out += 1,
+            _ => self.failed += 1,
+        }
+    }
+
+    fn setup(&self, requested: usize, connected: usize, took: Duration) -> ConnectionSetup {
+        let seconds = took.as_secs_f64();
+        ConnectionSetup {
+            requested: requested as u64,
+            connected: connected as u64,
+            refused: self.refused,
+            timed_out: self.timed_out,
+            failed: self.failed,
+            seconds,
+            per_second: if seconds > 0.0 {
+                connected as f64 / seconds
+            } else {
+                0.0
+            },
+            server_limit: None,
+        }
+    }
 }
 
 pub(crate) fn empty_socket_report() -> SocketReport {
@@ -167,5 +228,31 @@ pub(crate) fn empty_socket_report() -> SocketReport {
         mss: 0,
         congestion: String::new(),
         nodelay: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_connections_are_counted_by_kind_and_add_up() {
+        use std::io::{Error as E, ErrorKind as K};
+        let mut t = SetupTally::default();
+        for k in [
+            K::ConnectionRefused,
+            K::ConnectionReset,
+            K::TimedOut,
+            K::AddrNotAvailable,
+        ] {
+            t.count(&E::from(k));
+        }
+        let s = t.setup(10, 6, Duration::from_millis(500));
+        assert_eq!((s.refused, s.timed_out, s.failed), (2, 1, 1));
+        assert_eq!(
+            s.connected + s.refused + s.timed_out + s.failed,
+            s.requested
+        );
+        assert!((s.per_second - 12.0).abs() < 1e-9, "{}", s.per_second);
     }
 }

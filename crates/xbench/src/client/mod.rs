@@ -16,6 +16,7 @@ mod udp;
 
 use std::future::Future;
 use std::net::IpAddr;
+use std::num::NonZeroU16;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
@@ -76,6 +77,11 @@ pub struct ClientConfig {
     /// min, mean, max and a p99 from a 1.3 KB sketch per flow. Off, a flow reports only its
     /// counts and the latency figures are the merged ones.
     pub per_flow: bool,
+    /// Request/response: when the server takes fewer flows than asked (its `--max-flows`),
+    /// run the flows it takes and say so in the report (`--allow-partial-flows`), instead of
+    /// failing with [`Error::FlowLimit`]. Off by default: a test that silently ran fewer
+    /// flows than asked would measure a different load.
+    pub allow_partial_flows: bool,
 }
 
 /// Which protocol the client speaks to the server.
@@ -106,6 +112,7 @@ impl ClientConfig {
             psk: None,
             protocol: ServerProtocol::Detect,
             per_flow: false,
+            allow_partial_flows: false,
         }
     }
 }
@@ -163,7 +170,32 @@ pub async fn run_with_give_up(
         let control = interruptible(iperf3::connect(config), cancel.as_mut(), "connecting").await?;
         return iperf3::run(control, config, on_event, cancel).await;
     }
-    let session = match interruptible(Session::open(config), cancel.as_mut(), "connecting").await {
+    let mut opened = interruptible(Session::open(config), cancel.as_mut(), "connecting").await;
+    // With --allow-partial-flows a test over the server's flow limit asks again for the
+    // flows it takes; the report counts the rest as refused.
+    let narrowed;
+    let mut config = config;
+    let mut turned_away = None;
+    if let Err(Error::FlowLimit { max, message }) = &opened
+        && config.allow_partial_flows
+        && let Some(fewer) = NonZeroU16::new(*max)
+    {
+        let mut c = config.clone();
+        if let Workload::RequestResponse(rr) = &mut c.spec.workload {
+            let asked = rr.flows.get();
+            rr.flows = fewer;
+            let why = format!(
+                "the server took {max} of the {asked} flows asked ({message}); measuring those \
+                 {max} (--allow-partial-flows)"
+            );
+            on_event(ClientEvent::Warning(why.clone()));
+            turned_away = Some((asked, *max, why));
+        }
+        narrowed = c;
+        config = &narrowed;
+        opened = interruptible(Session::open(config), cancel.as_mut(), "connecting").await;
+    }
+    let session = match opened {
         Err(e @ Error::NotXbench { silent: true, .. }) if throughput(&config.spec) => {
             // iperf3's server reads a 37-byte cookie and says nothing to our 7-byte greeting.
             match interruptible(
@@ -192,7 +224,11 @@ pub async fn run_with_give_up(
         }
         Workload::Throughput(tp) => bulk::run(session, config, tp, on_event, cancel, give_up).await,
         Workload::RequestResponse(rr) => {
-            rr::run(session, config, rr, on_event, cancel, give_up).await
+            let mut report = rr::run(session, config, rr, on_event, cancel, give_up).await?;
+            if let Some((asked, max, why)) = turned_away {
+                rr::turned_away(&mut report, asked, max, why);
+            }
+            Ok(report)
         }
     }
 }

@@ -99,9 +99,10 @@ pub(super) async fn run(
     } else {
         flows
     };
-    let (conns, _) = session
+    let (conns, _, setup) = session
         .connect_data(config, persistent, &mut warnings, cancel.as_mut())
         .await?;
+    let setup = (!spec.connect_per_transaction).then_some(setup);
     if let Some(w) = round_trip(&session, &conns).and_then(|rtt| unreachable_rate(spec, rtt)) {
         warnings.push(w);
     }
@@ -112,7 +113,23 @@ pub(super) async fn run(
     let running = Running::start(session, config, spec, conns, warnings, on_event)?;
     let ended = running.run(cancel, on_event).await;
     let drained = ended.drain(&mut give_up, on_event).await;
-    Ok(drained.collect(&mut give_up, on_event).await.report(spec))
+    let mut report = drained.collect(&mut give_up, on_event).await.report(spec);
+    if let Some(rr) = report.rr.as_mut() {
+        rr.setup = setup;
+    }
+    Ok(report)
+}
+
+/// Records in `report` the flows the server's limit (`max` of `asked`) turned away under
+/// `--allow-partial-flows`: counted as refused at setup, and `why` among the warnings.
+pub(super) fn turned_away(report: &mut TestReport, asked: u16, max: u16, why: String) {
+    if let Some(s) = report.rr.as_mut().and_then(|rr| rr.setup.as_mut()) {
+        let more = u64::from(asked.saturating_sub(max));
+        s.requested += more;
+        s.refused += more;
+        s.server_limit = Some(max);
+    }
+    report.warnings.push(why);
 }
 
 /// The flows' sockets: TCP connections in flow order (none with `--crr`), or UDP sockets
@@ -950,6 +967,7 @@ impl Accumulator {
                 udp,
             },
             flows,
+            setup: None,
         }
     }
 }

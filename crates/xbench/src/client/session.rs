@@ -23,8 +23,8 @@ use crate::proto::{
     PROTOCOL_VERSION, Preamble, ProtoError, Ready, Welcome,
 };
 use crate::report::{
-    CpuReport, Interval, Outcome, PeerInfo, RrReport, SCHEMA_VERSION, SocketReport, StreamInfo,
-    Summary, TestReport, UdpReport,
+    ConnectionSetup, CpuReport, Interval, Outcome, PeerInfo, RrReport, SCHEMA_VERSION,
+    SocketReport, StreamInfo, Summary, TestReport, UdpReport,
 };
 use crate::time::rfc3339;
 
@@ -81,16 +81,23 @@ impl Session {
     }
 
     /// Opens `n` data connections, then waits for the server's `Ready`; `cancel` (Ctrl-C)
-    /// cuts either wait short.
+    /// cuts either wait short. Also says how opening them went.
     pub(crate) async fn connect_data(
         &mut self,
         config: &ClientConfig,
         n: usize,
         warnings: &mut Vec<String>,
         mut cancel: Pin<&mut impl Future<Output = ()>>,
-    ) -> Result<(Vec<(std::net::TcpStream, SocketReport)>, Ready), Error> {
+    ) -> Result<
+        (
+            Vec<(std::net::TcpStream, SocketReport)>,
+            Ready,
+            ConnectionSetup,
+        ),
+        Error,
+    > {
         let hellos = self.hellos(n)?;
-        let data = interruptible(
+        let (data, setup) = interruptible(
             open_data(config, self.server_addr, &hellos, warnings),
             cancel.as_mut(),
             "opening the data connections",
@@ -103,7 +110,7 @@ impl Session {
         )
         .await?;
         self.check_greetings(&hellos, &ready)?;
-        Ok((data, ready))
+        Ok((data, ready, setup))
     }
 
     /// The greetings of the `n` data connections, one per stream or flow (counter 0). With a
@@ -330,9 +337,14 @@ async fn expect(
     state: &'static str,
 ) -> Result<Message, Error> {
     match rd.next_within(Duration::from_secs(30)).await {
-        Ok(Some(Message::Error(ErrorMsg { code, message }))) => {
-            Err(Error::Refused { code, message })
-        }
+        Ok(Some(Message::Error(ErrorMsg {
+            code,
+            message,
+            max_flows,
+        }))) => match max_flows {
+            Some(max) => Err(Error::FlowLimit { max, message }),
+            None => Err(Error::Refused { code, message }),
+        },
         Ok(Some(m)) => Ok(m),
         Ok(None) => Err(Error::Protocol {
             addr: addr.to_owned(),

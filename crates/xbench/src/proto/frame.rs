@@ -182,6 +182,7 @@ mod tests {
         Message::Error(ErrorMsg {
             code: ErrorCode::BadRequest,
             message: "streams must be at least 1".into(),
+            max_flows: None,
         })
     }
 

@@ -226,6 +226,11 @@ pub struct ErrorMsg {
     pub code: ErrorCode,
     /// What happened and what to do about it.
     pub message: String,
+    /// A request/response test refused for asking more flows than the server's
+    /// `--max-flows`: that limit, so a client may run the flows it takes
+    /// (`--allow-partial-flows`). Absent from older servers and other refusals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_flows: Option<u16>,
 }
 
 impl ErrorMsg {
@@ -234,6 +239,7 @@ impl ErrorMsg {
         Message::Error(ErrorMsg {
             code,
             message: message.into(),
+            max_flows: None,
         })
     }
 }
@@ -331,6 +337,32 @@ mod tests {
             let json = serde_json::to_value(&m).unwrap();
             assert_eq!(json["type"], m.kind(), "{m:?}");
         }
+    }
+
+    #[test]
+    fn a_flow_limit_refusal_carries_the_limit_and_one_without_still_parses() {
+        let m = ErrorMsg {
+            code: ErrorCode::LimitExceeded,
+            message: "x".into(),
+            max_flows: Some(10),
+        };
+        let text = serde_json::to_string(&Message::Error(m.clone())).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Message>(&text).unwrap(),
+            Message::Error(m)
+        );
+        // An older server's refusal, or any other: no limit, and none written.
+        let old: Message =
+            serde_json::from_str(r#"{"type":"error","code":"limit_exceeded","message":"x"}"#)
+                .unwrap();
+        assert!(matches!(
+            &old,
+            Message::Error(ErrorMsg {
+                max_flows: None,
+                ..
+            })
+        ));
+        assert!(!serde_json::to_string(&old).unwrap().contains("max_flows"));
     }
 
     #[test]

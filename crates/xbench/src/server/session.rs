@@ -84,8 +84,23 @@ struct Conn {
 
 impl Conn {
     /// Sends a client the error that ends its session, as the last thing it reads.
-    async fn refuse(mut self, code: ErrorCode, msg: impl Into<String>) -> Closed {
-        let _ = proto::write_message(&mut self.wr, &ErrorMsg::message(code, msg)).await;
+    async fn refuse(self, code: ErrorCode, msg: impl Into<String>) -> Closed {
+        self.refuse_with(code, msg, None).await
+    }
+
+    /// [`Conn::refuse`], naming the flow limit a request/response test was over.
+    async fn refuse_with(
+        mut self,
+        code: ErrorCode,
+        msg: impl Into<String>,
+        max_flows: Option<u16>,
+    ) -> Closed {
+        let msg = Message::Error(ErrorMsg {
+            code,
+            message: msg.into(),
+            max_flows,
+        });
+        let _ = proto::write_message(&mut self.wr, &msg).await;
         Closed
     }
 }
@@ -201,7 +216,13 @@ impl Greeted {
         drop(slot);
         if let Err((code, reason)) = admit(&spec, &conn.ctx) {
             info!(%peer, client = %client, "refused a test: {reason}");
-            return Err(conn.refuse(code, reason).await);
+            let max_flows = match &spec.workload {
+                Workload::RequestResponse(rr) if rr.flows.get() > conn.ctx.limits.max_flows => {
+                    Some(conn.ctx.limits.max_flows)
+                }
+                _ => None,
+            };
+            return Err(conn.refuse_with(code, reason, max_flows).await);
         }
         match try_running_guard(&conn.ctx, peer.ip()) {
             Ok(running) => Ok(Admitted {
