@@ -27,17 +27,7 @@ pub fn client_argv(
     config: &ClientConfig,
     psk_file: Option<&str>,
 ) -> Result<Vec<String>, RenderError> {
-    let target = Target {
-        host: Some(config.host.clone()),
-        port: config.port,
-        family: config.family,
-        bind: config.bind,
-        connect_timeout: config.connect_timeout,
-        response_timeout: config.stall_timeout,
-        psk_file: psk_file.map(PathBuf::from),
-        protocol: config.protocol,
-        per_flow: config.per_flow,
-    };
+    let target = Target::from_client_config(config, psk_file.map(PathBuf::from));
     let label = config.label.clone().unwrap_or_else(|| "deploy".to_owned());
     let mut argv = SweepPlan::new(target, config.spec.clone(), label).client_args()?;
     argv.push("--json".into());

@@ -66,6 +66,26 @@ impl Target {
         }
     }
 
+    /// The target a configuration runs against (the inverse of [`Target::client_config`]),
+    /// with its key read from `psk_file`: for a program that holds a [`ClientConfig`] and
+    /// wants the command line that runs it elsewhere (xbench-deploy). Kept here, beside
+    /// [`Target::client_config`], so a connection setting added to both cannot be forgotten
+    /// in a copy of this mapping.
+    pub fn from_client_config(config: &ClientConfig, psk_file: Option<PathBuf>) -> Self {
+        Target {
+            host: Some(config.host.clone()),
+            port: config.port,
+            family: config.family,
+            bind: config.bind,
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.stall_timeout,
+            psk_file,
+            protocol: config.protocol,
+            per_flow: config.per_flow,
+            allow_partial_flows: config.allow_partial_flows,
+        }
+    }
+
     /// The key of [`Target::psk_file`], if there is one.
     pub fn read_key(&self) -> Result<Option<Psk>, KeyError> {
         self.psk_file.as_deref().map(Psk::from_file).transpose()
@@ -93,5 +113,31 @@ impl Target {
             allow_partial_flows: self.allow_partial_flows,
             ..ClientConfig::new(self.host.as_deref().unwrap_or("127.0.0.1"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// deploy builds its command lines from a `ClientConfig` through `from_client_config`: every
+    /// connection setting must survive the trip there and back, so a setting added to one
+    /// mapping and not the other shows here (deploy's copy of the mapping lost two of them).
+    #[test]
+    fn a_target_survives_the_round_trip_through_its_client_config() {
+        let t = Target {
+            host: Some("10.0.0.9".into()),
+            port: 7001,
+            family: AddressFamily::V4,
+            bind: Some("10.0.0.1".parse().unwrap()),
+            connect_timeout: Duration::from_millis(1500),
+            response_timeout: Duration::from_secs(7),
+            psk_file: Some(PathBuf::from("/etc/key")),
+            protocol: ServerProtocol::Iperf3,
+            per_flow: true,
+            allow_partial_flows: true,
+        };
+        let config = t.client_config(TestSpec::throughput(), None, None);
+        assert_eq!(Target::from_client_config(&config, t.psk_file.clone()), t);
     }
 }
