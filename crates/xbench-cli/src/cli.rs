@@ -249,9 +249,22 @@ pub(crate) struct ClientArgs {
     #[arg(short = '6', long = "version6")]
     pub(crate) ipv6: bool,
 
-    /// Local address to send from.
-    #[arg(short = 'B', long = "bind", value_name = "ADDR")]
-    pub(crate) bind: Option<IpAddr>,
+    /// Local address to send from. A comma list spreads request/response flows over the
+    /// addresses, round-robin: each brings its own ephemeral ports, so more flows fit than one
+    /// port range holds (the control connection uses the first).
+    #[arg(
+        short = 'B',
+        long = "bind",
+        value_name = "ADDR[,ADDR…]",
+        value_delimiter = ','
+    )]
+    pub(crate) bind: Vec<IpAddr>,
+
+    /// Most data connections being opened at once; the others wait for a handshake to finish,
+    /// so thousands of flows do not overrun the server's SYN and accept queues (the default
+    /// is half an xbench server's listen backlog).
+    #[arg(long, value_name = "N", default_value_t = xbench::client::DEFAULT_MAX_CONNECTING)]
+    pub(crate) max_connecting: std::num::NonZeroUsize,
 
     /// Seconds to wait for each connection to open.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::positive_duration)]
@@ -487,10 +500,10 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "BYTES", default_value = "4M", value_parser = parse::block_len)]
     pub(crate) max_block_len: std::num::NonZeroU32,
 
-    /// Most connections one request/response test may hold open at once.
-    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_flows,
-          value_parser = clap::value_parser!(u16).range(1..))]
-    pub(crate) max_flows: u16,
+    /// Most connections one request/response test may hold open at once [default: what the
+    /// open-file limit holds beside --max-handshakes silent connections, at most 65535].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub(crate) max_flows: Option<u16>,
 
     /// Longest test accepted, warm-up included: seconds, or with a unit (up to a week).
     #[arg(long, value_name = "SECS", default_value = "3600", value_parser = parse::max_duration)]
@@ -507,10 +520,11 @@ pub(crate) struct ServerArgs {
     pub(crate) max_tests_per_client: usize,
 
     /// Most connections still in their handshake; beyond it a new client is told the server
-    /// is busy, and other connections are closed.
-    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_handshakes,
+    /// is busy, and other connections are closed [default: 8192, or half the open-file limit
+    /// if that is less].
+    #[arg(long, value_name = "N",
           value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
-    pub(crate) max_handshakes: usize,
+    pub(crate) max_handshakes: Option<usize>,
 
     /// Most the server sends in total across all tests (e.g. 5G); its sending streams share it.
     #[arg(long, value_name = "BITRATE", value_parser = parse::bitrate)]

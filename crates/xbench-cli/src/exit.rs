@@ -54,8 +54,11 @@ pub(crate) fn for_error(e: &anyhow::Error) -> Exit {
         if cause.downcast_ref::<UsageError>().is_some() {
             return Exit::Usage;
         }
-        if let Some(xbench::Error::Interrupted { .. }) = cause.downcast_ref::<xbench::Error>() {
-            return Exit::Interrupted;
+        match cause.downcast_ref::<xbench::Error>() {
+            Some(xbench::Error::Interrupted { .. }) => return Exit::Interrupted,
+            // More flows than the local addresses' ports hold: the flags ask the impossible.
+            Some(xbench::Error::PortSpace(_)) => return Exit::Usage,
+            _ => {}
         }
     }
     Exit::Failure

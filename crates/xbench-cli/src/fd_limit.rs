@@ -2,8 +2,8 @@
 //! `--flows` meet `RLIMIT_NOFILE` (often 1,024 soft) long before any other limit.
 //!
 //! At client start the soft limit is raised to the hard one, which any process may do; a test
-//! that needs more than the hard limit is refused before it starts, with the numbers. Not for
-//! the server, whose limits (`--max-flows`) are its own.
+//! that needs more than the hard limit is refused before it starts, with the numbers. The
+//! server only reads the limit ([`open_files`]): its `--max-flows` default follows from it.
 
 use crate::exit::UsageError;
 
@@ -38,6 +38,17 @@ pub(crate) fn ensure(flows: u64, local: bool) -> Result<(), UsageError> {
         return Ok(());
     }
     Err(refusal(flows, local, needed, lim.rlim_cur, lim.rlim_max))
+}
+
+/// The soft `RLIMIT_NOFILE` (main() has raised it to the hard one): the descriptors this
+/// process may hold. `None` if the kernel does not say.
+pub(crate) fn open_files() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit for the call to fill.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim.rlim_cur)
 }
 
 /// The refusal, with the numbers and what to change.

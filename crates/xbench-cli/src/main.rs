@@ -10,6 +10,7 @@ mod cli;
 mod cmd;
 mod exit;
 mod fd_limit;
+mod flow_space;
 mod parse;
 mod plan;
 mod render;

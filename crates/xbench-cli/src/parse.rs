@@ -536,7 +536,8 @@ mod tests {
         assert_eq!(rr_sizes("1").unwrap().1.get(), 1);
         assert!(rr_sizes("0,0").unwrap_err().contains("greater than 0"));
         assert!(rr_sizes("1,1G").unwrap_err().contains("maximum"));
-        assert!(flows("0").is_err() && flows("5000").is_err());
+        assert!(flows("0").is_err() && flows("65536").is_err());
+        assert_eq!(flows("65535").map(NonZeroU16::get), Ok(65535));
         assert!(burst("0").is_err());
         assert_eq!(rate("200").unwrap(), 200.0);
         assert_eq!(rate("2k").unwrap(), 2000.0);

@@ -293,7 +293,14 @@ fn target(a: &ClientArgs) -> Target {
         } else {
             AddressFamily::Any
         },
-        bind: a.bind,
+        bind: a.bind.first().copied(),
+        // One address is `bind` alone; a list spreads the flows over all of it.
+        flow_binds: if a.bind.len() > 1 {
+            a.bind.clone()
+        } else {
+            Vec::new()
+        },
+        max_connecting: a.max_connecting,
         connect_timeout: a.connect_timeout,
         response_timeout: a.response_timeout,
         per_flow: a.per_flow,
@@ -530,6 +537,8 @@ mod tests {
             port: 5999,
             family: AddressFamily::V4,
             bind: Some("198.18.0.1".parse().unwrap()),
+            flow_binds: vec!["198.18.0.1".parse().unwrap(), "198.18.0.3".parse().unwrap()],
+            max_connecting: std::num::NonZeroUsize::new(100).unwrap(),
             connect_timeout: Duration::from_millis(1500),
             response_timeout: Duration::from_secs(30),
             psk_file: Some(key_file()),

@@ -162,10 +162,14 @@ fn allow_partial_flows_measures_the_flows_the_server_takes_and_counts_the_rest_r
         doc["warnings"]
     );
 
-    // The human output says it on the setup line.
+    // The human output says it on the setup line, and the header names the flows that ran.
     let out = fifty_flows(&server, &["--allow-partial-flows"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("Test: request/response, 10 flows (of 50 asked: the server's --max-flows)"),
+        "{text}"
+    );
     assert!(
         text.contains("setup: 10 flows connected in")
             && text.contains("40 refused")

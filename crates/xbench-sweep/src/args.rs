@@ -119,6 +119,8 @@ impl Args {
             port,
             family,
             bind,
+            flow_binds,
+            max_connecting,
             connect_timeout,
             response_timeout,
             psk_file,
@@ -144,8 +146,26 @@ impl Args {
             AddressFamily::V4 => self.push("-4"),
             AddressFamily::V6 => self.push("-6"),
         }
-        if let Some(b) = bind {
-            self.flag("-B", b);
+        match (bind, flow_binds.as_slice()) {
+            (_, []) => {
+                if let Some(b) = bind {
+                    self.flag("-B", b);
+                }
+            }
+            (Some(b), [first, ..]) if b == first => {
+                let list: Vec<String> = flow_binds.iter().map(ToString::to_string).collect();
+                self.flag("-B", list.join(","));
+            }
+            _ => {
+                return Err(RenderError::Unexpressible(
+                    "-B names the control connection's address first: flow_binds must start \
+                     with bind"
+                        .into(),
+                ));
+            }
+        }
+        if *max_connecting != defaults.max_connecting {
+            self.flag("--max-connecting", max_connecting);
         }
         for (flag, d, default) in [
             (

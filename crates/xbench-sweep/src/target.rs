@@ -2,6 +2,7 @@
 //! connection flags say it. Not the test itself (that is the plan's [`TestSpec`]).
 
 use std::net::IpAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -20,8 +21,13 @@ pub struct Target {
     pub port: u16,
     /// Address family for a host name with both (`-4`, `-6`).
     pub family: AddressFamily,
-    /// Local address to send from (`-B`).
+    /// Local address to send from (`-B`; the first of a list).
     pub bind: Option<IpAddr>,
+    /// Local addresses the data connections are spread over (`-B a,b,…`; the library's
+    /// `flow_binds`); empty: `bind` alone.
+    pub flow_binds: Vec<IpAddr>,
+    /// Most data connections opened at once (`--max-connecting`).
+    pub max_connecting: NonZeroUsize,
     /// How long each connection may take to open (`--connect-timeout`).
     pub connect_timeout: Duration,
     /// How long a request/response flow may wait for an answer before the test fails
@@ -57,6 +63,8 @@ impl Target {
             port: DEFAULT_PORT,
             family: defaults.family,
             bind: defaults.bind,
+            flow_binds: defaults.flow_binds,
+            max_connecting: defaults.max_connecting,
             connect_timeout: defaults.connect_timeout,
             response_timeout: defaults.stall_timeout,
             psk_file: None,
@@ -77,6 +85,8 @@ impl Target {
             port: config.port,
             family: config.family,
             bind: config.bind,
+            flow_binds: config.flow_binds.clone(),
+            max_connecting: config.max_connecting,
             connect_timeout: config.connect_timeout,
             response_timeout: config.stall_timeout,
             psk_file,
@@ -103,6 +113,8 @@ impl Target {
             port: self.port,
             family: self.family,
             bind: self.bind,
+            flow_binds: self.flow_binds.clone(),
+            max_connecting: self.max_connecting,
             connect_timeout: self.connect_timeout,
             stall_timeout: self.response_timeout,
             spec,
@@ -130,6 +142,8 @@ mod tests {
             port: 7001,
             family: AddressFamily::V4,
             bind: Some("10.0.0.1".parse().unwrap()),
+            flow_binds: vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()],
+            max_connecting: NonZeroUsize::new(64).unwrap(),
             connect_timeout: Duration::from_millis(1500),
             response_timeout: Duration::from_secs(7),
             psk_file: Some(PathBuf::from("/etc/key")),

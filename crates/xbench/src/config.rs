@@ -17,7 +17,7 @@ pub const MAX_BLOCK_LEN: u32 = 64 << 20;
 /// Shortest reporting interval.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Most request/response flows (connections) one test may ask for.
-pub const MAX_FLOWS: u16 = 4096;
+pub const MAX_FLOWS: u16 = u16::MAX;
 /// Largest request or response of a request/response test (bytes).
 pub const MAX_RR_LEN: u32 = 16 << 20;
 /// Most transactions in flight per request/response flow.

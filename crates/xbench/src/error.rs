@@ -101,6 +101,10 @@ pub enum Error {
         /// The server's words.
         message: String,
     },
+    /// More flows than the local addresses' ephemeral ports hold towards one server port;
+    /// refused before the first connection.
+    #[error("{0}")]
+    PortSpace(#[from] crate::client::flow_plan::PortSpace),
     /// The server refused a request/response test for asking more flows than its limit.
     #[error(
         "the server refused the test: {message}; --allow-partial-flows runs the {max} flows \

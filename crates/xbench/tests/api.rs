@@ -53,8 +53,8 @@ fn every_refused_throughput_value_names_its_field() {
 #[test]
 fn every_refused_latency_value_names_its_field() {
     let l = Test::latency;
-    refused(l().flows(0).build(), "--flows", "between 1 and 4096");
-    refused(l().flows(4097).build(), "--flows", "between 1 and 4096");
+    refused(l().flows(0).build(), "--flows", "between 1 and 65535");
+    refused(l().flows(65536).build(), "--flows", "between 1 and 65535");
     refused(l().sizes(0, 1).build(), "-r", "greater than 0");
     refused(l().sizes(1, (16 << 20) + 1).build(), "-r", "16 MiB maximum");
     refused(l().burst(0).build(), "--burst", "between 1 and 1024");
@@ -261,9 +261,24 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
     assert_eq!(e.field, "--max-handshakes");
     assert_eq!(
         e.reason,
-        "199 is below twice --max-flows (200); a test with --max-flows connections could not \
-         open them"
+        "199 is below twice the connections a client opens at once (200: --max-flows or a \
+         client's default --max-connecting, 512, whichever is fewer); such a client's \
+         connections would be turned away as silent ones"
     );
+    // 65,535 flows: a paced client holds at most 512 handshake slots.
+    let e = check(Limits {
+        max_flows: 65_535,
+        max_handshakes: 1023,
+        ..Limits::default()
+    });
+    assert!(e.reason.starts_with("1023 is below twice"), "{}", e.reason);
+    Limits {
+        max_flows: 65_535,
+        max_handshakes: 1024,
+        ..Limits::default()
+    }
+    .check()
+    .unwrap();
     Limits {
         max_flows: 100,
         max_handshakes: 200,
@@ -271,6 +286,22 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
     }
     .check()
     .unwrap();
+    // The server's defaults from its open-file limit: flows beside a full flood of handshakes.
+    for (files, flows, handshakes) in [
+        (20_000, 11_552, 8192),
+        (1_048_576, 65_535, 8192),
+        (4096, 1920, 1920),
+        (1024, 192, 384),
+        (0, 1, 2),
+    ] {
+        let l = Limits::for_open_files(files);
+        assert_eq!(
+            (l.max_flows, l.max_handshakes),
+            (flows, handshakes),
+            "{files}"
+        );
+        l.check().unwrap();
+    }
     let e = check(Limits {
         max_tests: 0,
         ..Limits::default()

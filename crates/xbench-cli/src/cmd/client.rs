@@ -32,6 +32,7 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         unit,
     } = test;
     if let Some(rr) = spec.as_rr() {
+        crate::flow_space::ensure(&target, rr, rr.flows.get())?;
         crate::fd_limit::ensure(u64::from(rr.flows.get()), target.host.is_none())?;
     }
     // First, so that no Ctrl-C meets the default action (exit without a file).
@@ -76,6 +77,10 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
                 } else {
                     return;
                 }
+            }
+            (ClientEvent::PartialFlows { asked, running }, _) => {
+                rr_text.partial_flows(*asked, *running);
+                return;
             }
             (ClientEvent::Started { .. }, Style::Text) if is_rr => rr_text.started(&config),
             (ClientEvent::Started { server, streams }, Style::Text) if is_udp => {

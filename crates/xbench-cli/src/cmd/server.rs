@@ -17,18 +17,21 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
         }
         None => None,
     };
+    // main() raised the soft limit to the hard one; what it allows sets the flow defaults.
+    let open_files = crate::fd_limit::open_files();
+    let derived = open_files.map_or_else(Limits::default, Limits::for_open_files);
     let config = ServerConfig {
         bind: args.bind.clone(),
         port: args.port,
         one_off: args.one_off,
         limits: Limits {
             max_streams: args.max_streams,
-            max_flows: args.max_flows,
+            max_flows: args.max_flows.unwrap_or(derived.max_flows),
             max_block_len: args.max_block_len.get(),
             max_duration: args.max_duration,
             max_tests: args.max_tests,
             max_tests_per_client: args.max_tests_per_client,
-            max_handshakes: args.max_handshakes,
+            max_handshakes: args.max_handshakes.unwrap_or(derived.max_handshakes),
             max_send_rate: args.max_send_rate,
             idle_timeout: args.idle_timeout,
             ..Limits::default()
@@ -37,12 +40,19 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
         psk,
         allow: args.allow.clone(),
     };
-    // The library's bounds (--max-handshakes at least twice --max-flows among them), in the
+    // The library's bounds (--max-handshakes at least twice a client's burst among them), in the
     // same words a program embedding the server gets.
     config.check().map_err(|e| UsageError(e.to_string()))?;
     if config.psk.is_none() {
         info!("no --psk-file: any client that can reach this port may run tests");
     }
+    info!(
+        "request/response: at most {} flows per test, {} connections in their handshake \
+         (open-file limit {})",
+        config.limits.max_flows,
+        config.limits.max_handshakes,
+        open_files.map_or_else(|| "unknown".to_owned(), |n| n.to_string())
+    );
     let server = Server::bind(config)
         .await
         .with_context(|| format!("cannot start the server on port {}", args.port))?;

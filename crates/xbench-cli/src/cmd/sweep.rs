@@ -31,6 +31,7 @@ pub(crate) async fn run(sweep: Sweep) -> anyhow::Result<Exit> {
     let label = plan.label.clone();
     if let Some(rr) = plan.spec.as_rr() {
         let most = plan.flows.iter().max().copied().unwrap_or(rr.flows);
+        crate::flow_space::ensure(&plan.target, rr, most.get())?;
         crate::fd_limit::ensure(u64::from(most.get()), plan.target.host.is_none())?;
     }
     // `--local` (or no host): an in-process server on a free loopback port, as for one test.

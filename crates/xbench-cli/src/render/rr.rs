@@ -19,6 +19,8 @@ pub(crate) struct RrText {
     /// The server is the in-process one (`--local`, or no host).
     local: bool,
     header_done: bool,
+    /// Flows asked and flows run, when the server took fewer (`--allow-partial-flows`).
+    partial: Option<(u16, u16)>,
 }
 
 impl RrText {
@@ -28,11 +30,17 @@ impl RrText {
         self
     }
 
+    /// `--allow-partial-flows`: the server took `running` of the `asked` flows; the header
+    /// says what ran, and what was asked.
+    pub(crate) fn partial_flows(&mut self, asked: u16, running: u16) {
+        self.partial = Some((asked, running));
+    }
+
     pub(crate) fn started(&self, config: &ClientConfig) -> String {
         format!(
             "{}\n{}\n",
             connected(config, self.local),
-            describe(&config.spec)
+            describe(&config.spec, self.partial)
         )
     }
 
@@ -273,12 +281,20 @@ fn udp_lines(s: &mut String, sum: &RrSummary, u: &RrUdpSummary) {
     }
 }
 
-fn describe(spec: &TestSpec) -> String {
+/// The test's first line; `partial`: flows asked and run, when the server took fewer.
+fn describe(spec: &TestSpec, partial: Option<(u16, u16)>) -> String {
     let Some(rr) = spec.as_rr() else {
         return String::new();
     };
+    let (flows, of) = match partial {
+        Some((asked, running)) => (
+            running,
+            format!(" (of {asked} asked: the server's --max-flows)"),
+        ),
+        None => (rr.flows.get(), String::new()),
+    };
     let mut s = format!(
-        "Test: {}, {} flow{}, {} requests, {} responses",
+        "Test: {}, {} flow{}{of}, {} requests, {} responses",
         if rr.connect_per_transaction {
             "connect/request/response (a new connection per transaction)"
         } else if rr.udp.is_some() {
@@ -286,8 +302,8 @@ fn describe(spec: &TestSpec) -> String {
         } else {
             "request/response"
         },
-        rr.flows,
-        if rr.flows.get() == 1 { "" } else { "s" },
+        flows,
+        if flows == 1 { "" } else { "s" },
         size(rr.request_len.get()),
         size(rr.response_len.get()),
     );

@@ -1,17 +1,21 @@
 //! Opening TCP connections to the server: resolving its name, the control connection (each
-//! resolved address in turn), and every data connection at once with the test's socket
-//! options set before `connect()` and its greeting sent first.
+//! resolved address in turn), and the data connections, a bounded number at a time
+//! (`max_connecting`), each from the local address the [`FlowPlan`] gives it, with the test's
+//! socket options set before `connect()` and its greeting sent first.
 //!
 //! Not what is said on them ([`session`](super::session)) nor the data itself (`engine`).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
 
+use super::flow_plan::{FlowPlan, PortRange};
 use super::{AddressFamily, ClientConfig};
 use crate::engine::sockopt;
 use crate::error::{Error, connect_hint};
@@ -56,7 +60,7 @@ pub(super) async fn connect_any(
 ) -> Result<(TcpStream, SocketAddr), Error> {
     let mut last = None;
     for &addr in addrs {
-        match connect_one(addr, config, None, &mut Vec::new()).await {
+        match connect_one(addr, config, config.bind, None, &mut Vec::new()).await {
             Ok((s, _)) => return Ok((s, addr)),
             Err(e) => last = Some((addr, e)),
         }
@@ -79,9 +83,11 @@ pub(super) async fn connect_any(
     })
 }
 
+/// Connects to `addr` from `bind` (or the kernel's choice of address).
 pub(super) async fn connect_one(
     addr: SocketAddr,
     config: &ClientConfig,
+    bind: Option<IpAddr>,
     opts: Option<&crate::config::SocketOptions>,
     warnings: &mut Vec<String>,
 ) -> std::io::Result<(TcpStream, Option<SocketReport>)> {
@@ -89,7 +95,8 @@ pub(super) async fn connect_one(
     if let Some(opts) = opts {
         sockopt::apply(SockRef::from(&sock), opts, warnings).map_err(std::io::Error::other)?;
     }
-    if let Some(ip) = config.bind {
+    if let Some(ip) = bind {
+        bind_address_only(&sock);
         sock.bind(&SocketAddr::new(ip, 0).into())?;
     }
     sock.set_nonblocking(true)?;
@@ -102,25 +109,59 @@ pub(super) async fn connect_one(
     Ok((stream, report))
 }
 
-/// Opens every data connection concurrently (one by one would cost a round trip each), the
+/// `IP_BIND_ADDRESS_NO_PORT`: `bind()` takes the address only and leaves the port to
+/// `connect()`, which picks it by 4-tuple. Without it `bind()` would pick a port free on that
+/// address for every destination, and one range would hold fewer flows than it can. Best
+/// effort: without it (a kernel before 4.2) `bind()` still works, picking the port itself.
+fn bind_address_only(sock: &Socket) {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket and a c_int option value of the size given.
+    let _ = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&raw const on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+/// Opens the data connections, at most `config.max_connecting` at a time (one by one would
+/// cost a round trip each; all at once overruns a server's SYN queue with thousands), the
 /// one of stream or flow `id` greeting with `hellos[id]`, and says how that went. Every
-/// connection is waited for, so a failure names how many of them failed and how.
+/// connection is waited for, so a failure names how many of them failed and how. More
+/// connections than the local addresses' port ranges hold are refused before the first.
 pub(crate) async fn open_data(
     config: &ClientConfig,
     server: SocketAddr,
     hellos: &[DataHello],
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<(std::net::TcpStream, SocketReport)>, ConnectionSetup), Error> {
+    let plan = FlowPlan::new(
+        hellos.len(),
+        &sources(config),
+        PortRange::current_or_default(),
+    )?;
     let started = std::time::Instant::now();
+    let gate = Arc::new(Semaphore::new(config.max_connecting.get()));
     let mut set = tokio::task::JoinSet::new();
     for (id, hello) in hellos.iter().enumerate() {
         let config = config.clone();
         let greeting = hello.greeting();
+        let bind = plan.source(id);
+        // Nothing closes the semaphore.
+        let Ok(slot) = Arc::clone(&gate).acquire_owned().await else {
+            break;
+        };
         set.spawn(async move {
             let mut w = Vec::new();
             let res: std::io::Result<_> = async {
-                let (mut s, report) =
-                    connect_one(server, &config, Some(&config.spec.socket), &mut w).await?;
+                let opened =
+                    connect_one(server, &config, bind, Some(&config.spec.socket), &mut w).await;
+                drop(slot);
+                let (mut s, report) = opened?;
                 s.write_all(&greeting).await?;
                 let std = s.into_std()?;
                 Ok((std, report.unwrap_or_else(empty_socket_report)))
@@ -174,6 +215,15 @@ pub(crate) async fn open_data(
         });
     }
     Ok((out.into_values().collect(), setup))
+}
+
+/// The local addresses the data connections may come from: `-B`'s list, or its one address.
+fn sources(config: &ClientConfig) -> Vec<IpAddr> {
+    if config.flow_binds.is_empty() {
+        config.bind.into_iter().collect()
+    } else {
+        config.flow_binds.clone()
+    }
 }
 
 /// How the data connections failed, by kind.

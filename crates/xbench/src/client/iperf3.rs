@@ -352,8 +352,14 @@ async fn open_data(
     for id in 0..n {
         let mut w = Vec::new();
         let res: std::io::Result<_> = async {
-            let (mut s, report) =
-                connect_one(server, config, Some(&config.spec.socket), &mut w).await?;
+            let (mut s, report) = connect_one(
+                server,
+                config,
+                config.bind,
+                Some(&config.spec.socket),
+                &mut w,
+            )
+            .await?;
             s.write_all(cookie).await?;
             Ok((
                 s.into_std()?,

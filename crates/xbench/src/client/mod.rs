@@ -8,6 +8,7 @@
 
 mod bulk;
 mod connect;
+pub mod flow_plan;
 mod iperf3;
 mod iperf3_udp;
 mod rr;
@@ -16,7 +17,7 @@ mod udp;
 
 use std::future::Future;
 use std::net::IpAddr;
-use std::num::NonZeroU16;
+use std::num::{NonZeroU16, NonZeroUsize};
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
@@ -31,6 +32,13 @@ use crate::report::{
 use crate::time::rfc3339;
 
 pub use crate::proto::DEFAULT_PORT;
+
+/// Data connections a client opens at once by default: half the listen backlog an xbench
+/// server asks for (1,024, itself under Linux's default `somaxconn` of 4,096), so one client's
+/// handshakes cannot fill a server's queues even if it stops accepting for a moment, and
+/// another client's still find room.
+// Evaluated at compile time; 512 is not zero.
+pub const DEFAULT_MAX_CONNECTING: NonZeroUsize = NonZeroUsize::new(512).unwrap();
 
 /// Which address family to use for a host name with both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,8 +61,19 @@ pub struct ClientConfig {
     pub port: u16,
     /// Address family for `host`.
     pub family: AddressFamily,
-    /// Local address to send from (`-B`).
+    /// Local address to send from (`-B`): the control connection, and every data connection
+    /// unless [`Self::flow_binds`] lists several.
     pub bind: Option<IpAddr>,
+    /// Local addresses the data connections are spread over, round-robin (`-B a,b,…`); empty:
+    /// [`Self::bind`] alone. Each address brings a whole ephemeral port range, so more flows
+    /// than one range holds need more of them (see [`flow_plan`]). The first should be
+    /// [`Self::bind`].
+    pub flow_binds: Vec<IpAddr>,
+    /// Most data connections being opened at once (`--max-connecting`): the rest wait for one
+    /// to finish its handshake. Bounds what the flows put in the server's SYN and accept
+    /// queues, which drop what overflows them (a lost SYN is retried after a second), so
+    /// thousands of flows open faster paced than all at once. See [`DEFAULT_MAX_CONNECTING`].
+    pub max_connecting: NonZeroUsize,
     /// How long connecting may take, per connection.
     pub connect_timeout: Duration,
     /// How long to wait after the end for the receivers to drain and the server's results.
@@ -104,6 +123,8 @@ impl ClientConfig {
             port: DEFAULT_PORT,
             family: AddressFamily::Any,
             bind: None,
+            flow_binds: Vec::new(),
+            max_connecting: DEFAULT_MAX_CONNECTING,
             connect_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(10),
@@ -136,6 +157,14 @@ pub enum ClientEvent {
     UdpInterval(UdpInterval),
     /// Something the user should know.
     Warning(String),
+    /// `--allow-partial-flows`: the server takes `running` of the `asked` request/response
+    /// flows (its `--max-flows`), and the test runs those. Before [`ClientEvent::Started`].
+    PartialFlows {
+        /// `--flows`.
+        asked: u16,
+        /// What the server takes, and the test runs.
+        running: u16,
+    },
 }
 
 /// Where a test's live events go.
@@ -189,6 +218,10 @@ pub async fn run_with_give_up(
                  {max} (--allow-partial-flows)"
             );
             on_event(ClientEvent::Warning(why.clone()));
+            on_event(ClientEvent::PartialFlows {
+                asked,
+                running: *max,
+            });
             turned_away = Some((asked, *max, why));
         }
         narrowed = c;

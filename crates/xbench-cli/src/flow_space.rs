@@ -1,0 +1,31 @@
+//! Whether a request/response test's flows fit the 4-tuples from the local addresses (`-B`)
+//! to the server's port, checked before anything is opened, so a test that cannot open all
+//! its flows is refused with the numbers (exit 2) instead of failing half-way through setup.
+//! The planning itself is the library's ([`xbench::client::flow_plan`]), which checks again
+//! for programs that link it.
+
+use xbench::client::flow_plan::{FlowPlan, PortRange};
+use xbench::config::RrSpec;
+use xbench_sweep::Target;
+
+use crate::exit::UsageError;
+
+/// Refuses `flows` persistent TCP flows of `rr` that `target`'s local addresses cannot hold.
+/// `--crr` and `--rr -u` are not planned: their flows do not spread over `-B`.
+pub(crate) fn ensure(target: &Target, rr: &RrSpec, flows: u16) -> Result<(), UsageError> {
+    if rr.udp.is_some() || rr.connect_per_transaction {
+        return Ok(());
+    }
+    let sources: Vec<_> = if target.flow_binds.is_empty() {
+        target.bind.into_iter().collect()
+    } else {
+        target.flow_binds.clone()
+    };
+    FlowPlan::new(
+        usize::from(flows),
+        &sources,
+        PortRange::current_or_default(),
+    )
+    .map(drop)
+    .map_err(|e| UsageError(e.to_string()))
+}
