@@ -232,3 +232,30 @@ async fn a_thousand_flows_on_a_few_threads() {
     let _ = before;
     server.stop().await;
 }
+
+/// `max_connecting` 1 opens the flows one handshake at a time, from two local addresses in
+/// turn: every flow still connects, and the setup rate is the flows over the whole paced setup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paced_setup_from_two_addresses_opens_every_flow_and_reports_its_rate() {
+    let server = TestServer::start().await;
+    let spec = RrSpec {
+        flows: NonZeroU16::new(300).unwrap(),
+        ..RrSpec::default()
+    };
+    let mut c = rr_config(&server, spec, 0.5);
+    c.max_connecting = std::num::NonZeroUsize::new(1).unwrap();
+    c.bind = Some("127.0.0.1".parse().unwrap());
+    c.flow_binds = vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()];
+    let r = server.run(&c).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    let setup = rr(&r).setup.expect("setup reported");
+    assert_eq!((setup.requested, setup.connected), (300, 300), "{setup:?}");
+    assert_eq!(
+        setup.refused + setup.timed_out + setup.failed,
+        0,
+        "{setup:?}"
+    );
+    let rate = 300.0 / setup.seconds;
+    assert!((setup.per_second - rate).abs() < 1e-6 * rate, "{setup:?}");
+    assert_eq!(rr(&r).flows.len(), 300);
+}

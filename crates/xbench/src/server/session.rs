@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -341,7 +341,11 @@ impl Collecting {
     /// Waits for every data connection, while watching the control connection: a client that
     /// gives up (Ctrl-C while connecting) frees its place now, not after the timeout.
     async fn collect(mut self) -> Result<(Test, TestSpec), Closed> {
-        let limit = self.conn.ctx.limits.handshake_timeout;
+        // A client opens its connections a bounded number at a time (`--max-connecting`), so
+        // tens of thousands take a while even on a good path: 1 ms more per connection (at
+        // least 1,000/s; 65,535 flows at 512 per 100 ms round trip open in 13 s).
+        let limit =
+            self.conn.ctx.limits.handshake_timeout + Duration::from_millis(self.expected as u64);
         let deadline = Instant::now() + limit;
         let mut abort = self.conn.ctx.abort.clone();
         while self.conns.len() < self.expected {
@@ -470,7 +474,7 @@ impl Collecting {
     }
 
     /// Ends a test whose data connections did not all arrive in time.
-    async fn timed_out(self, limit: std::time::Duration) -> Closed {
+    async fn timed_out(self, limit: Duration) -> Closed {
         let msg = format!(
             "only {} of {} data connections arrived within {limit:?}; is something between \
              client and server dropping new connections?",
