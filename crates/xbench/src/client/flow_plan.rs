@@ -18,7 +18,7 @@
 //! destination). Ports reserved with `ip_local_reserved_ports` or held by other connections to
 //! the same server are not counted: the plan is the most that can fit, not a promise.
 //!
-//! Not the opening itself ([`connect`](super::connect)) nor the open-file limit (the CLI's).
+//! Not the opening itself (the client's `connect` module) nor the open-file limit (the CLI's).
 
 use std::fmt;
 use std::io;
