@@ -327,3 +327,38 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
         ("--max-block-len", "at most 64 MiB")
     );
 }
+
+/// `--local` with more flows than a standalone server's default of old (4,096): the in-process
+/// server takes any `--flows`, the process's descriptors being the bound, which the CLI checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_server_takes_more_flows_than_4096() {
+    let flows: u32 = 4097;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write one rlimit struct we own.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = lim.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+    }
+    assert!(
+        lim.rlim_cur >= u64::from(2 * flows + 256),
+        "this test needs {} open files; the hard limit is {}",
+        2 * flows + 256,
+        lim.rlim_cur
+    );
+    let server = LocalServer::start(None).await.unwrap();
+    let spec = Test::latency()
+        .flows(flows)
+        .duration(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let report = xbench::run(&server.client_config(spec, None))
+        .await
+        .unwrap();
+    server.stop().await.unwrap();
+    let setup = report.rr.as_ref().and_then(|r| r.setup).expect("setup");
+    assert_eq!(setup.connected, u64::from(flows), "{setup:?}");
+}

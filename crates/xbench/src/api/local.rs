@@ -1,7 +1,9 @@
 //! An xbench server on a free loopback port inside the calling process: what
 //! `xbench client --local` tests against, and what an embedding program or a test uses to
 //! measure its own host's stack without a second process. Not a production server: it listens
-//! on 127.0.0.1 only, with the default [`Limits`](crate::Limits).
+//! on 127.0.0.1 only, with the default [`Limits`](crate::Limits) but for `max_flows`: any
+//! `--flows` the client may ask, since client and server share the process's descriptors and
+//! the client checks those for both ends.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -12,9 +14,9 @@ use tokio::task::JoinHandle;
 
 use crate::auth::Psk;
 use crate::client::ClientConfig;
-use crate::config::TestSpec;
+use crate::config::{MAX_FLOWS, TestSpec};
 use crate::error::Error;
-use crate::server::{Server, ServerConfig};
+use crate::server::{Limits, Server, ServerConfig};
 
 /// How long [`LocalServer::stop`] waits for tests to wind down: a test whose client gave up
 /// (a second Ctrl-C) must not hold the process.
@@ -40,6 +42,10 @@ impl LocalServer {
             bind: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
             port: 0,
             psk,
+            limits: Limits {
+                max_flows: MAX_FLOWS,
+                ..Limits::default()
+            },
             ..ServerConfig::default()
         })
         .await?;
