@@ -52,6 +52,7 @@ pub struct Limits {
     /// per test as its payload, so this bounds what a client can make it allocate.
     pub max_block_len: u32,
     /// Most connections one request/response test may hold open at once; many share a thread.
+    /// `xbench server` sets it from its open-file limit ([`Limits::for_open_files`]).
     pub max_flows: u16,
     /// Longest test accepted, `-O` warm-up included; byte-count tests are stopped at it.
     pub max_duration: Duration,
@@ -71,8 +72,9 @@ pub struct Limits {
     pub handshake_timeout: Duration,
     /// Most connections still saying what they are (control sessions before their test
     /// request, data connections before they find their test). Beyond it new connections are
-    /// closed at once, so a flood of silent ones costs sockets, not memory. At least twice
-    /// [`Self::max_flows`]: a request/response test opens all its connections at once.
+    /// closed at once, so a flood of silent ones costs sockets, not memory. At least twice what
+    /// one client opens at once (its `max_connecting`, or [`Self::max_flows`] if fewer): each
+    /// of those holds a slot until its greeting is read.
     pub max_handshakes: usize,
     /// How long after the client's end the receivers may take to drain.
     pub drain_timeout: Duration,
