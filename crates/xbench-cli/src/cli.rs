@@ -316,7 +316,8 @@ pub(crate) struct ClientArgs {
           value_parser = parse::rr_sizes, requires = "latency", help_heading = "Request/response (latency)")]
     pub(crate) rr_size: Vec<(NonZeroU32, NonZeroU32)>,
 
-    /// Concurrent request/response connections [default: 1]; a list (1,4,16) sweeps.
+    /// Concurrent request/response connections [default: 1], up to 65535 (more than one
+    /// address's ephemeral ports need a -B list); a list (1,4,16) sweeps.
     #[arg(long, value_name = "N[,N…]", value_parser = parse::flows_list, requires = "latency",
           allow_negative_numbers = true, help_heading = "Request/response (latency)")]
     pub(crate) flows: Option<parse::List<NonZeroU16>>,
