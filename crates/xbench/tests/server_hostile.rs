@@ -249,6 +249,40 @@ async fn a_client_that_vanishes_mid_test_frees_its_test() {
     .await;
 }
 
+/// The accept loop attaches a data connection on the spot only when its whole greeting is
+/// already there; one whose greeting trickles in (here the preamble, a pause, then the rest
+/// in two pieces) takes the long way and is attached all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_greeting_that_arrives_in_pieces_still_attaches() {
+    survives(|addr| async move {
+        let (mut rd, mut wr) = hello(addr).await;
+        let mut spec = TestSpec::throughput();
+        spec.end = EndCondition::Duration(Duration::from_secs(60));
+        proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+            .await
+            .unwrap();
+        let Ok(Some(Message::Accepted(a))) = rd.next().await else {
+            panic!("not accepted")
+        };
+        let mut data = TcpStream::connect(addr).await.unwrap();
+        data.write_all(&Preamble::new(Channel::Data).encode())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let hello = DataHello::new(a.cookie, 0, 0, None).encode();
+        data.write_all(&hello[..5]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        data.write_all(&hello[5..]).await.unwrap();
+        let ready = tokio::time::timeout(Duration::from_secs(5), rd.next()).await;
+        assert!(
+            matches!(ready, Ok(Ok(Some(Message::Ready(_))))),
+            "the test did not start: {ready:?}"
+        );
+        drop((rd, wr, data));
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_opens_its_data_connections_is_dropped() {
     survives(|addr| async move {

@@ -6,7 +6,9 @@
 //!
 //! Every read here is bounded by the handshake timeout, and a connection holds one of
 //! [`Limits::max_handshakes`](super::Limits::max_handshakes) slots while it reads. Not the
-//! session itself, nor the accept loop that spawns these.
+//! session itself, nor the accept loop that spawns these. The one exception waits for
+//! nothing: [`attach_at_once`], which the accept loop calls on a data connection whose whole
+//! greeting has already arrived.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,7 +22,10 @@ use tracing::{debug, info, warn};
 use super::{Ctx, iperf3, session};
 use crate::proto::frontend::{self, Frontend};
 use crate::proto::iperf3::{COOKIE_LEN, State as Iperf3State};
-use crate::proto::{self, Channel, DATA_HELLO_LEN, DataHello, ErrorCode, ErrorMsg, Preamble};
+use crate::proto::{
+    self, Channel, DATA_GREETING_LEN, DATA_HELLO_LEN, DataHello, ErrorCode, ErrorMsg, PREAMBLE_LEN,
+    Preamble,
+};
 
 /// How a connection ended, for `--one-off`.
 #[derive(Debug)]
@@ -204,6 +209,48 @@ async fn refuse_outsider(mut stream: TcpStream, peer: SocketAddr, channel: Chann
     }
 }
 
+/// Attaches a just-accepted data connection to its test without waiting, if the whole of its
+/// greeting has already arrived: a data connection's client sends it at once, with a `--crr`
+/// connection's request in the same segment, so this is the common case. Returns the
+/// connection when it is anything else, or its greeting is not all there yet; [`handle`] then
+/// takes it, with a handshake slot and the timeouts. A connection taken here never waits, so
+/// it needs no slot; one from outside `--allow` always goes the long way, which refuses it.
+pub(super) fn attach_at_once(
+    sock: std::net::TcpStream,
+    peer: SocketAddr,
+    ctx: &Ctx,
+) -> Option<std::net::TcpStream> {
+    if !ctx.allow.is_empty() {
+        let ip = peer.ip().to_canonical();
+        if !ctx.allow.iter().any(|n| n.contains(&ip)) {
+            return Some(sock);
+        }
+    }
+    let mut buf = [0u8; DATA_GREETING_LEN];
+    let flags = libc::MSG_PEEK | libc::MSG_DONTWAIT;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
+    // SAFETY: `buf` is writable for its length for the duration of the call.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if n != DATA_GREETING_LEN as isize {
+        return Some(sock);
+    }
+    let pre: &[u8; PREAMBLE_LEN] = buf[..PREAMBLE_LEN].try_into().ok()?;
+    if !matches!(Preamble::decode(pre), Ok(p) if p.channel == Channel::Data) {
+        return Some(sock);
+    }
+    // Take the greeting off the socket: what follows it is the test's.
+    // SAFETY: as above.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+    if n != DATA_GREETING_LEN as isize {
+        // Peeked bytes are there to read; only a reset in between gets here.
+        debug!(%peer, "a data connection went away while its greeting was read");
+        return None;
+    }
+    let hello: &[u8; DATA_HELLO_LEN] = buf[PREAMBLE_LEN..].try_into().ok()?;
+    attach(DataHello::decode(hello), sock, peer, ctx);
+    None
+}
+
 /// Reads a data connection's [`DataHello`] and hands the connection to its test.
 async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
     let mut hello = [0u8; DATA_HELLO_LEN];
@@ -223,8 +270,13 @@ async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
             return;
         }
     };
+    attach(hello, std, peer, ctx);
+}
+
+/// Hands a data connection that greeted with `hello` to its test, or logs why not.
+fn attach(hello: DataHello, sock: std::net::TcpStream, peer: SocketAddr, ctx: &Ctx) {
     let (cookie, id) = (hello.cookie, hello.id);
-    match ctx.registry.attach(&hello, std, peer) {
+    match ctx.registry.attach(&hello, sock, peer) {
         Ok(()) => {}
         Err(e) if e.is_intrusion() => {
             warn!(%peer, ?cookie, stream = id, "refused a data connection: {e}");

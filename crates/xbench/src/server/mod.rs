@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::unix::AsyncFd;
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
@@ -139,7 +140,7 @@ impl Default for ServerConfig {
 /// A bound server, ready to [`run`](Server::run).
 #[derive(Debug)]
 pub struct Server {
-    listeners: Vec<TcpListener>,
+    listeners: Vec<Listener>,
     /// A UDP socket on each listener's address and port, for iperf3's UDP streams.
     udp: Vec<tokio::net::UdpSocket>,
     config: ServerConfig,
@@ -200,7 +201,9 @@ impl Server {
         }
         let mut udp = Vec::new();
         for l in &listeners {
-            let Ok(addr) = l.local_addr() else { continue };
+            let Ok(addr) = l.get_ref().local_addr() else {
+                continue;
+            };
             let dual_stack = config.bind.is_empty() && addr.is_ipv6();
             match iperf3_udp::listen(addr, dual_stack) {
                 Ok(s) => udp.push(s),
@@ -221,7 +224,7 @@ impl Server {
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.listeners
             .iter()
-            .filter_map(|l| l.local_addr().ok())
+            .filter_map(|l| l.get_ref().local_addr().ok())
             .collect()
     }
 
@@ -244,7 +247,7 @@ impl Server {
         let (conn_tx, mut conn_rx) = mpsc::channel::<(TcpStream, SocketAddr)>(64);
         let mut acceptors = JoinSet::new();
         for l in self.listeners {
-            acceptors.spawn(accept_loop(l, conn_tx.clone()));
+            acceptors.spawn(accept_loop(l, conn_tx.clone(), Arc::clone(&ctx)));
         }
         drop(conn_tx);
         for u in self.udp {
@@ -314,8 +317,12 @@ async fn drain(conns: &mut JoinSet<ConnEnd>) {
     while conns.join_next().await.is_some() {}
 }
 
+/// A listening socket, watched by the runtime but accepted from with plain `accept4`, so a
+/// connection [`conn::attach_at_once`] takes is never registered with the runtime at all.
+type Listener = AsyncFd<std::net::TcpListener>;
+
 /// A listening socket on `addr` (`dual_stack`: IPv4 too, on `[::]`).
-fn listen(addr: SocketAddr, dual_stack: bool) -> std::io::Result<TcpListener> {
+fn listen(addr: SocketAddr, dual_stack: bool) -> std::io::Result<Listener> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     if dual_stack {
         sock.set_only_v6(false)?;
@@ -324,7 +331,11 @@ fn listen(addr: SocketAddr, dual_stack: bool) -> std::io::Result<TcpListener> {
     sock.bind(&addr.into())?;
     sock.listen(1024)?;
     sock.set_nonblocking(true)?;
-    TcpListener::from_std(std::net::TcpListener::from(sock))
+    let l = std::net::TcpListener::from(sock);
+    // SAFETY: the listener owns its descriptor, which stays open, the same one, for as long
+    // as the AsyncFd that owns the listener lives.
+    unsafe { AsyncFd::register_with_interest(l, tokio::io::Interest::READABLE) }
+        .map_err(std::io::Error::from)
 }
 
 /// The error of a server that cannot listen: each address tried (with what it was for), in
@@ -357,21 +368,81 @@ fn listen_error(tried: &[(SocketAddr, &str, std::io::Error)]) -> Error {
     }
 }
 
-async fn accept_loop(l: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) {
+/// Accepts connections on `l`. A data connection whose whole greeting is already there (a
+/// client sends it with its first request, in one segment) is attached to its test here and
+/// now ([`conn::attach_at_once`]); everything else goes to the server's loop, which gives it a
+/// handshake slot and a task of its own. Issue 20: a `--crr` connection used to cross three
+/// threads (this task, the server's loop, its handshake task) before its worker saw it, and
+/// the wake-ups, not the work, set the transaction rate.
+async fn accept_loop(l: Listener, tx: mpsc::Sender<(TcpStream, SocketAddr)>, ctx: Arc<Ctx>) {
     loop {
-        match l.accept().await {
-            Ok(c) => {
-                if tx.send(c).await.is_err() {
-                    return;
-                }
-            }
+        let mut ready = match l.readable().await {
+            Ok(r) => r,
             Err(e) => {
-                // Out of file descriptors or similar: back off instead of spinning.
-                warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                warn!("cannot wait for connections: {e}");
+                return;
+            }
+        };
+        // Drain the backlog before waiting again: the runtime's readiness is edge-triggered.
+        loop {
+            match accept(l.get_ref()) {
+                Ok((sock, peer)) => {
+                    let Some(sock) = conn::attach_at_once(sock, peer, &ctx) else {
+                        continue;
+                    };
+                    let stream = match TcpStream::from_std(sock) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            warn!(%peer, "cannot take a new connection: {e}");
+                            continue;
+                        }
+                    };
+                    if tx.send((stream, peer)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    ready.clear_ready();
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if is_transient(&e) => {
+                    // Gone before we took it (reset while queued): nothing to do.
+                    tracing::debug!("accept: {e}");
+                }
+                Err(e) => {
+                    // Out of file descriptors or similar: back off instead of spinning.
+                    warn!("accept failed: {e}");
+                    drop(ready);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    break;
+                }
             }
         }
     }
+}
+
+/// Accepts a connection, non-blocking from the start (as a worker and the runtime both want
+/// it: no `ioctl` afterwards).
+fn accept(l: &std::net::TcpListener) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
+    let (sock, addr) =
+        socket2::SockRef::from(l).accept4(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)?;
+    let peer = addr.as_socket().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "accepted a non-IP connection",
+        )
+    })?;
+    Ok((sock.into(), peer))
+}
+
+/// An `accept` error about the one connection, not the listener (accept(2)'s list of errors
+/// Linux passes on from the new socket).
+fn is_transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNABORTED | libc::EPROTO | libc::ENETDOWN | libc::EHOSTUNREACH)
+    )
 }
 
 /// Connections refused for want of a handshake slot, logged at most once a second.

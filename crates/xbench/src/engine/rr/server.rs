@@ -105,6 +105,8 @@ struct ServerConn {
     owed: u64,
     want_write: bool,
     answered: bool,
+    /// Added to the worker's epoll set (a `--crr` connection answered on arrival never is).
+    registered: bool,
     tcp: TcpTrack,
     /// When a `--crr` connection must have sent its request by.
     deadline: Option<Instant>,
@@ -128,14 +130,20 @@ struct ServerWorker {
 
 impl ServerWorker {
     fn add(&mut self, flow: u16, sock: Arc<TcpStream>) -> io::Result<()> {
-        sock.set_nonblocking(true)?;
-        let _ = sock.set_nodelay(true);
+        let crr = self.plan.one_per_connection;
+        // A --crr connection comes from the server's accept path non-blocking already (accept4
+        // with SOCK_NONBLOCK, or a runtime socket), and needs no TCP_NODELAY: its one response
+        // is followed by the FIN, and shutdown pushes out whatever Nagle would hold back. Two
+        // system calls fewer per transaction.
+        if !crr {
+            sock.set_nonblocking(true)?;
+            let _ = sock.set_nodelay(true);
+        }
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1
         });
-        self.poll
-            .add(sock.as_raw_fd(), slot as u64, Interest::Read)?;
+        let fd = sock.as_raw_fd();
         self.conns[slot] = Some(ServerConn {
             flow,
             sock,
@@ -143,14 +151,29 @@ impl ServerWorker {
             owed: 0,
             want_write: false,
             answered: false,
+            registered: false,
             tcp: TcpTrack::default(),
-            deadline: self
-                .plan
-                .one_per_connection
-                .then(|| Instant::now() + self.plan.request_timeout),
+            deadline: crr.then(|| Instant::now() + self.plan.request_timeout),
         });
-        if self.plan.one_per_connection {
+        if crr {
             self.count(flow).connections += 1;
+            // Its request came in the greeting's segment, so it is (nearly always) here
+            // already: answer and close without ever adding the connection to epoll.
+            if let Err(e) = self.on_event(slot, true, false) {
+                self.close(slot, Some(e));
+            }
+        }
+        if let Some(c) = self.conns[slot].as_mut() {
+            let interest = if c.want_write {
+                Interest::ReadWrite
+            } else {
+                Interest::Read
+            };
+            c.registered = true;
+            if let Err(e) = self.poll.add(fd, slot as u64, interest) {
+                self.close(slot, None);
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -383,9 +406,11 @@ impl ServerWorker {
             } else {
                 Interest::Read
             };
-            self.poll
-                .modify(fd, slot as u64, interest)
-                .map_err(|e| e.to_string())?;
+            if c.registered {
+                self.poll
+                    .modify(fd, slot as u64, interest)
+                    .map_err(|e| e.to_string())?;
+            }
         }
         if self.plan.one_per_connection && c.answered && c.owed == 0 {
             // Close first (the response is queued ahead of the FIN), so TIME_WAIT stays here.
@@ -417,7 +442,9 @@ impl ServerWorker {
         let Some(c) = self.conns.get_mut(slot).and_then(Option::take) else {
             return;
         };
-        self.poll.delete(c.sock.as_raw_fd());
+        if c.registered {
+            self.poll.delete(c.sock.as_raw_fd());
+        }
         if self.plan.one_per_connection {
             self.control.live.fetch_sub(1, Ordering::Relaxed);
         }
