@@ -384,9 +384,16 @@ async fn accept_loop(l: Listener, tx: mpsc::Sender<(TcpStream, SocketAddr)>, ctx
             }
         };
         // Drain the backlog before waiting again: the runtime's readiness is edge-triggered.
+        let mut taken = 0u32;
         loop {
             match accept(l.get_ref()) {
                 Ok((sock, peer)) => {
+                    taken += 1;
+                    if taken % ACCEPT_BATCH == 0 {
+                        // A flood that never empties the backlog must not hold this runtime
+                        // thread: the at-once path below never awaits.
+                        tokio::task::yield_now().await;
+                    }
                     let Some(sock) = conn::attach_at_once(sock, peer, &ctx) else {
                         continue;
                     };
@@ -421,6 +428,9 @@ async fn accept_loop(l: Listener, tx: mpsc::Sender<(TcpStream, SocketAddr)>, ctx
         }
     }
 }
+
+/// Connections one accept loop takes in a row before it lets the runtime run other tasks.
+const ACCEPT_BATCH: u32 = 64;
 
 /// Accepts a connection, non-blocking from the start (as a worker and the runtime both want
 /// it: no `ioctl` afterwards).
