@@ -31,7 +31,9 @@ fn explain(mut e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
         _ => false,
     };
     let tip = match e.kind() {
-        ErrorKind::MissingRequiredArgument if has(ContextKind::InvalidArg, "<--rr|--crr>") => {
+        ErrorKind::MissingRequiredArgument
+            if has(ContextKind::InvalidArg, "<--rr|--crr|--connections-only>") =>
+        {
             // Which flag asked for it: the arguments as far as clap can read them.
             let matches = Cli::command()
                 .ignore_errors(true)
@@ -55,7 +57,8 @@ fn explain(mut e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
             })
             .map_or("this flag", |(_, flag)| flag);
             Some(format!(
-                "{given} applies to request/response tests; add --rr or --crr"
+                "{given} applies to request/response tests; add --rr or --crr (or \
+                 --connections-only for a connection-rate test)"
             ))
         }
         ErrorKind::ArgumentConflict
