@@ -31,7 +31,9 @@ fn explain(mut e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
         _ => false,
     };
     let tip = match e.kind() {
-        ErrorKind::MissingRequiredArgument if has(ContextKind::InvalidArg, "<--rr|--crr>") => {
+        ErrorKind::MissingRequiredArgument
+            if has(ContextKind::InvalidArg, "<--rr|--crr|--connections-only>") =>
+        {
             // Which flag asked for it: the arguments as far as clap can read them.
             let matches = Cli::command()
                 .ignore_errors(true)
@@ -55,7 +57,8 @@ fn explain(mut e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
             })
             .map_or("this flag", |(_, flag)| flag);
             Some(format!(
-                "{given} applies to request/response tests; add --rr or --crr"
+                "{given} applies to request/response tests; add --rr or --crr (or \
+                 --connections-only for a connection-rate test)"
             ))
         }
         ErrorKind::ArgumentConflict
@@ -141,7 +144,7 @@ pub(crate) enum JsonFormat {
 #[command(group = clap::ArgGroup::new("end").args(["time", "bytes"]))]
 #[command(group = clap::ArgGroup::new("dir").args(["reverse", "bidir"]))]
 #[command(group = clap::ArgGroup::new("output").args(["json", "json_stream", "fields"]))]
-#[command(group = clap::ArgGroup::new("latency").args(["rr", "crr"]))]
+#[command(group = clap::ArgGroup::new("latency").args(["rr", "crr", "connections_only"]))]
 pub(crate) struct ClientArgs {
     /// Server host name or address. Leave out (or pass --local) to test against an in-process
     /// server on loopback.
@@ -220,7 +223,7 @@ pub(crate) struct ClientArgs {
     /// The server is iperf3 (3.x): speak its protocol. TCP and UDP (-u) throughput, -t and -O
     /// in whole seconds. Without it a server that stays silent to xbench's greeting is probed
     /// for iperf3 after 5 s.
-    #[arg(long, conflicts_with_all = ["rr", "crr", "psk_file", "local"])]
+    #[arg(long, conflicts_with_all = ["rr", "crr", "connections_only", "psk_file", "local"])]
     pub(crate) iperf3: bool,
 
     /// Disable Nagle's algorithm (TCP_NODELAY).
@@ -309,6 +312,20 @@ pub(crate) struct ClientArgs {
     #[arg(long, help_heading = "Request/response (latency)",
           conflicts_with_all = ["reverse", "bidir", "bytes", "zerocopy", "length", "recv_copy", "parallel", "burst"])]
     pub(crate) crr: bool,
+
+    /// Connection rate: hold --flows connections open and, for the test's length, open new
+    /// ones --openers at a time (connect, 1-byte request and answer, close), reporting
+    /// connections/s and each one's setup latency; the held flows are checked at the end.
+    #[arg(long, help_heading = "Request/response (latency)",
+          conflicts_with_all = ["reverse", "bidir", "bytes", "zerocopy", "length", "recv_copy",
+                                "parallel", "burst", "udp", "rr_size", "bitrate", "per_flow"])]
+    pub(crate) connections_only: bool,
+
+    /// With --connections-only: new connections being opened at any one time [default: 16];
+    /// with --rate, each opener's pace.
+    #[arg(long, value_name = "K", requires = "connections_only",
+          value_parser = clap::value_parser!(u16).range(1..), help_heading = "Request/response (latency)")]
+    pub(crate) openers: Option<u16>,
 
     /// Request and response sizes, bytes [default: 1,1] (e.g. 64,16K); repeat the flag to
     /// sweep (-r 1,1 -r 64,16K).

@@ -81,8 +81,24 @@ pub(crate) struct Sweep {
 }
 
 /// Resolves the flags of `xbench client`. Every error is a usage error (exit status 2).
-pub(crate) fn resolve(a: ClientArgs) -> Result<Plan, UsageError> {
+pub(crate) fn resolve(mut a: ClientArgs) -> Result<Plan, UsageError> {
+    // A connection-rate test is a request/response test whose held flows are --rr's; from
+    // here on every check of --rr applies to it too.
+    if a.openers.is_some() && !a.connections_only {
+        // clap's `requires` is met by any member of the `latency` group, --rr among them.
+        return Err(UsageError(
+            "--openers applies to --connections-only: add it, or leave out --openers".into(),
+        ));
+    }
+    a.rr |= a.connections_only;
     let sweep = wants_sweep(&a);
+    if sweep && a.connections_only {
+        return Err(UsageError(
+            "--connections-only runs one test: give one value of --flows and -w, without \
+             --repeat or --save"
+                .into(),
+        ));
+    }
     if sweep {
         refuse_single_test_outputs(&a)?;
         if a.udp && a.rr {
@@ -305,6 +321,10 @@ fn target(a: &ClientArgs) -> Target {
         response_timeout: a.response_timeout,
         per_flow: a.per_flow,
         allow_partial_flows: a.allow_partial_flows,
+        connections_only: a.connections_only.then(|| {
+            NonZeroU16::new(a.openers.unwrap_or(xbench::client::DEFAULT_OPENERS))
+                .unwrap_or(NonZeroU16::MIN)
+        }),
         psk_file: a.psk_file.clone(),
         protocol: match a.iperf3 {
             true => ServerProtocol::Iperf3,
@@ -545,6 +565,7 @@ mod tests {
             protocol: ServerProtocol::Detect,
             per_flow: false,
             allow_partial_flows: false,
+            connections_only: None,
         };
         let mut plans = vec![SweepPlan::new(target.clone(), every.clone(), "path one")];
         // The lab's suite: a stream sweep saved and resumed, and latency.
@@ -585,6 +606,23 @@ mod tests {
         rr.spec.workload = Workload::RequestResponse(r);
         rr.rr_sizes.clear();
         plans.push(rr);
+        // A connection-rate test: held flows, paced openers, a count of openers and the
+        // default one.
+        let mut c = SweepPlan::new(
+            Target::new("nat.example"),
+            TestSpec::request_response(),
+            "c",
+        );
+        c.spec.workload = Workload::RequestResponse(RrSpec {
+            flows: NonZeroU16::new(4000).unwrap(),
+            rate_per_flow: Some(50.0),
+            ..RrSpec::default()
+        });
+        c.target.connections_only = NonZeroU16::new(64);
+        plans.push(c.clone());
+        c.target.connections_only = NonZeroU16::new(xbench::client::DEFAULT_OPENERS);
+        c.windows = vec![1 << 20];
+        plans.push(c);
         // Byte counts, reverse, and one-value lists that are still single tests.
         let mut n = SweepPlan::new(Target::new("h6.example"), TestSpec::throughput(), "n");
         n.spec.end = EndCondition::Bytes(5 << 30);

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use xbench::client::{AddressFamily, DEFAULT_PORT, ServerProtocol};
+use xbench::client::{AddressFamily, DEFAULT_OPENERS, DEFAULT_PORT, ServerProtocol};
 use xbench::config::{
     Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, SpecError, TestSpec,
     ThroughputSpec, UdpSpec, Workload,
@@ -127,6 +127,7 @@ impl Args {
             protocol,
             per_flow,
             allow_partial_flows,
+            connections_only,
         } = t;
         let defaults = Target::local();
         match host {
@@ -193,6 +194,12 @@ impl Args {
         }
         if *allow_partial_flows {
             self.push("--allow-partial-flows");
+        }
+        // `--connections-only` itself stands for `--rr` in the test's flags (`Args::rr`).
+        if let Some(k) = connections_only
+            && k.get() != DEFAULT_OPENERS
+        {
+            self.flag("--openers", k);
         }
         if let Some(p) = psk_file {
             self.eq("--psk-file", utf8(p)?);
@@ -331,7 +338,9 @@ impl Args {
                 "UDP request/response tests (--rr -u) cannot be swept yet".into(),
             ));
         }
-        self.push(if *connect_per_transaction {
+        self.push(if plan.target.connections_only.is_some() {
+            "--connections-only"
+        } else if *connect_per_transaction {
             "--crr"
         } else {
             "--rr"

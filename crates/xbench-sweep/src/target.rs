@@ -2,7 +2,7 @@
 //! connection flags say it. Not the test itself (that is the plan's [`TestSpec`]).
 
 use std::net::IpAddr;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU16, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -44,6 +44,10 @@ pub struct Target {
     /// Request/response: run the flows a server's `--max-flows` takes instead of failing
     /// (`--allow-partial-flows`; the library's `allow_partial_flows`).
     pub allow_partial_flows: bool,
+    /// Request/response: a connection-rate test, new connections opened this many at a time
+    /// while the spec's flows are held (`--connections-only`, `--openers`; the library's
+    /// `connections_only`).
+    pub connections_only: Option<NonZeroU16>,
 }
 
 impl Target {
@@ -71,6 +75,7 @@ impl Target {
             protocol: defaults.protocol,
             per_flow: defaults.per_flow,
             allow_partial_flows: defaults.allow_partial_flows,
+            connections_only: defaults.connections_only,
         }
     }
 
@@ -93,6 +98,7 @@ impl Target {
             protocol: config.protocol,
             per_flow: config.per_flow,
             allow_partial_flows: config.allow_partial_flows,
+            connections_only: config.connections_only,
         }
     }
 
@@ -123,6 +129,7 @@ impl Target {
             protocol: self.protocol,
             per_flow: self.per_flow,
             allow_partial_flows: self.allow_partial_flows,
+            connections_only: self.connections_only,
             ..ClientConfig::new(self.host.as_deref().unwrap_or("127.0.0.1"))
         }
     }
@@ -150,6 +157,7 @@ mod tests {
             protocol: ServerProtocol::Iperf3,
             per_flow: true,
             allow_partial_flows: true,
+            connections_only: NonZeroU16::new(12),
         };
         let config = t.client_config(TestSpec::throughput(), None, None);
         assert_eq!(Target::from_client_config(&config, t.psk_file.clone()), t);

@@ -708,6 +708,33 @@ pub struct RrReport {
     /// before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<ConnectionSetup>,
+    /// `--connections-only`: the flows held open while new connections were opened, and how
+    /// many still answered at the end (`setup` says how they opened; `summary` counts the new
+    /// connections, one per transaction). `None` for every other test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldFlows>,
+}
+
+/// `--connections-only`: the connections held open for the whole test, checked at its end.
+///
+/// Each held flow is checked by a one-byte request and its answer, not by the socket's state
+/// alone: a NAT or a load balancer that dropped the flow's mapping says nothing to either
+/// end, and only a round trip shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldFlows {
+    /// Flows that opened at the start and were held (`setup.connected`).
+    pub held: u64,
+    /// Held flows that answered the check at the end.
+    pub open_at_end: u64,
+    /// Held flows the server (or the path) had closed by then.
+    pub closed: u64,
+    /// Held flows reset by then.
+    pub reset: u64,
+    /// Held flows that did not answer within `--response-timeout`: a mapping dropped on the
+    /// path, or a server that stopped answering.
+    pub unanswered: u64,
+    /// New connections being opened at any time (`--openers`).
+    pub openers: u16,
 }
 
 /// How opening a test's data connections went, all at once at its start. A load balancer's

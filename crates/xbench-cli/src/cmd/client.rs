@@ -33,7 +33,9 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     } = test;
     if let Some(rr) = spec.as_rr() {
         crate::flow_space::ensure(&target, rr, rr.flows.get())?;
-        crate::fd_limit::ensure(u64::from(rr.flows.get()), target.host.is_none())?;
+        // --connections-only holds its flows and opens new connections beside them.
+        let openers = target.connections_only.map_or(0, |k| u64::from(k.get()));
+        crate::fd_limit::ensure(u64::from(rr.flows.get()) + openers, target.host.is_none())?;
     }
     // First, so that no Ctrl-C meets the default action (exit without a file).
     let (cancel, give_up) = ctrl_c_twice()?;
@@ -59,7 +61,9 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         );
     }
     let mut text = Text::new(&config.spec).unit(unit).local(local.is_some());
-    let mut rr_text = RrText::default().local(local.is_some());
+    let mut rr_text = RrText::default()
+        .local(local.is_some())
+        .connections_only(config.connections_only.is_some());
     let is_rr = config.spec.as_rr().is_some();
     let rate = crate::render::text::Rate(unit);
     let mut udp_text = UdpText::new(&config.spec, rate, local.is_some());

@@ -18,6 +18,8 @@ const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - 
 pub(crate) struct RrText {
     /// The server is the in-process one (`--local`, or no host).
     local: bool,
+    /// `--connections-only`: a transaction is a new connection, and the flows are held.
+    connections_only: bool,
     header_done: bool,
     /// Flows asked and flows run, when the server took fewer (`--allow-partial-flows`).
     partial: Option<(u16, u16)>,
@@ -36,12 +38,18 @@ impl RrText {
         self.partial = Some((asked, running));
     }
 
+    /// A connection-rate test (`--connections-only`): its lines count connections.
+    pub(crate) fn connections_only(mut self, yes: bool) -> Self {
+        self.connections_only = yes;
+        self
+    }
+
     pub(crate) fn started(&self, config: &ClientConfig) -> String {
-        format!(
-            "{}\n{}\n",
-            connected(config, self.local),
-            describe(&config.spec, self.partial)
-        )
+        let test = match config.connections_only {
+            Some(k) => describe_connections_only(&config.spec, k.get()),
+            None => describe(&config.spec, self.partial),
+        };
+        format!("{}\n{test}\n", connected(config, self.local))
     }
 
     pub(crate) fn interval(&mut self, iv: &RrInterval) -> String {
@@ -55,7 +63,18 @@ impl RrText {
             self.header_done = true;
             let header = format!(
                 "[ ID] Interval          {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}",
-                "Trans/s", "min µs", "p50", "p90", "p99", "max", c1, c2
+                if self.connections_only {
+                    "Conn/s"
+                } else {
+                    "Trans/s"
+                },
+                "min µs",
+                "p50",
+                "p90",
+                "p99",
+                "max",
+                c1,
+                c2
             );
             let _ = writeln!(s, "{}", header.trim_end());
         }
@@ -95,6 +114,10 @@ impl RrText {
         };
         let sum = &rr.summary;
         let flows = rr.flows.len();
+        if let Some(h) = &rr.held {
+            connections_only_summary(&mut s, r, h);
+            return s;
+        }
         let _ = writeln!(
             s,
             "request/response: {} transactions/s over {:.2} s ({} transactions, {} flow{}{})",
@@ -327,6 +350,107 @@ fn describe(spec: &TestSpec, partial: Option<(u16, u16)>) -> String {
         let _ = write!(s, ", first {:.1} s omitted", spec.omit.as_secs_f64());
     }
     s
+}
+
+/// The test line of `--connections-only`.
+fn describe_connections_only(spec: &TestSpec, openers: u16) -> String {
+    let Some(rr) = spec.as_rr() else {
+        return String::new();
+    };
+    let mut s = format!(
+        "Test: connection rate, {} flow{} held open, new connections opened {openers} at a time \
+         (connect, 1-byte request and answer, close)",
+        grouped(u64::from(rr.flows.get())),
+        if rr.flows.get() == 1 { "" } else { "s" },
+    );
+    if let Some(r) = rr.rate_per_flow {
+        let _ = write!(s, ", paced at {r}/s per opener");
+    }
+    if let xbench::EndCondition::Duration(d) = spec.end {
+        let _ = write!(s, ", {:.1} s", d.as_secs_f64());
+    }
+    if !spec.omit.is_zero() {
+        let _ = write!(s, ", first {:.1} s omitted", spec.omit.as_secs_f64());
+    }
+    s
+}
+
+/// The summary of `--connections-only`: the new connections' rate and setup latency, how
+/// the held flows opened, and how many still answered at the end.
+fn connections_only_summary(s: &mut String, r: &TestReport, h: &xbench::report::HeldFlows) {
+    let Some(rr) = &r.rr else { return };
+    let sum = &rr.summary;
+    let _ = writeln!(
+        s,
+        "connections: {}/s over {:.2} s ({} opened and closed, {} at a time)",
+        rate(sum.transactions_per_second),
+        sum.seconds,
+        grouped(sum.transactions),
+        h.openers,
+    );
+    match sum.latency {
+        Some(l) => {
+            let _ = writeln!(
+                s,
+                "  setup µs (connect() to first answer): min {}  mean {}  stddev {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
+                us(l.min_us),
+                us(l.mean_us),
+                us(l.stddev_us),
+                us(l.p50_us),
+                us(l.p90_us),
+                us(l.p99_us),
+                us(l.p99_9_us),
+                us(l.p99_99_us),
+                us(l.max_us)
+            );
+        }
+        None => s.push_str("  no new connection completed\n"),
+    }
+    if let Some(p) = sum.pacing {
+        let _ = writeln!(
+            s,
+            "  paced: asked {}/s, achieved {}/s{}; setup latency is measured from each connection's intended start (coordinated-omission corrected)",
+            per_second(p.asked_per_second),
+            per_second(p.achieved_per_second),
+            if p.kept_up {
+                ""
+            } else {
+                " — could not keep up"
+            }
+        );
+    }
+    if let Some(c) = &rr.setup {
+        s.push_str(&setup_line(c).replacen("  setup:", "  held:", 1));
+    }
+    let _ = writeln!(
+        s,
+        "  held flows at the end: {} of {} answered, {} closed, {} reset, {} unanswered",
+        grouped(h.open_at_end),
+        grouped(h.held),
+        grouped(h.closed),
+        grouped(h.reset),
+        grouped(h.unanswered),
+    );
+    let cpu = &r.cpu;
+    let per = |v: Option<f64>| v.map_or_else(String::new, |v| format!(" ({v:.2} µs/connection)"));
+    let _ = write!(
+        s,
+        "CPU of the openers: client {:.2} s{}",
+        cpu.client.total_s(),
+        per(cpu.client_us_per_transaction)
+    );
+    match cpu.server {
+        Some(sv) => {
+            let _ = writeln!(
+                s,
+                ", server {:.2} s{}",
+                sv.total_s(),
+                per(cpu.server_us_per_transaction)
+            );
+        }
+        None => s.push_str(", server: no report\n"),
+    }
+    s.push_str(&outcome_line(r));
 }
 
 /// Message sizes as people write them: exact bytes when small.

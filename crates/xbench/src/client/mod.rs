@@ -7,6 +7,7 @@
 //! lost. Intervals reach the caller live through `on_event`. This module prints nothing.
 
 mod bulk;
+mod conn_only;
 mod connect;
 pub mod flow_plan;
 mod iperf3;
@@ -39,6 +40,11 @@ pub use crate::proto::DEFAULT_PORT;
 /// another client's still find room.
 // Evaluated at compile time; 512 is not zero.
 pub const DEFAULT_MAX_CONNECTING: NonZeroUsize = NonZeroUsize::new(512).unwrap();
+
+/// `--connections-only`'s default `--openers`: new connections opened at a time. Enough to
+/// keep a 2-core machine's loopback busy; a path with a long round trip needs more (each
+/// opener opens about one connection per two round trips).
+pub const DEFAULT_OPENERS: u16 = 16;
 
 /// Which address family to use for a host name with both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,6 +107,13 @@ pub struct ClientConfig {
     /// failing with [`Error::FlowLimit`]. Off by default: a test that silently ran fewer
     /// flows than asked would measure a different load.
     pub allow_partial_flows: bool,
+    /// Request/response over TCP: `Some(k)` makes the test a connection-rate test
+    /// (`--connections-only`, `--openers k`): the spec's `flows` are opened and held for the
+    /// whole test, while `k` openers each open a new connection, wait for its first answer,
+    /// and close it, back to back (or at the spec's `rate_per_flow`). The report's
+    /// transactions are those new connections; `rr.held` says how many held flows still
+    /// answered at the end.
+    pub connections_only: Option<NonZeroU16>,
 }
 
 /// Which protocol the client speaks to the server.
@@ -134,6 +147,7 @@ impl ClientConfig {
             protocol: ServerProtocol::Detect,
             per_flow: false,
             allow_partial_flows: false,
+            connections_only: None,
         }
     }
 }
@@ -198,6 +212,9 @@ pub async fn run_with_give_up(
     if config.protocol == ServerProtocol::Iperf3 {
         let control = interruptible(iperf3::connect(config), cancel.as_mut(), "connecting").await?;
         return iperf3::run(control, config, on_event, cancel).await;
+    }
+    if let Some(openers) = config.connections_only {
+        return conn_only::run(config, openers, on_event, cancel, give_up).await;
     }
     let mut opened = interruptible(Session::open(config), cancel.as_mut(), "connecting").await;
     // With --allow-partial-flows a test over the server's flow limit asks again for the

@@ -968,6 +968,7 @@ impl Accumulator {
             },
             flows,
             setup: None,
+            held: None,
         }
     }
 }

@@ -1,0 +1,427 @@
+//! `--connections-only`: how fast new connections open, and how long each takes, while many
+//! others are held open. This is the figure a NAT gateway's, a load balancer's or a Transit
+//! Gateway's connection-rate limit moves, and a table already holding thousands of flows is
+//! where such limits bite.
+//!
+//! Two tests run side by side against the same server, each on its own control connection:
+//! the *held* test opens the spec's `--flows` connections with the usual data greeting (the
+//! server accounts for them as any `--rr` test's flows) and holds them idle; the *openers*
+//! test is a `--crr` test of `--openers` flows, each opening a connection, sending its
+//! greeting and a 1-byte request, reading the 1-byte answer and waiting for the server to
+//! close, over and over. Its transactions are the new connections: their rate per interval
+//! and overall, and the latency of each, from `connect()` to the first answer on it. At the
+//! end every held flow is checked with a 1-byte round trip. Not the workers themselves
+//! ([`rr`](super::rr) and `engine::rr`), whose `--crr` loop this reuses unchanged.
+
+use std::future::Future;
+use std::net::TcpStream;
+use std::num::{NonZeroU16, NonZeroU32};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::session::{Session, ended_by, send};
+use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, interruptible, rr};
+use crate::config::{EndCondition, RrSpec, SpecError, Workload};
+use crate::error::Error;
+use crate::proto::{Finish, IdCount, Message, Tally};
+use crate::report::{HeldFlows, Outcome, TestReport};
+
+/// Runs a `--connections-only` test: holds the spec's flows, opens new connections `openers`
+/// at a time for the test's length, checks the held flows, and reports.
+pub(super) async fn run(
+    config: &ClientConfig,
+    openers: NonZeroU16,
+    on_event: OnEvent<'_>,
+    cancel: impl Future<Output = ()>,
+    give_up: GiveUp<impl Future<Output = ()>>,
+) -> Result<TestReport, Error> {
+    let spec = check(config)?;
+    let mut cancel = std::pin::pin!(cancel);
+    let mut hold_config = held_config(config, &spec);
+    let mut opened =
+        interruptible(Session::open(&hold_config), cancel.as_mut(), "connecting").await;
+    // As for --rr: a server that takes fewer flows refuses, unless the user asked for those.
+    let mut turned_away = None;
+    if let Err(Error::FlowLimit { max, message }) = &opened
+        && config.allow_partial_flows
+        && let Some(fewer) = NonZeroU16::new(*max)
+    {
+        let asked = spec.flows.get();
+        let why = format!(
+            "the server took {max} of the {asked} flows asked to hold ({message}); holding \
+             those {max} (--allow-partial-flows)"
+        );
+        on_event(ClientEvent::Warning(why.clone()));
+        turned_away = Some((asked, *max, why));
+        let mut narrowed = spec.clone();
+        narrowed.flows = fewer;
+        hold_config = held_config(config, &narrowed);
+        opened = interruptible(Session::open(&hold_config), cancel.as_mut(), "connecting").await;
+    }
+    let mut holder = opened?;
+    let wanted = hold_config
+        .spec
+        .as_rr()
+        .map_or(0, |r| usize::from(r.flows.get()));
+    let mut warnings = Vec::new();
+    let (conns, _, setup) = holder
+        .connect_data(&hold_config, wanted, &mut warnings, cancel.as_mut())
+        .await?;
+    for w in &warnings {
+        on_event(ClientEvent::Warning(w.clone()));
+    }
+    let held: Vec<TcpStream> = conns.into_iter().map(|(s, _)| s).collect();
+
+    let open_spec = openers_spec(&spec, openers);
+    let mut open_config = config.clone();
+    open_config.connections_only = None;
+    open_config.spec.workload = Workload::RequestResponse(open_spec.clone());
+    let session = interruptible(
+        Session::open(&open_config),
+        cancel.as_mut(),
+        "connecting the openers' test",
+    )
+    .await?;
+    // The held test's server reports intervals all along; read them so its control
+    // connection never backs up, and notice if it goes away.
+    let opening = rr::run(
+        session,
+        &open_config,
+        &open_spec,
+        on_event,
+        cancel.as_mut(),
+        give_up,
+    );
+    let mut opening = std::pin::pin!(opening);
+    let mut holder_lost: Option<String> = None;
+    let report = loop {
+        tokio::select! {
+            r = &mut opening => break r,
+            m = holder.rd.next(), if holder_lost.is_none() => match m {
+                Ok(Some(Message::RrInterval(_))) => {}
+                other => holder_lost = Some(ended_by(other, &holder.addr).0),
+            },
+        }
+    };
+    let mut report = report?;
+    report.warnings.splice(0..0, warnings);
+    // After Ctrl-C the user is waiting: a shorter bound on the held flows' answers.
+    let interrupted = report.outcome == Outcome::Interrupted;
+    let patience = if interrupted {
+        config.stall_timeout.min(Duration::from_secs(2))
+    } else {
+        config.stall_timeout
+    };
+    let checks = check_held(held, patience).await;
+    let mut counts = HeldFlows {
+        held: setup.connected,
+        open_at_end: 0,
+        closed: 0,
+        reset: 0,
+        unanswered: 0,
+        openers: openers.get(),
+    };
+    for c in &checks {
+        match c {
+            Held::Open => counts.open_at_end += 1,
+            Held::Closed => counts.closed += 1,
+            Held::Reset => counts.reset += 1,
+            Held::Unanswered => counts.unanswered += 1,
+        }
+    }
+    match holder_lost {
+        Some(why) => report.warnings.push(format!(
+            "the held flows' control connection ended early: {why}"
+        )),
+        None => finish_held(&mut holder, &checks, interrupted, &mut report.warnings).await,
+    }
+    if counts.open_at_end < counts.held {
+        // As a --rr test whose flows do not all open fails: a connection-rate figure taken
+        // while the path dropped held flows is not the figure asked for.
+        let why = format!(
+            "{} of {} held flows did not answer at the end: {} closed, {} reset, {} \
+             unanswered within {patience:?}",
+            counts.held - counts.open_at_end,
+            counts.held,
+            counts.closed,
+            counts.reset,
+            counts.unanswered
+        );
+        if report.outcome == Outcome::Completed {
+            report.outcome = Outcome::Failed { error: why };
+        } else {
+            report.warnings.push(why);
+        }
+    }
+    // The report speaks of the test asked for: its flows are the held ones.
+    report.spec = config.spec.clone();
+    if let Some(r) = report.rr.as_mut() {
+        r.setup = Some(setup);
+        r.held = Some(counts);
+    }
+    if let Some((asked, max, why)) = turned_away {
+        rr::turned_away(&mut report, asked, max, why);
+    }
+    Ok(report)
+}
+
+/// The request/response spec of a `--connections-only` configuration, if it is one this mode
+/// can run: TCP, persistent flows (the held ones), one-byte transactions.
+fn check(config: &ClientConfig) -> Result<RrSpec, Error> {
+    let bad = |reason: &str| {
+        Err(Error::Spec(SpecError {
+            field: "--connections-only",
+            reason: reason.into(),
+        }))
+    };
+    let Workload::RequestResponse(r) = &config.spec.workload else {
+        return bad("it is a request/response mode; a throughput test has no connections to open");
+    };
+    if r.udp.is_some() {
+        return bad("it opens TCP connections; UDP (-u) has none");
+    }
+    if r.connect_per_transaction {
+        return bad("it opens a connection per transaction itself; leave out --crr");
+    }
+    if r.burst.get() > 1 {
+        return bad("each new connection carries one transaction; leave out --burst");
+    }
+    if r.request_len.get() != 1 || r.response_len.get() != 1 {
+        return bad("each new connection carries a 1-byte request and answer; leave out -r");
+    }
+    if !matches!(config.spec.end, EndCondition::Duration(_)) {
+        return bad("it runs for a time (-t)");
+    }
+    Ok(r.clone())
+}
+
+/// The held test: the spec's flows, persistent. Paced at one transaction per flow per test
+/// length, which it never sends during the test: that tells the server a quiet flow is not a
+/// dead one (its idle check skips slow paced tests).
+fn held_config(config: &ClientConfig, spec: &RrSpec) -> ClientConfig {
+    let mut c = config.clone();
+    c.connections_only = None;
+    let secs = match config.spec.end {
+        EndCondition::Duration(d) => d.as_secs_f64(),
+        EndCondition::Bytes(_) => 1.0,
+    };
+    c.spec.workload = Workload::RequestResponse(RrSpec {
+        // A hair above one per -t, so rounding never makes the period longer than the test.
+        rate_per_flow: Some(1.0 / secs * (1.0 + 1e-6)),
+        connect_per_transaction: false,
+        burst: NonZeroU32::MIN,
+        ..spec.clone()
+    });
+    c
+}
+
+/// The openers' test: `--crr` over `openers` flows, at the spec's pace if it has one.
+fn openers_spec(spec: &RrSpec, openers: NonZeroU16) -> RrSpec {
+    RrSpec {
+        flows: openers,
+        connect_per_transaction: true,
+        burst: NonZeroU32::MIN,
+        ..spec.clone()
+    }
+}
+
+/// What a held flow answered at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// Its 1-byte request was answered.
+    Open,
+    /// The peer had closed it.
+    Closed,
+    /// Reset, or another socket error.
+    Reset,
+    /// No answer within the patience given.
+    Unanswered,
+}
+
+/// Sends each held flow a 1-byte request and waits (at most `patience`) for its answer, all
+/// at once; in flow order.
+async fn check_held(held: Vec<TcpStream>, patience: Duration) -> Vec<Held> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, s) in held.into_iter().enumerate() {
+        set.spawn(async move { (i, check_one(s, patience).await) });
+    }
+    let mut out = Vec::new();
+    while let Some(j) = set.join_next().await {
+        // A check that panicked is a flow that did not answer.
+        out.push(j.unwrap_or((usize::MAX, Held::Unanswered)));
+    }
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, h)| h).collect()
+}
+
+async fn check_one(s: TcpStream, patience: Duration) -> Held {
+    let round_trip = async {
+        s.set_nonblocking(true)?;
+        // A FIN already here is a closed flow; writing to it first would race its reset.
+        match s.peek(&mut [0u8; 1]) {
+            Ok(0) => return Ok(false),
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e),
+            _ => {}
+        }
+        let mut s = tokio::net::TcpStream::from_std(s)?;
+        s.write_all(&[0]).await?;
+        let mut b = [0u8; 1];
+        Ok::<_, std::io::Error>(s.read(&mut b).await? == 1)
+    };
+    match tokio::time::timeout(patience, round_trip).await {
+        Ok(Ok(true)) => Held::Open,
+        Ok(Ok(false)) => Held::Closed,
+        Ok(Err(_)) => Held::Reset,
+        Err(_) => Held::Unanswered,
+    }
+}
+
+/// Ends the held test as any request/response test ends: `Finish`, the server's results
+/// (at most 5 s), then this end's count per flow (one transaction for each flow that
+/// answered the check), which the server checks against its own.
+async fn finish_held(
+    holder: &mut Session,
+    checks: &[Held],
+    interrupted: bool,
+    warnings: &mut Vec<String>,
+) {
+    let addr = holder.addr.clone();
+    if send(
+        &mut holder.wr,
+        &Message::Finish(Finish { interrupted }),
+        &addr,
+    )
+    .await
+    .is_err()
+    {
+        warnings.push(format!(
+            "{addr}: the held flows' test could not be finished"
+        ));
+        return;
+    }
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(until, holder.rd.next()).await {
+            Ok(Ok(Some(Message::RrInterval(_)))) => {}
+            Ok(Ok(Some(Message::RrResults(_)))) => {
+                let tally = Tally {
+                    counts: (checks.iter().enumerate())
+                        .map(|(i, h)| IdCount {
+                            id: i as u16,
+                            count: u64::from(*h == Held::Open),
+                        })
+                        .collect(),
+                };
+                let _ = send(&mut holder.wr, &Message::Tally(tally), &addr).await;
+                return;
+            }
+            Ok(Ok(Some(Message::Error(e)))) => {
+                warnings.push(format!(
+                    "the server reported on the held flows: {}",
+                    e.message
+                ));
+                return;
+            }
+            _ => {
+                warnings.push(format!("{addr} did not send the held flows' results"));
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TestSpec;
+
+    fn config(spec: TestSpec) -> ClientConfig {
+        ClientConfig {
+            spec,
+            connections_only: NonZeroU16::new(8),
+            ..ClientConfig::new("127.0.0.1")
+        }
+    }
+
+    fn rr_spec(f: impl FnOnce(&mut RrSpec)) -> TestSpec {
+        let mut spec = TestSpec::request_response();
+        if let Workload::RequestResponse(r) = &mut spec.workload {
+            r.flows = NonZeroU16::new(100).unwrap();
+            f(r);
+        }
+        spec
+    }
+
+    #[test]
+    fn only_tcp_one_byte_persistent_request_response_is_accepted() {
+        assert!(check(&config(rr_spec(|_| {}))).is_ok());
+        for (spec, words) in [
+            (TestSpec::throughput(), "throughput"),
+            (rr_spec(|r| r.udp = Some(Default::default())), "UDP"),
+            (rr_spec(|r| r.connect_per_transaction = true), "--crr"),
+            (
+                rr_spec(|r| r.burst = NonZeroU32::new(4).unwrap()),
+                "--burst",
+            ),
+            (
+                rr_spec(|r| r.response_len = NonZeroU32::new(64).unwrap()),
+                "-r",
+            ),
+        ] {
+            let e = check(&config(spec)).unwrap_err().to_string();
+            assert!(e.contains("--connections-only") && e.contains(words), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_held_test_is_paced_within_its_length_and_the_openers_connect_per_transaction() {
+        let mut spec = rr_spec(|r| r.rate_per_flow = Some(50.0));
+        spec.end = EndCondition::Duration(Duration::from_secs(3));
+        let c = config(spec);
+        let r = check(&c).unwrap();
+        let held = held_config(&c, &r);
+        held.spec.validate().unwrap();
+        let h = held.spec.as_rr().unwrap();
+        assert_eq!(h.flows.get(), 100);
+        assert!(!h.connect_per_transaction);
+        assert!(held.connections_only.is_none());
+        let p = h.period().unwrap();
+        assert!(
+            p <= Duration::from_secs(3) && p > Duration::from_millis(2990),
+            "{p:?}"
+        );
+        let o = openers_spec(&r, NonZeroU16::new(8).unwrap());
+        assert_eq!((o.flows.get(), o.connect_per_transaction), (8, true));
+        // --rate paces each opener.
+        assert_eq!(o.rate_per_flow, Some(50.0));
+    }
+
+    #[tokio::test]
+    async fn a_held_flow_is_told_open_closed_or_unanswered() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let (a, b, c) = (
+            TcpStream::connect(addr).unwrap(),
+            TcpStream::connect(addr).unwrap(),
+            TcpStream::connect(addr).unwrap(),
+        );
+        let mut peers: Vec<TcpStream> = (0..3).map(|_| l.accept().unwrap().0).collect();
+        // The first answers, the second is closed, the third stays silent.
+        let echo = {
+            let mut p = peers.remove(0);
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut b = [0u8; 1];
+                p.read_exact(&mut b).unwrap();
+                p.write_all(&b).unwrap();
+                p
+            })
+        };
+        drop(peers.remove(0));
+        std::thread::sleep(Duration::from_millis(50));
+        let got = check_held(vec![a, b, c], Duration::from_millis(300)).await;
+        assert_eq!(got, [Held::Open, Held::Closed, Held::Unanswered]);
+        drop(echo.join());
+    }
+}
