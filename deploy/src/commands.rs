@@ -122,11 +122,14 @@ pub(crate) async fn plan(c: &Common, a: PlanArgs) -> Result<Exit> {
             BinaryNote::Upload(b, None) => Some(b),
             _ => None,
         };
-        Some(
-            d.preflight(&scenario, &plan, bin)
-                .await
-                .context("checking the scenario with AWS")?,
-        )
+        let pre = d
+            .preflight(&scenario, &plan, bin)
+            .await
+            .context("checking the scenario with AWS")?;
+        d.check_private_gateways(&plan, None)
+            .await
+            .context("checking your gateways with AWS")?;
+        Some(pre)
     } else {
         None
     };

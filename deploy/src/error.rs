@@ -69,6 +69,18 @@ pub enum Error {
         /// Zone, when one was asked for.
         zone: Option<String>,
     },
+    /// A gateway of yours named by a hybrid path's `via` cannot be used as it is.
+    #[error("via = \"{gateway}\" for vpc '{vpc}' in {region}: {problem}")]
+    YourGateway {
+        /// The gateway id.
+        gateway: String,
+        /// The run's VPC to join to it.
+        vpc: String,
+        /// Region searched.
+        region: String,
+        /// What is wrong and what to do.
+        problem: String,
+    },
     /// AWS did not reach a state in time.
     #[error("timed out after {seconds} s waiting for {what} in {region}")]
     Timeout {
@@ -289,6 +301,7 @@ impl Error {
                 | Error::MissingCredentials { .. }
                 | Error::NoEnhancedNetworking { .. }
                 | Error::InstanceTypeUnavailable { .. }
+                | Error::YourGateway { .. }
                 | Error::BadRunId(_)
                 | Error::Binary(_)
                 | Error::Suite(_)

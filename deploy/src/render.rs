@@ -348,6 +348,15 @@ pub(crate) fn outputs(o: &Outputs, file: &std::path::Path, checked: bool) -> Str
             .unwrap_or_default();
         let _ = writeln!(out, "  [{}] {on}{through}:\n      {}", p.label, p.command);
     }
+    if !o.notes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nyour gateways (xbench-deploy changes nothing of yours):"
+        );
+        for n in &o.notes {
+            let _ = writeln!(out, "  {n}");
+        }
+    }
     let _ = writeln!(out, "\noutputs: {}", file.display());
     let _ = writeln!(out, "delete with: xbench-deploy down {}", o.run_id);
     out

@@ -14,6 +14,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::cidr::{CidrError, Ipv4Cidr};
+use crate::hybrid::{self, HybridEnd};
 use crate::regions;
 use crate::suite::{RawSuite, Suite, SuiteError};
 
@@ -230,6 +231,8 @@ pub struct PathSpec {
     pub server: End,
     /// The VPN's flavour: set on `vpn` paths only (WireGuard unless the scenario says).
     pub vpn: Option<VpnFlavour>,
+    /// An `existing` path reached over private addresses through your gateway.
+    pub hybrid: Option<HybridEnd>,
 }
 
 impl PathSpec {
@@ -491,6 +494,9 @@ struct RawPath {
     server_address: Option<Ipv4Addr>,
     /// Read as text, so an unknown flavour gets its own message listing the flavours.
     vpn: Option<String>,
+    /// `existing` paths over private addresses: your gateway and your private block.
+    via: Option<String>,
+    on_prem_cidr: Option<String>,
 }
 
 const NAME_MAX: usize = 32;
@@ -830,14 +836,24 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
         let client = end(&label, "client", p.client, p.client_address, vpcs)?;
         let server = end(&label, "server", p.server, p.server_address, vpcs)?;
         let (client, server) = ends_for_kind(&label, p.kind, client, server, &mut joined)?;
+        let hybrid = hybrid::check(
+            &label,
+            p.kind,
+            p.via,
+            p.on_prem_cidr,
+            (&client, &server),
+            vpcs,
+        )?;
         out.push(PathSpec {
             label,
             kind: p.kind,
             client,
             server,
             vpn,
+            hybrid,
         });
     }
+    hybrid::check_together(&out)?;
     Ok(out)
 }
 

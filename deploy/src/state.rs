@@ -343,6 +343,9 @@ pub struct Outputs {
     pub hosts: Vec<HostOutput>,
     /// One entry per path.
     pub paths: Vec<PathOutput>,
+    /// What your side needs for hybrid paths (routes back to the run's VPCs), as `up` printed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A host `up` created.

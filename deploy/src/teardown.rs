@@ -5,6 +5,7 @@
 //! Order: accelerators (disabled first); instances (terminated, and waited for, since their
 //! network interfaces hold subnets and security groups); placement groups; Transit Gateway
 //! peering and VPC attachments (waited for until deleted); Transit Gateways; VPC peerings;
+//! your virtual private gateways detached from the run's VPCs (the gateways stay yours);
 //! subnets; route tables; internet gateways (detached first); security groups; VPCs; then the
 //! run's bucket (with its objects), its key in every region's Parameter Store, and its IAM
 //! instance profile and role. Every step treats "not found" as done, so `down` can be repeated
@@ -18,7 +19,7 @@ use std::time::{Instant, SystemTime};
 use tracing::{info, warn};
 
 use crate::aws::ec2::{self, Found, RegionInventory, Selector};
-use crate::aws::{RegionClients, Timing, accelerator, aws_error, iam, s3, ssm};
+use crate::aws::{RegionClients, Timing, accelerator, aws_error, gateways, iam, s3, ssm};
 use crate::deployer::Deployer;
 use crate::error::Error;
 use crate::state::{RunId, TAG_DUE, TAG_PLACEMENT, TAG_REGIONS, TAG_RUN, parse_time};
@@ -125,6 +126,7 @@ impl Deployer {
         }
         self.down_attachments(&inventories, &mut p).await;
         self.down_tgws_and_peerings(&inventories, &mut p).await;
+        self.down_vgw_attachments(&inventories, &mut p).await;
         for (r, inv) in &inventories {
             self.down_vpc_parts(r, inv, &mut p).await;
         }
@@ -280,6 +282,38 @@ impl Deployer {
                     .map_err(|e| aws_error("DeleteVpcPeeringConnection", &r.region, e));
                 if p.step(ignore_missing(res)) {
                     p.deleted(&r.region, "vpc peering", &pcx.id);
+                }
+            }
+        }
+    }
+
+    /// Your virtual private gateways detached from the run's VPCs (a VPC cannot be deleted
+    /// with one attached), waited for; the gateways themselves are yours and stay.
+    async fn down_vgw_attachments(&self, inventories: &Inventories, p: &mut Progress) {
+        for (r, inv) in inventories {
+            for a in &inv.vgw_attachments {
+                let Some(vpc) = a.vpc_id.as_deref() else {
+                    continue;
+                };
+                if a.state.as_deref() != Some("detaching") {
+                    let res = gateways::detach_vgw(r, &a.id, vpc).await;
+                    if !p.step(ignore_missing(res)) {
+                        continue;
+                    }
+                }
+                let gone = self
+                    .timing
+                    .wait(
+                        &format!("{} to detach from {vpc}", a.id),
+                        &r.region,
+                        || async {
+                            let s = gateways::vgw_attachment_state(r, &a.id, vpc).await?;
+                            Ok(matches!(s.as_deref(), None | Some("detached")).then_some(()))
+                        },
+                    )
+                    .await;
+                if p.step(gone) {
+                    p.deleted(&r.region, "vgw attachment", &format!("{}/{vpc}", a.id));
                 }
             }
         }

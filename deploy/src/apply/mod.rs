@@ -8,13 +8,15 @@
 //! bucket (with the xbench binary) and key (`artifacts.rs`); placement groups; per VPC the
 //! VPC, internet gateway, security groups, subnets and route tables; VPC peerings (accepted in
 //! the peer region); Transit Gateways, their VPC attachments, peerings and static routes
-//! (`network.rs`); server hosts and VPN gateways; routes through peerings, Transit Gateways
+//! (`network.rs`); your gateways joined for hybrid paths (`hybrid.rs`);
+//! server hosts and VPN gateways; routes through peerings, Transit Gateways
 //! and gateways; accelerators; client hosts (`hosts.rs`); the security-group rules that name
 //! hosts' public addresses; and last the readiness checks (`ready.rs`). Not for deleting: see
 //! [`crate::teardown`].
 
 mod artifacts;
 mod hosts;
+mod hybrid;
 mod network;
 mod ready;
 
@@ -185,6 +187,7 @@ impl Deployer {
         // Refusals here (no ENA, no AMI, no such type, a binary for the wrong CPU) happen
         // before anything exists.
         let pre = self.preflight(scenario, plan, opts.xbench.as_ref()).await?;
+        self.check_private_gateways(plan, Some(&run)).await?;
         let local = self.start_local_state(&run, scenario, &regions, &tags)?;
         info!("run {run}: creating in {}", regions.join(", "));
 
@@ -315,6 +318,8 @@ struct Ids {
     fetch: Option<Fetch>,
     /// The run's bucket, when the binary was uploaded.
     bucket: Option<crate::aws::s3::RunBucket>,
+    /// What your side needs for hybrid paths, for the outputs.
+    notes: Vec<String>,
 }
 
 struct Build<'a> {
@@ -428,6 +433,7 @@ impl Build<'_> {
             self.peering(&p.key, &p.requester, &p.accepter).await?;
         }
         self.transit_gateways().await?;
+        self.private_gateways().await?;
         self.servers().await?;
         self.vpn_gateways().await?;
         for r in self
@@ -573,6 +579,8 @@ impl Build<'_> {
                 command: client_command(target, self.s.port, &p.label, authenticated),
             });
         }
+        // Taken first: the literal below holds the ids lock for `bucket` until it ends.
+        let notes = self.ids().notes.clone();
         Ok(Outputs {
             format: OUTPUTS_FORMAT.to_owned(),
             run_id: self.tags.run.clone(),
@@ -582,6 +590,7 @@ impl Build<'_> {
             bucket: self.ids().bucket.clone(),
             hosts,
             paths,
+            notes,
         })
     }
 }

@@ -12,6 +12,7 @@ use crate::aws::placement::group_name;
 use crate::aws::{RegionClients, aws_error};
 use crate::cidr::Ipv4Cidr;
 use crate::error::Error;
+use crate::hybrid::PrivateGateway;
 use crate::plan::{GroupKind, IngressPlan, IngressSource, RouteTarget, SubnetPlan, TgwPeeringPlan};
 
 impl Build<'_> {
@@ -344,6 +345,7 @@ impl Build<'_> {
                 .map(|t| t.0.clone())
                 .ok_or_else(|| Error::Internal(format!("no transit gateway in {}", r.region)))?,
             RouteTarget::GatewayHost(h) => self.host_ids(h)?.eni,
+            RouteTarget::YourGateway(g) => g.id().to_owned(),
         };
         macro_rules! with_target {
             ($req:expr) => {
@@ -352,6 +354,10 @@ impl Build<'_> {
                     RouteTarget::Peering(_) => $req.vpc_peering_connection_id(&target_id),
                     RouteTarget::TransitGateway => $req.transit_gateway_id(&target_id),
                     RouteTarget::GatewayHost(_) => $req.network_interface_id(&target_id),
+                    RouteTarget::YourGateway(PrivateGateway::Vgw(_)) => $req.gateway_id(&target_id),
+                    RouteTarget::YourGateway(PrivateGateway::Tgw(_)) => {
+                        $req.transit_gateway_id(&target_id)
+                    }
                 }
             };
         }
@@ -616,12 +622,12 @@ impl Build<'_> {
     }
 
     /// VPC `vpc` attached to Transit Gateway `tgw` through its `base` subnet, available.
-    async fn ensure_tgw_attachment(
+    pub(super) async fn ensure_tgw_attachment(
         &self,
         r: &RegionClients,
         tgw: &str,
         vpc: &str,
-    ) -> Result<(), Error> {
+    ) -> Result<String, Error> {
         let region = r.region.as_str();
         let v = self.vpc_ids(vpc)?;
         let (base_subnet, _) = v
@@ -669,7 +675,7 @@ impl Build<'_> {
             }
         };
         self.wait_attachment(r, &attachment, &["available"]).await?;
-        Ok(())
+        Ok(attachment)
     }
 
     /// The peering attachment between two regions' Transit Gateways, accepted and available.

@@ -108,6 +108,9 @@ pub struct RegionInventory {
     pub tgw_vpc_attachments: Vec<Found>,
     /// Transit Gateway peering attachments not deleted.
     pub tgw_peering_attachments: Vec<Found>,
+    /// Your virtual private gateways attached to the run's VPCs (hybrid paths): the id is the
+    /// gateway's, `vpc_id` the run's VPC. `down` detaches them; the gateways are not the run's.
+    pub vgw_attachments: Vec<Found>,
 }
 
 impl RegionInventory {
@@ -125,6 +128,7 @@ impl RegionInventory {
     pub fn all(&self) -> impl Iterator<Item = (&'static str, &Vec<Found>)> {
         [
             ("instance", &self.instances),
+            ("vgw attachment", &self.vgw_attachments),
             ("tgw peering attachment", &self.tgw_peering_attachments),
             ("tgw vpc attachment", &self.tgw_vpc_attachments),
             ("transit gateway", &self.transit_gateways),
@@ -233,6 +237,7 @@ pub async fn discover(r: &RegionClients, sel: &Selector) -> Result<RegionInvento
     inv.internet_gateways = select(sel, &PLAIN, igws.iter().map(from_igw), &owners);
     inv.security_groups = security_groups(r, sel, &vpc_ids, &owners).await?;
     inv.vpc_peerings = vpc_peerings(r, sel, &vpc_ids, &owners).await?;
+    inv.vgw_attachments = vgw_attachments(r, sel, &vpc_ids, &owners).await?;
 
     let tgws: Vec<_> = describe!(
         r,
@@ -277,6 +282,10 @@ const GA_GROUP: Kind = Kind {
 };
 const PEERING: Kind = Kind {
     gone: &["deleted", "rejected", "failed", "expired", "deleting"],
+    inherits: true,
+};
+const VGW_ATTACHMENT: Kind = Kind {
+    gone: &["detached"],
     inherits: true,
 };
 const ATTACHMENT: Kind = Kind {
@@ -567,6 +576,46 @@ async fn tgw_vpc_attachments(
         ..Found::default()
     });
     Ok(select(sel, &ATTACHMENT, found.collect::<Vec<_>>(), owners))
+}
+
+/// Virtual private gateways attached to the run's VPCs, one entry per (gateway, VPC), owned
+/// by the VPC's run (the gateway is yours and carries none of our tags).
+async fn vgw_attachments(
+    r: &RegionClients,
+    sel: &Selector,
+    vpc_ids: &[String],
+    owners: &Owners,
+) -> Result<Vec<Found>, Error> {
+    if vpc_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let gateways: Vec<_> = r
+        .ec2
+        .describe_vpn_gateways()
+        .filters(filter("attachment.vpc-id", vpc_ids))
+        .send()
+        .await
+        .map_err(|e| aws_error("DescribeVpnGateways", &r.region, e))?
+        .vpn_gateways()
+        .to_vec();
+    // moto keeps detached attachments listed (and matching the filter): judged by state.
+    let found = gateways.iter().flat_map(|g| {
+        g.vpc_attachments()
+            .iter()
+            .filter(|a| a.vpc_id().is_some_and(|v| vpc_ids.iter().any(|o| o == v)))
+            .map(|a| Found {
+                id: g.vpn_gateway_id().unwrap_or_default().to_owned(),
+                state: a.state().map(|s| s.as_str().to_owned()),
+                vpc_id: a.vpc_id().map(str::to_owned),
+                ..Found::default()
+            })
+    });
+    Ok(select(
+        sel,
+        &VGW_ATTACHMENT,
+        found.collect::<Vec<_>>(),
+        owners,
+    ))
 }
 
 /// Peering attachments by tag and by either of our Transit Gateways.

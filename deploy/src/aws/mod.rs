@@ -10,6 +10,7 @@
 
 pub mod accelerator;
 pub mod ec2;
+pub mod gateways;
 pub mod iam;
 pub mod placement;
 pub mod s3;

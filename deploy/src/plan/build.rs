@@ -10,6 +10,8 @@ use super::*;
 use crate::cost::{self, Billable, PriceTable};
 use crate::scenario::{End, PathKind, PathSpec, Scenario, VpnFlavour};
 
+mod hybrid;
+
 impl Plan {
     /// Lays out `scenario`, priced with `prices`.
     pub fn build(scenario: &Scenario, prices: &PriceTable) -> Result<Plan, PlanError> {
@@ -22,6 +24,7 @@ impl Plan {
             tgws: Vec::new(),
             tgw_peerings: Vec::new(),
             accelerators: Vec::new(),
+            private_gateways: Vec::new(),
             routes: Vec::new(),
             ingress: BTreeSet::new(),
             paths: Vec::new(),
@@ -45,6 +48,7 @@ impl Plan {
             tgw_peerings: b.tgw_peerings,
             placement_groups: b.placement_groups,
             accelerators: b.accelerators,
+            private_gateways: b.private_gateways,
             routes: b.routes,
             ingress: b.ingress.into_iter().collect(),
             paths: b.paths,
@@ -62,6 +66,7 @@ struct Builder<'a> {
     tgws: Vec<TgwPlan>,
     tgw_peerings: Vec<TgwPeeringPlan>,
     accelerators: Vec<AcceleratorPlan>,
+    private_gateways: Vec<PrivateGatewayPlan>,
     routes: Vec<RoutePlan>,
     ingress: BTreeSet<IngressPlan>,
     paths: Vec<PathPlan>,
@@ -192,6 +197,7 @@ impl Builder<'_> {
             (PathKind::Public | PathKind::Accelerator, _, End::Vpc(s)) => {
                 self.public_path(p, &client, s)
             }
+            (PathKind::Existing, _, _) if p.hybrid.is_some() => self.hybrid_path(p),
             (PathKind::Existing, End::Address(a), End::Vpc(s)) => {
                 self.allow_port(s, IngressSource::Cidr(Ipv4Cidr::host(*a)));
                 PathTarget::PublicIp(format!("server-{s}"))
@@ -487,6 +493,7 @@ impl Builder<'_> {
         for _ in &self.accelerators {
             out.push(("global".to_owned(), Billable::Accelerator));
         }
+        out.extend(self.hybrid_billables());
         out
     }
 }

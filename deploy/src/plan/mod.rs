@@ -21,6 +21,7 @@ mod build;
 
 use crate::cidr::Ipv4Cidr;
 use crate::cost::CostEstimate;
+use crate::hybrid::PrivateGateway;
 use crate::scenario::{PathKind, PlacementStrategy, VpnFlavour};
 
 /// UDP port the WireGuard gateways talk on.
@@ -49,6 +50,8 @@ pub struct Plan {
     pub placement_groups: Vec<PlacementGroupPlan>,
     /// Global Accelerators.
     pub accelerators: Vec<AcceleratorPlan>,
+    /// Your gateways the run's VPCs are joined to (hybrid `existing` paths).
+    pub private_gateways: Vec<PrivateGatewayPlan>,
     /// VPC route-table entries.
     pub routes: Vec<RoutePlan>,
     /// Security-group ingress rules.
@@ -205,6 +208,40 @@ pub struct AcceleratorPlan {
     pub port: u16,
 }
 
+/// A VPC joined to a gateway of yours for a hybrid `existing` path: the VGW attached to it, or
+/// a Transit Gateway VPC attachment of its own. Your gateway is never changed otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PrivateGatewayPlan {
+    /// VPC name.
+    pub vpc: String,
+    /// Its region (the gateway must be there).
+    pub region: String,
+    /// The VPC's block: what your side routes back to the run.
+    pub vpc_cidr: Ipv4Cidr,
+    /// Your gateway.
+    pub gateway: PrivateGateway,
+    /// Your private blocks routed to it from this VPC.
+    pub on_prem_cidrs: Vec<Ipv4Cidr>,
+}
+
+impl Plan {
+    /// Lines for the hybrid joins in `region`, saying what is made and what stays yours.
+    fn private_gateway_lines(&self, region: &str, lines: &mut Vec<String>) {
+        for g in self.private_gateways.iter().filter(|g| g.region == region) {
+            lines.push(match &g.gateway {
+                PrivateGateway::Vgw(id) => format!(
+                    "vgw attachment    your {id} attached to {} (detached by down; the gateway stays yours)",
+                    g.vpc
+                ),
+                PrivateGateway::Tgw(id) => format!(
+                    "tgw attachment    {} -> your {id} (deleted by down); your side: a route {} -> this attachment in {id}'s route table, unless it propagates",
+                    g.vpc, g.vpc_cidr
+                ),
+            });
+        }
+    }
+}
+
 /// Where a route sends traffic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -217,6 +254,8 @@ pub enum RouteTarget {
     TransitGateway,
     /// A VPN gateway host's network interface, by host key.
     GatewayHost(String),
+    /// Your virtual private gateway or Transit Gateway (hybrid `existing` paths).
+    YourGateway(PrivateGateway),
 }
 
 /// One route-table entry.
@@ -461,6 +500,7 @@ impl Plan {
                 self.vpc_lines(v, &mut lines);
             }
             self.join_lines(&region, &mut lines);
+            self.private_gateway_lines(&region, &mut lines);
             for h in self
                 .hosts
                 .iter()
@@ -521,6 +561,7 @@ impl Plan {
                     RouteTarget::Peering(k) => format!("peering {k}"),
                     RouteTarget::TransitGateway => "transit gateway".to_owned(),
                     RouteTarget::GatewayHost(h) => format!("vpn gateway {h}"),
+                    RouteTarget::YourGateway(g) => format!("your {} {g}", g.what()),
                 };
                 lines.push(format!("  route           {} -> {target}", r.destination));
             }
