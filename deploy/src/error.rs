@@ -253,6 +253,19 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// A path's fleet cannot run a cell of the suite (fewer streams than instances, or a
+    /// test kind fleets do not merge).
+    #[error("path '{path}' ({clients} client instances), cell {cell}: {message}")]
+    Fleet {
+        /// The path.
+        path: String,
+        /// Its fleet size.
+        clients: u16,
+        /// The cell.
+        cell: String,
+        /// Why.
+        message: String,
+    },
     /// A bug or an impossible answer.
     #[error("internal error: {0}")]
     Internal(String),
@@ -296,6 +309,7 @@ impl Error {
                 | Error::NoSuchRun { .. }
                 | Error::OutputHoldsRuns { .. }
                 | Error::ResumeMismatch { .. }
+                | Error::Fleet { .. }
                 | Error::Lab { usage: true, .. }
         )
     }

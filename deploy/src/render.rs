@@ -284,6 +284,7 @@ impl Progress {
             RunEvent::PathGivenUp { label, reason } => {
                 format!("path {label}: given up, its other runs are skipped: {reason}")
             }
+            RunEvent::FleetNote { label, note } => format!("path {label}: {note}"),
             RunEvent::Skipped(_) | RunEvent::Pausing(_) => return,
             _ => return,
         };

@@ -230,6 +230,10 @@ pub struct PathSpec {
     pub server: End,
     /// The VPN's flavour: set on `vpn` paths only (WireGuard unless the scenario says).
     pub vpn: Option<VpnFlavour>,
+    /// Client instances (`clients = N`, default 1): a fleet starts each run at one instant,
+    /// each instance runs its share of the streams, and the reports merge into one figure
+    /// ([`xbench_report::fleet`]). More than one needs a client in a VPC.
+    pub clients: u16,
 }
 
 impl PathSpec {
@@ -491,6 +495,8 @@ struct RawPath {
     server_address: Option<Ipv4Addr>,
     /// Read as text, so an unknown flavour gets its own message listing the flavours.
     vpn: Option<String>,
+    /// Read wide, so `clients = 0` or `-1` or `100000` gets this tool's message, not serde's.
+    clients: Option<i64>,
 }
 
 const NAME_MAX: usize = 32;
@@ -830,15 +836,41 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
         let client = end(&label, "client", p.client, p.client_address, vpcs)?;
         let server = end(&label, "server", p.server, p.server_address, vpcs)?;
         let (client, server) = ends_for_kind(&label, p.kind, client, server, &mut joined)?;
+        let clients = fleet_size(&label, p.clients, &client)?;
         out.push(PathSpec {
             label,
             kind: p.kind,
             client,
             server,
             vpn,
+            clients,
         });
     }
     Ok(out)
+}
+
+/// A path's `clients`: 1 to [`xbench_report::fleet::MAX_INSTANCES`], and more than one only
+/// where this tool launches the clients (a VPC), since it cannot start copies of your host.
+fn fleet_size(label: &str, value: Option<i64>, client: &End) -> Result<u16, ScenarioError> {
+    let max = xbench_report::fleet::MAX_INSTANCES;
+    let field = format!("path '{label}': clients");
+    let n = match value {
+        None => return Ok(1),
+        Some(v) => u16::try_from(v)
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| bad(&field, format!("{v} is not a fleet size; use 1 to {max}")))?,
+    };
+    if n > 1 && matches!(client, End::Address(_)) {
+        return Err(bad(
+            field,
+            format!(
+                "{n} client instances need a client in a VPC (client = \"<vpc>\"); this tool \
+                 cannot start copies of your own host (client_address)"
+            ),
+        ));
+    }
+    Ok(n)
 }
 
 /// The flavour of a `vpn` path (WireGuard by default); `vpn = ...` on another kind is refused.

@@ -566,6 +566,7 @@ impl Build<'_> {
                 kind: p.kind,
                 vpn: p.vpn,
                 client_host,
+                fleet: p.fleet.clone(),
                 run_on,
                 target,
                 port: self.s.port,

@@ -170,17 +170,31 @@ impl Builder<'_> {
 
     /// One path: its client host, and what its kind adds.
     fn path(&mut self, p: &PathSpec) -> Result<(), PlanError> {
+        let mut fleet = Vec::new();
         let client = match &p.client {
             End::Vpc(c) => {
                 let key = format!("client-{}", p.label);
-                self.hosts.push(HostPlan {
-                    key: key.clone(),
-                    role: HostRole::Client,
-                    vpc: c.clone(),
-                    subnet: key.clone(),
-                    instance_type: self.instance_type(c),
-                    vpn: None,
-                });
+                // A fleet's first instance keeps the single client's key (its tags, its
+                // readiness probe); the others are `client-<label>.2` ... in the same subnet
+                // (a '.' cannot be in a label, so no other path's key can collide).
+                for i in 1..=p.clients {
+                    let host = if i == 1 {
+                        key.clone()
+                    } else {
+                        format!("{key}.{i}")
+                    };
+                    if i > 1 {
+                        fleet.push(host.clone());
+                    }
+                    self.hosts.push(HostPlan {
+                        key: host,
+                        role: HostRole::Client,
+                        vpc: c.clone(),
+                        subnet: key.clone(),
+                        instance_type: self.instance_type(c),
+                        vpn: None,
+                    });
+                }
                 PathClient::Host(key)
             }
             End::Address(a) => PathClient::Address(*a),
@@ -190,6 +204,9 @@ impl Builder<'_> {
                 self.private_path(p, c, s)?
             }
             (PathKind::Public | PathKind::Accelerator, _, End::Vpc(s)) => {
+                for h in &fleet {
+                    self.allow_port(s, IngressSource::HostPublicIp(h.clone()));
+                }
                 self.public_path(p, &client, s)
             }
             (PathKind::Existing, End::Address(a), End::Vpc(s)) => {
@@ -208,6 +225,7 @@ impl Builder<'_> {
             kind: p.kind,
             vpn: p.vpn,
             client,
+            fleet,
             target,
             server_host,
         });
