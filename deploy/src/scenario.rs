@@ -1067,4 +1067,29 @@ cidr = "10.2.0.0/16"
         let e = with("[[path]]\nkind = \"peering\"\nclinet = \"us-east-1\"\n").unwrap_err();
         assert!(e.to_string().contains("clinet"), "{e}");
     }
+
+    #[test]
+    fn fleet_sizes_are_checked() {
+        let peering =
+            "[[path]]\nkind = \"peering\"\nclient = \"us-east-1\"\nserver = \"ap-southeast-2\"\n";
+        assert_eq!(with(peering).unwrap().paths[0].clients, 1);
+        assert_eq!(
+            with(&format!("{peering}clients = 4\n")).unwrap().paths[0].clients,
+            4
+        );
+        for bad in ["0", "-1", "65", "100000"] {
+            let e = with(&format!("{peering}clients = {bad}\n")).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("path 'peering': clients: {bad} is not a fleet size; use 1 to 64")
+            );
+        }
+        let e = with(&format!("{peering}clients = \"many\"\n")).unwrap_err();
+        assert!(matches!(e, ScenarioError::Syntax(_)), "{e}");
+        let e = with(
+            "[[path]]\nkind = \"public\"\nclient_address = \"192.0.2.1\"\nserver = \"ap-southeast-2\"\nclients = 2\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("need a client in a VPC"), "{e}");
+    }
 }

@@ -340,7 +340,6 @@ fn merge_summary(parts: &[TestReport], offsets: &[u16]) -> Result<Summary, Fleet
             window_limited: same.iter().any(|s| s.window_limited),
             window_ceiling: None,
             per_stream,
-            ..d.clone()
         });
     }
     Ok(Summary {
@@ -349,7 +348,6 @@ fn merge_summary(parts: &[TestReport], offsets: &[u16]) -> Result<Summary, Fleet
             .iter()
             .map(|p| p.summary.measured_s)
             .fold(0.0, f64::max),
-        ..first.clone()
     })
 }
 

@@ -520,4 +520,47 @@ mod tests {
         assert_eq!(subnet_prefix(v, 5), None);
         assert_eq!(subnet_prefix("10.0.0.0/16".parse().unwrap(), 1), Some(24));
     }
+
+    #[test]
+    fn a_fleet_is_n_client_hosts_in_one_subnet_priced_and_allowed() {
+        let s = crate::scenario::Scenario::from_toml(
+            "name='f'\ninstance_type='m5.large'\n\
+             [[vpc]]\nname='a'\nregion='us-east-1'\ncidr='10.1.0.0/16'\nplacement='cluster'\n\
+             [[vpc]]\nname='b'\nregion='us-east-1'\ncidr='10.2.0.0/16'\n\
+             [[path]]\nkind='public'\nclient='a'\nserver='b'\nclients=3\n",
+        )
+        .unwrap();
+        let plan = Plan::build(&s, &PriceTable::shipped()).unwrap();
+        let clients: Vec<(&str, &str)> = plan
+            .hosts
+            .iter()
+            .filter(|h| h.role == HostRole::Client)
+            .map(|h| (h.key.as_str(), h.subnet.as_str()))
+            .collect();
+        assert_eq!(
+            clients,
+            [
+                ("client-public", "client-public"),
+                ("client-public.2", "client-public"),
+                ("client-public.3", "client-public"),
+            ]
+        );
+        assert_eq!(plan.paths[0].fleet, ["client-public.2", "client-public.3"]);
+        // One placement group for the VPC's hosts, the fleet included.
+        assert_eq!(plan.placement_groups.len(), 1);
+        // Three clients and a server: four instances priced.
+        let instances: u32 = plan
+            .cost
+            .lines
+            .iter()
+            .filter(|l| l.item.contains("m5.large"))
+            .map(|l| l.quantity)
+            .sum();
+        assert_eq!(instances, 4, "{:?}", plan.cost.lines);
+        // Every instance of the fleet may reach the server over its public address.
+        assert_eq!(
+            plan.allow_for("server-b").host_public_ips,
+            ["client-public", "client-public.2", "client-public.3"]
+        );
+    }
 }

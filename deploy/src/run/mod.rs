@@ -471,6 +471,27 @@ pub fn check_fleets(plan: &[Planned], paths: &[RunPath]) -> Result<(), Error> {
     Ok(())
 }
 
+/// [`check_fleets`] for a scenario and its suite, as `plan`, `up` and `run` load them: a
+/// fleet that cannot share a cell is refused before anything is created.
+pub fn check_scenario_fleets(scenario: &crate::scenario::Scenario) -> Result<(), Error> {
+    let Some(suite) = &scenario.suite else {
+        return Ok(());
+    };
+    let paths: Vec<RunPath> = scenario
+        .paths
+        .iter()
+        .map(|p| RunPath {
+            label: p.label.clone(),
+            target: String::new(),
+            port: scenario.port,
+            authenticated: false,
+            unavailable: None,
+            clients: p.clients,
+        })
+        .collect();
+    check_fleets(&schedule(suite, &paths, Path::new("")), &paths)
+}
+
 /// The longest one run may take before it is abandoned: the test, its start and drain, and
 /// a minute for the remote side's own delays.
 pub fn run_limit(config: &ClientConfig) -> Duration {
@@ -685,5 +706,39 @@ impl<F: Future<Output = ()>> Cancel<F> {
             self.0.as_mut().await;
             self.1 = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(clients: u16) -> RunPath {
+        RunPath {
+            label: "peering".into(),
+            target: "10.0.0.1".into(),
+            port: 5201,
+            authenticated: true,
+            unavailable: None,
+            clients,
+        }
+    }
+
+    #[test]
+    fn a_fleet_refuses_cells_it_cannot_share_before_anything_runs() {
+        let suite = Suite::from_toml(
+            "time = 1\n[[test]]\nparallel = [2, 8]\n[[test]]\nrr = true\nflows = 3\n",
+        )
+        .unwrap();
+        let plan = schedule(&suite, &[path(2)], Path::new("/nonexistent"));
+        check_fleets(&plan, &[path(2)]).unwrap();
+        let plan = schedule(&suite, &[path(4)], Path::new("/nonexistent"));
+        let e = check_fleets(&plan, &[path(4)]).unwrap_err();
+        assert!(e.is_bad_input(), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "path 'peering' (4 client instances), cell tcp-up-P2: parallel = 2 cannot be shared \
+             by 4 client instances (each runs at least one); use at least 4, or fewer clients"
+        );
     }
 }
