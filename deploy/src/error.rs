@@ -266,6 +266,20 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// The plan's instances need more vCPUs than the account's quota in a region.
+    #[error(
+        "{region}: the plan's instances need {needed} vCPUs, above the account's quota \"{name}\" ({code}) of {quota:.0}; use fewer or smaller instances (clients = N), or ask for more in the Service Quotas console",
+        name = crate::aws::quotas::VCPU_QUOTA_NAME,
+        code = crate::aws::quotas::VCPU_QUOTA_CODE
+    )]
+    VcpuQuota {
+        /// Region.
+        region: String,
+        /// vCPUs the plan needs there.
+        needed: u32,
+        /// The quota.
+        quota: f64,
+    },
     /// A bug or an impossible answer.
     #[error("internal error: {0}")]
     Internal(String),
@@ -310,6 +324,7 @@ impl Error {
                 | Error::OutputHoldsRuns { .. }
                 | Error::ResumeMismatch { .. }
                 | Error::Fleet { .. }
+                | Error::VcpuQuota { .. }
                 | Error::Lab { usage: true, .. }
         )
     }

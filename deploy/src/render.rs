@@ -83,6 +83,9 @@ pub(crate) fn plan(
         for (vpc, zone) in zones {
             let _ = writeln!(out, "  vpc {vpc} in zone {zone}");
         }
+        for q in &pre.quotas {
+            let _ = writeln!(out, "  vCPUs in {}", q.line());
+        }
     }
     out.push_str(&cost(plan, scenario));
     out
