@@ -4,7 +4,7 @@
 //!
 //! Only the quota every common type counts against is read: "Running On-Demand Standard (A,
 //! C, D, H, I, M, R, T, Z) instances" (`ec2`/`L-1216C47A`), in vCPUs, per region. Types of
-//! other families (G, P, X, Inf, Trn, DL, Mac, ...) have quotas of their own and are left out
+//! other families (G, P, X, Inf, Trn, DL, Mac, HPC, ...) have quotas of their own and are left out
 //! of the sum, and said to be. The quota covers instances already running in the account too:
 //! the plan fitting is necessary, not sufficient. A quota that cannot be read (no
 //! `servicequotas:GetServiceQuota` permission, an emulator without it) is a note, not an
@@ -21,7 +21,7 @@ pub const VCPU_QUOTA_NAME: &str =
 
 /// Whether `instance_type` counts against [`VCPU_QUOTA_CODE`]: its family starts with one of
 /// the quota's letters and is not one of the families with a quota of their own that share a
-/// letter (Inf, DL, Mac, HPC... `hpc` counts, `inf`/`dl`/`mac` do not).
+/// letter (Inf, DL, Mac, Trn, HPC).
 pub fn is_standard(instance_type: &str) -> bool {
     let family: String = instance_type
         .chars()
@@ -31,7 +31,7 @@ pub fn is_standard(instance_type: &str) -> bool {
     let Some(first) = family.chars().next() else {
         return false;
     };
-    "acdhimrtz".contains(first) && !["inf", "dl", "mac"].contains(&family.as_str())
+    "acdhimrtz".contains(first) && !["inf", "dl", "mac", "trn", "hpc"].contains(&family.as_str())
 }
 
 /// The quota in `r`'s region, vCPUs; `Err` with why it could not be read.
@@ -113,7 +113,6 @@ mod tests {
             "r7i.xlarge",
             "i4i.large",
             "z1d.large",
-            "hpc7g.4xlarge",
             "a1.large",
             "d3.xlarge",
         ] {
@@ -123,6 +122,7 @@ mod tests {
             "g5.xlarge",
             "p4d.24xlarge",
             "inf2.xlarge",
+            "hpc7g.4xlarge",
             "dl1.24xlarge",
             "mac2.metal",
             "x2idn.large",
