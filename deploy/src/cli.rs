@@ -191,6 +191,10 @@ pub(crate) struct RunArgs {
     /// (e.g. --lab-delay 40ms --lab-delay public=80ms); repeatable.
     #[arg(long = "lab-delay", value_name = "[LABEL=]DURATION", requires = "lab", value_parser = lab_delay)]
     pub(crate) lab_delays: Vec<(Option<String>, Duration)>,
+    /// Rate cap of lab paths (tc tbf): LABEL=RATE for one path, RATE for the others (e.g.
+    /// --lab-rate 1G --lab-rate vpn=200M); repeatable. A fleet (`clients = N`) shares it.
+    #[arg(long = "lab-rate", value_name = "[LABEL=]RATE", requires = "lab", value_parser = lab_rate)]
+    pub(crate) lab_rates: Vec<(Option<String>, u64)>,
     /// The xbench the lab runs [default: the one beside xbench-deploy].
     #[arg(long, value_name = "PATH", requires = "lab")]
     pub(crate) xbench: Option<PathBuf>,
@@ -263,6 +267,25 @@ fn lab_delay(s: &str) -> Result<(Option<String>, Duration), String> {
         }
         Some(_) => Err(format!("`{s}`: give LABEL=DURATION or DURATION")),
         None => Ok((None, duration(s)?)),
+    }
+}
+
+fn lab_rate(s: &str) -> Result<(Option<String>, u64), String> {
+    let rate = |r: &str| {
+        let bps = xbench::units::BitRate::parse(r.trim())
+            .map_err(|e| e.to_string())?
+            .bits_per_second();
+        if bps == 0 {
+            return Err(format!("`{s}`: a rate cap must be above 0"));
+        }
+        Ok(bps)
+    };
+    match s.split_once('=') {
+        Some((label, r)) if !label.trim().is_empty() => {
+            Ok((Some(label.trim().to_owned()), rate(r)?))
+        }
+        Some(_) => Err(format!("`{s}`: give LABEL=RATE or RATE")),
+        None => Ok((None, rate(s)?)),
     }
 }
 

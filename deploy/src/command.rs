@@ -54,6 +54,13 @@ pub fn server_argv(
     a
 }
 
+/// `xbench client --start-at`'s value for `at`: Unix seconds with milliseconds (a fleet's
+/// common start; the clocks were checked to agree far better than that).
+pub fn start_at_arg(at: std::time::SystemTime) -> String {
+    let d = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    format!("{}.{:03}", d.as_secs(), d.subsec_millis())
+}
+
 /// `program` and `argv` as one line for a POSIX shell (single-quoted where needed).
 pub fn shell_line(program: &str, argv: &[String]) -> String {
     let mut out = quote(program);

@@ -81,6 +81,8 @@ fn load(file: &Path, suite: Option<&SuiteArgs>) -> Result<(Scenario, Plan)> {
             .take()
             .map(|s| s.with_overrides(a.time, a.repeat));
     }
+    run::check_scenario_fleets(&scenario)
+        .with_context(|| format!("scenario {}", file.display()))?;
     let prices = PriceTable::shipped().with_overrides(&scenario.prices);
     let plan = Plan::build(&scenario, &prices)
         .map_err(Error::from)
@@ -378,6 +380,7 @@ pub(crate) async fn run(c: &Common, a: RunArgs) -> Result<Exit> {
     if a.lab {
         let mut opts = LabOptions::new(a.xbench.clone().unwrap_or_else(binary::default_path));
         opts.delays = a.lab_delays.iter().cloned().collect();
+        opts.rates = a.lab_rates.iter().cloned().collect();
         let s = scenario.clone();
         let (lab, paths) = tokio::task::spawn_blocking(move || LabRun::start(&s, &opts))
             .await

@@ -265,6 +265,33 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// A path's fleet cannot run a cell of the suite (fewer streams than instances, or a
+    /// test kind fleets do not merge).
+    #[error("path '{path}' ({clients} client instances), cell {cell}: {message}")]
+    Fleet {
+        /// The path.
+        path: String,
+        /// Its fleet size.
+        clients: u16,
+        /// The cell.
+        cell: String,
+        /// Why.
+        message: String,
+    },
+    /// The plan's instances need more vCPUs than the account's quota in a region.
+    #[error(
+        "{region}: the plan's instances need {needed} vCPUs, above the account's quota \"{name}\" ({code}) of {quota:.0}; use fewer or smaller instances (clients = N), or ask for more in the Service Quotas console",
+        name = crate::aws::quotas::VCPU_QUOTA_NAME,
+        code = crate::aws::quotas::VCPU_QUOTA_CODE
+    )]
+    VcpuQuota {
+        /// Region.
+        region: String,
+        /// vCPUs the plan needs there.
+        needed: u32,
+        /// The quota.
+        quota: f64,
+    },
     /// A bug or an impossible answer.
     #[error("internal error: {0}")]
     Internal(String),
@@ -309,6 +336,8 @@ impl Error {
                 | Error::NoSuchRun { .. }
                 | Error::OutputHoldsRuns { .. }
                 | Error::ResumeMismatch { .. }
+                | Error::Fleet { .. }
+                | Error::VcpuQuota { .. }
                 | Error::Lab { usage: true, .. }
         )
     }

@@ -83,6 +83,9 @@ pub(crate) fn plan(
         for (vpc, zone) in zones {
             let _ = writeln!(out, "  vpc {vpc} in zone {zone}");
         }
+        for q in &pre.quotas {
+            let _ = writeln!(out, "  vCPUs in {}", q.line());
+        }
     }
     out.push_str(&cost(plan, scenario));
     out
@@ -284,6 +287,7 @@ impl Progress {
             RunEvent::PathGivenUp { label, reason } => {
                 format!("path {label}: given up, its other runs are skipped: {reason}")
             }
+            RunEvent::FleetNote { label, note } => format!("path {label}: {note}"),
             RunEvent::Skipped(_) | RunEvent::Pausing(_) => return,
             _ => return,
         };

@@ -233,6 +233,10 @@ pub struct PathSpec {
     pub vpn: Option<VpnFlavour>,
     /// An `existing` path reached over private addresses through your gateway.
     pub hybrid: Option<HybridEnd>,
+    /// Client instances (`clients = N`, default 1): a fleet starts each run at one instant,
+    /// each instance runs its share of the streams, and the reports merge into one figure
+    /// ([`xbench_report::fleet`]). More than one needs a client in a VPC.
+    pub clients: u16,
 }
 
 impl PathSpec {
@@ -497,6 +501,8 @@ struct RawPath {
     /// `existing` paths over private addresses: your gateway and your private block.
     via: Option<String>,
     on_prem_cidr: Option<String>,
+    /// Read wide, so `clients = 0` or `-1` or `100000` gets this tool's message, not serde's.
+    clients: Option<i64>,
 }
 
 const NAME_MAX: usize = 32;
@@ -844,6 +850,7 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
             (&client, &server),
             vpcs,
         )?;
+        let clients = fleet_size(&label, p.clients, &client)?;
         out.push(PathSpec {
             label,
             kind: p.kind,
@@ -851,10 +858,35 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
             server,
             vpn,
             hybrid,
+            clients,
         });
     }
     hybrid::check_together(&out)?;
     Ok(out)
+}
+
+/// A path's `clients`: 1 to [`xbench_report::fleet::MAX_INSTANCES`], and more than one only
+/// where this tool launches the clients (a VPC), since it cannot start copies of your host.
+fn fleet_size(label: &str, value: Option<i64>, client: &End) -> Result<u16, ScenarioError> {
+    let max = xbench_report::fleet::MAX_INSTANCES;
+    let field = format!("path '{label}': clients");
+    let n = match value {
+        None => return Ok(1),
+        Some(v) => u16::try_from(v)
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| bad(&field, format!("{v} is not a fleet size; use 1 to {max}")))?,
+    };
+    if n > 1 && matches!(client, End::Address(_)) {
+        return Err(bad(
+            field,
+            format!(
+                "{n} client instances need a client in a VPC (client = \"<vpc>\"); this tool \
+                 cannot start copies of your own host (client_address)"
+            ),
+        ));
+    }
+    Ok(n)
 }
 
 /// The flavour of a `vpn` path (WireGuard by default); `vpn = ...` on another kind is refused.
@@ -1050,5 +1082,30 @@ cidr = "10.2.0.0/16"
     fn unknown_fields_are_refused() {
         let e = with("[[path]]\nkind = \"peering\"\nclinet = \"us-east-1\"\n").unwrap_err();
         assert!(e.to_string().contains("clinet"), "{e}");
+    }
+
+    #[test]
+    fn fleet_sizes_are_checked() {
+        let peering =
+            "[[path]]\nkind = \"peering\"\nclient = \"us-east-1\"\nserver = \"ap-southeast-2\"\n";
+        assert_eq!(with(peering).unwrap().paths[0].clients, 1);
+        assert_eq!(
+            with(&format!("{peering}clients = 4\n")).unwrap().paths[0].clients,
+            4
+        );
+        for bad in ["0", "-1", "65", "100000"] {
+            let e = with(&format!("{peering}clients = {bad}\n")).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("path 'peering': clients: {bad} is not a fleet size; use 1 to 64")
+            );
+        }
+        let e = with(&format!("{peering}clients = \"many\"\n")).unwrap_err();
+        assert!(matches!(e, ScenarioError::Syntax(_)), "{e}");
+        let e = with(
+            "[[path]]\nkind = \"public\"\nclient_address = \"192.0.2.1\"\nserver = \"ap-southeast-2\"\nclients = 2\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("need a client in a VPC"), "{e}");
     }
 }

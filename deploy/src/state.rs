@@ -377,8 +377,11 @@ pub struct PathOutput {
     /// A VPN path's flavour (`wireguard`, `ipsec`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vpn: Option<VpnFlavour>,
-    /// Host key of the client, when this tool made it.
+    /// Host key of the client, when this tool made it (a fleet's first instance).
     pub client_host: Option<String>,
+    /// A fleet's other client hosts (`clients = N`), in order; empty for one client.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fleet: Vec<String>,
     /// Where to run the command: the client host's public address, or the user's own host.
     pub run_on: Option<Ipv4Addr>,
     /// Address the client dials.

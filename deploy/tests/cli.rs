@@ -436,6 +436,16 @@ fn plan_check_with_aws() {
         "{}",
         r.stdout
     );
+    // moto's Service Quotas knows only VPC quotas: the EC2 vCPU quota is not readable, which
+    // is a note (with AWS's words), not an error. One m5.large (2 vCPUs) per region.
+    for region in ["us-east-1", "ap-southeast-2"] {
+        assert!(
+            r.stdout
+                .contains(&format!("vCPUs in {region}: 2 vCPUs; quota not readable: ")),
+            "{}",
+            r.stdout
+        );
+    }
 }
 
 /// Runs an async check from a plain test.

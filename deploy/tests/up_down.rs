@@ -332,3 +332,48 @@ async fn down_removes_the_group_global_accelerator_leaves() {
     let left = moto.leftovers().await;
     assert!(left.is_empty(), "left after down: {left:#?}");
 }
+
+/// `clients = 3`: three client instances in the path's subnet and the VPC's cluster
+/// placement group, each allowed at the server (a public path), recorded in the outputs as
+/// the path's fleet, and all removed by `down`.
+#[tokio::test]
+async fn fleet_of_three_clients_in_a_placement_group() {
+    let moto = moto_or_skip!();
+    let text = r#"
+name = "fleet"
+instance_type = "m5.large"
+[xbench]
+url = "https://example.com/xbench"
+sha256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+[[vpc]]
+region = "us-east-1"
+cidr = "10.10.0.0/16"
+placement = "cluster"
+[[vpc]]
+region = "ap-southeast-2"
+cidr = "10.20.0.0/16"
+[[path]]
+kind = "public"
+client = "us-east-1"
+server = "ap-southeast-2"
+clients = 3
+"#;
+    let out = up_then_down_checked(&moto, text, |_, pg| {
+        assert_eq!(pg.names().len(), 1, "{:?}", pg.names());
+    })
+    .await;
+    let p = &out.paths[0];
+    assert_eq!(p.client_host.as_deref(), Some("client-public"));
+    assert_eq!(p.fleet, ["client-public.2", "client-public.3"]);
+    let clients: Vec<_> = out.hosts.iter().filter(|h| h.role == "client").collect();
+    assert_eq!(clients.len(), 3);
+    let ids: std::collections::BTreeSet<_> = clients.iter().map(|h| &h.instance_id).collect();
+    assert_eq!(ids.len(), 3, "three distinct instances");
+    for h in &clients {
+        assert!(h.public_ip.is_some(), "{h:?}");
+        assert!(
+            h.private_ip.unwrap().to_string().starts_with("10.10."),
+            "{h:?}"
+        );
+    }
+}

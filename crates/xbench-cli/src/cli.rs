@@ -273,6 +273,12 @@ pub(crate) struct ClientArgs {
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::positive_duration)]
     pub(crate) connect_timeout: Duration,
 
+    /// Wait until this wall-clock instant (Unix seconds, fractions allowed) before
+    /// connecting, so clients on several machines start together (xbench-deploy's fleets).
+    /// Refused more than 5 s in the past or more than an hour ahead.
+    #[arg(long, value_name = "UNIX_SECS", value_parser = parse::start_at)]
+    pub(crate) start_at: Option<std::time::SystemTime>,
+
     /// A name for this path or run, carried into the report.
     #[arg(long, value_name = "NAME")]
     pub(crate) label: Option<String>,

@@ -47,6 +47,46 @@ pub(crate) fn positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// How late a `--start-at` may be: a start a little in the past (the command took longer to
+/// arrive than its sender allowed) still starts, at once; one further back is a mistake.
+pub(crate) const START_AT_LATE: Duration = Duration::from_secs(5);
+
+/// How far ahead a `--start-at` may be: longer is a typo, not a fleet's common start.
+pub(crate) const START_AT_AHEAD: Duration = Duration::from_secs(3600);
+
+/// `--start-at`: Unix seconds (fractions allowed), at most [`START_AT_LATE`] ago and at most
+/// [`START_AT_AHEAD`] ahead.
+pub(crate) fn start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| format!("`{s}` is not a time in Unix seconds (e.g. 1767225600.5)"))?;
+    let at = std::time::UNIX_EPOCH + Duration::from_secs_f64(secs.min(1e12));
+    let now = std::time::SystemTime::now();
+    if let Ok(late) = now.duration_since(at)
+        && late > START_AT_LATE
+    {
+        return Err(format!(
+            "{s} is {:.1} s in the past (at most {} s late is started at once); check the \
+             clock of the machine that chose it",
+            late.as_secs_f64(),
+            START_AT_LATE.as_secs()
+        ));
+    }
+    if let Ok(ahead) = at.duration_since(now)
+        && ahead > START_AT_AHEAD
+    {
+        return Err(format!(
+            "{s} is {:.0} s ahead (at most {} s)",
+            ahead.as_secs_f64(),
+            START_AT_AHEAD.as_secs()
+        ));
+    }
+    Ok(at)
+}
+
 /// A count that must be at least 1 (a limit of 0 would refuse every test).
 pub(crate) fn at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {

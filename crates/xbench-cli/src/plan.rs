@@ -48,6 +48,8 @@ pub(crate) struct Single {
     pub(crate) json_file: Option<PathBuf>,
     /// `--hist`: the latency histograms, written here.
     pub(crate) hist: Option<PathBuf>,
+    /// `--start-at`: wait until this instant before connecting.
+    pub(crate) start_at: Option<std::time::SystemTime>,
     /// `-f`/`--unit`: every rate in this unit; without, each in the unit that suits it.
     pub(crate) unit: Option<ThroughputUnit>,
 }
@@ -127,8 +129,16 @@ pub(crate) fn resolve(mut a: ClientArgs) -> Result<Plan, UsageError> {
         iperf3_fits(&spec)?;
     }
     let psk = target.read_key().map_err(|e| UsageError(e.to_string()))?;
+    if sweep && a.start_at.is_some() {
+        return Err(UsageError(
+            "--start-at starts one test; a sweep (lists, --repeat) runs many: give one value \
+             per flag"
+                .into(),
+        ));
+    }
     if !sweep {
         return Ok(Plan::Single(Single {
+            start_at: a.start_at,
             target,
             spec,
             psk,
@@ -795,6 +805,42 @@ mod tests {
             ("client h -u -l 8,1400 -b 1M", "-l"),
         ] {
             let e = resolve(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args}: accepted"));
+            assert!(e.contains(words), "{args}: {e}");
+        }
+    }
+
+    /// `--start-at`: a near instant is kept; one long past, far ahead, not a number, or in a
+    /// sweep is refused.
+    #[test]
+    fn start_at_takes_a_near_instant_of_one_test() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let Ok(Plan::Single(s)) = resolve(&format!("client h --start-at {:.3}", now + 3.0)) else {
+            panic!("a single test");
+        };
+        let at = s.start_at.unwrap();
+        let ahead = at.duration_since(std::time::SystemTime::now()).unwrap();
+        assert!(
+            ahead > Duration::from_secs(2) && ahead <= Duration::from_secs(3),
+            "{ahead:?}"
+        );
+        for (args, words) in [
+            (
+                format!("client h --start-at {:.0}", now - 60.0),
+                "in the past",
+            ),
+            (format!("client h --start-at {:.0}", now + 7200.0), "ahead"),
+            ("client h --start-at soon".to_owned(), "Unix seconds"),
+            (
+                format!("client h -P 1,2 --start-at {:.0}", now + 5.0),
+                "sweep",
+            ),
+        ] {
+            let e = resolve(&args)
                 .err()
                 .unwrap_or_else(|| panic!("{args}: accepted"));
             assert!(e.contains(words), "{args}: {e}");

@@ -57,6 +57,7 @@
 pub mod cell;
 pub mod chart;
 pub mod compare;
+pub mod fleet;
 pub mod hypothesis;
 pub mod iperf3;
 pub mod layout;

@@ -135,6 +135,10 @@ fn walk(root: &Path, dir: &Path, fallback: &str, loaded: &mut Loaded) -> Result<
         let path = e.path();
         let ty = e.file_type().map_err(io)?;
         if ty.is_dir() {
+            // A fleet's per-instance reports: already counted in the merged run beside them.
+            if crate::layout::is_fleet_dir(&name) {
+                continue;
+            }
             walk(root, &path, fallback, loaded)?;
         } else if name.ends_with(".json") {
             let label = path

@@ -120,7 +120,7 @@ impl Build<'_> {
                 .plan
                 .paths
                 .iter()
-                .filter(|p| p.client == PathClient::Host(h.key.clone()))
+                .filter(|p| p.client == PathClient::Host(h.key.clone()) || p.fleet.contains(&h.key))
                 .map(|p| {
                     Ok(client_command(
                         self.target(&p.target)?,

@@ -75,6 +75,8 @@ pub struct Preflight {
     pub architectures: HashMap<(String, String), Arch>,
     /// VPC name → availability zone.
     pub zones: HashMap<String, String>,
+    /// Per region, the plan's vCPUs against the account's quota.
+    pub quotas: Vec<crate::aws::quotas::QuotaCheck>,
 }
 
 impl Deployer {
@@ -88,6 +90,7 @@ impl Deployer {
     ) -> Result<Preflight, Error> {
         let mut pre = Preflight::default();
         let mut archs: HashMap<(String, String), Vec<String>> = HashMap::new();
+        let mut vcpus: HashMap<(String, String), Option<u32>> = HashMap::new();
         for h in &plan.hosts {
             let region = self.region_of(plan, &h.vpc)?;
             let k = (region.clone(), h.instance_type.clone());
@@ -105,6 +108,7 @@ impl Deployer {
             );
             pre.network_performance
                 .insert(k.clone(), facts.network_performance.clone());
+            vcpus.insert(k.clone(), facts.vcpus);
             archs.insert(k, facts.architectures);
         }
         for ((region, ty), list) in &archs {
@@ -117,6 +121,7 @@ impl Deployer {
         if let Some(bin) = xbench {
             self.check_binary(scenario, plan, &pre, bin)?;
         }
+        pre.quotas = self.check_quotas(plan, &vcpus).await?;
         for v in &plan.vpcs {
             let zone = match &v.az {
                 Some(z) => z.clone(),
@@ -133,6 +138,55 @@ impl Deployer {
             pre.zones.insert(v.name.clone(), zone);
         }
         Ok(pre)
+    }
+
+    /// Per region, the plan's standard-family vCPUs against the account's quota; refuses a
+    /// plan that alone needs more (a large fleet). An unreadable quota is only noted.
+    async fn check_quotas(
+        &self,
+        plan: &Plan,
+        vcpus: &HashMap<(String, String), Option<u32>>,
+    ) -> Result<Vec<crate::aws::quotas::QuotaCheck>, Error> {
+        use crate::aws::quotas;
+        let mut out = Vec::new();
+        for region in plan.regions() {
+            let mut needed = 0u32;
+            let mut others: Vec<String> = Vec::new();
+            for h in &plan.hosts {
+                if self.region_of(plan, &h.vpc)? != region {
+                    continue;
+                }
+                if !quotas::is_standard(&h.instance_type) {
+                    if !others.contains(&h.instance_type) {
+                        others.push(h.instance_type.clone());
+                    }
+                    continue;
+                }
+                let n = vcpus
+                    .get(&(region.clone(), h.instance_type.clone()))
+                    .copied()
+                    .flatten()
+                    .unwrap_or(0);
+                needed = needed.saturating_add(n);
+            }
+            let quota = quotas::vcpu_quota(&self.aws.region(&region)).await;
+            let check = quotas::QuotaCheck {
+                region: region.clone(),
+                needed,
+                quota,
+                other_families: others,
+            };
+            info!("{}", check.line());
+            if check.exceeded() {
+                return Err(Error::VcpuQuota {
+                    region,
+                    needed,
+                    quota: check.quota.clone().unwrap_or_default(),
+                });
+            }
+            out.push(check);
+        }
+        Ok(out)
     }
 
     /// The binary against the architecture AWS reports for each xbench host's type.
@@ -572,6 +626,7 @@ impl Build<'_> {
                 kind: p.kind,
                 vpn: p.vpn,
                 client_host,
+                fleet: p.fleet.clone(),
                 run_on,
                 target,
                 port: self.s.port,

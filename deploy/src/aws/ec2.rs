@@ -666,6 +666,8 @@ pub struct InstanceTypeFacts {
     pub network_performance: Option<String>,
     /// Architectures, e.g. `x86_64`, `arm64`.
     pub architectures: Vec<String>,
+    /// Default vCPUs (what the vCPU quota counts).
+    pub vcpus: Option<u32>,
 }
 
 /// Looks up `instance_type` in `r`'s region and refuses types without ENA.
@@ -714,6 +716,10 @@ pub async fn check_instance_type(
                     .collect()
             })
             .unwrap_or_default(),
+        vcpus: info
+            .v_cpu_info()
+            .and_then(|v| v.default_v_cpus())
+            .and_then(|v| u32::try_from(v).ok()),
     };
     match ena {
         Some(EnaSupport::Required | EnaSupport::Supported) => Ok(facts),

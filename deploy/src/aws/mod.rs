@@ -13,6 +13,7 @@ pub mod ec2;
 pub mod gateways;
 pub mod iam;
 pub mod placement;
+pub mod quotas;
 pub mod s3;
 pub mod ssm;
 
@@ -129,6 +130,8 @@ pub struct RegionClients {
     pub ssm: aws_sdk_ssm::Client,
     /// S3 (the run's bucket, when it is in this region).
     pub s3: aws_sdk_s3::Client,
+    /// Service Quotas (the vCPU quota `plan --check` and `up` compare the plan with).
+    pub quotas: aws_sdk_servicequotas::Client,
 }
 
 /// A connection to AWS: configuration checked for credentials, and clients per region.
@@ -207,7 +210,11 @@ impl Aws {
                     .region(Region::new(region.to_owned()))
                     .force_path_style(self.path_style)
                     .build();
+                let quotas = aws_sdk_servicequotas::config::Builder::from(&self.config)
+                    .region(Region::new(region.to_owned()))
+                    .build();
                 RegionClients {
+                    quotas: aws_sdk_servicequotas::Client::from_conf(quotas),
                     region: region.to_owned(),
                     ec2: aws_sdk_ec2::Client::from_conf(ec2),
                     ssm: aws_sdk_ssm::Client::from_conf(ssm),

@@ -175,17 +175,31 @@ impl Builder<'_> {
 
     /// One path: its client host, and what its kind adds.
     fn path(&mut self, p: &PathSpec) -> Result<(), PlanError> {
+        let mut fleet = Vec::new();
         let client = match &p.client {
             End::Vpc(c) => {
                 let key = format!("client-{}", p.label);
-                self.hosts.push(HostPlan {
-                    key: key.clone(),
-                    role: HostRole::Client,
-                    vpc: c.clone(),
-                    subnet: key.clone(),
-                    instance_type: self.instance_type(c),
-                    vpn: None,
-                });
+                // A fleet's first instance keeps the single client's key (its tags, its
+                // readiness probe); the others are `client-<label>.2` ... in the same subnet
+                // (a '.' cannot be in a label, so no other path's key can collide).
+                for i in 1..=p.clients {
+                    let host = if i == 1 {
+                        key.clone()
+                    } else {
+                        format!("{key}.{i}")
+                    };
+                    if i > 1 {
+                        fleet.push(host.clone());
+                    }
+                    self.hosts.push(HostPlan {
+                        key: host,
+                        role: HostRole::Client,
+                        vpc: c.clone(),
+                        subnet: key.clone(),
+                        instance_type: self.instance_type(c),
+                        vpn: None,
+                    });
+                }
                 PathClient::Host(key)
             }
             End::Address(a) => PathClient::Address(*a),
@@ -195,6 +209,9 @@ impl Builder<'_> {
                 self.private_path(p, c, s)?
             }
             (PathKind::Public | PathKind::Accelerator, _, End::Vpc(s)) => {
+                for h in &fleet {
+                    self.allow_port(s, IngressSource::HostPublicIp(h.clone()));
+                }
                 self.public_path(p, &client, s)
             }
             (PathKind::Existing, _, _) if p.hybrid.is_some() => self.hybrid_path(p),
@@ -214,6 +231,7 @@ impl Builder<'_> {
             kind: p.kind,
             vpn: p.vpn,
             client,
+            fleet,
             target,
             server_host,
         });
@@ -508,5 +526,48 @@ mod tests {
         assert_eq!(subnet_prefix(v, 3), Some(28));
         assert_eq!(subnet_prefix(v, 5), None);
         assert_eq!(subnet_prefix("10.0.0.0/16".parse().unwrap(), 1), Some(24));
+    }
+
+    #[test]
+    fn a_fleet_is_n_client_hosts_in_one_subnet_priced_and_allowed() {
+        let s = crate::scenario::Scenario::from_toml(
+            "name='f'\ninstance_type='m5.large'\n\
+             [[vpc]]\nname='a'\nregion='us-east-1'\ncidr='10.1.0.0/16'\nplacement='cluster'\n\
+             [[vpc]]\nname='b'\nregion='us-east-1'\ncidr='10.2.0.0/16'\n\
+             [[path]]\nkind='public'\nclient='a'\nserver='b'\nclients=3\n",
+        )
+        .unwrap();
+        let plan = Plan::build(&s, &PriceTable::shipped()).unwrap();
+        let clients: Vec<(&str, &str)> = plan
+            .hosts
+            .iter()
+            .filter(|h| h.role == HostRole::Client)
+            .map(|h| (h.key.as_str(), h.subnet.as_str()))
+            .collect();
+        assert_eq!(
+            clients,
+            [
+                ("client-public", "client-public"),
+                ("client-public.2", "client-public"),
+                ("client-public.3", "client-public"),
+            ]
+        );
+        assert_eq!(plan.paths[0].fleet, ["client-public.2", "client-public.3"]);
+        // One placement group for the VPC's hosts, the fleet included.
+        assert_eq!(plan.placement_groups.len(), 1);
+        // Three clients and a server: four instances priced.
+        let instances: u32 = plan
+            .cost
+            .lines
+            .iter()
+            .filter(|l| l.item.contains("m5.large"))
+            .map(|l| l.quantity)
+            .sum();
+        assert_eq!(instances, 4, "{:?}", plan.cost.lines);
+        // Every instance of the fleet may reach the server over its public address.
+        assert_eq!(
+            plan.allow_for("server-b").host_public_ips,
+            ["client-public", "client-public.2", "client-public.3"]
+        );
     }
 }

@@ -375,6 +375,9 @@ pub struct PathPlan {
     pub vpn: Option<VpnFlavour>,
     /// Client side.
     pub client: PathClient,
+    /// A fleet's other client hosts (`clients = N`: `client-<label>.2` ...), beside
+    /// [`PathPlan::client`], which is its first; empty for one client.
+    pub fleet: Vec<String>,
     /// What the client dials.
     pub target: PathTarget,
     /// The server host this tool makes (it holds the run's key); `None` for your own server.
@@ -469,8 +472,10 @@ impl Plan {
                     }
                 }
                 (PathClient::Host(h), _) => {
-                    if !out.host_public_ips.contains(h) {
-                        out.host_public_ips.push(h.clone());
+                    for h in std::iter::once(h).chain(&p.fleet) {
+                        if !out.host_public_ips.contains(h) {
+                            out.host_public_ips.push(h.clone());
+                        }
                     }
                 }
             }

@@ -44,6 +44,9 @@ pub struct LabOptions {
     pub xbench: PathBuf,
     /// One-way delay per path label; `None` as key: every other path.
     pub delays: BTreeMap<Option<String>, Duration>,
+    /// Rate cap per path label, bits per second (`tc tbf`); `None` as key: every other path.
+    /// What a fleet test needs: a bottleneck its instances share.
+    pub rates: BTreeMap<Option<String>, u64>,
     /// The lab's namespace prefix (two labs need two prefixes).
     pub prefix: String,
     /// The lab's state directory (its lock, logs, and here the run's key).
@@ -56,9 +59,17 @@ impl LabOptions {
         LabOptions {
             xbench,
             delays: BTreeMap::new(),
+            rates: BTreeMap::new(),
             prefix: "xbd-".into(),
             state_dir: PathBuf::from("/run/xbench-deploy-lab"),
         }
+    }
+
+    fn rate(&self, label: &str) -> Option<u64> {
+        self.rates
+            .get(&Some(label.to_owned()))
+            .or_else(|| self.rates.get(&None))
+            .copied()
     }
 
     fn delay(&self, label: &str) -> Duration {
@@ -115,6 +126,7 @@ impl LabRun {
             spec.label = format!("p{i}");
             spec.impairment = Impairment {
                 delay: opts.delay(&p.label),
+                rate_bps: opts.rate(&p.label),
                 ..Impairment::default()
             };
             specs.push(spec);
@@ -147,6 +159,7 @@ impl LabRun {
                 port: scenario.port,
                 authenticated: true,
                 unavailable: None,
+                clients: p.clients,
             });
             run.paths.insert(p.label.clone(), info);
         }
@@ -207,6 +220,7 @@ impl LabRun {
     async fn go(
         &self,
         path: &RunPath,
+        instance: usize,
         argv: &[String],
         limit: Duration,
     ) -> Result<Vec<u8>, String> {
@@ -215,8 +229,8 @@ impl LabRun {
             .get(&path.label)
             .ok_or_else(|| format!("the lab has no path for {}", path.label))?;
         let dir = self.lab.state_dir();
-        let out_file = dir.join(format!("deploy-client-{}.json", info.label));
-        let err_file = dir.join(format!("deploy-client-{}.err", info.label));
+        let out_file = dir.join(format!("deploy-client-{}-{instance}.json", info.label));
+        let err_file = dir.join(format!("deploy-client-{}-{instance}.err", info.label));
         let mut c = Command::new(&self.xbench);
         c.args(argv)
             .stdin(Stdio::null())
@@ -280,10 +294,11 @@ impl Executor for LabRun {
     fn execute<'a>(
         &'a self,
         path: &'a RunPath,
+        instance: usize,
         argv: &'a [String],
         limit: Duration,
     ) -> BoxFuture<'a, Result<Vec<u8>, String>> {
-        Box::pin(self.go(path, argv, limit))
+        Box::pin(self.go(path, instance, argv, limit))
     }
 
     fn psk_file(&self, path: &RunPath) -> Option<String> {

@@ -29,8 +29,8 @@ use serde::Serialize;
 use xbench::ClientConfig;
 use xbench::report::{Outcome, TestReport};
 use xbench_report::cell::CellKey;
-use xbench_report::layout;
 use xbench_report::run::Run;
+use xbench_report::{fleet, layout};
 
 use crate::aws::BoxFuture;
 use crate::command;
@@ -51,19 +51,38 @@ pub struct RunPath {
     pub authenticated: bool,
     /// Why this tool cannot run its client (your own host is the client), if so.
     pub unavailable: Option<String>,
+    /// Client instances (a fleet when more than 1): each run is split over them
+    /// ([`xbench_report::fleet::share_spec`]), started at one instant, and merged.
+    pub clients: u16,
 }
 
 /// Runs one `xbench client` where a path's client is.
 pub trait Executor: Send + Sync {
-    /// Runs the client with `argv` (no program name) on `path`'s client and returns what it
-    /// printed on stdout (one JSON report), or why there is none. `limit` is the longest the
-    /// run may take.
+    /// Runs the client with `argv` (no program name) on instance `instance` (from 0; 0 for a
+    /// path with one client) of `path`'s client and returns what it printed on stdout (one
+    /// JSON report), or why there is none. `limit` is the longest the run may take.
     fn execute<'a>(
         &'a self,
         path: &'a RunPath,
+        instance: usize,
         argv: &'a [String],
         limit: Duration,
     ) -> BoxFuture<'a, Result<Vec<u8>, String>>;
+
+    /// How far ahead a fleet's common start is set: longer than it takes to get the command
+    /// to every instance (SSM's dispatch takes seconds; a local process, milliseconds).
+    fn start_lead(&self) -> Duration {
+        Duration::from_secs(2)
+    }
+
+    /// Checks, before a fleet's runs, that its instances' clocks agree well enough to start
+    /// together (see [`remote::SsmExecutor`]); `Ok` with a note to show, or why not.
+    fn check_clocks<'a>(
+        &'a self,
+        _path: &'a RunPath,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(async { Ok(None) })
+    }
 
     /// Where the run's key is on `path`'s client.
     fn psk_file(&self, path: &RunPath) -> Option<String>;
@@ -177,6 +196,13 @@ pub enum RunEvent<'a> {
     },
     /// Waiting between runs.
     Pausing(Duration),
+    /// A note about a fleet (its clocks' offsets).
+    FleetNote {
+        /// The path's label.
+        label: &'a str,
+        /// What to say.
+        note: String,
+    },
 }
 
 /// How one path's runs went.
@@ -235,6 +261,7 @@ pub async fn run(
     cancel: impl Future<Output = ()>,
 ) -> Result<RunSummary, Error> {
     let plan = schedule(suite, paths, &opts.out);
+    check_fleets(&plan, paths)?;
     let done = prepare_out(&opts.out, &plan, opts.resume)?;
     let mut state = Progress::new(paths, &plan, &done);
     let mut cancel = Cancel(Box::pin(cancel), false);
@@ -243,6 +270,19 @@ pub async fn run(
         .filter_map(|p| p.unavailable.as_ref().map(|r| (p.label.as_str(), r)))
     {
         state.give_up(label, reason.clone(), on_event);
+    }
+    for path in paths
+        .iter()
+        .filter(|p| p.clients > 1 && p.unavailable.is_none())
+    {
+        match exec.check_clocks(path).await {
+            Ok(Some(note)) => on_event(RunEvent::FleetNote {
+                label: &path.label,
+                note,
+            }),
+            Ok(None) => {}
+            Err(why) => state.give_up(&path.label, why, on_event),
+        }
     }
     for p in &plan {
         if done.contains(&p.index) {
@@ -264,23 +304,22 @@ pub async fn run(
             break;
         }
         on_event(state.started(p, &plan));
-        // The suite's cells were checked against the same rules when it was loaded.
-        let argv =
-            command::client_argv(&p.config, exec.psk_file(path).as_deref()).map_err(|e| {
-                Error::Internal(format!("path {}: a run as a command: {e}", path.label))
-            })?;
         let begun = Instant::now();
         let result = tokio::select! {
-            r = exec.execute(path, &argv, run_limit(&p.config)) => Some(r),
+            r = one_run(exec, path, p) => Some(r),
             () = cancel.wait() => None,
         };
         let Some(result) = result else {
             break;
         };
+        let result = result?;
         state.ran += 1;
         state.run_time += begun.elapsed();
-        match result.and_then(|bytes| keep(&bytes, p)) {
-            Ok((bytes, run)) => {
+        match result {
+            Ok(Collected { bytes, run, parts }) => {
+                for (k, part) in parts.iter().enumerate() {
+                    save(&layout::fleet_part_file(&p.file, k + 1), part)?;
+                }
                 save(&p.file, &bytes)?;
                 state.collected(p);
                 on_event(RunEvent::Collected {
@@ -308,6 +347,149 @@ pub async fn run(
     let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Internal(e.to_string()))?;
     save(&opts.out.join(SUMMARY_FILE), &json)?;
     Ok(summary)
+}
+
+/// A run's report (a fleet's merged one), its figures, and a fleet's parts in instance
+/// order.
+struct Collected {
+    bytes: Vec<u8>,
+    run: Run,
+    parts: Vec<Vec<u8>>,
+}
+
+/// One planned run on `path`: on its one client, or split over its fleet, started at one
+/// instant and merged. `Err` only for what stops the whole `run`; a failed run is `Ok(Err)`.
+async fn one_run(
+    exec: &dyn Executor,
+    path: &RunPath,
+    p: &Planned,
+) -> Result<Result<Collected, String>, Error> {
+    let psk = exec.psk_file(path);
+    // The suite's cells were checked against the same rules when it was loaded.
+    let argv_of = |config: &ClientConfig| {
+        command::client_argv(config, psk.as_deref())
+            .map_err(|e| Error::Internal(format!("path {}: a run as a command: {e}", path.label)))
+    };
+    if path.clients <= 1 {
+        let argv = argv_of(&p.config)?;
+        let r = exec.execute(path, 0, &argv, run_limit(&p.config)).await;
+        return Ok(r
+            .and_then(|bytes| keep(&bytes, p))
+            .map(|(bytes, run)| Collected {
+                bytes,
+                run,
+                parts: Vec::new(),
+            }));
+    }
+    let lead = exec.start_lead();
+    let start_at = std::time::SystemTime::now() + lead;
+    let mut configs = Vec::new();
+    let mut argvs = Vec::new();
+    for k in 0..usize::from(path.clients) {
+        let mut config = p.config.clone();
+        // Checked by `check_fleets` before the first run.
+        config.spec = fleet::share_spec(&p.config.spec, path.clients, k)
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let mut argv = argv_of(&config)?;
+        argv.push("--start-at".into());
+        argv.push(command::start_at_arg(start_at));
+        argvs.push(argv);
+        configs.push(config);
+    }
+    let limit = run_limit(&p.config) + lead;
+    let futures = argvs
+        .iter()
+        .enumerate()
+        .map(|(k, argv)| exec.execute(path, k, argv, limit))
+        .collect();
+    let results = join_all(futures).await;
+    let mut reports = Vec::new();
+    let mut parts = Vec::new();
+    for (k, (r, config)) in results.into_iter().zip(&configs).enumerate() {
+        let part = Planned {
+            config: config.clone(),
+            ..p.clone()
+        };
+        match r.and_then(|bytes| keep(&bytes, &part).map(|_| bytes)) {
+            Ok(bytes) => {
+                let report: TestReport = serde_json::from_slice(&bytes)
+                    .map_err(|e| Error::Internal(format!("a kept report: {e}")))?;
+                reports.push(report);
+                parts.push(bytes);
+            }
+            Err(why) => return Ok(Err(format!("client instance {}: {why}", k + 1))),
+        }
+    }
+    let merged = match fleet::merge(&reports, &p.config.spec) {
+        Ok(m) => m,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let bytes = serde_json::to_vec_pretty(&merged).map_err(|e| Error::Internal(e.to_string()))?;
+    let label = p.config.label.clone().unwrap_or_default();
+    Ok(Run::from_report(&merged, p.file.clone(), &label)
+        .map(|run| Collected { bytes, run, parts })
+        .map_err(|e| e.to_string()))
+}
+
+/// Polls every future until all are done (a fleet's instances run at once).
+async fn join_all<T>(mut futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
+    let mut out: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futures.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+/// Refuses, before anything runs, a cell a path's fleet cannot split (fewer streams or flows
+/// than instances, a UDP test).
+pub fn check_fleets(plan: &[Planned], paths: &[RunPath]) -> Result<(), Error> {
+    for p in plan.iter().filter(|p| p.repeat == 1) {
+        let path = &paths[p.path];
+        if path.clients > 1 {
+            fleet::share_spec(&p.config.spec, path.clients, 0).map_err(|e| Error::Fleet {
+                path: path.label.clone(),
+                clients: path.clients,
+                cell: p.cell.clone(),
+                message: e.to_string(),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// [`check_fleets`] for a scenario and its suite, as `plan`, `up` and `run` load them: a
+/// fleet that cannot share a cell is refused before anything is created.
+pub fn check_scenario_fleets(scenario: &crate::scenario::Scenario) -> Result<(), Error> {
+    let Some(suite) = &scenario.suite else {
+        return Ok(());
+    };
+    let paths: Vec<RunPath> = scenario
+        .paths
+        .iter()
+        .map(|p| RunPath {
+            label: p.label.clone(),
+            target: String::new(),
+            port: scenario.port,
+            authenticated: false,
+            unavailable: None,
+            clients: p.clients,
+        })
+        .collect();
+    check_fleets(&schedule(suite, &paths, Path::new("")), &paths)
 }
 
 /// The longest one run may take before it is abandoned: the test, its start and drain, and
@@ -524,5 +706,39 @@ impl<F: Future<Output = ()>> Cancel<F> {
             self.0.as_mut().await;
             self.1 = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(clients: u16) -> RunPath {
+        RunPath {
+            label: "peering".into(),
+            target: "10.0.0.1".into(),
+            port: 5201,
+            authenticated: true,
+            unavailable: None,
+            clients,
+        }
+    }
+
+    #[test]
+    fn a_fleet_refuses_cells_it_cannot_share_before_anything_runs() {
+        let suite = Suite::from_toml(
+            "time = 1\n[[test]]\nparallel = [2, 8]\n[[test]]\nrr = true\nflows = 3\n",
+        )
+        .unwrap();
+        let plan = schedule(&suite, &[path(2)], Path::new("/nonexistent"));
+        check_fleets(&plan, &[path(2)]).unwrap();
+        let plan = schedule(&suite, &[path(4)], Path::new("/nonexistent"));
+        let e = check_fleets(&plan, &[path(4)]).unwrap_err();
+        assert!(e.is_bad_input(), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "path 'peering' (4 client instances), cell tcp-up-P2: parallel = 2 cannot be shared \
+             by 4 client instances (each runs at least one); use at least 4, or fewer clients"
+        );
     }
 }

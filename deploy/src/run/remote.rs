@@ -40,8 +40,8 @@ impl Default for HostLayout {
 pub struct SsmExecutor<'a> {
     d: &'a Deployer,
     bucket: RunBucket,
-    /// Path label → (region, instance id) of its client host.
-    clients: BTreeMap<String, (String, String)>,
+    /// Path label → (region, instance id) of each of its client hosts (a fleet's in order).
+    clients: BTreeMap<String, Vec<(String, String)>>,
     layout: HostLayout,
 }
 
@@ -64,7 +64,20 @@ impl<'a> SsmExecutor<'a> {
                 .and_then(|k| out.hosts.iter().find(|h| &h.key == k));
             let unavailable = match host {
                 Some(h) => {
-                    clients.insert(p.label.clone(), (h.region.clone(), h.instance_id.clone()));
+                    let mut fleet = vec![(h.region.clone(), h.instance_id.clone())];
+                    for key in &p.fleet {
+                        let h = out.hosts.iter().find(|h| &h.key == key).ok_or_else(|| {
+                            Error::Results {
+                                path: format!("run {}", out.run_id),
+                                message: format!(
+                                    "path {}: its client instance {key} is not in the outputs;                                      bring the run up again with `up --run-id`",
+                                    p.label
+                                ),
+                            }
+                        })?;
+                        fleet.push((h.region.clone(), h.instance_id.clone()));
+                    }
+                    clients.insert(p.label.clone(), fleet);
                     None
                 }
                 None => Some(format!(
@@ -92,6 +105,7 @@ impl<'a> SsmExecutor<'a> {
                 port: p.port,
                 authenticated: p.authenticated,
                 unavailable,
+                clients: u16::try_from(1 + p.fleet.len()).unwrap_or(u16::MAX),
             });
         }
         let exec = SsmExecutor {
@@ -113,13 +127,15 @@ impl<'a> SsmExecutor<'a> {
     async fn go(
         &self,
         path: &RunPath,
+        index: usize,
         argv: &[String],
         limit: Duration,
     ) -> Result<Vec<u8>, String> {
         let (region, instance) = self
             .clients
             .get(&path.label)
-            .ok_or_else(|| format!("path {} has no client host", path.label))?;
+            .and_then(|f| f.get(index))
+            .ok_or_else(|| format!("path {} has no client host {}", path.label, index + 1))?;
         let mut nonce = [0u8; 6];
         getrandom::fill(&mut nonce).map_err(|e| e.to_string())?;
         let key = format!(
@@ -172,14 +188,113 @@ impl Executor for SsmExecutor<'_> {
     fn execute<'a>(
         &'a self,
         path: &'a RunPath,
+        instance: usize,
         argv: &'a [String],
         limit: Duration,
     ) -> BoxFuture<'a, Result<Vec<u8>, String>> {
-        Box::pin(self.go(path, argv, limit))
+        Box::pin(self.go(path, instance, argv, limit))
+    }
+
+    /// SSM Run Command takes a few seconds to reach an instance (more when the agent polls):
+    /// the common start is set far enough ahead that every instance is waiting for it.
+    fn start_lead(&self) -> Duration {
+        SSM_START_LEAD
+    }
+
+    fn check_clocks<'a>(
+        &'a self,
+        path: &'a RunPath,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(self.clocks(path))
     }
 
     fn psk_file(&self, path: &RunPath) -> Option<String> {
         path.authenticated.then(|| self.layout.psk.clone())
+    }
+}
+
+/// How far ahead of dispatch a fleet's common start is set on AWS.
+pub const SSM_START_LEAD: Duration = Duration::from_secs(20);
+
+/// The largest clock offset from NTP (chrony's `System time`) a fleet instance may have.
+/// Two instances may then disagree by twice this, 100 ms: 1 % of a 10-second test's window,
+/// the share of its bytes that the instances' windows may fail to overlap by — about what
+/// the repeats of a cell already spread. On EC2, chrony against the Amazon Time Sync Service
+/// keeps offsets in microseconds, so a host over this has a broken clock, and its runs are
+/// refused rather than merged.
+pub const MAX_CLOCK_OFFSET: Duration = Duration::from_millis(50);
+
+impl SsmExecutor<'_> {
+    /// Every fleet instance's `chronyc tracking`, through SSM: the largest offset, or why the
+    /// fleet cannot start together.
+    async fn clocks(&self, path: &RunPath) -> Result<Option<String>, String> {
+        let fleet = self
+            .clients
+            .get(&path.label)
+            .ok_or_else(|| format!("path {} has no client hosts", path.label))?;
+        let mut offsets = Vec::new();
+        for (region, instance) in fleet {
+            let r = self.d.aws.region(region);
+            let inv = ssm::run_script(
+                self.d.run_command(),
+                &r,
+                instance,
+                "chronyc tracking\n",
+                Duration::from_secs(60),
+                self.d.timing().poll,
+                &format!("xbench-deploy run: clock of {}", path.label),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let offset = chrony_offset(&inv.stdout).ok_or_else(|| {
+                format!(
+                    "cannot read the clock offset of {instance} (`chronyc tracking` said: {}); a \
+                     fleet starts at one instant and needs synchronised clocks",
+                    last_line(&format!("{}\n{}", inv.stdout, inv.stderr))
+                )
+            })?;
+            offsets.push((instance.clone(), offset));
+        }
+        let worst = offsets
+            .iter()
+            .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+            .cloned();
+        let Some((instance, worst)) = worst else {
+            return Ok(None);
+        };
+        let shown = offsets
+            .iter()
+            .map(|(i, o)| format!("{i} {:+.3} ms", o * 1e3))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if worst.abs() > MAX_CLOCK_OFFSET.as_secs_f64() {
+            return Err(format!(
+                "clock of {instance} is {:.1} ms off NTP (bound {} ms, so the fleet's windows \
+                 overlap within 1 % of a 10 s test); offsets: {shown}",
+                worst.abs() * 1e3,
+                MAX_CLOCK_OFFSET.as_millis()
+            ));
+        }
+        Ok(Some(format!("fleet clocks against NTP: {shown}")))
+    }
+}
+
+/// The offset in `chronyc tracking`'s output, seconds, positive when the clock is fast:
+/// `System time     : 0.000012345 seconds fast of NTP time`.
+pub fn chrony_offset(text: &str) -> Option<f64> {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("System time"))?;
+    let rest = line
+        .split_once(':')?
+        .1
+        .split_whitespace()
+        .collect::<Vec<_>>();
+    let value: f64 = rest.first()?.parse().ok()?;
+    match rest.get(2).copied() {
+        Some("fast") => Some(value),
+        Some("slow") => Some(-value),
+        _ => None,
     }
 }
 
@@ -209,4 +324,22 @@ pub fn script(xbench: &str, argv: &[String], put: &s3::Presigned) -> String {
         command::shell_line(xbench, argv),
         quote(&put.url),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chrony_offsets_are_read_with_their_sign() {
+        let fast = "Reference ID    : A9FEA97B (169.254.169.123)\n\
+                    Stratum         : 4\n\
+                    System time     : 0.000012345 seconds fast of NTP time\n\
+                    Last offset     : -0.000001 seconds\n";
+        assert_eq!(chrony_offset(fast), Some(0.000012345));
+        let slow = "System time     : 0.250000000 seconds slow of NTP time\n";
+        assert_eq!(chrony_offset(slow), Some(-0.25));
+        assert_eq!(chrony_offset("506 Cannot talk to daemon\n"), None);
+        assert_eq!(chrony_offset("System time : soon\n"), None);
+    }
 }

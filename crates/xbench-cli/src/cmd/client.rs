@@ -30,7 +30,14 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         json_file,
         hist,
         unit,
+        start_at,
     } = test;
+    // Before Ctrl-C is taken over: interrupted while waiting, there is nothing to save.
+    if let Some(at) = start_at
+        && let Ok(wait) = at.duration_since(SystemTime::now())
+    {
+        tokio::time::sleep(wait).await;
+    }
     if let Some(rr) = spec.as_rr() {
         crate::flow_space::ensure(&target, rr, rr.flows.get())?;
         // --connections-only holds its flows and opens new connections beside them.
