@@ -389,7 +389,7 @@ async fn accept_loop(l: Listener, tx: mpsc::Sender<(TcpStream, SocketAddr)>, ctx
             match accept(l.get_ref()) {
                 Ok((sock, peer)) => {
                     taken += 1;
-                    if taken % ACCEPT_BATCH == 0 {
+                    if taken.is_multiple_of(ACCEPT_BATCH) {
                         // A flood that never empties the backlog must not hold this runtime
                         // thread: the at-once path below never awaits.
                         tokio::task::yield_now().await;
