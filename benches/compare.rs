@@ -28,12 +28,14 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a benchmark reports on the terminal
 #![allow(clippy::unwrap_used)] // and panics on a broken setup
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use xbench_benches::harness::{
+    build_xbench, env_or, free_port, load_average, median, wait_listening,
+};
 
 fn main() {
     // `cargo bench` passes `--bench`; a word that is not a flag picks a part, as
@@ -773,54 +775,12 @@ fn run_xbench_udp(xbench: &PathBuf, len: u32, rate: &str, secs: u64) -> Result<D
 // ---------------------------------------------------------------------------------------------
 // Plumbing
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// The machine's load, which moves every figure here: other processes take the CPUs.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map_or_else(
-        |_| "load average unknown".into(),
-        |l| {
-            let v: Vec<&str> = l.split_whitespace().take(3).collect();
-            format!("load average {}", v.join(" "))
-        },
-    )
-}
-
 fn installed(cmd: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {cmd}")])
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-/// Builds the release `xbench` binary (the benchmark compares shipped binaries, not
-/// in-process code) and returns its path.
-fn build_xbench() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let status = Command::new(cargo)
-        .current_dir(&root)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "-p",
-            "xbench-cli",
-            "--bin",
-            "xbench",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success(), "building xbench failed");
-    let target =
-        std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), PathBuf::from);
-    target.join("release").join("xbench")
 }
 
 /// `xbench server --one-off` on loopback port `port`, with `extra` flags, its own process (so
@@ -846,38 +806,6 @@ fn one_off_server(
         .map_err(|e| e.to_string())?;
     wait_listening(port)?;
     Ok(server)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Waits until something listens on `port` (read from /proc, so no probe connection
-/// disturbs a one-test server).
-fn wait_listening(port: u16) -> Result<(), String> {
-    let hex = format!(":{port:04X} ");
-    let until = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < until {
-        for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            if let Ok(t) = std::fs::read_to_string(f) {
-                // local_address is the second column; state 0A is LISTEN.
-                if t.lines().any(|l| {
-                    let cols: Vec<&str> = l.split_whitespace().collect();
-                    cols.len() > 3
-                        && format!("{} ", &cols[1][cols[1].len() - 5..]) == hex
-                        && cols[3] == "0A"
-                }) {
-                    return Ok(());
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Err(format!("nothing listened on port {port} within 10 s"))
 }
 
 /// Waits for a child and returns its stdout and the CPU seconds (user + system) it used.
@@ -919,17 +847,4 @@ fn quartiles(mut v: Vec<f64>) -> Option<(f64, f64, f64)> {
     v.sort_by(f64::total_cmp);
     let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
     Some((at(0.25), median(v.clone()), at(0.75)))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }

@@ -28,12 +28,14 @@
 #![allow(clippy::unwrap_used)] // and panics on a broken setup
 
 use std::io::Read;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use xbench_benches::harness::{
+    build_xbench, env_or, free_port, load_average, median, wait_listening,
+};
 
 /// Issue 22's memory bar: bytes each flow may add to either end's peak RSS.
 const RSS_PER_FLOW_BAR: f64 = 8.0 * 1024.0;
@@ -375,89 +377,4 @@ fn last_line(s: &str) -> &str {
         .find(|l| l.starts_with("error") || l.starts_with("xbench:"))
         .or_else(|| s.lines().last())
         .unwrap_or("(nothing on stderr)")
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// The machine's load, which moves every CPU figure here.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map_or_else(
-        |_| "load average unknown".into(),
-        |l| {
-            let v: Vec<&str> = l.split_whitespace().take(3).collect();
-            format!("load average {}", v.join(" "))
-        },
-    )
-}
-
-/// Builds the release `xbench` binary (memory and CPU are the shipped binary's) and returns
-/// its path.
-fn build_xbench() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let status = Command::new(cargo)
-        .current_dir(&root)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "-p",
-            "xbench-cli",
-            "--bin",
-            "xbench",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success(), "building xbench failed");
-    let target =
-        std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), PathBuf::from);
-    target.join("release").join("xbench")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Waits until something listens on `port` (read from /proc, so no probe connection
-/// disturbs the server).
-fn wait_listening(port: u16) -> Result<(), String> {
-    let hex = format!(":{port:04X}");
-    let until = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < until {
-        for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            if let Ok(t) = std::fs::read_to_string(f) {
-                // local_address is the second column; state 0A is LISTEN.
-                if t.lines().any(|l| {
-                    let cols: Vec<&str> = l.split_whitespace().collect();
-                    cols.len() > 3 && cols[1].ends_with(&hex) && cols[3] == "0A"
-                }) {
-                    return Ok(());
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Err(format!("nothing listened on port {port} within 10 s"))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }

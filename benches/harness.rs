@@ -1,0 +1,102 @@
+//! What the process-level benches (`compare`, `rr_flows`) share: building the shipped binary,
+//! finding a port and waiting for a server on it, reading the machine's load, and the
+//! medians their interleaved rounds report.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `name`'s value parsed, or `default` when it is unset or does not parse.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The machine's load, which moves every figure the benches print: other processes take the
+/// CPUs.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "load average unknown".into(),
+        |l| {
+            let v: Vec<&str> = l.split_whitespace().take(3).collect();
+            format!("load average {}", v.join(" "))
+        },
+    )
+}
+
+/// Builds the release `xbench` binary (the benches measure the shipped binary, its CPU and
+/// memory, not in-process code) and returns its path.
+///
+/// # Panics
+/// When cargo cannot be run or the build fails: a bench has nothing to measure then.
+pub fn build_xbench() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = Command::new(cargo)
+        .current_dir(&root)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "-p",
+            "xbench-cli",
+            "--bin",
+            "xbench",
+        ])
+        .status()
+        .expect("cannot run cargo");
+    assert!(status.success(), "building xbench failed");
+    let target =
+        std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), PathBuf::from);
+    target.join("release").join("xbench")
+}
+
+/// A loopback port nothing listens on now.
+///
+/// # Panics
+/// When loopback cannot be bound at all.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("cannot bind a loopback port")
+        .port()
+}
+
+/// Waits until something listens on `port` (read from /proc, so no probe connection
+/// disturbs a one-test server).
+pub fn wait_listening(port: u16) -> Result<(), String> {
+    let hex = format!(":{port:04X}");
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            if let Ok(t) = std::fs::read_to_string(f) {
+                // local_address is the second column; state 0A is LISTEN.
+                if t.lines().any(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    cols.len() > 3 && cols[1].ends_with(&hex) && cols[3] == "0A"
+                }) {
+                    return Ok(());
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(format!("nothing listened on port {port} within 10 s"))
+}
+
+/// The median; NaN for no values.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
