@@ -137,19 +137,7 @@ impl RrText {
         }
         match sum.latency {
             Some(l) => {
-                let _ = writeln!(
-                    s,
-                    "  latency µs: min {}  mean {}  stddev {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
-                    us(l.min_us),
-                    us(l.mean_us),
-                    us(l.stddev_us),
-                    us(l.p50_us),
-                    us(l.p90_us),
-                    us(l.p99_us),
-                    us(l.p99_9_us),
-                    us(l.p99_99_us),
-                    us(l.max_us)
-                );
+                latency_line(&mut s, "latency µs", &l);
             }
             None => s.push_str("  no transaction completed\n"),
         }
@@ -390,19 +378,7 @@ fn connections_only_summary(s: &mut String, r: &TestReport, h: &xbench::report::
     );
     match sum.latency {
         Some(l) => {
-            let _ = writeln!(
-                s,
-                "  setup µs (connect() to first answer): min {}  mean {}  stddev {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
-                us(l.min_us),
-                us(l.mean_us),
-                us(l.stddev_us),
-                us(l.p50_us),
-                us(l.p90_us),
-                us(l.p99_us),
-                us(l.p99_9_us),
-                us(l.p99_99_us),
-                us(l.max_us)
-            );
+            latency_line(s, "setup µs (connect() to first answer)", &l);
         }
         None => s.push_str("  no new connection completed\n"),
     }
@@ -532,6 +508,24 @@ fn per_second(v: f64) -> String {
         let decimals = (2.0 - v.log10().floor()).clamp(1.0, 12.0) as usize;
         format!("{v:.decimals$}")
     }
+}
+
+/// One line of latency percentiles, `label` saying what was timed (a transaction, or a new
+/// connection's setup).
+fn latency_line(s: &mut String, label: &str, l: &LatencyStats) {
+    let _ = writeln!(
+        s,
+        "  {label}: min {}  mean {}  stddev {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
+        us(l.min_us),
+        us(l.mean_us),
+        us(l.stddev_us),
+        us(l.p50_us),
+        us(l.p90_us),
+        us(l.p99_us),
+        us(l.p99_9_us),
+        us(l.p99_99_us),
+        us(l.max_us)
+    );
 }
 
 #[cfg(test)]
