@@ -34,8 +34,8 @@ use crate::latency::{Distribution, FlowSketch};
 use crate::proto::{Finish, IdCount, Message, Tally};
 use crate::report::{
     CpuReport, CpuUsage, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport, RrSummary,
-    RrUdpSummary, RttStats, SideRrInterval, SideRrResults, SocketReport, StreamInfo, Summary,
-    TestReport,
+    RrUdpSummary, RttStats, SideRrFlow, SideRrInterval, SideRrResults, SocketReport, StreamInfo,
+    Summary, TestReport,
 };
 use crate::tcp_info;
 
@@ -1028,7 +1028,7 @@ impl Accumulator {
                 transactions: f.transactions,
                 total_transactions: f.total_transactions,
                 server_transactions: server
-                    .and_then(|s| s.flows.iter().find(|x| usize::from(x.flow) == i))
+                    .and_then(|s| server_flow(&s.flows, i))
                     .map(|x| x.transactions),
                 latency: f.sketch.as_ref().and_then(FlowSketch::summary),
                 retransmits: f.retransmits,
@@ -1036,6 +1036,15 @@ impl Accumulator {
                 lost: self.udp.map(|_| f.udp.lost),
             })
             .collect()
+    }
+}
+
+/// The server's figures of flow `i`. It lists its flows in id order, so `i` is looked at
+/// first: a search per flow cost flows² (134 million comparisons at 16,384 flows).
+fn server_flow(flows: &[SideRrFlow], i: usize) -> Option<&SideRrFlow> {
+    match flows.get(i) {
+        Some(x) if x.flow as usize == i => Some(x),
+        _ => flows.iter().find(|x| x.flow as usize == i),
     }
 }
 

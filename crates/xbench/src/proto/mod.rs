@@ -87,6 +87,13 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
         }
     }
 
+    /// From now on, accepts messages up to `max` bytes (at most [`MAX_FRAME_LEN`]): a server
+    /// that read only small messages from a client until now expects a larger one that the
+    /// test asked for (the tally of a request/response test with thousands of flows).
+    pub fn set_max_frame(&mut self, max: u32) {
+        self.decoder.set_max(max);
+    }
+
     /// The underlying stream, for the unframed preamble that precedes all messages. Bytes
     /// read through it bypass the decoder, so use it only before the first `next()`.
     pub fn inner_mut(&mut self) -> &mut R {
