@@ -386,7 +386,7 @@ fn home_end(out: &mut String, h: &xbench_deploy::state::HomeEndOutput) {
     );
     let _ = writeln!(
         out,
-        "  its swanctl file, with the key (mode 0600): {}\n  install it there: /etc/swanctl/conf.d/ (mode 0600), then `swanctl --load-all`; as written, key left out:",
+        "  its swanctl file, with the key (mode 0600): {}\n  put it in /etc/swanctl/conf.d/ (mode 0600) and run `swanctl --load-all`; the file, key left out:",
         h.config.display()
     );
     match std::fs::read_to_string(&h.config) {

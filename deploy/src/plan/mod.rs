@@ -309,10 +309,11 @@ impl Plan {
     /// Lines for your VPN ends whose gateway is in `region`: what dials what, and what `up`
     /// writes for your end.
     fn home_vpn_lines(&self, region: &str, lines: &mut Vec<String>) {
-        for h in &self.home_vpns {
-            if !self.vpc(&h.vpc).is_some_and(|v| v.region == region) {
-                continue;
-            }
+        for h in self
+            .home_vpns
+            .iter()
+            .filter(|h| self.vpc(&h.vpc).is_some_and(|v| v.region == region))
+        {
             let dials = match &h.accelerator {
                 Some(a) => format!("accelerator {a} in front of {}", h.gateway),
                 None => format!("{}'s public IP", h.gateway),
