@@ -56,6 +56,14 @@ impl IpsecPsk {
     pub fn swanctl_secret(&self) -> String {
         format!("0s{}", self.0)
     }
+
+    /// A key [`IpsecPsk::swanctl_secret`] wrote (a resumed run reads your end's key back from
+    /// the state directory); `None` unless it is `0s` and the base64 of 32 bytes.
+    pub fn from_swanctl_secret(text: &str) -> Option<Self> {
+        let b64 = text.trim().strip_prefix("0s")?;
+        let raw = base64::decode(b64).ok()?;
+        (raw.len() == PSK_BYTES).then(|| IpsecPsk(b64.to_owned()))
+    }
 }
 
 /// The name of a path's IKE and child SA in swanctl (and of its config file).
@@ -74,6 +82,19 @@ pub fn swanctl_conf(
     psk: &IpsecPsk,
     peer_address: Option<Ipv4Addr>,
 ) -> String {
+    connection(vpn, own_host, psk, peer_address, false)
+}
+
+/// One end's swanctl file; with `encap`, UDP encapsulation of ESP is forced
+/// (charon fakes NAT detection), for a path where something between the ends carries only
+/// UDP — a Global Accelerator.
+fn connection(
+    vpn: &VpnEnd,
+    own_host: &str,
+    psk: &IpsecPsk,
+    peer_address: Option<Ipv4Addr>,
+    encap: bool,
+) -> String {
     let name = connection_name(&vpn.path);
     let peer = &vpn.peer_host;
     let remote_addrs = peer_address.map_or_else(|| "%any".to_owned(), |a| a.to_string());
@@ -91,6 +112,7 @@ pub fn swanctl_conf(
          \x20   remote_addrs = {remote_addrs}\n\
          \x20   proposals = {IKE_PROPOSALS}\n\
          \x20   dpd_delay = 10s\n\
+         {encap}\
          \x20   local {{\n\
          \x20     auth = psk\n\
          \x20     id = {own_host}\n\
@@ -122,6 +144,75 @@ pub fn swanctl_conf(
         local = vpn.local_subnet,
         remote = vpn.remote_subnet,
         secret = psk.swanctl_secret(),
+        encap = if encap { "    encap = yes\n" } else { "" },
+    )
+}
+
+/// What your end's configuration says about where it dials.
+#[derive(Debug, Clone, Copy)]
+pub struct HomeDial {
+    /// The gateway's public address.
+    pub gateway_ip: Ipv4Addr,
+    /// The accelerator's static address in front of it, if any: what your end dials then.
+    pub accelerator_ip: Option<Ipv4Addr>,
+}
+
+impl HomeDial {
+    /// The address your end dials.
+    pub fn address(&self) -> Ipv4Addr {
+        self.accelerator_ip.unwrap_or(self.gateway_ip)
+    }
+}
+
+/// The swanctl file for your end of a `vpn` path to your own host, with a short how-to in
+/// its comments: your end dials the gateway (or the accelerator in front of it), always (the
+/// gateway never can: your router's NAT and the accelerator carry nothing that starts on
+/// AWS's side), and forces ESP into UDP 4500 (an accelerator carries no ESP; through plain NAT
+/// it would move there anyway). The connection is the gateway's mirror image: the same
+/// proposals, identities and key. `run` names the run this is for.
+pub fn home_swanctl_conf(
+    run: &str,
+    home: &crate::plan::HomeVpnPlan,
+    psk: &IpsecPsk,
+    dial: HomeDial,
+) -> String {
+    let front = match dial.accelerator_ip {
+        Some(a) => format!(
+            "Global Accelerator {a} (UDP 500 and 4500) in front of {} ({})",
+            home.gateway, dial.gateway_ip
+        ),
+        None => format!("{} at {}", home.gateway, dial.gateway_ip),
+    };
+    let file = format!("{}.conf", connection_name(&home.path));
+    format!(
+        "# xbench-deploy run {run}: YOUR end of vpn path {path} (IPsec, IKEv2, pre-shared key).\n\
+         # The AWS end: {front}. Your end dials it; it accepts {public} only.\n\
+         # Tunnelled: {local} (yours) <-> {remote} (the run's).\n\
+         #\n\
+         # 1. strongSwan with swanctl: Debian/Ubuntu `apt install charon-systemd strongswan-swanctl`,\n\
+         #    Fedora/RHEL/Amazon Linux `dnf install strongswan` (its directory: /etc/strongswan/swanctl).\n\
+         # 2. This file, which holds the key, to /etc/swanctl/conf.d/{file}, mode 0600.\n\
+         # 3. `swanctl --load-all`: your end dials at once and redials if the tunnel drops;\n\
+         #    `swanctl --list-sas` shows ESTABLISHED and INSTALLED once it is up.\n\
+         # 4. Your router lets UDP 500 and 4500 out to {dial}. If strongSwan runs on another machine\n\
+         #    than the xbench host, that host reaches {remote} through it (its default route, usually).\n\
+         # 5. Measure: the xbench command `xbench-deploy up` printed for path {path}.\n\
+         # `swanctl --terminate --ike {name}` and deleting this file end it; `xbench-deploy down`\n\
+         # deletes the AWS end.\n\
+         {conn}",
+        path = home.path,
+        public = home.public_ip,
+        local = home.on_prem_cidr,
+        remote = home.aws_subnet,
+        dial = dial.address(),
+        name = connection_name(&home.path),
+        conn = connection(
+            &home.home_end(),
+            &home.home_id,
+            psk,
+            Some(dial.address()),
+            true
+        ),
     )
 }
 
@@ -192,6 +283,75 @@ mod tests {
         // Braces balance: swanctl refuses the file otherwise.
         for conf in [&client, &server] {
             assert_eq!(conf.matches('{').count(), conf.matches('}').count());
+        }
+    }
+
+    #[test]
+    fn your_end_dials_the_accelerator_forces_udp_and_mirrors_the_gateway() {
+        let home = crate::plan::HomeVpnPlan {
+            path: "home".into(),
+            gateway: "gw-home".into(),
+            home_id: "home-home".into(),
+            vpc: "aws".into(),
+            aws_subnet: "10.1.0.0/24".parse().unwrap(),
+            on_prem_cidr: "192.168.1.0/24".parse().unwrap(),
+            public_ip: Ipv4Addr::new(198, 51, 100, 7),
+            accelerator: Some("home".into()),
+        };
+        let psk = IpsecPsk::generate().unwrap();
+        let dial = HomeDial {
+            gateway_ip: Ipv4Addr::new(203, 0, 113, 2),
+            accelerator_ip: Some(Ipv4Addr::new(192, 0, 2, 100)),
+        };
+        let conf = home_swanctl_conf("xb-20261126-abcdef", &home, &psk, dial);
+        for want in [
+            "remote_addrs = 192.0.2.100",
+            "encap = yes",
+            "id = home-home",
+            "id = gw-home",
+            "local_ts = 192.168.1.0/24",
+            "remote_ts = 10.1.0.0/24",
+            "start_action = start",
+            "Global Accelerator 192.0.2.100 (UDP 500 and 4500) in front of gw-home (203.0.113.2)",
+            "/etc/swanctl/conf.d/xbench-home.conf",
+            "run xb-20261126-abcdef",
+        ] {
+            assert!(conf.contains(want), "{want} missing:\n{conf}");
+        }
+        assert!(conf.contains(&format!("secret = {}", psk.swanctl_secret())));
+        // The gateway's side: the same identities the other way round, the same key.
+        let gw = swanctl_conf(&end_of(&home), "gw-home", &psk, None);
+        assert!(gw.contains("remote_addrs = %any") && gw.contains("remote_ts = 192.168.1.0/24"));
+        assert!(!gw.contains("encap"));
+        let direct = home_swanctl_conf(
+            "r",
+            &home,
+            &psk,
+            HomeDial {
+                accelerator_ip: None,
+                ..dial
+            },
+        );
+        assert!(direct.contains("remote_addrs = 203.0.113.2"), "{direct}");
+        for conf in [&conf, &direct] {
+            assert_eq!(conf.matches('{').count(), conf.matches('}').count());
+        }
+        // Read back as a resumed run does; anything else is refused.
+        let back = IpsecPsk::from_swanctl_secret(&format!("{}\n", psk.swanctl_secret()));
+        assert_eq!(back, Some(psk));
+        assert_eq!(IpsecPsk::from_swanctl_secret("0sAAAA"), None);
+        assert_eq!(IpsecPsk::from_swanctl_secret("secret"), None);
+    }
+
+    fn end_of(home: &crate::plan::HomeVpnPlan) -> VpnEnd {
+        VpnEnd {
+            path: home.path.clone(),
+            flavour: VpnFlavour::Ipsec,
+            peer_host: home.home_id.clone(),
+            tunnel_address: Ipv4Addr::UNSPECIFIED,
+            local_subnet: home.aws_subnet,
+            remote_subnet: home.on_prem_cidr,
+            initiator: false,
         }
     }
 

@@ -49,6 +49,7 @@ pub mod command;
 pub mod cost;
 pub mod deployer;
 pub mod error;
+pub mod home;
 pub mod hybrid;
 pub mod ipsec;
 pub mod plan;

@@ -361,9 +361,48 @@ pub(crate) fn outputs(o: &Outputs, file: &std::path::Path, checked: bool) -> Str
             let _ = writeln!(out, "  {n}");
         }
     }
+    for h in &o.home_ends {
+        home_end(&mut out, h);
+    }
     let _ = writeln!(out, "\noutputs: {}", file.display());
     let _ = writeln!(out, "delete with: xbench-deploy down {}", o.run_id);
     out
+}
+
+/// Your end of a VPN path: where it dials, the file to install, and the file itself with the
+/// key left out (terminals and CI logs are kept; the key stays in the mode-0600 file).
+fn home_end(out: &mut String, h: &xbench_deploy::state::HomeEndOutput) {
+    let front = match h.accelerator_ip {
+        Some(a) => format!(
+            "accelerator {a} in front of {} ({})",
+            h.gateway, h.gateway_ip
+        ),
+        None => format!("{} ({})", h.gateway, h.gateway_ip),
+    };
+    let _ = writeln!(
+        out,
+        "\nyour VPN end of [{}]: it dials {front} from {}; {} (yours) <-> {}",
+        h.path, h.public_ip, h.on_prem_cidr, h.aws_subnet
+    );
+    let _ = writeln!(
+        out,
+        "  its swanctl file, with the key (mode 0600): {}\n  put it in /etc/swanctl/conf.d/ (mode 0600) and run `swanctl --load-all`; the file, key left out:",
+        h.config.display()
+    );
+    match std::fs::read_to_string(&h.config) {
+        Ok(text) => {
+            for line in text.lines() {
+                let shown = match line.split_once("secret = ") {
+                    Some((indent, _)) => format!("{indent}secret = <in {}>", h.config.display()),
+                    None => line.to_owned(),
+                };
+                let _ = writeln!(out, "    {shown}");
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "    (cannot read it: {e})");
+        }
+    }
 }
 
 pub(crate) fn down(run: &str, d: &DownReport) -> String {

@@ -14,6 +14,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::cidr::{CidrError, Ipv4Cidr};
+use crate::home::{self, HomeEnd, HomeFields};
 use crate::hybrid::{self, HybridEnd};
 use crate::regions;
 use crate::suite::{RawSuite, Suite, SuiteError};
@@ -233,6 +234,8 @@ pub struct PathSpec {
     pub vpn: Option<VpnFlavour>,
     /// An `existing` path reached over private addresses through your gateway.
     pub hybrid: Option<HybridEnd>,
+    /// A `vpn` path whose far end is your own VPN end (at home, on a campus).
+    pub home: Option<HomeEnd>,
     /// Client instances (`clients = N`, default 1): a fleet starts each run at one instant,
     /// each instance runs its share of the streams, and the reports merge into one figure
     /// ([`xbench_report::fleet`]). More than one needs a client in a VPC.
@@ -501,6 +504,10 @@ struct RawPath {
     /// `existing` paths over private addresses: your gateway and your private block.
     via: Option<String>,
     on_prem_cidr: Option<String>,
+    /// `vpn` paths to your host: the public address your VPN end comes from, and whether a
+    /// Global Accelerator stands in front of the gateway.
+    on_prem_public_ip: Option<Ipv4Addr>,
+    accelerator: Option<bool>,
     /// Read wide, so `clients = 0` or `-1` or `100000` gets this tool's message, not serde's.
     clients: Option<i64>,
 }
@@ -842,14 +849,26 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
         let client = end(&label, "client", p.client, p.client_address, vpcs)?;
         let server = end(&label, "server", p.server, p.server_address, vpcs)?;
         let (client, server) = ends_for_kind(&label, p.kind, client, server, &mut joined)?;
-        let hybrid = hybrid::check(
-            &label,
-            p.kind,
-            p.via,
-            p.on_prem_cidr,
-            (&client, &server),
-            vpcs,
-        )?;
+        let fields = HomeFields {
+            on_prem_cidr: p.on_prem_cidr.clone(),
+            on_prem_public_ip: p.on_prem_public_ip,
+            accelerator: p.accelerator,
+            via: p.via.is_some(),
+        };
+        let home = home::check(&label, p.kind, vpn, &fields, (&client, &server), vpcs)?;
+        // A VPN end of yours takes on_prem_cidr; on other paths it is a hybrid end's.
+        let hybrid = if home.is_some() {
+            None
+        } else {
+            hybrid::check(
+                &label,
+                p.kind,
+                p.via,
+                p.on_prem_cidr,
+                (&client, &server),
+                vpcs,
+            )?
+        };
         let clients = fleet_size(&label, p.clients, &client)?;
         out.push(PathSpec {
             label,
@@ -858,10 +877,12 @@ fn check_paths(raw: Vec<RawPath>, vpcs: &[VpcSpec]) -> Result<Vec<PathSpec>, Sce
             server,
             vpn,
             hybrid,
+            home,
             clients,
         });
     }
     hybrid::check_together(&out)?;
+    home::check_together(&out)?;
     Ok(out)
 }
 
@@ -951,6 +972,16 @@ fn ends_for_kind(
                 }
                 Ok((End::Vpc(c), End::Vpc(s)))
             }
+            // Your own VPN end (checked further by crate::home).
+            (Some(End::Address(a)), Some(End::Vpc(s))) if kind == PathKind::Vpn => {
+                Ok((End::Address(a), End::Vpc(s)))
+            }
+            (Some(End::Vpc(c)), Some(End::Address(a))) if kind == PathKind::Vpn => {
+                Ok((End::Vpc(c), End::Address(a)))
+            }
+            _ if kind == PathKind::Vpn => Err(bad_ends(
+                "needs client = \"<vpc>\" and server = \"<vpc>\", or one of them your host behind your own VPN end: client_address or server_address = \"<its private address>\" with on_prem_cidr and on_prem_public_ip",
+            )),
             _ => Err(bad_ends("needs client = \"<vpc>\" and server = \"<vpc>\"")),
         },
         (PathKind::Public | PathKind::Accelerator, Some(c), Some(End::Vpc(s))) => {

@@ -15,6 +15,7 @@ use aws_smithy_types::date_time::{DateTime, Format};
 use serde::{Deserialize, Serialize};
 
 use crate::aws::s3::RunBucket;
+use crate::cidr::Ipv4Cidr;
 use crate::error::Error;
 use crate::scenario::{PathKind, VpnFlavour};
 
@@ -292,6 +293,46 @@ impl StateDir {
         Ok(out)
     }
 
+    /// Where the pre-shared key of vpn path `path` to your own VPN end is kept (mode 0600):
+    /// only the gateway's boot script and this file hold it, and a resumed run writes your
+    /// end's configuration from it.
+    pub fn home_key_file(&self, run: &RunId, path: &str) -> PathBuf {
+        self.dir.join(run.as_str()).join(format!("home-{path}.psk"))
+    }
+
+    /// Where the swanctl configuration for your end of vpn path `path` is written (mode 0600).
+    pub fn home_config_file(&self, run: &RunId, path: &str) -> PathBuf {
+        self.dir
+            .join(run.as_str())
+            .join(format!("home-{path}.swanctl.conf"))
+    }
+
+    /// Removes the keys and configurations of a run's VPN ends (after `down`: the gateways
+    /// they pair with are gone). Files already gone are fine.
+    pub fn remove_home_files(&self, run: &RunId) -> Result<(), Error> {
+        let dir = self.dir.join(run.as_str());
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Ok(());
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("home-")
+                && (name.ends_with(".psk") || name.ends_with(".swanctl.conf"))
+            {
+                match std::fs::remove_file(e.path()) {
+                    Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::StateFile {
+                            path: e.path().display().to_string(),
+                            message: err.to_string(),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Writes a run's outputs file and returns its path.
     pub fn save_outputs(&self, outputs: &Outputs) -> Result<PathBuf, Error> {
         let path = self.outputs_file(&outputs.run_id);
@@ -320,6 +361,42 @@ pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     xbench::file::write_atomically(path, bytes)
 }
 
+/// Writes a file only its owner may read (a key, or a configuration holding one), atomically:
+/// a temporary file created with mode 0600 (never readable by others, not even for a moment),
+/// synced, then renamed over `path`.
+pub fn write_secret_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+
+    let fail = |e: std::io::Error| Error::StateFile {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.unwrap_or_default(),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(fail)
+}
+
 /// Identifies the outputs format; bump on incompatible change.
 pub const OUTPUTS_FORMAT: &str = "xbench-deploy-outputs/1";
 
@@ -346,6 +423,33 @@ pub struct Outputs {
     /// What your side needs for hybrid paths (routes back to the run's VPCs), as `up` printed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Your VPN ends (vpn paths to your own host): where each dials, and its configuration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub home_ends: Vec<HomeEndOutput>,
+}
+
+/// Your end of a `vpn` path to your own host, as `up` left it. The key is not here (this file
+/// is not secret); it is in [`HomeEndOutput::config`], mode 0600.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HomeEndOutput {
+    /// Path label.
+    pub path: String,
+    /// The gateway's host key.
+    pub gateway: String,
+    /// The gateway's public address.
+    pub gateway_ip: Ipv4Addr,
+    /// The static address of the accelerator in front of the gateway, if there is one.
+    pub accelerator_ip: Option<Ipv4Addr>,
+    /// What your end dials: the accelerator's address, else the gateway's.
+    pub dial: Ipv4Addr,
+    /// Your VPN end's public address (the only one the gateway lets IKE in from).
+    pub public_ip: Ipv4Addr,
+    /// Your block behind it.
+    pub on_prem_cidr: Ipv4Cidr,
+    /// The run's subnet behind the gateway.
+    pub aws_subnet: Ipv4Cidr,
+    /// The swanctl file for your end, key included.
+    pub config: PathBuf,
 }
 
 /// A host `up` created.

@@ -479,6 +479,8 @@ impl Deployer {
             self.state.save(run, &state)?;
         }
         if p.failures.is_empty() {
+            // Keys of your VPN ends pair with gateways that are gone now.
+            self.state.remove_home_files(run)?;
             Ok(p.report)
         } else {
             let count = p.failures.len();

@@ -311,15 +311,19 @@ fn forwarding() -> &'static str {
 }
 
 /// What every VPN gateway does last: hosts behind it have a 9001-byte MTU, so the MSS of TCP
-/// connections it forwards is clamped: `rule` is the nft rule's match and action.
-fn mss_clamp(why: &str, rule: &str) -> String {
+/// connections it forwards is clamped: each of `rules` is an nft rule's match and action.
+fn mss_clamp(why: &str, rules: &[String]) -> String {
+    let add: String = rules
+        .iter()
+        .map(|r| format!("\x20 nft add rule inet xbench forward {r}\n"))
+        .collect();
     format!(
         "# Hosts behind us have a 9001-byte MTU; {why}.\n\
          command -v nft >/dev/null || dnf install -y nftables || true\n\
          if command -v nft >/dev/null; then\n\
          \x20 nft add table inet xbench\n\
          \x20 nft add chain inet xbench forward '{{ type filter hook forward priority mangle; }}'\n\
-         \x20 nft add rule inet xbench forward {rule}\n\
+         {add}\
          else\n\
          \x20 echo 'warning: no nft; TCP MSS is not clamped'\n\
          fi\n"
@@ -395,7 +399,7 @@ pub fn wireguard_gateway(
         forwarding(),
         mss_clamp(
             "clamp MSS so TCP fits the 1420-byte tunnel",
-            "tcp flags syn tcp option maxseg size set rt mtu"
+            &["tcp flags syn tcp option maxseg size set rt mtu".to_owned()]
         ),
         done(host),
         private = own.private,
@@ -448,11 +452,14 @@ pub fn ipsec_gateway(
         preamble(run, host, "vpn gateway"),
         forwarding(),
         mss_clamp(
-            "clamp the MSS of connections to the far subnet so TCP fits ESP over a 1500-byte path",
-            &format!(
-                "ip daddr {} tcp flags syn tcp option maxseg size set {IPSEC_MSS}",
-                vpn.remote_subnet
-            )
+            "clamp the MSS of connections with the far subnet, both ways (its end may be your own \
+             host, which clamps nothing), so TCP fits ESP over a 1500-byte path",
+            &["daddr", "saddr"].map(|dir| {
+                format!(
+                    "ip {dir} {} tcp flags syn tcp option maxseg size set {IPSEC_MSS}",
+                    vpn.remote_subnet
+                )
+            })
         ),
         done(host),
     )

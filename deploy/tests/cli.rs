@@ -239,6 +239,48 @@ fn bad_input_unknown_vpn_flavour() {
     );
 }
 
+/// A `vpn` path to your own VPN end: planned with its gateway, accelerator and your end, and
+/// refused (exit 2, naming what to write) with a block that overlaps a VPC, without your
+/// public address, or with a flavour that has no configuration for your end.
+#[test]
+fn vpn_to_your_own_end_plans_and_bad_ones_are_refused() {
+    let home = "[[path]]\nkind = \"vpn\"\nvpn = \"ipsec\"\nlabel = \"home\"\nclient_address = \"192.168.1.20\"\nserver = \"us-east-1\"\non_prem_cidr = \"192.168.1.0/24\"\non_prem_public_ip = \"198.51.100.7\"\naccelerator = true\n";
+    let out = plan_ok(&two_regions("h", home));
+    for want in [
+        "instance          gw-home (vpn gateway, m5.large, in us-east-1/base, source/dest check off, IPsec (strongSwan, IKEv2))",
+        "route           192.168.1.0/24 -> vpn gateway gw-home",
+        "allow in        udp 4500 from 198.51.100.7/32",
+        "your vpn end      home-home from 198.51.100.7: dials accelerator home in front of gw-home",
+        "accelerator       home (UDP 500, UDP 4500 -> gw-home in us-east-1)",
+    ] {
+        assert!(out.contains(want), "{want:?} missing:\n{out}");
+    }
+    refused(
+        &two_regions(
+            "h",
+            &home
+                .replace("192.168.1.0/24", "10.20.0.0/20")
+                .replace("192.168.1.20", "10.20.3.4"),
+        ),
+        &["on_prem_cidr 10.20.0.0/20 overlaps vpc 'ap-southeast-2' (10.20.0.0/16)"],
+    );
+    refused(
+        &two_regions(
+            "h",
+            &home.replace("on_prem_public_ip = \"198.51.100.7\"\n", ""),
+        ),
+        &["path 'home' (vpn): needs on_prem_public_ip"],
+    );
+    refused(
+        &two_regions("h", &home.replace("vpn = \"ipsec\"", "vpn = \"wireguard\"")),
+        &["vpn = \"ipsec\" only", "not \"wireguard\""],
+    );
+    refused(
+        &two_regions("h", &home.replace("vpn = \"ipsec\"", "vpn = \"l2tp\"")),
+        &["vpn = \"l2tp\" is not a VPN flavour"],
+    );
+}
+
 #[test]
 fn bad_input_overlapping_cidrs() {
     refused(
@@ -308,6 +350,9 @@ fn up_needs_confirmation() {
     assert!(r.stderr.contains("pass --yes"), "{}", r.stderr);
 }
 
+/// A vpn path from your host (behind your own VPN end) to the second region's server.
+const HOME_VPN: &str = "[[path]]\nkind = \"vpn\"\nvpn = \"ipsec\"\nlabel = \"home\"\nclient_address = \"192.168.1.20\"\nserver = \"ap-southeast-2\"\non_prem_cidr = \"192.168.1.0/24\"\non_prem_public_ip = \"198.51.100.7\"\n";
+
 #[test]
 fn up_and_down_through_the_binary() {
     let moto = moto_or_skip!();
@@ -315,7 +360,10 @@ fn up_and_down_through_the_binary() {
     let file = write(
         &dir,
         "s.toml",
-        &two_regions("cli", &format!("{PCX}{}", PCX.replace("peering", "vpn"))),
+        &two_regions(
+            "cli",
+            &format!("{PCX}{}{HOME_VPN}", PCX.replace("peering", "vpn")),
+        ),
     );
     let outputs = dir.path().join("out.json");
     let up = cmd(
@@ -341,7 +389,24 @@ fn up_and_down_through_the_binary() {
         serde_json::from_str(&std::fs::read_to_string(&outputs).unwrap()).unwrap();
     assert_eq!(o["format"], "xbench-deploy-outputs/1");
     let run = o["run_id"].as_str().unwrap().to_owned();
-    assert_eq!(o["paths"].as_array().unwrap().len(), 2);
+    assert_eq!(o["paths"].as_array().unwrap().len(), 3);
+    // Your VPN end's file is printed, its key is not (it is in the mode-0600 file only).
+    let config = o["home_ends"][0]["config"].as_str().unwrap();
+    let text = std::fs::read_to_string(config).unwrap();
+    let secret = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("secret = "))
+        .unwrap();
+    assert!(secret.starts_with("0s") && secret.len() > 40, "{secret}");
+    assert!(!up.stdout.contains(secret) && !up.stderr.contains(secret));
+    for want in [
+        "your VPN end of [home]: it dials gw-home (",
+        "remote_addrs = ",
+        &format!("secret = <in {config}>"),
+        "swanctl --load-all",
+    ] {
+        assert!(up.stdout.contains(want), "{want:?} missing:\n{}", up.stdout);
+    }
 
     let down = cmd(dir.path(), Some(&moto), &["down", &run]);
     assert_eq!(down.code, 0, "{}", down.stderr);

@@ -29,7 +29,7 @@ use xbench::config::StreamDirection;
 use xbench::report::TestReport;
 use xbench_deploy::cost::PriceTable;
 use xbench_deploy::ipsec::{self, IpsecPsk};
-use xbench_deploy::plan::VpnEnd;
+use xbench_deploy::plan::{IKE_PORTS, VpnEnd};
 use xbench_deploy::state::RunId;
 use xbench_deploy::userdata;
 use xbench_deploy::{Plan, Scenario};
@@ -227,6 +227,26 @@ fn esp_bytes(dir: &Path, direction: &str) -> u64 {
         .unwrap_or_else(|| panic!("no '{direction}' counter in:\n{out}"))
 }
 
+/// Waits up to 15 s until the initiator (`dials`) has an established IKEv2 SA with an
+/// installed child; else fails with both daemons' logs.
+fn wait_established(dials: &Path, answers: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let sas = text(&swanctl(dials, &["--list-sas"]));
+        if sas.contains("ESTABLISHED") && sas.contains("INSTALLED") {
+            eprintln!("{sas}");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no IKEv2 SA after 15 s:\n{sas}\ninitiator's charon:\n{}\nresponder's charon:\n{}",
+            std::fs::read_to_string(dials.join("charon.log")).unwrap_or_default(),
+            std::fs::read_to_string(answers.join("charon.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `ip route get` of `to` from `from` in `ns`, or the error.
 fn route(ns: &str, to: Ipv4Addr, from: Ipv4Addr) -> String {
     text(
@@ -379,21 +399,7 @@ fn root_ipsec_generated_swanctl_carries_xbench_between_namespaces() {
         );
     }
     // The client side starts the tunnel as soon as its file is loaded.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let sas = text(&swanctl(&client_dir, &["--list-sas"]));
-        if sas.contains("ESTABLISHED") && sas.contains("INSTALLED") {
-            eprintln!("{sas}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no IKEv2 SA after 15 s:\n{sas}\nclient charon:\n{}\nserver charon:\n{}",
-            std::fs::read_to_string(client_dir.join("charon.log")).unwrap_or_default(),
-            std::fs::read_to_string(server_dir.join("charon.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_established(&client_dir, &server_dir);
     let sas = text(&swanctl(&client_dir, &["--list-sas"]));
     assert!(sas.contains("IKEv2"), "{sas}");
     assert!(
@@ -455,5 +461,249 @@ fn root_ipsec_generated_swanctl_carries_xbench_between_namespaces() {
         "xbench 1 stream 3 s: through userspace ESP (kernel-libipsec) {:.0} Mbit/s, same namespaces without the tunnel {:.0} Mbit/s",
         tunnel_bps / 1e6,
         plain_bps / 1e6
+    );
+}
+
+/// Your VPN end's "public" address, the gateway's, and the accelerator's static address.
+const HOME_PUBLIC: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
+const GATEWAY_PUBLIC: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 2);
+const ACCELERATOR: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 100);
+
+fn run_in(ns: &str, program: &str, args: &[&str]) -> String {
+    let mut c = Command::new(program);
+    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = netns::spawn_in(ns, &mut c, Detach::No)
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {} in {ns}: {}",
+        args.join(" "),
+        text(&out)
+    );
+    text(&out)
+}
+
+/// Packets counted by the rule of the edge's chain `chain` whose line contains `needle`.
+fn rule_packets(ns: &str, chain: &str, needle: &str) -> u64 {
+    let list = run_in(ns, "nft", &["list", "chain", "ip", "edge", chain]);
+    list.lines()
+        .find(|l| l.contains(needle))
+        .and_then(|l| l.split_once("counter packets "))
+        .and_then(|(_, n)| n.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no rule with '{needle}' in chain {chain}:\n{list}"))
+}
+
+/// The edge between your VPN end and the gateway: it forwards, carries no raw ESP, and with
+/// `accelerator` stands in for Global Accelerator — UDP 500 and 4500 to its static address go
+/// to the gateway with your source address kept, and your end reaches the gateway no other way.
+fn edge_rules(accelerator: bool) -> String {
+    let mut rules = String::from(
+        "table ip edge {\n  chain carry {\n    type filter hook forward priority filter;\n    meta l4proto esp counter drop\n",
+    );
+    rules.push_str("  }\n");
+    if accelerator {
+        // Before the accelerator's translation: what your end sends to the gateway's own
+        // address is dropped, what it sends to the accelerator's goes on.
+        rules.push_str(&format!(
+            "  chain guard {{\n    type filter hook prerouting priority raw;\n    ip saddr 198.51.100.0/24 ip daddr {GATEWAY_PUBLIC} counter drop\n  }}\n"
+        ));
+        rules.push_str("  chain accel {\n    type nat hook prerouting priority dstnat;\n");
+        for port in IKE_PORTS {
+            rules.push_str(&format!(
+                "    ip daddr {ACCELERATOR} udp dport {port} counter dnat to {GATEWAY_PUBLIC}\n"
+            ));
+        }
+        rules.push_str("  }\n");
+    }
+    rules.push_str("}\n");
+    rules
+}
+
+/// Your VPN end's generated swanctl file against the gateway's, run for real: three
+/// namespaces, "home" (your VPN end, with your host's private address), "edge" (the internet
+/// between, and with `accelerator` a stand-in for Global Accelerator: UDP 500 and 4500 to its
+/// static address forwarded to the gateway, your source address preserved, nothing else
+/// carried) and "aws" (the gateway, with the server host's address). ESP is dropped at the
+/// edge either way: your end's file forces it into UDP 4500, which an accelerator needs.
+fn home_end_carries_xbench(test: &str, accelerator: bool) {
+    if !root_or_skip(test) {
+        return;
+    }
+    let Some(charon) = strongswan_or_skip(test) else {
+        return;
+    };
+    let _serial = serial();
+
+    let scenario = Scenario::from_toml(&format!(
+        "name='h'\ninstance_type='m5.large'\n[[vpc]]\nname='aws'\nregion='us-east-1'\ncidr='10.1.0.0/16'\n\
+         [[path]]\nkind='vpn'\nvpn='ipsec'\nlabel='home'\nclient_address='192.168.1.20'\nserver='aws'\n\
+         on_prem_cidr='192.168.1.0/24'\non_prem_public_ip='{HOME_PUBLIC}'\naccelerator={accelerator}\n"
+    ))
+    .unwrap();
+    let plan = Plan::build(&scenario, &PriceTable::shipped()).unwrap();
+    let home = plan.home_vpn("home").unwrap().clone();
+    assert_eq!(home.accelerator.is_some(), accelerator);
+    let gw_end = plan.host(&home.gateway).unwrap().vpn.clone().unwrap();
+    let run = RunId::generate(SystemTime::now()).unwrap();
+    let psk = IpsecPsk::generate().unwrap();
+    // The gateway's file as its boot script writes it; yours as `up` writes it.
+    let gw_script = userdata::ipsec_gateway(&run, &home.gateway, &gw_end, &psk, None);
+    let gw_conf = conf_in_script(&gw_script, "home");
+    let dial = ipsec::HomeDial {
+        gateway_ip: GATEWAY_PUBLIC,
+        accelerator_ip: accelerator.then_some(ACCELERATOR),
+    };
+    let home_conf = ipsec::home_swanctl_conf(run.as_str(), &home, &psk, dial);
+    assert!(
+        home_conf.contains(&format!("remote_addrs = {}", dial.address())),
+        "{home_conf}"
+    );
+
+    let your_host: Ipv4Addr = "192.168.1.20".parse().unwrap();
+    let server_host = Ipv4Addr::from(u32::from(home.aws_subnet.network()) + 10);
+    let (h, e, a) = (
+        "xbdhome-h".to_owned(),
+        "xbdhome-e".to_owned(),
+        "xbdhome-a".to_owned(),
+    );
+    let mut lab = Lab {
+        namespaces: Vec::new(),
+        children: Vec::new(),
+        dir: TempDir::new("ipsec-home"),
+    };
+    for ns in [&h, &e, &a] {
+        let _ = netns::delete(ns);
+        netns::add(ns).unwrap();
+        lab.namespaces.push(ns.clone());
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+    }
+    ip(&[
+        "-n",
+        &h,
+        "addr",
+        "add",
+        &format!("{your_host}/32"),
+        "dev",
+        "lo",
+    ]);
+    ip(&[
+        "-n",
+        &a,
+        "addr",
+        "add",
+        &format!("{server_host}/32"),
+        "dev",
+        "lo",
+    ]);
+    // home <-> edge <-> aws, each side's default route through the edge.
+    for (ns, dev, addr, edge_addr) in [
+        (&h, "xbd-home", HOME_PUBLIC, "198.51.100.1"),
+        (&a, "xbd-aws", GATEWAY_PUBLIC, "203.0.113.1"),
+    ] {
+        ip(&[
+            "-n", ns, "link", "add", dev, "type", "veth", "peer", "name", dev, "netns", &e,
+        ]);
+        ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
+        ip(&[
+            "-n",
+            &e,
+            "addr",
+            "add",
+            &format!("{edge_addr}/24"),
+            "dev",
+            dev,
+        ]);
+        for n in [ns, &e] {
+            ip(&["-n", n, "link", "set", dev, "up"]);
+        }
+        ip(&["-n", ns, "route", "add", "default", "via", edge_addr]);
+    }
+    run_in(&e, "sh", &["-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"]);
+    let rules = lab.dir.path().join("edge.nft");
+    std::fs::write(&rules, edge_rules(accelerator)).unwrap();
+    run_in(&e, "nft", &["-f", &rules.display().to_string()]);
+
+    let mut server = Command::new(xbench_bin());
+    server
+        .args(["server", "-B", &server_host.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    lab.children
+        .push(netns::spawn_in(&a, &mut server, Detach::No).unwrap());
+    let gw_dir = start_charon(&mut lab, &charon, &a, &gw_conf);
+    let home_dir = start_charon(&mut lab, &charon, &h, &home_conf);
+    for dir in [&gw_dir, &home_dir] {
+        let conf = dir.join("swanctl.conf").display().to_string();
+        let out = swanctl(dir, &["--load-all", "--noprompt", "--file", &conf]);
+        assert!(
+            out.status.success() && text(&out).contains("loaded connection 'xbench-home'"),
+            "swanctl --load-all: {}",
+            text(&out)
+        );
+    }
+    // Your end dials as soon as its file is loaded.
+    wait_established(&home_dir, &gw_dir);
+    let sas = text(&swanctl(&home_dir, &["--list-sas"]));
+    assert!(
+        sas.contains(&format!("local  {}", home.on_prem_cidr))
+            && sas.contains(&format!("remote {}", home.aws_subnet)),
+        "traffic selectors:\n{sas}"
+    );
+    // ESP in UDP 4500: the gateway saw your end from port 4500 after NAT traversal.
+    let gw_sas = text(&swanctl(&gw_dir, &["--list-sas"]));
+    assert!(
+        gw_sas.contains(&format!("remote 'home-home' @ {HOME_PUBLIC}[4500]")),
+        "the gateway sees your public address, on 4500:\n{gw_sas}"
+    );
+    for (ns, to, from) in [(&h, server_host, your_host), (&a, your_host, server_host)] {
+        let via = route(ns, to, from);
+        assert!(via.contains("dev ipsec0"), "{ns}: {via}");
+    }
+
+    let (out0, in0) = (esp_bytes(&home_dir, "out"), esp_bytes(&gw_dir, "in"));
+    let report = xbench_test(&h, server_host, your_host, 3);
+    let (bytes, bps) = received(&report);
+    let (out1, in1) = (esp_bytes(&home_dir, "out"), esp_bytes(&gw_dir, "in"));
+    assert!(bytes > 1_000_000, "only {bytes} bytes through the tunnel");
+    assert!(out1 - out0 >= bytes, "ESP out {} < {bytes}", out1 - out0);
+    assert!(in1 - in0 >= bytes, "ESP in {} < {bytes}", in1 - in0);
+    assert_eq!(
+        rule_packets(&e, "carry", "esp"),
+        0,
+        "raw ESP crossed the edge: your end must force UDP encapsulation"
+    );
+    if accelerator {
+        for port in IKE_PORTS {
+            let n = rule_packets(&e, "accel", &format!("dport {port} "));
+            assert!(n >= 1, "nothing came through the accelerator's UDP {port}");
+        }
+    }
+    eprintln!(
+        "xbench 1 stream 3 s from your host through {} (userspace ESP): {:.0} Mbit/s",
+        if accelerator {
+            "the accelerator stand-in"
+        } else {
+            "the gateway's address"
+        },
+        bps / 1e6
+    );
+}
+
+#[test]
+fn root_ipsec_home_end_config_carries_xbench_to_the_gateway() {
+    home_end_carries_xbench(
+        "root_ipsec_home_end_config_carries_xbench_to_the_gateway",
+        false,
+    );
+}
+
+#[test]
+fn root_ipsec_home_end_config_carries_xbench_through_an_accelerator() {
+    home_end_carries_xbench(
+        "root_ipsec_home_end_config_carries_xbench_through_an_accelerator",
+        true,
     );
 }

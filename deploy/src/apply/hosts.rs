@@ -137,8 +137,12 @@ impl Build<'_> {
     }
 
     pub(super) async fn vpn_gateways(&self) -> Result<(), Error> {
+        // A gateway facing your own VPN end has no partner here: `home.rs` makes it.
         let server_sides = self.plan.hosts.iter().filter(|h| {
-            h.role == HostRole::Gateway && h.vpn.as_ref().is_some_and(|v| !v.initiator)
+            h.role == HostRole::Gateway
+                && h.vpn
+                    .as_ref()
+                    .is_some_and(|v| !v.initiator && self.plan.home_vpn(&v.path).is_none())
         });
         for server_side in server_sides {
             let Some(vpn) = &server_side.vpn else {
@@ -204,7 +208,7 @@ impl Build<'_> {
     }
 
     /// Gateways forward packets that are neither from nor to themselves.
-    async fn no_source_dest_check(&self, h: &HostPlan) -> Result<(), Error> {
+    pub(super) async fn no_source_dest_check(&self, h: &HostPlan) -> Result<(), Error> {
         let ids = self.host_ids(&h.key)?;
         let r = self.d.aws.region(&ids.region);
         r.ec2
@@ -218,7 +222,7 @@ impl Build<'_> {
     }
 
     /// Records an existing host's ids (it must be running).
-    async fn adopt(&self, h: &HostPlan) -> Result<(), Error> {
+    pub(super) async fn adopt(&self, h: &HostPlan) -> Result<(), Error> {
         let r = self.region(&h.vpc)?;
         let found = self
             .existing(&r.region, |i| &i.instances, &format!("host/{}", h.key))
@@ -229,7 +233,7 @@ impl Build<'_> {
     }
 
     /// Launches host `h` with boot script `script` (or adopts the one a resumed run has).
-    async fn host(&self, h: &HostPlan, script: String) -> Result<(), Error> {
+    pub(super) async fn host(&self, h: &HostPlan, script: String) -> Result<(), Error> {
         let r = self.region(&h.vpc)?;
         let key = format!("host/{}", h.key);
         if self.existing(&r.region, |i| &i.instances, &key).is_some() {

@@ -9,12 +9,13 @@
 //! VPC, internet gateway, security groups, subnets and route tables; VPC peerings (accepted in
 //! the peer region); Transit Gateways, their VPC attachments, peerings and static routes
 //! (`network.rs`); your gateways joined for hybrid paths (`hybrid.rs`);
-//! server hosts and VPN gateways; routes through peerings, Transit Gateways
+//! server hosts and VPN gateways (with your VPN ends' gateways, `home.rs`); routes through peerings, Transit Gateways
 //! and gateways; accelerators; client hosts (`hosts.rs`); the security-group rules that name
 //! hosts' public addresses; and last the readiness checks (`ready.rs`). Not for deleting: see
 //! [`crate::teardown`].
 
 mod artifacts;
+mod home;
 mod hosts;
 mod hybrid;
 mod network;
@@ -490,6 +491,7 @@ impl Build<'_> {
         self.private_gateways().await?;
         self.servers().await?;
         self.vpn_gateways().await?;
+        self.home_gateways().await?;
         for r in self
             .plan
             .routes
@@ -545,7 +547,7 @@ impl Build<'_> {
 
     async fn accelerators(&self) -> Result<(), Error> {
         for a in &self.plan.accelerators {
-            let instance = self.host_ids(&a.server_host)?.instance;
+            let instance = self.host_ids(&a.endpoint_host)?.instance;
             let acc = accelerator::ensure(
                 self.d.accelerators.as_ref(),
                 a,
@@ -634,6 +636,7 @@ impl Build<'_> {
                 command: client_command(target, self.s.port, &p.label, authenticated),
             });
         }
+        let home_ends = self.home_ends()?;
         // Taken first: the literal below holds the ids lock for `bucket` until it ends.
         let notes = self.ids().notes.clone();
         Ok(Outputs {
@@ -646,6 +649,7 @@ impl Build<'_> {
             hosts,
             paths,
             notes,
+            home_ends,
         })
     }
 }

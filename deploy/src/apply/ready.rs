@@ -43,6 +43,13 @@ pub(super) async fn wait(
         }
     }
     for p in &out.paths {
+        if plan.home_vpn(&p.label).is_some() {
+            info!(
+                "[{}] through your VPN end: not probed (the tunnel comes up when your end loads its configuration)",
+                p.label
+            );
+            continue;
+        }
         let Some(client) = p.client_host.as_ref().and_then(|c| host(out, c)) else {
             info!("[{}] the client is your host: not probed", p.label);
             continue;

@@ -1,5 +1,6 @@
-//! AWS Global Accelerator: an accelerator with a TCP and a UDP listener on the xbench port and
-//! an endpoint group holding the server instance, created idempotently and deleted the way AWS
+//! AWS Global Accelerator: an accelerator with its plan's listeners (TCP and UDP on the xbench
+//! port in front of a server; UDP 500 and 4500 in front of the IPsec gateway of a VPN path to
+//! your own end), each with an endpoint group holding the instance, created idempotently and deleted the way AWS
 //! requires (disable, wait until deployed, remove endpoint groups and listeners, delete).
 //!
 //! The moto emulator has no Global Accelerator, so the API calls sit behind
@@ -159,21 +160,21 @@ pub async fn ensure(
         }
     };
     let listeners = api.list_listeners(&accelerator.arn).await?;
-    for protocol in [Protocol::Tcp, Protocol::Udp] {
+    for &(protocol, port) in &plan.listeners {
         let listener = match listeners
             .iter()
-            .find(|l| l.protocol == protocol && l.port == plan.port)
+            .find(|l| l.protocol == protocol && l.port == port)
         {
             Some(l) => l.clone(),
             None => {
-                let t = format!("{token}-{}", protocol.as_str());
-                api.create_listener(&accelerator.arn, protocol, plan.port, &t)
+                let t = format!("{token}-{}-{port}", protocol.as_str());
+                api.create_listener(&accelerator.arn, protocol, port, &t)
                     .await?
             }
         };
         let groups = api.list_endpoint_groups(&listener.arn).await?;
         if !groups.iter().any(|g| g.region == plan.endpoint_region) {
-            let t = format!("{token}-{}-eg", protocol.as_str());
+            let t = format!("{token}-{}-{port}-eg", protocol.as_str());
             api.create_endpoint_group(&listener.arn, &plan.endpoint_region, instance_id, &t)
                 .await?;
         }

@@ -10,6 +10,7 @@ use super::*;
 use crate::cost::{self, Billable, PriceTable};
 use crate::scenario::{End, PathKind, PathSpec, Scenario, VpnFlavour};
 
+mod home;
 mod hybrid;
 
 impl Plan {
@@ -25,6 +26,7 @@ impl Plan {
             tgw_peerings: Vec::new(),
             accelerators: Vec::new(),
             private_gateways: Vec::new(),
+            home_vpns: Vec::new(),
             routes: Vec::new(),
             ingress: BTreeSet::new(),
             paths: Vec::new(),
@@ -49,6 +51,7 @@ impl Plan {
             placement_groups: b.placement_groups,
             accelerators: b.accelerators,
             private_gateways: b.private_gateways,
+            home_vpns: b.home_vpns,
             routes: b.routes,
             ingress: b.ingress.into_iter().collect(),
             paths: b.paths,
@@ -67,6 +70,7 @@ struct Builder<'a> {
     tgw_peerings: Vec<TgwPeeringPlan>,
     accelerators: Vec<AcceleratorPlan>,
     private_gateways: Vec<PrivateGatewayPlan>,
+    home_vpns: Vec<HomeVpnPlan>,
     routes: Vec<RoutePlan>,
     ingress: BTreeSet<IngressPlan>,
     paths: Vec<PathPlan>,
@@ -214,6 +218,7 @@ impl Builder<'_> {
                 }
                 self.public_path(p, &client, s)
             }
+            (PathKind::Vpn, _, _) if p.home.is_some() => self.home_vpn_path(p)?,
             (PathKind::Existing, _, _) if p.hybrid.is_some() => self.hybrid_path(p),
             (PathKind::Existing, End::Address(a), End::Vpc(s)) => {
                 self.allow_port(s, IngressSource::Cidr(Ipv4Cidr::host(*a)));
@@ -340,11 +345,7 @@ impl Builder<'_> {
         client_subnet: Ipv4Cidr,
         server_subnet: Ipv4Cidr,
     ) -> Result<(RouteTarget, RouteTarget), PlanError> {
-        if self.vpn_index >= 64 {
-            return Err(PlanError::TooManyVpnPaths);
-        }
-        let base = u32::from(Ipv4Addr::new(169, 254, 200, 0)) + self.vpn_index * 4;
-        self.vpn_index += 1;
+        let base = self.tunnel_block()?;
         let gw_client = format!("gw-{}-client", p.label);
         let gw_server = format!("gw-{}-server", p.label);
         let flavour = p.vpn.unwrap_or_default();
@@ -413,6 +414,16 @@ impl Builder<'_> {
         ))
     }
 
+    /// The next VPN path's /30 of tunnel addresses (its first address).
+    fn tunnel_block(&mut self) -> Result<u32, PlanError> {
+        if self.vpn_index >= 64 {
+            return Err(PlanError::TooManyVpnPaths);
+        }
+        let base = u32::from(Ipv4Addr::new(169, 254, 200, 0)) + self.vpn_index * 4;
+        self.vpn_index += 1;
+        Ok(base)
+    }
+
     /// Public and accelerator paths: the server's group lets the client's public address in;
     /// an accelerator path also gets its accelerator.
     fn public_path(&mut self, p: &PathSpec, client: &PathClient, s: &str) -> PathTarget {
@@ -426,9 +437,9 @@ impl Builder<'_> {
         }
         self.accelerators.push(AcceleratorPlan {
             key: p.label.clone(),
-            server_host: format!("server-{s}"),
+            endpoint_host: format!("server-{s}"),
             endpoint_region: self.region_of(s),
-            port: self.s.port,
+            listeners: vec![(Protocol::Tcp, self.s.port), (Protocol::Udp, self.s.port)],
         });
         PathTarget::Accelerator(p.label.clone())
     }

@@ -52,6 +52,8 @@ pub struct Plan {
     pub accelerators: Vec<AcceleratorPlan>,
     /// Your gateways the run's VPCs are joined to (hybrid `existing` paths).
     pub private_gateways: Vec<PrivateGatewayPlan>,
+    /// VPN paths to your own VPN end.
+    pub home_vpns: Vec<HomeVpnPlan>,
     /// VPC route-table entries.
     pub routes: Vec<RoutePlan>,
     /// Security-group ingress rules.
@@ -195,17 +197,78 @@ pub struct PlacementGroupPlan {
     pub strategy: PlacementStrategy,
 }
 
-/// A Global Accelerator in front of one server host.
+/// A Global Accelerator in front of one host: an `accelerator` path's server, or the IPsec
+/// gateway of a `vpn` path to your own VPN end.
 #[derive(Debug, Clone, Serialize)]
 pub struct AcceleratorPlan {
     /// The path label.
     pub key: String,
-    /// Server host key.
-    pub server_host: String,
-    /// Region of the server host (the endpoint group's region).
+    /// The host in its endpoint group.
+    pub endpoint_host: String,
+    /// Region of that host (the endpoint group's region).
     pub endpoint_region: String,
-    /// TCP and UDP listener port.
-    pub port: u16,
+    /// Its listeners: TCP and UDP on the xbench port in front of a server; UDP 500 and 4500
+    /// (IKE, and ESP in UDP) in front of a VPN gateway.
+    pub listeners: Vec<(Protocol, u16)>,
+}
+
+impl AcceleratorPlan {
+    /// The listeners as `plan` shows them: `TCP+UDP 5201`, `UDP 500, UDP 4500`.
+    pub fn listener_label(&self) -> String {
+        let mut ports: Vec<u16> = self.listeners.iter().map(|l| l.1).collect();
+        ports.dedup();
+        ports
+            .iter()
+            .map(|port| {
+                let protocols: Vec<String> = self
+                    .listeners
+                    .iter()
+                    .filter(|l| l.1 == *port)
+                    .map(|l| l.0.as_str().to_uppercase())
+                    .collect();
+                format!("{} {port}", protocols.join("+"))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A `vpn` path to your own VPN end: the one IPsec gateway this tool makes, and what the
+/// configuration it writes for your end needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HomeVpnPlan {
+    /// Path label.
+    pub path: String,
+    /// The gateway's host key (`gw-<label>`).
+    pub gateway: String,
+    /// Your end's IKE identity (`home-<label>`), as the gateway's configuration names it.
+    pub home_id: String,
+    /// The VPC the gateway is in.
+    pub vpc: String,
+    /// The run's subnet behind the gateway: the server's `base`, or the path's client subnet.
+    pub aws_subnet: Ipv4Cidr,
+    /// The private block behind your VPN end.
+    pub on_prem_cidr: Ipv4Cidr,
+    /// The public address your VPN end comes from.
+    pub public_ip: Ipv4Addr,
+    /// The accelerator in front of the gateway, by key, if any.
+    pub accelerator: Option<String>,
+}
+
+impl HomeVpnPlan {
+    /// Your end's half of the tunnel: it dials, its traffic selector is your block.
+    pub fn home_end(&self) -> VpnEnd {
+        VpnEnd {
+            path: self.path.clone(),
+            flavour: VpnFlavour::Ipsec,
+            peer_host: self.gateway.clone(),
+            // Policy-based IPsec uses no tunnel address.
+            tunnel_address: Ipv4Addr::UNSPECIFIED,
+            local_subnet: self.on_prem_cidr,
+            remote_subnet: self.aws_subnet,
+            initiator: true,
+        }
+    }
 }
 
 /// A VPC joined to a gateway of yours for a hybrid `existing` path: the VGW attached to it, or
@@ -238,6 +301,27 @@ impl Plan {
                     g.vpc, g.vpc_cidr
                 ),
             });
+        }
+    }
+}
+
+impl Plan {
+    /// Lines for your VPN ends whose gateway is in `region`: what dials what, and what `up`
+    /// writes for your end.
+    fn home_vpn_lines(&self, region: &str, lines: &mut Vec<String>) {
+        for h in self
+            .home_vpns
+            .iter()
+            .filter(|h| self.vpc(&h.vpc).is_some_and(|v| v.region == region))
+        {
+            let dials = match &h.accelerator {
+                Some(a) => format!("accelerator {a} in front of {}", h.gateway),
+                None => format!("{}'s public IP", h.gateway),
+            };
+            lines.push(format!(
+                "your vpn end      {} from {}: dials {dials}; {} (yours) <-> {}; its swanctl config is written at up",
+                h.home_id, h.public_ip, h.on_prem_cidr, h.aws_subnet
+            ));
         }
     }
 }
@@ -432,6 +516,11 @@ impl Plan {
         self.vpcs.iter().find(|v| v.name == name)
     }
 
+    /// The VPN path to your own end labelled `path`, if it is one.
+    pub fn home_vpn(&self, path: &str) -> Option<&HomeVpnPlan> {
+        self.home_vpns.iter().find(|h| h.path == path)
+    }
+
     /// The host called `key`.
     pub fn host(&self, key: &str) -> Option<&HostPlan> {
         self.hosts.iter().find(|h| h.key == key)
@@ -506,6 +595,7 @@ impl Plan {
             }
             self.join_lines(&region, &mut lines);
             self.private_gateway_lines(&region, &mut lines);
+            self.home_vpn_lines(&region, &mut lines);
             for h in self
                 .hosts
                 .iter()
@@ -530,8 +620,11 @@ impl Plan {
                 .iter()
                 .map(|a| {
                     format!(
-                        "accelerator       {} (TCP+UDP {} -> {} in {})",
-                        a.key, a.port, a.server_host, a.endpoint_region
+                        "accelerator       {} ({} -> {} in {})",
+                        a.key,
+                        a.listener_label(),
+                        a.endpoint_host,
+                        a.endpoint_region
                     )
                 })
                 .collect();
