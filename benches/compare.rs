@@ -20,6 +20,7 @@
 //! process (client and server alike for every tool), not from the tools' own reports.
 //!
 //! `XBENCH_BENCH_ROUNDS` (default 5) and `XBENCH_BENCH_SECS` (default 5) set the size;
+//! `XBENCH_BENCH_STREAMS` (default `1,4,16,128`) the throughput part's stream counts;
 //! `XBENCH_BENCH_STRICT=1` exits non-zero when a bar is missed; `XBENCH_BENCH_ONLY=throughput`,
 //! `latency` or `udp` (or the same word as a filter:
 //! `cargo bench -p xbench-benches --bench compare -- udp`) runs one part. A tool that is not
@@ -99,7 +100,7 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
         return;
     }
     println!("\nThroughput, client → server, receiver figures (median of {rounds})");
-    let streams = [1usize, 4, 16, 128];
+    let streams = stream_counts();
     let mut results: Vec<[Vec<Bulk>; 3]> = streams.iter().map(|_| Default::default()).collect();
     for round in 0..rounds {
         for (i, &p) in streams.iter().enumerate() {
@@ -162,6 +163,21 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
                 "{:>4}  {:<22} {:>9.2} {:>12.3} {:>12.3} {:>7.2}× {:>9}",
                 p, name, g, c, s, ratio, verdict
             );
+        }
+    }
+}
+
+/// The throughput part's `-P` values: `XBENCH_BENCH_STREAMS`, a comma list, or all four.
+fn stream_counts() -> Vec<usize> {
+    let Ok(v) = std::env::var("XBENCH_BENCH_STREAMS") else {
+        return vec![1, 4, 16, 128];
+    };
+    let parsed: Result<Vec<usize>, _> = v.split(',').map(|p| p.trim().parse::<usize>()).collect();
+    match parsed {
+        Ok(p) if !p.is_empty() && !p.contains(&0) => p,
+        _ => {
+            eprintln!("XBENCH_BENCH_STREAMS={v}: stream counts, e.g. 1,4,16,128");
+            std::process::exit(2);
         }
     }
 }
