@@ -22,7 +22,7 @@ pub(crate) struct RrText {
     connections_only: bool,
     header_done: bool,
     /// Flows asked and flows run, when the server took fewer (`--allow-partial-flows`).
-    partial: Option<(u16, u16)>,
+    partial: Option<(u32, u32)>,
 }
 
 impl RrText {
@@ -34,7 +34,7 @@ impl RrText {
 
     /// `--allow-partial-flows`: the server took `running` of the `asked` flows; the header
     /// says what ran, and what was asked.
-    pub(crate) fn partial_flows(&mut self, asked: u16, running: u16) {
+    pub(crate) fn partial_flows(&mut self, asked: u32, running: u32) {
         self.partial = Some((asked, running));
     }
 
@@ -293,7 +293,7 @@ fn udp_lines(s: &mut String, sum: &RrSummary, u: &RrUdpSummary) {
 }
 
 /// The test's first line; `partial`: flows asked and run, when the server took fewer.
-fn describe(spec: &TestSpec, partial: Option<(u16, u16)>) -> String {
+fn describe(spec: &TestSpec, partial: Option<(u32, u32)>) -> String {
     let Some(rr) = spec.as_rr() else {
         return String::new();
     };

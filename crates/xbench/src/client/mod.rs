@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 
 use self::session::Session;
 use crate::auth::Psk;
-use crate::config::{TestSpec, Workload};
+use crate::config::{FlowCount, TestSpec, Workload};
 use crate::error::Error;
 use crate::report::{
     CpuReport, CpuUsage, Interval, Outcome, PeerInfo, RrInterval, SCHEMA_VERSION, StreamInfo,
@@ -175,9 +175,9 @@ pub enum ClientEvent {
     /// flows (its `--max-flows`), and the test runs those. Before [`ClientEvent::Started`].
     PartialFlows {
         /// `--flows`.
-        asked: u16,
+        asked: u32,
         /// What the server takes, and the test runs.
-        running: u16,
+        running: u32,
     },
 }
 
@@ -224,7 +224,7 @@ pub async fn run_with_give_up(
     let mut turned_away = None;
     if let Err(Error::FlowLimit { max, message }) = &opened
         && config.allow_partial_flows
-        && let Some(fewer) = NonZeroU16::new(*max)
+        && let Some(fewer) = FlowCount::new(*max)
     {
         let mut c = config.clone();
         if let Workload::RequestResponse(rr) = &mut c.spec.workload {

@@ -49,7 +49,7 @@ pub(super) async fn run(
     mut give_up: GiveUp<impl Future<Output = ()>>,
 ) -> Result<TestReport, Error> {
     tokio::pin!(cancel);
-    let flows = usize::from(spec.flows.get());
+    let flows = spec.flows.as_usize();
     let mut warnings = Vec::new();
     if spec.udp.is_some() {
         // Each flow's socket greets the server's port for it until `Ready` says all arrived.
@@ -122,7 +122,7 @@ pub(super) async fn run(
 
 /// Records in `report` the flows the server's limit (`max` of `asked`) turned away under
 /// `--allow-partial-flows`: counted as refused at setup, and `why` among the warnings.
-pub(super) fn turned_away(report: &mut TestReport, asked: u16, max: u16, why: String) {
+pub(super) fn turned_away(report: &mut TestReport, asked: u32, max: u32, why: String) {
     if let Some(s) = report.rr.as_mut().and_then(|rr| rr.setup.as_mut()) {
         let more = u64::from(asked.saturating_sub(max));
         s.requested += more;
@@ -273,7 +273,7 @@ fn spawn_workers(
         Data::Tcp(c) => c,
         Data::Udp(flows, _) => return spawn_udp_workers(config, spec, flows, start),
     };
-    let flows = usize::from(spec.flows.get());
+    let flows = spec.flows.as_usize();
     let plan = rr::client::Plan {
         request_len: u64::from(spec.request_len.get()),
         response_len: u64::from(spec.response_len.get()),
@@ -631,11 +631,10 @@ fn answered_unasked(spec: &RrSpec, rr: &RrReport, tally: Tally) -> Option<String
     check::answered_unasked(answered, &tally, in_flight).map(|u| u.to_string())
 }
 
-fn flow_error(flow: u16, error: &str) -> String {
-    if flow == u16::MAX {
-        error.to_owned()
-    } else {
-        format!("flow {flow}: {error}")
+fn flow_error(flow: Option<u16>, error: &str) -> String {
+    match flow {
+        Some(flow) => format!("flow {flow}: {error}"),
+        None => error.to_owned(),
     }
 }
 
@@ -690,7 +689,7 @@ struct Accumulator {
 
 impl Accumulator {
     fn new(spec: &RrSpec, workers: usize, report_intervals: bool, per_flow: bool) -> Self {
-        let n = usize::from(spec.flows.get());
+        let n = spec.flows.as_usize();
         Accumulator {
             workers,
             report_intervals,
@@ -908,8 +907,8 @@ impl Accumulator {
         }
     }
 
-    fn flow_error(&mut self, flow: u16, error: &str) {
-        if let Some(f) = self.flows.get_mut(usize::from(flow)) {
+    fn flow_error(&mut self, flow: Option<u16>, error: &str) {
+        if let Some(f) = flow.and_then(|flow| self.flows.get_mut(usize::from(flow))) {
             f.error.get_or_insert_with(|| error.to_owned());
         }
     }
@@ -1170,7 +1169,7 @@ mod tests {
 
     fn paced(rate: f64, flows: u16, burst: u32, crr: bool) -> RrSpec {
         RrSpec {
-            flows: std::num::NonZeroU16::new(flows).expect("flows"),
+            flows: crate::config::FlowCount::new(flows.into()).expect("flows"),
             burst: std::num::NonZeroU32::new(burst).expect("burst"),
             connect_per_transaction: crr,
             rate_per_flow: Some(rate),
@@ -1224,7 +1223,7 @@ mod tests {
     fn a_rate_no_number_of_flows_can_carry_says_so() {
         let w = unreachable_rate(&paced(1e9, 4096, 1, false), Duration::from_millis(100))
             .expect("a warning");
-        assert!(w.contains("even --flows 65535 cannot carry"), "{w}");
+        assert!(w.contains("even --flows 65536 cannot carry"), "{w}");
     }
 
     fn snap(worker: usize, epoch: u32, flow: u16, transactions: u64) -> Report {
@@ -1239,7 +1238,7 @@ mod tests {
     #[test]
     fn a_worker_that_slept_through_an_interval_does_not_hold_it_back() {
         let spec = RrSpec {
-            flows: std::num::NonZeroU16::new(2).unwrap(),
+            flows: crate::config::FlowCount::new(2).unwrap(),
             ..RrSpec::default()
         };
         let mut acc = Accumulator::new(&spec, 2, true, false);
