@@ -228,6 +228,7 @@ fn root_netns_flows_beyond_one_address_ports_are_refused_and_a_second_address_ca
 /// and the openers use the first, unlimited one). Without `--allow-partial-flows` the test
 /// fails (exit 1) once every connection has been tried, naming 12 refused of 40; with it, the
 /// 28 that opened are held, counted in `rr.setup`, and the test measures new connections.
+/// `--rr` runs the 28 the same way; a firewall that drops shows them as timed out.
 #[test]
 fn root_netns_a_connection_limit_refuses_flows_counted_by_kind_held_with_allow_partial() {
     let test =
@@ -315,6 +316,36 @@ fn root_netns_a_connection_limit_refuses_flows_counted_by_kind_held_with_allow_p
     assert!(warned, "{}", doc["warnings"]);
     // The new connections come from the unlimited address and are not held back.
     assert!(rr["summary"]["transactions"].as_u64().unwrap() > 0);
+
+    // --rr the same: the 28 flows that opened are measured, the 12 others counted.
+    let out = ns
+        .command(xbench)
+        .args([
+            "client",
+            "127.0.0.1",
+            "-p",
+            "5201",
+            "-B",
+            "127.0.0.1,127.0.0.2",
+        ])
+        .args(["--rr", "--flows", "40", "-t", "1", "--json"])
+        .arg("--allow-partial-flows")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let setup = &doc["rr"]["setup"];
+    for (field, want) in [("requested", 40), ("connected", 28), ("refused", 12)] {
+        assert_eq!(setup[field], want, "{field}: {setup}");
+    }
+    let ran = doc["rr"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["transactions"].as_u64().unwrap() > 0)
+        .count();
+    assert_eq!(ran, 28, "{}", doc["rr"]["flows"]);
 
     // A firewall that drops instead: the same flows time out (--connect-timeout), by kind.
     iptables(&ns, &["-F", "INPUT"]);

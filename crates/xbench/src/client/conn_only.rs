@@ -73,18 +73,11 @@ pub(super) async fn run(
             cancel.as_mut(),
         )
         .await?;
-    if setup.connected < setup.requested {
-        warnings.push(format!(
-            "{} of {} flows to hold did not open ({} refused or reset, {} timed out, {} failed \
-             otherwise); holding the {} that did (--allow-partial-flows)",
-            setup.requested - setup.connected,
-            setup.requested,
-            setup.refused,
-            setup.timed_out,
-            setup.failed,
-            setup.connected
-        ));
-    }
+    warnings.extend(super::session::partial_warning(
+        &setup,
+        "flows to hold",
+        "holding",
+    ));
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }

@@ -34,8 +34,7 @@ use crate::latency::{Distribution, FlowSketch};
 use crate::proto::{Finish, IdCount, Message, Tally};
 use crate::report::{
     CpuReport, CpuUsage, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport, RrSummary,
-    RrUdpSummary, RttStats, SideRrInterval, SideRrResults, SocketReport, StreamInfo, Summary,
-    TestReport,
+    RrUdpSummary, RttStats, SideRrInterval, SideRrResults, StreamInfo, Summary, TestReport,
 };
 use crate::tcp_info;
 
@@ -99,9 +98,22 @@ pub(super) async fn run(
     } else {
         flows
     };
-    let (conns, _, setup) = session
-        .connect_data(config, persistent, &mut warnings, cancel.as_mut())
+    // Flows refused or timed out on the way are counted by kind in `setup`; with
+    // --allow-partial-flows the rest run.
+    let (conns, setup) = session
+        .connect_partial(
+            config,
+            persistent,
+            config.allow_partial_flows,
+            &mut warnings,
+            cancel.as_mut(),
+        )
         .await?;
+    warnings.extend(super::session::partial_warning(
+        &setup,
+        "flows",
+        "measuring",
+    ));
     let setup = (!spec.connect_per_transaction).then_some(setup);
     if let Some(w) = round_trip(&session, &conns).and_then(|rtt| unreachable_rate(spec, rtt)) {
         warnings.push(w);
@@ -109,7 +121,7 @@ pub(super) async fn run(
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
-    let conns = Data::Tcp(conns.into_iter().map(|(s, _)| s).collect());
+    let conns = Data::Tcp(conns);
     let running = Running::start(session, config, spec, conns, warnings, on_event)?;
     let ended = running.run(cancel, on_event).await;
     let drained = ended.drain(&mut give_up, on_event).await;
@@ -132,10 +144,11 @@ pub(super) fn turned_away(report: &mut TestReport, asked: u32, max: u32, why: St
     report.warnings.push(why);
 }
 
-/// The flows' sockets: TCP connections in flow order (none with `--crr`), or UDP sockets
-/// whose greetings the server took (`--rr -u`).
+/// The flows' sockets: TCP connections by flow id, ascending (none with `--crr`; fewer than
+/// the flows when some did not open, under `--allow-partial-flows`), or UDP sockets whose
+/// greetings the server took (`--rr -u`).
 enum Data {
-    Tcp(Vec<std::net::TcpStream>),
+    Tcp(Vec<(u16, std::net::TcpStream)>),
     /// With each flow's addresses and sockets, for the report.
     Udp(Vec<UdpFlow>, Vec<StreamInfo>),
 }
@@ -293,9 +306,14 @@ fn spawn_workers(
     let n_workers = rr::worker_count(flows);
     let mut shares: Vec<Vec<(u16, Option<std::net::TcpStream>)>> =
         (0..n_workers).map(|_| Vec::new()).collect();
-    let mut conns = conns.into_iter();
-    for id in 0..flows {
-        shares[id % n_workers].push((id as u16, conns.next()));
+    if spec.connect_per_transaction {
+        for id in 0..flows {
+            shares[id % n_workers].push((id as u16, None));
+        }
+    } else {
+        for (i, (id, s)) in conns.into_iter().enumerate() {
+            shares[i % n_workers].push((id, Some(s)));
+        }
     }
     let control = Arc::new(Control::default());
     let (tx, reports) = mpsc::unbounded_channel();
@@ -1041,12 +1059,9 @@ impl Accumulator {
 /// The shortest round trip the kernel has seen on the control connection or on any data
 /// connection, before the first transaction: after the handshake, the exchanges that set up the
 /// test. The shortest, so a warning built on it holds even on the path's best behaviour.
-fn round_trip(
-    session: &Session,
-    conns: &[(std::net::TcpStream, SocketReport)],
-) -> Option<Duration> {
+fn round_trip(session: &Session, conns: &[(u16, std::net::TcpStream)]) -> Option<Duration> {
     let control = tcp_info::read(session.wr.as_ref()).ok();
-    let data = conns.iter().filter_map(|(s, _)| tcp_info::read(s).ok());
+    let data = conns.iter().filter_map(|(_, s)| tcp_info::read(s).ok());
     control
         .into_iter()
         .chain(data)

@@ -371,6 +371,23 @@ async fn authenticate(
     }
 }
 
+/// What a setup that opened fewer flows than asked says, under `--allow-partial-flows`:
+/// "`n` of `m` `what` did not open (by kind); `doing` the `k` that did".
+pub(crate) fn partial_warning(setup: &ConnectionSetup, what: &str, doing: &str) -> Option<String> {
+    (setup.connected < setup.requested).then(|| {
+        format!(
+            "{} of {} {what} did not open ({} refused or reset, {} timed out, {} failed \
+             otherwise); {doing} the {} that did (--allow-partial-flows)",
+            setup.requested - setup.connected,
+            setup.requested,
+            setup.refused,
+            setup.timed_out,
+            setup.failed,
+            setup.connected
+        )
+    })
+}
+
 pub(crate) async fn send(wr: &mut OwnedWriteHalf, msg: &Message, addr: &str) -> Result<(), Error> {
     proto::write_message(wr, msg)
         .await
