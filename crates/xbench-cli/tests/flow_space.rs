@@ -316,6 +316,39 @@ fn root_netns_a_connection_limit_refuses_flows_counted_by_kind_held_with_allow_p
     assert!(warned, "{}", doc["warnings"]);
     // The new connections come from the unlimited address and are not held back.
     assert!(rr["summary"]["transactions"].as_u64().unwrap() > 0);
+    // In text, the first line says what is held and why not all.
+    let out = ns
+        .command(xbench)
+        .args([
+            "client",
+            "127.0.0.1",
+            "-p",
+            "5201",
+            "-B",
+            "127.0.0.1,127.0.0.2",
+        ])
+        .args([
+            "--connections-only",
+            "--flows",
+            "40",
+            "--openers",
+            "2",
+            "-t",
+            "0.5",
+        ])
+        .arg("--allow-partial-flows")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(
+            "Test: connection rate, 28 flows held open (of 40 asked: the rest did not open)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("held: 28 flows connected in"), "{text}");
+    assert!(text.contains("12 refused, 0 timed out"), "{text}");
 
     // --rr the same: the 28 flows that opened are measured, the 12 others counted.
     let out = ns

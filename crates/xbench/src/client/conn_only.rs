@@ -53,6 +53,11 @@ pub(super) async fn run(
              those {max} (--allow-partial-flows)"
         );
         on_event(ClientEvent::Warning(why.clone()));
+        on_event(ClientEvent::PartialFlows {
+            asked,
+            running: *max,
+            server_limit: true,
+        });
         turned_away = Some((asked, *max, why));
         let mut narrowed = spec.clone();
         narrowed.flows = fewer;
@@ -80,6 +85,9 @@ pub(super) async fn run(
     ));
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
+    }
+    if let Some(e) = super::session::partial_event(&setup) {
+        on_event(e);
     }
 
     let open_spec = openers_spec(&spec, openers);

@@ -114,6 +114,9 @@ pub(super) async fn run(
         "flows",
         "measuring",
     ));
+    if let Some(e) = super::session::partial_event(&setup) {
+        on_event(e);
+    }
     let setup = (!spec.connect_per_transaction).then_some(setup);
     if let Some(w) = round_trip(&session, &conns).and_then(|rtt| unreachable_rate(spec, rtt)) {
         warnings.push(w);

@@ -371,6 +371,16 @@ async fn authenticate(
     }
 }
 
+/// The event of a setup that opened fewer flows than asked, under `--allow-partial-flows`.
+pub(crate) fn partial_event(setup: &ConnectionSetup) -> Option<super::ClientEvent> {
+    // At most MAX_FLOWS each, which fits.
+    (setup.connected < setup.requested).then_some(super::ClientEvent::PartialFlows {
+        asked: setup.requested as u32,
+        running: setup.connected as u32,
+        server_limit: false,
+    })
+}
+
 /// What a setup that opened fewer flows than asked says, under `--allow-partial-flows`:
 /// "`n` of `m` `what` did not open (by kind); `doing` the `k` that did".
 pub(crate) fn partial_warning(setup: &ConnectionSetup, what: &str, doing: &str) -> Option<String> {
