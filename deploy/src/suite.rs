@@ -34,7 +34,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use xbench::config::{
-    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec, Workload,
+    Direction, EndCondition, FlowCount, MAX_FLOWS, ReceiveMode, RrSpec, SocketOptions, TestSpec,
+    ThroughputSpec, Workload,
 };
 use xbench::units::{BitRate, ByteSize};
 use xbench_report::cell::CellKey;
@@ -67,7 +68,7 @@ pub struct SuiteTest {
     /// `-r` values; empty keeps the spec's.
     pub rr_sizes: Vec<(NonZeroU32, NonZeroU32)>,
     /// `--flows` values; empty keeps the spec's.
-    pub flows: Vec<NonZeroU16>,
+    pub flows: Vec<FlowCount>,
 }
 
 /// Why a suite was refused; each message names the key.
@@ -523,7 +524,7 @@ impl RawTest {
             Vec<NonZeroU16>,
             Vec<u64>,
             Vec<(NonZeroU32, NonZeroU32)>,
-            Vec<NonZeroU16>,
+            Vec<FlowCount>,
         ),
         SuiteError,
     > {
@@ -544,7 +545,10 @@ impl RawTest {
             .collect::<Result<Vec<_>, _>>()?;
         let flows = list(&self.flows)
             .into_iter()
-            .map(|v| count("flows", v))
+            .map(|v| {
+                FlowCount::new(v)
+                    .ok_or_else(|| bad("flows", format!("{v} is not 1 to {MAX_FLOWS}")))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let windows = list(&self.window)
             .iter()

@@ -40,7 +40,7 @@ fn builders_refuse_in_the_flags_words() {
     same(parse::size("0"), t().bytes(0).build());
     same(parse::bitrate("0"), t().bitrate(0).build());
     same(parse::flows("0"), l().flows(0).build());
-    same(parse::flows("65536"), l().flows(65536).build());
+    same(parse::flows("65537"), l().flows(65537).build());
     same(parse::burst("1025"), l().burst(1025).build());
     same(parse::rate("2e7"), l().rate(2e7).build());
     same(parse::rate("0"), l().rate(0.0).build());

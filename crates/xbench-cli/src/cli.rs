@@ -339,11 +339,11 @@ pub(crate) struct ClientArgs {
           value_parser = parse::rr_sizes, requires = "latency", help_heading = "Request/response (latency)")]
     pub(crate) rr_size: Vec<(NonZeroU32, NonZeroU32)>,
 
-    /// Concurrent request/response connections [default: 1], up to 65535 (more than one
+    /// Concurrent request/response connections [default: 1], up to 65536 (more than one
     /// address's ephemeral ports need a -B list); a list (1,4,16) sweeps.
     #[arg(long, value_name = "N[,N…]", value_parser = parse::flows_list, requires = "latency",
           allow_negative_numbers = true, help_heading = "Request/response (latency)")]
-    pub(crate) flows: Option<parse::List<NonZeroU16>>,
+    pub(crate) flows: Option<parse::List<xbench::config::FlowCount>>,
 
     /// Transactions in flight per connection [default: 1, strict ping-pong].
     #[arg(long, value_name = "K", value_parser = parse::burst, requires = "latency",
@@ -525,9 +525,9 @@ pub(crate) struct ServerArgs {
     pub(crate) max_block_len: std::num::NonZeroU32,
 
     /// Most connections one request/response test may hold open at once [default: what the
-    /// open-file limit holds beside --max-handshakes silent connections, at most 65535].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    pub(crate) max_flows: Option<u16>,
+    /// open-file limit holds beside --max-handshakes silent connections, at most 65536].
+    #[arg(long, value_name = "N", value_parser = parse::max_flows)]
+    pub(crate) max_flows: Option<u32>,
 
     /// Longest test accepted, warm-up included: seconds, or with a unit (up to a week).
     #[arg(long, value_name = "SECS", default_value = "3600", value_parser = parse::max_duration)]

@@ -12,7 +12,7 @@ use crate::exit::UsageError;
 
 /// Refuses `flows` persistent TCP flows of `rr` that `target`'s local addresses cannot hold.
 /// `--crr` and `--rr -u` are not planned: their flows do not spread over `-B`.
-pub(crate) fn ensure(target: &Target, rr: &RrSpec, flows: u16) -> Result<(), UsageError> {
+pub(crate) fn ensure(target: &Target, rr: &RrSpec, flows: u32) -> Result<(), UsageError> {
     if rr.udp.is_some() || rr.connect_per_transaction {
         return Ok(());
     }
@@ -21,11 +21,7 @@ pub(crate) fn ensure(target: &Target, rr: &RrSpec, flows: u16) -> Result<(), Usa
     } else {
         target.flow_binds.clone()
     };
-    FlowPlan::new(
-        usize::from(flows),
-        &sources,
-        PortRange::current_or_default(),
-    )
-    .map(drop)
-    .map_err(|e| UsageError(e.to_string()))
+    FlowPlan::new(flows as usize, &sources, PortRange::current_or_default())
+        .map(drop)
+        .map_err(|e| UsageError(e.to_string()))
 }

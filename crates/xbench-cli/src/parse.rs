@@ -4,6 +4,7 @@
 use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
 
+use xbench::config::FlowCount;
 use xbench::units::ByteSize;
 
 use crate::cli::PathArg;
@@ -192,16 +193,17 @@ pub(crate) fn rr_sizes(s: &str) -> Result<(NonZeroU32, NonZeroU32), String> {
 }
 
 /// Request/response flows: 1 to the library's maximum.
-pub(crate) fn flows(s: &str) -> Result<NonZeroU16, String> {
+pub(crate) fn flows(s: &str) -> Result<FlowCount, String> {
     let n: u32 = s
         .trim()
         .parse()
         .map_err(|_| format!("`{s}` is not a whole number of flows"))?;
-    let max = xbench::config::MAX_FLOWS;
-    if n == 0 || n > u32::from(max) {
-        return Err(format!("must be between 1 and {max}"));
-    }
-    NonZeroU16::new(n as u16).ok_or_else(|| "must be at least 1".into())
+    FlowCount::new(n).ok_or_else(|| format!("must be between 1 and {}", xbench::config::MAX_FLOWS))
+}
+
+/// The server's `--max-flows`: 1 to the most flows a client may ask for.
+pub(crate) fn max_flows(s: &str) -> Result<u32, String> {
+    flows(s).map(FlowCount::get)
 }
 
 /// Transactions in flight per flow.
@@ -288,7 +290,7 @@ pub(crate) fn window_list(s: &str) -> Result<List<ByteSize>, String> {
 }
 
 /// `--flows`: one flow count, or a list to sweep (`1,4,16`).
-pub(crate) fn flows_list(s: &str) -> Result<List<NonZeroU16>, String> {
+pub(crate) fn flows_list(s: &str) -> Result<List<FlowCount>, String> {
     list(s, flows)
 }
 
@@ -576,8 +578,14 @@ mod tests {
         assert_eq!(rr_sizes("1").unwrap().1.get(), 1);
         assert!(rr_sizes("0,0").unwrap_err().contains("greater than 0"));
         assert!(rr_sizes("1,1G").unwrap_err().contains("maximum"));
-        assert!(flows("0").is_err() && flows("65536").is_err());
-        assert_eq!(flows("65535").map(NonZeroU16::get), Ok(65535));
+        assert!(flows("0").is_err() && flows("65537").is_err());
+        assert_eq!(flows("65536").map(FlowCount::get), Ok(65536));
+        assert_eq!(max_flows("65536"), Ok(65536));
+        assert!(
+            max_flows("65537")
+                .unwrap_err()
+                .contains("between 1 and 65536")
+        );
         assert!(burst("0").is_err());
         assert_eq!(rate("200").unwrap(), 200.0);
         assert_eq!(rate("2k").unwrap(), 2000.0);

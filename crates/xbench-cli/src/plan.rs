@@ -11,8 +11,8 @@ use std::time::Duration;
 use xbench::auth::Psk;
 use xbench::client::{AddressFamily, ServerProtocol};
 use xbench::config::{
-    Direction, EndCondition, ReceiveMode, RrSpec, SocketOptions, TestSpec, ThroughputSpec,
-    UdpRrSpec, UdpSpec, Workload,
+    Direction, EndCondition, FlowCount, ReceiveMode, RrSpec, SocketOptions, TestSpec,
+    ThroughputSpec, UdpRrSpec, UdpSpec, Workload,
 };
 use xbench_report::{ThroughputUnit, layout};
 use xbench_sweep::{SweepPlan, Target};
@@ -388,7 +388,7 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
                 .flows
                 .as_ref()
                 .and_then(|l| l.first())
-                .unwrap_or(NonZeroU16::MIN),
+                .unwrap_or(FlowCount::MIN),
             burst: a.burst.unwrap_or(NonZeroU32::MIN),
             connect_per_transaction: a.crr,
             rate_per_flow: a.rate,
@@ -518,6 +518,10 @@ mod tests {
         v.iter().map(|&n| NonZeroU16::new(n).unwrap()).collect()
     }
 
+    fn flow_counts(v: &[u32]) -> Vec<FlowCount> {
+        v.iter().map(|&n| FlowCount::new(n).unwrap()).collect()
+    }
+
     fn nz32(n: u32) -> NonZeroU32 {
         NonZeroU32::new(n).unwrap()
     }
@@ -599,7 +603,7 @@ mod tests {
         let mut r = RrSpec {
             request_len: nz32(64),
             response_len: nz32(16 << 10),
-            flows: NonZeroU16::new(4).unwrap(),
+            flows: xbench::config::FlowCount::new(4).unwrap(),
             burst: nz32(8),
             connect_per_transaction: false,
             rate_per_flow: Some(333.3),
@@ -608,7 +612,7 @@ mod tests {
         rr.spec.workload = Workload::RequestResponse(r.clone());
         rr.spec.end = EndCondition::Duration(MAX_DURATION);
         rr.rr_sizes = vec![(nz32(1), nz32(1)), (nz32(100), nz32(3 << 20))];
-        rr.flows = nz16(&[1, 16]);
+        rr.flows = flow_counts(&[1, 16]);
         rr.windows = vec![64 << 10, 1 << 20];
         plans.push(rr.clone());
         r.connect_per_transaction = true;
@@ -624,7 +628,7 @@ mod tests {
             "c",
         );
         c.spec.workload = Workload::RequestResponse(RrSpec {
-            flows: NonZeroU16::new(4000).unwrap(),
+            flows: xbench::config::FlowCount::new(4000).unwrap(),
             rate_per_flow: Some(50.0),
             ..RrSpec::default()
         });
@@ -725,14 +729,14 @@ mod tests {
                 Workload::RequestResponse(r) => {
                     r.request_len = nz32(1 + next(1 << 24) as u32);
                     r.response_len = nz32(1 + next(1 << 24) as u32);
-                    r.flows = NonZeroU16::new(1 + next(4096) as u16).unwrap();
+                    r.flows = xbench::config::FlowCount::new(1 + next(4096) as u32).unwrap();
                     r.rate_per_flow = (next(2) == 0).then(|| (1 + next(1 << 20)) as f64 / 7.0);
                     r.connect_per_transaction = next(4) == 0;
                     if !r.connect_per_transaction {
                         r.burst = nz32(1 + next(1024) as u32);
                     }
                     if next(2) == 0 {
-                        plan.flows = nz16(&[2, 3]);
+                        plan.flows = flow_counts(&[2, 3]);
                     }
                 }
                 _ => unreachable!(),

@@ -175,6 +175,7 @@ fn bad_server_limits_are_usage_errors_naming_the_flag() {
         (&["--max-tests-per-client", "0"], "--max-tests-per-client"),
         (&["--max-streams", "0"], "--max-streams"),
         (&["--max-flows", "0"], "--max-flows"),
+        (&["--max-flows", "65537"], "must be between 1 and 65536"),
         (&["--max-duration", "0"], "--max-duration"),
         (&["--max-duration", "1000000h"], "--max-duration"),
         (&["-p", "70000"], "--port"),
@@ -401,6 +402,30 @@ fn flows_beyond_the_hard_file_limit_are_refused_with_the_numbers() {
         "{err}"
     );
     assert!(err.contains("--flows 436 or fewer"), "{err}");
+}
+
+/// `--flows` takes 65,536 (flow ids 0..=65,535 fill a u16), not one more: 65,537 is a usage
+/// error naming the range, and 65,536 gets past parsing to the next check (this machine's
+/// open-file limit or the port space), which refuses it with its own numbers.
+#[test]
+fn flows_stop_at_65536_with_a_usage_error_naming_the_range() {
+    let run = |flows: &str| {
+        xbench_with_nofile(500, 500)
+            .args(["client", "127.0.0.1", "-p", "9", "--rr", "--flows", flows])
+            .args(["-t", "1"])
+            .output()
+            .unwrap()
+    };
+    let out = run("65537");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--flows"), "{err}");
+    assert!(err.contains("must be between 1 and 65536"), "{err}");
+    let out = run("65536");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("between 1 and"), "{err}");
+    assert!(err.contains("--flows 65536 "), "{err}");
 }
 
 /// A soft limit below what --flows needs is raised to the hard one, and the test runs.

@@ -1,9 +1,13 @@
-//! Request/response flows against the 4-tuple limit, in a network namespace of their own
-//! whose ephemeral port range (per namespace) is narrowed to 60 ports: more flows than one
-//! local address holds are refused before anything is opened, naming the numbers, and a
-//! second local address (`-B a,b`) carries them. The 65,535-flow planning itself is checked
-//! by the library's unit tests (`client::flow_plan`); this machine's open-file limit would not
-//! run it.
+//! Request/response flows against what limits them between client and server, each in a
+//! network namespace of its own:
+//! - the 4-tuple: the namespace's ephemeral port range (per namespace) narrowed to 60 ports,
+//!   some of them reserved: more flows than the local addresses hold are refused before
+//!   anything is opened, naming the numbers, and another local address (`-B a,b`) carries
+//!   them. The 65,536-flow planning itself is checked by the library's unit tests
+//!   (`client::flow_plan`); this machine's open-file limit would not run it.
+//! - a firewall's connection limit (iptables `connlimit`, as a NAT gateway's or a load
+//!   balancer's per-source limit): the flows past it are refused or time out, `--connections-only`
+//!   counts them by kind, fails without `--allow-partial-flows` and holds the rest with it.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
 #![allow(clippy::print_stderr)] // a skipped test and the run time, for the test log
@@ -112,6 +116,30 @@ impl Drop for Server {
     }
 }
 
+/// `iptables` in `ns`, which must succeed.
+fn iptables(ns: &Netns, rule: &[&str]) {
+    let mut argv = vec!["iptables"];
+    argv.extend_from_slice(rule);
+    ns.exec(&argv);
+}
+
+/// False (after saying why) where `iptables` is not installed; under `CI=true` a panic.
+fn iptables_or_skip(test: &str) -> bool {
+    let found = Command::new("iptables")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "{test} needs iptables (apt-get install iptables) and CI=true forbids skipping it"
+    );
+    eprintln!("skipping {test}: needs iptables");
+    false
+}
+
 #[test]
 fn root_netns_flows_beyond_one_address_ports_are_refused_and_a_second_address_carries_them() {
     let test =
@@ -168,5 +196,200 @@ fn root_netns_flows_beyond_one_address_ports_are_refused_and_a_second_address_ca
     assert!(setup["per_second"].as_f64().unwrap() > 0.0, "{setup}");
     assert_eq!(doc["rr"]["flows"].as_array().unwrap().len(), 100);
     assert!(doc["rr"]["summary"]["transactions"].as_u64().unwrap() > 0);
+
+    // Ports reserved inside the range (ip_local_reserved_ports) hold no flow: with 10 of the
+    // 60 reserved, two addresses hold 99 flows, not 119, and the same test is refused.
+    ns.exec(&[
+        "sysctl",
+        "-qw",
+        "net.ipv4.ip_local_reserved_ports=61000-61004,61050,61055-61058,80",
+    ]);
+    let out = client(&["-B", "127.0.0.1,127.0.0.2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for part in [
+        "--flows 100 do not fit",
+        "2 local addresses × 50 ephemeral ports (61000–61059",
+        "less 10 reserved in /proc/sys/net/ipv4/ip_local_reserved_ports",
+        "at most 99 flows",
+        "Give -B 3 local addresses",
+        "reserve fewer of its ports",
+    ] {
+        assert!(err.contains(part), "{part:?} missing from: {err}");
+    }
+    assert!(out.stdout.is_empty(), "refused before starting");
+    eprintln!("{test}: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// A firewall in front of the server that takes at most `LIMIT` connections from one source
+/// (iptables `connlimit`, the shape of a NAT gateway's or a load balancer's connection limit)
+/// and refuses the rest with a reset: `--connections-only` with 40 held flows over two local
+/// addresses, the limited one carrying 20 of them (flows alternate, the control connections
+/// and the openers use the first, unlimited one). Without `--allow-partial-flows` the test
+/// fails (exit 1) once every connection has been tried, naming 12 refused of 40; with it, the
+/// 28 that opened are held, counted in `rr.setup`, and the test measures new connections.
+/// `--rr` runs the 28 the same way; a firewall that drops shows them as timed out.
+#[test]
+fn root_netns_a_connection_limit_refuses_flows_counted_by_kind_held_with_allow_partial() {
+    let test =
+        "root_netns_a_connection_limit_refuses_flows_counted_by_kind_held_with_allow_partial";
+    if !root_or_skip(test) || !iptables_or_skip(test) {
+        return;
+    }
+    const LIMIT: &str = "8";
+    let started = Instant::now();
+    let ns = Netns::new("xbconnlimit");
+    let limit = |target: &[&'static str]| -> Vec<&'static str> {
+        let mut rule = vec![
+            "-A",
+            "INPUT",
+            "-p",
+            "tcp",
+            "--syn",
+            "--dport",
+            "5201",
+            "-s",
+            "127.0.0.2",
+            "-m",
+            "connlimit",
+            "--connlimit-above",
+            LIMIT,
+            "--connlimit-mask",
+            "32",
+            "-j",
+        ];
+        rule.extend_from_slice(target);
+        rule
+    };
+    iptables(&ns, &limit(&["REJECT", "--reject-with", "tcp-reset"]));
+    let _server = Server::start(&ns);
+    let xbench = env!("CARGO_BIN_EXE_xbench");
+    let client = |extra: &[&str]| {
+        ns.command(xbench)
+            .args([
+                "client",
+                "127.0.0.1",
+                "-p",
+                "5201",
+                "-B",
+                "127.0.0.1,127.0.0.2",
+            ])
+            .args(["--connections-only", "--flows", "40", "--openers", "2"])
+            .args(["-t", "1", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+
+    let out = client(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("only 28 of 40 data connections to 127.0.0.1:5201 opened: 12 refused or reset, 0 timed out, 0 failed otherwise"),
+        "{err}"
+    );
+
+    let out = client(&["--allow-partial-flows"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rr = &doc["rr"];
+    let setup = &rr["setup"];
+    for (field, want) in [
+        ("requested", 40),
+        ("connected", 28),
+        ("refused", 12),
+        ("timed_out", 0),
+        ("failed", 0),
+    ] {
+        assert_eq!(setup[field], want, "{field}: {setup}");
+    }
+    assert!(setup["per_second"].as_f64().unwrap() > 0.0, "{setup}");
+    let held = &rr["held"];
+    assert_eq!(held["held"], 28, "{held}");
+    assert_eq!(held["open_at_end"], 28, "{held}");
+    let warned = doc["warnings"].as_array().unwrap().iter().any(|w| {
+        w.as_str()
+            .unwrap()
+            .contains("12 of 40 flows to hold did not open (12 refused or reset")
+    });
+    assert!(warned, "{}", doc["warnings"]);
+    // The new connections come from the unlimited address and are not held back.
+    assert!(rr["summary"]["transactions"].as_u64().unwrap() > 0);
+    // In text, the first line says what is held and why not all.
+    let out = ns
+        .command(xbench)
+        .args([
+            "client",
+            "127.0.0.1",
+            "-p",
+            "5201",
+            "-B",
+            "127.0.0.1,127.0.0.2",
+        ])
+        .args([
+            "--connections-only",
+            "--flows",
+            "40",
+            "--openers",
+            "2",
+            "-t",
+            "0.5",
+        ])
+        .arg("--allow-partial-flows")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(
+            "Test: connection rate, 28 flows held open (of 40 asked: the rest did not open)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("held: 28 flows connected in"), "{text}");
+    assert!(text.contains("12 refused, 0 timed out"), "{text}");
+
+    // --rr the same: the 28 flows that opened are measured, the 12 others counted.
+    let out = ns
+        .command(xbench)
+        .args([
+            "client",
+            "127.0.0.1",
+            "-p",
+            "5201",
+            "-B",
+            "127.0.0.1,127.0.0.2",
+        ])
+        .args(["--rr", "--flows", "40", "-t", "1", "--json"])
+        .arg("--allow-partial-flows")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let setup = &doc["rr"]["setup"];
+    for (field, want) in [("requested", 40), ("connected", 28), ("refused", 12)] {
+        assert_eq!(setup[field], want, "{field}: {setup}");
+    }
+    let ran = doc["rr"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["transactions"].as_u64().unwrap() > 0)
+        .count();
+    assert_eq!(ran, 28, "{}", doc["rr"]["flows"]);
+
+    // A firewall that drops instead: the same flows time out (--connect-timeout), by kind.
+    iptables(&ns, &["-F", "INPUT"]);
+    iptables(&ns, &limit(&["DROP"]));
+    let out = client(&["--allow-partial-flows", "--connect-timeout", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let setup = &doc["rr"]["setup"];
+    for (field, want) in [("connected", 28), ("refused", 0), ("timed_out", 12)] {
+        assert_eq!(setup[field], want, "{field}: {setup}");
+    }
     eprintln!("{test}: {:.1} s", started.elapsed().as_secs_f64());
 }

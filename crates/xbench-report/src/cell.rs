@@ -91,7 +91,7 @@ pub struct CellKey {
     /// Request/response: response size, bytes.
     pub response_bytes: Option<u32>,
     /// Request/response: concurrent connections (`--flows`).
-    pub flows: Option<u16>,
+    pub flows: Option<u32>,
     /// Request/response: transactions in flight per connection (`--burst`).
     pub burst: Option<u32>,
     /// Request/response: pacing per flow, transactions per second, as written (`--rate`).
@@ -326,7 +326,7 @@ mod tests {
         spec.workload = Workload::RequestResponse(RrSpec {
             request_len: NonZeroU32::new(64).unwrap(),
             response_len: NonZeroU32::new(16 << 10).unwrap(),
-            flows: NonZeroU16::new(4).unwrap(),
+            flows: xbench::config::FlowCount::new(4).unwrap(),
             ..RrSpec::default()
         });
         let k = CellKey::of_spec(&spec);

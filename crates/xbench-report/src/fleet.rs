@@ -95,8 +95,8 @@ pub fn share_spec(spec: &TestSpec, instances: u16, k: usize) -> Result<TestSpec,
             if r.udp.is_some() {
                 return Err(FleetError::NotMergeable("UDP request/response"));
             }
-            let share = pick(u32::from(r.flows.get()), instances, k, "flows")?;
-            r.flows = std::num::NonZeroU16::new(narrow(share)).ok_or_else(too_few)?;
+            let share = pick(r.flows.get(), instances, k, "flows")?;
+            r.flows = xbench::config::FlowCount::new(share).ok_or_else(too_few)?;
         }
         _ => return Err(FleetError::NotMergeable("this kind of")),
     }

@@ -495,7 +495,9 @@ mod tests {
                 NonZeroU32::new(16 << 10).unwrap(),
             ),
         ];
-        plan.flows = [1, 4].map(|n| NonZeroU16::new(n).unwrap()).to_vec();
+        plan.flows = [1, 4]
+            .map(|n| xbench::config::FlowCount::new(n).unwrap())
+            .to_vec();
         plan.repeat = NonZeroU32::new(3).unwrap();
         plan.pause = Duration::from_secs(2);
         assert_eq!(

@@ -36,7 +36,7 @@ pub struct SweepPlan {
     /// Request/response sizes, bytes (`-r 1,1 -r 64,16K`).
     pub rr_sizes: Vec<(NonZeroU32, NonZeroU32)>,
     /// Request/response flows (`--flows 1,4,16`).
-    pub flows: Vec<NonZeroU16>,
+    pub flows: Vec<xbench::config::FlowCount>,
     /// UDP tests: offered rates, bits per second (`-u -b 100M,200M,500M`); 0 is unpaced. The
     /// total of a direction's streams, unless `bitrate_per_stream`.
     pub bitrates: Vec<u64>,
@@ -442,7 +442,7 @@ mod tests {
             Err(SweepError::Duplicate { flag: "-P", .. })
         ));
         let mut p = plan(&[], 1);
-        p.flows = vec![NonZeroU16::MIN];
+        p.flows = vec![xbench::config::FlowCount::MIN];
         assert!(matches!(
             p.check(),
             Err(SweepError::NotApplicable {

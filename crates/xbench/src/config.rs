@@ -16,10 +16,11 @@ pub const MAX_STREAMS: u16 = 1024;
 pub const MAX_BLOCK_LEN: u32 = 64 << 20;
 /// Shortest reporting interval.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
-/// Most request/response flows (connections) one test may ask for: flow ids and counts are
-/// `u16` on the wire, so 65,535 (not 65,536). Past one local address's ephemeral ports they
-/// need `-B` addresses to come from ([`crate::client::flow_plan`]).
-pub const MAX_FLOWS: u16 = u16::MAX;
+/// Most request/response flows (connections) one test may ask for: 65,536, so that flow ids
+/// 0..=65,535 fill a `u16` on the wire exactly (the count itself travels as a JSON number).
+/// Past one local address's ephemeral ports they need `-B` addresses to come from
+/// ([`crate::client::flow_plan`]).
+pub const MAX_FLOWS: u32 = 1 << 16;
 /// Largest request or response of a request/response test (bytes).
 pub const MAX_RR_LEN: u32 = 16 << 20;
 /// Most transactions in flight per request/response flow.
@@ -69,7 +70,7 @@ pub struct RrSpec {
     /// Response size, bytes.
     pub response_len: NonZeroU32,
     /// Concurrent connections (`--flows`).
-    pub flows: NonZeroU16,
+    pub flows: FlowCount,
     /// Transactions in flight per connection (`--burst`); 1 is strict ping-pong.
     pub burst: NonZeroU32,
     /// A new connection for every transaction (`--crr`): connect, request, response, close.
@@ -122,7 +123,7 @@ impl Default for RrSpec {
         RrSpec {
             request_len: NonZeroU32::MIN,
             response_len: NonZeroU32::MIN,
-            flows: NonZeroU16::MIN,
+            flows: FlowCount::MIN,
             burst: NonZeroU32::MIN,
             connect_per_transaction: false,
             rate_per_flow: None,
@@ -136,6 +137,71 @@ impl RrSpec {
     pub fn period(&self) -> Option<Duration> {
         self.rate_per_flow
             .and_then(|r| Duration::try_from_secs_f64(1.0 / r).ok())
+    }
+}
+
+/// How many flows (connections) a request/response test runs: 1 to [`MAX_FLOWS`] (65,536).
+///
+/// A type of its own, not a `NonZeroU16`, because the largest count (65,536) does not fit in
+/// the `u16` that every flow *id* (0..=65,535) does; a value outside the range cannot be built,
+/// deserialized included, so a peer's spec asking for 65,537 flows fails to parse. In JSON it
+/// is a plain number, as the `u16` it replaces was: a spec of up to 65,535 flows reads the
+/// same to an older peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct FlowCount(NonZeroU32);
+
+impl FlowCount {
+    /// One flow.
+    pub const MIN: FlowCount = FlowCount(NonZeroU32::MIN);
+    /// [`MAX_FLOWS`] flows.
+    pub const MAX: FlowCount = match NonZeroU32::new(MAX_FLOWS) {
+        Some(n) => FlowCount(n),
+        None => unreachable!(),
+    };
+
+    /// `n` flows, or `None` outside 1..=[`MAX_FLOWS`].
+    pub const fn new(n: u32) -> Option<FlowCount> {
+        match NonZeroU32::new(n) {
+            Some(v) if n <= MAX_FLOWS => Some(FlowCount(v)),
+            _ => None,
+        }
+    }
+
+    /// The count.
+    pub const fn get(self) -> u32 {
+        self.0.get()
+    }
+
+    /// The count as an index bound (flow ids are `0..count`).
+    pub const fn as_usize(self) -> usize {
+        self.0.get() as usize
+    }
+}
+
+impl From<FlowCount> for u32 {
+    fn from(f: FlowCount) -> u32 {
+        f.get()
+    }
+}
+
+impl From<NonZeroU16> for FlowCount {
+    fn from(n: NonZeroU16) -> FlowCount {
+        FlowCount(NonZeroU32::from(n))
+    }
+}
+
+impl TryFrom<u32> for FlowCount {
+    type Error = String;
+
+    fn try_from(n: u32) -> Result<FlowCount, String> {
+        FlowCount::new(n).ok_or_else(|| format!("{n} flows: must be between 1 and {MAX_FLOWS}"))
+    }
+}
+
+impl std::fmt::Display for FlowCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
     }
 }
 
@@ -363,7 +429,7 @@ impl TestSpec {
         }
         match &self.workload {
             Workload::RequestResponse(r) => {
-                // --flows is at most MAX_FLOWS by its type (u16::MAX); no check needed.
+                // --flows is 1..=MAX_FLOWS by its type (FlowCount); no check needed.
                 if r.request_len.get() > MAX_RR_LEN || r.response_len.get() > MAX_RR_LEN {
                     return err(
                         "-r",
@@ -427,7 +493,7 @@ impl TestSpec {
             // --crr connections arrive during the test, one per transaction; UDP flows open
             // none.
             Workload::RequestResponse(r) if r.connect_per_transaction || r.udp.is_some() => 0,
-            Workload::RequestResponse(r) => usize::from(r.flows.get()),
+            Workload::RequestResponse(r) => r.flows.as_usize(),
         }
     }
 
@@ -625,6 +691,23 @@ pub(crate) mod opt_secs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flow_count_takes_1_to_65536_as_a_json_number_and_nothing_else() {
+        assert_eq!(FlowCount::new(0), None);
+        assert_eq!(FlowCount::new(65_536).map(FlowCount::get), Some(65_536));
+        assert_eq!(FlowCount::new(65_537), None);
+        assert_eq!(FlowCount::MAX.get(), 65_536);
+        assert_eq!(serde_json::to_string(&FlowCount::MAX).unwrap(), "65536");
+        // What an older peer wrote (a u16) reads the same.
+        let f: FlowCount = serde_json::from_str("65535").unwrap();
+        assert_eq!(f.get(), 65_535);
+        for bad in ["0", "65537", "-1", "4294967296"] {
+            assert!(serde_json::from_str::<FlowCount>(bad).is_err(), "{bad}");
+        }
+        let e = serde_json::from_str::<FlowCount>("65537").unwrap_err();
+        assert!(e.to_string().contains("between 1 and 65536"), "{e}");
+    }
 
     #[test]
     fn default_spec_is_valid_and_round_trips() {

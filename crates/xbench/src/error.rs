@@ -112,7 +112,7 @@ pub enum Error {
     )]
     FlowLimit {
         /// The server's `--max-flows`.
-        max: u16,
+        max: u32,
         /// The server's words.
         message: String,
     },

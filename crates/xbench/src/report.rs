@@ -760,5 +760,5 @@ pub struct ConnectionSetup {
     /// `--allow-partial-flows`: the server's flow limit (`--max-flows`), when it took fewer
     /// flows than asked; the others count as `refused`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_limit: Option<u16>,
+    pub server_limit: Option<u32>,
 }

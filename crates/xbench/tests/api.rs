@@ -53,8 +53,11 @@ fn every_refused_throughput_value_names_its_field() {
 #[test]
 fn every_refused_latency_value_names_its_field() {
     let l = Test::latency;
-    refused(l().flows(0).build(), "--flows", "between 1 and 65535");
-    refused(l().flows(65536).build(), "--flows", "between 1 and 65535");
+    refused(l().flows(0).build(), "--flows", "between 1 and 65536");
+    refused(l().flows(65537).build(), "--flows", "between 1 and 65536");
+    l().flows(65536)
+        .build()
+        .expect("65,536 flows: ids 0..=65,535");
     refused(l().sizes(0, 1).build(), "-r", "greater than 0");
     refused(l().sizes(1, (16 << 20) + 1).build(), "-r", "16 MiB maximum");
     refused(l().burst(0).build(), "--burst", "between 1 and 1024");
@@ -265,15 +268,15 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
          client's default --max-connecting, 512, whichever is fewer); such a client's \
          connections would be turned away as silent ones"
     );
-    // 65,535 flows: a paced client holds at most 512 handshake slots.
+    // 65,536 flows: a paced client holds at most 512 handshake slots.
     let e = check(Limits {
-        max_flows: 65_535,
+        max_flows: 65_536,
         max_handshakes: 1023,
         ..Limits::default()
     });
     assert!(e.reason.starts_with("1023 is below twice"), "{}", e.reason);
     Limits {
-        max_flows: 65_535,
+        max_flows: 65_536,
         max_handshakes: 1024,
         ..Limits::default()
     }
@@ -289,7 +292,7 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
     // The server's defaults from its open-file limit: flows beside a full flood of handshakes.
     for (files, flows, handshakes) in [
         (20_000, 11_552, 8192),
-        (1_048_576, 65_535, 8192),
+        (1_048_576, 65_536, 8192),
         (4096, 1920, 1920),
         (1024, 192, 384),
         (0, 1, 2),
@@ -302,6 +305,19 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
         );
         l.check().unwrap();
     }
+    // More than a client may ask for is a limit that cannot bind: a mistake, named.
+    let e = check(Limits {
+        max_flows: 65_537,
+        max_handshakes: 1024,
+        ..Limits::default()
+    });
+    assert_eq!(
+        (e.field, e.reason.as_str()),
+        (
+            "--max-flows",
+            "at most 65536 (the most flows a client may ask for)"
+        )
+    );
     let e = check(Limits {
         max_tests: 0,
         ..Limits::default()

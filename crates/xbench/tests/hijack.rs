@@ -293,7 +293,7 @@ fn crr() -> TestSpec {
         r.connect_per_transaction = true;
         r.request_len = NonZeroU32::new(64).unwrap();
         r.response_len = NonZeroU32::new(64).unwrap();
-        r.flows = NonZeroU16::new(1).unwrap();
+        r.flows = xbench::config::FlowCount::new(1).unwrap();
     }
     spec
 }

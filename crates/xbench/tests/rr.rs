@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::num::{NonZeroU16, NonZeroU32};
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use common::TestServer;
@@ -91,7 +91,7 @@ async fn bursts_and_larger_messages_still_match() {
     let spec = RrSpec {
         request_len: NonZeroU32::new(3000).unwrap(),
         response_len: NonZeroU32::new(70_000).unwrap(),
-        flows: NonZeroU16::new(4).unwrap(),
+        flows: xbench::config::FlowCount::new(4).unwrap(),
         burst: NonZeroU32::new(8).unwrap(),
         ..RrSpec::default()
     };
@@ -155,7 +155,7 @@ async fn crr_opens_one_connection_per_transaction() {
         })
         .await;
         let spec = RrSpec {
-            flows: NonZeroU16::new(2).unwrap(),
+            flows: xbench::config::FlowCount::new(2).unwrap(),
             connect_per_transaction: true,
             ..RrSpec::default()
         };
@@ -182,7 +182,7 @@ async fn crr_opens_one_connection_per_transaction() {
 async fn paced_mode_keeps_its_schedule() {
     let server = TestServer::start().await;
     let spec = RrSpec {
-        flows: NonZeroU16::new(2).unwrap(),
+        flows: xbench::config::FlowCount::new(2).unwrap(),
         rate_per_flow: Some(500.0),
         ..RrSpec::default()
     };
@@ -205,7 +205,7 @@ async fn paced_mode_keeps_its_schedule() {
 async fn a_thousand_flows_on_a_few_threads() {
     let server = TestServer::start().await;
     let spec = RrSpec {
-        flows: NonZeroU16::new(1000).unwrap(),
+        flows: xbench::config::FlowCount::new(1000).unwrap(),
         ..RrSpec::default()
     };
     let before = common::threads();
@@ -239,7 +239,7 @@ async fn a_thousand_flows_on_a_few_threads() {
 async fn paced_setup_from_two_addresses_opens_every_flow_and_reports_its_rate() {
     let server = TestServer::start().await;
     let spec = RrSpec {
-        flows: NonZeroU16::new(300).unwrap(),
+        flows: xbench::config::FlowCount::new(300).unwrap(),
         ..RrSpec::default()
     };
     let mut c = rr_config(&server, spec, 0.5);

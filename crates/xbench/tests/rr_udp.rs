@@ -7,7 +7,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::num::{NonZeroU16, NonZeroU32};
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ fn udp_rr(flows: u16, burst: u32, req: u32, resp: u32) -> RrSpec {
     RrSpec {
         request_len: NonZeroU32::new(req).unwrap(),
         response_len: NonZeroU32::new(resp).unwrap(),
-        flows: NonZeroU16::new(flows).unwrap(),
+        flows: xbench::config::FlowCount::new(flows.into()).unwrap(),
         burst: NonZeroU32::new(burst).unwrap(),
         udp: Some(UdpRrSpec::default()),
         ..RrSpec::default()

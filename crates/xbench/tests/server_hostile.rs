@@ -701,3 +701,92 @@ async fn crr_connections_that_send_nothing_are_bounded_and_closed() {
     })
     .await;
 }
+
+/// A `--rr` spec of `flows` flows, 60 s long.
+fn rr_spec(flows: u32) -> TestSpec {
+    let mut spec = TestSpec::throughput();
+    spec.workload = xbench::config::Workload::RequestResponse(xbench::config::RrSpec {
+        flows: xbench::config::FlowCount::new(flows).unwrap(),
+        ..Default::default()
+    });
+    spec.end = EndCondition::Duration(Duration::from_secs(60));
+    spec
+}
+
+/// Opens data connection `id` of the test with `cookie`.
+async fn attach(addr: std::net::SocketAddr, cookie: proto::Cookie, id: u16) -> TcpStream {
+    let mut data = TcpStream::connect(addr).await.unwrap();
+    data.write_all(&Preamble::new(Channel::Data).encode())
+        .await
+        .unwrap();
+    data.write_all(&DataHello::new(cookie, id, 0, None).encode())
+        .await
+        .unwrap();
+    data
+}
+
+/// `--allow-partial-flows` past a path's connection limit: the client names the flows that
+/// will not come (`Missing`), and the server starts with the rest; a list that is not of a
+/// `--rr` test's unconnected flows, or leaves none, is refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_flows_start_the_test_without_them_and_a_bad_list_is_refused() {
+    survives(|addr| async move {
+        // Flows 0 and 2 of 3 connect; 1 is missing: the test starts.
+        let (mut rd, mut wr) = hello(addr).await;
+        let start = Message::Start(Box::new(rr_spec(3)));
+        proto::write_message(&mut wr, &start).await.unwrap();
+        let Ok(Some(Message::Accepted(a))) = rd.next().await else {
+            panic!("not accepted")
+        };
+        let d0 = attach(addr, a.cookie, 0).await;
+        let missing = Message::Missing(proto::Missing { ids: vec![1] });
+        proto::write_message(&mut wr, &missing).await.unwrap();
+        let d2 = attach(addr, a.cookie, 2).await;
+        let ready = tokio::time::timeout(Duration::from_secs(5), rd.next()).await;
+        assert!(
+            matches!(ready, Ok(Ok(Some(Message::Ready(_))))),
+            "the test did not start: {ready:?}"
+        );
+        drop((rd, wr, d0, d2));
+
+        // Lists the server refuses, each naming why; flow 0 connects first where `connect`
+        // (should its greeting lose the race with the list, the server refuses the greeting
+        // instead, "out of range or taken").
+        let cases: [(TestSpec, bool, Vec<u16>, &str); 5] = [
+            (rr_spec(3), true, vec![0], "out of range or"),
+            (rr_spec(3), true, vec![3], "out of range or connected"),
+            (rr_spec(3), true, vec![1, 1], "names a flow twice"),
+            (rr_spec(3), false, vec![0, 1, 2], "no flow would be left"),
+            (
+                TestSpec::throughput(),
+                false,
+                vec![0],
+                "only a --rr test's flows",
+            ),
+        ];
+        for (spec, connect, ids, why) in cases {
+            let (mut rd, mut wr) = hello(addr).await;
+            proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+                .await
+                .unwrap();
+            let Ok(Some(Message::Accepted(a))) = rd.next().await else {
+                panic!("not accepted")
+            };
+            let mut d0 = None;
+            if connect {
+                d0 = Some(attach(addr, a.cookie, 0).await);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let missing = Message::Missing(proto::Missing { ids: ids.clone() });
+            proto::write_message(&mut wr, &missing).await.unwrap();
+            match tokio::time::timeout(Duration::from_secs(5), rd.next()).await {
+                Ok(Ok(Some(Message::Error(e)))) => {
+                    assert!(e.message.contains(why), "{ids:?}: {}", e.message)
+                }
+                other => panic!("{ids:?}: expected a refusal, got {other:?}"),
+            }
+            drop((rd, wr, d0));
+        }
+    })
+    .await;
+}

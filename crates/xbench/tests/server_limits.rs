@@ -126,7 +126,7 @@ async fn a_client_allowing_partial_flows_runs_the_flows_the_server_takes() {
     c.spec = TestSpec::request_response();
     c.spec.end = EndCondition::Duration(Duration::from_millis(300));
     if let Workload::RequestResponse(r) = &mut c.spec.workload {
-        r.flows = NonZeroU16::new(8).unwrap();
+        r.flows = xbench::config::FlowCount::new(8).unwrap();
     }
     match run(&c).await.unwrap_err() {
         Error::FlowLimit { max, .. } => assert_eq!(max, 3),
@@ -182,7 +182,7 @@ async fn each_limit_refuses_with_its_name() {
     c.spec = TestSpec::request_response();
     c.spec.end = EndCondition::Duration(Duration::from_millis(300));
     if let Workload::RequestResponse(r) = &mut c.spec.workload {
-        r.flows = NonZeroU16::new(11).unwrap();
+        r.flows = xbench::config::FlowCount::new(11).unwrap();
     }
     let e = run(&c).await.unwrap_err().to_string();
     assert!(e.contains("--max-flows"), "{e}");
@@ -298,7 +298,7 @@ async fn the_send_cap_paces_request_response_answers_too() {
     c.spec.end = EndCondition::Duration(Duration::from_secs(3));
     if let Workload::RequestResponse(r) = &mut c.spec.workload {
         r.response_len = std::num::NonZeroU32::new(1_000_000).unwrap();
-        r.flows = NonZeroU16::new(2).unwrap();
+        r.flows = xbench::config::FlowCount::new(2).unwrap();
     }
     let r = run(&c).await.unwrap();
     assert_eq!(r.outcome, Outcome::Completed);
@@ -331,7 +331,7 @@ async fn a_many_flow_request_response_test_takes_one_share_of_the_send_cap() {
     rr.spec.end = EndCondition::Duration(Duration::from_secs(4));
     if let Workload::RequestResponse(r) = &mut rr.spec.workload {
         r.response_len = std::num::NonZeroU32::new(64 * 1024).unwrap();
-        r.flows = NonZeroU16::new(100).unwrap();
+        r.flows = xbench::config::FlowCount::new(100).unwrap();
     }
     let mut down = server.config();
     down.spec.end = EndCondition::Duration(Duration::from_secs(3));

@@ -89,8 +89,15 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
                     return;
                 }
             }
-            (ClientEvent::PartialFlows { asked, running }, _) => {
-                rr_text.partial_flows(*asked, *running);
+            (
+                ClientEvent::PartialFlows {
+                    asked,
+                    running,
+                    server_limit,
+                },
+                _,
+            ) => {
+                rr_text.partial_flows(*asked, *running, *server_limit);
                 return;
             }
             (ClientEvent::Started { .. }, Style::Text) if is_rr => rr_text.started(&config),

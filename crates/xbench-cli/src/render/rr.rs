@@ -21,8 +21,8 @@ pub(crate) struct RrText {
     /// `--connections-only`: a transaction is a new connection, and the flows are held.
     connections_only: bool,
     header_done: bool,
-    /// Flows asked and flows run, when the server took fewer (`--allow-partial-flows`).
-    partial: Option<(u16, u16)>,
+    /// Flows asked and flows run, when fewer ran (`--allow-partial-flows`), and why.
+    partial: Option<Partial>,
 }
 
 impl RrText {
@@ -32,10 +32,19 @@ impl RrText {
         self
     }
 
-    /// `--allow-partial-flows`: the server took `running` of the `asked` flows; the header
-    /// says what ran, and what was asked.
-    pub(crate) fn partial_flows(&mut self, asked: u16, running: u16) {
-        self.partial = Some((asked, running));
+    /// `--allow-partial-flows`: `running` of the `asked` flows run, for the server's limit
+    /// (`server_limit`) or because the rest did not open; the header says what ran, what was
+    /// asked (first) and why (last).
+    pub(crate) fn partial_flows(&mut self, asked: u32, running: u32, server_limit: bool) {
+        self.partial = Some(Partial {
+            asked: self.partial.map_or(asked, |p| p.asked),
+            running,
+            why: if server_limit {
+                "the server's --max-flows"
+            } else {
+                "the rest did not open"
+            },
+        });
     }
 
     /// A connection-rate test (`--connections-only`): its lines count connections.
@@ -46,7 +55,7 @@ impl RrText {
 
     pub(crate) fn started(&self, config: &ClientConfig) -> String {
         let test = match config.connections_only {
-            Some(k) => describe_connections_only(&config.spec, k.get()),
+            Some(k) => describe_connections_only(&config.spec, k.get(), self.partial),
             None => describe(&config.spec, self.partial),
         };
         format!("{}\n{test}\n", connected(config, self.local))
@@ -292,18 +301,33 @@ fn udp_lines(s: &mut String, sum: &RrSummary, u: &RrUdpSummary) {
     }
 }
 
-/// The test's first line; `partial`: flows asked and run, when the server took fewer.
-fn describe(spec: &TestSpec, partial: Option<(u16, u16)>) -> String {
+/// `--allow-partial-flows`: flows asked and run, and why fewer ran.
+#[derive(Debug, Clone, Copy)]
+struct Partial {
+    asked: u32,
+    running: u32,
+    why: &'static str,
+}
+
+impl Partial {
+    /// The flows that run and the words after them: `spec`'s flows when all run.
+    fn shown(partial: Option<Partial>, spec: &xbench::config::RrSpec) -> (u32, String) {
+        match partial {
+            Some(p) => (
+                p.running,
+                format!(" (of {} asked: {})", grouped(u64::from(p.asked)), p.why),
+            ),
+            None => (spec.flows.get(), String::new()),
+        }
+    }
+}
+
+/// The test's first line; `partial`: flows asked and run, when fewer ran.
+fn describe(spec: &TestSpec, partial: Option<Partial>) -> String {
     let Some(rr) = spec.as_rr() else {
         return String::new();
     };
-    let (flows, of) = match partial {
-        Some((asked, running)) => (
-            running,
-            format!(" (of {asked} asked: the server's --max-flows)"),
-        ),
-        None => (rr.flows.get(), String::new()),
-    };
+    let (flows, of) = Partial::shown(partial, rr);
     let mut s = format!(
         "Test: {}, {} flow{}{of}, {} requests, {} responses",
         if rr.connect_per_transaction {
@@ -341,15 +365,16 @@ fn describe(spec: &TestSpec, partial: Option<(u16, u16)>) -> String {
 }
 
 /// The test line of `--connections-only`.
-fn describe_connections_only(spec: &TestSpec, openers: u16) -> String {
+fn describe_connections_only(spec: &TestSpec, openers: u16, partial: Option<Partial>) -> String {
     let Some(rr) = spec.as_rr() else {
         return String::new();
     };
+    let (held, of) = Partial::shown(partial, rr);
     let mut s = format!(
-        "Test: connection rate, {} flow{} held open, new connections opened {openers} at a time \
-         (connect, 1-byte request and answer, close)",
-        grouped(u64::from(rr.flows.get())),
-        if rr.flows.get() == 1 { "" } else { "s" },
+        "Test: connection rate, {} flow{} held open{of}, new connections opened {openers} at a \
+         time (connect, 1-byte request and answer, close)",
+        grouped(u64::from(held)),
+        if held == 1 { "" } else { "s" },
     );
     if let Some(r) = rr.rate_per_flow {
         let _ = write!(s, ", paced at {r}/s per opener");

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use crate::client::ClientConfig;
 use crate::config::{
-    Direction, EndCondition, MAX_BLOCK_LEN, MAX_BURST, MAX_FLOWS, MAX_RATE_PER_FLOW, MAX_RR_LEN,
-    MAX_STREAMS, MIN_INTERVAL, ReceiveMode, RrSpec, SpecError, TestSpec, ThroughputSpec,
-    UDP_HEADER_LEN, UdpRrSpec, Workload,
+    Direction, EndCondition, FlowCount, MAX_BLOCK_LEN, MAX_BURST, MAX_FLOWS, MAX_RATE_PER_FLOW,
+    MAX_RR_LEN, MAX_STREAMS, MIN_INTERVAL, ReceiveMode, RrSpec, SpecError, TestSpec,
+    ThroughputSpec, UDP_HEADER_LEN, UdpRrSpec, Workload,
 };
 
 /// Where a test's builder starts.
@@ -275,8 +275,8 @@ impl LatencyBuilder {
 
     /// Concurrent connections (`--flows`), 1 to [`MAX_FLOWS`].
     pub fn flows(mut self, n: u32) -> Self {
-        match u16::try_from(n).ok().and_then(NonZeroU16::new) {
-            Some(f) if n <= u32::from(MAX_FLOWS) => self.rr.flows = f,
+        match FlowCount::new(n) {
+            Some(f) => self.rr.flows = f,
             _ => self
                 .common
                 .refuse("--flows", format!("must be between 1 and {MAX_FLOWS}")),

@@ -31,6 +31,12 @@ impl Limits {
         if self.max_flows == 0 {
             return err("--max-flows", at_least_one);
         }
+        if self.max_flows > MAX_FLOWS {
+            return err(
+                "--max-flows",
+                format!("at most {MAX_FLOWS} (the most flows a client may ask for)"),
+            );
+        }
         if self.max_tests == 0 {
             return err("--max-tests", at_least_one);
         }
@@ -61,7 +67,7 @@ impl Limits {
         // A request/response client opens up to --max-connecting connections at once (all of
         // them, before clients paced their setup), each holding a handshake slot until its
         // greeting is read; twice that leaves room for a second client.
-        let at_once = usize::from(self.max_flows).min(DEFAULT_MAX_CONNECTING.get());
+        let at_once = (self.max_flows as usize).min(DEFAULT_MAX_CONNECTING.get());
         let needed = 2 * at_once;
         if self.max_handshakes < needed {
             return err(
@@ -85,10 +91,10 @@ impl Limits {
     ///
     /// [`Self::max_handshakes`] stays 8,192 while that is at most half of what is left after
     /// [`Self::OPEN_FILES_RESERVE`] (listeners, control connections, the runtime's own), and
-    /// half below; [`Self::max_flows`] gets the rest, at most 65,535 (the protocol's most), or
+    /// half below; [`Self::max_flows`] gets the rest, at most 65,536 (the protocol's most), or
     /// half the handshakes where descriptors are so few that [`Self::check`] needs it. With
     /// this machine's 20,000: 8,192 and 11,552. With 1,048,576 (a common hard limit):
-    /// 8,192 and 65,535. Everything else is [`Limits::default`].
+    /// 8,192 and 65,536. Everything else is [`Limits::default`].
     pub fn for_open_files(open_files: u64) -> Limits {
         let usable = open_files.saturating_sub(Self::OPEN_FILES_RESERVE);
         let defaults = Limits::default();
@@ -101,8 +107,8 @@ impl Limits {
         }
         Limits {
             // At least one of each, so a tiny limit still yields limits `check` takes.
-            // `flows` is at most MAX_FLOWS, a u16.
-            max_flows: (flows as u16).max(1),
+            // `flows` is at most MAX_FLOWS, which fits in u32.
+            max_flows: (flows as u32).max(1),
             max_handshakes: (handshakes as usize).max(2),
             ..defaults
         }

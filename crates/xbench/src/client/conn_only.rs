@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::session::{Session, ended_by, send};
 use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, interruptible, rr};
-use crate::config::{EndCondition, RrSpec, SpecError, Workload};
+use crate::config::{EndCondition, FlowCount, RrSpec, SpecError, Workload};
 use crate::error::Error;
 use crate::proto::{Finish, IdCount, Message, Tally};
 use crate::report::{HeldFlows, Outcome, TestReport};
@@ -45,7 +45,7 @@ pub(super) async fn run(
     let mut turned_away = None;
     if let Err(Error::FlowLimit { max, message }) = &opened
         && config.allow_partial_flows
-        && let Some(fewer) = NonZeroU16::new(*max)
+        && let Some(fewer) = FlowCount::new(*max)
     {
         let asked = spec.flows.get();
         let why = format!(
@@ -53,6 +53,11 @@ pub(super) async fn run(
              those {max} (--allow-partial-flows)"
         );
         on_event(ClientEvent::Warning(why.clone()));
+        on_event(ClientEvent::PartialFlows {
+            asked,
+            running: *max,
+            server_limit: true,
+        });
         turned_away = Some((asked, *max, why));
         let mut narrowed = spec.clone();
         narrowed.flows = fewer;
@@ -60,18 +65,30 @@ pub(super) async fn run(
         opened = interruptible(Session::open(&hold_config), cancel.as_mut(), "connecting").await;
     }
     let mut holder = opened?;
-    let wanted = hold_config
-        .spec
-        .as_rr()
-        .map_or(0, |r| usize::from(r.flows.get()));
+    let wanted = hold_config.spec.as_rr().map_or(0, |r| r.flows.as_usize());
     let mut warnings = Vec::new();
-    let (conns, _, setup) = holder
-        .connect_data(&hold_config, wanted, &mut warnings, cancel.as_mut())
+    // Flows refused or timed out on the way (a firewall's or a load balancer's connection
+    // limit) are counted by kind in `setup`; with --allow-partial-flows the rest are held.
+    let (held, setup) = holder
+        .connect_partial(
+            &hold_config,
+            wanted,
+            config.allow_partial_flows,
+            &mut warnings,
+            cancel.as_mut(),
+        )
         .await?;
+    warnings.extend(super::session::partial_warning(
+        &setup,
+        "flows to hold",
+        "holding",
+    ));
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
-    let held: Vec<TcpStream> = conns.into_iter().map(|(s, _)| s).collect();
+    if let Some(e) = super::session::partial_event(&setup) {
+        on_event(e);
+    }
 
     let open_spec = openers_spec(&spec, openers);
     let mut open_config = config.clone();
@@ -122,7 +139,7 @@ pub(super) async fn run(
         unanswered: 0,
         openers: openers.get(),
     };
-    for c in &checks {
+    for (_, c) in &checks {
         match c {
             Held::Open => counts.open_at_end += 1,
             Held::Closed => counts.closed += 1,
@@ -219,7 +236,7 @@ fn held_config(config: &ClientConfig, spec: &RrSpec) -> ClientConfig {
 /// The openers' test: `--crr` over `openers` flows, at the spec's pace if it has one.
 fn openers_spec(spec: &RrSpec, openers: NonZeroU16) -> RrSpec {
     RrSpec {
-        flows: openers,
+        flows: FlowCount::from(openers),
         connect_per_transaction: true,
         burst: NonZeroU32::MIN,
         ..spec.clone()
@@ -240,19 +257,18 @@ enum Held {
 }
 
 /// Sends each held flow a 1-byte request and waits (at most `patience`) for its answer, all
-/// at once; in flow order.
-async fn check_held(held: Vec<TcpStream>, patience: Duration) -> Vec<Held> {
+/// at once; by flow id, ascending (`None`: a check that panicked, a flow that did not answer).
+async fn check_held(held: Vec<(u16, TcpStream)>, patience: Duration) -> Vec<(Option<u16>, Held)> {
     let mut set = tokio::task::JoinSet::new();
-    for (i, s) in held.into_iter().enumerate() {
-        set.spawn(async move { (i, check_one(s, patience).await) });
+    for (id, s) in held {
+        set.spawn(async move { (Some(id), check_one(s, patience).await) });
     }
     let mut out = Vec::new();
     while let Some(j) = set.join_next().await {
-        // A check that panicked is a flow that did not answer.
-        out.push(j.unwrap_or((usize::MAX, Held::Unanswered)));
+        out.push(j.unwrap_or((None, Held::Unanswered)));
     }
-    out.sort_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, h)| h).collect()
+    out.sort_by_key(|(id, _)| *id);
+    out
 }
 
 async fn check_one(s: TcpStream, patience: Duration) -> Held {
@@ -282,7 +298,7 @@ async fn check_one(s: TcpStream, patience: Duration) -> Held {
 /// answered the check), which the server checks against its own.
 async fn finish_held(
     holder: &mut Session,
-    checks: &[Held],
+    checks: &[(Option<u16>, Held)],
     interrupted: bool,
     warnings: &mut Vec<String>,
 ) {
@@ -306,10 +322,12 @@ async fn finish_held(
             Ok(Ok(Some(Message::RrInterval(_)))) => {}
             Ok(Ok(Some(Message::RrResults(_)))) => {
                 let tally = Tally {
-                    counts: (checks.iter().enumerate())
-                        .map(|(i, h)| IdCount {
-                            id: i as u16,
-                            count: u64::from(*h == Held::Open),
+                    counts: (checks.iter())
+                        .filter_map(|&(id, h)| {
+                            Some(IdCount {
+                                id: id?,
+                                count: u64::from(h == Held::Open),
+                            })
                         })
                         .collect(),
                 };
@@ -347,7 +365,7 @@ mod tests {
     fn rr_spec(f: impl FnOnce(&mut RrSpec)) -> TestSpec {
         let mut spec = TestSpec::request_response();
         if let Workload::RequestResponse(r) = &mut spec.workload {
-            r.flows = NonZeroU16::new(100).unwrap();
+            r.flows = crate::config::FlowCount::new(100).unwrap();
             f(r);
         }
         spec
@@ -420,8 +438,16 @@ mod tests {
         };
         drop(peers.remove(0));
         std::thread::sleep(Duration::from_millis(50));
-        let got = check_held(vec![a, b, c], Duration::from_millis(300)).await;
-        assert_eq!(got, [Held::Open, Held::Closed, Held::Unanswered]);
+        // Under their flow ids (a flow refused at setup leaves a gap), sorted by id.
+        let got = check_held(vec![(9, c), (2, a), (5, b)], Duration::from_millis(300)).await;
+        assert_eq!(
+            got,
+            [
+                (Some(2), Held::Open),
+                (Some(5), Held::Closed),
+                (Some(9), Held::Unanswered)
+            ]
+        );
         drop(echo.join());
     }
 }

@@ -139,6 +139,24 @@ pub(crate) async fn open_data(
     hellos: &[DataHello],
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<(std::net::TcpStream, SocketReport)>, ConnectionSetup), Error> {
+    let (out, setup, first_err) = open_some(config, server, hellos, warnings).await?;
+    if let Some((id, e)) = first_err {
+        return Err(setup_error(server, setup, id, e));
+    }
+    Ok((out.into_values().collect(), setup))
+}
+
+/// The connections by id.
+pub(crate) type Opened = BTreeMap<usize, (std::net::TcpStream, SocketReport)>;
+
+/// [`open_data`]'s work: every connection tried, to the end of setup, whatever fails on the
+/// way. The ones that opened, by id; the counts; and the first failure, if any.
+pub(crate) async fn open_some(
+    config: &ClientConfig,
+    server: SocketAddr,
+    hellos: &[DataHello],
+    warnings: &mut Vec<String>,
+) -> Result<(Opened, ConnectionSetup, Option<(usize, std::io::Error)>), Error> {
     let plan = FlowPlan::new(
         hellos.len(),
         &sources(config),
@@ -170,7 +188,7 @@ pub(crate) async fn open_data(
             (id, res, w)
         });
     }
-    let mut out: BTreeMap<usize, (std::net::TcpStream, SocketReport)> = BTreeMap::new();
+    let mut out = Opened::new();
     let mut tally = SetupTally::default();
     let mut first_err = None;
     while let Some(joined) = set.join_next().await {
@@ -195,26 +213,33 @@ pub(crate) async fn open_data(
         }
     }
     let setup = tally.setup(hellos.len(), out.len(), started.elapsed());
-    if let Some((id, e)) = first_err {
-        // A socket option failure arrives wrapped; show the library error itself.
-        let e = match e.downcast::<Error>() {
-            Ok(inner) => return Err(inner),
-            Err(e) => e,
-        };
-        if setup.requested == 1 || setup.connected + 1 == setup.requested {
-            return Err(Error::DataConnect {
-                stream: id as u16,
-                addr: server.to_string(),
-                cause: e,
-            });
-        }
-        return Err(Error::DataSetup {
+    Ok((out, setup, first_err))
+}
+
+/// The error of a setup in which connection `id` failed first with `e`.
+pub(crate) fn setup_error(
+    server: SocketAddr,
+    setup: ConnectionSetup,
+    id: usize,
+    e: std::io::Error,
+) -> Error {
+    // A socket option failure arrives wrapped; show the library error itself.
+    let e = match e.downcast::<Error>() {
+        Ok(inner) => return inner,
+        Err(e) => e,
+    };
+    if setup.requested == 1 || setup.connected + 1 == setup.requested {
+        return Error::DataConnect {
+            stream: id as u16,
             addr: server.to_string(),
-            setup,
             cause: e,
-        });
+        };
     }
-    Ok((out.into_values().collect(), setup))
+    Error::DataSetup {
+        addr: server.to_string(),
+        setup,
+        cause: e,
+    }
 }
 
 /// The local addresses the data connections may come from: `-B`'s list, or its one address.

@@ -15,37 +15,48 @@
 //! back to the other half, so one 4-tuple still has the whole range. Flows bound to a local
 //! address set `IP_BIND_ADDRESS_NO_PORT`, so the port is still picked at `connect()` by
 //! 4-tuple, not at `bind()` (where it would have to be free on that address for every
-//! destination). Ports reserved with `ip_local_reserved_ports` or held by other connections to
-//! the same server are not counted: the plan is the most that can fit, not a promise.
+//! destination). Ports listed in `net.ipv4.ip_local_reserved_ports` are never picked by
+//! `connect()`, so those inside the range are subtracted; ports held by other connections to
+//! the same server are not: the plan is the most that can fit, not a promise.
 //!
 //! Not the opening itself (the client's `connect` module) nor the open-file limit (the CLI's).
 
 use std::fmt;
 use std::io;
 use std::net::IpAddr;
+use std::ops::RangeInclusive;
 
-/// The kernel's ephemeral port range, both ends included.
+/// The kernel's ephemeral port range, both ends included, and how many of its ports are
+/// reserved (never given to an outgoing connection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortRange {
     /// Lowest port the kernel gives an outgoing connection.
     pub low: u16,
     /// Highest port, included.
     pub high: u16,
+    /// Ports between `low` and `high` listed in `net.ipv4.ip_local_reserved_ports`: the kernel
+    /// skips them when it picks a port, so they hold no flow ([`Self::excluding`]).
+    pub reserved: u32,
 }
 
 impl PortRange {
     /// Where the kernel keeps the range; per network namespace.
     pub const SYSCTL: &'static str = "/proc/sys/net/ipv4/ip_local_port_range";
+    /// Where the kernel keeps the reserved ports (`a-b,c`, empty for none); per namespace.
+    pub const RESERVED_SYSCTL: &'static str = "/proc/sys/net/ipv4/ip_local_reserved_ports";
 
-    /// The range of the calling process's network namespace.
+    /// The range of the calling process's network namespace, less its reserved ports.
     pub fn current() -> io::Result<PortRange> {
         let text = std::fs::read_to_string(Self::SYSCTL)?;
-        Self::parse(&text).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} holds `{}`", Self::SYSCTL, text.trim()),
-            )
-        })
+        let range = Self::parse(&text).ok_or_else(|| invalid(Self::SYSCTL, &text))?;
+        match std::fs::read_to_string(Self::RESERVED_SYSCTL) {
+            Ok(text) => parse_reserved_ports(&text)
+                .map(|r| range.excluding(&r))
+                .ok_or_else(|| invalid(Self::RESERVED_SYSCTL, &text)),
+            // Kernels before 2.6.35 have no reserved ports.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(range),
+            Err(e) => Err(e),
+        }
     }
 
     /// [`Self::current`], or Linux's default where the kernel does not say (not Linux).
@@ -53,9 +64,38 @@ impl PortRange {
         Self::current().unwrap_or_default()
     }
 
-    /// Ports in the range: what one (source address, server address, server port) has.
-    pub fn len(&self) -> u32 {
+    /// This range with `reserved` (as [`parse_reserved_ports`] gives them) subtracted: each
+    /// port inside the range counted once, however the lists overlap.
+    pub fn excluding(self, reserved: &[RangeInclusive<u16>]) -> PortRange {
+        let mut inside: Vec<(u32, u32)> = reserved
+            .iter()
+            .map(|r| ((*r.start()).max(self.low), (*r.end()).min(self.high)))
+            .filter(|(a, b)| a <= b)
+            .map(|(a, b)| (u32::from(a), u32::from(b)))
+            .collect();
+        inside.sort_unstable();
+        let (mut count, mut next) = (0, 0);
+        for (a, b) in inside {
+            let a = a.max(next);
+            if a <= b {
+                count += b - a + 1;
+                next = b + 1;
+            }
+        }
+        PortRange {
+            reserved: count,
+            ..self
+        }
+    }
+
+    /// Ports the range spans, reserved ones included.
+    pub fn span(&self) -> u32 {
         (u32::from(self.high) + 1).saturating_sub(u32::from(self.low))
+    }
+
+    /// Ports the kernel may give: what one (source address, server address, server port) has.
+    pub fn len(&self) -> u32 {
+        self.span().saturating_sub(self.reserved)
     }
 
     /// Whether the range holds no port at all.
@@ -66,18 +106,47 @@ impl PortRange {
     fn parse(text: &str) -> Option<PortRange> {
         let mut it = text.split_whitespace().map(str::parse::<u16>);
         let (low, high) = (it.next()?.ok()?, it.next()?.ok()?);
-        Some(PortRange { low, high })
+        Some(PortRange {
+            low,
+            high,
+            reserved: 0,
+        })
     }
 }
 
 impl Default for PortRange {
-    /// Linux's default, 32768–60999 (28,232 ports).
+    /// Linux's default, 32768–60999 (28,232 ports), none reserved.
     fn default() -> Self {
         PortRange {
             low: 32768,
             high: 60999,
+            reserved: 0,
         }
     }
+}
+
+/// The ports listed in `net.ipv4.ip_local_reserved_ports` as the kernel writes it: a comma
+/// list of ports and `low-high` ranges (`8080,50000-50010`), empty for none. `None` for
+/// anything else, a range whose low end is above its high end included.
+pub fn parse_reserved_ports(text: &str) -> Option<Vec<RangeInclusive<u16>>> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    text.split(',')
+        .map(|item| {
+            let (a, b) = item.split_once('-').unwrap_or((item, item));
+            let (a, b) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+            (a <= b).then_some(a..=b)
+        })
+        .collect()
+}
+
+fn invalid(path: &str, text: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{path} holds `{}`", text.trim()),
+    )
 }
 
 /// The local address of each flow, round-robin over the addresses given.
@@ -138,14 +207,22 @@ impl fmt::Display for PortSpace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ports = u64::from(self.range.len());
         let fit = (self.addresses as u64 * ports).saturating_sub(1);
+        let (reserved, unreserve) = match self.range.reserved {
+            0 => (String::new(), ""),
+            n => (
+                format!(" less {n} reserved in {}", PortRange::RESERVED_SYSCTL),
+                ", or reserve fewer of its ports (sysctl net.ipv4.ip_local_reserved_ports)",
+            ),
+        };
         write!(
             f,
             "--flows {} do not fit: a connection is named by (local address, local port, server \
              address, server port), and every flow goes to the same server address and port, so \
-             {} local address{} × {} ephemeral ports ({}–{}, {}) give at most {} flows (one port \
-             is the control connection's). Give -B {} local addresses (a comma list; on \
-             loopback any of 127.0.0.0/8), or widen the range (sysctl \
-             net.ipv4.ip_local_port_range, per network namespace), or use --flows {} or fewer",
+             {} local address{} × {} ephemeral ports ({}–{}, {}{reserved}) give at most {} flows \
+             (one port is the control connection's). Give -B {} local addresses (a comma list; \
+             on loopback any of 127.0.0.0/8), or widen the range (sysctl \
+             net.ipv4.ip_local_port_range, per network namespace){unreserve}, or use --flows {} \
+             or fewer",
             self.flows,
             self.addresses,
             if self.addresses == 1 { "" } else { "es" },
@@ -170,25 +247,33 @@ mod tests {
         (1..=n).map(|i| IpAddr::from([127, 0, 0, i])).collect()
     }
 
-    /// The issue-22 case: 65,535 flows (the most `--flows` takes) with the default range.
+    /// How many of `flows` flows each of `sources` carries under `plan`.
+    fn spread(plan: &FlowPlan, sources: &[IpAddr], flows: usize) -> Vec<usize> {
+        let mut per = vec![0; sources.len()];
+        for f in 0..flows {
+            let a = plan.source(f).expect("bound");
+            per[sources.iter().position(|&x| x == a).expect("one of them")] += 1;
+        }
+        per
+    }
+
+    /// The issue-22 case: 65,536 flows (the most `--flows` takes) with the default range.
     #[test]
     fn the_most_flows_fit_three_addresses_of_the_default_range_but_not_two() {
+        let most = crate::config::MAX_FLOWS as usize;
+        assert_eq!(most, 65_536);
         let range = PortRange::default();
         assert_eq!(range.len(), 28_232);
         let three = addrs(3);
-        let plan = FlowPlan::new(65_535, &three, range).expect("3 × 28,232 fit");
-        let mut per = [0usize; 3];
-        for f in 0..65_535 {
-            let a = plan.source(f).expect("bound");
-            per[three.iter().position(|&x| x == a).expect("one of them")] += 1;
-        }
-        assert_eq!(per, [21_845, 21_845, 21_845]);
+        let plan = FlowPlan::new(most, &three, range).expect("3 × 28,232 fit");
+        // Flow i from source (i + 1) mod 3: the first carries the control connection too.
+        assert_eq!(spread(&plan, &three, most), [21_845, 21_846, 21_845]);
 
-        let e = FlowPlan::new(65_535, &addrs(2), range).expect_err("2 × 28,232 = 56,464");
+        let e = FlowPlan::new(most, &addrs(2), range).expect_err("2 × 28,232 = 56,464");
         assert_eq!(e.addresses_needed(), 3);
         let m = e.to_string();
         for part in [
-            "--flows 65535 do not fit",
+            "--flows 65536 do not fit",
             "(local address, local port, server address, server port)",
             "2 local addresses × 28232 ephemeral ports (32768–60999",
             "at most 56463 flows",
@@ -200,11 +285,104 @@ mod tests {
         }
     }
 
+    /// The widest range a host can set (1024–65535, 64,512 ports) still holds 65,536 flows
+    /// from two addresses only, and a long -B list spreads them evenly.
+    #[test]
+    fn the_most_flows_over_the_widest_range_and_over_a_long_address_list() {
+        let most = crate::config::MAX_FLOWS as usize;
+        let wide = PortRange {
+            low: 1024,
+            high: 65535,
+            reserved: 0,
+        };
+        let e = FlowPlan::new(most, &[], wide).expect_err("64,512 ports, one address");
+        assert_eq!(e.addresses_needed(), 2);
+        assert!(e.to_string().contains("at most 64511 flows"), "{e}");
+        let two = addrs(2);
+        let plan = FlowPlan::new(most, &two, wide).expect("2 × 64,512 fit");
+        assert_eq!(spread(&plan, &two, most), [32_768, 32_768]);
+        let eight = addrs(8);
+        let plan = FlowPlan::new(most, &eight, PortRange::default()).expect("8 × 28,232 fit");
+        assert_eq!(spread(&plan, &eight, most), [8_192; 8]);
+    }
+
+    /// Reserved ports inside the range hold no flow: 65,536 flows fit three addresses of the
+    /// default range while at most 6,386 of its ports are reserved (3 × 21,846 − 1 = 65,537),
+    /// not with one more (3 × 21,845 − 1 = 65,534).
+    #[test]
+    fn reserved_ports_inside_the_range_are_subtracted_and_named() {
+        let most = crate::config::MAX_FLOWS as usize;
+        let three = addrs(3);
+        let default = PortRange::default();
+        let fits = default.excluding(&[32768..=(32768 + 6_385)]);
+        assert_eq!((fits.reserved, fits.len()), (6_386, 21_846));
+        assert!(FlowPlan::new(most, &three, fits).is_ok());
+        let over = default.excluding(&[32768..=(32768 + 6_386)]);
+        assert_eq!(over.len(), 21_845);
+        let e = FlowPlan::new(most, &three, over).expect_err("3 × 21,845 − 1 = 65,534");
+        let m = e.to_string();
+        for part in [
+            "3 local addresses × 21845 ephemeral ports (32768–60999",
+            "less 6387 reserved in /proc/sys/net/ipv4/ip_local_reserved_ports",
+            "at most 65534 flows",
+            "Give -B 4 local addresses",
+            "reserve fewer of its ports (sysctl net.ipv4.ip_local_reserved_ports)",
+        ] {
+            assert!(m.contains(part), "{part:?} missing from: {m}");
+        }
+        // Without reserved ports the message does not mention them.
+        let e = FlowPlan::new(60_000, &addrs(2), default).unwrap_err();
+        assert!(!e.to_string().contains("reserved"), "{e}");
+    }
+
+    #[test]
+    fn only_reserved_ports_inside_the_range_count_once_each() {
+        let range = PortRange {
+            low: 61000,
+            high: 61059,
+            reserved: 0,
+        };
+        let count = |r: &[RangeInclusive<u16>]| range.excluding(r).reserved;
+        assert_eq!(count(&[]), 0);
+        // Outside on both sides; straddling the low end (60990–61004: 5 inside) and the high
+        // end (61055–61100: 5 inside); a single port; overlaps counted once.
+        assert_eq!(count(&[80..=80, 61060..=62000, 1..=60999]), 0);
+        assert_eq!(count(&[60990..=61004]), 5);
+        assert_eq!(count(&[61055..=61100]), 5);
+        assert_eq!(count(&[61010..=61010]), 1);
+        assert_eq!(count(&[61010..=61019, 61015..=61024, 61012..=61013]), 15);
+        assert_eq!(count(&[0..=65535]), 60);
+        assert_eq!(range.excluding(&[0..=65535]).len(), 0);
+        // Re-applying replaces, not adds: `reserved` is of the range, not a running total.
+        assert_eq!(range.excluding(&[61010..=61019]).excluding(&[]).reserved, 0);
+    }
+
+    #[test]
+    fn the_reserved_ports_sysctl_is_read_as_the_kernel_writes_it() {
+        assert_eq!(parse_reserved_ports(""), Some(vec![]));
+        assert_eq!(parse_reserved_ports("\n"), Some(vec![]));
+        assert_eq!(
+            parse_reserved_ports("8080,50000-50010\n"),
+            Some(vec![8080..=8080, 50000..=50010])
+        );
+        assert_eq!(
+            parse_reserved_ports("61000-61004,61050"),
+            Some(vec![61000..=61004, 61050..=61050])
+        );
+        for bad in ["a", "1-", "-1", "5-4", "70000", "1,,2", "1 2"] {
+            assert_eq!(parse_reserved_ports(bad), None, "{bad:?}");
+        }
+        // This namespace's, whatever it is, parses and lies within the range.
+        let here = PortRange::current().expect("readable");
+        assert!(here.reserved <= here.span());
+    }
+
     #[test]
     fn one_address_holds_its_range_less_the_control_connection() {
         let range = PortRange {
             low: 61000,
             high: 61059,
+            reserved: 0,
         };
         assert_eq!(range.len(), 60);
         let plan = FlowPlan::new(59, &[], range).expect("59 fit");

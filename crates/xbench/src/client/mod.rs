@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 
 use self::session::Session;
 use crate::auth::Psk;
-use crate::config::{TestSpec, Workload};
+use crate::config::{FlowCount, TestSpec, Workload};
 use crate::error::Error;
 use crate::report::{
     CpuReport, CpuUsage, Interval, Outcome, PeerInfo, RrInterval, SCHEMA_VERSION, StreamInfo,
@@ -171,13 +171,16 @@ pub enum ClientEvent {
     UdpInterval(UdpInterval),
     /// Something the user should know.
     Warning(String),
-    /// `--allow-partial-flows`: the server takes `running` of the `asked` request/response
-    /// flows (its `--max-flows`), and the test runs those. Before [`ClientEvent::Started`].
+    /// `--allow-partial-flows`: `running` of the `asked` request/response flows run, because
+    /// the server takes no more (its `--max-flows`) or the rest did not open (refused or timed
+    /// out on the way). Before [`ClientEvent::Started`]; both may come, the limit first.
     PartialFlows {
-        /// `--flows`.
-        asked: u16,
-        /// What the server takes, and the test runs.
-        running: u16,
+        /// Flows asked of this step: `--flows`, or after a server's limit that limit.
+        asked: u32,
+        /// What the test runs.
+        running: u32,
+        /// Whether the server's `--max-flows` is why (else the rest did not open).
+        server_limit: bool,
     },
 }
 
@@ -224,7 +227,7 @@ pub async fn run_with_give_up(
     let mut turned_away = None;
     if let Err(Error::FlowLimit { max, message }) = &opened
         && config.allow_partial_flows
-        && let Some(fewer) = NonZeroU16::new(*max)
+        && let Some(fewer) = FlowCount::new(*max)
     {
         let mut c = config.clone();
         if let Workload::RequestResponse(rr) = &mut c.spec.workload {
@@ -238,6 +241,7 @@ pub async fn run_with_give_up(
             on_event(ClientEvent::PartialFlows {
                 asked,
                 running: *max,
+                server_limit: true,
             });
             turned_away = Some((asked, *max, why));
         }

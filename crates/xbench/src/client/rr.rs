@@ -34,8 +34,8 @@ use crate::latency::{Distribution, FlowSketch};
 use crate::proto::{Finish, IdCount, Message, Tally};
 use crate::report::{
     CpuReport, CpuUsage, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport, RrSummary,
-    RrUdpSummary, RttStats, SideRrFlow, SideRrInterval, SideRrResults, SocketReport, StreamInfo,
-    Summary, TestReport,
+    RrUdpSummary, RttStats, SideRrFlow, SideRrInterval, SideRrResults, StreamInfo, Summary,
+    TestReport,
 };
 use crate::tcp_info;
 
@@ -49,7 +49,7 @@ pub(super) async fn run(
     mut give_up: GiveUp<impl Future<Output = ()>>,
 ) -> Result<TestReport, Error> {
     tokio::pin!(cancel);
-    let flows = usize::from(spec.flows.get());
+    let flows = spec.flows.as_usize();
     let mut warnings = Vec::new();
     if spec.udp.is_some() {
         // Each flow's socket greets the server's port for it until `Ready` says all arrived.
@@ -99,9 +99,25 @@ pub(super) async fn run(
     } else {
         flows
     };
-    let (conns, _, setup) = session
-        .connect_data(config, persistent, &mut warnings, cancel.as_mut())
+    // Flows refused or timed out on the way are counted by kind in `setup`; with
+    // --allow-partial-flows the rest run.
+    let (conns, setup) = session
+        .connect_partial(
+            config,
+            persistent,
+            config.allow_partial_flows,
+            &mut warnings,
+            cancel.as_mut(),
+        )
         .await?;
+    warnings.extend(super::session::partial_warning(
+        &setup,
+        "flows",
+        "measuring",
+    ));
+    if let Some(e) = super::session::partial_event(&setup) {
+        on_event(e);
+    }
     let setup = (!spec.connect_per_transaction).then_some(setup);
     if let Some(w) = round_trip(&session, &conns).and_then(|rtt| unreachable_rate(spec, rtt)) {
         warnings.push(w);
@@ -109,7 +125,7 @@ pub(super) async fn run(
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
     }
-    let conns = Data::Tcp(conns.into_iter().map(|(s, _)| s).collect());
+    let conns = Data::Tcp(conns);
     let running = Running::start(session, config, spec, conns, warnings, on_event)?;
     let ended = running.run(cancel, on_event).await;
     let drained = ended.drain(&mut give_up, on_event).await;
@@ -122,7 +138,7 @@ pub(super) async fn run(
 
 /// Records in `report` the flows the server's limit (`max` of `asked`) turned away under
 /// `--allow-partial-flows`: counted as refused at setup, and `why` among the warnings.
-pub(super) fn turned_away(report: &mut TestReport, asked: u16, max: u16, why: String) {
+pub(super) fn turned_away(report: &mut TestReport, asked: u32, max: u32, why: String) {
     if let Some(s) = report.rr.as_mut().and_then(|rr| rr.setup.as_mut()) {
         let more = u64::from(asked.saturating_sub(max));
         s.requested += more;
@@ -132,10 +148,11 @@ pub(super) fn turned_away(report: &mut TestReport, asked: u16, max: u16, why: St
     report.warnings.push(why);
 }
 
-/// The flows' sockets: TCP connections in flow order (none with `--crr`), or UDP sockets
-/// whose greetings the server took (`--rr -u`).
+/// The flows' sockets: TCP connections by flow id, ascending (none with `--crr`; fewer than
+/// the flows when some did not open, under `--allow-partial-flows`), or UDP sockets whose
+/// greetings the server took (`--rr -u`).
 enum Data {
-    Tcp(Vec<std::net::TcpStream>),
+    Tcp(Vec<(u16, std::net::TcpStream)>),
     /// With each flow's addresses and sockets, for the report.
     Udp(Vec<UdpFlow>, Vec<StreamInfo>),
 }
@@ -273,7 +290,7 @@ fn spawn_workers(
         Data::Tcp(c) => c,
         Data::Udp(flows, _) => return spawn_udp_workers(config, spec, flows, start),
     };
-    let flows = usize::from(spec.flows.get());
+    let flows = spec.flows.as_usize();
     let plan = rr::client::Plan {
         request_len: u64::from(spec.request_len.get()),
         response_len: u64::from(spec.response_len.get()),
@@ -293,9 +310,14 @@ fn spawn_workers(
     let n_workers = rr::worker_count(flows);
     let mut shares: Vec<Vec<(u16, Option<std::net::TcpStream>)>> =
         (0..n_workers).map(|_| Vec::new()).collect();
-    let mut conns = conns.into_iter();
-    for id in 0..flows {
-        shares[id % n_workers].push((id as u16, conns.next()));
+    if spec.connect_per_transaction {
+        for id in 0..flows {
+            shares[id % n_workers].push((id as u16, None));
+        }
+    } else {
+        for (i, (id, s)) in conns.into_iter().enumerate() {
+            shares[i % n_workers].push((id, Some(s)));
+        }
     }
     let control = Arc::new(Control::default());
     let (tx, reports) = mpsc::unbounded_channel();
@@ -631,11 +653,10 @@ fn answered_unasked(spec: &RrSpec, rr: &RrReport, tally: Tally) -> Option<String
     check::answered_unasked(answered, &tally, in_flight).map(|u| u.to_string())
 }
 
-fn flow_error(flow: u16, error: &str) -> String {
-    if flow == u16::MAX {
-        error.to_owned()
-    } else {
-        format!("flow {flow}: {error}")
+fn flow_error(flow: Option<u16>, error: &str) -> String {
+    match flow {
+        Some(flow) => format!("flow {flow}: {error}"),
+        None => error.to_owned(),
     }
 }
 
@@ -690,7 +711,7 @@ struct Accumulator {
 
 impl Accumulator {
     fn new(spec: &RrSpec, workers: usize, report_intervals: bool, per_flow: bool) -> Self {
-        let n = usize::from(spec.flows.get());
+        let n = spec.flows.as_usize();
         Accumulator {
             workers,
             report_intervals,
@@ -908,8 +929,8 @@ impl Accumulator {
         }
     }
 
-    fn flow_error(&mut self, flow: u16, error: &str) {
-        if let Some(f) = self.flows.get_mut(usize::from(flow)) {
+    fn flow_error(&mut self, flow: Option<u16>, error: &str) {
+        if let Some(f) = flow.and_then(|flow| self.flows.get_mut(usize::from(flow))) {
             f.error.get_or_insert_with(|| error.to_owned());
         }
     }
@@ -1051,12 +1072,9 @@ fn server_flow(flows: &[SideRrFlow], i: usize) -> Option<&SideRrFlow> {
 /// The shortest round trip the kernel has seen on the control connection or on any data
 /// connection, before the first transaction: after the handshake, the exchanges that set up the
 /// test. The shortest, so a warning built on it holds even on the path's best behaviour.
-fn round_trip(
-    session: &Session,
-    conns: &[(std::net::TcpStream, SocketReport)],
-) -> Option<Duration> {
+fn round_trip(session: &Session, conns: &[(u16, std::net::TcpStream)]) -> Option<Duration> {
     let control = tcp_info::read(session.wr.as_ref()).ok();
-    let data = conns.iter().filter_map(|(s, _)| tcp_info::read(s).ok());
+    let data = conns.iter().filter_map(|(_, s)| tcp_info::read(s).ok());
     control
         .into_iter()
         .chain(data)
@@ -1179,7 +1197,7 @@ mod tests {
 
     fn paced(rate: f64, flows: u16, burst: u32, crr: bool) -> RrSpec {
         RrSpec {
-            flows: std::num::NonZeroU16::new(flows).expect("flows"),
+            flows: crate::config::FlowCount::new(flows.into()).expect("flows"),
             burst: std::num::NonZeroU32::new(burst).expect("burst"),
             connect_per_transaction: crr,
             rate_per_flow: Some(rate),
@@ -1233,7 +1251,7 @@ mod tests {
     fn a_rate_no_number_of_flows_can_carry_says_so() {
         let w = unreachable_rate(&paced(1e9, 4096, 1, false), Duration::from_millis(100))
             .expect("a warning");
-        assert!(w.contains("even --flows 65535 cannot carry"), "{w}");
+        assert!(w.contains("even --flows 65536 cannot carry"), "{w}");
     }
 
     fn snap(worker: usize, epoch: u32, flow: u16, transactions: u64) -> Report {
@@ -1248,7 +1266,7 @@ mod tests {
     #[test]
     fn a_worker_that_slept_through_an_interval_does_not_hold_it_back() {
         let spec = RrSpec {
-            flows: std::num::NonZeroU16::new(2).unwrap(),
+            flows: crate::config::FlowCount::new(2).unwrap(),
             ..RrSpec::default()
         };
         let mut acc = Accumulator::new(&spec, 2, true, false);

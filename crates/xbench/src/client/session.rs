@@ -13,13 +13,13 @@ use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-use super::connect::{connect_any, open_data, resolve};
+use super::connect::{connect_any, open_data, open_some, resolve, setup_error};
 use super::{ClientConfig, interruptible};
 use crate::auth::{Nonce, Psk, SessionKey};
 use crate::control::keepalive;
 use crate::error::Error;
 use crate::proto::{
-    self, AuthProof, Channel, Cookie, DataHello, ErrorMsg, Hello, Message, MessageReader,
+    self, AuthProof, Channel, Cookie, DataHello, ErrorMsg, Hello, Message, MessageReader, Missing,
     PROTOCOL_VERSION, Preamble, ProtoError, Ready, Welcome,
 };
 use crate::report::{
@@ -111,6 +111,56 @@ impl Session {
         .await?;
         self.check_greetings(&hellos, &ready)?;
         Ok((data, ready, setup))
+    }
+
+    /// [`Self::connect_data`] for a request/response test's persistent flows that may run
+    /// without some (`--allow-partial-flows`): when some fail to open but not all, the server
+    /// is told which ([`Missing`]) and starts with the rest. The flows that opened, by id, and
+    /// the counts (failures by kind); with none open, or without `allow_partial`, a failure
+    /// is the error [`Self::connect_data`] returns.
+    pub(crate) async fn connect_partial(
+        &mut self,
+        config: &ClientConfig,
+        n: usize,
+        allow_partial: bool,
+        warnings: &mut Vec<String>,
+        mut cancel: Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<(Vec<(u16, std::net::TcpStream)>, ConnectionSetup), Error> {
+        let hellos = self.hellos(n)?;
+        let (opened, setup, failed) = interruptible(
+            open_some(config, self.server_addr, &hellos, warnings),
+            cancel.as_mut(),
+            "opening the data connections",
+        )
+        .await?;
+        if let Some((id, e)) = failed {
+            if !allow_partial || opened.is_empty() || e.get_ref().is_some_and(|i| i.is::<Error>()) {
+                return Err(setup_error(self.server_addr, setup, id, e));
+            }
+            let missing = Missing {
+                ids: (0..n)
+                    .filter(|id| !opened.contains_key(id))
+                    .map(|id| id as u16)
+                    .collect(),
+            };
+            send(&mut self.wr, &Message::Missing(missing), &self.addr).await?;
+        }
+        let ready = interruptible(
+            self.ready(),
+            cancel,
+            "waiting for the server's data connections",
+        )
+        .await?;
+        let present: Vec<DataHello> = hellos
+            .into_iter()
+            .filter(|h| opened.contains_key(&usize::from(h.id)))
+            .collect();
+        self.check_greetings(&present, &ready)?;
+        let flows = opened
+            .into_iter()
+            .map(|(id, (s, _))| (id as u16, s))
+            .collect();
+        Ok((flows, setup))
     }
 
     /// The greetings of the `n` data connections, one per stream or flow (counter 0). With a
@@ -319,6 +369,33 @@ async fn authenticate(
             Ok(Some(k.session_key(nonce, &w.nonce)))
         }
     }
+}
+
+/// The event of a setup that opened fewer flows than asked, under `--allow-partial-flows`.
+pub(crate) fn partial_event(setup: &ConnectionSetup) -> Option<super::ClientEvent> {
+    // At most MAX_FLOWS each, which fits.
+    (setup.connected < setup.requested).then_some(super::ClientEvent::PartialFlows {
+        asked: setup.requested as u32,
+        running: setup.connected as u32,
+        server_limit: false,
+    })
+}
+
+/// What a setup that opened fewer flows than asked says, under `--allow-partial-flows`:
+/// "`n` of `m` `what` did not open (by kind); `doing` the `k` that did".
+pub(crate) fn partial_warning(setup: &ConnectionSetup, what: &str, doing: &str) -> Option<String> {
+    (setup.connected < setup.requested).then(|| {
+        format!(
+            "{} of {} {what} did not open ({} refused or reset, {} timed out, {} failed \
+             otherwise); {doing} the {} that did (--allow-partial-flows)",
+            setup.requested - setup.connected,
+            setup.requested,
+            setup.refused,
+            setup.timed_out,
+            setup.failed,
+            setup.connected
+        )
+    })
 }
 
 pub(crate) async fn send(wr: &mut OwnedWriteHalf, msg: &Message, addr: &str) -> Result<(), Error> {

@@ -10,6 +10,7 @@
 //!   Start{spec} ──────────────────────────▶
 //!                        ◀───────────────── Accepted{cookie, udp_ports} | Error
 //!   N × data connection: preamble(data, v) + cookie + stream id
+//!   (--allow-partial-flows, some flows refused on the way: Missing{ids} ─▶)
 //!   (-u, --rr -u: N × the same greeting as a datagram to udp_ports[id], repeated until Ready)
 //!                        ◀───────────────── Ready{sockets}
 //!   Go (throughput tests) ────────────────▶
@@ -56,6 +57,8 @@ pub enum Message {
     Start(Box<TestSpec>),
     /// Server accepted the test; data connections may connect.
     Accepted(Accepted),
+    /// The client could not open these flows (see [`Missing`]); the server starts without them.
+    Missing(Missing),
     /// All data connections arrived; the test is running.
     Ready(Ready),
     /// The client's senders start now: the server's receivers start their clock.
@@ -92,6 +95,7 @@ impl Message {
             Message::Welcome(_) => "welcome",
             Message::Start(_) => "start",
             Message::Accepted(_) => "accepted",
+            Message::Missing(_) => "missing",
             Message::Ready(_) => "ready",
             Message::Go => "go",
             Message::Interval(_) => "interval",
@@ -200,6 +204,20 @@ impl Tally {
     }
 }
 
+/// The flows of a request/response test whose data connections did not open (refused, reset
+/// or timed out on the way: a firewall's or a load balancer's connection limit), sent by a
+/// client asked to run the flows that did (`--allow-partial-flows`) once every connection it
+/// tried has opened or failed. The server stops waiting for these and starts with the rest.
+/// Only for persistent TCP flows (`--rr`, `--connections-only`'s held flows): a `--crr` or
+/// UDP test, ids out of range or already connected, or no flow left is a bad request. A
+/// server from before this message reads it as a client gone astray and drops the test, as
+/// it would have dropped it for the missing connections.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Missing {
+    /// The flow ids that will not connect, ascending.
+    pub ids: Vec<u16>,
+}
+
 /// Why a request failed, machine-readable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -237,7 +255,7 @@ pub struct ErrorMsg {
     /// `--max-flows`: that limit, so a client may run the flows it takes
     /// (`--allow-partial-flows`). Absent from older servers and other refusals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_flows: Option<u16>,
+    pub max_flows: Option<u32>,
 }
 
 impl ErrorMsg {
@@ -311,6 +329,7 @@ mod tests {
                 sockets: Vec::new(),
                 greetings: vec!["00".repeat(16)],
             }),
+            Message::Missing(Missing { ids: vec![3, 5] }),
             Message::Go,
             Message::Interval(SideInterval {
                 index: 0,

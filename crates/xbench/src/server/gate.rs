@@ -39,7 +39,7 @@ pub(crate) enum Claims {
 pub(crate) struct Gate {
     key: Option<SessionKey>,
     /// The test's streams or flows: ids below this.
-    ids: u16,
+    ids: u32,
     claims: Claims,
     slots: Mutex<Vec<Slot>>,
 }
@@ -59,7 +59,7 @@ pub(crate) enum Refusal {
     /// The tag is not the session key's: not the authenticated client's connection.
     BadTag,
     /// An id the test does not have.
-    NoSuchId { id: u16, ids: u16 },
+    NoSuchId { id: u16, ids: u32 },
     /// The id already has its connection, from `by`.
     Taken { id: u16, by: SocketAddr },
     /// A `--crr` greeting whose counter was already used (or is too old to tell).
@@ -93,12 +93,12 @@ impl std::fmt::Display for Refusal {
 impl Gate {
     /// The door of a test with `ids` streams or flows, each taking connections as `claims`
     /// says; `key` is the session's, when it has one.
-    pub(crate) fn new(key: Option<SessionKey>, ids: u16, claims: Claims) -> Self {
+    pub(crate) fn new(key: Option<SessionKey>, ids: u32, claims: Claims) -> Self {
         Gate {
             key,
             ids,
             claims,
-            slots: Mutex::new(vec![Slot::Free; usize::from(ids)]),
+            slots: Mutex::new(vec![Slot::Free; ids as usize]),
         }
     }
 
@@ -113,7 +113,7 @@ impl Gate {
             return Err(Refusal::BadTag);
         }
         let id = hello.id;
-        if id >= self.ids {
+        if u32::from(id) >= self.ids {
             return Err(Refusal::NoSuchId { id, ids: self.ids });
         }
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);

@@ -54,7 +54,7 @@ pub struct Limits {
     pub max_block_len: u32,
     /// Most connections one request/response test may hold open at once; many share a thread.
     /// `xbench server` sets it from its open-file limit ([`Limits::for_open_files`]).
-    pub max_flows: u16,
+    pub max_flows: u32,
     /// Longest test accepted, `-O` warm-up included; byte-count tests are stopped at it.
     pub max_duration: Duration,
     /// Most tests running at once.

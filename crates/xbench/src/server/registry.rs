@@ -33,7 +33,7 @@ struct Route {
     gate: Arc<Gate>,
     tx: mpsc::Sender<DataConn>,
     /// Straight to the workers, for connections with ids below the bound.
-    direct: Option<(Arc<Handoff>, u16)>,
+    direct: Option<(Arc<Handoff>, u32)>,
 }
 
 /// Removes its cookie from the registry when dropped.
@@ -144,7 +144,7 @@ impl Registry {
 
 impl Registration {
     /// From now on, connections naming a flow below `flows` go straight to `handoff`.
-    pub(crate) fn route_directly(&self, handoff: Arc<Handoff>, flows: u16) {
+    pub(crate) fn route_directly(&self, handoff: Arc<Handoff>, flows: u32) {
         let mut tests = self
             .registry
             .tests

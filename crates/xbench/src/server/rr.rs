@@ -58,7 +58,7 @@ fn start_workers(t: &mut Test, rr_spec: &RrSpec, window: Option<u64>) -> Result<
     if rr_spec.udp.is_some() {
         return start_udp_workers(t, rr_spec, window);
     }
-    let flows = usize::from(rr_spec.flows.get());
+    let flows = rr_spec.flows.as_usize();
     let ids: Vec<u16> = (0..flows).map(|i| i as u16).collect();
     let plan = rr::server::Plan {
         request_len: u64::from(rr_spec.request_len.get()),
@@ -194,7 +194,7 @@ impl Answering {
             share,
             sockets,
         } = started;
-        let flows = usize::from(rr_spec.flows.get());
+        let flows = rr_spec.flows.as_usize();
         let handoff = Arc::new(workers.handoff(flows * 2 + 16));
         if rr_spec.connect_per_transaction {
             t.registration
@@ -292,7 +292,7 @@ impl Answering {
                 }
             }
             Some(Report::Failed { flow, error }) => {
-                debug!(peer = %self.t.peer, flow, "flow ended: {error}")
+                debug!(peer = %self.t.peer, ?flow, "flow ended: {error}")
             }
             Some(Report::Done { .. }) | None => {}
         }

@@ -8,7 +8,7 @@
 //! client has been told why (when it can be) and the log has its line. Every wait is bounded:
 //! by the handshake timeout, by the client leaving, by the server shutting down.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,8 +29,8 @@ use crate::auth::{DATA_TAG_LEN, DataTag, Nonce, SessionKey};
 use crate::config::{TestSpec, Workload};
 use crate::control::keepalive;
 use crate::proto::{
-    self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, PROTOCOL_VERSION,
-    Preamble, ProtoError, StreamLayout, Welcome,
+    self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, Missing,
+    PROTOCOL_VERSION, Preamble, ProtoError, StreamLayout, Welcome,
 };
 
 /// How a session ended, for `--one-off`.
@@ -93,7 +93,7 @@ impl Conn {
         mut self,
         code: ErrorCode,
         msg: impl Into<String>,
-        max_flows: Option<u16>,
+        max_flows: Option<u32>,
     ) -> Closed {
         let msg = Message::Error(ErrorMsg {
             code,
@@ -266,14 +266,14 @@ impl Admitted {
         // --crr connections keep arriving while the test runs; leave room for a burst of them.
         let (capacity, gate) = match spec.as_rr() {
             Some(r) if r.connect_per_transaction => (
-                usize::from(r.flows.get()) * 2 + 64,
+                r.flows.as_usize() * 2 + 64,
                 Gate::new(key, r.flows.get(), Claims::PerTransaction),
             ),
             // A UDP flow's socket passes a gate of its own, as a UDP stream's does.
             Some(r) if r.udp.is_some() => (expected, Gate::new(key, 0, Claims::Once)),
             Some(r) => (expected, Gate::new(key, r.flows.get(), Claims::Once)),
             // Stream ids fit in u16: the spec's limits keep -P well below.
-            None => (expected, Gate::new(key, expected as u16, Claims::Once)),
+            None => (expected, Gate::new(key, expected as u32, Claims::Once)),
         };
         let (registration, cookie, data) = match conn.ctx.registry.register(capacity.max(1), gate) {
             Ok(r) => r,
@@ -282,7 +282,7 @@ impl Admitted {
         // A socket per UDP stream or `--rr -u` flow.
         let udp_sockets = match &spec.workload {
             Workload::Throughput(tp) if tp.udp.is_some() => Some(StreamLayout::new(tp).streams()),
-            Workload::RequestResponse(r) if r.udp.is_some() => Some(usize::from(r.flows.get())),
+            Workload::RequestResponse(r) if r.udp.is_some() => Some(r.flows.as_usize()),
             _ => None,
         };
         let udp = match udp_sockets {
@@ -311,6 +311,7 @@ impl Admitted {
             registration,
             data,
             expected,
+            missing: BTreeSet::new(),
             conns: BTreeMap::new(),
             greetings: vec![[0; DATA_TAG_LEN]; expected],
             udp,
@@ -329,6 +330,8 @@ struct Collecting {
     data: mpsc::Receiver<DataConn>,
     /// How many data connections the test opens before it starts.
     expected: usize,
+    /// Flows the client said will not connect ([`Missing`]): the test starts without them.
+    missing: BTreeSet<u16>,
     conns: BTreeMap<u16, std::net::TcpStream>,
     /// The tag each connection greeted with, by id.
     greetings: Vec<DataTag>,
@@ -348,10 +351,14 @@ impl Collecting {
             self.conn.ctx.limits.handshake_timeout + Duration::from_millis(self.expected as u64);
         let deadline = Instant::now() + limit;
         let mut abort = self.conn.ctx.abort.clone();
-        while self.conns.len() < self.expected {
+        while self.conns.len() + self.missing.len() < self.expected {
             let arrived = tokio::select! {
                 r = tokio::time::timeout_at(deadline.into(), self.data.recv()) => r,
                 msg = self.conn.rd.next() => {
+                    if let Ok(Some(Message::Missing(m))) = msg {
+                        self.without(m).await?;
+                        continue;
+                    }
                     info!(peer = %self.conn.peer, client = %self.client, "dropped a test whose client left while its data connections opened: {}", describe(msg));
                     return Err(Closed);
                 }
@@ -456,7 +463,10 @@ impl Collecting {
         from: SocketAddr,
         tag: DataTag,
     ) -> Result<(), Closed> {
-        if usize::from(id) >= self.expected || self.conns.contains_key(&id) {
+        if usize::from(id) >= self.expected
+            || self.conns.contains_key(&id)
+            || self.missing.contains(&id)
+        {
             let msg = format!(
                 "data connection from {from} claims stream {id}, which is out of range or taken"
             );
@@ -470,6 +480,48 @@ impl Collecting {
         }
         self.conns.insert(id, s);
         self.greetings[usize::from(id)] = tag;
+        Ok(())
+    }
+
+    /// Stops waiting for the flows `m` names, which the client could not open: only flows of
+    /// a persistent TCP request/response test, in range, not connected, and not all of them.
+    async fn without(&mut self, m: Missing) -> Result<(), Closed> {
+        let persistent_tcp = matches!(
+            self.spec.as_rr(),
+            Some(r) if !r.connect_per_transaction && r.udp.is_none()
+        );
+        let ids: BTreeSet<u16> = m.ids.iter().copied().collect();
+        let why = if !persistent_tcp {
+            Some("only a --rr test's flows may be missing".to_owned())
+        } else if ids.len() != m.ids.len() {
+            Some("it names a flow twice".to_owned())
+        } else if let Some(id) = ids.iter().find(|&&id| {
+            usize::from(id) >= self.expected
+                || self.conns.contains_key(&id)
+                || self.missing.contains(&id)
+        }) {
+            Some(format!("flow {id} is out of range or connected"))
+        } else if ids.len() + self.missing.len() >= self.expected {
+            Some("no flow would be left".to_owned())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let msg = format!("the client's list of missing flows is not valid: {why}");
+            info!(peer = %self.conn.peer, "aborted a test: {msg}");
+            let _ = proto::write_message(
+                &mut self.conn.wr,
+                &ErrorMsg::message(ErrorCode::BadRequest, msg),
+            )
+            .await;
+            return Err(Closed);
+        }
+        info!(
+            peer = %self.conn.peer, client = %self.client,
+            "{} of {} flows did not connect on the client's side; starting with the rest",
+            ids.len(), self.expected
+        );
+        self.missing.extend(ids);
         Ok(())
     }
 

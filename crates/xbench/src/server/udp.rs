@@ -55,7 +55,7 @@ impl Hellos {
         let sockets = (0..n)
             .map(|_| socket::bind(local))
             .collect::<Result<Vec<_>, _>>()?;
-        let gate = Arc::new(Gate::new(key, n as u16, Claims::Once));
+        let gate = Arc::new(Gate::new(key, n as u32, Claims::Once));
         Ok(Hellos { sockets, gate })
     }
 

@@ -760,9 +760,9 @@ impl ClientWorker {
                 if let Some(s) = f.sock.take() {
                     self.poll.delete(s.as_raw_fd());
                 }
-                f.id
+                Some(f.id)
             }
-            None => u16::MAX,
+            None => None,
         };
         tell(&self.tx, Report::Failed { flow, error });
     }

@@ -125,8 +125,10 @@ pub(crate) enum Report {
         /// Latency of all the worker's transactions in the interval (client only).
         latency: Option<Recorder>,
     },
-    /// A flow failed; the test should end with this error (what was measured is kept).
-    Failed { flow: u16, error: String },
+    /// A flow failed (`None`: the worker as a whole, e.g. its event loop); the test should end
+    /// with this error (what was measured is kept). Not a `u16::MAX` sentinel: with 65,536
+    /// flows that is a flow's id.
+    Failed { flow: Option<u16>, error: String },
     /// The worker has stopped: the last partial interval and its thread's CPU time.
     Done {
         flows: Vec<FlowSnapshot>,

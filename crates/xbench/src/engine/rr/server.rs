@@ -208,7 +208,7 @@ impl ServerWorker {
                 tell(
                     &self.tx,
                     Report::Failed {
-                        flow: u16::MAX,
+                        flow: None,
                         error: format!("server event loop failed: {e}"),
                     },
                 );
@@ -229,7 +229,7 @@ impl ServerWorker {
                     tell(
                         &self.tx,
                         Report::Failed {
-                            flow,
+                            flow: Some(flow),
                             error: format!("server could not take a connection: {e}"),
                         },
                     );
@@ -460,7 +460,7 @@ impl ServerWorker {
             tell(
                 &self.tx,
                 Report::Failed {
-                    flow: c.flow,
+                    flow: Some(c.flow),
                     error: e,
                 },
             );

@@ -560,9 +560,9 @@ impl ClientWorker {
                 f.failed = true;
                 f.inflight.clear();
                 self.poll.delete(f.udp.sock.as_raw_fd());
-                f.udp.id
+                Some(f.udp.id)
             }
-            None => u16::MAX,
+            None => None,
         };
         tell(&self.tx, Report::Failed { flow, error });
     }

@@ -123,7 +123,7 @@ impl ServerWorker {
                     tell(
                         &self.tx,
                         Report::Failed {
-                            flow: u16::MAX,
+                            flow: None,
                             error: format!("event loop failed: {e}"),
                         },
                     );
@@ -196,7 +196,7 @@ impl ServerWorker {
         tell(
             &self.tx,
             Report::Failed {
-                flow,
+                flow: Some(flow),
                 error: format!("UDP socket failed: {e}"),
             },
         );
