@@ -790,3 +790,56 @@ async fn missing_flows_start_the_test_without_them_and_a_bad_list_is_refused() {
     })
     .await;
 }
+
+/// Each listening socket has a thread of its own blocked in `accept` (issue 20): a server that
+/// is stopped, or whose `run` is dropped half-way (its task aborted), must let go of its port
+/// all the same, not leave a thread listening on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_or_aborted_server_stops_listening() {
+    let _serial = SERIAL.lock().await;
+    for abort in [false, true] {
+        let server = xbench::Server::bind(xbench::ServerConfig {
+            bind: vec!["127.0.0.1".parse().unwrap()],
+            port: 0,
+            shutdown_grace: Duration::from_millis(200),
+            ..xbench::ServerConfig::default()
+        })
+        .await
+        .unwrap();
+        let addr = server.local_addrs()[0];
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        let _open = TcpStream::connect(addr).await.expect("the server listens");
+        // Long enough for the accepting thread to pass it on and wait in `accept` again.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if abort {
+            task.abort();
+            let _ = task.await;
+        } else {
+            stop.send(()).unwrap();
+            task.await.unwrap().unwrap();
+        }
+        let how = if abort { "aborted" } else { "stopped" };
+        // Probed by listening on it ourselves, not by connecting: a connection would wake a
+        // leftover accepting thread, which would then notice the server gone and quit.
+        let free = || {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+            s.set_reuse_address(true)?;
+            s.bind(&addr.into())?;
+            s.listen(1)
+        };
+        let since = std::time::Instant::now();
+        loop {
+            if free().is_ok() {
+                break;
+            }
+            assert!(
+                since.elapsed() < Duration::from_secs(5),
+                "still listening on {addr} 5 s after the server was {how}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

@@ -7,8 +7,8 @@
 //! Every read here is bounded by the handshake timeout, and a connection holds one of
 //! [`Limits::max_handshakes`](super::Limits::max_handshakes) slots while it reads. Not the
 //! session itself, nor the accept loop that spawns these. The one exception waits for
-//! nothing: [`attach_at_once`], which the accept loop calls on a data connection whose whole
-//! greeting has already arrived.
+//! nothing: [`attach_at_once`], which the accepting thread calls on a data connection whose
+//! whole greeting has already arrived (and which may answer a `--crr` request there too).
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -24,13 +24,12 @@ mod udp;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -201,7 +200,7 @@ impl Server {
         }
         let mut udp = Vec::new();
         for l in &listeners {
-            let Ok(addr) = l.get_ref().local_addr() else {
+            let Ok(addr) = l.local_addr() else {
                 continue;
             };
             let dual_stack = config.bind.is_empty() && addr.is_ipv6();
@@ -224,7 +223,7 @@ impl Server {
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.listeners
             .iter()
-            .filter_map(|l| l.get_ref().local_addr().ok())
+            .filter_map(|l| l.local_addr().ok())
             .collect()
     }
 
@@ -244,12 +243,19 @@ impl Server {
             iperf3: Arc::default(),
             iperf3_udp: Arc::default(),
         });
-        let (conn_tx, mut conn_rx) = mpsc::channel::<(TcpStream, SocketAddr)>(64);
-        let mut acceptors = JoinSet::new();
+        let (conn_tx, mut conn_rx) = mpsc::channel::<(std::net::TcpStream, SocketAddr)>(64);
+        let mut accepting = Vec::new();
         for l in self.listeners {
-            acceptors.spawn(accept_loop(l, conn_tx.clone(), Arc::clone(&ctx)));
+            match Acceptor::spawn(l, conn_tx.clone(), Arc::clone(&ctx)) {
+                Ok(a) => accepting.push(a),
+                Err(e) => {
+                    stop_accepting(accepting, conn_rx).await;
+                    return Err(Error::io("cannot start a thread to accept connections", e));
+                }
+            }
         }
         drop(conn_tx);
+        let mut acceptors = JoinSet::new();
         for u in self.udp {
             acceptors.spawn(iperf3_udp::serve(u, Arc::clone(&ctx.iperf3_udp)));
         }
@@ -261,16 +267,25 @@ impl Server {
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
-                Some((stream, peer)) = conn_rx.recv() => match HandshakeSlot::take(&ctx) {
-                    Some(slot) => {
-                        accepted += 1;
-                        conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot, accepted));
+                Some((sock, peer)) = conn_rx.recv() => {
+                    let stream = match TcpStream::from_std(sock) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            warn!(%peer, "cannot take a new connection: {e}");
+                            continue;
+                        }
+                    };
+                    match HandshakeSlot::take(&ctx) {
+                        Some(slot) => {
+                            accepted += 1;
+                            conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot, accepted));
+                        }
+                        None => {
+                            refusals.refuse(stream, ctx.limits.max_handshakes);
+                            turned_away.note(peer, ctx.limits.max_handshakes);
+                        }
                     }
-                    None => {
-                        refusals.refuse(stream, ctx.limits.max_handshakes);
-                        turned_away.note(peer, ctx.limits.max_handshakes);
-                    }
-                },
+                }
                 () = refusals.reap() => {}
                 Some(done) = conns.join_next() => {
                     match done {
@@ -286,9 +301,9 @@ impl Server {
                 }
             }
         }
+        stop_accepting(accepting, conn_rx).await;
         acceptors.shutdown().await;
         refusals.shutdown().await;
-        drop(conn_rx);
         // Let running tests finish, then cut the rest short, telling their clients why.
         if !conns.is_empty() {
             let grace = self.config.shutdown_grace;
@@ -317,9 +332,8 @@ async fn drain(conns: &mut JoinSet<ConnEnd>) {
     while conns.join_next().await.is_some() {}
 }
 
-/// A listening socket, watched by the runtime but accepted from with plain `accept4`, so a
-/// connection [`conn::attach_at_once`] takes is never registered with the runtime at all.
-type Listener = AsyncFd<std::net::TcpListener>;
+/// A listening socket, blocking: its [`Acceptor`] thread waits in `accept`.
+type Listener = std::net::TcpListener;
 
 /// A listening socket on `addr` (`dual_stack`: IPv4 too, on `[::]`).
 fn listen(addr: SocketAddr, dual_stack: bool) -> std::io::Result<Listener> {
@@ -330,12 +344,7 @@ fn listen(addr: SocketAddr, dual_stack: bool) -> std::io::Result<Listener> {
     sock.set_reuse_address(true)?;
     sock.bind(&addr.into())?;
     sock.listen(1024)?;
-    sock.set_nonblocking(true)?;
-    let l = std::net::TcpListener::from(sock);
-    // SAFETY: the listener owns its descriptor, which stays open, the same one, for as long
-    // as the AsyncFd that owns the listener lives.
-    unsafe { AsyncFd::register_with_interest(l, tokio::io::Interest::READABLE) }
-        .map_err(std::io::Error::from)
+    Ok(sock.into())
 }
 
 /// The error of a server that cannot listen: each address tried (with what it was for), in
@@ -368,72 +377,147 @@ fn listen_error(tried: &[(SocketAddr, &str, std::io::Error)]) -> Error {
     }
 }
 
-/// Accepts connections on `l`. A data connection whose whole greeting is already there (a
-/// client sends it with its first request, in one segment) is attached to its test here and
-/// now ([`conn::attach_at_once`]); everything else goes to the server's loop, which gives it a
-/// handshake slot and a task of its own. Issue 20: a `--crr` connection used to cross three
-/// threads (this task, the server's loop, its handshake task) before its worker saw it, and
-/// the wake-ups, not the work, set the transaction rate.
-async fn accept_loop(l: Listener, tx: mpsc::Sender<(TcpStream, SocketAddr)>, ctx: Arc<Ctx>) {
+/// Accepts connections on one listening socket, on a thread of its own, until stopped. A
+/// data connection whose whole greeting is already there (a client sends it with its first
+/// request, in one segment) is attached to its test right there ([`conn::attach_at_once`]),
+/// and a `--crr` connection answered there too when its request is complete; everything else
+/// goes to the server's loop, which gives it a handshake slot and a task of its own.
+///
+/// Issue 20: a `--crr` transaction is one accept, and what it costs is mostly wake-ups. A
+/// runtime task waiting for the listener took the runtime's wake-up, and its handoff to a
+/// worker thread a second one; a thread blocked in `accept`, answering at once, takes one,
+/// as a plain blocking server does.
+#[derive(Debug)]
+struct Acceptor {
+    listener: Arc<std::net::TcpListener>,
+    stopping: Arc<AtomicBool>,
+    /// Resolves when the thread has ended (and dropped its hold on the listener).
+    ended: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Acceptor {
+    fn spawn(
+        listener: std::net::TcpListener,
+        tx: mpsc::Sender<(std::net::TcpStream, SocketAddr)>,
+        ctx: Arc<Ctx>,
+    ) -> std::io::Result<Self> {
+        let listener = Arc::new(listener);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (done, ended) = tokio::sync::oneshot::channel();
+        let (l, stop) = (Arc::clone(&listener), Arc::clone(&stopping));
+        std::thread::Builder::new()
+            .name("xb-accept".into())
+            .spawn(move || {
+                accept_loop(&l, &tx, &ctx, &stop);
+                drop(l);
+                let _ = done.send(());
+            })?;
+        Ok(Acceptor {
+            listener,
+            stopping,
+            ended,
+        })
+    }
+
+    /// Stops accepting: shutting a listening socket down wakes a thread blocked in `accept`
+    /// on it (with `EINVAL`), and closes it to new connections. The thread may still be
+    /// waiting to pass on a connection: [`Acceptor::ended`] follows once the server's loop has
+    /// dropped its end of the channel.
+    fn stop(&self) {
+        if self.stopping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        if let Err(e) = socket2::SockRef::from(&*self.listener).shutdown(std::net::Shutdown::Read) {
+            warn!("cannot stop listening: {e}");
+        }
+    }
+
+    /// Waits for the thread to end, and with it the listening socket.
+    async fn ended(&mut self) {
+        let _ = (&mut self.ended).await;
+    }
+}
+
+impl Drop for Acceptor {
+    /// A server whose `run` is dropped half-way (its task aborted) stops listening too.
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Stops every acceptor and waits for their threads, `conns` (the server loop's end of their
+/// channel) dropped in between so none is left waiting to pass a connection on.
+async fn stop_accepting<T>(accepting: Vec<Acceptor>, conns: mpsc::Receiver<T>) {
+    for a in &accepting {
+        a.stop();
+    }
+    drop(conns);
+    for mut a in accepting {
+        a.ended().await;
+    }
+}
+
+/// The accepting thread's loop (see [`Acceptor`]); returns once `stopping` is raised, or the
+/// server's loop is gone.
+fn accept_loop(
+    l: &std::net::TcpListener,
+    tx: &mpsc::Sender<(std::net::TcpStream, SocketAddr)>,
+    ctx: &Ctx,
+    stopping: &AtomicBool,
+) {
     loop {
-        let mut ready = match l.readable().await {
-            Ok(r) => r,
-            Err(e) => {
-                warn!("cannot wait for connections: {e}");
-                return;
+        match accept(l) {
+            Ok((sock, peer)) => {
+                wait_for_first_bytes(&sock);
+                let Some(sock) = conn::attach_at_once(sock, peer, ctx) else {
+                    continue;
+                };
+                if tx.blocking_send((sock, peer)).is_err() {
+                    return;
+                }
             }
-        };
-        // Drain the backlog before waiting again: the runtime's readiness is edge-triggered.
-        let mut taken = 0u32;
-        loop {
-            match accept(l.get_ref()) {
-                Ok((sock, peer)) => {
-                    taken += 1;
-                    if taken.is_multiple_of(ACCEPT_BATCH) {
-                        // A flood that never empties the backlog must not hold this runtime
-                        // thread: the at-once path below never awaits.
-                        tokio::task::yield_now().await;
-                    }
-                    let Some(sock) = conn::attach_at_once(sock, peer, &ctx) else {
-                        continue;
-                    };
-                    let stream = match TcpStream::from_std(sock) {
-                        Ok(s) => s,
-                        Err(e) => {
-                            warn!(%peer, "cannot take a new connection: {e}");
-                            continue;
-                        }
-                    };
-                    if tx.send((stream, peer)).await.is_err() {
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    ready.clear_ready();
-                    break;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if is_transient(&e) => {
-                    // Gone before we took it (reset while queued): nothing to do.
-                    tracing::debug!("accept: {e}");
-                }
-                Err(e) => {
-                    // Out of file descriptors or similar: back off instead of spinning.
-                    warn!("accept failed: {e}");
-                    drop(ready);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    break;
-                }
+            Err(_) if stopping.load(Ordering::Relaxed) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if is_transient(&e) => {
+                // Gone before we took it (reset while queued): nothing to do.
+                tracing::debug!("accept: {e}");
+            }
+            Err(e) => {
+                // Out of file descriptors or similar: back off instead of spinning.
+                warn!("accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(100));
             }
         }
     }
 }
 
-/// Connections one accept loop takes in a row before it lets the runtime run other tasks.
-const ACCEPT_BATCH: u32 = 64;
+/// How long the accepting thread waits for a new connection's first bytes before handing it
+/// to the server's loop. A thread blocked in `accept` wakes as the handshake completes, which
+/// on loopback is inside the client's `connect`, a few µs before its greeting and request
+/// arrive; without the wait most `--crr` connections took the slow path (two wake-ups more).
+/// A client sends those bytes at once, so the wait is short; a silent connection costs it in
+/// full, which bounds a flood of them to one every 250 µs here (they hold handshake slots
+/// anyway).
+const FIRST_BYTES_WAIT: Duration = Duration::from_micros(250);
 
-/// Accepts a connection, non-blocking from the start (as a worker and the runtime both want
-/// it: no `ioctl` afterwards).
+/// Waits up to [`FIRST_BYTES_WAIT`] for something to read on a new connection.
+fn wait_for_first_bytes(sock: &std::net::TcpStream) {
+    let mut pfd = libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(sock),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: FIRST_BYTES_WAIT.as_nanos() as libc::c_long,
+    };
+    // SAFETY: `pfd` and `ts` are valid for the call; a null signal mask leaves the thread's
+    // alone. Whatever it returns, `attach_at_once` looks for itself.
+    unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+}
+
+/// Accepts a connection (waiting for one), non-blocking from the start (as a worker and the
+/// runtime both want it: no `ioctl` afterwards).
 fn accept(l: &std::net::TcpListener) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
     let (sock, addr) =
         socket2::SockRef::from(l).accept4(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)?;

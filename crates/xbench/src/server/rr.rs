@@ -85,7 +85,13 @@ fn start_workers(t: &mut Test, rr_spec: &RrSpec, window: Option<u64>) -> Result<
     for (i, c) in conns.into_iter().enumerate() {
         shares[i % n_workers].push(c);
     }
-    let control = Arc::new(Control::default());
+    let control = Arc::new(Control {
+        at_once: match plan.one_per_connection {
+            true => rr::at_once::Tally::new(flows),
+            false => rr::at_once::Tally::default(),
+        },
+        ..Control::default()
+    });
     let (tx, reports) = mpsc::unbounded_channel();
     let mut spawned = Vec::with_capacity(n_workers);
     for (i, share) in shares.into_iter().enumerate() {
@@ -195,7 +201,11 @@ impl Answering {
             sockets,
         } = started;
         let flows = rr_spec.flows.as_usize();
-        let handoff = Arc::new(workers.handoff(flows * 2 + 16));
+        let handoff = Arc::new(workers.handoff(
+            flows * 2 + 16,
+            u64::from(rr_spec.request_len.get()),
+            u64::from(rr_spec.response_len.get()),
+        ));
         if rr_spec.connect_per_transaction {
             t.registration
                 .route_directly(Arc::clone(&handoff), rr_spec.flows.get());

@@ -11,6 +11,7 @@
 //! grows with workers, not flows. UDP flows (`--rr -u`, [`udp`]) have workers of their own that speak the same
 //! protocol. Nothing here knows the control protocol or prints.
 
+pub(crate) mod at_once;
 pub(crate) mod client;
 pub(crate) mod poll;
 pub(crate) mod server;
@@ -23,6 +24,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use self::at_once::{Answerer, Arrived, Outcome};
 use self::poll::Waker;
 use crate::latency::{FlowSketch, Recorder};
 use crate::report::CpuUsage;
@@ -40,6 +42,9 @@ pub(crate) struct Control {
     pub(crate) activity: AtomicU64,
     /// `--crr` connections handed to the workers and not yet closed.
     pub(crate) live: std::sync::atomic::AtomicUsize,
+    /// `--crr` connections answered where they were accepted ([`Handoff::give`]), per flow;
+    /// empty for other tests. The first server worker takes them into its snapshots.
+    pub(crate) at_once: at_once::Tally,
 }
 
 /// Transactions start as usual.
@@ -151,6 +156,11 @@ impl Epochs {
         Epochs { worker, seen: 0 }
     }
 
+    /// Which worker this is.
+    pub(crate) fn worker(&self) -> usize {
+        self.worker
+    }
+
     /// The epoch to answer, if the controller has started one since the last answer.
     pub(crate) fn due(&mut self, control: &Control) -> Option<u32> {
         let epoch = control.epoch.load(Ordering::Relaxed);
@@ -185,8 +195,9 @@ pub(crate) struct Worker {
     pub(crate) thread: Option<JoinHandle<()>>,
 }
 
-/// Where a server worker takes new `--crr` connections.
-pub(crate) type ConnSender = std::sync::mpsc::Sender<(u16, TcpStream)>;
+/// Where a server worker takes new `--crr` connections, with what the accept path already
+/// did on each.
+pub(crate) type ConnSender = std::sync::mpsc::Sender<(u16, TcpStream, Arrived)>;
 
 /// All workers of one end of one test. Dropping it stops and joins them, so no thread outlives
 /// the test however its controller exits.
@@ -196,10 +207,13 @@ pub(crate) struct Workers {
     pub(crate) workers: Vec<Worker>,
 }
 
-/// Gives new `--crr` connections to server workers, round robin; callable from any thread
-/// (the accept path uses it directly).
+/// Answers new `--crr` connections on the calling thread when it can ([`at_once`]), and gives
+/// the rest to server workers, round robin; callable from any thread (the accept path uses
+/// it directly).
 #[derive(Debug)]
 pub(crate) struct Handoff {
+    /// `None` for responses too large to answer without waiting.
+    answerer: Option<Answerer>,
     targets: Vec<(ConnSender, Arc<Waker>)>,
     next: std::sync::atomic::AtomicUsize,
     control: Arc<Control>,
@@ -213,6 +227,13 @@ impl Handoff {
         if self.targets.is_empty() {
             return;
         }
+        let arrived = match &self.answerer {
+            Some(a) => match a.answer(flow, &conn, &self.control) {
+                Outcome::Finished => return,
+                Outcome::Unfinished(arrived) => arrived,
+            },
+            None => Arrived::default(),
+        };
         let admitted = self
             .control
             .live
@@ -225,7 +246,7 @@ impl Handoff {
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.targets.len();
         let (tx, waker) = &self.targets[i];
-        if tx.send((flow, conn)).is_ok() {
+        if tx.send((flow, conn, arrived)).is_ok() {
             waker.wake();
         }
     }
@@ -258,10 +279,12 @@ impl Workers {
         }
     }
 
-    /// Where new `--crr` connections go: the workers that take them, round robin, at most
-    /// `max_live` open at once.
-    pub(crate) fn handoff(&self, max_live: usize) -> Handoff {
+    /// Where new `--crr` connections go: answered at once when whole and small (requests of
+    /// `request_len` bytes, responses of `response_len`), else to the workers that take
+    /// them, round robin, at most `max_live` open at once.
+    pub(crate) fn handoff(&self, max_live: usize, request_len: u64, response_len: u64) -> Handoff {
         Handoff {
+            answerer: Answerer::new(request_len, response_len),
             targets: self
                 .workers
                 .iter()

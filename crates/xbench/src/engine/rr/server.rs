@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::at_once::Arrived;
 use super::poll::{Interest, Poll, Waker};
 use super::{Control, Epochs, FlowSnapshot, Report, STOPPED, TcpTrack, Worker, tell};
 use crate::engine::cpu::thread_cpu;
+use crate::report::CpuUsage;
 
 /// What a server worker answers.
 #[derive(Debug, Clone, Copy)]
@@ -61,9 +63,10 @@ pub(crate) fn spawn(
         tx,
         zeros: vec![0u8; (plan.response_len as usize).clamp(1, CHUNK)],
         epochs: Epochs::new(index),
+        at_once_cpu: CpuUsage::default(),
     };
     for (id, s) in flows {
-        worker.add(id, s)?;
+        worker.add(id, s, Arrived::default())?;
     }
     let thread = std::thread::Builder::new()
         .name(format!("xb-rr-server-{index}"))
@@ -103,6 +106,8 @@ struct ServerConn {
     rx: u64,
     /// Response bytes owed.
     owed: u64,
+    /// `--crr`: its one request is in (counted, here or by the accept path).
+    asked: bool,
     want_write: bool,
     answered: bool,
     /// Added to the worker's epoll set (a `--crr` connection answered on arrival never is).
@@ -121,15 +126,18 @@ struct ServerWorker {
     free: Vec<usize>,
     /// Per flow id, since the last snapshot.
     counts: Vec<(u16, Counts)>,
-    incoming: Receiver<(u16, TcpStream)>,
+    incoming: Receiver<(u16, TcpStream, Arrived)>,
     control: Arc<Control>,
     tx: UnboundedSender<Report>,
     zeros: Vec<u8>,
     epochs: Epochs,
+    /// CPU time of the `--crr` answers given in the accept path (first worker only).
+    at_once_cpu: CpuUsage,
 }
 
 impl ServerWorker {
-    fn add(&mut self, flow: u16, sock: Arc<TcpStream>) -> io::Result<()> {
+    /// Takes a connection on which the accept path has done `arrived` already.
+    fn add(&mut self, flow: u16, sock: Arc<TcpStream>, arrived: Arrived) -> io::Result<()> {
         let crr = self.plan.one_per_connection;
         // A --crr connection comes from the server's accept path non-blocking already (accept4
         // with SOCK_NONBLOCK, or a runtime socket), and needs no TCP_NODELAY: its one response
@@ -147,8 +155,9 @@ impl ServerWorker {
         self.conns[slot] = Some(ServerConn {
             flow,
             sock,
-            rx: 0,
-            owed: 0,
+            rx: arrived.rx,
+            owed: arrived.owed,
+            asked: arrived.owed > 0,
             want_write: false,
             answered: false,
             registered: false,
@@ -224,8 +233,8 @@ impl ServerWorker {
                     self.close(slot, Some(e));
                 }
             }
-            while let Ok((flow, s)) = self.incoming.try_recv() {
-                if let Err(e) = self.add(flow, Arc::new(s)) {
+            while let Ok((flow, s, arrived)) = self.incoming.try_recv() {
+                if let Err(e) = self.add(flow, Arc::new(s), arrived) {
                     tell(
                         &self.tx,
                         Report::Failed {
@@ -241,12 +250,17 @@ impl ServerWorker {
             }
         }
         let flows = self.snapshot();
+        let mut cpu = thread_cpu();
+        if self.epochs.worker() == 0 {
+            // Charged for the answers the accept path gave (see `snapshot`).
+            cpu += self.at_once_cpu;
+        }
         tell(
             &self.tx,
             Report::Done {
                 flows,
                 latency: None,
-                cpu: thread_cpu(),
+                cpu,
             },
         );
     }
@@ -286,6 +300,18 @@ impl ServerWorker {
     }
 
     fn snapshot(&mut self) -> Vec<FlowSnapshot> {
+        if self.epochs.worker() == 0 {
+            // The first worker reports the connections answered in the accept path as its own.
+            let (taken, cpu) = self.control.at_once.take();
+            self.at_once_cpu += cpu;
+            for (flow, t) in taken {
+                let c = self.count(flow);
+                c.connections += t.connections;
+                c.transactions += t.transactions;
+                c.retransmits += t.retransmits;
+                c.srtt_us = t.srtt_us.or(c.srtt_us);
+            }
+        }
         let mut samples = Vec::new();
         for c in self.conns.iter_mut().flatten() {
             samples.push((c.flow, c.tcp.sample(&c.sock)));
@@ -363,9 +389,10 @@ impl ServerWorker {
         let complete = c.rx / req;
         c.rx %= req;
         if complete > 0 {
-            if self.plan.one_per_connection && (complete > 1 || c.answered) {
+            if self.plan.one_per_connection && (complete > 1 || c.asked) {
                 return Err("a --crr connection sent more than one request".into());
             }
+            c.asked = true;
             c.owed += complete * resp;
             let flow = c.flow;
             self.count(flow).transactions += complete;
