@@ -23,9 +23,17 @@ async fn up_with(
     moto: &Moto,
     hosts: Arc<FakeRunCommand>,
 ) -> Result<xbench_deploy::state::Outputs, Error> {
+    up_paths(moto, hosts, PCX_AND_PUBLIC).await
+}
+
+async fn up_paths(
+    moto: &Moto,
+    hosts: Arc<FakeRunCommand>,
+    paths: &str,
+) -> Result<xbench_deploy::state::Outputs, Error> {
     let state = TempDir::new("state");
     let (d, _, _) = moto.deployer_with(state.path(), hosts).await;
-    let s = Scenario::from_toml(&two_regions("ready", PCX_AND_PUBLIC)).unwrap();
+    let s = Scenario::from_toml(&two_regions("ready", paths)).unwrap();
     let p = Plan::build(&s, &PriceTable::shipped()).unwrap();
     let out = d.up(&s, &p, &up_options(state.path()), pending()).await;
     if let Ok(o) = &out {
@@ -122,6 +130,50 @@ async fn a_server_that_does_not_answer_its_client_fails_up_naming_the_path() {
         other => panic!("{other}"),
     }
     assert!(e.to_string().contains("--allow"), "{e}");
+    assert!(moto.leftovers().await.is_empty());
+}
+
+/// `clients = 3`: every instance of the fleet probes the server, not only the first, and
+/// those that cannot reach it are all named (here the two that probe last).
+#[tokio::test]
+async fn fleet_instances_that_cannot_reach_the_server_are_named() {
+    let moto = moto_or_skip!();
+    let probed = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = Arc::clone(&probed);
+    let hosts = Arc::new(FakeRunCommand::new(move |instance, script| {
+        if script.contains("boot-status") {
+            (0, "ok\n".into(), String::new())
+        } else if script.contains(" client ") {
+            let mut seen = seen.lock().unwrap();
+            if !seen.iter().any(|i| i == instance) {
+                seen.push(instance.to_owned());
+            }
+            if seen.first().is_some_and(|i| i == instance) {
+                (0, "ok\n".into(), String::new())
+            } else {
+                (1, String::new(), "xbench: connection timed out\n".into())
+            }
+        } else {
+            (0, String::new(), String::new())
+        }
+    }));
+    let fleet = "[[path]]\nkind = \"public\"\nclient = \"us-east-1\"\nserver = \"ap-southeast-2\"\nclients = 3\n";
+    let e = up_paths(&moto, hosts, fleet).await.unwrap_err();
+    assert_eq!(probed.lock().unwrap().len(), 3, "each instance probes");
+    match cause(&e) {
+        Error::ServerUnreachable { path, client, .. } => {
+            assert_eq!(path, "public");
+            let named: std::collections::BTreeSet<&str> = client.split(", ").collect();
+            assert_eq!(named.len(), 2, "{client}");
+            for n in named {
+                assert!(
+                    ["client-public", "client-public.2", "client-public.3"].contains(&n),
+                    "{client}"
+                );
+            }
+        }
+        other => panic!("{other}"),
+    }
     assert!(moto.leftovers().await.is_empty());
 }
 

@@ -50,13 +50,47 @@ pub(super) async fn wait(
             );
             continue;
         }
-        let Some(client) = p.client_host.as_ref().and_then(|c| host(out, c)) else {
+        let Some(first) = p.client_host.as_ref().and_then(|c| host(out, c)) else {
             info!("[{}] the client is your host: not probed", p.label);
             continue;
         };
-        probe(d, p, client).await?;
+        // Every instance of a fleet is probed (at once): each has its own public address in
+        // the server's allow list and its own agent, and one that cannot reach the server
+        // would fail every run of the path, so it is named here rather than at the first run.
+        let mut clients = vec![first];
+        for key in &p.fleet {
+            clients.push(host(out, key).ok_or_else(|| {
+                Error::Internal(format!("path {}: fleet host {key} not recorded", p.label))
+            })?);
+        }
+        let probes = clients
+            .iter()
+            .map(|c| Box::pin(probe(d, p, c)) as crate::aws::BoxFuture<'_, _>)
+            .collect();
+        unreachable_named(crate::run::join_all(probes).await)?;
     }
     Ok(())
+}
+
+/// The first failed probe, naming every instance of the fleet that failed (the detail is
+/// the first one's: a fleet shares its subnet, groups and server, so one cause is usual).
+fn unreachable_named(results: Vec<Result<(), Error>>) -> Result<(), Error> {
+    let mut failed = results.into_iter().filter_map(Result::err);
+    let Some(mut first) = failed.next() else {
+        return Ok(());
+    };
+    let others: Vec<String> = failed
+        .filter_map(|e| match e {
+            Error::ServerUnreachable { client, .. } => Some(client),
+            _ => None,
+        })
+        .collect();
+    if let Error::ServerUnreachable { client, .. } = &mut first
+        && !others.is_empty()
+    {
+        *client = format!("{client}, {}", others.join(", "));
+    }
+    Err(first)
 }
 
 fn host<'a>(out: &'a Outputs, key: &str) -> Option<&'a HostOutput> {

@@ -432,7 +432,7 @@ async fn one_run(
 }
 
 /// Polls every future until all are done (a fleet's instances run at once).
-async fn join_all<T>(mut futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
+pub(crate) async fn join_all<T>(mut futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
     let mut out: Vec<Option<T>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
         let mut pending = false;
