@@ -20,33 +20,7 @@ impl Builder<'_> {
         else {
             unreachable!("home_vpn_path is called for paths to your VPN end only")
         };
-        let (vpc, subnet, target) = match (&p.client, &p.server) {
-            (End::Address(_), End::Vpc(s)) => {
-                let from = IngressSource::Cidr(on_prem_cidr);
-                self.allow_port(s, from.clone());
-                // ICMP too: `ping` through the tunnel, and "fragmentation needed" for
-                // path-MTU discovery over it.
-                self.ingress.insert(IngressPlan {
-                    vpc: s.clone(),
-                    group: GroupKind::Hosts,
-                    protocol: Protocol::Icmp,
-                    port: None,
-                    source: from,
-                });
-                (
-                    s.clone(),
-                    "base".to_owned(),
-                    PathTarget::PrivateIp(format!("server-{s}")),
-                )
-            }
-            // The hosts group is stateful: replies from your server need no rule.
-            (End::Vpc(c), End::Address(a)) => (
-                c.clone(),
-                format!("client-{}", p.label),
-                PathTarget::Address(*a),
-            ),
-            _ => unreachable!("Scenario::check admits one VPC end and one address end"),
-        };
+        let (vpc, subnet, target) = self.on_prem_ends(p, on_prem_cidr);
         let aws_subnet = self.subnet_of(&vpc, &subnet);
         let base = self.tunnel_block()?;
         let gateway = format!("gw-{}", p.label);

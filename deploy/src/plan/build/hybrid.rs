@@ -6,25 +6,26 @@ use super::*;
 use crate::hybrid::PrivateGateway;
 
 impl Builder<'_> {
-    /// Routes and rules of a hybrid `existing` path; what its client dials.
-    pub(super) fn hybrid_path(&mut self, p: &PathSpec) -> PathTarget {
-        let Some(h) = &p.hybrid else {
-            unreachable!("hybrid_path is called for paths with via only")
-        };
-        let (vpc, subnet, target) = match (&p.client, &p.server) {
-            (End::Vpc(c), End::Address(a)) => {
-                // The hosts group is stateful: replies from your server need no rule.
-                (
-                    c.clone(),
-                    format!("client-{}", p.label),
-                    PathTarget::Address(*a),
-                )
-            }
+    /// The AWS end of a path whose other end is your host on `on_prem_cidr` (a hybrid
+    /// `existing` path or a VPN to your own end): its VPC, the subnet whose routes lead to
+    /// your block, and what the client dials. When your host is the client, the server's
+    /// group lets your block in (xbench port and ICMP: `ping` while the routes are checked,
+    /// and "fragmentation needed" for path-MTU discovery over a tunnel or DX); the hosts
+    /// group is stateful, so replies to your server need no rule.
+    pub(super) fn on_prem_ends(
+        &mut self,
+        p: &PathSpec,
+        on_prem_cidr: Ipv4Cidr,
+    ) -> (String, String, PathTarget) {
+        match (&p.client, &p.server) {
+            (End::Vpc(c), End::Address(a)) => (
+                c.clone(),
+                format!("client-{}", p.label),
+                PathTarget::Address(*a),
+            ),
             (End::Address(_), End::Vpc(s)) => {
-                let from = IngressSource::Cidr(h.on_prem_cidr);
+                let from = IngressSource::Cidr(on_prem_cidr);
                 self.allow_port(s, from.clone());
-                // ICMP too: `ping` from your side while the routes are being checked, and
-                // "fragmentation needed" for path-MTU discovery over a tunnel or DX.
                 self.ingress.insert(IngressPlan {
                     vpc: s.clone(),
                     group: GroupKind::Hosts,
@@ -39,7 +40,15 @@ impl Builder<'_> {
                 )
             }
             _ => unreachable!("Scenario::check admits one VPC end and one address end"),
+        }
+    }
+
+    /// Routes and rules of a hybrid `existing` path; what its client dials.
+    pub(super) fn hybrid_path(&mut self, p: &PathSpec) -> PathTarget {
+        let Some(h) = &p.hybrid else {
+            unreachable!("hybrid_path is called for paths with via only")
         };
+        let (vpc, subnet, target) = self.on_prem_ends(p, h.on_prem_cidr);
         self.routes.push(RoutePlan {
             vpc: vpc.clone(),
             subnet,
