@@ -214,8 +214,10 @@ fn judge_attempts(report: &mut TestReport) {
     if total_opened == 0 && report.outcome == Outcome::Completed {
         report.outcome = Outcome::Failed {
             error: format!(
-                "no new connection opened: {}; the path or the server takes no new \
-                 connections (a connection limit already reached?)",
+                "no new connection opened: {} attempt{}, {}; the path or the server takes no \
+                 new connections (a connection limit already reached?)",
+                a.attempts,
+                if a.attempts == 1 { "" } else { "s" },
                 how_they_ended(&a, timeout_s)
             ),
         };
@@ -234,13 +236,9 @@ fn judge_attempts(report: &mut TestReport) {
 /// The failures of `a` by kind, in words.
 fn how_they_ended(a: &Attempts, timeout_s: f64) -> String {
     format!(
-        "{} attempt{}, {} refused, {} timed out (no answer within {timeout_s:.1} s, \
-         --connect-timeout), {} reset before the answer",
-        a.attempts,
-        if a.attempts == 1 { "" } else { "s" },
-        a.refused,
-        a.timed_out,
-        a.reset
+        "{} refused, {} timed out (no answer within {timeout_s:.1} s, --connect-timeout), {} \
+         reset before the answer",
+        a.refused, a.timed_out, a.reset
     )
 }
 
