@@ -566,9 +566,8 @@ fn root_netns_openers_count_refused_timed_out_and_reset_connections_and_go_on() 
     // 1-byte request. Paced, so the server's connections left waiting for a greeting are few.
     iptables(&ns, &["-F", "INPUT"]);
     let len = (20 + 32 + xbench::proto::DATA_GREETING_LEN + 1).to_string();
-    let len: &'static str = Box::leak(len.into_boxed_str());
     let mut rule = vec![
-        "-A", "INPUT", "-p", "tcp", "--dport", "5201", "-m", "length", "--length", len,
+        "-A", "INPUT", "-p", "tcp", "--dport", "5201", "-m", "length", "--length", &len,
     ];
     rule.extend(nth("3", &reject));
     iptables(&ns, &rule);

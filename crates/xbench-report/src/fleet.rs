@@ -572,6 +572,23 @@ fn sum_attempts(each: impl Iterator<Item = Option<Attempts>>) -> Option<Attempts
 mod tests {
     use super::*;
 
+    /// --connections-only: the fleet tried what its instances tried; its share of failures
+    /// is recomputed from the sums, not averaged.
+    #[test]
+    fn instances_attempts_add_up_with_their_share_recomputed() {
+        let a = Attempts::new(90, 10, 0, 0);
+        let b = Attempts::new(0, 0, 5, 5);
+        let sum = sum_attempts([Some(a), Some(b)].into_iter()).unwrap();
+        assert_eq!(sum, Attempts::new(90, 10, 5, 5));
+        assert_eq!(sum.attempts, 110);
+        assert!(
+            (sum.failed_percent - 2000.0 / 110.0).abs() < 1e-9,
+            "{sum:?}"
+        );
+        // An instance without counts (an older client): none for the fleet.
+        assert_eq!(sum_attempts([Some(a), None].into_iter()), None);
+    }
+
     #[test]
     fn uneven_shares_put_the_remainder_first() {
         assert_eq!(shares(64, 4).unwrap(), vec![16, 16, 16, 16]);
