@@ -269,7 +269,8 @@ pub(crate) struct ClientArgs {
     #[arg(long, value_name = "N", default_value_t = xbench::client::DEFAULT_MAX_CONNECTING)]
     pub(crate) max_connecting: std::num::NonZeroUsize,
 
-    /// Seconds to wait for each connection to open.
+    /// Seconds to wait for each connection to open. With --connections-only, also how long
+    /// each new connection has from connect() to its answer before it counts as timed out.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::positive_duration)]
     pub(crate) connect_timeout: Duration,
 

@@ -43,6 +43,16 @@ fn held_flows_stay_open_while_new_connections_are_opened_counted_and_timed() {
     let sum = &rr["summary"];
     let rate = sum["transactions_per_second"].as_f64().unwrap();
     assert!(rate > 0.0, "{sum}");
+    // On loopback every attempt opens: none refused, timed out or reset, and every attempt
+    // started (summary.connections) ended as an opened one.
+    let o = &rr["opening"];
+    assert_eq!(o["attempts"], sum["connections"], "{o} {sum}");
+    assert_eq!(o["opened"], sum["transactions"], "{o} {sum}");
+    for k in ["refused", "timed_out", "reset"] {
+        assert_eq!(o[k], 0, "{k}: {o}");
+    }
+    assert_eq!(o["failed_percent"], 0.0, "{o}");
+    assert_eq!(o["timeout_s"], 10.0, "the default --connect-timeout: {o}");
     // Every new connection is one transaction, counted as a connection by both ends.
     let opened = sum["connections"].as_u64().unwrap();
     assert!(opened >= sum["transactions"].as_u64().unwrap(), "{sum}");
@@ -90,6 +100,8 @@ fn the_text_output_names_connections_held_flows_and_setup_latency() {
         "setup µs (connect() to first answer): min ",
         "held: 20 flows connected in",
         "held flows at the end: 20 of 20 answered, 0 closed, 0 reset, 0 unanswered",
+        "Ref/TO/Reset",
+        " opened, 0 refused, 0 timed out (no answer in 10.0 s), 0 reset before the answer: 0.0 % failed",
     ] {
         assert!(text.contains(want), "no `{want}` in:\n{text}");
     }

@@ -393,3 +393,195 @@ fn root_netns_a_connection_limit_refuses_flows_counted_by_kind_held_with_allow_p
     }
     eprintln!("{test}: {:.1} s", started.elapsed().as_secs_f64());
 }
+
+/// `--connections-only` against a firewall that turns away a share of the *new* connections
+/// (iptables `statistic --mode nth`): its openers count each failed attempt by kind and go on
+/// opening, and the counts match the share the firewall took. Only data connections carry
+/// `-M 1000` as their SYN's MSS, so `-m tcpmss` leaves the control connections alone; the
+/// held flows' SYNs come first through the same counter.
+/// - a connection-count limit (`connlimit` above the held flows): no new connection opens,
+///   every attempt is refused, the back-off keeps them few, and the test fails (exit 1);
+/// - every 4th SYN answered by a reset: of the 8 held flows 2 are refused (held 6 with
+///   `--allow-partial-flows`), and a quarter of the new connections are refused;
+/// - every 5th SYN dropped: 2 held flows and a fifth of the new connections time out after
+///   `--connect-timeout 0.5`;
+/// - every 3rd opener's first segment (greeting and request, a length no other packet has)
+///   answered by a reset: a third are reset before their answer.
+///
+/// Each time `opened + refused + timed_out + reset == attempts`, the attempts equal the
+/// connections the openers started (counted apart), the test completes (exit 0) with a
+/// warning, and only opened connections are transactions.
+#[test]
+fn root_netns_openers_count_refused_timed_out_and_reset_connections_and_go_on() {
+    let test = "root_netns_openers_count_refused_timed_out_and_reset_connections_and_go_on";
+    if !root_or_skip(test) || !iptables_or_skip(test) {
+        return;
+    }
+    let started = Instant::now();
+    let ns = Netns::new("xbopeners");
+    let _server = Server::start(&ns);
+    let xbench = env!("CARGO_BIN_EXE_xbench");
+    let client = |extra: &[&str]| {
+        ns.command(xbench)
+            .args(["client", "127.0.0.1", "-p", "5201", "-M", "1000"])
+            .args(["--connections-only", "--flows", "8", "--openers", "2"])
+            .args(["--allow-partial-flows", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let data_syn = |then: &[&'static str]| -> Vec<&'static str> {
+        let mut rule = vec![
+            "-A", "INPUT", "-p", "tcp", "--syn", "--dport", "5201", "-m", "tcpmss", "--mss", "1000",
+        ];
+        rule.extend_from_slice(then);
+        rule
+    };
+    let nth = |n: &'static str, target: &[&'static str]| -> Vec<&'static str> {
+        let mut then = vec![
+            "-m",
+            "statistic",
+            "--mode",
+            "nth",
+            "--every",
+            n,
+            "--packet",
+            "0",
+            "-j",
+        ];
+        then.extend_from_slice(target);
+        then
+    };
+    let reject = ["REJECT", "--reject-with", "tcp-reset"];
+    // The report's attempt counts, checked for what always holds.
+    let opening = |doc: &Value| -> [u64; 5] {
+        let o = &doc["rr"]["opening"];
+        let n = |k: &str| o[k].as_u64().unwrap_or_else(|| panic!("{k} in {o}"));
+        let c = [
+            n("attempts"),
+            n("opened"),
+            n("refused"),
+            n("timed_out"),
+            n("reset"),
+        ];
+        assert_eq!(c[1] + c[2] + c[3] + c[4], c[0], "{o}");
+        let sum = &doc["rr"]["summary"];
+        assert_eq!(
+            sum["connections"], c[0],
+            "every attempt started ended: {sum} {o}"
+        );
+        assert_eq!(sum["transactions"], c[1], "{sum} {o}");
+        let share = o["failed_percent"].as_f64().unwrap();
+        assert!(
+            (share - (c[0] - c[1]) as f64 * 100.0 / c[0] as f64).abs() < 1e-6,
+            "{o}"
+        );
+        // Each interval counts the attempts that ended in it; together, all of them.
+        let ivs = doc["rr"]["intervals"].as_array().unwrap();
+        let in_ivs: u64 = ivs
+            .iter()
+            .map(|iv| iv["attempts"]["attempts"].as_u64().unwrap())
+            .sum();
+        assert_eq!(in_ivs, c[0], "{o}");
+        c
+    };
+
+    // A connection-count limit the held flows fill (connlimit counts the connections whose
+    // SYN reached it: the 8 held flows): every new connection is refused.
+    iptables(
+        &ns,
+        &data_syn(&[
+            "-m",
+            "connlimit",
+            "--connlimit-above",
+            "8",
+            "--connlimit-mask",
+            "32",
+            "-j",
+            "REJECT",
+            "--reject-with",
+            "tcp-reset",
+        ]),
+    );
+    let out = client(&["-t", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let why = doc["outcome"].to_string();
+    assert!(why.contains("no new connection opened: "), "{why}");
+    let [attempts, opened, refused, ..] = opening(&doc);
+    assert_eq!((opened, refused), (0, attempts), "{}", doc["rr"]["opening"]);
+    // Two openers backing off to 0.1 s: about 17 attempts each in a second, not thousands.
+    assert!((10..=60).contains(&attempts), "{}", doc["rr"]["opening"]);
+    assert_eq!(doc["rr"]["held"]["open_at_end"], 8, "{}", doc["rr"]["held"]);
+
+    // Every 4th data SYN refused (the 1st, 5th, 9th…): 2 of the 8 held flows, then a quarter
+    // of the openers'.
+    iptables(&ns, &["-F", "INPUT"]);
+    iptables(&ns, &data_syn(&nth("4", &reject)));
+    let out = client(&["-t", "2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["rr"]["setup"]["refused"], 2, "{}", doc["rr"]["setup"]);
+    assert_eq!(doc["rr"]["held"]["open_at_end"], 6, "{}", doc["rr"]["held"]);
+    let [attempts, opened, refused, timed_out, reset] = opening(&doc);
+    assert!(attempts >= 100, "{}", doc["rr"]["opening"]);
+    assert!(
+        (refused * 4).abs_diff(attempts) <= 4,
+        "a quarter refused: {}",
+        doc["rr"]["opening"]
+    );
+    assert_eq!((timed_out, reset), (0, 0), "{}", doc["rr"]["opening"]);
+    // Only the opened ones reached the server.
+    let server_conns = doc["rr"]["summary"]["server_connections"].as_u64().unwrap();
+    assert_eq!(server_conns, opened, "{}", doc["rr"]["summary"]);
+    let warned = doc["warnings"].as_array().unwrap().iter().any(|w| {
+        w.as_str()
+            .unwrap()
+            .contains(&format!("{} of {attempts} new connections failed", refused))
+    });
+    assert!(warned, "{}", doc["warnings"]);
+
+    // Every 5th data SYN dropped (the 1st, 6th…): 2 held flows, and a fifth of the openers'
+    // attempts time out.
+    iptables(&ns, &["-F", "INPUT"]);
+    iptables(&ns, &data_syn(&nth("5", &["DROP"])));
+    let out = client(&["-t", "2", "--connect-timeout", "0.5"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["rr"]["setup"]["timed_out"], 2, "{}", doc["rr"]["setup"]);
+    let [attempts, _, refused, timed_out, reset] = opening(&doc);
+    assert!(attempts >= 10, "{}", doc["rr"]["opening"]);
+    assert!(
+        (timed_out * 5).abs_diff(attempts) <= 5,
+        "a fifth timed out: {}",
+        doc["rr"]["opening"]
+    );
+    assert_eq!((refused, reset), (0, 0), "{}", doc["rr"]["opening"]);
+    assert_eq!(doc["rr"]["opening"]["timeout_s"], 0.5);
+
+    // Every 3rd opener's first segment reset: IP 20 + TCP 32 (timestamps) + greeting + the
+    // 1-byte request. Paced, so the server's connections left waiting for a greeting are few.
+    iptables(&ns, &["-F", "INPUT"]);
+    let len = (20 + 32 + xbench::proto::DATA_GREETING_LEN + 1).to_string();
+    let mut rule = vec![
+        "-A", "INPUT", "-p", "tcp", "--dport", "5201", "-m", "length", "--length", &len,
+    ];
+    rule.extend(nth("3", &reject));
+    iptables(&ns, &rule);
+    let out = client(&["-t", "2", "--rate", "100"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let [attempts, _, refused, timed_out, reset] = opening(&doc);
+    assert!(attempts >= 200, "{}", doc["rr"]["opening"]);
+    assert!(
+        (reset * 3).abs_diff(attempts) <= 3,
+        "a third reset: {}",
+        doc["rr"]["opening"]
+    );
+    assert_eq!((refused, timed_out), (0, 0), "{}", doc["rr"]["opening"]);
+    eprintln!("{test}: {:.1} s", started.elapsed().as_secs_f64());
+}

@@ -30,8 +30,8 @@
 use xbench::config::{TestSpec, Workload};
 use xbench::latency::Distribution;
 use xbench::report::{
-    CpuReport, CpuUsage, DirectionSummary, Fairness, Interval, IntervalSum, Outcome, Pacing,
-    RrInterval, RrReport, RrSummary, RttStats, Summary, TestReport, Transfer,
+    Attempts, CpuReport, CpuUsage, DirectionSummary, Fairness, Interval, IntervalSum, Opening,
+    Outcome, Pacing, RrInterval, RrReport, RrSummary, RttStats, Summary, TestReport, Transfer,
 };
 
 /// Largest fleet: 64 instances is already more than any one path needs, and keeps a typo
@@ -485,6 +485,7 @@ fn merge_rr(parts: &[TestReport], offsets: &[u16]) -> Result<RrReport, FleetErro
             connections: same.iter().map(|x| x.connections).sum(),
             histogram: h.encode(),
             lost: None,
+            attempts: sum_attempts(same.iter().map(|x| x.attempts)),
             ..iv.clone()
         });
     }
@@ -537,18 +538,56 @@ fn merge_rr(parts: &[TestReport], offsets: &[u16]) -> Result<RrReport, FleetErro
             }
             a
         });
+    // --connections-only: every instance's openers tried their own new connections.
+    let opening = rrs
+        .iter()
+        .map(|r| r.opening)
+        .collect::<Option<Vec<_>>>()
+        .and_then(|v| {
+            Some(Opening {
+                attempts: sum_attempts(v.iter().map(|o| Some(o.attempts)))?,
+                timeout_s: v.iter().map(|o| o.timeout_s).fold(0.0, f64::max),
+            })
+        });
     Ok(RrReport {
         intervals,
         summary,
         flows,
         setup,
         held,
+        opening,
     })
+}
+
+/// The instances' attempt counts summed (`--connections-only`); `None` unless all have them.
+fn sum_attempts(each: impl Iterator<Item = Option<Attempts>>) -> Option<Attempts> {
+    each.collect::<Option<Vec<_>>>()?
+        .iter()
+        .fold(None, |acc: Option<Attempts>, a| {
+            Some(acc.map_or(*a, |s| s.add(a)))
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// --connections-only: the fleet tried what its instances tried; its share of failures
+    /// is recomputed from the sums, not averaged.
+    #[test]
+    fn instances_attempts_add_up_with_their_share_recomputed() {
+        let a = Attempts::new(90, 10, 0, 0);
+        let b = Attempts::new(0, 0, 5, 5);
+        let sum = sum_attempts([Some(a), Some(b)].into_iter()).unwrap();
+        assert_eq!(sum, Attempts::new(90, 10, 5, 5));
+        assert_eq!(sum.attempts, 110);
+        assert!(
+            (sum.failed_percent - 2000.0 / 110.0).abs() < 1e-9,
+            "{sum:?}"
+        );
+        // An instance without counts (an older client): none for the fleet.
+        assert_eq!(sum_attempts([Some(a), None].into_iter()), None);
+    }
 
     #[test]
     fn uneven_shares_put_the_remainder_first() {

@@ -17,6 +17,9 @@ use crate::plan::{PlannedRun, SweepPlan};
 /// Something that happened during a sweep.
 #[derive(Debug)]
 #[non_exhaustive]
+// Each event is moved once, into the caller's callback, and never stored: boxing the client's
+// (an interval with its counts) would cost an allocation per interval to save a copy.
+#[allow(clippy::large_enum_variant)]
 pub enum SweepEvent<'a> {
     /// A run already saved by an earlier, interrupted sweep (`resume`).
     Skipped(&'a PlannedRun),

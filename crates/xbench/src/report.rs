@@ -587,6 +587,82 @@ pub struct RrInterval {
     /// the interval in which they timed out. `None` for TCP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<u64>,
+    /// `--connections-only`: the new connections tried, by how each ended, counted in the
+    /// interval in which it ended. `None` for every other test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<Attempts>,
+}
+
+/// `--connections-only`: new connections tried and how each ended. Every attempt ends in
+/// exactly one way, so `opened + refused + timed_out + reset == attempts`.
+///
+/// A connection limit on the path (a load balancer's, a NAT gateway's, a firewall's) shows
+/// here as refused or timed-out attempts; a server or middlebox that takes the connection and
+/// then drops it, as reset ones. Only opened attempts are transactions: the rate and the
+/// setup latency are theirs alone.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Attempts {
+    /// New connections tried (`connect()` called) whose outcome is known.
+    pub attempts: u64,
+    /// Opened and answered: the transactions.
+    pub opened: u64,
+    /// Refused: a reset (or an ICMP unreachable) answered the SYN.
+    pub refused: u64,
+    /// Not answered within the timeout (`timeout_s` of [`Opening`]), from `connect()`: a
+    /// SYN or its answer dropped, or a connection taken and never served.
+    pub timed_out: u64,
+    /// Opened, then reset or closed before the answer arrived.
+    pub reset: u64,
+    /// Refused, timed out and reset as a share of `attempts`, percent (0 without attempts).
+    pub failed_percent: f64,
+}
+
+impl Attempts {
+    /// The attempts of `opened` connections that opened and the failures counted beside
+    /// them, with their share.
+    pub fn new(opened: u64, refused: u64, timed_out: u64, reset: u64) -> Self {
+        let failed = refused + timed_out + reset;
+        let attempts = opened + failed;
+        Attempts {
+            attempts,
+            opened,
+            refused,
+            timed_out,
+            reset,
+            failed_percent: if attempts > 0 {
+                failed as f64 * 100.0 / attempts as f64
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// Attempts that did not open: refused, timed out or reset.
+    pub fn failed(&self) -> u64 {
+        self.refused + self.timed_out + self.reset
+    }
+
+    /// The sum of two counts (intervals, or a fleet's instances), its share recomputed.
+    pub fn add(&self, o: &Attempts) -> Attempts {
+        Attempts::new(
+            self.opened + o.opened,
+            self.refused + o.refused,
+            self.timed_out + o.timed_out,
+            self.reset + o.reset,
+        )
+    }
+}
+
+/// `--connections-only`: how the new connections' attempts ended over the measured window,
+/// and how long an attempt had.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Opening {
+    /// The counts, after the warm-up.
+    #[serde(flatten)]
+    pub attempts: Attempts,
+    /// Seconds an attempt had from `connect()` to its answer before it counted as timed out
+    /// (the client's connect timeout).
+    pub timeout_s: f64,
 }
 
 /// Pacing, for a `--rate` test.
@@ -713,6 +789,10 @@ pub struct RrReport {
     /// connections, one per transaction). `None` for every other test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<HeldFlows>,
+    /// `--connections-only`: the new connections tried and how they ended (refused, timed
+    /// out, reset); `summary` counts the opened ones. `None` for every other test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opening: Option<Opening>,
 }
 
 /// `--connections-only`: the connections held open for the whole test, checked at its end.

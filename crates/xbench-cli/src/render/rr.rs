@@ -68,9 +68,16 @@ impl RrText {
             Some(_) => ("Lost", ""),
             None => ("Retr", "sRTT"),
         };
+        // --connections-only: how the interval's failed attempts ended.
+        let failed = iv.attempts.filter(|_| self.connections_only).map(|a| {
+            format!(
+                " {:>14}",
+                format!("{}/{}/{}", a.refused, a.timed_out, a.reset)
+            )
+        });
         if !self.header_done {
             self.header_done = true;
-            let header = format!(
+            let mut header = format!(
                 "[ ID] Interval          {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}",
                 if self.connections_only {
                     "Conn/s"
@@ -85,6 +92,9 @@ impl RrText {
                 c1,
                 c2
             );
+            if failed.is_some() {
+                let _ = write!(header, " {:>14}", "Ref/TO/Reset");
+            }
             let _ = writeln!(s, "{}", header.trim_end());
         }
         let l = iv.latency;
@@ -98,7 +108,7 @@ impl RrText {
             (Some(_), _) => String::new(),
             (None, v) => v.map_or_else(|| "-".into(), rtt),
         };
-        let row = format!(
+        let mut row = format!(
             "[SUM] {:6.2}-{:<6.2} s {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}",
             iv.start_s,
             iv.end_s,
@@ -111,6 +121,9 @@ impl RrText {
             retr,
             srtt,
         );
+        if let Some(f) = failed {
+            row.push_str(&f);
+        }
         let omitted = if iv.omitted { "  (omitted)" } else { "" };
         let _ = writeln!(s, "{}{omitted}", row.trim_end());
         s
@@ -401,6 +414,20 @@ fn connections_only_summary(s: &mut String, r: &TestReport, h: &xbench::report::
         grouped(sum.transactions),
         h.openers,
     );
+    if let Some(o) = &rr.opening {
+        let a = &o.attempts;
+        let _ = writeln!(
+            s,
+            "  attempts: {} tried, {} opened, {} refused, {} timed out (no answer in {:.1} s), {} reset before the answer: {:.1} % failed",
+            grouped(a.attempts),
+            grouped(a.opened),
+            grouped(a.refused),
+            grouped(a.timed_out),
+            o.timeout_s,
+            grouped(a.reset),
+            a.failed_percent,
+        );
+    }
     match sum.latency {
         Some(l) => {
             latency_line(s, "setup µs (connect() to first answer)", &l);

@@ -11,7 +11,14 @@
 //! close, over and over. Its transactions are the new connections: their rate per interval
 //! and overall, and the latency of each, from `connect()` to the first answer on it. At the
 //! end every held flow is checked with a 1-byte round trip. Not the workers themselves
-//! ([`rr`](super::rr) and `engine::rr`), whose `--crr` loop this reuses unchanged.
+//! ([`rr`](super::rr) and `engine::rr`), whose `--crr` loop this reuses.
+//!
+//! Unlike a `--crr` test, an opener whose new connection is refused, is not answered within
+//! `--connect-timeout` or is reset before its answer counts that attempt by kind and goes on
+//! opening (after a back-off of 1 ms doubling to 100 ms while the failures last): a path's
+//! connection limit shows as those counts, per interval and in [`Opening`]. The test then
+//! completes with a warning saying how many failed; it fails only if no new connection opened
+//! at all.
 
 use std::future::Future;
 use std::net::TcpStream;
@@ -23,9 +30,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::session::{Session, ended_by, send};
 use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, interruptible, rr};
 use crate::config::{EndCondition, FlowCount, RrSpec, SpecError, Workload};
+use crate::engine::rr::client::KeepOpening;
 use crate::error::Error;
 use crate::proto::{Finish, IdCount, Message, Tally};
-use crate::report::{HeldFlows, Outcome, TestReport};
+use crate::report::{Attempts, HeldFlows, Opening, Outcome, TestReport};
 
 /// Runs a `--connections-only` test: holds the spec's flows, opens new connections `openers`
 /// at a time for the test's length, checks the held flows, and reports.
@@ -102,10 +110,14 @@ pub(super) async fn run(
     .await?;
     // The held test's server reports intervals all along; read them so its control
     // connection never backs up, and notice if it goes away.
+    let keep_opening = KeepOpening {
+        timeout: config.connect_timeout,
+    };
     let opening = rr::run(
         session,
         &open_config,
         &open_spec,
+        Some(keep_opening),
         on_event,
         cancel.as_mut(),
         give_up,
@@ -123,6 +135,7 @@ pub(super) async fn run(
     };
     let mut report = report?;
     report.warnings.splice(0..0, warnings);
+    judge_attempts(&mut report);
     // After Ctrl-C the user is waiting: a shorter bound on the held flows' answers.
     let interrupted = report.outcome == Outcome::Interrupted;
     let patience = if interrupted {
@@ -181,6 +194,52 @@ pub(super) async fn run(
         rr::turned_away(&mut report, asked, max, why);
     }
     Ok(report)
+}
+
+/// What the openers' failed attempts make of the test: failures are the measurement, so a
+/// completed test stays completed and says how many in a warning; a test in which no new
+/// connection opened measured no rate and fails, saying how its attempts ended.
+fn judge_attempts(report: &mut TestReport) {
+    let Some(Opening {
+        attempts: a,
+        timeout_s,
+    }) = report.rr.as_ref().and_then(|r| r.opening)
+    else {
+        return;
+    };
+    let total_opened = report
+        .rr
+        .as_ref()
+        .map_or(0, |r| r.summary.total_transactions);
+    if total_opened == 0 && report.outcome == Outcome::Completed {
+        report.outcome = Outcome::Failed {
+            error: format!(
+                "no new connection opened: {} attempt{}, {}; the path or the server takes no \
+                 new connections (a connection limit already reached?)",
+                a.attempts,
+                if a.attempts == 1 { "" } else { "s" },
+                how_they_ended(&a, timeout_s)
+            ),
+        };
+    } else if a.failed() > 0 {
+        report.warnings.push(format!(
+            "{} of {} new connections failed ({:.1} %): {}; a connection limit on the path or \
+             at the server shows here, and the rate counts the opened ones only",
+            a.failed(),
+            a.attempts,
+            a.failed_percent,
+            how_they_ended(&a, timeout_s)
+        ));
+    }
+}
+
+/// The failures of `a` by kind, in words.
+fn how_they_ended(a: &Attempts, timeout_s: f64) -> String {
+    format!(
+        "{} refused, {} timed out (no answer within {timeout_s:.1} s, --connect-timeout), {} \
+         reset before the answer",
+        a.refused, a.timed_out, a.reset
+    )
 }
 
 /// The request/response spec of a `--connections-only` configuration, if it is one this mode

@@ -23,9 +23,10 @@ use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, interruptible};
 use crate::check;
 use crate::config::{EndCondition, RrSpec, StreamDirection};
 use crate::control::sleep_until_opt;
+use crate::engine::rr::client::KeepOpening;
 use crate::engine::rr::udp::UdpFlow;
 use crate::engine::rr::{
-    self, Control, DRAINING, FlowSnapshot, Report, STOPPED, UdpCounts, Workers,
+    self, Control, DRAINING, Failures, FlowSnapshot, Report, STOPPED, UdpCounts, Workers,
 };
 use crate::engine::schedule::{Boundaries, Schedule, Span};
 use crate::engine::udp::{socket, wire};
@@ -33,17 +34,20 @@ use crate::error::Error;
 use crate::latency::{Distribution, FlowSketch};
 use crate::proto::{Finish, IdCount, Message, Tally};
 use crate::report::{
-    CpuReport, CpuUsage, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport, RrSummary,
-    RrUdpSummary, RttStats, SideRrFlow, SideRrInterval, SideRrResults, StreamInfo, Summary,
-    TestReport,
+    Attempts, CpuReport, CpuUsage, Opening, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport,
+    RrSummary, RrUdpSummary, RttStats, SideRrFlow, SideRrInterval, SideRrResults, StreamInfo,
+    Summary, TestReport,
 };
 use crate::tcp_info;
 
-/// Runs an accepted request/response test and reports it.
+/// Runs an accepted request/response test and reports it. With `keep_opening` (a `--crr`
+/// spec: `--connections-only`'s openers) a new connection that fails is counted by kind and
+/// the flow goes on; without, it ends the flow and fails the test.
 pub(super) async fn run(
     mut session: Session,
     config: &ClientConfig,
     spec: &RrSpec,
+    keep_opening: Option<KeepOpening>,
     on_event: OnEvent<'_>,
     cancel: impl Future<Output = ()>,
     mut give_up: GiveUp<impl Future<Output = ()>>,
@@ -88,7 +92,7 @@ pub(super) async fn run(
             on_event(ClientEvent::Warning(w.clone()));
         }
         let data = Data::Udp(flows, infos);
-        let running = Running::start(session, config, spec, data, warnings, on_event)?;
+        let running = Running::start(session, config, spec, data, None, warnings, on_event)?;
         let ended = running.run(cancel, on_event).await;
         let drained = ended.drain(&mut give_up, on_event).await;
         return Ok(drained.collect(&mut give_up, on_event).await.report(spec));
@@ -126,7 +130,16 @@ pub(super) async fn run(
         on_event(ClientEvent::Warning(w.clone()));
     }
     let conns = Data::Tcp(conns);
-    let running = Running::start(session, config, spec, conns, warnings, on_event)?;
+    let keep_opening = keep_opening.filter(|_| spec.connect_per_transaction);
+    let running = Running::start(
+        session,
+        config,
+        spec,
+        conns,
+        keep_opening,
+        warnings,
+        on_event,
+    )?;
     let ended = running.run(cancel, on_event).await;
     let drained = ended.drain(&mut give_up, on_event).await;
     let mut report = drained.collect(&mut give_up, on_event).await.report(spec);
@@ -188,6 +201,7 @@ impl<'c> Running<'c> {
         config: &'c ClientConfig,
         spec: &RrSpec,
         conns: Data,
+        keep_opening: Option<KeepOpening>,
         warnings: Vec<String>,
         on_event: OnEvent<'_>,
     ) -> Result<Self, Error> {
@@ -197,18 +211,19 @@ impl<'c> Running<'c> {
             Data::Udp(_, infos) => infos.clone(),
             Data::Tcp(_) => Vec::new(),
         };
-        let (workers, reports) = spawn_workers(&session, config, spec, conns, start)?;
+        let (workers, reports) = spawn_workers(&session, config, spec, conns, keep_opening, start)?;
         on_event(ClientEvent::Started {
             server: session.server.clone(),
             streams: streams.clone(),
         });
         let schedule = Schedule::for_spec(&config.spec);
-        let acc = Accumulator::new(
+        let mut acc = Accumulator::new(
             spec,
             workers.len(),
             schedule.reports_intervals(),
             config.per_flow,
         );
+        acc.keep_opening = keep_opening;
         let test = Test {
             session,
             config,
@@ -284,6 +299,7 @@ fn spawn_workers(
     config: &ClientConfig,
     spec: &RrSpec,
     conns: Data,
+    keep_opening: Option<KeepOpening>,
     start: Instant,
 ) -> Result<(Workers, mpsc::UnboundedReceiver<Report>), Error> {
     let conns = match conns {
@@ -306,6 +322,7 @@ fn spawn_workers(
             key: session.key.clone(),
         }),
         per_flow: config.per_flow,
+        keep_opening,
     };
     let n_workers = rr::worker_count(flows);
     let mut shares: Vec<Vec<(u16, Option<std::net::TcpStream>)>> =
@@ -406,10 +423,15 @@ impl<'c> Ended<'c> {
         let udp_timeout = (r.test.config.spec.as_rr())
             .and_then(|s| s.udp)
             .map_or(Duration::ZERO, |u| u.timeout + Duration::from_millis(500));
+        // An opener's attempt ends by its timeout at the latest, and is then counted.
+        let attempt_timeout = (r.test.acc.keep_opening)
+            .map_or(Duration::ZERO, |k| k.timeout + Duration::from_millis(500));
         let drain_limit = if interrupted {
             r.test.config.drain_timeout.min(Duration::from_secs(2))
         } else {
-            r.test.config.drain_timeout.max(udp_timeout)
+            (r.test.config.drain_timeout)
+                .max(udp_timeout)
+                .max(attempt_timeout)
         };
         let failed = matches!(outcome, Outcome::Failed { .. });
         r.workers.set_state(if failed { STOPPED } else { DRAINING });
@@ -688,6 +710,8 @@ struct FlowTotals {
     /// `--rr -u`: after the warm-up, and over the whole test.
     udp: UdpCounts,
     total_udp: UdpCounts,
+    /// Openers: failed new connections over the whole test, for the tally.
+    total_failures: Failures,
 }
 
 /// Turns worker snapshots into intervals and totals.
@@ -707,6 +731,10 @@ struct Accumulator {
     flows: Vec<FlowTotals>,
     /// `--rr -u`: the flows' losses and strays after the warm-up; `None` for TCP.
     udp: Option<UdpCounts>,
+    /// `--connections-only`'s openers: failed new connections are counted, not fatal.
+    keep_opening: Option<KeepOpening>,
+    /// Openers: failed new connections after the warm-up.
+    failures: Failures,
 }
 
 impl Accumulator {
@@ -724,6 +752,8 @@ impl Accumulator {
             connections: 0,
             rtt: None,
             udp: spec.udp.map(|_| UdpCounts::default()),
+            keep_opening: None,
+            failures: Failures::default(),
             flows: (0..n)
                 .map(|_| FlowTotals {
                     sketch: per_flow.then(FlowSketch::new),
@@ -817,8 +847,10 @@ impl Accumulator {
         let mut srtt_sum = 0.0;
         let mut srtt_n = 0u64;
         let mut udp = UdpCounts::default();
+        let mut failures = Failures::default();
         for f in &p.flows {
             transactions += f.transactions;
+            failures += f.failures;
             let counts = f.udp.unwrap_or_default();
             udp += counts;
             retransmits += f.retransmits;
@@ -835,6 +867,7 @@ impl Accumulator {
             if let Some(t) = self.flows.get_mut(usize::from(f.flow)) {
                 t.total_transactions += f.transactions;
                 t.total_udp += counts;
+                t.total_failures += f.failures;
                 if !p.span.omitted {
                     t.udp += counts;
                     t.transactions += f.transactions;
@@ -852,6 +885,7 @@ impl Accumulator {
             }
             self.retransmits += retransmits;
             self.connections += connections;
+            self.failures += failures;
         }
         let Span {
             index,
@@ -878,6 +912,7 @@ impl Accumulator {
             connections,
             histogram: dist.encode(),
             lost: self.udp.map(|_| udp.lost),
+            attempts: self.keep_opening.map(|_| attempts(transactions, &failures)),
         };
         if !self.report_intervals {
             return;
@@ -947,8 +982,10 @@ impl Accumulator {
         let transactions: u64 = self.flows.iter().map(|f| f.transactions).sum();
         let total_transactions: u64 = self.flows.iter().map(|f| f.total_transactions).sum();
         let server_total = server.map(|s| s.flows.iter().map(|f| f.transactions).sum::<u64>());
+        // An opener's attempt that failed after its request left may have been answered.
+        let failed_attempts: u64 = self.flows.iter().map(|f| f.total_failures.total()).sum();
         if let Some(st) = server_total
-            && st != total_transactions
+            && (st < total_transactions || st > total_transactions + failed_attempts)
             && self.udp.is_none()
         {
             warnings.push(format!(
@@ -990,13 +1027,24 @@ impl Accumulator {
             flows,
             setup: None,
             held: None,
+            opening: self.keep_opening.map(|k| Opening {
+                attempts: attempts(transactions, &self.failures),
+                timeout_s: k.timeout.as_secs_f64(),
+            }),
         }
     }
 }
 
+/// The attempts of `opened` connections and `failures` beside them.
+fn attempts(opened: u64, failures: &Failures) -> Attempts {
+    Attempts::new(opened, failures.refused, failures.timed_out, failures.reset)
+}
+
 impl Accumulator {
     /// Each flow's completed transactions over the whole test, for the server's check; with
-    /// UDP the requests sent, since the server answers requests whose responses may be lost.
+    /// UDP the requests sent, since the server answers requests whose responses may be lost;
+    /// for openers, their failed attempts too, since one may have failed after its request
+    /// was answered (and each carried one request at most).
     fn tally(&self) -> Tally {
         Tally {
             counts: (self.flows.iter().enumerate())
@@ -1004,6 +1052,8 @@ impl Accumulator {
                     id: i as u16,
                     count: if self.udp.is_some() {
                         f.total_udp.requests
+                    } else if self.keep_opening.is_some() {
+                        f.total_transactions + f.total_failures.total()
                     } else {
                         f.total_transactions
                     },
@@ -1261,6 +1311,117 @@ mod tests {
             flows: vec![FlowSnapshot::counted(flow, transactions)],
             latency: None,
         }
+    }
+
+    /// Openers (`--connections-only`): failed attempts are counted by kind in the interval
+    /// they ended in and in the totals, never as transactions, and the tally the server
+    /// checks allows one answered request for each.
+    #[test]
+    fn failed_attempts_are_counted_by_kind_and_never_as_transactions() {
+        let spec = RrSpec {
+            flows: crate::config::FlowCount::new(2).unwrap(),
+            connect_per_transaction: true,
+            ..RrSpec::default()
+        };
+        let mut acc = Accumulator::new(&spec, 1, true, false);
+        acc.keep_opening = Some(KeepOpening {
+            timeout: Duration::from_secs(3),
+        });
+        let mut seen = Vec::new();
+        let mut on_event = |ev: ClientEvent| {
+            if let ClientEvent::RrInterval(iv) = ev {
+                seen.push((iv.transactions, iv.attempts));
+            }
+        };
+        let flow = |flow, transactions, refused, timed_out, reset| FlowSnapshot {
+            connections: transactions + refused + timed_out + reset,
+            failures: Failures {
+                refused,
+                timed_out,
+                reset,
+            },
+            ..FlowSnapshot::counted(flow, transactions)
+        };
+        let span = Span {
+            index: 0,
+            start_s: 0.0,
+            end_s: 1.0,
+            omitted: false,
+        };
+        acc.close_interval(1, span);
+        let snap = Report::Snapshot {
+            worker: 0,
+            epoch: 1,
+            flows: vec![flow(0, 6, 2, 1, 0), flow(1, 4, 0, 0, 1)],
+            latency: None,
+        };
+        acc.report(snap, &mut on_event);
+        let last = vec![flow(0, 5, 0, 0, 0), flow(1, 5, 3, 0, 0)];
+        let span = Span {
+            index: 1,
+            start_s: 1.0,
+            end_s: 2.0,
+            omitted: false,
+        };
+        acc.finish_interval(last, Distribution::new(), span, &mut on_event);
+        let mut warnings = Vec::new();
+        let tally = acc.tally();
+        let rr = acc.into_report(&spec, None, 2.0, &mut warnings);
+        // Without the server's counts, the intervals go out with the report.
+        assert!(seen.is_empty());
+        let ivs: Vec<_> = (rr.intervals.iter())
+            .map(|iv| (iv.transactions, iv.attempts))
+            .collect();
+        assert_eq!(
+            ivs,
+            [
+                (10, Some(Attempts::new(10, 2, 1, 1))),
+                (10, Some(Attempts::new(10, 3, 0, 0)))
+            ]
+        );
+        assert_eq!(rr.summary.transactions, 20);
+        assert_eq!(rr.summary.connections, 27);
+        let o = rr.opening.expect("openers report their attempts");
+        let a = o.attempts;
+        assert_eq!(
+            (a.attempts, a.opened, a.refused, a.timed_out, a.reset),
+            (27, 20, 5, 1, 1)
+        );
+        assert_eq!(a.opened + a.failed(), a.attempts);
+        assert!((a.failed_percent - 700.0 / 27.0).abs() < 1e-9, "{a:?}");
+        assert!((o.timeout_s - 3.0).abs() < 1e-9);
+        // Flow 0 completed 11 and failed 3, flow 1 completed 9 and failed 4.
+        assert_eq!(tally.get(0), Some(14));
+        assert_eq!(tally.get(1), Some(13));
+        // A server that answered one request of a failed attempt is no surprise.
+        let server = |answered: [u64; 2]| SideRrResults {
+            flows: (0..2)
+                .map(|i| SideRrFlow {
+                    flow: i as u16,
+                    transactions: answered[i],
+                    retransmits: 0,
+                    connections: 0,
+                })
+                .collect(),
+            measured_retransmits: 0,
+            cpu: CpuUsage::default(),
+            ignored: 0,
+        };
+        let warned = |answered| {
+            let mut acc = Accumulator::new(&spec, 1, false, false);
+            acc.keep_opening = Some(KeepOpening {
+                timeout: Duration::from_secs(3),
+            });
+            let last = vec![flow(0, 5, 0, 1, 0)];
+            acc.finish_interval(last, Distribution::new(), span, &mut |_| {});
+            let mut warnings = Vec::new();
+            acc.into_report(&spec, Some(&server(answered)), 1.0, &mut warnings);
+            warnings
+        };
+        assert!(warned([6, 0]).is_empty());
+        // More than that, or fewer than completed, is.
+        assert_eq!(warned([7, 0]).len(), 1);
+        assert_eq!(warned([4, 0]).len(), 1);
     }
 
     #[test]

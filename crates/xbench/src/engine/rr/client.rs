@@ -11,6 +11,11 @@
 //!
 //! Latency goes into one HDR histogram per worker per interval, whatever the number of flows;
 //! a flow keeps its counters and, with `--per-flow`, a small [`FlowSketch`].
+//!
+//! A `--crr` flow whose connection fails has failed: the path it measures is broken. Under
+//! [`KeepOpening`] (`--connections-only`'s openers) a new connection that is refused, times out
+//! or is reset before its answer is instead counted by kind ([`Failures`]) and the flow opens
+//! the next one after a back-off: there, failures are the measurement.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -25,7 +30,8 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::poll::{Interest, Poll, Waker, precise_timers};
 use super::{
-    Control, DRAINING, Epochs, FlowSnapshot, RUNNING, Report, STOPPED, TcpTrack, Worker, tell,
+    Control, DRAINING, Epochs, Failures, FlowSnapshot, RUNNING, Report, STOPPED, TcpTrack, Worker,
+    tell,
 };
 use crate::auth::SessionKey;
 use crate::config::SocketOptions;
@@ -50,6 +56,36 @@ pub(crate) struct Plan {
     pub(crate) connect: Option<Connect>,
     /// Each flow keeps a [`FlowSketch`] of its own latency (`--per-flow`).
     pub(crate) per_flow: bool,
+    /// `--crr`: a failed connection is counted and the flow goes on (`--connections-only`);
+    /// `None`, it ends the flow.
+    pub(crate) keep_opening: Option<KeepOpening>,
+}
+
+/// How `--connections-only`'s openers treat a new connection that fails: counted by kind, and
+/// the flow opens the next after a back-off.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeepOpening {
+    /// An attempt without its answer this long after `connect()` has timed out (the client's
+    /// `--connect-timeout`); checked every 0.1 s.
+    pub(crate) timeout: Duration,
+}
+
+/// An unpaced opener's wait after its first failure in a row; each further one doubles it, up
+/// to [`BACKOFF_MAX`], and a connection that opens resets it. Short enough that a path
+/// refusing a share of connections is measured at nearly the rate it allows; the doubling
+/// keeps a path refusing everything from becoming a busy loop of SYNs and resets (at most
+/// ten attempts a second per opener once it is reached). A paced opener waits for its next
+/// slot instead.
+pub(crate) const BACKOFF_FIRST: Duration = Duration::from_millis(1);
+/// The longest wait between failed attempts of one unpaced opener.
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(100);
+
+/// The back-off after `streak` failures in a row (`streak` ≥ 1).
+pub(crate) fn backoff(streak: u32) -> Duration {
+    let doublings = streak.saturating_sub(1).min(16);
+    BACKOFF_FIRST
+        .saturating_mul(1 << doublings)
+        .min(BACKOFF_MAX)
 }
 
 /// How `--crr` opens connections.
@@ -177,6 +213,10 @@ struct Flow {
     failed: bool,
     /// Has an entry in the pacing queue.
     scheduled: bool,
+    /// [`KeepOpening`]: new connections that failed since the last snapshot.
+    failures: Failures,
+    /// [`KeepOpening`]: failures in a row, for the back-off.
+    streak: u32,
 }
 
 impl Flow {
@@ -206,6 +246,8 @@ impl Flow {
             tcp: TcpTrack::default(),
             failed: false,
             scheduled: false,
+            failures: Failures::default(),
+            streak: 0,
         }
     }
 
@@ -223,6 +265,7 @@ impl Flow {
             srtt_us: self.srtt_us,
             connections: std::mem::take(&mut self.connections),
             udp: None,
+            failures: std::mem::take(&mut self.failures),
         }
     }
 }
@@ -290,7 +333,7 @@ impl ClientWorker {
                     continue;
                 }
                 if let Err(e) = self.on_event(i, ev.readable || ev.closed, ev.writable, now) {
-                    self.fail(Some(i), e);
+                    self.stop(i, e, now);
                 }
             }
             if self.control.state() == RUNNING {
@@ -336,7 +379,7 @@ impl ClientWorker {
                     self.read(0, None)
                 };
                 if let Err(e) = r {
-                    self.fail(Some(0), e);
+                    self.fail(Some(0), e.into_message());
                     break;
                 }
                 let now = self.now();
@@ -452,20 +495,20 @@ impl ClientWorker {
                 f.inflight.push_back(t);
                 f.last_progress = now;
                 if let Err(e) = self.connect(i) {
-                    self.fail(Some(i), e);
+                    self.stop(i, e, now);
                 }
                 return;
             }
             _ => return,
         }
         if started && let Err(e) = self.flush(i) {
-            self.fail(Some(i), e);
+            self.stop(i, e, now);
         }
     }
 
-    fn connect(&mut self, i: usize) -> Result<(), String> {
+    fn connect(&mut self, i: usize) -> Result<(), Stop> {
         let Some(c) = &self.plan.connect else {
-            return Err("internal: --crr flow without a target".into());
+            return Err("internal: --crr flow without a target".to_owned().into());
         };
         let addr = c.addr;
         // Non-blocking from birth: one system call fewer than setting it afterwards.
@@ -474,18 +517,21 @@ impl ClientWorker {
             Type::STREAM.nonblocking(),
             Some(Protocol::TCP),
         )
-        .map_err(|e| connect_error(&e, addr))?;
+        .map_err(|e| Stop::Fatal(connect_error(&e, addr)))?;
         let mut ignored = Vec::new();
-        sockopt::apply(SockRef::from(&sock), &c.socket, &mut ignored).map_err(|e| e.to_string())?;
+        sockopt::apply(SockRef::from(&sock), &c.socket, &mut ignored)
+            .map_err(|e| Stop::Fatal(e.to_string()))?;
         let _ = sock.set_tcp_nodelay(true);
         if let Some(ip) = c.bind {
             sock.bind(&SocketAddr::new(ip, 0).into())
-                .map_err(|e| connect_error(&e, addr))?;
+                .map_err(|e| Stop::Fatal(connect_error(&e, addr)))?;
         }
+        // An attempt from here on, whatever becomes of it.
+        self.flows[i].connections += 1;
         match sock.connect(&addr.into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-            Err(e) => return Err(connect_error(&e, addr)),
+            Err(e) => return Err(Stop::io(&e, connect_error(&e, addr), false)),
         }
         let stream = TcpStream::from(sock);
         let fd = stream.as_raw_fd();
@@ -497,7 +543,6 @@ impl ClientWorker {
         f.unsent = DATA_GREETING_LEN as u64 + self.plan.request_len;
         f.hello_left = DATA_GREETING_LEN;
         f.rx = 0;
-        f.connections += 1;
         f.tcp = TcpTrack::default();
         // Where the handshake needs no round trip the kernel's (loopback: it completes inside
         // connect), the greeting and request go now, rather than after an epoll wake-up to
@@ -520,7 +565,7 @@ impl ClientWorker {
         } else {
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::WouldBlock {
-                return Err(connect_error(&e, addr));
+                return Err(Stop::io(&e, connect_error(&e, addr), false));
             }
             f.conn = Conn::Connecting;
             f.want_write = true;
@@ -528,17 +573,11 @@ impl ClientWorker {
         };
         self.poll
             .add(fd, i as u64, interest)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Stop::Fatal(e.to_string()))?;
         Ok(())
     }
 
-    fn on_event(
-        &mut self,
-        i: usize,
-        readable: bool,
-        writable: bool,
-        now: u64,
-    ) -> Result<(), String> {
+    fn on_event(&mut self, i: usize, readable: bool, writable: bool, now: u64) -> Result<(), Stop> {
         if self.flows[i].conn == Conn::Connecting && writable {
             let Some(s) = &self.flows[i].sock else {
                 return Ok(());
@@ -548,7 +587,7 @@ impl ClientWorker {
                 Err(e) => Some(e),
             };
             if let (Some(e), Some(c)) = (error, &self.plan.connect) {
-                return Err(connect_error(&e, c.addr));
+                return Err(Stop::io(&e, connect_error(&e, c.addr), false));
             }
             self.flows[i].conn = Conn::Exchanging;
             self.set_interest(i)?;
@@ -564,7 +603,7 @@ impl ClientWorker {
 
     /// Reads what arrived on flow `i`. `now` is when it was known to have arrived (after an
     /// epoll wake-up), or `None` to read the clock after the `recv` (a blocking read).
-    fn read(&mut self, i: usize, now: Option<u64>) -> Result<(), String> {
+    fn read(&mut self, i: usize, now: Option<u64>) -> Result<(), Stop> {
         let resp = self.plan.response_len;
         let base = self.plan.base;
         let f = &mut self.flows[i];
@@ -586,7 +625,7 @@ impl ClientWorker {
             let e = io::Error::last_os_error();
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
-                _ => Err(format!("connection failed: {e}")),
+                _ => Err(Stop::io(&e, format!("connection failed: {e}"), true)),
             };
         }
         let now = now.unwrap_or_else(|| crate::latency::as_ns(base.elapsed()));
@@ -597,9 +636,12 @@ impl ClientWorker {
                     Ok(())
                 }
                 _ if f.inflight.is_empty() && self.control.state() != RUNNING => Ok(()),
-                _ => Err(format!(
-                    "the server closed the connection with {} transaction(s) unanswered",
-                    f.inflight.len().max(1)
+                _ => Err(Stop::Attempt(
+                    Failure::Reset,
+                    format!(
+                        "the server closed the connection with {} transaction(s) unanswered",
+                        f.inflight.len().max(1)
+                    ),
                 )),
             };
         }
@@ -611,7 +653,8 @@ impl ClientWorker {
                 return Err(format!(
                     "the server sent {} bytes more than the responses asked for",
                     f.rx
-                ));
+                )
+                .into());
             };
             f.rx -= resp;
             let ns = now.saturating_sub(start);
@@ -626,6 +669,7 @@ impl ClientWorker {
             match f.conn {
                 Conn::Persistent => self.start_due(i, now),
                 Conn::Exchanging => {
+                    self.flows[i].streak = 0;
                     // Wait for the server's FIN: closing first would leave this end in
                     // TIME_WAIT and, thousands of transactions later, out of ports. The
                     // server sends it right behind the response, so it has usually arrived
@@ -665,7 +709,7 @@ impl ClientWorker {
         }
     }
 
-    fn flush(&mut self, i: usize) -> Result<(), String> {
+    fn flush(&mut self, i: usize) -> Result<(), Stop> {
         let f = &mut self.flows[i];
         let Some(s) = &f.sock else { return Ok(()) };
         if f.conn == Conn::Connecting {
@@ -693,7 +737,7 @@ impl ClientWorker {
                         break;
                     }
                     io::ErrorKind::Interrupted => continue,
-                    _ => return Err(format!("send failed: {e}")),
+                    _ => return Err(Stop::io(&e, format!("send failed: {e}"), true)),
                 }
             }
             let mut n = n as u64;
@@ -709,7 +753,7 @@ impl ClientWorker {
         Ok(())
     }
 
-    fn set_interest(&mut self, i: usize) -> Result<(), String> {
+    fn set_interest(&mut self, i: usize) -> Result<(), Stop> {
         let f = &self.flows[i];
         let Some(s) = &f.sock else { return Ok(()) };
         let interest = if f.want_write {
@@ -719,18 +763,40 @@ impl ClientWorker {
         };
         self.poll
             .modify(s.as_raw_fd(), i as u64, interest)
-            .map_err(|e| e.to_string())
+            .map_err(|e| Stop::Fatal(e.to_string()))
     }
 
     fn check_stalls(&mut self, now: u64) {
         let limit = crate::latency::as_ns(self.plan.stall_timeout);
+        // Openers: an attempt not answered in time is a measurement, not a stall.
+        let attempt_limit = self
+            .plan
+            .keep_opening
+            .map(|k| crate::latency::as_ns(k.timeout));
+        // Under way, unanswered: such a flow's wait is bounded by the attempt's timeout.
+        let attempt =
+            |c: Conn| attempt_limit.is_some() && matches!(c, Conn::Connecting | Conn::Exchanging);
+        let timed_out: Vec<usize> = match attempt_limit {
+            None => Vec::new(),
+            Some(l) => (self.flows.iter().enumerate())
+                .filter(|(_, f)| {
+                    !f.failed && attempt(f.conn) && now.saturating_sub(f.last_progress) > l
+                })
+                .map(|(i, _)| i)
+                .collect(),
+        };
+        for i in timed_out {
+            self.give_up_attempt(i, Failure::TimedOut, now);
+        }
         let stalled: Vec<usize> = self
             .flows
             .iter()
             .enumerate()
             .filter(|(_, f)| {
+                let waiting = !f.inflight.is_empty() || f.conn == Conn::Closing;
                 !f.failed
-                    && (!f.inflight.is_empty() || f.conn == Conn::Closing)
+                    && !attempt(f.conn)
+                    && waiting
                     && now.saturating_sub(f.last_progress) > limit
             })
             .map(|(i, _)| i)
@@ -748,6 +814,46 @@ impl ClientWorker {
                     self.plan.stall_timeout.as_secs_f64()
                 ),
             );
+        }
+    }
+
+    /// Flow `i` met `e`: under [`KeepOpening`] a failed new connection is counted and the flow
+    /// goes on; anything else ends the flow.
+    fn stop(&mut self, i: usize, e: Stop, now: u64) {
+        let f = &self.flows[i];
+        let crr = f.conn != Conn::Persistent && self.plan.keep_opening.is_some();
+        match e {
+            // The answer is in and counted; only the server's close is missing.
+            Stop::Attempt(..) if crr && f.conn == Conn::Closing => self.close_crr(i, now),
+            Stop::Attempt(kind, _) if crr => self.give_up_attempt(i, kind, now),
+            Stop::Attempt(_, m) | Stop::Fatal(m) => self.fail(Some(i), m),
+        }
+    }
+
+    /// Counts flow `i`'s attempt as failed by `kind`, closes it, and sets the next one up:
+    /// after a back-off (unpaced) or at the flow's next slot (paced).
+    fn give_up_attempt(&mut self, i: usize, kind: Failure, now: u64) {
+        let f = &mut self.flows[i];
+        // Closing the only descriptor takes the socket out of the epoll set.
+        drop(f.sock.take());
+        f.inflight.clear();
+        f.conn = Conn::Idle;
+        f.unsent = 0;
+        f.hello_left = 0;
+        f.rx = 0;
+        f.want_write = false;
+        match kind {
+            Failure::Refused => f.failures.refused += 1,
+            Failure::TimedOut => f.failures.timed_out += 1,
+            Failure::Reset => f.failures.reset += 1,
+        }
+        f.streak = f.streak.saturating_add(1);
+        if self.plan.period.is_some() {
+            self.schedule(i);
+        } else if !f.scheduled {
+            f.scheduled = true;
+            let at = now + crate::latency::as_ns(backoff(f.streak));
+            self.due.push(Reverse((at, i)));
         }
     }
 
@@ -788,6 +894,64 @@ fn send_two(fd: i32, a: &[u8], b: &[u8]) -> isize {
     unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) }
 }
 
+/// Why a flow's step failed.
+#[derive(Debug)]
+enum Stop {
+    /// A new connection failed in a way a path's connection limit shows (`--crr`).
+    Attempt(Failure, String),
+    /// Anything else: this host (out of ports or files), the event loop, the server.
+    Fatal(String),
+}
+
+impl From<String> for Stop {
+    fn from(m: String) -> Self {
+        Stop::Fatal(m)
+    }
+}
+
+impl Stop {
+    /// `e`, met on a connection that had (`connected`) or had not yet opened, described as
+    /// `message`.
+    fn io(e: &io::Error, message: String, connected: bool) -> Self {
+        match failure(e, connected) {
+            Some(kind) => Stop::Attempt(kind, message),
+            None => Stop::Fatal(message),
+        }
+    }
+
+    fn into_message(self) -> String {
+        match self {
+            Stop::Attempt(_, m) | Stop::Fatal(m) => m,
+        }
+    }
+}
+
+/// How a new connection failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    Refused,
+    TimedOut,
+    Reset,
+}
+
+/// The kind of failure `e` is for a new connection, if it is one the path (or the server)
+/// caused; `None` for this host's own (out of ports or files, no buffers), which end the flow.
+fn failure(e: &io::Error, connected: bool) -> Option<Failure> {
+    match e.raw_os_error()? {
+        // A reset answering the SYN, or a firewall's ICMP unreachable.
+        libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN => {
+            Some(Failure::Refused)
+        }
+        libc::ETIMEDOUT => Some(Failure::TimedOut),
+        libc::ECONNRESET | libc::ECONNABORTED | libc::EPIPE => Some(if connected {
+            Failure::Reset
+        } else {
+            Failure::Refused
+        }),
+        _ => None,
+    }
+}
+
 /// A connect failure in words a user can act on.
 fn connect_error(e: &io::Error, addr: SocketAddr) -> String {
     match e.raw_os_error() {
@@ -804,5 +968,175 @@ fn connect_error(e: &io::Error, addr: SocketAddr) -> String {
             "{addr} refused a new connection (is its listen backlog full, or the server gone?)"
         ),
         _ => format!("cannot open a new connection to {addr}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use tokio::sync::mpsc::unbounded_channel;
+
+    use super::*;
+    use crate::proto::COOKIE_LEN;
+
+    #[test]
+    fn connect_errors_are_told_by_kind_and_this_hosts_own_are_not_failures() {
+        let e = io::Error::from_raw_os_error;
+        assert_eq!(
+            failure(&e(libc::ECONNREFUSED), false),
+            Some(Failure::Refused)
+        );
+        assert_eq!(
+            failure(&e(libc::EHOSTUNREACH), false),
+            Some(Failure::Refused)
+        );
+        assert_eq!(failure(&e(libc::ETIMEDOUT), false), Some(Failure::TimedOut));
+        // A reset before the handshake ended is a refusal; after it, a reset.
+        assert_eq!(failure(&e(libc::ECONNRESET), false), Some(Failure::Refused));
+        assert_eq!(failure(&e(libc::ECONNRESET), true), Some(Failure::Reset));
+        assert_eq!(failure(&e(libc::EPIPE), true), Some(Failure::Reset));
+        // Out of ports or files: this host's problem, which ends the flow.
+        for own in [libc::EADDRNOTAVAIL, libc::EMFILE, libc::ENOBUFS] {
+            assert_eq!(failure(&e(own), false), None, "{own}");
+        }
+        assert_eq!(failure(&io::Error::other("x"), true), None);
+    }
+
+    #[test]
+    fn the_back_off_doubles_from_a_millisecond_to_a_tenth_of_a_second() {
+        let ms: Vec<u128> = (1..=9).map(|n| backoff(n).as_millis()).collect();
+        assert_eq!(ms, [1, 2, 4, 8, 16, 32, 64, 100, 100]);
+        assert_eq!(backoff(u32::MAX), BACKOFF_MAX);
+    }
+
+    /// What one opener flow counted over `run` against `addr`: (transactions, connections
+    /// started, failures, errors reported).
+    fn open_for(
+        addr: SocketAddr,
+        keep_opening: Option<KeepOpening>,
+        run: Duration,
+    ) -> (u64, u64, Failures, Vec<String>) {
+        let plan = Plan {
+            request_len: 1,
+            response_len: 1,
+            burst: 1,
+            period: None,
+            base: Instant::now(),
+            stall_timeout: Duration::from_secs(10),
+            connect: Some(Connect {
+                addr,
+                bind: None,
+                socket: SocketOptions::default(),
+                cookie: Cookie([7; COOKIE_LEN]),
+                key: None,
+            }),
+            per_flow: false,
+            keep_opening,
+        };
+        let control = Arc::new(Control::default());
+        let (tx, mut rx) = unbounded_channel();
+        let mut w = spawn(0, plan, vec![(0, None)], Arc::clone(&control), tx, 1).unwrap();
+        std::thread::sleep(run);
+        control.state.store(STOPPED, Ordering::Relaxed);
+        w.waker.wake();
+        w.thread.take().unwrap().join().unwrap();
+        let (mut tx_n, mut conns, mut fails, mut errors) = (0, 0, Failures::default(), vec![]);
+        while let Ok(r) = rx.try_recv() {
+            match r {
+                Report::Snapshot { flows, .. } | Report::Done { flows, .. } => {
+                    for f in flows {
+                        tx_n += f.transactions;
+                        conns += f.connections;
+                        fails += f.failures;
+                    }
+                }
+                Report::Failed { error, .. } => errors.push(error),
+            }
+        }
+        (tx_n, conns, fails, errors)
+    }
+
+    fn keep(timeout_ms: u64) -> Option<KeepOpening> {
+        Some(KeepOpening {
+            timeout: Duration::from_millis(timeout_ms),
+        })
+    }
+
+    /// A port nobody listens on refuses every attempt: each is counted, the opener goes on,
+    /// and the back-off keeps it from a busy loop (1+2+…+64+100+100 ms is about 0.4 s).
+    #[test]
+    fn an_opener_counts_refused_connections_and_backs_off() {
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let (n, conns, f, errors) = open_for(addr, keep(1000), Duration::from_millis(400));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(n, 0);
+        assert!((6..=12).contains(&f.refused), "{f:?}");
+        assert_eq!((f.timed_out, f.reset), (0, 0), "{f:?}");
+        // Every attempt started ended, and as a refusal.
+        assert_eq!(conns, f.refused);
+
+        // A plain --crr flow fails at the first.
+        let (n, conns, f, errors) = open_for(addr, None, Duration::from_millis(100));
+        assert_eq!((n, conns, f.total()), (0, 1, 0));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("refused a new connection"), "{errors:?}");
+    }
+
+    /// A listener that never accepts: the kernel completes the handshake, nobody answers, and
+    /// each attempt times out after the opener's timeout.
+    #[test]
+    fn an_opener_counts_unanswered_connections_as_timed_out() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (n, conns, f, errors) = open_for(
+            l.local_addr().unwrap(),
+            keep(150),
+            Duration::from_millis(700),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(n, 0);
+        // 150 ms each, seen within 0.1 s, 1–2 ms apart: 3 or 4 in 0.7 s.
+        assert!((2..=4).contains(&f.timed_out), "{f:?}");
+        assert_eq!((f.refused, f.reset), (0, 0), "{f:?}");
+        // The attempt under way when the test stopped was abandoned, not counted.
+        assert!(
+            conns == f.timed_out || conns == f.timed_out + 1,
+            "{conns} {f:?}"
+        );
+    }
+
+    /// A server that takes each connection and resets it before answering.
+    #[test]
+    fn an_opener_counts_connections_reset_before_the_answer() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        l.set_nonblocking(true).unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&done);
+        let resetter = std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        // Wait for the greeting and request, so the reset comes after them.
+                        s.set_nonblocking(false).unwrap();
+                        let _ = s.peek(&mut [0u8; 1]);
+                        SockRef::from(&s).set_linger(Some(Duration::ZERO)).unwrap();
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+        });
+        let (n, conns, f, errors) = open_for(addr, keep(1000), Duration::from_millis(300));
+        done.store(true, Ordering::Relaxed);
+        resetter.join().unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(n, 0);
+        assert!(f.reset >= 3, "{f:?}");
+        assert_eq!((f.refused, f.timed_out), (0, 0), "{f:?}");
+        assert!(conns == f.reset || conns == f.reset + 1, "{conns} {f:?}");
     }
 }

@@ -77,6 +77,35 @@ pub(crate) struct FlowSnapshot {
     pub(crate) connections: u64,
     /// UDP's losses and strays (`--rr -u`); `None` for TCP.
     pub(crate) udp: Option<UdpCounts>,
+    /// New connections that failed, by kind (client, `--connections-only`'s openers only:
+    /// elsewhere a failed connection ends the flow).
+    pub(crate) failures: Failures,
+}
+
+/// How new connections failed (`--connections-only`'s openers), counted when each attempt
+/// ended.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Failures {
+    /// Refused: a reset (or an ICMP unreachable) answered the SYN.
+    pub(crate) refused: u64,
+    /// Not answered within the attempt's timeout.
+    pub(crate) timed_out: u64,
+    /// Opened, then reset or closed before its answer.
+    pub(crate) reset: u64,
+}
+
+impl Failures {
+    pub(crate) fn total(&self) -> u64 {
+        self.refused + self.timed_out + self.reset
+    }
+}
+
+impl std::ops::AddAssign for Failures {
+    fn add_assign(&mut self, o: Self) {
+        self.refused += o.refused;
+        self.timed_out += o.timed_out;
+        self.reset += o.reset;
+    }
 }
 
 /// What a UDP flow counts beside its transactions (`--rr -u`), since the previous snapshot.

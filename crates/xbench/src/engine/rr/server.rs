@@ -334,6 +334,7 @@ impl ServerWorker {
                     srtt_us: taken.srtt_us,
                     connections: taken.connections,
                     udp: None,
+                    failures: Default::default(),
                 }
             })
             .collect()
