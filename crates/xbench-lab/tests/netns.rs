@@ -108,8 +108,24 @@ fn root_netns_delay_line_10ms_each_way_gives_20ms_rtt() {
     assert!(netns_with("xbtr-").is_empty());
 }
 
-/// A TCP echo of one byte, `n` times, from `client_ns` to a listener in `server_ns`; returns
-/// each round trip.
+/// Puts the calling thread in `SCHED_FIFO` at priority 10, below the delay line's 20.
+///
+/// The ping-pong's two ends are the instrument, not what is measured: as ordinary threads on
+/// a loaded 2-core machine (CI runs test binaries side by side) each woke a few milliseconds
+/// after its byte arrived, waiting for a core behind busy processes, and the round trips
+/// measured the scheduler: p50 26 ms over a 10 ms line whose own lateness was 24 µs p50.
+/// Real-time ends wake at once, so the round trip is again the line's two delays and the
+/// kernel's path; a line that delays wrongly or releases late still shows in full. Below
+/// the line's priority, they never hold up its releases.
+fn realtime_thread() {
+    let param = libc::sched_param { sched_priority: 10 };
+    // SAFETY: pid 0 is the calling thread; `param` is valid for the call.
+    let ok = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
+    assert!(ok, "SCHED_FIFO: {}", std::io::Error::last_os_error());
+}
+
+/// A TCP echo of one byte, `n` times, from `client_ns` to a listener in `server_ns`, both ends
+/// real-time threads ([`realtime_thread`]); returns each round trip.
 pub fn ping_pong(
     client_ns: &str,
     server_ns: &str,
@@ -117,10 +133,12 @@ pub fn ping_pong(
     n: usize,
 ) -> Vec<Duration> {
     let target = SocketAddr::from((addr, 7));
+    let client_ns = client_ns.to_owned();
     let listener = netns::run_in(server_ns, || TcpListener::bind(target))
         .unwrap()
         .unwrap();
     let server = std::thread::spawn(move || {
+        realtime_thread();
         let (mut s, _) = listener.accept().unwrap();
         s.set_nodelay(true).unwrap();
         let mut b = [0u8; 1];
@@ -128,21 +146,25 @@ pub fn ping_pong(
             s.write_all(&b).unwrap();
         }
     });
-    let mut c = netns::run_in(client_ns, || {
-        TcpStream::connect_timeout(&target, Duration::from_secs(10))
-    })
-    .unwrap()
-    .unwrap();
-    c.set_nodelay(true).unwrap();
-    let mut out = Vec::with_capacity(n);
-    let mut b = [7u8; 1];
-    for _ in 0..n {
-        let t = Instant::now();
-        c.write_all(&b).unwrap();
-        c.read_exact(&mut b).unwrap();
-        out.push(t.elapsed());
-    }
-    drop(c);
+    let client = std::thread::spawn(move || {
+        realtime_thread();
+        let mut c = netns::run_in(&client_ns, || {
+            TcpStream::connect_timeout(&target, Duration::from_secs(10))
+        })
+        .unwrap()
+        .unwrap();
+        c.set_nodelay(true).unwrap();
+        let mut out = Vec::with_capacity(n);
+        let mut b = [7u8; 1];
+        for _ in 0..n {
+            let t = Instant::now();
+            c.write_all(&b).unwrap();
+            c.read_exact(&mut b).unwrap();
+            out.push(t.elapsed());
+        }
+        out
+    });
+    let out = client.join().unwrap();
     server.join().unwrap();
     out
 }

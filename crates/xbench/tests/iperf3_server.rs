@@ -373,6 +373,23 @@ async fn iperf3_udp_p2_against_xbench_within_3pct_of_iperf3() {
     }
 }
 
+/// Every datagram an iperf3 UDP client sent, its xbench server received, as the server's
+/// results (iperf3's `sum_received`) and the client's own counts (`sum_sent`) say: bytes and
+/// datagrams equal, none lost.
+///
+/// Exact counts rather than a received rate near `-b`: the rate is the iperf3 client's pacing,
+/// and with several clients on a loaded 2-core machine they fall behind (18.9 Mbit/s of 20,
+/// nothing lost, 1 run in 8 with two cores busy and a second copy of this binary). A server
+/// that lost, double-counted or mixed up clients' datagrams (UDP streams are told apart only
+/// by address) breaks these equalities whatever the load.
+fn assert_every_datagram_received(v: &Value) {
+    let (sent, got) = (&v["end"]["sum_sent"], &v["end"]["sum_received"]);
+    assert_eq!(got["lost_packets"].as_u64(), Some(0), "{}", v["end"]);
+    assert!(sent["packets"].as_u64().unwrap() > 0, "{}", v["end"]);
+    assert_eq!(got["packets"], sent["packets"], "{}", v["end"]);
+    assert_eq!(got["bytes"], sent["bytes"], "{}", v["end"]);
+}
+
 /// Datagrams on the iperf3 port that are not a waiting test's: junk, and connect datagrams
 /// from another address (127.0.0.2) than the test's control connection. None is answered,
 /// and a real iperf3 UDP test beside them runs as if they were not there.
@@ -418,9 +435,7 @@ async fn hostile_datagrams_on_the_iperf3_port_are_not_answered_and_cost_a_udp_te
         0,
         "a datagram from elsewhere was answered"
     );
-    let (bps, _) = received(&v);
-    assert!((39e6..41e6).contains(&bps), "{bps}");
-    assert_eq!(v["end"]["sum_received"]["lost_packets"].as_u64(), Some(0));
+    assert_every_datagram_received(&v);
     server.stop().await;
 }
 
@@ -446,10 +461,8 @@ async fn iperf3_udp_clients_from_one_address_at_once_are_all_served() {
         .collect();
     for c in clients {
         let v = c.await.unwrap();
-        let (bps, _) = received(&v);
-        assert!((19e6..21e6).contains(&bps), "{bps}");
         assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 2);
-        assert_eq!(v["end"]["sum_received"]["lost_packets"].as_u64(), Some(0));
+        assert_every_datagram_received(&v);
     }
     server.stop().await;
 }

@@ -843,3 +843,119 @@ async fn a_stopped_or_aborted_server_stops_listening() {
         }
     }
 }
+
+/// The server's log lines of this process, as `xbench server` would print them.
+static LOG: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOG.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The lines logged so far that name `peer`.
+fn logged_for(peer: std::net::SocketAddr) -> Vec<String> {
+    let log = LOG.lock().unwrap();
+    String::from_utf8_lossy(&log)
+        .lines()
+        .filter(|l| l.contains(&peer.to_string()))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A 300 ms upload run by hand to its results, then the client's tally (the bytes it really
+/// sent) or, with `tally` false, a close in its place. Returns the control connection's
+/// address, which the server's log lines name.
+async fn upload_by_hand(addr: std::net::SocketAddr, tally: bool) -> std::net::SocketAddr {
+    let (mut rd, mut wr) = hello(addr).await;
+    let peer = wr.local_addr().unwrap();
+    let mut spec = TestSpec::throughput();
+    spec.end = EndCondition::Duration(Duration::from_millis(300));
+    proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+        .await
+        .unwrap();
+    let Ok(Some(Message::Accepted(a))) = rd.next().await else {
+        panic!("not accepted")
+    };
+    let mut data = attach(addr, a.cookie, 0).await;
+    assert!(matches!(rd.next().await, Ok(Some(Message::Ready(_)))));
+    proto::write_message(&mut wr, &Message::Go).await.unwrap();
+    let mut sent = 0u64;
+    let until = std::time::Instant::now() + Duration::from_millis(300);
+    while std::time::Instant::now() < until {
+        data.write_all(&[7u8; 16 * 1024]).await.unwrap();
+        sent += 16 * 1024;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let finish = Message::Finish(proto::Finish { interrupted: false });
+    proto::write_message(&mut wr, &finish).await.unwrap();
+    data.shutdown().await.unwrap();
+    loop {
+        match rd.next().await {
+            Ok(Some(Message::Results(_))) => break,
+            Ok(Some(Message::Interval(_))) => {}
+            other => panic!("no results: {other:?}"),
+        }
+    }
+    if tally {
+        let counts = vec![proto::IdCount { id: 0, count: sent }];
+        let t = Message::Tally(proto::Tally { counts });
+        proto::write_message(&mut wr, &t).await.unwrap();
+    }
+    // The server closes once it has the tally or has given up on it.
+    drop((rd, wr, data));
+    peer
+}
+
+/// A client that takes its results and leaves without its tally (an older or misbehaving
+/// client) leaves the test unchecked against the client's counts, and the server's log says
+/// so; one that sends its tally gets no such line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_sends_no_tally_is_logged_as_unchecked() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(|| LogWriter)
+        .with_ansi(false)
+        .try_init();
+    survives(|addr| async move {
+        let unchecked = |l: &String| l.contains("test not self-checked");
+        let silent = upload_by_hand(addr, false).await;
+        assert!(
+            eventually(Duration::from_secs(5), || logged_for(silent)
+                .iter()
+                .any(|l| l.contains("test ended")))
+            .await,
+            "no log line for the test: {:?}",
+            logged_for(silent)
+        );
+        let lines = logged_for(silent);
+        assert!(
+            lines.iter().any(|l| unchecked(l)
+                && l.contains("sent no tally")
+                && l.contains("closed the control connection first")),
+            "{lines:#?}"
+        );
+        let honest = upload_by_hand(addr, true).await;
+        assert!(
+            eventually(Duration::from_secs(5), || logged_for(honest)
+                .iter()
+                .any(|l| l.contains("test ended")))
+            .await,
+            "no log line for the test: {:?}",
+            logged_for(honest)
+        );
+        let lines = logged_for(honest);
+        assert!(!lines.iter().any(unchecked), "{lines:#?}");
+        assert!(
+            !lines.iter().any(|l| l.contains("failed its self-check")),
+            "the tally held the bytes really sent: {lines:#?}"
+        );
+    })
+    .await;
+}

@@ -131,19 +131,44 @@ async fn udp_bitrate_is_kept_within_two_percent_and_jitter_is_small() {
     .unwrap();
     let d = &udp_report(&report).directions[0];
     let got = d.figures.received.unwrap().count.bits_per_second;
+    // The rate of the schedule: slots sent or skipped. On a busy machine the sender skips the
+    // slots it fell behind on rather than burst (48.6 and 46.8 Mbit/s received of 50 with two
+    // cores loaded, 2 runs in 4), and says how many; only a sender that never fell behind
+    // must have delivered the rate itself. A pacer at the wrong rate fails the first, a
+    // sender short of its schedule without counting it the second.
+    let scheduled = |f: &xbench::report::UdpFigures| {
+        let sent = f.sent.datagrams;
+        f.sent.bits_per_second * (sent + f.slipped) as f64 / sent.max(1) as f64
+    };
+    let asked = scheduled(&d.figures);
     assert!(
-        (got / 50e6 - 1.0).abs() < 0.02,
-        "received {got} bit/s of 50 Mbit/s asked"
+        (asked / 50e6 - 1.0).abs() < 0.02,
+        "scheduled {asked} bit/s of 50 Mbit/s asked: {d:?}"
     );
+    if d.figures.slipped == 0 {
+        assert!(
+            (got / 50e6 - 1.0).abs() < 0.02,
+            "received {got} bit/s of 50 Mbit/s asked, nothing skipped"
+        );
+    }
     assert_eq!(d.asked_bits_per_second, Some(50e6));
     // Even within the test: every whole interval's senders kept the rate (the last one ends
-    // at the end mark and may be a sliver).
+    // at the end mark and may be a sliver). Skips are counted when the sender wakes to them,
+    // which may be in the next interval: an interval is judged when neither it nor the next
+    // skipped anything (on an idle machine, all of them).
     let ivs = &udp_report(&report).intervals;
-    for iv in &ivs[..ivs.len() - 1] {
+    for pair in ivs[..ivs.len() - 1]
+        .windows(2)
+        .chain([&ivs[ivs.len() - 2..]])
+    {
+        let (iv, next) = (&pair[0], &pair[1]);
+        if iv.sum[0].figures.slipped + next.sum[0].figures.slipped > 0 {
+            continue;
+        }
         let sent = iv.sum[0].figures.sent.bits_per_second;
         assert!(
             (sent / 50e6 - 1.0).abs() < 0.05,
-            "interval {}: sent {sent} bit/s of 50 Mbit/s",
+            "interval {}: sent {sent} bit/s of 50 Mbit/s, nothing skipped",
             iv.index
         );
     }
@@ -394,7 +419,12 @@ async fn an_interrupted_udp_test_reports_what_ran() {
         report.summary.measured_s > 0.5 && report.summary.measured_s < 1.5,
         "{report:?}"
     );
-    assert!(r.count.datagrams > 400, "{d:?}");
+    // 1000 slots a second for the 0.7 s before the interruption, each sent or skipped. Not
+    // the datagrams alone: a sender starved on a loaded machine skips its slots (97 sent,
+    // 583 skipped, in 2 runs of 12 with two cores busy, both copies of this binary at once),
+    // and the slots it never woke for before it was stopped are counted skipped too.
+    assert!(d.figures.sent.datagrams + d.figures.slipped > 400, "{d:?}");
+    assert!(r.count.datagrams > 0, "{d:?}");
     // The server's sender ran on until it heard of the interruption; its count is of what it
     // sent, and every one of those either arrived or is counted lost.
     assert_eq!(

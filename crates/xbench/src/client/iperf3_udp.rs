@@ -206,6 +206,7 @@ pub(super) async fn run(
     }
     let dirs = layout.directions();
     let directions = summarize(&dirs, &client, server.as_ref(), window_s, u.bitrate);
+    warnings.extend(directions.iter().filter_map(super::udp::slipped_warning));
     let cpu = CpuReport {
         client: client.cpu,
         server: server.as_ref().map(|s| s.cpu),
@@ -356,7 +357,7 @@ fn ours(id: u16, role: Role, c: &Iperf3Counts, c0: &Iperf3Counts) -> SideUdpStre
         duplicates: 0,
         jitter_ms: c.jitter * 1e3,
         rxq_drops: 0,
-        slipped: 0,
+        slipped: c.slipped.saturating_sub(c0.slipped),
         ignored: c.ignored,
         error: None,
     }

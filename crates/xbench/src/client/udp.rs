@@ -437,6 +437,22 @@ fn overcounted(directions: &[UdpDirectionSummary]) -> Option<String> {
     })
 }
 
+/// What a user is told of direction `d`'s senders that fell behind their schedule, if they
+/// did (xbench's own UDP test and `--iperf3 -u` alike).
+pub(super) fn slipped_warning(d: &UdpDirectionSummary) -> Option<String> {
+    let f = &d.figures;
+    (f.slipped > 0).then(|| {
+        let share = f.slipped as f64 * 100.0 / (f.slipped + f.sent.datagrams) as f64;
+        format!(
+            "{}: the senders fell behind their schedule (a busy machine or a full socket \
+             buffer) and skipped {} of its datagram slots ({share:.2} %) rather than send \
+             them in a burst",
+            d.direction.label(),
+            f.slipped
+        )
+    })
+}
+
 /// Stream errors, missing server figures, a schedule that slipped, kernel drops.
 fn warn(
     w: &mut Vec<String>,
@@ -458,16 +474,7 @@ fn warn(
     }
     for d in dirs {
         let f = &d.figures;
-        if f.slipped > 0 {
-            let share = f.slipped as f64 * 100.0 / (f.slipped + f.sent.datagrams) as f64;
-            w.push(format!(
-                "{}: the senders fell behind their schedule (a busy machine or a full socket \
-                 buffer) and skipped {} of its datagram slots ({share:.2} %) rather than send \
-                 them in a burst",
-                d.direction.label(),
-                f.slipped
-            ));
-        }
+        w.extend(slipped_warning(d));
         if let Some(r) = f.received.filter(|r| r.ignored > 0) {
             w.push(format!(
                 "{}: {} datagrams at the receiving sockets were not this test's (too short, or \

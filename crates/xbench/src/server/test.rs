@@ -55,12 +55,26 @@ pub(super) struct Test {
 
 impl Test {
     /// The client's [`Tally`], which it sends once it has our results; `None` if it does not
-    /// come within a few seconds (an interrupted client, one that left).
+    /// come within a few seconds.
+    ///
+    /// Every xbench client sends its tally as soon as it has the results, so one that does
+    /// not is an older client, one interrupted a second time while finishing, or one that
+    /// misbehaves; the test's figures then go unchecked against the client's, and a warning
+    /// says so. Without it the log line of such a test read like that of a checked one.
     pub(super) async fn tally(&mut self) -> Option<Tally> {
-        match self.rd.next_within(Duration::from_secs(5)).await {
-            Ok(Some(Message::Tally(t))) => Some(t),
-            _ => None,
-        }
+        let why = match self.rd.next_within(Duration::from_secs(5)).await {
+            Ok(Some(Message::Tally(t))) => return Some(t),
+            Ok(Some(other)) => format!("it sent `{}` instead", other.kind()),
+            Ok(None) => "it closed the control connection first".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(
+            peer = %self.peer,
+            client = %self.client,
+            "test not self-checked: the client sent no tally of its own counts ({why}); \
+             an older or misbehaving client"
+        );
+        None
     }
 
     /// Logs a test whose figures failed their self-check ([`crate::check`]).

@@ -136,7 +136,7 @@ pub(crate) fn totals(stream: u16, role: Role, c: &Counts, error: Option<String>)
         duplicates: c.measured.duplicates,
         jitter_ms: c.jitter_ns / 1e6,
         rxq_drops: c.rxq_drops,
-        slipped: c.slipped,
+        slipped: c.measured.slipped,
         ignored: c.ignored,
         error,
     }

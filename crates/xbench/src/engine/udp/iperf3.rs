@@ -47,6 +47,9 @@ pub(crate) struct Iperf3Counts {
     pub(crate) jitter: f64,
     /// Datagrams not iperf3's (too short for its header): never counted otherwise.
     pub(crate) ignored: u64,
+    /// A sender's datagram slots skipped, not sent: after it fell behind its schedule (see
+    /// [`Pacer`]), or for a full socket buffer.
+    pub(crate) slipped: u64,
 }
 
 /// What a stream thread and its session share.
@@ -248,6 +251,8 @@ fn send(
         bits_per_second.map(|b| b as f64),
     );
     let mut c = Iperf3Counts::default();
+    // Slots that were due but found the socket buffer full.
+    let mut unsent = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         let due = pacer.due(now, 64);
@@ -260,17 +265,21 @@ fn send(
             }
             continue;
         }
-        for _ in 0..due {
+        for i in 0..due {
             write_header(&mut buf, SystemTime::now(), c.packets + 1, counters_64bit);
             match sock.send(&buf) {
                 Ok(n) => {
                     c.packets += 1;
                     c.bytes += n as u64;
                 }
-                // A full buffer (or the client gone: ECONNREFUSED) skips the slot.
-                Err(_) => break,
+                // A full buffer (or the client gone: ECONNREFUSED) skips the slots left.
+                Err(_) => {
+                    unsent += (due - i) as u64;
+                    break;
+                }
             }
         }
+        c.slipped = pacer.slipped() + unsent;
         shared.publish(&c);
     }
 }

@@ -29,6 +29,10 @@ pub(crate) struct Pacer {
     next: u64,
     /// Slots skipped after falling behind.
     slipped: u64,
+    /// The first slot after the `-O` warm-up (0 without one, or unpaced).
+    measure_slot: u64,
+    /// Those of `slipped` from `measure_slot` on.
+    measured_slipped: u64,
 }
 
 impl Pacer {
@@ -43,6 +47,49 @@ impl Pacer {
             period_ns,
             next: 0,
             slipped: 0,
+            measure_slot: 0,
+            measured_slipped: 0,
+        }
+    }
+
+    /// Slots due at or after `at` are the measured ones (the end of the `-O` warm-up): their
+    /// skips are counted apart ([`Self::measured_slipped`]), and no batch mixes them with
+    /// earlier slots ([`Self::due`]), so a sender can tell a batch's warm-up by its first slot
+    /// ([`Self::is_measured`]). Slots, not the time they went: a sender that stalls across
+    /// the warm-up's end and catches up counts the late warm-up slots as warm-up, and the
+    /// window's datagrams sent and slots skipped add up to its schedule.
+    pub(crate) fn measure_from(mut self, at: Instant) -> Self {
+        if let Some(period) = self.period_ns {
+            let ns = at.saturating_duration_since(self.start).as_nanos() as f64;
+            self.measure_slot = (ns / period).ceil() as u64;
+        }
+        self
+    }
+
+    /// Whether the batch [`Self::due`] returned last (its first slot, `next - due`) is of the
+    /// measured slots; `None` unpaced, where only the time can tell.
+    pub(crate) fn is_measured(&self, due: usize) -> Option<bool> {
+        self.period_ns?;
+        Some(self.next - due as u64 >= self.measure_slot)
+    }
+
+    /// Skips `from..to`, counting them.
+    fn skip(&mut self, to: u64) {
+        if to <= self.next {
+            return;
+        }
+        self.slipped += to - self.next;
+        self.measured_slipped += to - self.next.max(self.measure_slot).min(to);
+        self.next = to;
+    }
+
+    /// At the end mark `end`: the slots due before it that were never sent (a sender stalled
+    /// at the end, or stopped early) are skipped ones too. Without this the window's schedule
+    /// came up short by the slots of a stall that outlasted it.
+    pub(crate) fn close(&mut self, end: Instant) {
+        if let Some(period) = self.period_ns {
+            let ns = end.saturating_duration_since(self.start).as_nanos() as f64;
+            self.skip((ns / period).ceil() as u64);
         }
     }
 
@@ -63,9 +110,13 @@ impl Pacer {
             // Slots older than the tolerance are skipped; those within it still go.
             let keep_from = ((elapsed - tolerance) / period).ceil() as u64;
             let keep_from = keep_from.clamp(self.next, last);
-            self.slipped += keep_from - self.next;
-            self.next = keep_from;
+            self.skip(keep_from);
         }
+        // A batch is all warm-up slots or all measured ones.
+        let max = match self.measure_slot.checked_sub(self.next) {
+            Some(left) if left > 0 => (max as u64).min(left) as usize,
+            _ => max,
+        };
         let due = (last - self.next + 1).min(max as u64) as usize;
         self.next += due as u64;
         due
@@ -81,6 +132,11 @@ impl Pacer {
     /// Slots skipped so far.
     pub(crate) fn slipped(&self) -> u64 {
         self.slipped
+    }
+
+    /// Slots skipped so far from the end of the warm-up on ([`Self::measure_from`]).
+    pub(crate) fn measured_slipped(&self) -> u64 {
+        self.measured_slipped
     }
 }
 
@@ -131,6 +187,45 @@ mod tests {
             "slots 92..=100"
         );
         assert_eq!(p.slipped(), 86, "slots 6..=91");
+    }
+
+    #[test]
+    fn skips_are_counted_in_the_window_by_their_slot_and_no_batch_straddles_its_start() {
+        let start = Instant::now();
+        let ms = Duration::from_millis;
+        // One every 1 ms, measured from slot 5.
+        let mut p = Pacer::new(start, 1000, Some(8e6)).measure_from(start + ms(5));
+        assert_eq!(p.due(start, 64), 1);
+        assert_eq!(p.is_measured(1), Some(false));
+        // Late by 7 ms, within the catch-up: warm-up slots 1..=4 in one batch, then 5..=8.
+        assert_eq!(p.due(start + ms(8), 64), 4);
+        assert_eq!(p.is_measured(4), Some(false));
+        assert_eq!(p.due(start + ms(8), 64), 4);
+        assert_eq!(p.is_measured(4), Some(true));
+        assert_eq!(p.slipped(), 0);
+        // Before: a stall across the warm-up's end put its skipped warm-up slots in the window.
+        let mut p = Pacer::new(start, 1000, Some(8e6)).measure_from(start + ms(5));
+        assert_eq!(p.due(start, 64), 1);
+        assert_eq!(p.due(start + ms(30), 64), 11, "slots 20..=30");
+        assert_eq!(p.slipped(), 19, "slots 1..=19");
+        assert_eq!(p.measured_slipped(), 15, "slots 5..=19");
+    }
+
+    #[test]
+    fn slots_left_unsent_at_the_end_mark_are_skipped_ones() {
+        let start = Instant::now();
+        let mut p = Pacer::new(start, 1000, Some(8e6));
+        assert_eq!(p.due(start, 64), 1);
+        // Stalled from slot 1 until after the end mark at 10 ms: slots 1..=9 never went.
+        p.close(start + Duration::from_millis(10));
+        assert_eq!((p.slipped(), p.measured_slipped()), (9, 9));
+        // Closing again, or at a mark already passed, counts nothing twice.
+        p.close(start + Duration::from_millis(10));
+        assert_eq!(p.slipped(), 9);
+        // Unpaced, there is no schedule to fall behind.
+        let mut u = Pacer::new(start, 1000, None);
+        u.close(start + Duration::from_millis(10));
+        assert_eq!(u.slipped(), 0);
     }
 
     #[test]

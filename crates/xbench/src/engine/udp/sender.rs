@@ -50,11 +50,17 @@ fn run(sock: &UdpSocket, plan: SendPlan, shared: &Shared) -> Result<CpuUsage, St
     let cpu0 = thread_cpu();
     let len = plan.datagram_len as usize;
     let mut batch = SendBatch::new(len);
-    let mut pacer = Pacer::new(plan.start, plan.datagram_len, plan.bits_per_second);
+    let mut pacer = Pacer::new(plan.start, plan.datagram_len, plan.bits_per_second)
+        .measure_from(plan.measure_from);
     let mut counts = Counts::default();
     loop {
         let now = Instant::now();
         if shared.stopped() || now >= plan.end {
+            // Slots due before the end (or the stop) that never went are skipped ones.
+            pacer.close(now.min(plan.end));
+            counts.slipped = pacer.slipped();
+            counts.measured.slipped = pacer.measured_slipped();
+            shared.publish(&counts);
             break;
         }
         let due = pacer.due(now, batch.capacity());
@@ -67,7 +73,8 @@ fn run(sock: &UdpSocket, plan: SendPlan, shared: &Shared) -> Result<CpuUsage, St
             token: plan.token,
             seq: counts.datagrams,
             sent_ns: now.saturating_duration_since(plan.start).as_nanos() as u64,
-            warm_up: now < plan.measure_from,
+            // By slot where paced (see `Pacer::measure_from`), by time where not.
+            warm_up: !pacer.is_measured(due).unwrap_or(now >= plan.measure_from),
         };
         let sent = batch
             .send(sock, header, due)
@@ -79,6 +86,7 @@ fn run(sock: &UdpSocket, plan: SendPlan, shared: &Shared) -> Result<CpuUsage, St
             counts.measured.bytes += (sent * len) as u64;
         }
         counts.slipped = pacer.slipped();
+        counts.measured.slipped = pacer.measured_slipped();
         shared.publish(&counts);
         if batch.uses_gso() {
             shared.gso.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -46,6 +46,9 @@ pub(crate) struct Measured {
     pub(crate) bytes: u64,
     pub(crate) out_of_order: u64,
     pub(crate) duplicates: u64,
+    /// Sender: slots skipped whose time was after the warm-up (see
+    /// [`Pacer`](super::pacer::Pacer)), beside the datagrams sent for such slots.
+    pub(crate) slipped: u64,
 }
 
 /// What one datagram turned out to be.
