@@ -354,7 +354,8 @@ impl fmt::Display for OutOfPorts {
                 },
             )?;
         }
-        if self.flows as u64 + 1 <= capacity && tw <= capacity {
+        // The flows and the control connection fit.
+        if (self.flows as u64) < capacity && tw <= capacity {
             write!(
                 f,
                 ". This test fits, so other sockets hold the ports (`ss -tan` shows which, \
