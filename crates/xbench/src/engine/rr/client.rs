@@ -1058,7 +1058,9 @@ mod tests {
             stall_timeout: Duration::from_secs(10),
             connect: Some(Connect {
                 addr,
-                bind: None,
+                sources: FlowPlan::new(1, &[], crate::client::flow_plan::PortRange::default())
+                    .unwrap(),
+                per_second: None,
                 socket: SocketOptions::default(),
                 cookie: Cookie([7; COOKIE_LEN]),
                 key: None,
