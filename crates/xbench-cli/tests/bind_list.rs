@@ -289,6 +289,17 @@ fn root_netns_held_tcp_flows_and_streams_come_from_each_bind_address_in_turn() {
         let _server = Server::iperf3(&ns);
         let a = ["-p", "5201", "--iperf3", "-B", LIST, "-P", "5", "-t", "3"];
         held(&ns, &a, &five, false, "--iperf3 -P 5");
+        // A UDP test against a server found to be iperf3's refuses the list there.
+        let out = ns
+            .client(&["-p", "5201", "-u", "-B", LIST, "-t", "1"])
+            .wait_with_output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("an iperf3 UDP test's streams all go to the server's one port"),
+            "{err}"
+        );
     } else {
         assert!(
             std::env::var("CI").map_or(true, |v| v != "true"),
