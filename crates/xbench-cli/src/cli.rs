@@ -252,9 +252,11 @@ pub(crate) struct ClientArgs {
     #[arg(short = '6', long = "version6")]
     pub(crate) ipv6: bool,
 
-    /// Local address to send from. A comma list spreads request/response flows over the
-    /// addresses, round-robin: each brings its own ephemeral ports, so more flows fit than one
-    /// port range holds (the control connection uses the first).
+    /// Local address to send from. A comma list spreads the data over the addresses,
+    /// round-robin by flow or stream (--rr and --crr flows, --connections-only's held flows and
+    /// openers, -P streams, UDP, iperf3 TCP): each brings its own ephemeral ports, so more
+    /// flows fit than one port range holds (the control connection uses the first). Refused
+    /// for --iperf3 -u.
     #[arg(
         short = 'B',
         long = "bind",

@@ -58,6 +58,8 @@ pub(crate) fn for_error(e: &anyhow::Error) -> Exit {
             Some(xbench::Error::Interrupted { .. }) => return Exit::Interrupted,
             // More flows than the local addresses' ports hold: the flags ask the impossible.
             Some(xbench::Error::PortSpace(_)) => return Exit::Usage,
+            // A -B list the test cannot use, found only once the server turned out iperf3's.
+            Some(xbench::Error::BindList(_)) => return Exit::Usage,
             _ => {}
         }
     }

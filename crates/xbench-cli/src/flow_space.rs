@@ -10,10 +10,11 @@ use xbench_sweep::Target;
 
 use crate::exit::UsageError;
 
-/// Refuses `flows` persistent TCP flows of `rr` that `target`'s local addresses cannot hold.
-/// `--crr` and `--rr -u` are not planned: their flows do not spread over `-B`.
+/// Refuses `flows` TCP flows of `rr` that `target`'s local addresses cannot hold: held
+/// (`--rr`) or one connection at a time each (`--crr`, whose server closes first and so keeps
+/// the TIME_WAIT). `--rr -u` is not planned: its sockets are UDP, with no 4-tuple to share.
 pub(crate) fn ensure(target: &Target, rr: &RrSpec, flows: u32) -> Result<(), UsageError> {
-    if rr.udp.is_some() || rr.connect_per_transaction {
+    if rr.udp.is_some() {
         return Ok(());
     }
     let sources: Vec<_> = if target.flow_binds.is_empty() {

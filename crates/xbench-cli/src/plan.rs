@@ -123,6 +123,7 @@ pub(crate) fn resolve(mut a: ClientArgs) -> Result<Plan, UsageError> {
                 .into(),
         ));
     }
+    refuse_unusable_bind_lists(&a)?;
     let target = target(&a);
     let spec = spec(&a)?;
     if a.iperf3 {
@@ -281,6 +282,20 @@ fn refuse_iperf3_json_without_its_shape(a: &ClientArgs) -> Result<(), UsageError
              xbench's layout)"
                 .into(),
         ));
+    }
+    Ok(())
+}
+
+/// A `-B` list every mode spreads its data over, except where it cannot be: an address twice
+/// or two families, or an iperf3 UDP test. Refused, not narrowed to its first address.
+fn refuse_unusable_bind_lists(a: &ClientArgs) -> Result<(), UsageError> {
+    if a.bind.len() < 2 {
+        return Ok(());
+    }
+    xbench::client::flow_plan::BindList::check(&a.bind).map_err(|e| UsageError(e.to_string()))?;
+    if a.iperf3 && a.udp {
+        let e = xbench::client::flow_plan::BindList::iperf3_udp(&a.bind);
+        return Err(UsageError(e.to_string()));
     }
     Ok(())
 }

@@ -105,6 +105,10 @@ pub enum Error {
     /// refused before the first connection.
     #[error("{0}")]
     PortSpace(#[from] crate::client::flow_plan::PortSpace),
+    /// A `-B` list this test cannot use: an address twice, two families, or a test whose
+    /// data cannot come from several addresses; refused before the first connection.
+    #[error("{0}")]
+    BindList(#[from] crate::client::flow_plan::BindList),
     /// The server refused a request/response test for asking more flows than its limit.
     #[error(
         "the server refused the test: {message}; --allow-partial-flows runs the {max} flows \

@@ -96,7 +96,7 @@ pub(super) async fn connect_one(
         sockopt::apply(SockRef::from(&sock), opts, warnings).map_err(std::io::Error::other)?;
     }
     if let Some(ip) = bind {
-        bind_address_only(&sock);
+        sockopt::bind_address_only(&sock);
         sock.bind(&SocketAddr::new(ip, 0).into())?;
     }
     sock.set_nonblocking(true)?;
@@ -107,25 +107,6 @@ pub(super) async fn connect_one(
     };
     let report = opts.map(|o| sockopt::report(SockRef::from(&stream), o));
     Ok((stream, report))
-}
-
-/// `IP_BIND_ADDRESS_NO_PORT`: `bind()` takes the address only and leaves the port to
-/// `connect()`, which picks it by 4-tuple. Without it `bind()` would pick a port free on that
-/// address for every destination, and one range would hold fewer flows than it can. Best
-/// effort: without it (a kernel before 4.2) `bind()` still works, picking the port itself.
-fn bind_address_only(sock: &Socket) {
-    use std::os::fd::AsRawFd;
-    let on: libc::c_int = 1;
-    // SAFETY: a valid socket and a c_int option value of the size given.
-    let _ = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_BIND_ADDRESS_NO_PORT,
-            (&raw const on).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
 }
 
 /// Opens the data connections, at most `config.max_connecting` at a time (one by one would
@@ -243,7 +224,7 @@ pub(crate) fn setup_error(
 }
 
 /// The local addresses the data connections may come from: `-B`'s list, or its one address.
-fn sources(config: &ClientConfig) -> Vec<IpAddr> {
+pub(super) fn sources(config: &ClientConfig) -> Vec<IpAddr> {
     if config.flow_binds.is_empty() {
         config.bind.into_iter().collect()
     } else {

@@ -19,12 +19,25 @@
 //! `connect()`, so those inside the range are subtracted; ports held by other connections to
 //! the same server are not: the plan is the most that can fit, not a promise.
 //!
+//! `--crr` opens a new connection per transaction, but xbench waits for the server to close
+//! each one first, so the server, not the client, keeps it in TIME_WAIT: each flow holds one
+//! port at a time, and the plan is the same. When the ports run out anyway (`EADDRNOTAVAIL`:
+//! connections this end closed first, another program's), [`FlowPlan::out_of_ports`] says
+//! with the numbers how much a rate keeps in TIME_WAIT against what the addresses give.
+//!
 //! Not the opening itself (the client's `connect` module) nor the open-file limit (the CLI's).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::io;
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
+use std::time::Duration;
+
+/// How long Linux keeps the 4-tuple of a connection closed by this end first (TIME_WAIT,
+/// the kernel's fixed `TCP_TIMEWAIT_LEN`): its port cannot go to the same server port again
+/// until then.
+pub const TIME_WAIT: Duration = Duration::from_secs(60);
 
 /// The kernel's ephemeral port range, both ends included, and how many of its ports are
 /// reserved (never given to an outgoing connection).
@@ -153,6 +166,9 @@ fn invalid(path: &str, text: &str) -> io::Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowPlan {
     sources: Vec<IpAddr>,
+    /// Kept for [`Self::out_of_ports`]: what the plan was made with.
+    flows: usize,
+    range: PortRange,
 }
 
 impl FlowPlan {
@@ -172,15 +188,42 @@ impl FlowPlan {
         }
         Ok(FlowPlan {
             sources: sources.to_vec(),
+            flows,
+            range,
         })
+    }
+
+    /// What to say when a connection of this plan finds no local port (`EADDRNOTAVAIL`)
+    /// while the test opens `per_second` new connections a second (`asked`: `--rate` × flows;
+    /// else as measured so far).
+    pub fn out_of_ports(&self, per_second: f64, asked: bool) -> OutOfPorts {
+        OutOfPorts {
+            flows: self.flows,
+            addresses: self.sources.len().max(1),
+            range: self.range,
+            per_second,
+            asked,
+        }
+    }
+
+    /// Flows planned.
+    pub fn flows(&self) -> usize {
+        self.flows
     }
 
     /// The local address flow `flow` binds to; `None` leaves it to the kernel.
     pub fn source(&self, flow: usize) -> Option<IpAddr> {
-        match self.sources.len() {
-            0 => None,
-            n => Some(self.sources[(flow + 1) % n]),
-        }
+        round_robin(&self.sources, flow)
+    }
+}
+
+/// The address of `sources` flow or stream `flow` comes from: `(flow + 1) mod n`, since the
+/// control connection comes from the first. `None` (the kernel's choice) for an empty list.
+/// Every mode that spreads its data over a `-B` list uses this one rule, planned or not.
+pub fn round_robin(sources: &[IpAddr], flow: usize) -> Option<IpAddr> {
+    match sources.len() {
+        0 => None,
+        n => Some(sources[(flow + 1) % n]),
     }
 }
 
@@ -238,6 +281,151 @@ impl fmt::Display for PortSpace {
 }
 
 impl std::error::Error for PortSpace {}
+
+/// A `--crr` connection found no local port (`EADDRNOTAVAIL`), in numbers: the connections
+/// the local addresses give to one server port, those the flows hold at once, and the ports a
+/// rate of new connections keeps in TIME_WAIT when this end closes them first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutOfPorts {
+    /// Flows of the test; each holds at most one connection at a time.
+    pub flows: usize,
+    /// Local addresses they come from (`-B`; 1 without it).
+    pub addresses: usize,
+    /// Each address's ephemeral ports.
+    pub range: PortRange,
+    /// New connections a second.
+    pub per_second: f64,
+    /// Whether `per_second` is the rate asked (`--rate` × flows) rather than as measured.
+    pub asked: bool,
+}
+
+impl OutOfPorts {
+    /// Connections the addresses give to one server port.
+    pub fn capacity(&self) -> u64 {
+        self.addresses as u64 * u64::from(self.range.len())
+    }
+
+    /// Ports `per_second` new connections keep in TIME_WAIT if this end closes them first.
+    pub fn time_wait_ports(&self) -> u64 {
+        (self.per_second.max(0.0) * TIME_WAIT.as_secs_f64()).ceil() as u64
+    }
+
+    /// Local addresses that would hold both the flows (and the control connection) and
+    /// [`Self::time_wait_ports`]; at least one more than now, since these ran out.
+    pub fn addresses_needed(&self) -> u64 {
+        let demand = (self.flows as u64 + 1).max(self.time_wait_ports());
+        demand
+            .div_ceil(u64::from(self.range.len()).max(1))
+            .max(self.addresses as u64 + 1)
+    }
+}
+
+impl fmt::Display for OutOfPorts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (capacity, tw) = (self.capacity(), self.time_wait_ports());
+        let rate = if self.asked {
+            format!("{:.0}/s (--rate × --flows)", self.per_second)
+        } else {
+            format!("about {:.0}/s so far", self.per_second)
+        };
+        write!(
+            f,
+            "out of local ports (EADDRNOTAVAIL): {} local address{} × {} ephemeral ports ({}–{}) \
+             give {capacity} connections to one server port; this test holds at most {} at once \
+             (one a flow) and opens {rate}",
+            self.addresses,
+            if self.addresses == 1 { "" } else { "es" },
+            self.range.len(),
+            self.range.low,
+            self.range.high,
+            self.flows,
+        )?;
+        if tw > 0 {
+            write!(
+                f,
+                ". A port whose connection this end closed first stays taken {} s \
+                 (TIME_WAIT): at that rate up to {tw} ports{}; xbench waits for the server to \
+                 close each --crr connection, so its own stay out of TIME_WAIT unless cut short",
+                TIME_WAIT.as_secs(),
+                if tw > capacity {
+                    format!(", more than the {capacity} there are")
+                } else {
+                    String::new()
+                },
+            )?;
+        }
+        // The flows and the control connection fit.
+        if (self.flows as u64) < capacity && tw <= capacity {
+            write!(
+                f,
+                ". This test fits, so other sockets hold the ports (`ss -tan` shows which, \
+                 `ss -tan state time-wait` those in TIME_WAIT)"
+            )?;
+        }
+        write!(
+            f,
+            ". Give -B {} local addresses (a comma list; on loopback any of 127.0.0.0/8), a \
+             lower --rate, or widen the range (sysctl net.ipv4.ip_local_port_range)",
+            self.addresses_needed(),
+        )
+    }
+}
+
+/// A `-B` list a test cannot use as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindList {
+    /// The list as given.
+    pub list: Vec<IpAddr>,
+    /// Why not, and what to do instead.
+    pub reason: String,
+}
+
+impl BindList {
+    /// Refuses a list with an address twice (the plan would count its ports twice) or of two
+    /// families (a connection goes from one family to the same family).
+    pub fn check(list: &[IpAddr]) -> Result<(), BindList> {
+        let refuse = |reason: String| {
+            Err(BindList {
+                list: list.to_vec(),
+                reason,
+            })
+        };
+        let mut seen = HashSet::new();
+        if let Some(twice) = list.iter().find(|a| !seen.insert(**a)) {
+            return refuse(format!(
+                "{twice} is listed twice; each address brings its ports once, so list it once"
+            ));
+        }
+        if list.iter().any(IpAddr::is_ipv4) && list.iter().any(IpAddr::is_ipv6) {
+            return refuse(
+                "mixes IPv4 and IPv6 addresses, and every connection goes to one server \
+                 address: list addresses of the server's family only"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The refusal of a list by an iperf3 UDP test (`--iperf3 -u`).
+    pub fn iperf3_udp(list: &[IpAddr]) -> BindList {
+        BindList {
+            list: list.to_vec(),
+            reason: "an iperf3 UDP test's streams all go to the server's one port, and a \
+             server tells whose they are by the client's address (xbench's does): give \
+             one -B address (TCP iperf3 streams, matched by their cookie, take a list)"
+                .into(),
+        }
+    }
+}
+
+impl fmt::Display for BindList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list: Vec<String> = self.list.iter().map(ToString::to_string).collect();
+        write!(f, "-B {}: {}", list.join(","), self.reason)
+    }
+}
+
+impl std::error::Error for BindList {}
 
 #[cfg(test)]
 mod tests {
@@ -401,6 +589,65 @@ mod tests {
         let first = (0..119).filter(|&f| plan.source(f) == Some(two[0])).count();
         assert_eq!(first, 59);
         assert!(FlowPlan::new(120, &two, range).is_err());
+    }
+
+    /// `--crr` out of ports: the rate's TIME_WAIT against what the addresses give, and the
+    /// addresses that would hold it; figures that fit say other sockets hold the ports.
+    #[test]
+    fn out_of_ports_names_the_time_wait_a_rate_keeps_against_the_addresses_ports() {
+        let range = PortRange::default();
+        let plan = FlowPlan::new(100, &addrs(2), range).expect("fits");
+        // 2,000/s × 60 s = 120,000 ports against 2 × 28,232 = 56,464: 5 addresses hold it.
+        let m = plan.out_of_ports(2_000.0, true);
+        assert_eq!((m.capacity(), m.time_wait_ports()), (56_464, 120_000));
+        assert_eq!(m.addresses_needed(), 5);
+        let text = m.to_string();
+        for part in [
+            "out of local ports (EADDRNOTAVAIL): 2 local addresses × 28232 ephemeral ports \
+             (32768–60999) give 56464 connections to one server port",
+            "holds at most 100 at once (one a flow) and opens 2000/s (--rate × --flows)",
+            "stays taken 60 s (TIME_WAIT): at that rate up to 120000 ports, more than the \
+             56464 there are",
+            "Give -B 5 local addresses",
+        ] {
+            assert!(text.contains(part), "{part:?} missing from: {text}");
+        }
+        assert!(!text.contains("other sockets"), "{text}");
+        // Measured, and within the ports: the figures fit, so others hold them; one more
+        // address is still the way out.
+        let m = plan.out_of_ports(10.4, false);
+        assert_eq!(m.time_wait_ports(), 624);
+        let text = m.to_string();
+        assert!(text.contains("about 10/s so far"), "{text}");
+        assert!(text.contains("up to 624 ports;"), "{text}");
+        assert!(text.contains("other sockets hold the ports"), "{text}");
+        assert!(text.contains("Give -B 3 local addresses"), "{text}");
+        // Nothing opened yet: no TIME_WAIT clause at all.
+        let text = FlowPlan::new(1, &[], range)
+            .unwrap()
+            .out_of_ports(0.0, false)
+            .to_string();
+        assert!(!text.contains("stays taken"), "{text}");
+        assert!(text.contains("1 local address × 28232"), "{text}");
+    }
+
+    #[test]
+    fn bind_lists_with_an_address_twice_or_two_families_are_refused() {
+        let v4: IpAddr = "127.0.0.1".parse().unwrap();
+        let v6: IpAddr = "::1".parse().unwrap();
+        assert!(BindList::check(&[]).is_ok());
+        assert!(BindList::check(&addrs(3)).is_ok());
+        let e = BindList::check(&[v4, "127.0.0.2".parse().unwrap(), v4]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("-B 127.0.0.1,127.0.0.2,127.0.0.1: 127.0.0.1 is listed twice"),
+            "{e}"
+        );
+        let e = BindList::check(&[v4, v6]).unwrap_err();
+        assert!(e.to_string().contains("mixes IPv4 and IPv6"), "{e}");
+        assert_eq!(round_robin(&[], 7), None);
+        assert_eq!(round_robin(&addrs(3), 0), Some(addrs(3)[1]));
+        assert_eq!(round_robin(&addrs(3), 2), Some(addrs(3)[0]));
     }
 
     #[test]

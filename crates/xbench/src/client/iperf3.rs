@@ -18,6 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::connect::{connect_any, connect_one, resolve};
+use super::flow_plan::{BindList, round_robin};
 use super::{ClientConfig, ClientEvent, OnEvent, interruptible};
 use crate::config::{
     Direction, EndCondition, SpecError, StreamDirection, ThroughputSpec, Workload,
@@ -119,6 +120,9 @@ pub(crate) async fn run(
 ) -> Result<TestReport, Error> {
     tokio::pin!(cancel);
     let tp = supported(config)?;
+    if tp.udp.is_some() && config.flow_binds.len() > 1 {
+        return Err(BindList::iperf3_udp(&config.flow_binds).into());
+    }
     let Control {
         mut ctrl,
         cookie,
@@ -352,6 +356,9 @@ async fn open_data(
     n: usize,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<(std::net::TcpStream, SocketReport)>, Error> {
+    // Stream i from the i-th address of a -B list, round-robin as xbench's own streams: an
+    // iperf3 server matches a data connection to its test by the cookie, not the address.
+    let sources = super::connect::sources(config);
     let mut out = Vec::with_capacity(n);
     for id in 0..n {
         let mut w = Vec::new();
@@ -359,7 +366,7 @@ async fn open_data(
             let (mut s, report) = connect_one(
                 server,
                 config,
-                config.bind,
+                round_robin(&sources, id),
                 Some(&config.spec.socket),
                 &mut w,
             )

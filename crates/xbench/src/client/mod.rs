@@ -70,10 +70,13 @@ pub struct ClientConfig {
     /// Local address to send from (`-B`): the control connection, and every data connection
     /// unless [`Self::flow_binds`] lists several.
     pub bind: Option<IpAddr>,
-    /// Local addresses the data connections are spread over, round-robin (`-B a,b,…`); empty:
+    /// Local addresses the data are spread over, round-robin (`-B a,b,…`): TCP flows and
+    /// streams (`--rr`, `--crr` flows' every connection, `--connections-only`'s held flows and
+    /// openers, `-P` streams, iperf3 TCP streams) and UDP sockets (`-u`, `--rr -u`); flow or
+    /// stream `i` from address `(i + 1) mod n` ([`flow_plan::round_robin`]). Empty:
     /// [`Self::bind`] alone. Each address brings a whole ephemeral port range, so more flows
     /// than one range holds need more of them (see [`flow_plan`]). The first should be
-    /// [`Self::bind`].
+    /// [`Self::bind`]. An iperf3 UDP test refuses a list ([`flow_plan::BindList`]).
     pub flow_binds: Vec<IpAddr>,
     /// Most data connections being opened at once (`--max-connecting`): the rest wait for one
     /// to finish its handshake. Bounds what the flows put in the server's SYN and accept
@@ -209,6 +212,13 @@ pub async fn run_with_give_up(
     give_up: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
     config.spec.validate()?;
+    flow_plan::BindList::check(&config.flow_binds)?;
+    if config.protocol == ServerProtocol::Iperf3
+        && config.flow_binds.len() > 1
+        && matches!(&config.spec.workload, Workload::Throughput(tp) if tp.udp.is_some())
+    {
+        return Err(flow_plan::BindList::iperf3_udp(&config.flow_binds).into());
+    }
     // Setup can take a connect timeout or a slow server's answer: Ctrl-C must cut it short too.
     let mut cancel = std::pin::pin!(cancel);
     let give_up = GiveUp::new(give_up);

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
+use super::flow_plan::{FlowPlan, PortRange};
 use super::session::{ReportBody, Session, ended_by, send};
 use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, interruptible};
 use crate::check;
@@ -314,13 +315,22 @@ fn spawn_workers(
         period: spec.period(),
         base: start,
         stall_timeout: config.stall_timeout,
-        connect: spec.connect_per_transaction.then(|| rr::client::Connect {
-            addr: session.server_addr,
-            bind: config.bind,
-            socket: config.spec.socket.clone(),
-            cookie: session.cookie,
-            key: session.key.clone(),
-        }),
+        connect: match spec.connect_per_transaction {
+            // Each flow holds one connection at a time, from its own address of the list.
+            true => Some(rr::client::Connect {
+                addr: session.server_addr,
+                sources: FlowPlan::new(
+                    flows,
+                    &super::connect::sources(config),
+                    PortRange::current_or_default(),
+                )?,
+                per_second: spec.rate_per_flow.map(|r| r * flows as f64),
+                socket: config.spec.socket.clone(),
+                cookie: session.cookie,
+                key: session.key.clone(),
+            }),
+            false => None,
+        },
         per_flow: config.per_flow,
         keep_opening,
     };

@@ -15,6 +15,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::bulk::gave_up_warning;
+use super::flow_plan::round_robin;
 use super::session::{ReportBody, Session, ended_by, send};
 use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, interruptible};
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec, UdpSpec};
@@ -77,9 +78,13 @@ pub(super) async fn greet(
             std::io::Error::other(why),
         ));
     }
-    let local = SocketAddr::new(config.bind.unwrap_or(session.client_addr.ip()), 0);
+    // Stream (or flow) i from the i-th address of a -B list, round-robin as TCP's flows; else
+    // from the control connection's address.
+    let sources = super::connect::sources(config);
     let mut socks = Vec::with_capacity(n);
-    for (h, port) in hellos.iter().zip(&session.udp_ports) {
+    for (i, (h, port)) in hellos.iter().zip(&session.udp_ports).enumerate() {
+        let from = round_robin(&sources, i).unwrap_or(session.client_addr.ip());
+        let local = SocketAddr::new(from, 0);
         let s = socket::bind(local).map_err(|e| Error::io("opening a UDP socket", e))?;
         s.connect(SocketAddr::new(session.server_addr.ip(), *port))
             .map_err(|e| Error::io("connecting a UDP socket", e))?;

@@ -140,3 +140,22 @@ fn sockopt_err(option: &'static str, value: String, cause: io::Error) -> Error {
         cause,
     }
 }
+
+/// `IP_BIND_ADDRESS_NO_PORT`: `bind()` takes the address only and leaves the port to
+/// `connect()`, which picks it by 4-tuple. Without it `bind()` would pick a port free on that
+/// address for every destination, and one range would hold fewer flows than it can. Best
+/// effort: without it (a kernel before 4.2) `bind()` still works, picking the port itself.
+pub(crate) fn bind_address_only(sock: &socket2::Socket) {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket and a c_int option value of the size given.
+    let _ = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&raw const on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}

@@ -20,7 +20,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,6 +34,7 @@ use super::{
     tell,
 };
 use crate::auth::SessionKey;
+use crate::client::flow_plan::FlowPlan;
 use crate::config::SocketOptions;
 use crate::engine::cpu::thread_cpu;
 use crate::engine::sockopt;
@@ -92,7 +93,10 @@ pub(crate) fn backoff(streak: u32) -> Duration {
 #[derive(Debug, Clone)]
 pub(crate) struct Connect {
     pub(crate) addr: SocketAddr,
-    pub(crate) bind: Option<IpAddr>,
+    /// Flow `i`'s connections all come from `sources.source(i)` (`-B a,b,…`, round-robin).
+    pub(crate) sources: FlowPlan,
+    /// New connections a second the test asks for (`--rate` × flows); unpaced, `None`.
+    pub(crate) per_second: Option<f64>,
     pub(crate) socket: SocketOptions,
     /// The test's cookie, for each connection's greeting.
     pub(crate) cookie: Cookie,
@@ -522,7 +526,9 @@ impl ClientWorker {
         sockopt::apply(SockRef::from(&sock), &c.socket, &mut ignored)
             .map_err(|e| Stop::Fatal(e.to_string()))?;
         let _ = sock.set_tcp_nodelay(true);
-        if let Some(ip) = c.bind {
+        if let Some(ip) = c.sources.source(usize::from(self.flows[i].id)) {
+            // The port is picked at connect() by 4-tuple, as for held flows.
+            sockopt::bind_address_only(&sock);
             sock.bind(&SocketAddr::new(ip, 0).into())
                 .map_err(|e| Stop::Fatal(connect_error(&e, addr)))?;
         }
@@ -531,6 +537,9 @@ impl ClientWorker {
         match sock.connect(&addr.into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
+                return Err(Stop::Fatal(self.out_of_ports(c)));
+            }
             Err(e) => return Err(Stop::io(&e, connect_error(&e, addr), false)),
         }
         let stream = TcpStream::from(sock);
@@ -575,6 +584,28 @@ impl ClientWorker {
             .add(fd, i as u64, interest)
             .map_err(|e| Stop::Fatal(e.to_string()))?;
         Ok(())
+    }
+
+    /// [`connect_error`] for `EADDRNOTAVAIL`, with the port-space arithmetic: the rate asked,
+    /// or this worker's so far scaled to every flow's.
+    fn out_of_ports(&self, c: &Connect) -> String {
+        let (per_second, asked) = match c.per_second {
+            Some(r) => (r, true),
+            None => {
+                let opened: u64 = self.flows.iter().map(|f| f.opened).sum();
+                let secs = self.plan.base.elapsed().as_secs_f64().max(1e-3);
+                let share = self.flows.len().max(1) as f64;
+                (
+                    opened as f64 / secs * c.sources.flows() as f64 / share,
+                    false,
+                )
+            }
+        };
+        format!(
+            "cannot open a new connection to {}: {}",
+            c.addr,
+            c.sources.out_of_ports(per_second, asked)
+        )
     }
 
     fn on_event(&mut self, i: usize, readable: bool, writable: bool, now: u64) -> Result<(), Stop> {
@@ -1027,7 +1058,9 @@ mod tests {
             stall_timeout: Duration::from_secs(10),
             connect: Some(Connect {
                 addr,
-                bind: None,
+                sources: FlowPlan::new(1, &[], crate::client::flow_plan::PortRange::default())
+                    .unwrap(),
+                per_second: None,
                 socket: SocketOptions::default(),
                 cookie: Cookie([7; COOKIE_LEN]),
                 key: None,
