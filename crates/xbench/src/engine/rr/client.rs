@@ -393,7 +393,7 @@ impl ClientWorker {
         self.flows
             .iter_mut()
             .enumerate()
-            .map(|(i, f)| f.snapshot(retrans, (i + n - first) % n < RTT_SAMPLE))
+            .map(|(i, f)| f.snapshot(retrans, rtt_turn(i, first, n)))
             .collect()
     }
 
@@ -808,6 +808,11 @@ impl ClientWorker {
     }
 }
 
+/// Whether flow `i` of `n` is among the [`RTT_SAMPLE`] from `first` on (wrapping).
+fn rtt_turn(i: usize, first: usize, n: usize) -> bool {
+    (i + n - first) % n < RTT_SAMPLE
+}
+
 /// `sendmsg` of two buffers at once, so a `--crr` greeting and its request share a segment.
 fn send_two(fd: i32, a: &[u8], b: &[u8]) -> isize {
     let mut iov = [
@@ -844,5 +849,51 @@ fn connect_error(e: &io::Error, addr: SocketAddr) -> String {
             "{addr} refused a new connection (is its listen backlog full, or the server gone?)"
         ),
         _ => format!("cannot open a new connection to {addr}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flow_has_its_rtt_read_once_in_each_round_of_turns() {
+        for n in [1, 5, RTT_SAMPLE, RTT_SAMPLE + 1, 3 * RTT_SAMPLE - 7, 8192] {
+            let mut reads = vec![0u32; n];
+            let mut first = 0;
+            let turns = n.div_ceil(RTT_SAMPLE);
+            for _ in 0..turns {
+                let picked: Vec<usize> = (0..n).filter(|&i| rtt_turn(i, first, n)).collect();
+                assert_eq!(picked.len(), n.min(RTT_SAMPLE), "{n} flows");
+                for i in picked {
+                    reads[i] += 1;
+                }
+                first = (first + RTT_SAMPLE) % n;
+            }
+            // Within a round every flow is read, and only the last turn may wrap onto some
+            // read already.
+            assert!(reads.iter().all(|&r| r >= 1), "{n} flows: {reads:?}");
+            assert!(reads.iter().all(|&r| r <= 2), "{n} flows");
+            if n % RTT_SAMPLE == 0 || n < RTT_SAMPLE {
+                assert!(reads.iter().all(|&r| r == 1), "{n} flows");
+            }
+        }
+    }
+
+    #[test]
+    fn a_flow_reports_an_rtt_only_when_its_turn_reads_one() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _peer = l.accept().unwrap();
+        let mut f = Flow::new(3, Some(s), 0, false);
+        let read = f.snapshot(false, true);
+        assert!(read.srtt_us.is_some_and(|us| us > 0));
+        // Not its turn and nothing retransmitted anywhere: no stale RTT, no count.
+        let skipped = f.snapshot(false, false);
+        assert_eq!(
+            (skipped.flow, skipped.srtt_us, skipped.retransmits),
+            (3, None, 0)
+        );
+        assert!(f.snapshot(true, false).srtt_us.is_none());
     }
 }
