@@ -577,7 +577,9 @@ pub struct RrInterval {
     pub retransmits: u64,
     /// Segments the server retransmitted (responses), when its report arrived.
     pub server_retransmits: Option<u64>,
-    /// Mean smoothed RTT of the flows' connections at the end of the interval, µs.
+    /// Mean smoothed RTT of the flows' connections at the end of the interval, µs. A client
+    /// worker with more than 1,024 flows reads 1,024 of them each interval, in turn, and this
+    /// is their mean.
     pub srtt_us: Option<f64>,
     /// Connections opened (`--crr`).
     pub connections: u64,
@@ -696,7 +698,8 @@ pub struct RrSummary {
     pub retransmits: u64,
     /// Segments the server retransmitted, when its report arrived.
     pub server_retransmits: Option<u64>,
-    /// Smoothed RTT of the connections over the test, from TCP_INFO.
+    /// Smoothed RTT of the connections over the test, from TCP_INFO: every flow's at every
+    /// interval's end, or 1,024 flows' a client worker at more (in turn).
     pub rtt: Option<RttStats>,
     /// Transactions completed over the whole test, warm-up included.
     pub total_transactions: u64,

@@ -22,8 +22,11 @@ pub(crate) enum Interest {
 }
 
 impl Interest {
-    fn bits(self) -> u32 {
-        let base = (libc::EPOLLRDHUP) as u32;
+    fn bits(self, edge: bool) -> u32 {
+        let mut base = (libc::EPOLLRDHUP) as u32;
+        if edge {
+            base |= libc::EPOLLET as u32;
+        }
         base | match self {
             Interest::Read => libc::EPOLLIN as u32,
             Interest::ReadWrite => (libc::EPOLLIN | libc::EPOLLOUT) as u32,
@@ -47,13 +50,29 @@ pub(crate) struct Event {
 pub(crate) struct Poll {
     epfd: OwnedFd,
     events: Vec<libc::epoll_event>,
+    /// Every descriptor is added edge-triggered (see [`Poll::edge_triggered`]).
+    edge: bool,
 }
 
 /// Set once `epoll_pwait2` has answered ENOSYS.
 static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
 
 impl Poll {
+    /// Level-triggered: a descriptor is reported at every wait while it is ready.
     pub(crate) fn new(capacity: usize) -> io::Result<Self> {
+        Self::with(capacity, false)
+    }
+
+    /// Edge-triggered: a descriptor is reported once each time it becomes ready, so its owner
+    /// must read (or write) until the kernel has nothing more (or takes nothing more), and
+    /// read on after a hang-up. Level-triggered, epoll puts every reported socket back on its
+    /// ready list and polls it again at the next wait, only to find it empty: one more
+    /// `tcp_poll` per transaction, over a working set of thousands of sockets.
+    pub(crate) fn edge_triggered(capacity: usize) -> io::Result<Self> {
+        Self::with(capacity, true)
+    }
+
+    fn with(capacity: usize, edge: bool) -> io::Result<Self> {
         // SAFETY: plain syscall; a non-negative result is a new descriptor we own.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if fd < 0 {
@@ -63,6 +82,7 @@ impl Poll {
             // SAFETY: `fd` was just created and is owned by nobody else.
             epfd: unsafe { OwnedFd::from_raw_fd(fd) },
             events: vec![libc::epoll_event { events: 0, u64: 0 }; capacity.clamp(16, 1024)],
+            edge,
         })
     }
 
@@ -84,7 +104,7 @@ impl Poll {
 
     fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
         let mut ev = libc::epoll_event {
-            events: interest.bits(),
+            events: interest.bits(self.edge),
             u64: token,
         };
         // SAFETY: `ev` is a valid epoll_event for the duration of the call.
@@ -242,6 +262,34 @@ mod tests {
         // The median wake-up is well within a millisecond of the deadline (a loaded CI host
         // may be late now and then, hence the median).
         assert!(late[25] < Duration::from_micros(500), "{:?}", late[25]);
+    }
+
+    #[test]
+    fn edge_triggered_reports_unread_data_once_and_level_triggered_at_every_wait() {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        a.write_all(b"x").unwrap();
+        // Two waits each, the byte left unread.
+        let reports = |mut p: Poll| {
+            p.add(b.as_raw_fd(), 1, Interest::Read).unwrap();
+            (0..2)
+                .map(|_| {
+                    let deadline = Instant::now() + Duration::from_millis(200);
+                    p.wait(Some(deadline), |e| assert!(e.readable)).unwrap()
+                })
+                .sum::<usize>()
+        };
+        assert_eq!(reports(Poll::new(8).unwrap()), 2);
+        assert_eq!(reports(Poll::edge_triggered(8).unwrap()), 1);
+        // More data is a new edge.
+        let mut p = Poll::edge_triggered(8).unwrap();
+        p.add(b.as_raw_fd(), 1, Interest::Read).unwrap();
+        let soon = || Some(Instant::now() + Duration::from_millis(200));
+        assert_eq!(p.wait(soon(), |_| {}).unwrap(), 1);
+        a.write_all(b"y").unwrap();
+        assert_eq!(p.wait(soon(), |_| {}).unwrap(), 1);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::at_once::Arrived;
 use super::poll::{Interest, Poll, Waker};
-use super::{Control, Epochs, FlowSnapshot, Report, STOPPED, TcpTrack, Worker, tell};
+use super::{Control, Epochs, FlowSnapshot, Report, RetransGate, STOPPED, TcpTrack, Worker, tell};
 use crate::engine::cpu::thread_cpu;
 use crate::report::CpuUsage;
 
@@ -48,7 +48,7 @@ pub(crate) fn spawn(
     tx: UnboundedSender<Report>,
 ) -> io::Result<Worker> {
     let waker = Arc::new(Waker::new()?);
-    let poll = Poll::new(flows.len() + 1)?;
+    let poll = Poll::edge_triggered(flows.len() + 1)?;
     poll.add(waker.raw(), WAKER, Interest::Read)?;
     let (conn_tx, conn_rx) = std::sync::mpsc::channel();
     let mut worker = ServerWorker {
@@ -64,6 +64,7 @@ pub(crate) fn spawn(
         zeros: vec![0u8; (plan.response_len as usize).clamp(1, CHUNK)],
         epochs: Epochs::new(index),
         at_once_cpu: CpuUsage::default(),
+        gate: RetransGate::default(),
     };
     for (id, s) in flows {
         worker.add(id, s, Arrived::default())?;
@@ -133,6 +134,8 @@ struct ServerWorker {
     epochs: Epochs,
     /// CPU time of the `--crr` answers given in the accept path (first worker only).
     at_once_cpu: CpuUsage,
+    /// Whether the connections' retransmit counters need reading at a snapshot.
+    gate: RetransGate,
 }
 
 impl ServerWorker {
@@ -231,6 +234,10 @@ impl ServerWorker {
                 let slot = ev.token as usize;
                 if let Err(e) = self.on_event(slot, ev.readable || ev.closed, ev.writable) {
                     self.close(slot, Some(e));
+                } else if ev.closed
+                    && let Err(e) = self.read_to_end(slot)
+                {
+                    self.close(slot, Some(e));
                 }
             }
             while let Ok((flow, s, arrived)) = self.incoming.try_recv() {
@@ -277,7 +284,10 @@ impl ServerWorker {
             && c.sock.set_read_timeout(Some(SLICE)).is_ok()
             && c.sock.set_write_timeout(Some(SLICE)).is_ok();
         while ok && self.control.state() != STOPPED {
-            if let Err(e) = self.read(slot).and_then(|()| self.flush(slot)) {
+            // One read a pass: a blocking one more, after a full buffer, would wait out the
+            // slice before answering a request of exactly that size.
+            let len = CHUNK.max(self.plan.request_len as usize);
+            if let Err(e) = self.read_once(slot, len).and_then(|_| self.flush(slot)) {
                 self.close(slot, Some(e));
             }
             self.housekeeping();
@@ -312,9 +322,13 @@ impl ServerWorker {
                 c.srtt_us = t.srtt_us.or(c.srtt_us);
             }
         }
+        // Only retransmits are wanted of a connection here (its RTT is the client's to report),
+        // and where none can have happened every count is zero without asking.
         let mut samples = Vec::new();
-        for c in self.conns.iter_mut().flatten() {
-            samples.push((c.flow, c.tcp.sample(&c.sock)));
+        if self.gate.moved() {
+            for c in self.conns.iter_mut().flatten() {
+                samples.push((c.flow, c.tcp.sample(&c.sock)));
+            }
         }
         for (flow, (r, srtt)) in samples {
             let c = self.count(flow);
@@ -353,10 +367,38 @@ impl ServerWorker {
         Ok(())
     }
 
-    fn read(&mut self, slot: usize) -> Result<(), String> {
+    /// After a hang-up, which the edge-triggered loop reports once: reads whatever came with it
+    /// and then the end, so the connection is closed now rather than left registered.
+    fn read_to_end(&mut self, slot: usize) -> Result<(), String> {
+        while self.conns.get(slot).is_some_and(Option::is_some) {
+            let Some(n) = self.read(slot)? else {
+                break; // nothing more, and no end yet: a half-close is reported again
+            };
+            if n == 0 {
+                break;
+            }
+        }
+        self.flush(slot)
+    }
+
+    /// Reads what arrived on `slot` until the socket is empty (the edge-triggered loop hears
+    /// of it again only when more arrives). Returns the bytes of the last read, `Some(0)` at
+    /// the end of the connection, `None` when there was nothing to read.
+    fn read(&mut self, slot: usize) -> Result<Option<usize>, String> {
+        let len = CHUNK.max(self.plan.request_len as usize);
+        loop {
+            let n = self.read_once(slot, len)?;
+            // A read shorter than asked for emptied the socket.
+            if n != Some(len) {
+                return Ok(n);
+            }
+        }
+    }
+
+    fn read_once(&mut self, slot: usize, len: usize) -> Result<Option<usize>, String> {
         let (req, resp) = (self.plan.request_len, self.plan.response_len);
         let Some(c) = self.conns[slot].as_mut() else {
-            return Ok(());
+            return Ok(Some(0));
         };
         let mut token = [0u8; 64];
         // SAFETY: with MSG_TRUNC the kernel discards TCP data without writing to the buffer
@@ -365,17 +407,19 @@ impl ServerWorker {
             libc::recv(
                 c.sock.as_raw_fd(),
                 token.as_mut_ptr().cast(),
-                CHUNK.max(req as usize),
+                len,
                 libc::MSG_TRUNC,
             )
         };
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
+                io::ErrorKind::WouldBlock => Ok(None),
+                // Nothing read: report a full read, so `read` tries again.
+                io::ErrorKind::Interrupted => Ok(Some(len)),
                 io::ErrorKind::ConnectionReset => {
                     self.close(slot, None);
-                    Ok(())
+                    Ok(Some(0))
                 }
                 _ => Err(e.to_string()),
             };
@@ -383,7 +427,7 @@ impl ServerWorker {
         if n == 0 {
             // The client is done with this connection (end of test, or of its --crr exchange).
             self.close(slot, None);
-            return Ok(());
+            return Ok(Some(0));
         }
         c.rx += n as u64;
         self.control.activity.fetch_add(1, Ordering::Relaxed);
@@ -398,7 +442,7 @@ impl ServerWorker {
             let flow = c.flow;
             self.count(flow).transactions += complete;
         }
-        Ok(())
+        Ok(Some(n as usize))
     }
 
     fn flush(&mut self, slot: usize) -> Result<(), String> {
