@@ -21,43 +21,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use common::{Netns, root_or_skip};
+
 const LIST: &str = "127.0.0.1,127.0.0.2,127.0.0.3";
 
-/// A network namespace with loopback up, deleted on drop (its sockets with it).
-struct Netns(String);
-
 impl Netns {
-    fn new(name: &str) -> Self {
-        let ns = Netns(format!("{name}-{}", std::process::id()));
-        if std::path::Path::new("/run/netns").join(&ns.0).exists() {
-            let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
-        }
-        let ok = Command::new("ip")
-            .args(["netns", "add", &ns.0])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "ip netns add {}", ns.0);
-        ns.run(&["ip", "link", "set", "lo", "up"]);
-        ns
-    }
-
-    /// `argv` inside the namespace, which must succeed; its stdout.
-    fn run(&self, argv: &[&str]) -> String {
-        let out = self.command(argv[0]).args(&argv[1..]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{argv:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn command(&self, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0, program]);
-        c
-    }
-
     /// `xbench client 127.0.0.1 ARGS… --json` in the namespace, started.
     fn client(&self, args: &[&str]) -> Child {
         self.command(env!("CARGO_BIN_EXE_xbench"))
@@ -108,26 +76,6 @@ impl Netns {
         }
         by
     }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-/// False (after saying why) without root; under `CI=true` a panic, since CI must run it.
-fn root_or_skip(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "{test} needs root (network namespaces) and CI=true forbids skipping it"
-    );
-    eprintln!("skipping {test}: needs root for a network namespace");
-    false
 }
 
 /// A server in `ns` on 127.0.0.1:5201 (`xbench server`, or `iperf3 -s`), killed on drop.

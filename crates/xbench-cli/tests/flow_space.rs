@@ -12,6 +12,8 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
 #![allow(clippy::print_stderr)] // a skipped test and the run time, for the test log
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::channel;
@@ -19,65 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// A network namespace with loopback up, deleted on drop (its sockets with it).
-struct Netns(String);
-
-impl Netns {
-    fn new(name: &str) -> Self {
-        let ns = Netns(format!("{name}-{}", std::process::id()));
-        if std::path::Path::new("/run/netns").join(&ns.0).exists() {
-            ip(&["netns", "del", &ns.0]);
-        }
-        ip(&["netns", "add", &ns.0]);
-        ns.exec(&["ip", "link", "set", "lo", "up"]);
-        ns
-    }
-
-    fn exec(&self, argv: &[&str]) {
-        let out = self.command(argv[0]).args(&argv[1..]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{argv:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// `program` run inside the namespace.
-    fn command(&self, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0, program]);
-        c
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// False (after saying why) without root; under `CI=true` a panic, since CI must run it.
-fn root_or_skip(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "{test} needs root (network namespaces) and CI=true forbids skipping it"
-    );
-    eprintln!("skipping {test}: needs root for a network namespace");
-    false
-}
+use common::{Netns, root_or_skip};
 
 /// `xbench server` in `ns` on 127.0.0.1:5201 (outside the narrowed range), killed on drop.
 struct Server(Child);
@@ -120,7 +64,7 @@ impl Drop for Server {
 fn iptables(ns: &Netns, rule: &[&str]) {
     let mut argv = vec!["iptables"];
     argv.extend_from_slice(rule);
-    ns.exec(&argv);
+    ns.run(&argv);
 }
 
 /// False (after saying why) where `iptables` is not installed; under `CI=true` a panic.
@@ -149,7 +93,7 @@ fn root_netns_flows_beyond_one_address_ports_are_refused_and_a_second_address_ca
     }
     let started = Instant::now();
     let ns = Netns::new("xbflows");
-    ns.exec(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=61000 61059"]);
+    ns.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=61000 61059"]);
     let _server = Server::start(&ns);
     let xbench = env!("CARGO_BIN_EXE_xbench");
     let client = |extra: &[&str]| {
@@ -199,7 +143,7 @@ fn root_netns_flows_beyond_one_address_ports_are_refused_and_a_second_address_ca
 
     // Ports reserved inside the range (ip_local_reserved_ports) hold no flow: with 10 of the
     // 60 reserved, two addresses hold 99 flows, not 119, and the same test is refused.
-    ns.exec(&[
+    ns.run(&[
         "sysctl",
         "-qw",
         "net.ipv4.ip_local_reserved_ports=61000-61004,61050,61055-61058,80",

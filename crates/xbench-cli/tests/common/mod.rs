@@ -60,3 +60,68 @@ pub(crate) fn assert_usage_errors(command: &[&str], cases: &[(&[&str], &str)]) {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// A network namespace with loopback up, deleted on drop (its sockets with it). The tests of
+/// `-B` lists and flow space each build one; a test file adds its own methods with an `impl`.
+pub(crate) struct Netns(pub(crate) String);
+
+impl Netns {
+    /// `NAME-PID`, replacing one a killed run left behind.
+    pub(crate) fn new(name: &str) -> Self {
+        let ns = Netns(format!("{name}-{}", std::process::id()));
+        if std::path::Path::new("/run/netns").join(&ns.0).exists() {
+            let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
+        }
+        let out = Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ip netns add {}: {}",
+            ns.0,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ns.run(&["ip", "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// `argv` inside the namespace, which must succeed; its stdout.
+    pub(crate) fn run(&self, argv: &[&str]) -> String {
+        let out = self.command(argv[0]).args(&argv[1..]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{argv:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `program` run inside the namespace.
+    pub(crate) fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0, program]);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// False (after saying why) without root; under `CI=true` a panic, since CI must run it.
+#[allow(clippy::print_stderr)] // the reason a test was skipped belongs in its output
+pub(crate) fn root_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "{test} needs root (network namespaces) and CI=true forbids skipping it"
+    );
+    eprintln!("skipping {test}: needs root for a network namespace");
+    false
+}
