@@ -413,7 +413,17 @@ fn root_netns_a_crr_connection_without_a_port_names_the_port_space() {
     ] {
         assert!(err.contains(part), "{part:?} missing from: {err}");
     }
-    // A second address has ports to spare: flow 0 comes from it.
+    // The server closed that test's control connection first, so the TIME_WAIT is its own
+    // and the port is free again. (The client used to close first now and then, and the
+    // next test's control connection found no port: issue 38.)
+    let client_time_wait: Vec<_> = (ns.sockets("-t").into_iter())
+        .filter(|(state, local, peer)| {
+            state == "TIME-WAIT" && local.port() != 5201 && peer.port() == 5201
+        })
+        .collect();
+    assert!(client_time_wait.is_empty(), "{client_time_wait:?}");
+    // A second address has ports to spare: flow 0 comes from it, the control connection
+    // from the first address's port the refused test gave back.
     let out = ns
         .client(&[
             "-p",

@@ -454,6 +454,7 @@ impl Drained<'_> {
             // The server checks its figures against ours; it closes if this does not come.
             let tally = Message::Tally(check::tally(&client_results));
             let _ = send(&mut session.wr, &tally, &session.addr.clone()).await;
+            session.await_server_close().await;
         }
         if let Some(iv) = last {
             merger.client(iv, on_event);

@@ -391,6 +391,7 @@ async fn finish_held(
                         .collect(),
                 };
                 let _ = send(&mut holder.wr, &Message::Tally(tally), &addr).await;
+                holder.await_server_close().await;
                 return;
             }
             Ok(Ok(Some(Message::Error(e)))) => {

@@ -576,6 +576,9 @@ impl<'c> Drained<'c> {
                         // checks its own against them.
                         let tally = Message::Tally(t.acc.tally());
                         let _ = send(&mut t.session.wr, &tally, &addr).await;
+                        if !give_up.fired() {
+                            t.session.await_server_close().await;
+                        }
                         break;
                     }
                     Ok(Ok(Some(Message::Error(e)))) => {

@@ -28,6 +28,10 @@ use crate::report::{
 };
 use crate::time::rfc3339;
 
+/// How long a client waits for the server to close the control connection after the last
+/// message of a test ([`Session::await_server_close`]).
+const SERVER_CLOSE_WAIT: Duration = Duration::from_secs(2);
+
 /// An accepted test: the control connection after `Accepted`, and who answered.
 pub(crate) struct Session {
     pub(crate) rd: MessageReader<OwnedReadHalf>,
@@ -177,6 +181,18 @@ impl Session {
                 Ok(h)
             })
             .collect()
+    }
+
+    /// Waits (at most [`SERVER_CLOSE_WAIT`]) for the server to close the control connection
+    /// after its results, discarding anything else it sends, so that the server's end closes
+    /// first and keeps the TIME_WAIT. A client that closed first would hold its control port
+    /// for 60 s after every test: with a narrow ephemeral range, or a sweep of hundreds of
+    /// tests, the next test's control connection finds no port. The server shuts its side
+    /// down right after its results, so this is one round trip; it bounds the wait for a
+    /// server that does not.
+    pub(crate) async fn await_server_close(&mut self) {
+        let drain = async { while let Ok(Some(_)) = self.rd.next().await {} };
+        let _ = tokio::time::timeout(SERVER_CLOSE_WAIT, drain).await;
     }
 
     /// Refuses to run when a connection the server attached as one of our streams greeted

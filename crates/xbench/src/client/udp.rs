@@ -358,6 +358,10 @@ impl<'c> Ended<'c> {
                 }
             }
         }
+        // The server closes right after its results: let it, so it keeps the TIME_WAIT.
+        if server.is_some() && !give_up.fired() {
+            r.session.await_server_close().await;
+        }
         // Datagrams sent before the end mark count until the grace period is over.
         if !give_up.fired() {
             tokio::time::sleep_until(grace_until.into()).await;
