@@ -49,6 +49,9 @@ pub(crate) enum Arrival {
         len: usize,
         header: Option<wire::Header>,
     },
+    /// A late copy of the socket's opening (a greeting, a path check): neither answered nor
+    /// counted, not even as ignored.
+    Handshake,
 }
 
 /// Receives one datagram without copying more than its header (`MSG_TRUNC` gives the real
@@ -75,6 +78,9 @@ pub(crate) fn recv_header(sock: &UdpSocket, flags: i32) -> io::Result<Arrival> {
         };
     }
     let len = n as usize;
+    if crate::proto::path::is_handshake_datagram(&buf[..len.min(HEADER_LEN)], len) {
+        return Ok(Arrival::Handshake);
+    }
     let header = (len >= HEADER_LEN)
         .then(|| wire::Header::read(&buf))
         .flatten();

@@ -166,6 +166,8 @@ impl ServerWorker {
             };
             let (len, header) = match arrival {
                 Arrival::Nothing => return Ok(()),
+                Arrival::Handshake if flags & libc::MSG_DONTWAIT == 0 => return Ok(()),
+                Arrival::Handshake => continue,
                 Arrival::Datagram { len, header } => (len, header),
             };
             self.control.activity.fetch_add(1, Ordering::Relaxed);
