@@ -383,6 +383,8 @@ async fn iperf3_udp_reverse_and_bidir_with_a_byte_or_block_count_are_served() {
     if !have_iperf3() {
         return;
     }
+    // Not beside the tests that compare rates: its datagrams would disturb their figures.
+    let _serial = MEASURING.lock().await;
     let server = TestServer::start().await;
     let port = server.addr.port();
     for (args, bytes, packets) in [
