@@ -44,12 +44,13 @@ const SECS: u64 = 3;
 #[test]
 fn answers_of_every_size_and_crr_stay_within_the_send_cap_by_the_clients_count() {
     let port = free_port();
-    let mut server = xbench()
+    let server = xbench()
         .args(["server", "-B", "127.0.0.1", "-p", &port.to_string()])
         .args(["--max-send-rate", &CAP.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(Killed)
         .unwrap();
     wait_listening(port);
     let start = Instant::now();
@@ -96,8 +97,7 @@ fn answers_of_every_size_and_crr_stay_within_the_send_cap_by_the_clients_count()
         answered += n * len;
     }
     let elapsed = start.elapsed();
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     let most = allowed(elapsed);
     eprintln!(
         "the clients received {answered} B of answers in {elapsed:?}: {:.2} Mbit/s against a \
@@ -131,7 +131,7 @@ fn root_netns_every_byte_the_server_sends_stays_within_the_send_cap_on_the_wire(
         "-d",
         "10.81.0.2",
     ]);
-    let mut server = srv
+    let server = srv
         .command(env!("CARGO_BIN_EXE_xbench"))
         .args([
             "server",
@@ -143,6 +143,7 @@ fn root_netns_every_byte_the_server_sends_stays_within_the_send_cap_on_the_wire(
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(Killed)
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !srv
@@ -177,8 +178,7 @@ fn root_netns_every_byte_the_server_sends_stays_within_the_send_cap_on_the_wire(
         );
     }
     let elapsed = start.elapsed();
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     let table = srv.run(&["iptables", "-nvxL", "OUTPUT"]);
     let sent: u64 = table
         .lines()
@@ -201,6 +201,17 @@ fn root_netns_every_byte_the_server_sends_stays_within_the_send_cap_on_the_wire(
 fn allowed(elapsed: Duration) -> u64 {
     let control = 16 * 1024;
     (CAP as f64 / 8.0 * elapsed.as_secs_f64()) as u64 + MODES.len() as u64 * (BURST + control)
+}
+
+/// A server, killed when the test ends however it ends (a failed assertion too).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        // `ip netns exec` execs the program: this is the server's own pid.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn free_port() -> u16 {
