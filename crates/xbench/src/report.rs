@@ -554,6 +554,10 @@ pub struct SideRrResults {
     /// were neither counted nor answered.
     #[serde(default)]
     pub ignored: u64,
+    /// Seconds the server's workers held answers back to stay within its `--max-send-rate`
+    /// (summed over workers); 0 when they never waited, or the server has no cap.
+    #[serde(default)]
+    pub held_s: f64,
 }
 
 /// One interval of a request/response test.

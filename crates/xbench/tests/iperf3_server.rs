@@ -373,6 +373,64 @@ async fn iperf3_udp_p2_against_xbench_within_3pct_of_iperf3() {
     }
 }
 
+/// iperf3's UDP `-R` and `--bidir` with a byte or block count (`-n`, `-k`), refused before with
+/// iperf3's bare "Invalid argument": the server sends, as iperf3's does, until the client has
+/// its count and says `TEST_END` (so a lost datagram is made up for, not waited on forever).
+/// What cannot be otherwise whatever the load: the client got its count, and never more than
+/// the server says it sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iperf3_udp_reverse_and_bidir_with_a_byte_or_block_count_are_served() {
+    if !have_iperf3() {
+        return;
+    }
+    // Not beside the tests that compare rates: its datagrams would disturb their figures.
+    let _serial = MEASURING.lock().await;
+    let server = TestServer::start().await;
+    let port = server.addr.port();
+    for (args, bytes, packets) in [
+        (
+            &["-u", "-R", "-n", "1M", "-b", "20M", "-l", "1400"][..],
+            1 << 20,
+            0,
+        ),
+        (
+            &["-u", "-R", "-k", "500", "-b", "20M", "-l", "1400"],
+            0,
+            500,
+        ),
+        (
+            &["-u", "--bidir", "-n", "1M", "-b", "20M", "-l", "1400"],
+            1 << 20,
+            0,
+        ),
+    ] {
+        let v = tokio::task::spawn_blocking(move || iperf3_client(port, args))
+            .await
+            .unwrap();
+        let end = &v["end"];
+        let n = |k: &str, f: &str| end[k][f].as_u64().unwrap_or(0);
+        // The client stops at its count in either direction (with --bidir, whichever first).
+        let (reverse, forward) = if args.contains(&"--bidir") {
+            ("sum_received_bidir_reverse", Some("sum_sent"))
+        } else {
+            ("sum_received", None)
+        };
+        let got = (n(reverse, "bytes"), n(reverse, "packets"));
+        let counted =
+            got.0 >= bytes && got.1 >= packets || forward.is_some_and(|f| n(f, "bytes") >= bytes);
+        assert!(
+            counted,
+            "{args:?}: the client ended short of its count: {end}"
+        );
+        let sent = reverse.replace("received", "sent");
+        assert!(
+            got.0 > 0 && got.0 <= n(&sent, "bytes") && got.1 <= n(&sent, "packets"),
+            "{args:?}: received more than the server sent: {end}"
+        );
+    }
+    server.stop().await;
+}
+
 /// Every datagram an iperf3 UDP client sent, its xbench server received, as the server's
 /// results (iperf3's `sum_received`) and the client's own counts (`sum_sent`) say: bytes and
 /// datagrams equal, none lost.

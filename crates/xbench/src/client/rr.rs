@@ -603,6 +603,19 @@ impl<'c> Drained<'c> {
     }
 }
 
+/// The warning for a server that held its answers back to stay within its `--max-send-rate`:
+/// the latency and rate measured then are partly the server's cap, not the path's.
+fn held_back(server: &SideRrResults) -> Option<String> {
+    (server.held_s > 0.0).then(|| {
+        format!(
+            "the server held its answers back for {:.3} s in all (summed over its workers) to \
+             stay within its --max-send-rate: latency and transactions/s measure that cap as \
+             much as the path",
+            server.held_s
+        )
+    })
+}
+
 /// Both ends' figures, ready to report.
 struct Collected<'c> {
     test: Test<'c>,
@@ -636,6 +649,9 @@ impl Collected<'_> {
             _ => end.saturating_sub(config.spec.omit).as_secs_f64(),
         };
         let tally = acc.tally();
+        if let Some(w) = server.as_ref().and_then(held_back) {
+            warnings.push(w);
+        }
         let rr = acc.into_report(spec, server.as_ref(), measured_s, &mut warnings);
         let outcome = match answered_unasked(spec, &rr, tally) {
             Some(error) if outcome != Outcome::Interrupted || server.is_some() => {
@@ -1419,6 +1435,7 @@ mod tests {
             measured_retransmits: 0,
             cpu: CpuUsage::default(),
             ignored: 0,
+            held_s: 0.0,
         };
         let warned = |answered| {
             let mut acc = Accumulator::new(&spec, 1, false, false);

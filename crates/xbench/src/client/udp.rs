@@ -5,14 +5,18 @@
 //! for late datagrams, the server's results) → [`Drained::report`].
 //!
 //! The client opens every socket, whichever way the datagrams flow, so a test works through
-//! NAT: the server sends only to the address its greeting came from. Not the stream threads
+//! NAT: the server sends only to the address its greeting came from, once that address has
+//! sent back the server's challenge (a return-routability check, [`crate::proto::path`]). Not the stream threads
 //! (`engine::udp`) nor the merging arithmetic ([`crate::summary::udp`]).
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::{SocketAddr, UdpSocket};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+
+use tokio::task::JoinSet;
 
 use super::bulk::gave_up_warning;
 use super::flow_plan::round_robin;
@@ -24,7 +28,7 @@ use crate::engine::udp::clock::UdpClock;
 use crate::engine::udp::sender::SendPlan;
 use crate::engine::udp::{self, GRACE, UdpStream, receiver, sender, socket, wire};
 use crate::error::Error;
-use crate::proto::{DataHello, Finish, Message, Ready, StreamLayout};
+use crate::proto::{DataHello, Finish, Message, PathCheck, Ready, StreamLayout};
 use crate::report::{
     CpuReport, Outcome, Role, SideUdpInterval, SideUdpResults, StreamInfo, Summary, TestReport,
     UdpDirectionSummary, UdpInterval, UdpReport,
@@ -55,8 +59,9 @@ pub(super) async fn run(
 }
 
 /// Opens a socket per stream towards the server's port for it and sends the stream's greeting
-/// from it every [`HELLO_EVERY`] (datagrams get lost) until `Ready` arrives; then checks the
-/// greetings the server took are ours.
+/// from it every [`HELLO_EVERY`] (datagrams get lost) until `Ready` arrives, answering the
+/// server's return-routability challenges as they come (the server sends a socket nothing
+/// else until its challenge comes back); then checks the greetings the server took are ours.
 pub(super) async fn greet(
     session: &mut Session,
     config: &ClientConfig,
@@ -88,7 +93,15 @@ pub(super) async fn greet(
         let s = socket::bind(local).map_err(|e| Error::io("opening a UDP socket", e))?;
         s.connect(SocketAddr::new(session.server_addr.ip(), *port))
             .map_err(|e| Error::io("connecting a UDP socket", e))?;
-        socks.push((s, *h));
+        s.set_nonblocking(true)
+            .map_err(|e| Error::io("preparing a UDP socket", e))?;
+        let s = tokio::net::UdpSocket::from_std(s)
+            .map_err(|e| Error::io("preparing a UDP socket", e))?;
+        socks.push((Arc::new(s), *h));
+    }
+    let mut echoes = JoinSet::new();
+    for (s, _) in &socks {
+        echoes.spawn(answer_challenges(Arc::clone(s)));
     }
     let mut tick = tokio::time::interval(HELLO_EVERY);
     let ready = loop {
@@ -97,13 +110,51 @@ pub(super) async fn greet(
             _ = tick.tick() => {
                 for (s, h) in &socks {
                     // A lost or refused greeting is sent again on the next tick.
-                    let _ = s.send(&h.greeting());
+                    let _ = s.try_send(&h.greeting());
                 }
             }
         }
     };
+    echoes.shutdown().await;
     session.check_greetings(&hellos, &ready)?;
+    let socks = socks
+        .into_iter()
+        .map(|(s, h)| {
+            // The answering tasks, which shared the socket, are gone.
+            let s = Arc::try_unwrap(s)
+                .map_err(|_| std::io::Error::other("a UDP socket is still in use"))
+                .and_then(|s| s.into_std())
+                .and_then(|s| s.set_nonblocking(false).map(|()| s))
+                .map_err(|e| Error::io("taking back a UDP socket", e))?;
+            Ok((s, h))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     Ok((socks, ready))
+}
+
+/// Sends back the token of every return-routability challenge that reaches `sock` (see
+/// [`crate::proto::path`]), until something else arrives: the server sends its test data once
+/// the socket is proven, which may be before `Ready` reaches us, and that is the stream
+/// thread's to read (it skips a late challenge).
+async fn answer_challenges(sock: Arc<tokio::net::UdpSocket>) {
+    let mut buf = [0u8; 64];
+    loop {
+        let n = match sock.peek(&mut buf).await {
+            Ok(n) => n,
+            // An ICMP error for an earlier greeting (the server's socket not open yet, say):
+            // go on, without spinning should it repeat.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let Some(c @ PathCheck::Challenge(_)) = PathCheck::decode(&buf[..n]) else {
+            return;
+        };
+        let _ = sock.recv(&mut buf).await;
+        // A lost answer is asked for again: the next greeting brings another challenge.
+        let _ = sock.send(&c.response().encode()).await;
+    }
 }
 
 /// A test whose datagrams flow.

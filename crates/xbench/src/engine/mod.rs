@@ -14,6 +14,7 @@ pub(crate) mod group;
 pub(crate) mod rr;
 pub(crate) mod sampler;
 pub(crate) mod schedule;
+pub(crate) mod send_budget;
 pub(crate) mod sockopt;
 pub(crate) mod stream;
 pub(crate) mod udp;

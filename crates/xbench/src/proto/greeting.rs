@@ -14,7 +14,9 @@ use crate::auth::{DATA_TAG_LEN, DataTag, SessionKey};
 pub const MAGIC: [u8; 4] = *b"XBNC";
 
 /// The protocol version this build speaks. Bump it whenever a message changes incompatibly.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// 5: a UDP socket's greeting is answered by a return-routability check ([`super::path`]),
+/// which a client of version 4 would never answer.
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Length of [`Preamble`] on the wire.
 pub const PREAMBLE_LEN: usize = 7;

@@ -363,6 +363,7 @@ mod tests {
                 measured_retransmits: 0,
                 cpu: CpuUsage::default(),
                 ignored: 0,
+                held_s: 0.0,
             }),
             Message::UdpResults(SideUdpResults {
                 streams: Vec::new(),

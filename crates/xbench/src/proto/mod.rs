@@ -9,8 +9,9 @@
 //! side learns the other's version before either parses anything version-specific and can name
 //! both versions when they differ. A data connection follows its preamble with a
 //! [`DataHello`] naming its test and stream; which way each stream id flows is
-//! [`StreamLayout`]. The preamble and the frame format ([`frame`]) never change between
-//! versions; the messages inside ([`message`]) may.
+//! [`StreamLayout`]. A UDP socket's greeting is answered by a return-routability check
+//! ([`path`]) before the server sends there. The preamble and the frame format ([`frame`])
+//! never change between versions; the messages inside ([`message`]) may.
 //!
 //! This module is the protocol only: it does not open sockets, time anything or run tests.
 
@@ -20,6 +21,7 @@ pub mod greeting;
 pub mod iperf3;
 pub mod layout;
 pub mod message;
+pub mod path;
 
 use std::io;
 use std::time::Duration;
@@ -30,6 +32,7 @@ pub use frame::{FrameDecoder, MAX_FRAME_LEN, ProtoError};
 pub use greeting::*;
 pub use layout::StreamLayout;
 pub use message::*;
+pub use path::{PATH_CHECK_LEN, PATH_TOKEN_LEN, PathCheck};
 
 /// Default server port, iperf3's.
 pub const DEFAULT_PORT: u16 = 5201;

@@ -7,17 +7,19 @@
 //! never exceeds the cap and nobody is left with a stale small share. A test that asks for
 //! more than the whole cap is refused at admission with a message naming the limit.
 //!
-//! A request/response test with large answers (at least [`PACED_RR_ANSWER`] bytes: a `-r 1M`
-//! test sends as much as a bulk one) shares the cap too, as *one* stream however many flows it
-//! has, its flows splitting that share: a 4,096-flow test must not shrink everyone else's
-//! share to 1/4,096th. Small answers are latency tests, whose traffic is bounded by their
-//! round trips; pacing their flows at a sliver of the cap would only distort the latency they
-//! measure. `--crr` connections live for one transaction each and are not paced.
+//! A request/response test (TCP or UDP, `--crr` too) shares the cap as *one* stream however
+//! many flows it has: a 4,096-flow test must not shrink everyone else's share to 1/4,096th.
+//! Its share goes to the test's [`SendBudget`], a token bucket its workers take every answer's
+//! bytes from (answers of any size: 14 Gbit/s of small answers went past a 100 Mbit/s cap
+//! before, issue 30). With large answers (at least [`PACED_RR_ANSWER`] bytes) its flows'
+//! sockets are also paced by the kernel at their part of that share, which smooths the bursts
+//! the bucket lets through.
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use crate::engine::send_budget::SendBudget;
 use crate::engine::sockopt;
 use crate::units::format_bits_per_second;
 
@@ -52,6 +54,9 @@ struct Member {
     /// The whole test counts as one stream, its sockets splitting that share (request/
     /// response flows); otherwise each socket is a stream.
     as_one: bool,
+    /// Where a request/response test's share goes: one share for as long as the test runs,
+    /// whether or not it holds connections (`--crr`'s come and go).
+    budget: Option<Arc<SendBudget>>,
 }
 
 impl Member {
@@ -62,6 +67,7 @@ impl Member {
     /// How many fair shares the member takes.
     fn weight(&self) -> usize {
         match (self.as_one, self.live()) {
+            _ if self.budget.is_some() => 1,
             (true, n) => n.min(1),
             (false, n) => n,
         }
@@ -124,18 +130,26 @@ impl Governor {
                 sockets,
                 asked,
                 as_one: false,
+                budget: None,
             },
         )
     }
 
-    /// Adds a request/response test's connections as one stream, and rebalances everyone.
-    pub(crate) fn join_as_one(ctx: &Arc<super::Ctx>, sockets: Vec<PacedSocket>) -> Share {
+    /// Adds a request/response test as one stream, its share going to `budget` (and split
+    /// among `sockets`, when its answers are large enough to pace them too), and rebalances
+    /// everyone.
+    pub(crate) fn join_as_one(
+        ctx: &Arc<super::Ctx>,
+        sockets: Vec<PacedSocket>,
+        budget: Arc<SendBudget>,
+    ) -> Share {
         Self::add(
             ctx,
             Member {
                 sockets,
                 asked: None,
                 as_one: true,
+                budget: Some(budget),
             },
         )
     }
@@ -174,6 +188,9 @@ impl Governor {
                 (Some(f), Some(a)) => Some(f.min(a)),
                 (f, a) => f.or(a),
             };
+            if let (Some(b), Some(f)) = (&m.budget, fair) {
+                b.set_rate(f);
+            }
             for s in m.sockets.iter().filter_map(Weak::upgrade) {
                 if let Err(e) = sockopt::set_max_pacing_rate(&s.as_raw_fd(), rate)
                     && rate.is_some()

@@ -620,14 +620,6 @@ fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
         (_, Some(k)) if k > 0 => Some(k.saturating_mul(block)),
         _ => None,
     };
-    if udp && to_send > 0 && budget.is_some() {
-        return no(
-            libc::EINVAL,
-            "iperf3's UDP tests with -R or --bidir and a byte or block count (-n, -k) are not \
-             served here; give a time (-t)"
-                .into(),
-        );
-    }
     if duration.is_zero() && budget.is_none() {
         return no(
             libc::EINVAL,

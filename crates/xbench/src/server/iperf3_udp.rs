@@ -375,6 +375,16 @@ async fn measure(
             h.stop();
         }
     }
+    // Every datagram a sender sent is in its count before the count is taken: it publishes
+    // once per batch, and a count read mid-batch said 499 sent of the 500 the client received.
+    let until = Instant::now() + Duration::from_millis(500);
+    while streams
+        .iter()
+        .any(|(role, h)| *role == Role::Sender && !h.shared.finished())
+        && Instant::now() < until
+    {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let at_end = snapshot();
     // The client sent its last datagrams before TEST_END: let the receivers read what is
     // queued for them (until their counts stand still), as iperf3's server has read them by

@@ -15,6 +15,7 @@ mod gate;
 mod governor;
 mod iperf3;
 mod iperf3_udp;
+mod path;
 mod registry;
 mod rr;
 mod session;

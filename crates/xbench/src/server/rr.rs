@@ -24,6 +24,7 @@ use crate::control::sleep_until_opt;
 use crate::engine::rr::udp::UdpFlow;
 use crate::engine::rr::{self, Control, FlowSnapshot, Handoff, Report, STOPPED, Workers};
 use crate::engine::schedule::{Boundaries, Schedule, Span};
+use crate::engine::send_budget::SendBudget;
 use crate::engine::udp::{socket, wire};
 use crate::proto::{ErrorCode, Message, Ready};
 use crate::report::{CpuUsage, SideRrFlow, SideRrInterval, SideRrResults, SocketReport};
@@ -72,13 +73,15 @@ fn start_workers(t: &mut Test, rr_spec: &RrSpec, window: Option<u64>) -> Result<
         .into_iter()
         .map(|(id, s)| (id, Arc::new(s)))
         .collect();
-    // Large answers count against --max-send-rate, the whole test as one stream.
-    let paced = t.ctx.limits.max_send_rate.is_some()
-        && rr_spec.response_len.get() >= PACED_RR_ANSWER
-        && !conns.is_empty();
-    let share = paced.then(|| {
-        let sockets = conns.iter().map(|(_, s)| Arc::downgrade(s) as PacedSocket);
-        Governor::join_as_one(&t.ctx, sockets.collect())
+    // Every answer counts against --max-send-rate, the whole test as one stream; large ones
+    // are paced by the kernel too.
+    let budget = send_budget(t);
+    let share = budget.as_ref().map(|b| {
+        let sockets = conns
+            .iter()
+            .filter(|_| rr_spec.response_len.get() >= PACED_RR_ANSWER)
+            .map(|(_, s)| Arc::downgrade(s) as PacedSocket);
+        Governor::join_as_one(&t.ctx, sockets.collect(), Arc::clone(b))
     });
     let mut shares: Vec<Vec<(u16, Arc<std::net::TcpStream>)>> =
         (0..n_workers).map(|_| Vec::new()).collect();
@@ -90,6 +93,7 @@ fn start_workers(t: &mut Test, rr_spec: &RrSpec, window: Option<u64>) -> Result<
             true => rr::at_once::Tally::new(flows),
             false => rr::at_once::Tally::default(),
         },
+        send_budget: budget,
         ..Control::default()
     });
     let (tx, reports) = mpsc::unbounded_channel();
@@ -113,9 +117,18 @@ fn start_workers(t: &mut Test, rr_spec: &RrSpec, window: Option<u64>) -> Result<
     })
 }
 
+/// The test's share of `--max-send-rate`, which its workers pace every answer by; `None`
+/// without a cap. Starts at the whole cap; joining the governor sets the share.
+fn send_budget(t: &Test) -> Option<Arc<SendBudget>> {
+    let ipv6 = t.peer.ip().to_canonical().is_ipv6();
+    let cap = t.ctx.limits.max_send_rate?;
+    Some(Arc::new(SendBudget::new(cap, ipv6)))
+}
+
 /// [`start_workers`] for `--rr -u`: each flow's socket, connected to the address whose
-/// greeting it took, to a UDP worker. (Admission refused a large-answer UDP test that
-/// `--max-send-rate` could not hold: a UDP answer cannot be paced by the governor.)
+/// greeting it took, to a UDP worker, every response paced by the test's share of
+/// `--max-send-rate`. (Admission refused a large-answer test that does not say how fast it
+/// asks (`--rate`) or asks for more than the cap.)
 fn start_udp_workers(
     t: &mut Test,
     rr_spec: &RrSpec,
@@ -144,7 +157,14 @@ fn start_udp_workers(
     for (i, f) in flows.into_iter().enumerate() {
         shares[i % n_workers].push(f);
     }
-    let control = Arc::new(Control::default());
+    let budget = send_budget(t);
+    let share = budget
+        .as_ref()
+        .map(|b| Governor::join_as_one(&t.ctx, Vec::new(), Arc::clone(b)));
+    let control = Arc::new(Control {
+        send_budget: budget,
+        ..Control::default()
+    });
     let (tx, reports) = mpsc::unbounded_channel();
     let mut spawned = Vec::with_capacity(n_workers);
     for (i, share) in shares.into_iter().enumerate() {
@@ -161,7 +181,7 @@ fn start_udp_workers(
     Ok(Started {
         workers: Workers::new(control, spawned),
         reports,
-        share: None,
+        share,
         sockets,
     })
 }
@@ -332,6 +352,11 @@ impl Answering {
             ..
         } = self;
         workers.set_state(STOPPED);
+        let held_s = workers
+            .control
+            .send_budget
+            .as_ref()
+            .map_or(0.0, |b| b.waited_s());
         let mut done = 0;
         let mut cpu = CpuUsage::default();
         let mut last = Vec::new();
@@ -362,6 +387,7 @@ impl Answering {
             acc,
             last_iv,
             cpu,
+            held_s,
             start,
             reports_intervals,
             _share: share,
@@ -375,6 +401,8 @@ struct Stopped {
     acc: Totals,
     last_iv: SideRrInterval,
     cpu: CpuUsage,
+    /// Seconds answers waited for the test's share of `--max-send-rate`.
+    held_s: f64,
     start: Instant,
     reports_intervals: bool,
     /// Held until the report is out, as it was while the test ran.
@@ -396,6 +424,7 @@ impl Stopped {
                 measured_retransmits: self.acc.measured_retransmits,
                 cpu: self.cpu,
                 ignored: self.acc.ignored,
+                held_s: self.held_s,
             };
             let answered: Vec<(u16, u64)> = (results.flows.iter())
                 .map(|f| (f.flow, f.transactions))
@@ -421,6 +450,13 @@ impl Stopped {
             self.t.tell_end(end).await;
         }
         let elapsed = self.start.elapsed();
+        if self.held_s > 0.0 {
+            tracing::info!(
+                peer = %self.t.peer,
+                held_s = self.held_s,
+                "held a request/response test's answers back for --max-send-rate"
+            );
+        }
         log_test(&self.t, spec, end, 0, Some(transactions), elapsed, 0);
         match end {
             TestEnd::Finished { interrupted: false } if checked => SessionEnd::Completed,
@@ -619,6 +655,7 @@ mod tests {
             measured_retransmits: u64::MAX,
             cpu: CpuUsage::default(),
             ignored: u64::MAX,
+            held_s: f64::MAX,
         });
         let len = frame::encode(&results).expect("results fit a frame").len();
         assert!(len <= MAX_FRAME_LEN as usize + 4, "{len}");

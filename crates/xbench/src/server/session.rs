@@ -26,7 +26,7 @@ use super::gate::{Claims, Gate};
 use super::registry::{DataConn, Registration};
 use super::test::Test;
 use crate::auth::{DATA_TAG_LEN, DataTag, Nonce, SessionKey};
-use crate::config::{TestSpec, Workload};
+use crate::config::{StreamDirection, TestSpec, Workload};
 use crate::control::keepalive;
 use crate::proto::{
     self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, Missing,
@@ -279,20 +279,27 @@ impl Admitted {
             Ok(r) => r,
             Err(e) => return Err(conn.refuse(ErrorCode::ServerError, e.to_string()).await),
         };
-        // A socket per UDP stream or `--rr -u` flow.
+        // A socket per UDP stream or `--rr -u` flow, and whether the server sends on it.
         let udp_sockets = match &spec.workload {
-            Workload::Throughput(tp) if tp.udp.is_some() => Some(StreamLayout::new(tp).streams()),
-            Workload::RequestResponse(r) if r.udp.is_some() => Some(r.flows.as_usize()),
+            Workload::Throughput(tp) if tp.udp.is_some() => Some(
+                StreamLayout::new(tp)
+                    .iter()
+                    .map(|(_, d)| d == StreamDirection::ServerToClient)
+                    .collect(),
+            ),
+            Workload::RequestResponse(r) if r.udp.is_some() => Some(vec![true; r.flows.as_usize()]),
             _ => None,
         };
         let udp = match udp_sockets {
-            Some(n) => match super::udp::Hellos::bind(&conn.wr, n, key_for_udp) {
-                Ok(h) => Some(h),
-                Err(e) => {
-                    let msg = format!("server could not open its UDP sockets: {e}");
-                    return Err(conn.refuse(ErrorCode::ServerError, msg).await);
+            Some(sends) => {
+                match super::udp::Hellos::bind(&conn.wr, sends, key_for_udp, &conn.ctx.allow) {
+                    Ok(h) => Some(h),
+                    Err(e) => {
+                        let msg = format!("server could not open its UDP sockets: {e}");
+                        return Err(conn.refuse(ErrorCode::ServerError, msg).await);
+                    }
                 }
-            },
+            }
             None => None,
         };
         let udp_ports = udp
@@ -419,6 +426,7 @@ impl Collecting {
     ) -> Result<Vec<super::udp::UdpConn>, Closed> {
         let mut abort = self.conn.ctx.abort.clone();
         let (peer, cookie) = (self.conn.peer, self.cookie);
+        let progress = hellos.progress();
         let waited = tokio::select! {
             r = tokio::time::timeout_at(deadline.into(), hellos.wait(cookie, peer)) => r,
             msg = self.conn.rd.next() => {
@@ -442,8 +450,7 @@ impl Collecting {
                 Err(Closed)
             }
             Err(_) => {
-                let msg = "not every UDP stream's greeting arrived in time; is something between \
-                           client and server dropping UDP?";
+                let msg = progress.why_not_ready();
                 info!(peer = %self.conn.peer, "aborted a test: {msg}");
                 let _ = proto::write_message(
                     &mut self.conn.wr,

@@ -5,21 +5,26 @@
 //! the results, the log line).
 //!
 //! Each socket takes the first greeting that passes the test's [`Gate`] (the same data greeting
-//! and key proof as a TCP data connection) and is then connected to the address it came from:
-//! the kernel drops datagrams from anywhere else, and the server sends only there. Nothing is
-//! ever sent in answer to a datagram; the client learns that its greetings arrived from `Ready`
-//! on the control connection. Not the stream threads (`engine::udp`).
+//! and key proof as a TCP data connection) from an address `--allow` admits, and is then
+//! connected to the address it came from: the kernel drops datagrams from anywhere else, and
+//! the server sends only there. A socket the server will send on (`-R`, `--bidir`'s
+//! server-to-client streams, `--rr -u`) is the test's only once that address has proven it
+//! receives there ([`path::prove`]); before that the server sends it nothing but challenges,
+//! each smaller than the greeting that paid for it. The client learns that its sockets are
+//! ready from `Ready` on the control connection. Not the stream threads (`engine::udp`).
 
-use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use ipnet::IpNet;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::task::JoinSet;
 use tracing::info;
 
 use super::gate::{Claims, Gate, Refusal};
+use super::path;
 use super::session::SessionEnd;
 use super::test::{Idle, Test, TestEnd, log_test, on_control};
 use crate::auth::{DataTag, SessionKey};
@@ -40,23 +45,37 @@ pub(super) type UdpConn = (u16, UdpSocket, DataTag);
 /// A UDP test's sockets, one per stream, before the client's greetings.
 pub(super) struct Hellos {
     sockets: Vec<UdpSocket>,
+    /// Per socket: whether the server sends on it, so its address must prove it receives
+    /// there first.
+    sends: Vec<bool>,
     gate: Arc<Gate>,
+    allow: Arc<[IpNet]>,
+    progress: Arc<Progress>,
 }
 
 impl Hellos {
-    /// One socket per stream (or `--rr -u` flow), `n` in all, on the address the client
-    /// reached us on.
+    /// One socket per stream (or `--rr -u` flow), one per entry of `sends` (whether the server
+    /// sends on it), on the address the client reached us on. Only greetings from `allow`
+    /// (empty: anywhere) are taken.
     pub(super) fn bind(
         ctrl: &OwnedWriteHalf,
-        n: usize,
+        sends: Vec<bool>,
         key: Option<SessionKey>,
+        allow: &[IpNet],
     ) -> std::io::Result<Self> {
         let local = SocketAddr::new(ctrl.local_addr()?.ip(), 0);
+        let n = sends.len();
         let sockets = (0..n)
             .map(|_| socket::bind(local))
             .collect::<Result<Vec<_>, _>>()?;
         let gate = Arc::new(Gate::new(key, n as u32, Claims::Once));
-        Ok(Hellos { sockets, gate })
+        Ok(Hellos {
+            sockets,
+            sends,
+            gate,
+            allow: allow.into(),
+            progress: Arc::new(Progress::new(n)),
+        })
     }
 
     /// The sockets' ports, by stream id.
@@ -67,17 +86,30 @@ impl Hellos {
             .collect()
     }
 
-    /// Waits for every socket's greeting; each socket comes back connected to its client.
+    /// How far the sockets have got, to say why when they do not all get there in time.
+    pub(super) fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
+    }
+
+    /// Waits for every socket's greeting (and, where the server sends, its address's proof);
+    /// each socket comes back connected to its client.
     pub(super) async fn wait(
         self,
         cookie: Cookie,
         peer: SocketAddr,
     ) -> std::io::Result<Vec<UdpConn>> {
         let mut set = JoinSet::new();
-        for (id, s) in self.sockets.into_iter().enumerate() {
+        for (id, (s, sends)) in self.sockets.into_iter().zip(self.sends).enumerate() {
             s.set_nonblocking(true)?;
             let s = tokio::net::UdpSocket::from_std(s)?;
-            set.spawn(hello(s, id as u16, Arc::clone(&self.gate), cookie, peer));
+            let door = Door {
+                gate: Arc::clone(&self.gate),
+                allow: Arc::clone(&self.allow),
+                progress: Arc::clone(&self.progress),
+                cookie,
+                peer,
+            };
+            set.spawn(hello(s, id as u16, sends, door));
         }
         let mut conns = Vec::new();
         while let Some(r) = set.join_next().await {
@@ -88,33 +120,149 @@ impl Hellos {
     }
 }
 
-/// Reads datagrams on stream `id`'s socket until one is a greeting for it that its gate lets
-/// in; everything else is dropped unanswered.
+/// Where each of a test's UDP sockets stands, for the message of a test whose sockets did not
+/// all get there in time.
+#[derive(Debug)]
+pub(super) struct Progress {
+    stages: Mutex<Vec<Stage>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// No greeting taken yet.
+    Waiting,
+    /// Greetings came only from this address, outside `--allow`.
+    Outside(SocketAddr),
+    /// Greeted from this address, which has not answered its challenge.
+    Challenged(SocketAddr),
+    /// The test's.
+    Ready,
+}
+
+impl Progress {
+    fn new(n: usize) -> Self {
+        Progress {
+            stages: Mutex::new(vec![Stage::Waiting; n]),
+        }
+    }
+
+    fn set(&self, id: u16, stage: Stage) {
+        let mut stages = self.stages.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = stages.get_mut(usize::from(id)) {
+            *s = stage;
+        }
+    }
+
+    /// Notes a greeting refused for its address, unless one was taken already.
+    fn outside(&self, id: u16, from: SocketAddr) {
+        let mut stages = self.stages.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s @ Stage::Waiting) = stages.get_mut(usize::from(id)) {
+            *s = Stage::Outside(from);
+        }
+    }
+
+    /// Why the sockets are not all ready, in words for the client.
+    pub(super) fn why_not_ready(&self) -> String {
+        let stages = self.stages.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = stages.len();
+        let waiting = stages.iter().filter(|s| **s == Stage::Waiting).count();
+        let challenged: Vec<SocketAddr> = stages
+            .iter()
+            .filter_map(|s| match s {
+                Stage::Challenged(a) => Some(*a),
+                _ => None,
+            })
+            .collect();
+        let outside: Vec<SocketAddr> = stages
+            .iter()
+            .filter_map(|s| match s {
+                Stage::Outside(a) => Some(*a),
+                _ => None,
+            })
+            .collect();
+        let mut why = Vec::new();
+        if let Some(first) = outside.first() {
+            why.push(format!(
+                "the greetings of {} of {n} UDP sockets came from an address outside this \
+                 server's --allow list ({}{}); the server sends UDP only to addresses it allows",
+                outside.len(),
+                first.ip().to_canonical(),
+                if outside.len() > 1 { ", …" } else { "" },
+            ));
+        }
+        if waiting > 0 {
+            why.push(format!(
+                "the greetings of {waiting} of {n} UDP sockets did not arrive; is something \
+                 between client and server dropping UDP?"
+            ));
+        }
+        if let Some(first) = challenged.first() {
+            why.push(format!(
+                "{} of {n} UDP sockets did not answer the server's return-routability check: \
+                 the server's challenge went to the address the greeting came from ({first}{}) \
+                 and nothing came back from there. Either UDP from the server does not reach the \
+                 client (a firewall or NAT on the way back), or the greetings' source address \
+                 was not the client's (rewritten, or forged); the server sends no test data to \
+                 an address that has not proven it receives there",
+                challenged.len(),
+                if challenged.len() > 1 { ", …" } else { "" },
+            ));
+        }
+        if why.is_empty() {
+            why.push(format!("the {n} UDP sockets were not ready in time"));
+        }
+        why.join("; ")
+    }
+}
+
+/// What every socket of a test checks a greeting against.
+struct Door {
+    gate: Arc<Gate>,
+    allow: Arc<[IpNet]>,
+    progress: Arc<Progress>,
+    cookie: Cookie,
+    /// The control connection's peer, for the log.
+    peer: SocketAddr,
+}
+
+impl Door {
+    fn allows(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.allow.is_empty() || self.allow.iter().any(|n| n.contains(&ip))
+    }
+}
+
+/// Reads datagrams on stream `id`'s socket until one is a greeting for it, from an address
+/// `--allow` admits, that its gate lets in; everything else is dropped unanswered. When the
+/// server `sends` on the socket, that address must then prove it receives there.
 async fn hello(
     sock: tokio::net::UdpSocket,
     id: u16,
-    gate: Arc<Gate>,
-    cookie: Cookie,
-    peer: SocketAddr,
+    sends: bool,
+    door: Door,
 ) -> std::io::Result<UdpConn> {
     let mut buf = [0u8; 128];
     // One log line per socket: a flood of forged greetings must not flood the log.
     let mut logged = false;
-    loop {
+    let peer = door.peer;
+    let (h, from, len) = loop {
         let (n, from) = sock.recv_from(&mut buf).await?;
         let Some(h) = parse_hello(&buf[..n]) else {
             continue;
         };
-        if h.cookie != cookie || h.id != id {
+        if h.cookie != door.cookie || h.id != id {
             continue;
         }
-        match gate.admit(&h, from) {
-            Ok(()) => {
-                let s = sock.into_std()?;
-                s.set_nonblocking(false)?;
-                s.connect(from)?;
-                return Ok((id, s, h.tag));
+        if !door.allows(from.ip()) {
+            door.progress.outside(id, from);
+            if !logged {
+                logged = true;
+                info!(%peer, %from, "refused a UDP greeting from outside the --allow list (later ones are not logged)");
             }
+            continue;
+        }
+        match door.gate.admit(&h, from) {
+            Ok(()) => break (h, from, n),
             // The client's own greeting again (it repeats until `Ready`).
             Err(Refusal::Taken { by, .. }) if by == from => {}
             Err(r) if !logged => {
@@ -123,11 +271,20 @@ async fn hello(
             }
             Err(_) => {}
         }
+    };
+    sock.connect(from).await?;
+    if sends {
+        door.progress.set(id, Stage::Challenged(from));
+        path::prove(&sock, from, &h, len).await?;
     }
+    door.progress.set(id, Stage::Ready);
+    let s = sock.into_std()?;
+    s.set_nonblocking(false)?;
+    Ok((id, s, h.tag))
 }
 
 /// A datagram that is a data greeting of this protocol version, decoded.
-fn parse_hello(b: &[u8]) -> Option<DataHello> {
+pub(super) fn parse_hello(b: &[u8]) -> Option<DataHello> {
     if b.len() != DATA_GREETING_LEN {
         return None;
     }
@@ -374,6 +531,7 @@ fn start_streams(
 mod tests {
     use super::*;
     use crate::auth::{Nonce, Psk};
+    use crate::proto::PathCheck;
 
     fn key(psk: &[u8]) -> SessionKey {
         Psk::new(psk.to_vec())
@@ -381,15 +539,29 @@ mod tests {
             .session_key(&Nonce([1; 32]), &Nonce([2; 32]))
     }
 
+    fn door(gate: Arc<Gate>, cookie: Cookie, allow: &[IpNet], n: usize) -> Door {
+        Door {
+            gate,
+            allow: allow.into(),
+            progress: Arc::new(Progress::new(n)),
+            cookie,
+            peer: "127.0.0.1:1".parse().unwrap(),
+        }
+    }
+
+    fn bound() -> (tokio::net::UdpSocket, SocketAddr) {
+        let sock = socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let at = sock.local_addr().unwrap();
+        sock.set_nonblocking(true).unwrap();
+        (tokio::net::UdpSocket::from_std(sock).unwrap(), at)
+    }
+
     #[tokio::test]
     async fn only_the_clients_greeting_claims_a_socket_and_no_datagram_is_answered() {
         let (cookie, k) = (Cookie([9; 16]), key(b"the session's own key"));
-        let sock = socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-        let server = sock.local_addr().unwrap();
-        sock.set_nonblocking(true).unwrap();
-        let sock = tokio::net::UdpSocket::from_std(sock).unwrap();
+        let (sock, server) = bound();
         let gate = Arc::new(Gate::new(Some(k.clone()), 2, Claims::Once));
-        let waiting = tokio::spawn(hello(sock, 1, gate, cookie, server));
+        let waiting = tokio::spawn(hello(sock, 1, false, door(gate, cookie, &[], 2)));
         let stranger = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let forgeries = [
             b"garbage".to_vec(),
@@ -421,5 +593,96 @@ mod tests {
         let answer =
             tokio::time::timeout(Duration::from_millis(200), stranger.recv_from(&mut buf)).await;
         assert!(answer.is_err(), "a stranger got an answer");
+        let answer =
+            tokio::time::timeout(Duration::from_millis(100), client.recv_from(&mut buf)).await;
+        assert!(answer.is_err(), "a receive-only socket sent something");
+    }
+
+    /// Issue 30: a greeting whose source is a victim's address (SNAT, a raw socket) made the
+    /// server send the victim a whole `-R` test. A socket the server sends on is now the
+    /// test's only once its address has echoed the challenge; until then that address gets
+    /// challenges alone, fewer bytes than the greetings it was sent.
+    #[tokio::test]
+    async fn a_sending_socket_is_the_tests_only_once_its_greetings_address_echoes_the_challenge() {
+        let cookie = Cookie([5; 16]);
+        let (sock, server) = bound();
+        let gate = Arc::new(Gate::new(None, 1, Claims::Once));
+        let d = door(gate, cookie, &[], 1);
+        let progress = Arc::clone(&d.progress);
+        let waiting = tokio::spawn(hello(sock, 0, true, d));
+        // The "victim": greetings claim the socket with its address, but it never answers.
+        let victim = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let greeting = DataHello::new(cookie, 0, 0, None).greeting();
+        let mut sent = 0;
+        for _ in 0..5 {
+            sent += victim.send_to(&greeting, server).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !waiting.is_finished(),
+            "an unproven address took a sending socket"
+        );
+        let mut received = 0;
+        let mut buf = [0u8; 2048];
+        let mut challenge = None;
+        while let Ok(Ok(n)) =
+            tokio::time::timeout(Duration::from_millis(100), victim.recv(&mut buf)).await
+        {
+            received += n;
+            challenge = PathCheck::decode(&buf[..n]);
+            assert!(
+                matches!(challenge, Some(PathCheck::Challenge(_))),
+                "{:?}",
+                &buf[..n]
+            );
+        }
+        assert!(
+            received > 0 && received <= sent,
+            "sent {sent}, got back {received}"
+        );
+        assert!(progress.why_not_ready().contains("return-routability"));
+        // The address that got the challenge echoes it: the socket is the test's.
+        let echo = challenge.unwrap().response().encode();
+        victim.send_to(&echo, server).await.unwrap();
+        let (id, s, _) = waiting.await.unwrap().unwrap();
+        assert_eq!(id, 0);
+        assert_eq!(s.peer_addr().unwrap(), victim.local_addr().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_greeting_from_outside_the_allow_list_is_not_answered() {
+        let cookie = Cookie([6; 16]);
+        let (sock, server) = bound();
+        let gate = Arc::new(Gate::new(None, 1, Claims::Once));
+        let allow: Vec<IpNet> = vec!["127.0.0.2/32".parse().unwrap()];
+        let d = door(gate, cookie, &allow, 1);
+        let progress = Arc::clone(&d.progress);
+        let waiting = tokio::spawn(hello(sock, 0, true, d));
+        let outsider = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let greeting = DataHello::new(cookie, 0, 0, None).greeting();
+        for _ in 0..3 {
+            outsider.send_to(&greeting, server).await.unwrap();
+        }
+        let mut buf = [0u8; 64];
+        let answer =
+            tokio::time::timeout(Duration::from_millis(300), outsider.recv(&mut buf)).await;
+        assert!(answer.is_err(), "an address outside --allow got an answer");
+        assert!(!waiting.is_finished());
+        let why = progress.why_not_ready();
+        assert!(
+            why.contains("--allow") && why.contains("127.0.0.1"),
+            "{why}"
+        );
+        let insider = tokio::net::UdpSocket::bind("127.0.0.2:0").await.unwrap();
+        insider.send_to(&greeting, server).await.unwrap();
+        let n = insider.recv(&mut buf).await.unwrap();
+        let c = PathCheck::decode(&buf[..n]).unwrap();
+        insider
+            .send_to(&c.response().encode(), server)
+            .await
+            .unwrap();
+        let (_, s, _) = waiting.await.unwrap().unwrap();
+        assert_eq!(s.peer_addr().unwrap(), insider.local_addr().unwrap());
     }
 }

@@ -185,6 +185,16 @@ impl Answerer {
         // response (and may end the test).
         tally.transactions.fetch_add(1, Ordering::Relaxed);
         let len = self.zeros.len();
+        if let Some(b) = &control.send_budget {
+            b.charge(b.tcp_transaction(self.request_len, true));
+            // The accept path never waits: a worker sends the answer when the budget allows.
+            if !b.debt().is_zero() {
+                return Outcome::Unfinished(Arrived {
+                    rx: 0,
+                    owed: len as u64,
+                });
+            }
+        }
         // SAFETY: `zeros` is valid for `len` bytes during the call.
         let sent = unsafe {
             libc::send(
@@ -208,6 +218,9 @@ impl Answerer {
             // Reset or gone: nothing to answer (a worker would close it too).
             tally.connections.fetch_add(1, Ordering::Relaxed);
             return Outcome::Finished;
+        }
+        if let Some(b) = &control.send_budget {
+            b.charge(b.tcp_payload(sent as u64));
         }
         if (sent as usize) < len {
             return Outcome::Unfinished(Arrived {

@@ -45,6 +45,9 @@ pub(crate) struct Control {
     /// `--crr` connections answered where they were accepted ([`Handoff::give`]), per flow;
     /// empty for other tests. The first server worker takes them into its snapshots.
     pub(crate) at_once: at_once::Tally,
+    /// Server: the test's share of `--max-send-rate`, which every answer is paced by; `None`
+    /// without a cap (and on the client).
+    pub(crate) send_budget: Option<Arc<crate::engine::send_budget::SendBudget>>,
 }
 
 /// Transactions start as usual.

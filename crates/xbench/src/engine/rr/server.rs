@@ -439,6 +439,9 @@ impl ServerWorker {
             }
             c.asked = true;
             c.owed += complete * resp;
+            if let Some(b) = &self.control.send_budget {
+                b.charge(complete * b.tcp_transaction(req, self.plan.one_per_connection));
+            }
             let flow = c.flow;
             self.count(flow).transactions += complete;
         }
@@ -446,13 +449,23 @@ impl ServerWorker {
     }
 
     fn flush(&mut self, slot: usize) -> Result<(), String> {
-        let Some(c) = self.conns[slot].as_mut() else {
+        let Some(fd) = self.conns[slot].as_ref().map(|c| c.sock.as_raw_fd()) else {
             return Ok(());
         };
-        let fd = c.sock.as_raw_fd();
         let mut blocked = false;
-        while c.owed > 0 {
-            let n = c.owed.min(self.zeros.len() as u64) as usize;
+        while self.conns[slot].as_ref().is_some_and(|c| c.owed > 0) {
+            if !self.paced() {
+                return Ok(()); // stopped while waiting for the send budget
+            }
+            let Some(c) = self.conns[slot].as_mut() else {
+                return Ok(());
+            };
+            let chunk = self
+                .control
+                .send_budget
+                .as_ref()
+                .map_or(u64::MAX, |b| b.chunk());
+            let n = c.owed.min(self.zeros.len() as u64).min(chunk) as usize;
             // SAFETY: `zeros` is valid for `n` bytes during the call.
             let rc = unsafe { libc::send(fd, self.zeros.as_ptr().cast(), n, libc::MSG_NOSIGNAL) };
             if rc < 0 {
@@ -470,7 +483,13 @@ impl ServerWorker {
             if c.owed == 0 && self.plan.one_per_connection {
                 c.answered = true;
             }
+            if let Some(b) = &self.control.send_budget {
+                b.charge(b.tcp_payload(rc as u64));
+            }
         }
+        let Some(c) = self.conns[slot].as_mut() else {
+            return Ok(());
+        };
         if blocked != c.want_write {
             c.want_write = blocked;
             let interest = if blocked {
@@ -490,6 +509,16 @@ impl ServerWorker {
             self.close(slot, None);
         }
         Ok(())
+    }
+
+    /// Waits until the test's send budget (`--max-send-rate`) lets the next answer bytes go,
+    /// keeping up with interval boundaries meanwhile; false if the test stopped first.
+    fn paced(&mut self) -> bool {
+        let Some(b) = self.control.send_budget.clone() else {
+            return true;
+        };
+        let control = Arc::clone(&self.control);
+        b.wait(|| control.state() == STOPPED, || self.housekeeping())
     }
 
     /// Closes `--crr` connections that have not sent their request in time.

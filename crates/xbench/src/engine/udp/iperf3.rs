@@ -59,9 +59,17 @@ pub(crate) struct Iperf3Shared {
     /// Bytes so far, readable without the lock (the session's idle check).
     bytes: AtomicU64,
     counts: Mutex<Iperf3Counts>,
+    /// The thread has stopped and its counts are final: a sender publishes once per batch, so
+    /// counts read while it was mid-batch missed datagrams already on their way.
+    finished: AtomicBool,
 }
 
 impl Iperf3Shared {
+    /// Whether the thread has stopped with its last counts published.
+    pub(crate) fn finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
     pub(crate) fn counts(&self) -> Iperf3Counts {
         *self.counts.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -282,6 +290,8 @@ fn send(
         c.slipped = pacer.slipped() + unsent;
         shared.publish(&c);
     }
+    shared.publish(&c);
+    shared.finished.store(true, Ordering::Release);
 }
 
 #[cfg(test)]

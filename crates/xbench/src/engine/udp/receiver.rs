@@ -99,8 +99,8 @@ fn run(sock: &UdpSocket, token: u64, shared: &Shared) -> Result<CpuUsage, String
 
 /// Accounts one datagram of `len` bytes beginning with `head`, which arrived at `at`.
 fn account(stats: &mut RecvStats, token: u64, head: &[u8], len: usize, at: u64) {
-    if is_greeting(head, len) {
-        // The client's own greeting, repeated until it saw `Ready`.
+    if crate::proto::path::is_handshake_datagram(head, len) {
+        // The client's own greeting, repeated until it saw `Ready`, or a late path check.
         return;
     }
     match Header::read(head) {
@@ -109,12 +109,6 @@ fn account(stats: &mut RecvStats, token: u64, head: &[u8], len: usize, at: u64) 
         }
         _ => stats.on_ignored(),
     }
-}
-
-/// Whether a datagram is a data greeting (the client repeats its own until `Ready`): neither
-/// counted nor ignored, so a test's report does not show its own greetings as strangers'.
-fn is_greeting(head: &[u8], len: usize) -> bool {
-    len == crate::proto::DATA_GREETING_LEN && head.starts_with(b"XBNCD")
 }
 
 /// Wall-clock nanoseconds, the clock `SO_TIMESTAMPNS` stamps with.

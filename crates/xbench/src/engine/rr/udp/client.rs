@@ -374,8 +374,11 @@ impl ClientWorker {
                     return;
                 }
             };
-            let Arrival::Datagram { len, header } = arrival else {
-                return;
+            let (len, header) = match arrival {
+                Arrival::Nothing => return,
+                Arrival::Handshake if self.dontwait == 0 => return,
+                Arrival::Handshake => continue,
+                Arrival::Datagram { len, header } => (len, header),
             };
             let now = now
                 .take()

@@ -166,12 +166,18 @@ impl ServerWorker {
             };
             let (len, header) = match arrival {
                 Arrival::Nothing => return Ok(()),
+                Arrival::Handshake if flags & libc::MSG_DONTWAIT == 0 => return Ok(()),
+                Arrival::Handshake => continue,
                 Arrival::Datagram { len, header } => (len, header),
             };
             self.control.activity.fetch_add(1, Ordering::Relaxed);
             let ok = header.filter(|h| len == want && h.token == f.flow.token);
             match ok {
                 Some(h) if f.window.admit(h.seq) => {
+                    if !self.paced() {
+                        return Ok(()); // stopped while waiting for the send budget
+                    }
+                    let f = &mut self.flows[i];
                     h.write(&mut self.response[..HEADER_LEN]);
                     // A full send buffer drops the response, as a full queue on the path would.
                     if let Err(e) = send(&f.flow.sock, &self.response, 0) {
@@ -179,6 +185,9 @@ impl ServerWorker {
                             return Ok(());
                         }
                         return Err(e);
+                    }
+                    if let Some(b) = &self.control.send_budget {
+                        b.charge(b.udp_datagram(self.response.len() as u64));
                     }
                     f.transactions += 1;
                 }
@@ -188,6 +197,16 @@ impl ServerWorker {
                 return Ok(());
             }
         }
+    }
+
+    /// Waits until the test's send budget (`--max-send-rate`) lets the next response go,
+    /// keeping up with interval boundaries meanwhile; false if the test stopped first.
+    fn paced(&mut self) -> bool {
+        let Some(b) = self.control.send_budget.clone() else {
+            return true;
+        };
+        let control = Arc::clone(&self.control);
+        b.wait(|| control.state() == STOPPED, || self.housekeeping())
     }
 
     fn failed(&mut self, i: usize, e: &io::Error) {
