@@ -15,9 +15,10 @@ use xbench_lab::PathKind;
 use crate::parse;
 
 /// Parses the process's arguments, or exits: status 0 for `--help` and `--version`, 2 with a
-/// message naming the flag for anything wrong.
+/// message naming the flag for anything wrong. iperf3's `-c HOST` and `-s` in front of any
+/// subcommand name it (`crate::iperf3_habits`).
 pub(crate) fn parse() -> Cli {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args = crate::iperf3_habits::rewrite(std::env::args_os().collect());
     Cli::try_parse_from(&args).unwrap_or_else(|e| explain(e, &args).exit())
 }
 
@@ -153,6 +154,12 @@ pub(crate) struct ClientArgs {
     /// Run against an in-process server on 127.0.0.1: a measurement with no other setup.
     #[arg(long, conflicts_with = "host")]
     pub(crate) local: bool,
+
+    /// The server, as iperf3 names it: `xbench -c HOST` and `xbench client -c HOST` are
+    /// `xbench client HOST`.
+    #[arg(short = 'c', long = "client", value_name = "HOST", hide = true,
+          conflicts_with_all = ["host", "local"])]
+    pub(crate) client: Option<String>,
 
     /// Server port.
     #[arg(short = 'p', long, default_value_t = xbench::client::DEFAULT_PORT)]
@@ -506,6 +513,10 @@ pub(crate) struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ServerArgs {
+    /// iperf3's server flag: `xbench -s` and `xbench server -s` are `xbench server`.
+    #[arg(short = 's', long = "server", hide = true)]
+    pub(crate) server: bool,
+
     /// Port to listen on.
     #[arg(short = 'p', long, default_value_t = xbench::client::DEFAULT_PORT)]
     pub(crate) port: u16,

@@ -325,7 +325,11 @@ fn refuse_unit_without_rates(a: &ClientArgs) -> Result<(), UsageError> {
 /// The server the flags name; `--local` or no host is an in-process one.
 fn target(a: &ClientArgs) -> Target {
     Target {
-        host: if a.local { None } else { a.host.clone() },
+        host: if a.local {
+            None
+        } else {
+            a.host.clone().or_else(|| a.client.clone())
+        },
         port: a.port,
         family: if a.ipv4 {
             AddressFamily::V4
