@@ -140,6 +140,32 @@ fn text_output_explains_the_result() {
     assert!(text.contains("CPU: client"), "{text}");
 }
 
+/// Issue 31: `-w 256` said what to write, `-b 100` only "must be at least 8 kbit/s" and
+/// `--ceiling 100` drew a ceiling of 100 bit/s. Every size and rate flag that needs a unit
+/// says what to write instead, in every command.
+#[test]
+fn every_flag_missing_its_unit_says_what_to_write() {
+    let rate = "write it as 100M (megabits per second), 100k or 100G";
+    for (args, needle) in [
+        (&["client", "--local", "-b", "100"][..], rate),
+        (&["client", "--local", "-u", "-b", "100"], rate),
+        (
+            &["client", "--local", "-w", "256"],
+            "write it as 256K, 256M or 256B",
+        ),
+        (&["server", "--max-send-rate", "100"], rate),
+        (&["report", ".", "--ceiling", "100"], rate),
+        (&["lab", "up", "--rate", "100"], rate),
+        (&["lab", "run", "--udp", "100"], rate),
+        (&["lab", "up", "--paths", "vpn:rate=100"], rate),
+    ] {
+        let out = xbench().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn bad_flags_are_usage_errors_naming_the_flag() {
     let cases: &[(&[&str], &str)] = &[

@@ -177,7 +177,7 @@ fn bad_udp_settings_are_usage_errors() {
     assert_usage_errors(
         &["client", "--local", "-u"],
         &[
-            (&["-b", "1000"], "below one 1448-byte datagram per second"),
+            (&["-b", "1k"], "below one 1448-byte datagram per second"),
             (
                 &["-P", "4", "-b", "40k"],
                 "below one 1448-byte datagram per second",

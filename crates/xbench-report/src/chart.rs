@@ -37,7 +37,7 @@ use self::key::Key;
 use crate::cell::{CellKey, Dimension, short_size};
 use crate::run::{DirectionResult, Measure, Run, TimelinePoint};
 use crate::stats::Stats;
-use crate::units::ThroughputUnit;
+use crate::units::{RateScale, ThroughputUnit, TimeUnit, number};
 
 mod key;
 
@@ -161,6 +161,9 @@ pub struct ChartData {
     pub kind: ChartKind,
     /// The title over the whole image.
     pub title: String,
+    /// The unit of the throughput axis (the first panel's), chosen by its largest figure
+    /// unless one was fixed; `None` for charts without one (latency, UDP).
+    pub rate_unit: Option<ThroughputUnit>,
     /// One panel, or three for a timeline.
     pub panels: Vec<Panel>,
     /// Runs not drawn because they are of the other kind (request/response vs throughput).
@@ -237,12 +240,14 @@ pub struct Point {
 
 /// Builds the chart for `runs`: `kind`, or the one the data calls for — streams if stream
 /// counts vary, else window if windows vary, else latency for request/response runs, else the
-/// timeline of the runs (overlaid when there are several).
+/// timeline of the runs (overlaid when there are several). Rates are in `unit`, a
+/// [`ThroughputUnit`] or [`RateScale::AUTO`] for the one that suits the largest figure.
 pub fn plan(
     runs: &[Run],
     kind: Option<ChartKind>,
-    unit: ThroughputUnit,
+    unit: impl Into<RateScale>,
 ) -> Result<ChartData, ChartError> {
+    let unit = unit.into();
     let (udp, runs): (Vec<&Run>, Vec<&Run>) = runs.iter().partition(|r| r.is_udp());
     let (rr, tp): (Vec<&Run>, Vec<&Run>) = runs.into_iter().partition(|r| r.is_rr());
     let kind = match kind {
@@ -312,17 +317,13 @@ pub fn plan(
 }
 
 /// Adds a link's capacity to `data`'s throughput panel: a dashed horizontal line across it,
-/// named with the rate in `unit` ("capacity 125 MB/s"), so each path reads as a share of what
-/// the link can carry. The y axis grows to show it. A latency chart has no throughput axis:
-/// refused.
-pub fn add_ceiling(
-    data: &mut ChartData,
-    bits_per_second: f64,
-    unit: ThroughputUnit,
-) -> Result<(), ChartError> {
-    if matches!(data.kind, ChartKind::Latency | ChartKind::Udp) {
+/// named with the rate in the axis's unit ("capacity 125 MB/s"), so each path reads as a
+/// share of what the link can carry. The y axis grows to show it. A latency chart has no
+/// throughput axis: refused.
+pub fn add_ceiling(data: &mut ChartData, bits_per_second: f64) -> Result<(), ChartError> {
+    let Some(unit) = data.rate_unit else {
         return Err(ChartError::NoRateAxis(data.kind.name()));
-    }
+    };
     // Streams and window charts have one panel; a timeline's first is its throughput.
     let Some(panel) = data.panels.first_mut() else {
         return Err(ChartError::NoRateAxis(data.kind.name()));
@@ -404,11 +405,7 @@ pub fn write(data: &ChartData, path: &Path) -> Result<(), ChartError> {
 // ---- series from runs --------------------------------------------------------------------
 
 /// Throughput vs one swept dimension: a series per (label, other settings, direction).
-fn sweep_chart(
-    runs: &[&Run],
-    dim: Dimension,
-    unit: ThroughputUnit,
-) -> Result<ChartData, ChartError> {
+fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartData, ChartError> {
     let name = if dim == Dimension::Streams {
         "streams"
     } else {
@@ -463,6 +460,11 @@ fn sweep_chart(
             .keys()
             .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
     );
+    let unit = scale.unit_for(largest(groups.values().flat_map(|by_x| {
+        by_x.values()
+            .filter_map(|vals| Stats::of(&vals.iter().map(|v| v.0).collect::<Vec<_>>()))
+            .map(|s| s.mean)
+    })));
     let f = unit.factor();
     let mut series = Vec::new();
     for ((li, rest, dir), by_x) in &groups {
@@ -535,6 +537,7 @@ fn sweep_chart(
             ChartKind::Window
         },
         title,
+        rate_unit: Some(unit),
         panels: vec![Panel {
             title: String::new(),
             x_desc,
@@ -636,6 +639,17 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             }
         })
         .collect::<Vec<_>>();
+    let jitter_unit = TimeUnit::for_micros(largest(
+        jitter
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.y * 1e3)),
+    ));
+    let per_ms = jitter_unit.of_micros(1e3);
+    for p in jitter.iter_mut().flat_map(|s| s.points.iter_mut()) {
+        p.y *= per_ms;
+        p.bar = p.bar.map(|(lo, hi)| (lo * per_ms, hi * per_ms));
+    }
+    let jitter_desc = format!("RFC 3550 jitter ({})", jitter_unit.label());
     let panel = |title: &str, y_desc: &str, series| Panel {
         title: title.into(),
         x_desc: "Offered rate (-b, all streams of a direction), bit/s".into(),
@@ -647,9 +661,10 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
     Ok(ChartData {
         kind: ChartKind::Udp,
         title: "UDP loss and jitter vs offered rate (mean of runs, bars: 95 % CI)".into(),
+        rate_unit: None,
         panels: vec![
             panel("Loss", "Datagrams lost (% of sent)", loss),
-            panel("Jitter", "RFC 3550 jitter (ms)", jitter),
+            panel("Jitter", &jitter_desc, jitter),
         ],
         left_out: 0,
         not_drawn: 0,
@@ -686,6 +701,10 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             StreamDirection::ClientToServer,
         )
     }));
+    // One unit for the axis, by the largest median: a 20 ms path reads 20, not 20,000 µs.
+    let unit = TimeUnit::for_micros(largest(
+        groups.values().map(|d| d.quantile_ns(0.5) as f64 / 1e3),
+    ));
     let mut series = Vec::new();
     for ((li, key), d) in &groups {
         // Up to the percentile the sample supports: 1,000 transactions reach p99.9.
@@ -697,7 +716,7 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
                 let q = 1.0 - 10f64.powf(-x);
                 Point {
                     x,
-                    y: d.quantile_ns(q) as f64 / 1e3,
+                    y: unit.of_micros(d.quantile_ns(q) as f64 / 1e3),
                     bar: None,
                 }
             })
@@ -714,10 +733,11 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
     Ok(ChartData {
         kind: ChartKind::Latency,
         title: "Request/response latency by percentile (all runs of a path merged)".into(),
+        rate_unit: None,
         panels: vec![Panel {
             title: String::new(),
             x_desc: "Percentile".into(),
-            y_desc: "Latency (µs, log scale)".into(),
+            y_desc: format!("Latency ({}, log scale)", unit.label()),
             x_axis: XAxis::Nines,
             log_y: true,
             series,
@@ -728,13 +748,16 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
 }
 
 /// The timeline: one run in detail, or several overlaid (see [`MAX_TIMELINE_RUNS`]).
-fn timeline_chart(runs: &[&Run], unit: ThroughputUnit) -> Result<ChartData, ChartError> {
+fn timeline_chart(runs: &[&Run], scale: RateScale) -> Result<ChartData, ChartError> {
     let with_intervals: Vec<&Run> = runs
         .iter()
         .copied()
         .filter(|r| intervals(r).next().is_some())
         .collect();
     let chosen = pick_runs(&with_intervals, MAX_TIMELINE_RUNS);
+    let unit = scale.unit_for(largest(chosen.iter().flat_map(|r| {
+        intervals(r).flat_map(|d| d.timeline.iter().map(|p| p.bits_per_second))
+    })));
     let mut data = match chosen.as_slice() {
         [] => {
             return Err(ChartError::Nothing {
@@ -770,6 +793,7 @@ fn single_timeline(run: &Run, unit: ThroughputUnit) -> ChartData {
         let arrow = (dirs.len() > 1).then(|| arrow(d.direction));
         cwnd.extend(stream_cwnds(d, arrow, cwnd.len()));
     }
+    let cwnd_desc = scale_sizes(&mut cwnd);
     ChartData {
         kind: ChartKind::Timeline,
         title: format!(
@@ -778,9 +802,10 @@ fn single_timeline(run: &Run, unit: ThroughputUnit) -> ChartData {
             run.key.describe(),
             run.path.display()
         ),
+        rate_unit: Some(unit),
         panels: vec![
             timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
-            timeline_panel("Congestion window per stream", "cwnd (KiB)".into(), cwnd),
+            timeline_panel("Congestion window per stream", cwnd_desc, cwnd),
             timeline_panel("Retransmits", "Segments per interval".into(), retr),
         ],
         left_out: 0,
@@ -820,6 +845,7 @@ fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
     }
     let labels =
         crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let cwnd_desc = scale_sizes(&mut cwnd);
     let cell = if distinct(runs, |r| Some(r.key.clone())) == 1 {
         format!(" — {}", runs[0].key.describe())
     } else {
@@ -832,18 +858,33 @@ fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
             runs.len(),
             labels.join(", ")
         ),
+        rate_unit: Some(unit),
         panels: vec![
             timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
-            timeline_panel(
-                "Congestion window, all streams of a run",
-                "cwnd (KiB)".into(),
-                cwnd,
-            ),
+            timeline_panel("Congestion window, all streams of a run", cwnd_desc, cwnd),
             timeline_panel("Retransmits", "Segments per interval".into(), retr),
         ],
         left_out: 0,
         not_drawn: 0,
     }
+}
+
+/// The largest of `figures` (0 for none): what an axis's unit is chosen by.
+fn largest(figures: impl Iterator<Item = f64>) -> f64 {
+    figures.map(f64::abs).fold(0.0, f64::max)
+}
+
+/// Congestion windows, drawn in KiB, rescaled to MiB when the largest is a MiB or more; the
+/// axis's description, with the unit.
+fn scale_sizes(series: &mut [Series]) -> String {
+    let top = largest(series.iter().flat_map(|s| s.points.iter().map(|p| p.y)));
+    if top < 1024.0 {
+        return "cwnd (KiB)".into();
+    }
+    for p in series.iter_mut().flat_map(|s| s.points.iter_mut()) {
+        p.y /= 1024.0;
+    }
+    "cwnd (MiB)".into()
 }
 
 fn timeline_panel(title: &str, y_desc: String, series: Vec<Series>) -> Panel {
@@ -1414,9 +1455,11 @@ fn nines_label(x: f64) -> String {
     format!("{s}%")
 }
 
+/// An axis tick: as [`number`] writes it (grouped thousands), without the trailing zeros a
+/// tick needs no more than a round number does (`0.5`, `1`, `2.5`).
 fn trim_number(v: f64) -> String {
     if v.abs() >= 100.0 || v == v.round() {
-        format!("{v:.0}")
+        number(v.round())
     } else if v.abs() >= 10.0 {
         format!("{v:.1}")
     } else {
@@ -1621,7 +1664,7 @@ mod tests {
             tp("vpn", 4, None, 200.0),
         ];
         let mut c = plan(&runs, None, ThroughputUnit::MBytes).unwrap();
-        add_ceiling(&mut c, 1e9, ThroughputUnit::MBytes).unwrap();
+        add_ceiling(&mut c, 1e9).unwrap();
         let line = c.panels[0].series.last().unwrap();
         assert_eq!(line.name, "capacity 125 MB/s");
         assert!(line.dashed && line.colour == NEUTRAL);
@@ -1656,14 +1699,14 @@ mod tests {
 
         // The timeline's throughput panel takes it too; the latency chart has no rate axis.
         let mut t = plan(&[tp("a", 2, None, 10.0)], None, ThroughputUnit::Gbits).unwrap();
-        add_ceiling(&mut t, 25e9, ThroughputUnit::Gbits).unwrap();
+        add_ceiling(&mut t, 25e9).unwrap();
         assert_eq!(
             t.panels[0].series.last().unwrap().name,
             "capacity 25.0 Gbit/s"
         );
         assert_eq!(t.panels[1].series.len(), 2, "cwnd panel untouched");
         let mut l = plan(&[rr("b")], None, ThroughputUnit::Mbits).unwrap();
-        let e = add_ceiling(&mut l, 1e9, ThroughputUnit::Mbits).unwrap_err();
+        let e = add_ceiling(&mut l, 1e9).unwrap_err();
         assert!(e.to_string().contains("no throughput axis"), "{e}");
     }
 
@@ -1716,9 +1759,9 @@ mod tests {
             plan(&several, None, unit).unwrap(),
         ];
         for c in &mut charts[..2] {
-            add_ceiling(c, 1e9, unit).unwrap();
+            add_ceiling(c, 1e9).unwrap();
         }
-        add_ceiling(&mut charts[4], 1e9, unit).unwrap();
+        add_ceiling(&mut charts[4], 1e9).unwrap();
         let kinds: Vec<ChartKind> = charts.iter().map(|c| c.kind).collect();
         use ChartKind::*;
         assert_eq!(kinds, [Streams, Window, Latency, Timeline, Timeline]);
@@ -1750,7 +1793,7 @@ mod tests {
         assert!(
             key_texts(&charts[4])
                 .0
-                .contains(&"capacity 1000 Mbit/s".to_owned())
+                .contains(&"capacity 1,000 Mbit/s".to_owned())
         );
     }
 
@@ -1815,7 +1858,7 @@ mod tests {
         assert!(loss[0].points[1].bar.is_some(), "two runs: a CI bar");
         let jitter = &c.panels[1].series;
         assert_eq!(ys(&jitter[1]), [(0.0, 0.01), (1.0, 0.02), (2.0, 0.05)]);
-        assert!(add_ceiling(&mut c.clone(), 1e9, ThroughputUnit::Mbits).is_err());
+        assert!(add_ceiling(&mut c.clone(), 1e9).is_err());
 
         let (texts, frames) = key_texts(&c);
         assert!(frames >= 1, "no key");

@@ -168,8 +168,8 @@ impl Metric {
             Metric::Throughput => xbench::units::format_bits_per_second(v),
             Metric::Tps => format!("{}/s", number(v)),
             Metric::Loss => crate::units::percent(v),
-            Metric::Jitter => format!("{v:.3} ms"),
-            _ => format!("{} µs", number(v)),
+            Metric::Jitter => xbench::units::format_micros(v * 1e3),
+            _ => xbench::units::format_micros(v),
         }
     }
 }

@@ -279,7 +279,7 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
     }
     out(&s).context("writing output")?;
     drop(lab); // a lab built for this run is removed here
-    compare(&a.out)?;
+    compare(&a.out, a.unit)?;
     for f in &failed {
         eprintln!("xbench: {f}");
     }
@@ -338,7 +338,7 @@ fn run_case(
 }
 
 /// The comparison of every path, as `xbench report` would print it, and its charts.
-fn compare(dir: &Path) -> anyhow::Result<()> {
+fn compare(dir: &Path, unit: Option<xbench_report::ThroughputUnit>) -> anyhow::Result<()> {
     let loaded = xbench_report::load(&[dir.to_path_buf()])
         .with_context(|| format!("cannot read the results in {}", dir.display()))?;
     for w in &loaded.warnings {
@@ -348,7 +348,6 @@ fn compare(dir: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     let table = xbench_report::Comparison::build(&loaded.runs);
-    let unit = xbench_report::ThroughputUnit::default();
     out(&format!(
         "\n{}",
         xbench_report::render::render(&table, xbench_report::render::Format::Text, unit)
