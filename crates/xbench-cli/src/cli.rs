@@ -306,7 +306,7 @@ pub(crate) struct ClientArgs {
     /// Layout of --json's document: xbench's own report, or iperf3 3.12's -J shape (start,
     /// intervals, end.sum_sent, end.sum_received, end.streams, cpu_utilization_percent…) for
     /// scripts written for iperf3; TCP and UDP throughput tests. --json-file keeps xbench's
-    /// report. Which figure fills which iperf3 key: the README's "iperf3's JSON".
+    /// report. Which figure fills which iperf3 key: docs/iperf3.md, "iperf3's JSON".
     #[arg(long, value_enum, default_value_t, value_name = "LAYOUT")]
     pub(crate) json_format: JsonFormat,
 
