@@ -161,6 +161,8 @@ pub struct ChartData {
     pub kind: ChartKind,
     /// The title over the whole image.
     pub title: String,
+    /// The line under the title: how many runs of what length, when, and which paths.
+    pub subtitle: String,
     /// The unit of the throughput axis (the first panel's), chosen by its largest figure
     /// unless one was fixed; `None` for charts without one (latency, UDP).
     pub rate_unit: Option<ThroughputUnit>,
@@ -305,6 +307,7 @@ pub fn plan(
         ChartKind::Udp => (udp, tp.len() + rr.len()),
         _ => (tp, rr.len() + udp.len()),
     };
+    let subtitle = subtitle(&mine);
     let mut data = match kind {
         ChartKind::Udp => udp_chart(&mine)?,
         ChartKind::Streams => sweep_chart(&mine, Dimension::Streams, unit)?,
@@ -313,7 +316,60 @@ pub fn plan(
         ChartKind::Timeline => timeline_chart(&mine, unit)?,
     };
     data.left_out = others;
+    data.subtitle = subtitle;
     Ok(data)
+}
+
+/// What a reader of a report needs under the title: `24 runs × 2 s, 2026-11-27, paths:
+/// direct-connect, vpn`. Lengths and dates that vary are given as ranges.
+fn subtitle(runs: &[&Run]) -> String {
+    let mut parts = vec![format!(
+        "{} run{}",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" }
+    )];
+    let lengths: Vec<f64> = runs.iter().filter_map(|r| r.length_s).collect();
+    let (lo, hi) = (
+        lengths.iter().copied().fold(f64::INFINITY, f64::min),
+        lengths.iter().copied().fold(0.0, f64::max),
+    );
+    if !lengths.is_empty() {
+        parts[0] += &if lo == hi {
+            format!(" × {}", seconds(hi))
+        } else {
+            format!(" × {}–{}", seconds(lo), seconds(hi))
+        };
+    }
+    let mut dates: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| r.started_at.get(..10))
+        .filter(|d| d.as_bytes().get(4) == Some(&b'-'))
+        .collect();
+    dates.sort_unstable();
+    match (dates.first(), dates.last()) {
+        (Some(a), Some(b)) if a == b => parts.push((*a).to_owned()),
+        (Some(a), Some(b)) => parts.push(format!("{a} to {b}")),
+        _ => {}
+    }
+    let labels =
+        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    if !labels.is_empty() {
+        parts.push(format!(
+            "path{}: {}",
+            if labels.len() == 1 { "" } else { "s" },
+            labels.join(", ")
+        ));
+    }
+    parts.join(", ")
+}
+
+/// A test length as `-t` gives it: `10 s`, `0.5 s`, `2 min` from two minutes up.
+fn seconds(s: f64) -> String {
+    if s >= 120.0 && (s / 60.0).fract() == 0.0 {
+        format!("{} min", s / 60.0)
+    } else {
+        format!("{} s", trim_number(s))
+    }
 }
 
 /// Adds a link's capacity to `data`'s throughput panel: a dashed horizontal line across it,
@@ -366,7 +422,12 @@ pub fn to_svg(data: &ChartData) -> Result<String, ChartError> {
         draw(&root, data)?;
         root.present().map_err(draw_err)?;
     }
-    Ok(s)
+    // The text was laid out with DejaVu Sans's metrics: a viewer with the font shows it as
+    // the PNG does, one without falls back to its own sans-serif rather than a serif.
+    Ok(s.replace(
+        &format!("font-family=\"{FONT}\""),
+        &format!("font-family=\"{FONT}, sans-serif\""),
+    ))
 }
 
 /// Draws `data` into a PNG file's bytes.
@@ -538,6 +599,7 @@ fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartD
         },
         title,
         rate_unit: Some(unit),
+        subtitle: String::new(),
         panels: vec![Panel {
             title: String::new(),
             x_desc,
@@ -662,6 +724,7 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
         kind: ChartKind::Udp,
         title: "UDP loss and jitter vs offered rate (mean of runs, bars: 95 % CI)".into(),
         rate_unit: None,
+        subtitle: String::new(),
         panels: vec![
             panel("Loss", "Datagrams lost (% of sent)", loss),
             panel("Jitter", &jitter_desc, jitter),
@@ -734,6 +797,7 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
         kind: ChartKind::Latency,
         title: "Request/response latency by percentile (all runs of a path merged)".into(),
         rate_unit: None,
+        subtitle: String::new(),
         panels: vec![Panel {
             title: String::new(),
             x_desc: "Percentile".into(),
@@ -803,6 +867,7 @@ fn single_timeline(run: &Run, unit: ThroughputUnit) -> ChartData {
             run.path.display()
         ),
         rate_unit: Some(unit),
+        subtitle: String::new(),
         panels: vec![
             timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
             timeline_panel("Congestion window per stream", cwnd_desc, cwnd),
@@ -859,6 +924,7 @@ fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
             labels.join(", ")
         ),
         rate_unit: Some(unit),
+        subtitle: String::new(),
         panels: vec![
             timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
             timeline_panel("Congestion window, all streams of a run", cwnd_desc, cwnd),
@@ -1108,7 +1174,9 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
-const FONT: &str = "sans-serif";
+/// The family every text is drawn in: DejaVu Sans, embedded (`dejavu`) and registered under
+/// its own name, so an SVG names the font its text was measured with.
+const FONT: &str = "DejaVu Sans";
 
 fn colour(i: usize) -> RGBColor {
     if i == NEUTRAL {
@@ -1126,8 +1194,14 @@ fn size(data: &ChartData) -> (u32, u32) {
     let keys: u32 = (0..data.panels.len())
         .map(|i| Key::of(data, i).height())
         .sum();
-    (WIDTH, panel_height(data) * data.panels.len() as u32 + keys)
+    (
+        WIDTH,
+        HEADER + panel_height(data) * data.panels.len() as u32 + keys,
+    )
 }
+
+/// Height of the title and subtitle band above the panels, pixels.
+const HEADER: u32 = 84;
 
 /// A panel's height without its key: stacked panels are shorter than a chart's only one.
 fn panel_height(data: &ChartData) -> u32 {
@@ -1159,9 +1233,8 @@ fn draw<DB: DrawingBackend>(
 ) -> Result<(), ChartError> {
     fonts()?;
     root.fill(&WHITE).map_err(draw_err)?;
-    let body = root
-        .titled(&data.title, (FONT, 22).into_font().color(&BLACK))
-        .map_err(draw_err)?;
+    let (head, body) = root.split_vertically(HEADER);
+    draw_header(&head, data)?;
     // One right margin for all panels, wide enough for every line's name, so that stacked
     // panels share their x positions.
     let label_style: TextStyle<'_> = (FONT, 15).into_font().into();
@@ -1187,6 +1260,47 @@ fn draw<DB: DrawingBackend>(
         let (plot, under) = area.split_vertically(h);
         draw_panel(&plot, panel, name_w)?;
         key.draw(&under)?;
+    }
+    Ok(())
+}
+
+/// The title, and under it the subtitle in grey, left-aligned with a margin from the image's
+/// edges; a title too long for the width is set smaller rather than cut.
+fn draw_header<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    data: &ChartData,
+) -> Result<(), ChartError> {
+    const LEFT: i32 = 24;
+    let room = WIDTH.saturating_sub(2 * LEFT as u32);
+    let fits = |text: &str, size: u32| {
+        area.estimate_text_size(text, &(FONT, size).into_font().into())
+            .is_ok_and(|(w, _)| w <= room)
+    };
+    let size = (16..=26)
+        .rev()
+        .find(|s| fits(&data.title, *s))
+        .unwrap_or(16);
+    let top = Pos::new(HPos::Left, VPos::Top);
+    area.draw(&Text::new(
+        data.title.clone(),
+        (LEFT, 18),
+        (FONT, size).into_font().color(&BLACK).pos(top),
+    ))
+    .map_err(draw_err)?;
+    if !data.subtitle.is_empty() {
+        let size = (13..=18)
+            .rev()
+            .find(|s| fits(&data.subtitle, *s))
+            .unwrap_or(13);
+        area.draw(&Text::new(
+            data.subtitle.clone(),
+            (LEFT, 54),
+            (FONT, size)
+                .into_font()
+                .color(&RGBColor(80, 80, 80))
+                .pos(top),
+        ))
+        .map_err(draw_err)?;
     }
     Ok(())
 }
@@ -1314,8 +1428,8 @@ where
         .y_labels(8)
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&|y: &f64| trim_number(*y))
-        .axis_desc_style((FONT, 16))
-        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 16))
         .light_line_style(RGBColor(235, 235, 235))
         .bold_line_style(RGBColor(210, 210, 210))
         .draw()
@@ -1458,8 +1572,10 @@ fn nines_label(x: f64) -> String {
 /// An axis tick: as [`number`] writes it (grouped thousands), without the trailing zeros a
 /// tick needs no more than a round number does (`0.5`, `1`, `2.5`).
 fn trim_number(v: f64) -> String {
-    if v.abs() >= 100.0 || v == v.round() {
+    if v.abs() >= 100.0 {
         number(v.round())
+    } else if v == v.round() {
+        format!("{v:.0}")
     } else if v.abs() >= 10.0 {
         format!("{v:.1}")
     } else {
@@ -1484,6 +1600,7 @@ mod tests {
                 ..CellKey::of_spec(&xbench::config::TestSpec::throughput())
             },
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Throughput(vec![DirectionResult {
                 direction: StreamDirection::ClientToServer,
                 bits_per_second: mbps * 1e6,
@@ -1501,6 +1618,44 @@ mod tests {
         }
     }
 
+    /// Issue 31: the title sat against the top edge, nothing said how many runs of what length,
+    /// when or where, the axis read "80000" Mbit/s, and the SVG named plain `sans-serif` though
+    /// its text was laid out with DejaVu Sans.
+    #[test]
+    fn a_chart_reads_as_in_a_report() {
+        let runs: Vec<Run> = [("direct", 1), ("direct", 2), ("vpn", 1), ("vpn", 2)]
+            .into_iter()
+            .map(|(l, p)| Run {
+                started_at: "2026-11-27T10:00:00.000Z".into(),
+                length_s: Some(2.0),
+                ..tp(l, p, None, 80_000.0)
+            })
+            .collect();
+        let c = plan(&runs, None, RateScale::AUTO).unwrap();
+        assert_eq!(c.subtitle, "4 runs × 2 s, 2026-11-27, paths: direct, vpn");
+        assert_eq!(c.rate_unit, Some(ThroughputUnit::Gbits));
+        assert_eq!(c.panels[0].y_desc, "Receiver throughput (Gbit/s)");
+        let svg = to_svg(&c).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<roxmltree::Node<'_, '_>> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .collect();
+        let text = |t: &roxmltree::Node<'_, '_>| t.text().unwrap_or_default().trim().to_owned();
+        let title = texts
+            .iter()
+            .find(|t| text(t) == c.title)
+            .expect("the title");
+        let y: f64 = title.attribute("y").unwrap().parse().unwrap();
+        assert!(y >= 12.0, "the title's top is {y} px from the edge");
+        assert!(texts.iter().any(|t| text(t) == c.subtitle));
+        for t in &texts {
+            assert_eq!(t.attribute("font-family"), Some("DejaVu Sans, sans-serif"));
+        }
+        // The axis's ticks read in Gbit/s: 80, not 80,000.
+        assert!(texts.iter().any(|t| text(t) == "80"), "{svg}");
+    }
+
     fn rr(label: &str) -> Run {
         let mut d = Distribution::new();
         let mut r = xbench::latency::Recorder::new();
@@ -1515,6 +1670,7 @@ mod tests {
             label: label.into(),
             key: CellKey::of_spec(&xbench::config::TestSpec::request_response()),
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Rr(RrResult {
                 transactions_per_second: 1000.0,
                 p50_us: 22.0,
@@ -1811,6 +1967,7 @@ mod tests {
             label: label.into(),
             key: CellKey::of_spec(&spec),
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Udp(vec![crate::run::UdpResult {
                 direction: StreamDirection::ClientToServer,
                 offered_bps: Some(mbps as f64 * 1e6),

@@ -572,6 +572,7 @@ mod tests {
                 ..CellKey::of_spec(&xbench::config::TestSpec::throughput())
             },
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Throughput(vec![DirectionResult {
                 direction: StreamDirection::ClientToServer,
                 bits_per_second: mbps * 1e6,
@@ -694,6 +695,7 @@ mod tests {
             label: label.into(),
             key: CellKey::of_spec(&xbench::config::TestSpec::request_response()),
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Rr(crate::run::RrResult {
                 transactions_per_second: 300.0 * base,
                 min_us: base,
@@ -766,6 +768,7 @@ mod tests {
             label: label.into(),
             key: CellKey::of_spec(&spec),
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Udp(vec![crate::run::UdpResult {
                 direction: StreamDirection::ClientToServer,
                 offered_bps: Some(200e6),

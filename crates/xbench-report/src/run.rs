@@ -23,6 +23,9 @@ pub struct Run {
     pub key: CellKey,
     /// When it started, RFC 3339 (as the file gives it).
     pub started_at: String,
+    /// The test's asked length, seconds (`-t`); `None` for a byte count (`-n`) or a file
+    /// that does not say. A chart's subtitle says it.
+    pub length_s: Option<f64>,
     /// What it measured.
     pub measure: Measure,
 }
@@ -239,6 +242,10 @@ impl Run {
             label: report.label.clone().unwrap_or_else(|| label.to_owned()),
             key: CellKey::of_spec(&report.spec),
             started_at: report.started_at.clone(),
+            length_s: match report.spec.end {
+                xbench::EndCondition::Duration(d) => Some(d.as_secs_f64()),
+                xbench::EndCondition::Bytes(_) => None,
+            },
             measure,
         })
     }
