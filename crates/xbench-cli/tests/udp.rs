@@ -189,7 +189,7 @@ fn bad_udp_settings_are_usage_errors() {
             (&["-n", "1M"], "cannot be used with"),
             // A sweep refuses a cell the server would refuse, before the first run.
             (
-                &["-b", "1M,1000", "--repeat", "2"],
+                &["-b", "1M,1k", "--repeat", "2"],
                 "below one 1448-byte datagram per second",
             ),
             (&["-l", "1400,23", "-b", "1M"], "between 24 bytes"),
