@@ -26,6 +26,7 @@ use crate::cli::{
 };
 use crate::exit::{Exit, UsageError};
 use crate::render::out;
+use crate::render::text::counted;
 
 pub(crate) async fn run(args: LabArgs) -> anyhow::Result<Exit> {
     match args.command {
@@ -71,8 +72,8 @@ fn up(a: &UpArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
         .as_deref()
         .map_or_else(|| "xbench".into(), |p| p.display().to_string());
     let mut s = format!(
-        "lab up: {} path(s); state in {}\n",
-        st.paths.len(),
+        "lab up: {}; state in {}\n",
+        counted(st.paths.len() as u64, "path"),
         spec.state_dir.display()
     );
     s += &paths_table(&st.paths);
@@ -102,9 +103,12 @@ fn down(a: &WhereArgs) -> anyhow::Result<Exit> {
         );
     } else {
         s += &format!(
-            "lab down: stopped {} process(es), removed {} namespace(s)\n",
-            t.stopped.len(),
-            t.removed_netns.len()
+            "lab down: stopped {}, removed {}\n",
+            match t.stopped.len() {
+                1 => "1 process".to_owned(),
+                n => format!("{n} processes"),
+            },
+            counted(t.removed_netns.len() as u64, "namespace")
         );
     }
     out(&s).context("writing output")?;
