@@ -444,9 +444,10 @@ pub(crate) fn rtt(us: f64) -> String {
     format_micros(us)
 }
 
-/// `min/mean/max` in the one unit that suits the largest: `10.0/130/347 µs`.
+/// `min/mean/max` in the one unit that suits the mean, the typical figure: `10.0/431/4,980 µs`
+/// rather than `0.0100/0.431/4.98 ms`.
 pub(crate) fn rtt_triple(min: u32, mean: f64, max: u32) -> String {
-    let u = TimeUnit::for_micros(f64::from(max));
+    let u = TimeUnit::for_micros(mean);
     format!(
         "{}/{}/{} {}",
         u.format(f64::from(min)),
