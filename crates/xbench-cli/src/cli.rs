@@ -15,10 +15,17 @@ use xbench_lab::PathKind;
 use crate::parse;
 
 /// Parses the process's arguments, or exits: status 0 for `--help` and `--version`, 2 with a
-/// message naming the flag for anything wrong.
+/// message naming the flag for anything wrong. iperf3's `-c HOST` and `-s` in front of any
+/// subcommand name it (`crate::iperf3_habits`).
 pub(crate) fn parse() -> Cli {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    Cli::try_parse_from(&args).unwrap_or_else(|e| explain(e, &args).exit())
+    let args = crate::iperf3_habits::rewrite(std::env::args_os().collect());
+    let mut cli = Cli::try_parse_from(&args).unwrap_or_else(|e| explain(e, &args).exit());
+    if let Command::Client(a) = &mut cli.command
+        && let Some(note) = a.apply_format()
+    {
+        eprintln!("warning: {note}");
+    }
+    cli
 }
 
 /// clap's message, with a tip where our own words say more than clap's: which flags need
@@ -154,6 +161,12 @@ pub(crate) struct ClientArgs {
     #[arg(long, conflicts_with = "host")]
     pub(crate) local: bool,
 
+    /// The server, as iperf3 names it: `xbench -c HOST` and `xbench client -c HOST` are
+    /// `xbench client HOST`.
+    #[arg(short = 'c', long = "client", value_name = "HOST", hide = true,
+          conflicts_with_all = ["host", "local"])]
+    pub(crate) client: Option<String>,
+
     /// Server port.
     #[arg(short = 'p', long, default_value_t = xbench::client::DEFAULT_PORT)]
     pub(crate) port: u16,
@@ -162,7 +175,7 @@ pub(crate) struct ClientArgs {
     #[arg(allow_negative_numbers = true, short = 'P', long = "parallel", value_name = "N[,N…]", value_parser = parse::streams_list)]
     pub(crate) parallel: Option<parse::List<NonZeroU16>>,
 
-    /// Test length: seconds, or with a unit (500ms, 10s, 2m).
+    /// Test length: seconds, or with a unit (500ms, 10s, 2m) [default: 10].
     #[arg(allow_negative_numbers = true, short = 't', long = "time", value_name = "SECS", value_parser = parse::positive_duration)]
     pub(crate) time: Option<Duration>,
 
@@ -293,7 +306,7 @@ pub(crate) struct ClientArgs {
     /// Layout of --json's document: xbench's own report, or iperf3 3.12's -J shape (start,
     /// intervals, end.sum_sent, end.sum_received, end.streams, cpu_utilization_percent…) for
     /// scripts written for iperf3; TCP and UDP throughput tests. --json-file keeps xbench's
-    /// report. Which figure fills which iperf3 key: the README's "iperf3's JSON".
+    /// report. Which figure fills which iperf3 key: docs/iperf3.md, "iperf3's JSON".
     #[arg(long, value_enum, default_value_t, value_name = "LAYOUT")]
     pub(crate) json_format: JsonFormat,
 
@@ -307,10 +320,16 @@ pub(crate) struct ClientArgs {
 
     /// Unit of every rate printed: kbit/s, Mbit/s, Gbit/s, MB/s, MiB/s…, or iperf3's -f
     /// letters: k m g t for bits (powers of 1000), K M G T for bytes (powers of 1024)
-    /// [default: a unit per figure; Mbit/s in a sweep's table]. JSON stays in bits/s.
-    #[arg(short = 'f', long = "unit", visible_alias = "format", value_name = "UNIT",
-          value_parser = parse::throughput_unit)]
+    /// [default: each figure, and each table, in the unit that suits it]. JSON stays in bits/s.
+    #[arg(short = 'f', long = "unit", value_name = "UNIT", value_parser = parse::throughput_unit)]
     pub(crate) unit: Option<xbench_report::ThroughputUnit>,
+
+    /// Output format, as in every xbench command: text (lines, then a summary) or json (one
+    /// document at the end, as --json). A rate unit here is read as --unit, with a warning:
+    /// --format was --unit's other name before it meant the output format.
+    #[arg(long, value_name = "FORMAT", value_parser = parse::client_format,
+          conflicts_with_all = ["json_stream", "fields"])]
+    pub(crate) format: Option<parse::ClientFormat>,
 
     /// Request/response latency over persistent connections (netperf's TCP_RR).
     #[arg(long, help_heading = "Request/response (latency)",
@@ -419,6 +438,29 @@ pub(crate) struct ClientArgs {
     pub(crate) sweep: SweepArgs,
 }
 
+impl ClientArgs {
+    /// Folds `--format` into the flags it stands for: `json` is `--json`; a rate unit (the
+    /// flag's meaning before it named the output format everywhere) is `--unit`, and the
+    /// returned note says so.
+    pub(crate) fn apply_format(&mut self) -> Option<String> {
+        match self.format.take()? {
+            parse::ClientFormat::Text => None,
+            parse::ClientFormat::Json => {
+                self.json = true;
+                None
+            }
+            parse::ClientFormat::Unit(u) => {
+                let given = self.unit.get_or_insert(u);
+                Some(format!(
+                    "--format now names the output format (text or json) in every xbench \
+                     command; read as the rate unit this once: write --unit {} (or -f)",
+                    given.label()
+                ))
+            }
+        }
+    }
+}
+
 /// Sweeps and repeats: any list above, --repeat or --save makes a client run a sweep.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Sweeps and repeats")]
@@ -494,9 +536,10 @@ pub(crate) struct ReportArgs {
     pub(crate) chart: Option<ChartArg>,
 
     /// Throughput unit: Mbit/s, Gbit/s, MB/s, MiB/s…, or iperf3's -f letters (k m g t bits,
-    /// K M G T bytes in powers of 1024). JSON stays in bits per second.
-    #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = parse::throughput_unit)]
-    pub(crate) unit: xbench_report::ThroughputUnit,
+    /// K M G T bytes in powers of 1024) [default: the unit that suits each table's and
+    /// chart's largest figure; Mbit/s in csv]. JSON stays in bits per second.
+    #[arg(short = 'f', long, value_name = "UNIT", value_parser = parse::throughput_unit)]
+    pub(crate) unit: Option<xbench_report::ThroughputUnit>,
 
     /// A link's capacity, bits per second as -b takes them (1G, 500M): a labelled line on the
     /// throughput charts, and each row's share of it in text, md and csv tables.
@@ -506,6 +549,10 @@ pub(crate) struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ServerArgs {
+    /// iperf3's server flag: `xbench -s` and `xbench server -s` are `xbench server`.
+    #[arg(short = 's', long = "server", hide = true)]
+    pub(crate) server: bool,
+
     /// Port to listen on.
     #[arg(short = 'p', long, default_value_t = xbench::client::DEFAULT_PORT)]
     pub(crate) port: u16,
@@ -575,8 +622,8 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::duration)]
     pub(crate) shutdown_grace: Duration,
 
-    /// Log line format.
-    #[arg(long, value_enum, default_value_t)]
+    /// Log line format (--format, as in every xbench command, is the same flag).
+    #[arg(long, visible_alias = "format", value_enum, default_value_t)]
     pub(crate) log_format: LogFormat,
 }
 
@@ -786,6 +833,11 @@ pub(crate) struct RunArgs {
     /// Datagram sizes of the UDP tests, bytes (as -u -l takes them) [default: 1448].
     #[arg(long = "udp-length", value_name = "LEN,…", requires = "udp", value_parser = parse::length_list)]
     pub(crate) udp_length: Option<parse::List<std::num::NonZeroU32>>,
+
+    /// Throughput unit of the table and charts: Mbit/s, Gbit/s, MB/s, MiB/s…, or iperf3's -f
+    /// letters [default: the unit that suits each table's and chart's largest figure].
+    #[arg(long, value_name = "UNIT", value_parser = parse::throughput_unit)]
+    pub(crate) unit: Option<xbench_report::ThroughputUnit>,
 
     /// Directory for the results: every run saved as `xbench client --save` does
     /// (DIR/LABEL/CELL/run-N.json, LABEL the path), the comparison in DIR/report.md and the

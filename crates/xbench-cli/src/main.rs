@@ -11,6 +11,7 @@ mod cmd;
 mod exit;
 mod fd_limit;
 mod flow_space;
+mod iperf3_habits;
 mod parse;
 mod plan;
 mod render;

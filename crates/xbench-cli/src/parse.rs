@@ -294,6 +294,30 @@ pub(crate) fn flows_list(s: &str) -> Result<List<FlowCount>, String> {
     list(s, flows)
 }
 
+/// `xbench client --format`: the output format, or (deprecated) a rate unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum ClientFormat {
+    /// Lines, then a summary.
+    Text,
+    /// One JSON document, as `--json`.
+    Json,
+    /// A rate unit: what `--format` meant before it named the output format everywhere.
+    Unit(xbench_report::ThroughputUnit),
+}
+
+pub(crate) fn client_format(s: &str) -> Result<ClientFormat, String> {
+    match s.trim() {
+        "text" => Ok(ClientFormat::Text),
+        "json" => Ok(ClientFormat::Json),
+        other => other.parse().map(ClientFormat::Unit).map_err(|_| {
+            format!(
+                "`{other}` is not an output format; use text or json (for a rate unit, \
+                 --unit {other})"
+            )
+        }),
+    }
+}
+
 /// `--unit`: how sweep and report tables show throughput.
 pub(crate) fn throughput_unit(s: &str) -> Result<xbench_report::ThroughputUnit, String> {
     s.parse()
@@ -339,23 +363,35 @@ pub(crate) fn bitrate(s: &str) -> Result<u64, String> {
     if t.starts_with('-') {
         return Err(format!("`{t}` is negative"));
     }
-    let v = xbench::units::BitRate::parse(t).map_err(|e| e.to_string())?;
+    let v = xbench::units::BitRate::parse_with_unit(t).map_err(|e| e.to_string())?;
     if v.bits_per_second() == 0 {
         return Err("must be greater than 0".into());
     }
     Ok(v.bits_per_second())
 }
 
+/// The most bits per second a bare number given to `-b` may be and still be read as a
+/// mistake: iperf3 reads `-b 1000000` as bits per second, and so does xbench, but a bare
+/// number below xbench's smallest rate (`-b 100`) was meant with a unit.
+const BARE_BITRATE_FLOOR: u64 = 8_000;
+
 /// The client's `-b`: bits per second, where 0 is iperf3's "no cap" (with `-u`, unpaced).
 pub(crate) fn bitrate_or_zero(s: &str) -> Result<u64, String> {
-    match bitrate(s) {
-        Err(_)
-            if xbench::units::BitRate::parse(s.trim()).is_ok_and(|v| v.bits_per_second() == 0) =>
-        {
-            Ok(0)
-        }
-        r => r,
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("`{t}` is negative"));
     }
+    let v = xbench::units::BitRate::parse(t)
+        .map_err(|e| e.to_string())?
+        .bits_per_second();
+    let bare = t.ends_with(|c: char| c.is_ascii_digit() || c == '.');
+    if bare && v != 0 && v < BARE_BITRATE_FLOOR {
+        return Err(format!(
+            "{}; a bare number is bits per second, as in iperf3",
+            xbench::units::UnitError::MissingRateUnit(t.to_owned())
+        ));
+    }
+    Ok(v)
 }
 
 /// The client's `-b`: one rate or a list (`100M,200M`), each as [`bitrate_or_zero`] reads it,
@@ -460,7 +496,7 @@ pub(crate) fn queue(s: &str) -> Result<u64, String> {
 
 /// A rate with a unit, bits per second (`200M`).
 pub(crate) fn link_rate(s: &str) -> Result<u64, String> {
-    xbench::units::BitRate::parse(s)
+    xbench::units::BitRate::parse_with_unit(s)
         .map(|r| r.bits_per_second())
         .map_err(|e| e.to_string())
 }

@@ -78,8 +78,8 @@ pub(crate) struct Sweep {
     pub(crate) psk: Option<Psk>,
     /// `--json`: one document at the end instead of lines and a table.
     pub(crate) json: bool,
-    /// `--unit` of the summary table.
-    pub(crate) unit: ThroughputUnit,
+    /// `--unit` of the lines and the summary table; without, each in the unit that suits it.
+    pub(crate) unit: Option<ThroughputUnit>,
 }
 
 /// Resolves the flags of `xbench client`. Every error is a usage error (exit status 2).
@@ -185,7 +185,7 @@ pub(crate) fn resolve(mut a: ClientArgs) -> Result<Plan, UsageError> {
         plan,
         psk,
         json: a.json,
-        unit: a.unit.unwrap_or_default(),
+        unit: a.unit,
     }))
 }
 
@@ -325,7 +325,11 @@ fn refuse_unit_without_rates(a: &ClientArgs) -> Result<(), UsageError> {
 /// The server the flags name; `--local` or no host is an in-process one.
 fn target(a: &ClientArgs) -> Target {
     Target {
-        host: if a.local { None } else { a.host.clone() },
+        host: if a.local {
+            None
+        } else {
+            a.host.clone().or_else(|| a.client.clone())
+        },
         port: a.port,
         family: if a.ipv4 {
             AddressFamily::V4

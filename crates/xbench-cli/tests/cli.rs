@@ -140,6 +140,32 @@ fn text_output_explains_the_result() {
     assert!(text.contains("CPU: client"), "{text}");
 }
 
+/// Issue 31: `-w 256` said what to write, `-b 100` only "must be at least 8 kbit/s" and
+/// `--ceiling 100` drew a ceiling of 100 bit/s. Every size and rate flag that needs a unit
+/// says what to write instead, in every command.
+#[test]
+fn every_flag_missing_its_unit_says_what_to_write() {
+    let rate = "write it as 100M (megabits per second), 100k or 100G";
+    for (args, needle) in [
+        (&["client", "--local", "-b", "100"][..], rate),
+        (&["client", "--local", "-u", "-b", "100"], rate),
+        (
+            &["client", "--local", "-w", "256"],
+            "write it as 256K, 256M or 256B",
+        ),
+        (&["server", "--max-send-rate", "100"], rate),
+        (&["report", ".", "--ceiling", "100"], rate),
+        (&["lab", "up", "--rate", "100"], rate),
+        (&["lab", "run", "--udp", "100"], rate),
+        (&["lab", "up", "--paths", "vpn:rate=100"], rate),
+    ] {
+        let out = xbench().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn bad_flags_are_usage_errors_naming_the_flag() {
     let cases: &[(&[&str], &str)] = &[
@@ -222,8 +248,13 @@ struct ServerProc {
 
 impl ServerProc {
     fn start(extra: &[&str]) -> Self {
+        Self::spawn(&["server", "-B", "127.0.0.1", "-p", "0"], extra)
+    }
+
+    /// A server started with `args` as written (e.g. iperf3's `-s`), then `extra`.
+    fn spawn(args: &[&str], extra: &[&str]) -> Self {
         let mut child = xbench()
-            .args(["server", "-B", "127.0.0.1", "-p", "0"])
+            .args(args)
             .args(extra)
             .stderr(Stdio::piped())
             .spawn()
@@ -306,6 +337,39 @@ fn a_server_process_serves_clients_and_stops_cleanly_on_sigterm() {
     assert!(
         log.iter().any(|l| l.contains("test ended")),
         "one log line per test: {log:#?}"
+    );
+}
+
+/// iperf3's muscle memory (issue 31): `xbench -s` serves, and `xbench -c HOST`, `xbench … -c
+/// HOST` and `xbench client -c HOST` test against HOST, instead of "unexpected argument".
+#[test]
+fn iperf3_mode_flags_serve_and_test_as_iperf3_users_type_them() {
+    let mut server = ServerProc::spawn(&["-s", "-B", "127.0.0.1", "-p", "0"], &[]);
+    let port = server.port();
+    let common = ["-p", &port, "-t", "0.3", "--json"];
+    for args in [
+        vec!["-c", "127.0.0.1"],
+        vec!["-R", "-c127.0.0.1"],
+        vec!["client", "-c", "127.0.0.1"],
+        vec!["client", "--client=127.0.0.1"],
+    ] {
+        let out = xbench().args(&args).args(common).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["server_addr"], format!("127.0.0.1:{port}"), "{args:?}");
+    }
+    server.child_kill();
+    assert_usage_errors(
+        &[],
+        &[
+            (&["-c"], "a value is required for '--client <HOST>'"),
+            (&["client", "-c", "a", "b"], "cannot be used with"),
+            (&["client", "--local", "-c", "a"], "cannot be used with"),
+        ],
     );
 }
 

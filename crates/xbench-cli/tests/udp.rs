@@ -177,7 +177,7 @@ fn bad_udp_settings_are_usage_errors() {
     assert_usage_errors(
         &["client", "--local", "-u"],
         &[
-            (&["-b", "1000"], "below one 1448-byte datagram per second"),
+            (&["-b", "1k"], "below one 1448-byte datagram per second"),
             (
                 &["-P", "4", "-b", "40k"],
                 "below one 1448-byte datagram per second",
@@ -189,7 +189,7 @@ fn bad_udp_settings_are_usage_errors() {
             (&["-n", "1M"], "cannot be used with"),
             // A sweep refuses a cell the server would refuse, before the first run.
             (
-                &["-b", "1M,1000", "--repeat", "2"],
+                &["-b", "1M,1k", "--repeat", "2"],
                 "below one 1448-byte datagram per second",
             ),
             (&["-l", "1400,23", "-b", "1M"], "between 24 bytes"),

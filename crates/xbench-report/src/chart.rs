@@ -37,7 +37,7 @@ use self::key::Key;
 use crate::cell::{CellKey, Dimension, short_size};
 use crate::run::{DirectionResult, Measure, Run, TimelinePoint};
 use crate::stats::Stats;
-use crate::units::ThroughputUnit;
+use crate::units::{RateScale, ThroughputUnit, TimeUnit, number};
 
 mod key;
 
@@ -161,6 +161,11 @@ pub struct ChartData {
     pub kind: ChartKind,
     /// The title over the whole image.
     pub title: String,
+    /// The line under the title: how many runs of what length, when, and which paths.
+    pub subtitle: String,
+    /// The unit of the throughput axis (the first panel's), chosen by its largest figure
+    /// unless one was fixed; `None` for charts without one (latency, UDP).
+    pub rate_unit: Option<ThroughputUnit>,
     /// One panel, or three for a timeline.
     pub panels: Vec<Panel>,
     /// Runs not drawn because they are of the other kind (request/response vs throughput).
@@ -237,12 +242,14 @@ pub struct Point {
 
 /// Builds the chart for `runs`: `kind`, or the one the data calls for — streams if stream
 /// counts vary, else window if windows vary, else latency for request/response runs, else the
-/// timeline of the runs (overlaid when there are several).
+/// timeline of the runs (overlaid when there are several). Rates are in `unit`, a
+/// [`ThroughputUnit`] or [`RateScale::AUTO`] for the one that suits the largest figure.
 pub fn plan(
     runs: &[Run],
     kind: Option<ChartKind>,
-    unit: ThroughputUnit,
+    unit: impl Into<RateScale>,
 ) -> Result<ChartData, ChartError> {
+    let unit = unit.into();
     let (udp, runs): (Vec<&Run>, Vec<&Run>) = runs.iter().partition(|r| r.is_udp());
     let (rr, tp): (Vec<&Run>, Vec<&Run>) = runs.into_iter().partition(|r| r.is_rr());
     let kind = match kind {
@@ -300,6 +307,7 @@ pub fn plan(
         ChartKind::Udp => (udp, tp.len() + rr.len()),
         _ => (tp, rr.len() + udp.len()),
     };
+    let subtitle = subtitle(&mine);
     let mut data = match kind {
         ChartKind::Udp => udp_chart(&mine)?,
         ChartKind::Streams => sweep_chart(&mine, Dimension::Streams, unit)?,
@@ -308,21 +316,70 @@ pub fn plan(
         ChartKind::Timeline => timeline_chart(&mine, unit)?,
     };
     data.left_out = others;
+    data.subtitle = subtitle;
     Ok(data)
 }
 
-/// Adds a link's capacity to `data`'s throughput panel: a dashed horizontal line across it,
-/// named with the rate in `unit` ("capacity 125 MB/s"), so each path reads as a share of what
-/// the link can carry. The y axis grows to show it. A latency chart has no throughput axis:
-/// refused.
-pub fn add_ceiling(
-    data: &mut ChartData,
-    bits_per_second: f64,
-    unit: ThroughputUnit,
-) -> Result<(), ChartError> {
-    if matches!(data.kind, ChartKind::Latency | ChartKind::Udp) {
-        return Err(ChartError::NoRateAxis(data.kind.name()));
+/// What a reader of a report needs under the title: `24 runs × 2 s, 2026-11-27, paths:
+/// direct-connect, vpn`. Lengths and dates that vary are given as ranges.
+fn subtitle(runs: &[&Run]) -> String {
+    let mut parts = vec![format!(
+        "{} run{}",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" }
+    )];
+    let lengths: Vec<f64> = runs.iter().filter_map(|r| r.length_s).collect();
+    let (lo, hi) = (
+        lengths.iter().copied().fold(f64::INFINITY, f64::min),
+        lengths.iter().copied().fold(0.0, f64::max),
+    );
+    if !lengths.is_empty() {
+        parts[0] += &if lo == hi {
+            format!(" × {}", seconds(hi))
+        } else {
+            format!(" × {}–{}", seconds(lo), seconds(hi))
+        };
     }
+    let mut dates: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| r.started_at.get(..10))
+        .filter(|d| d.as_bytes().get(4) == Some(&b'-'))
+        .collect();
+    dates.sort_unstable();
+    match (dates.first(), dates.last()) {
+        (Some(a), Some(b)) if a == b => parts.push((*a).to_owned()),
+        (Some(a), Some(b)) => parts.push(format!("{a} to {b}")),
+        _ => {}
+    }
+    let labels =
+        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    if !labels.is_empty() {
+        parts.push(format!(
+            "path{}: {}",
+            if labels.len() == 1 { "" } else { "s" },
+            labels.join(", ")
+        ));
+    }
+    parts.join(", ")
+}
+
+/// A test length as `-t` gives it: `10 s`, `0.5 s`, `2 min` from two minutes up.
+fn seconds(s: f64) -> String {
+    if s >= 120.0 && (s / 60.0).fract() == 0.0 {
+        format!("{} min", s / 60.0)
+    } else {
+        format!("{} s", trim_number(s))
+    }
+}
+
+/// Adds a link's capacity to `data`'s throughput panel: a dashed horizontal line across it,
+/// named with the rate in the axis's unit ("capacity 125 MB/s"), so each path reads as a
+/// share of what the link can carry. The y axis grows to show it. A latency chart has no
+/// throughput axis: refused.
+pub fn add_ceiling(data: &mut ChartData, bits_per_second: f64) -> Result<(), ChartError> {
+    let Some(unit) = data.rate_unit else {
+        return Err(ChartError::NoRateAxis(data.kind.name()));
+    };
     // Streams and window charts have one panel; a timeline's first is its throughput.
     let Some(panel) = data.panels.first_mut() else {
         return Err(ChartError::NoRateAxis(data.kind.name()));
@@ -365,7 +422,12 @@ pub fn to_svg(data: &ChartData) -> Result<String, ChartError> {
         draw(&root, data)?;
         root.present().map_err(draw_err)?;
     }
-    Ok(s)
+    // The text was laid out with DejaVu Sans's metrics: a viewer with the font shows it as
+    // the PNG does, one without falls back to its own sans-serif rather than a serif.
+    Ok(s.replace(
+        &format!("font-family=\"{FONT}\""),
+        &format!("font-family=\"{FONT}, sans-serif\""),
+    ))
 }
 
 /// Draws `data` into a PNG file's bytes.
@@ -404,11 +466,7 @@ pub fn write(data: &ChartData, path: &Path) -> Result<(), ChartError> {
 // ---- series from runs --------------------------------------------------------------------
 
 /// Throughput vs one swept dimension: a series per (label, other settings, direction).
-fn sweep_chart(
-    runs: &[&Run],
-    dim: Dimension,
-    unit: ThroughputUnit,
-) -> Result<ChartData, ChartError> {
+fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartData, ChartError> {
     let name = if dim == Dimension::Streams {
         "streams"
     } else {
@@ -463,6 +521,11 @@ fn sweep_chart(
             .keys()
             .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
     );
+    let unit = scale.unit_for(largest(groups.values().flat_map(|by_x| {
+        by_x.values()
+            .filter_map(|vals| Stats::of(&vals.iter().map(|v| v.0).collect::<Vec<_>>()))
+            .map(|s| s.mean)
+    })));
     let f = unit.factor();
     let mut series = Vec::new();
     for ((li, rest, dir), by_x) in &groups {
@@ -535,6 +598,8 @@ fn sweep_chart(
             ChartKind::Window
         },
         title,
+        rate_unit: Some(unit),
+        subtitle: String::new(),
         panels: vec![Panel {
             title: String::new(),
             x_desc,
@@ -636,6 +701,17 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             }
         })
         .collect::<Vec<_>>();
+    let jitter_unit = TimeUnit::for_micros(largest(
+        jitter
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.y * 1e3)),
+    ));
+    let per_ms = jitter_unit.of_micros(1e3);
+    for p in jitter.iter_mut().flat_map(|s| s.points.iter_mut()) {
+        p.y *= per_ms;
+        p.bar = p.bar.map(|(lo, hi)| (lo * per_ms, hi * per_ms));
+    }
+    let jitter_desc = format!("RFC 3550 jitter ({})", jitter_unit.label());
     let panel = |title: &str, y_desc: &str, series| Panel {
         title: title.into(),
         x_desc: "Offered rate (-b, all streams of a direction), bit/s".into(),
@@ -647,9 +723,11 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
     Ok(ChartData {
         kind: ChartKind::Udp,
         title: "UDP loss and jitter vs offered rate (mean of runs, bars: 95 % CI)".into(),
+        rate_unit: None,
+        subtitle: String::new(),
         panels: vec![
             panel("Loss", "Datagrams lost (% of sent)", loss),
-            panel("Jitter", "RFC 3550 jitter (ms)", jitter),
+            panel("Jitter", &jitter_desc, jitter),
         ],
         left_out: 0,
         not_drawn: 0,
@@ -686,6 +764,10 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             StreamDirection::ClientToServer,
         )
     }));
+    // One unit for the axis, by the largest median: a 20 ms path reads 20, not 20,000 µs.
+    let unit = TimeUnit::for_micros(largest(
+        groups.values().map(|d| d.quantile_ns(0.5) as f64 / 1e3),
+    ));
     let mut series = Vec::new();
     for ((li, key), d) in &groups {
         // Up to the percentile the sample supports: 1,000 transactions reach p99.9.
@@ -697,7 +779,7 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
                 let q = 1.0 - 10f64.powf(-x);
                 Point {
                     x,
-                    y: d.quantile_ns(q) as f64 / 1e3,
+                    y: unit.of_micros(d.quantile_ns(q) as f64 / 1e3),
                     bar: None,
                 }
             })
@@ -714,10 +796,12 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
     Ok(ChartData {
         kind: ChartKind::Latency,
         title: "Request/response latency by percentile (all runs of a path merged)".into(),
+        rate_unit: None,
+        subtitle: String::new(),
         panels: vec![Panel {
             title: String::new(),
             x_desc: "Percentile".into(),
-            y_desc: "Latency (µs, log scale)".into(),
+            y_desc: format!("Latency ({}, log scale)", unit.label()),
             x_axis: XAxis::Nines,
             log_y: true,
             series,
@@ -728,13 +812,16 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
 }
 
 /// The timeline: one run in detail, or several overlaid (see [`MAX_TIMELINE_RUNS`]).
-fn timeline_chart(runs: &[&Run], unit: ThroughputUnit) -> Result<ChartData, ChartError> {
+fn timeline_chart(runs: &[&Run], scale: RateScale) -> Result<ChartData, ChartError> {
     let with_intervals: Vec<&Run> = runs
         .iter()
         .copied()
         .filter(|r| intervals(r).next().is_some())
         .collect();
     let chosen = pick_runs(&with_intervals, MAX_TIMELINE_RUNS);
+    let unit = scale.unit_for(largest(chosen.iter().flat_map(|r| {
+        intervals(r).flat_map(|d| d.timeline.iter().map(|p| p.bits_per_second))
+    })));
     let mut data = match chosen.as_slice() {
         [] => {
             return Err(ChartError::Nothing {
@@ -770,6 +857,7 @@ fn single_timeline(run: &Run, unit: ThroughputUnit) -> ChartData {
         let arrow = (dirs.len() > 1).then(|| arrow(d.direction));
         cwnd.extend(stream_cwnds(d, arrow, cwnd.len()));
     }
+    let cwnd_desc = scale_sizes(&mut cwnd);
     ChartData {
         kind: ChartKind::Timeline,
         title: format!(
@@ -778,9 +866,11 @@ fn single_timeline(run: &Run, unit: ThroughputUnit) -> ChartData {
             run.key.describe(),
             run.path.display()
         ),
+        rate_unit: Some(unit),
+        subtitle: String::new(),
         panels: vec![
             timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
-            timeline_panel("Congestion window per stream", "cwnd (KiB)".into(), cwnd),
+            timeline_panel("Congestion window per stream", cwnd_desc, cwnd),
             timeline_panel("Retransmits", "Segments per interval".into(), retr),
         ],
         left_out: 0,
@@ -820,6 +910,7 @@ fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
     }
     let labels =
         crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let cwnd_desc = scale_sizes(&mut cwnd);
     let cell = if distinct(runs, |r| Some(r.key.clone())) == 1 {
         format!(" — {}", runs[0].key.describe())
     } else {
@@ -832,18 +923,34 @@ fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
             runs.len(),
             labels.join(", ")
         ),
+        rate_unit: Some(unit),
+        subtitle: String::new(),
         panels: vec![
             timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
-            timeline_panel(
-                "Congestion window, all streams of a run",
-                "cwnd (KiB)".into(),
-                cwnd,
-            ),
+            timeline_panel("Congestion window, all streams of a run", cwnd_desc, cwnd),
             timeline_panel("Retransmits", "Segments per interval".into(), retr),
         ],
         left_out: 0,
         not_drawn: 0,
     }
+}
+
+/// The largest of `figures` (0 for none): what an axis's unit is chosen by.
+fn largest(figures: impl Iterator<Item = f64>) -> f64 {
+    figures.map(f64::abs).fold(0.0, f64::max)
+}
+
+/// Congestion windows, drawn in KiB, rescaled to MiB when the largest is a MiB or more; the
+/// axis's description, with the unit.
+fn scale_sizes(series: &mut [Series]) -> String {
+    let top = largest(series.iter().flat_map(|s| s.points.iter().map(|p| p.y)));
+    if top < 1024.0 {
+        return "cwnd (KiB)".into();
+    }
+    for p in series.iter_mut().flat_map(|s| s.points.iter_mut()) {
+        p.y /= 1024.0;
+    }
+    "cwnd (MiB)".into()
 }
 
 fn timeline_panel(title: &str, y_desc: String, series: Vec<Series>) -> Panel {
@@ -1067,7 +1174,9 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
-const FONT: &str = "sans-serif";
+/// The family every text is drawn in: DejaVu Sans, embedded (`dejavu`) and registered under
+/// its own name, so an SVG names the font its text was measured with.
+const FONT: &str = "DejaVu Sans";
 
 fn colour(i: usize) -> RGBColor {
     if i == NEUTRAL {
@@ -1085,8 +1194,14 @@ fn size(data: &ChartData) -> (u32, u32) {
     let keys: u32 = (0..data.panels.len())
         .map(|i| Key::of(data, i).height())
         .sum();
-    (WIDTH, panel_height(data) * data.panels.len() as u32 + keys)
+    (
+        WIDTH,
+        HEADER + panel_height(data) * data.panels.len() as u32 + keys,
+    )
 }
+
+/// Height of the title and subtitle band above the panels, pixels.
+const HEADER: u32 = 84;
 
 /// A panel's height without its key: stacked panels are shorter than a chart's only one.
 fn panel_height(data: &ChartData) -> u32 {
@@ -1118,9 +1233,8 @@ fn draw<DB: DrawingBackend>(
 ) -> Result<(), ChartError> {
     fonts()?;
     root.fill(&WHITE).map_err(draw_err)?;
-    let body = root
-        .titled(&data.title, (FONT, 22).into_font().color(&BLACK))
-        .map_err(draw_err)?;
+    let (head, body) = root.split_vertically(HEADER);
+    draw_header(&head, data)?;
     // One right margin for all panels, wide enough for every line's name, so that stacked
     // panels share their x positions.
     let label_style: TextStyle<'_> = (FONT, 15).into_font().into();
@@ -1146,6 +1260,47 @@ fn draw<DB: DrawingBackend>(
         let (plot, under) = area.split_vertically(h);
         draw_panel(&plot, panel, name_w)?;
         key.draw(&under)?;
+    }
+    Ok(())
+}
+
+/// The title, and under it the subtitle in grey, left-aligned with a margin from the image's
+/// edges; a title too long for the width is set smaller rather than cut.
+fn draw_header<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    data: &ChartData,
+) -> Result<(), ChartError> {
+    const LEFT: i32 = 24;
+    let room = WIDTH.saturating_sub(2 * LEFT as u32);
+    let fits = |text: &str, size: u32| {
+        area.estimate_text_size(text, &(FONT, size).into_font().into())
+            .is_ok_and(|(w, _)| w <= room)
+    };
+    let size = (16..=26)
+        .rev()
+        .find(|s| fits(&data.title, *s))
+        .unwrap_or(16);
+    let top = Pos::new(HPos::Left, VPos::Top);
+    area.draw(&Text::new(
+        data.title.clone(),
+        (LEFT, 18),
+        (FONT, size).into_font().color(&BLACK).pos(top),
+    ))
+    .map_err(draw_err)?;
+    if !data.subtitle.is_empty() {
+        let size = (13..=18)
+            .rev()
+            .find(|s| fits(&data.subtitle, *s))
+            .unwrap_or(13);
+        area.draw(&Text::new(
+            data.subtitle.clone(),
+            (LEFT, 54),
+            (FONT, size)
+                .into_font()
+                .color(&RGBColor(80, 80, 80))
+                .pos(top),
+        ))
+        .map_err(draw_err)?;
     }
     Ok(())
 }
@@ -1273,8 +1428,8 @@ where
         .y_labels(8)
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&|y: &f64| trim_number(*y))
-        .axis_desc_style((FONT, 16))
-        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 16))
         .light_line_style(RGBColor(235, 235, 235))
         .bold_line_style(RGBColor(210, 210, 210))
         .draw()
@@ -1414,8 +1569,12 @@ fn nines_label(x: f64) -> String {
     format!("{s}%")
 }
 
+/// An axis tick: as [`number`] writes it (grouped thousands), without the trailing zeros a
+/// tick needs no more than a round number does (`0.5`, `1`, `2.5`).
 fn trim_number(v: f64) -> String {
-    if v.abs() >= 100.0 || v == v.round() {
+    if v.abs() >= 100.0 {
+        number(v.round())
+    } else if v == v.round() {
         format!("{v:.0}")
     } else if v.abs() >= 10.0 {
         format!("{v:.1}")
@@ -1441,6 +1600,7 @@ mod tests {
                 ..CellKey::of_spec(&xbench::config::TestSpec::throughput())
             },
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Throughput(vec![DirectionResult {
                 direction: StreamDirection::ClientToServer,
                 bits_per_second: mbps * 1e6,
@@ -1458,6 +1618,44 @@ mod tests {
         }
     }
 
+    /// Issue 31: the title sat against the top edge, nothing said how many runs of what length,
+    /// when or where, the axis read "80000" Mbit/s, and the SVG named plain `sans-serif` though
+    /// its text was laid out with DejaVu Sans.
+    #[test]
+    fn a_chart_reads_as_in_a_report() {
+        let runs: Vec<Run> = [("direct", 1), ("direct", 2), ("vpn", 1), ("vpn", 2)]
+            .into_iter()
+            .map(|(l, p)| Run {
+                started_at: "2026-11-27T10:00:00.000Z".into(),
+                length_s: Some(2.0),
+                ..tp(l, p, None, 80_000.0)
+            })
+            .collect();
+        let c = plan(&runs, None, RateScale::AUTO).unwrap();
+        assert_eq!(c.subtitle, "4 runs × 2 s, 2026-11-27, paths: direct, vpn");
+        assert_eq!(c.rate_unit, Some(ThroughputUnit::Gbits));
+        assert_eq!(c.panels[0].y_desc, "Receiver throughput (Gbit/s)");
+        let svg = to_svg(&c).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<roxmltree::Node<'_, '_>> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .collect();
+        let text = |t: &roxmltree::Node<'_, '_>| t.text().unwrap_or_default().trim().to_owned();
+        let title = texts
+            .iter()
+            .find(|t| text(t) == c.title)
+            .expect("the title");
+        let y: f64 = title.attribute("y").unwrap().parse().unwrap();
+        assert!(y >= 12.0, "the title's top is {y} px from the edge");
+        assert!(texts.iter().any(|t| text(t) == c.subtitle));
+        for t in &texts {
+            assert_eq!(t.attribute("font-family"), Some("DejaVu Sans, sans-serif"));
+        }
+        // The axis's ticks read in Gbit/s: 80, not 80,000.
+        assert!(texts.iter().any(|t| text(t) == "80"), "{svg}");
+    }
+
     fn rr(label: &str) -> Run {
         let mut d = Distribution::new();
         let mut r = xbench::latency::Recorder::new();
@@ -1472,6 +1670,7 @@ mod tests {
             label: label.into(),
             key: CellKey::of_spec(&xbench::config::TestSpec::request_response()),
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Rr(RrResult {
                 transactions_per_second: 1000.0,
                 p50_us: 22.0,
@@ -1621,7 +1820,7 @@ mod tests {
             tp("vpn", 4, None, 200.0),
         ];
         let mut c = plan(&runs, None, ThroughputUnit::MBytes).unwrap();
-        add_ceiling(&mut c, 1e9, ThroughputUnit::MBytes).unwrap();
+        add_ceiling(&mut c, 1e9).unwrap();
         let line = c.panels[0].series.last().unwrap();
         assert_eq!(line.name, "capacity 125 MB/s");
         assert!(line.dashed && line.colour == NEUTRAL);
@@ -1656,14 +1855,14 @@ mod tests {
 
         // The timeline's throughput panel takes it too; the latency chart has no rate axis.
         let mut t = plan(&[tp("a", 2, None, 10.0)], None, ThroughputUnit::Gbits).unwrap();
-        add_ceiling(&mut t, 25e9, ThroughputUnit::Gbits).unwrap();
+        add_ceiling(&mut t, 25e9).unwrap();
         assert_eq!(
             t.panels[0].series.last().unwrap().name,
             "capacity 25.0 Gbit/s"
         );
         assert_eq!(t.panels[1].series.len(), 2, "cwnd panel untouched");
         let mut l = plan(&[rr("b")], None, ThroughputUnit::Mbits).unwrap();
-        let e = add_ceiling(&mut l, 1e9, ThroughputUnit::Mbits).unwrap_err();
+        let e = add_ceiling(&mut l, 1e9).unwrap_err();
         assert!(e.to_string().contains("no throughput axis"), "{e}");
     }
 
@@ -1716,9 +1915,9 @@ mod tests {
             plan(&several, None, unit).unwrap(),
         ];
         for c in &mut charts[..2] {
-            add_ceiling(c, 1e9, unit).unwrap();
+            add_ceiling(c, 1e9).unwrap();
         }
-        add_ceiling(&mut charts[4], 1e9, unit).unwrap();
+        add_ceiling(&mut charts[4], 1e9).unwrap();
         let kinds: Vec<ChartKind> = charts.iter().map(|c| c.kind).collect();
         use ChartKind::*;
         assert_eq!(kinds, [Streams, Window, Latency, Timeline, Timeline]);
@@ -1750,7 +1949,7 @@ mod tests {
         assert!(
             key_texts(&charts[4])
                 .0
-                .contains(&"capacity 1000 Mbit/s".to_owned())
+                .contains(&"capacity 1,000 Mbit/s".to_owned())
         );
     }
 
@@ -1768,6 +1967,7 @@ mod tests {
             label: label.into(),
             key: CellKey::of_spec(&spec),
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Udp(vec![crate::run::UdpResult {
                 direction: StreamDirection::ClientToServer,
                 offered_bps: Some(mbps as f64 * 1e6),
@@ -1815,7 +2015,7 @@ mod tests {
         assert!(loss[0].points[1].bar.is_some(), "two runs: a CI bar");
         let jitter = &c.panels[1].series;
         assert_eq!(ys(&jitter[1]), [(0.0, 0.01), (1.0, 0.02), (2.0, 0.05)]);
-        assert!(add_ceiling(&mut c.clone(), 1e9, ThroughputUnit::Mbits).is_err());
+        assert!(add_ceiling(&mut c.clone(), 1e9).is_err());
 
         let (texts, frames) = key_texts(&c);
         assert!(frames >= 1, "no key");

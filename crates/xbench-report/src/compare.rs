@@ -168,8 +168,8 @@ impl Metric {
             Metric::Throughput => xbench::units::format_bits_per_second(v),
             Metric::Tps => format!("{}/s", number(v)),
             Metric::Loss => crate::units::percent(v),
-            Metric::Jitter => format!("{v:.3} ms"),
-            _ => format!("{} µs", number(v)),
+            Metric::Jitter => xbench::units::format_micros(v * 1e3),
+            _ => xbench::units::format_micros(v),
         }
     }
 }
@@ -362,6 +362,7 @@ pub struct RegressionCheck {
 ///     label: "db-path".into(),
 ///     key: CellKey::of_spec(&TestSpec::throughput()),
 ///     started_at: String::new(),
+///     length_s: Some(10.0),
 ///     measure: Measure::Throughput(vec![DirectionResult {
 ///         direction: StreamDirection::ClientToServer,
 ///         bits_per_second: mbps * 1e6,
@@ -835,6 +836,7 @@ mod tests {
             label: label.into(),
             key,
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Throughput(vec![DirectionResult {
                 direction: StreamDirection::ClientToServer,
                 bits_per_second: mbps * 1e6,
@@ -852,6 +854,7 @@ mod tests {
             label: label.into(),
             key: CellKey::of_spec(&TestSpec::request_response()),
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Rr(RrResult {
                 transactions_per_second: 1e6 / p99,
                 p50_us: p99 / 2.0,
@@ -1108,6 +1111,7 @@ mod tests {
             label: label.into(),
             key: CellKey::of_spec(&spec),
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Udp(vec![crate::run::UdpResult {
                 direction: StreamDirection::ClientToServer,
                 offered_bps: Some(100e6),

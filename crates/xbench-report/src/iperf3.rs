@@ -144,6 +144,9 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             congestion: None,
         },
         started_at: started_at(v),
+        length_s: v["start"]["test_start"]["duration"]
+            .as_f64()
+            .filter(|d| *d > 0.0),
         measure: Measure::Throughput(dirs),
     })
 }
@@ -285,6 +288,9 @@ fn udp_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             congestion: None,
         },
         started_at: started_at(v),
+        length_s: v["start"]["test_start"]["duration"]
+            .as_f64()
+            .filter(|d| *d > 0.0),
         measure: Measure::Udp(dirs),
     })
 }

@@ -30,6 +30,7 @@
 //!     label: label.into(),
 //!     key: CellKey::of_spec(&xbench::config::TestSpec::throughput()),
 //!     started_at: String::new(),
+//!     length_s: Some(10.0),
 //!     measure: Measure::Throughput(vec![DirectionResult {
 //!         direction: StreamDirection::ClientToServer,
 //!         bits_per_second: mbps * 1e6,

@@ -11,7 +11,7 @@ use crate::cell::Kind;
 use crate::load::Warning;
 use crate::stats::Stats;
 use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow};
-use crate::units::{ThroughputUnit, number, percent};
+use crate::units::{RateScale, ThroughputUnit, TimeUnit, number, percent};
 
 /// Version of the comparison JSON layout. Bump when a field changes meaning or is removed.
 pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
@@ -84,8 +84,10 @@ impl<'a, S: Serialize> Document<'a, S> {
     }
 }
 
-/// Renders the table in `format`; JSON carries no sweep section (see [`Document`]).
-pub fn render(c: &Comparison, format: Format, unit: ThroughputUnit) -> String {
+/// Renders the table in `format`; JSON carries no sweep section (see [`Document`]). Rates are
+/// in `unit`, a [`ThroughputUnit`] or [`RateScale::AUTO`] for the unit that suits each table's
+/// largest figure; CSV, read by programs, keeps Mbit/s unless a unit is fixed.
+pub fn render(c: &Comparison, format: Format, unit: impl Into<RateScale>) -> String {
     render_with_ceiling(c, format, unit, None)
 }
 
@@ -95,19 +97,20 @@ pub fn render(c: &Comparison, format: Format, unit: ThroughputUnit) -> String {
 pub fn render_with_ceiling(
     c: &Comparison,
     format: Format,
-    unit: ThroughputUnit,
+    unit: impl Into<RateScale>,
     ceiling: Option<f64>,
 ) -> String {
     let ceiling = ceiling.filter(|c| *c > 0.0);
+    let scale = unit.into();
     match format {
-        Format::Text => sections(c, unit, ceiling, false),
-        Format::Markdown => sections(c, unit, ceiling, true),
-        Format::Csv => csv(c, unit, ceiling),
+        Format::Text => sections(c, scale, ceiling, false),
+        Format::Markdown => sections(c, scale, ceiling, true),
+        Format::Csv => csv(c, scale.0.unwrap_or_default(), ceiling),
         Format::Json => Document::new(c, &[]).to_json(),
     }
 }
 
-fn sections(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>, md: bool) -> String {
+fn sections(c: &Comparison, scale: RateScale, ceiling: Option<f64>, md: bool) -> String {
     let mut out = String::new();
     for dir in [
         StreamDirection::ClientToServer,
@@ -118,20 +121,26 @@ fn sections(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>, md: bool
         if rows.is_empty() {
             continue;
         }
+        let unit = scale.unit_for(largest(rows.iter().map(|r| r.bits_per_second.mean)));
+        let rtt = TimeUnit::for_micros(largest(
+            rows.iter()
+                .filter_map(|r| r.rtt_us.as_ref().map(|x| x.mean)),
+        ));
         let mut title = format!(
             "Throughput {}: receiver rate in {}, per run; 95 % CI of the mean (Student t)",
             dir.label(),
             unit.label()
         );
+        let rtt_head = format!("RTT {}", rtt.label());
         let mut head = vec![
             "cell", "label", "runs", "mean", "stddev", "min", "max", "95 % CI", "CV", "retr",
-            "RTT µs",
+            &rtt_head,
         ];
         if let Some(cap) = ceiling {
             let _ = write!(
                 title,
                 "; % of: mean as a share of the {} capacity",
-                unit.format_with_label(cap)
+                scale.show(cap)
             );
             head.insert(4, "% of");
         }
@@ -149,8 +158,8 @@ fn sections(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>, md: bool
                     number(s.max),
                     ci(&s),
                     cv(&s),
-                    format!("{:.1}", r.retransmits.mean),
-                    r.rtt_us.map_or("-".into(), |x| format!("{:.0}", x.mean)),
+                    number(r.retransmits.mean),
+                    r.rtt_us.map_or("-".into(), |x| rtt.format(x.mean)),
                 ];
                 if let Some(cap) = ceiling {
                     cells.insert(
@@ -175,8 +184,10 @@ fn sections(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>, md: bool
         };
         // netperf's figures (min/mean/max/stddev) beside the percentiles, as each run
         // measured them; the spread over runs in a table of its own.
+        let t = TimeUnit::for_micros(largest(rows.iter().map(|r| r.p50_us.mean)));
         let title = format!(
-            "{name}: latency, µs, and rate, transactions/s; each run's figure, mean over runs"
+            "{name}: latency in {}, and rate in transactions/s; each run's figure, mean over runs",
+            t.label()
         );
         let head = [
             "cell", "label", "runs", "min", "mean", "p50", "p90", "p99", "max", "stddev", "rate",
@@ -189,20 +200,27 @@ fn sections(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>, md: bool
                     r.cell_name.clone(),
                     r.label.clone(),
                     r.runs.to_string(),
-                    number(r.min_us.mean),
-                    number(r.mean_us.mean),
-                    number(r.p50_us.mean),
-                    number(r.p90_us.mean),
-                    number(r.p99_us.mean),
-                    number(r.max_us.mean),
-                    number(r.stddev_us.mean),
+                    t.format(r.min_us.mean),
+                    t.format(r.mean_us.mean),
+                    t.format(r.p50_us.mean),
+                    t.format(r.p90_us.mean),
+                    t.format(r.p99_us.mean),
+                    t.format(r.max_us.mean),
+                    t.format(r.stddev_us.mean),
                     number(r.transactions_per_second.mean),
-                    format!("{:.1}", r.retransmits.mean),
+                    number(r.retransmits.mean),
                 ]
             })
             .collect();
         table(&mut out, &title, &head, body, md);
-        let title = format!("{name}: spread over runs; 95 % CI of the mean (Student t)");
+        // One run has no spread: a table of dashes says nothing.
+        if rows.iter().all(|r| r.runs < 2) {
+            continue;
+        }
+        let title = format!(
+            "{name}: spread over runs, latency in {}; 95 % CI of the mean (Student t)",
+            t.label()
+        );
         let head = [
             "cell",
             "label",
@@ -220,8 +238,8 @@ fn sections(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>, md: bool
                     r.cell_name.clone(),
                     r.label.clone(),
                     r.runs.to_string(),
-                    ci(&r.p50_us),
-                    ci(&r.p99_us),
+                    ci(&r.p50_us.scaled(t.of_micros(1.0))),
+                    ci(&r.p99_us.scaled(t.of_micros(1.0))),
                     ci(&r.transactions_per_second),
                     opt(r.transactions_per_second.stddev),
                     cv(&r.transactions_per_second),
@@ -230,14 +248,14 @@ fn sections(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>, md: bool
             .collect();
         table(&mut out, &title, &head, body, md);
     }
-    udp_sections(&mut out, c, unit, md);
+    udp_sections(&mut out, c, scale, md);
     out
 }
 
 /// UDP rows per direction: offered vs sent vs received rate, loss (count and %), reordering,
 /// duplicates, jitter and the receiving kernel's buffer drops, each the mean of the runs'
 /// figures with the 95 % CI of the ones that vary most from run to run.
-fn udp_sections(out: &mut String, c: &Comparison, unit: ThroughputUnit, md: bool) {
+fn udp_sections(out: &mut String, c: &Comparison, scale: RateScale, md: bool) {
     for dir in [
         StreamDirection::ClientToServer,
         StreamDirection::ServerToClient,
@@ -246,6 +264,15 @@ fn udp_sections(out: &mut String, c: &Comparison, unit: ThroughputUnit, md: bool
         if rows.is_empty() {
             continue;
         }
+        let unit = scale.unit_for(largest(rows.iter().flat_map(|r| {
+            [
+                r.offered_bits_per_second.unwrap_or(0.0),
+                r.sent_bits_per_second.mean,
+                r.received_bits_per_second.mean,
+            ]
+        })));
+        let jitter = TimeUnit::for_micros(largest(rows.iter().map(|r| r.jitter_ms.mean * 1e3)));
+        let jitter_head = format!("jitter {}", jitter.label());
         let title = format!(
             "UDP {}: rates in {}, loss, reordering and jitter per run; mean over runs, 95 % CI \
              of the mean (Student t); buf drops: the receiving kernel's (part of the loss)",
@@ -265,7 +292,7 @@ fn udp_sections(out: &mut String, c: &Comparison, unit: ThroughputUnit, md: bool
             "lost % 95 % CI",
             "reord",
             "dup",
-            "jitter ms",
+            &jitter_head,
             "jitter 95 % CI",
             "buf drops",
         ];
@@ -288,17 +315,19 @@ fn udp_sections(out: &mut String, c: &Comparison, unit: ThroughputUnit, md: bool
                     ci(&r.lost_percent),
                     number(r.out_of_order.mean),
                     r.duplicates.as_ref().map_or("-".into(), |d| number(d.mean)),
-                    format!("{:.3}", r.jitter_ms.mean),
-                    match (r.jitter_ms.ci95_low, r.jitter_ms.ci95_high) {
-                        (Some(lo), Some(hi)) => format!("{lo:.3}–{hi:.3}"),
-                        _ => "-".into(),
-                    },
+                    jitter.format(r.jitter_ms.mean * 1e3),
+                    ci(&r.jitter_ms.scaled(jitter.of_micros(1e3))),
                     r.rxq_drops.as_ref().map_or("-".into(), |d| number(d.mean)),
                 ]
             })
             .collect();
         table(out, &title, &head, body, md);
     }
+}
+
+/// The largest of `figures` (0 for none): what a column's or a table's unit is chosen by.
+fn largest(figures: impl Iterator<Item = f64>) -> f64 {
+    figures.map(f64::abs).fold(0.0, f64::max)
 }
 
 fn opt(v: Option<f64>) -> String {
@@ -543,6 +572,7 @@ mod tests {
                 ..CellKey::of_spec(&xbench::config::TestSpec::throughput())
             },
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Throughput(vec![DirectionResult {
                 direction: StreamDirection::ClientToServer,
                 bits_per_second: mbps * 1e6,
@@ -628,12 +658,44 @@ mod tests {
         assert!(!render(&c, Format::Text, ThroughputUnit::Mbits).contains("% of"));
     }
 
+    /// Issue 31: tables printed "34065 … 19697–48433" Mbit/s and a 20 ms path's latency in µs;
+    /// each table now reads in the unit its largest figure suits, three significant digits,
+    /// unless a unit is fixed, and one run gets no "spread over runs" table of dashes.
+    #[test]
+    fn tables_scale_to_their_figures_unless_a_unit_is_fixed() {
+        let c = Comparison::build(&[run("peering", 1, 34_065.0), run("peering", 1, 33_000.0)]);
+        let t = render(&c, Format::Text, RateScale::AUTO);
+        assert!(t.contains("receiver rate in Gbit/s"), "{t}");
+        let row: Vec<&str> = t
+            .lines()
+            .find(|l| l.starts_with("P=1"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        // mean, stddev, min, max, CI, …, and the RTT of 88 ms in ms.
+        assert_eq!(
+            row[3..8],
+            ["33.5", "0.753", "33.0", "34.1", "26.8–40.3"],
+            "{t}"
+        );
+        assert_eq!(row.last(), Some(&"88.0"), "{t}");
+        assert!(t.contains("RTT ms"), "{t}");
+        let fixed = render(&c, Format::Text, ThroughputUnit::Mbits);
+        assert!(fixed.contains(" 33,532 "), "{fixed}");
+
+        let one = Comparison::build(&[rr_run("vpn", 10_000.0)]);
+        let t = render(&one, Format::Text, RateScale::AUTO);
+        assert!(t.contains("latency in ms"), "{t}");
+        assert!(!t.contains("spread over runs"), "{t}");
+    }
+
     fn rr_run(label: &str, base: f64) -> Run {
         Run {
             path: format!("{label}/rr-{base}.json").into(),
             label: label.into(),
             key: CellKey::of_spec(&xbench::config::TestSpec::request_response()),
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Rr(crate::run::RrResult {
                 transactions_per_second: 300.0 * base,
                 min_us: base,
@@ -672,11 +734,14 @@ mod tests {
         assert_eq!(
             row[row.len() - 10..],
             [
-                "2", "50.0", "125", "100", "150", "200", "500", "25.0", "15000", "1.0"
+                "2", "50.0", "125", "100", "150", "200", "500", "25.0", "15,000", "1.00"
             ],
             "{t}"
         );
-        assert!(t.contains("spread over runs; 95 % CI of the mean"), "{t}");
+        assert!(
+            t.contains("spread over runs, latency in µs; 95 % CI of the mean"),
+            "{t}"
+        );
         assert!(t.contains("p50 95 % CI"), "{t}");
         let csv = render(&c, Format::Csv, ThroughputUnit::Mbits);
         for metric in [
@@ -703,6 +768,7 @@ mod tests {
             label: label.into(),
             key: CellKey::of_spec(&spec),
             started_at: String::new(),
+            length_s: None,
             measure: Measure::Udp(vec![crate::run::UdpResult {
                 direction: StreamDirection::ClientToServer,
                 offered_bps: Some(200e6),
@@ -751,8 +817,9 @@ mod tests {
                 "-5.35–7.35",
                 "3.00",
                 "1.00",
-                "0.300",
-                "-0.971–1.571",
+                // 0.3 ms of jitter, in the µs the column's largest figure reads best in.
+                "300",
+                "-971–1,571",
                 "100"
             ],
             "{t}"

@@ -23,6 +23,9 @@ pub struct Run {
     pub key: CellKey,
     /// When it started, RFC 3339 (as the file gives it).
     pub started_at: String,
+    /// The test's asked length, seconds (`-t`); `None` for a byte count (`-n`) or a file
+    /// that does not say. A chart's subtitle says it.
+    pub length_s: Option<f64>,
     /// What it measured.
     pub measure: Measure,
 }
@@ -239,6 +242,10 @@ impl Run {
             label: report.label.clone().unwrap_or_else(|| label.to_owned()),
             key: CellKey::of_spec(&report.spec),
             started_at: report.started_at.clone(),
+            length_s: match report.spec.end {
+                xbench::EndCondition::Duration(d) => Some(d.as_secs_f64()),
+                xbench::EndCondition::Bytes(_) => None,
+            },
             measure,
         })
     }
@@ -258,44 +265,51 @@ impl Run {
         self.key.tool
     }
 
-    /// A one-line result, as a sweep prints each run when it finishes.
-    pub fn one_line(&self, unit: crate::units::ThroughputUnit) -> String {
+    /// A one-line result, as a sweep prints each run when it finishes: rates in `unit`, or
+    /// scaled to each figure ([`RateScale::AUTO`](crate::units::RateScale::AUTO)).
+    pub fn one_line(&self, unit: impl Into<crate::units::RateScale>) -> String {
+        use xbench::units::{count, format_micros, number};
+        let scale = unit.into();
         match &self.measure {
             Measure::Throughput(dirs) => dirs
                 .iter()
                 .map(|d| {
                     let mut s = format!(
-                        "{} {} {}, {} retransmits",
+                        "{} {}, {} retransmit{}",
                         d.direction.label(),
-                        unit.format(d.bits_per_second),
-                        unit.label(),
-                        d.retransmits
+                        scale.show(d.bits_per_second),
+                        count(d.retransmits),
+                        if d.retransmits == 1 { "" } else { "s" }
                     );
                     if let Some(rtt) = d.rtt_mean_us {
-                        s.push_str(&format!(", RTT {rtt:.0} µs"));
+                        s.push_str(&format!(", RTT {}", format_micros(rtt)));
                     }
                     s
                 })
                 .collect::<Vec<_>>()
                 .join("; "),
             Measure::Rr(r) => format!(
-                "{:.0} transactions/s, p50 {:.1} µs, p99 {:.1} µs",
-                r.transactions_per_second, r.p50_us, r.p99_us
+                "{} transactions/s, p50 {}, p99 {}",
+                number(r.transactions_per_second),
+                format_micros(r.p50_us),
+                format_micros(r.p99_us)
             ),
             Measure::Udp(dirs) => dirs
                 .iter()
                 .map(|d| {
+                    // Received and offered in one unit, so they compare at a glance.
+                    let unit = scale.unit_for(d.received_bps.max(d.offered_bps.unwrap_or(0.0)));
                     format!(
-                        "{} {} of {} {}, lost {}/{} ({}), jitter {:.3} ms",
+                        "{} {} of {} {}, lost {}/{} ({}), jitter {}",
                         d.direction.label(),
                         unit.format(d.received_bps),
                         d.offered_bps
                             .map_or_else(|| "unpaced".to_owned(), |o| unit.format(o)),
                         unit.label(),
-                        d.lost,
-                        d.sent_datagrams,
+                        count(d.lost),
+                        count(d.sent_datagrams),
                         crate::units::percent(d.lost_pct),
-                        d.jitter_ms
+                        format_micros(d.jitter_ms * 1e3)
                     )
                 })
                 .collect::<Vec<_>>()

@@ -48,11 +48,12 @@ pub enum Error {
         hint: String,
     },
     /// The peer answered, but not as an xbench server does.
-    #[error("{addr} did not answer as an xbench server within {waited:?}{hint}")]
+    #[error("{addr} did not answer as an xbench server {}{hint}", waited_words(*silent, *waited))]
     NotXbench {
         /// `host:port`.
         addr: String,
-        /// How long we waited for its preamble.
+        /// How long we waited for its preamble: all our patience when it stayed silent, less
+        /// when it closed or answered otherwise.
         waited: Duration,
         /// What it might be instead.
         hint: &'static str,
@@ -241,5 +242,15 @@ fn data_hint(e: &io::Error) -> &'static str {
         }
         Some(libc::EADDRNOTAVAIL) => " — out of local ports (net.ipv4.ip_local_port_range)",
         _ => "",
+    }
+}
+/// "within 5.00 s" of a silent peer; "after 10.2 ms" of one that closed or answered
+/// otherwise, so the message does not claim a patience it did not take.
+fn waited_words(silent: bool, waited: Duration) -> String {
+    let t = crate::units::format_micros(waited.as_secs_f64() * 1e6);
+    if silent {
+        format!("within {t}")
+    } else {
+        format!("after {t}")
     }
 }

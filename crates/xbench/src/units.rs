@@ -1,8 +1,14 @@
-//! Byte sizes and bit rates as people type them (`256K`, `1.5G`, `100M`), and back.
+//! Byte sizes, bit rates and times as people type them (`256K`, `1.5G`, `100M`), and the one
+//! way every crate of xbench writes numbers for a person to read.
 //!
 //! Sizes follow iperf3: `K`, `M`, `G`, `T` are powers of 1024 (`KiB` etc. are accepted too).
-//! Rates are bits per second in powers of 1000, as every link is sold. This module only parses
-//! and formats; it does not decide which flags need a unit (the CLI does).
+//! Rates are bits per second in powers of 1000, as every link is sold. A figure a person reads
+//! is scaled to its magnitude and shown with three significant digits (`9.41 Gbit/s`,
+//! `20.4 ms`, `1.75 MiB`); where a fixed unit leaves more digits, they are all kept and grouped
+//! by thousands (`112,333 Mbit/s`). [`number`] is that rule; [`ThroughputUnit`],
+//! [`RateScale`] and [`TimeUnit`] choose the unit. This module only parses and formats; it
+//! does not decide which flags need a unit (the CLI does), and machine-read output (JSON,
+//! CSV) keeps base units and plain numbers.
 
 use std::fmt;
 use std::str::FromStr;
@@ -45,6 +51,9 @@ pub enum UnitError {
     /// A bare number where a unit is required to avoid a silent mistake (`-w 256`).
     #[error("`{0}` has no unit; write it as {0}K, {0}M or {0}B (bytes)")]
     MissingUnit(String),
+    /// A bare number where a rate needs a unit (`--ceiling 100` is not 100 bit/s).
+    #[error("`{0}` has no unit; write it as {0}M (megabits per second), {0}k or {0}G")]
+    MissingRateUnit(String),
     /// The value does not fit in 64 bits.
     #[error("`{0}` is too large")]
     TooLarge(String),
@@ -90,9 +99,9 @@ impl fmt::Display for ByteSize {
             i += 1;
         }
         if i == 0 {
-            write!(f, "{} B", self.0)
+            write!(f, "{} B", count(self.0))
         } else {
-            write!(f, "{} {}", three_digits(v), UNITS[i])
+            write!(f, "{} {}", number(v), UNITS[i])
         }
     }
 }
@@ -118,6 +127,16 @@ impl BitRate {
         to_u64(num * mult, s).map(BitRate)
     }
 
+    /// Parses a rate that must carry a unit, where a bare number of bits per second is almost
+    /// always a mistake (`--ceiling 100` meaning 100 Mbit/s). A bare `0` needs none.
+    pub fn parse_with_unit(s: &str) -> Result<Self, UnitError> {
+        let (num, unit) = split_number(s)?;
+        if unit.is_empty() && num != 0.0 {
+            return Err(UnitError::MissingRateUnit(s.trim().to_owned()));
+        }
+        Self::parse(s)
+    }
+
     /// Bits per second.
     pub fn bits_per_second(self) -> u64 {
         self.0
@@ -137,31 +156,305 @@ impl fmt::Display for BitRate {
     }
 }
 
-/// Formats bits per second with a decimal prefix: `9.41 Gbit/s`.
+/// Formats bits per second in the decimal bit unit that suits it, three significant digits:
+/// `9.41 Gbit/s`, `157 Mbit/s`, `512 bit/s`.
 pub fn format_bits_per_second(bps: f64) -> String {
-    let (v, unit) = if bps >= 1e12 {
-        (bps / 1e12, "Tbit/s")
-    } else if bps >= 1e9 {
-        (bps / 1e9, "Gbit/s")
-    } else if bps >= 1e6 {
-        (bps / 1e6, "Mbit/s")
-    } else if bps >= 1e3 {
-        (bps / 1e3, "kbit/s")
-    } else {
-        return format!("{bps:.0} bit/s");
-    };
-    format!("{} {unit}", three_digits(v))
+    RateScale::AUTO.show(bps)
 }
 
-/// Three significant digits without a trailing exponent: 1.23, 12.3, 123.
-fn three_digits(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
+/// A figure as a person reads it: three significant digits (`9.41`, `12.3`, `157`,
+/// `0.0204`), and where the integer part has more digits, all of them, grouped by thousands
+/// (`112,333`). Negative figures (a confidence interval's low end) keep their sign.
+pub fn number(v: f64) -> String {
+    if !v.is_finite() {
+        return format!("{v}");
     }
+    let a = v.abs();
+    let sign = if v < 0.0 { "-" } else { "" };
+    if a >= 99.95 {
+        return format!("{sign}{}", group(&format!("{a:.0}")));
+    }
+    if a == 0.0 {
+        return "0".to_owned();
+    }
+    // Round to three significant digits first, so 9.996 reads 10.0, not 10.00.
+    let decade = a.log10().floor() as i32;
+    let scale = 10f64.powi(2 - decade);
+    let r = (a * scale).round() / scale;
+    let decimals = (2 - r.log10().floor() as i32).max(0) as usize;
+    format!("{sign}{r:.decimals$}")
+}
+
+/// A count with thousands separators: `4,096`.
+pub fn count(n: u64) -> String {
+    group(&n.to_string())
+}
+
+/// Thousands separators in the integer digits of `digits` (no sign, no fraction).
+fn group(digits: &str) -> String {
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// How throughput is shown.
+///
+/// Decimal units (kbit/s … Tbit/s, kB/s … GB/s) are what links are sold in and what xbench
+/// shows by default. The binary byte units (KiB/s … TiB/s) are iperf3's `-f K/M/G/T`, which
+/// iperf3 labels `KBytes/sec` but computes in powers of 1024; the label here says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+pub enum ThroughputUnit {
+    /// Kilobits per second (10³ bit/s); iperf3's `-f k`.
+    #[serde(rename = "kbit/s")]
+    Kbits,
+    /// Megabits per second (10⁶ bit/s), as links are sold; iperf3's `-f m`.
+    #[default]
+    #[serde(rename = "Mbit/s")]
+    Mbits,
+    /// Gigabits per second (10⁹ bit/s); iperf3's `-f g`.
+    #[serde(rename = "Gbit/s")]
+    Gbits,
+    /// Terabits per second (10¹² bit/s); iperf3's `-f t`.
+    #[serde(rename = "Tbit/s")]
+    Tbits,
+    /// Kilobytes per second (10³ byte/s).
+    #[serde(rename = "kB/s")]
+    KBytes,
+    /// Megabytes per second (10⁶ byte/s), as file copies report.
+    #[serde(rename = "MB/s")]
+    MBytes,
+    /// Gigabytes per second (10⁹ byte/s).
+    #[serde(rename = "GB/s")]
+    GBytes,
+    /// Kibibytes per second (2¹⁰ byte/s); iperf3's `-f K`.
+    #[serde(rename = "KiB/s")]
+    KiBytes,
+    /// Mebibytes per second (2²⁰ byte/s); iperf3's `-f M`.
+    #[serde(rename = "MiB/s")]
+    MiBytes,
+    /// Gibibytes per second (2³⁰ byte/s); iperf3's `-f G`.
+    #[serde(rename = "GiB/s")]
+    GiBytes,
+    /// Tebibytes per second (2⁴⁰ byte/s); iperf3's `-f T`.
+    #[serde(rename = "TiB/s")]
+    TiBytes,
+}
+
+impl ThroughputUnit {
+    /// Every unit, smallest first within bits, decimal bytes and binary bytes.
+    pub const ALL: [ThroughputUnit; 11] = [
+        ThroughputUnit::Kbits,
+        ThroughputUnit::Mbits,
+        ThroughputUnit::Gbits,
+        ThroughputUnit::Tbits,
+        ThroughputUnit::KBytes,
+        ThroughputUnit::MBytes,
+        ThroughputUnit::GBytes,
+        ThroughputUnit::KiBytes,
+        ThroughputUnit::MiBytes,
+        ThroughputUnit::GiBytes,
+        ThroughputUnit::TiBytes,
+    ];
+
+    /// The decimal bit unit in which `bits_per_second` reads between 1 and 1000 (kbit/s for
+    /// anything smaller): the unit of a figure, or of a table or an axis given its largest.
+    pub fn for_rate(bits_per_second: f64) -> Self {
+        let a = bits_per_second.abs();
+        // 999.95 Mbit/s would read "1,000 Mbit/s": the next unit reads 1.00.
+        if a >= 999.95e9 {
+            ThroughputUnit::Tbits
+        } else if a >= 999.95e6 {
+            ThroughputUnit::Gbits
+        } else if a >= 999.95e3 {
+            ThroughputUnit::Mbits
+        } else {
+            ThroughputUnit::Kbits
+        }
+    }
+
+    /// Multiply bits per second by this to get the unit.
+    pub fn factor(self) -> f64 {
+        const KI: f64 = 1024.0;
+        match self {
+            ThroughputUnit::Kbits => 1e-3,
+            ThroughputUnit::Mbits => 1e-6,
+            ThroughputUnit::Gbits => 1e-9,
+            ThroughputUnit::Tbits => 1e-12,
+            ThroughputUnit::KBytes => 1e-3 / 8.0,
+            ThroughputUnit::MBytes => 1e-6 / 8.0,
+            ThroughputUnit::GBytes => 1e-9 / 8.0,
+            ThroughputUnit::KiBytes => 1.0 / 8.0 / KI,
+            ThroughputUnit::MiBytes => 1.0 / 8.0 / (KI * KI),
+            ThroughputUnit::GiBytes => 1.0 / 8.0 / (KI * KI * KI),
+            ThroughputUnit::TiBytes => 1.0 / 8.0 / (KI * KI * KI * KI),
+        }
+    }
+
+    /// The unit's symbol.
+    pub fn label(self) -> &'static str {
+        match self {
+            ThroughputUnit::Kbits => "kbit/s",
+            ThroughputUnit::Mbits => "Mbit/s",
+            ThroughputUnit::Gbits => "Gbit/s",
+            ThroughputUnit::Tbits => "Tbit/s",
+            ThroughputUnit::KBytes => "kB/s",
+            ThroughputUnit::MBytes => "MB/s",
+            ThroughputUnit::GBytes => "GB/s",
+            ThroughputUnit::KiBytes => "KiB/s",
+            ThroughputUnit::MiBytes => "MiB/s",
+            ThroughputUnit::GiBytes => "GiB/s",
+            ThroughputUnit::TiBytes => "TiB/s",
+        }
+    }
+
+    /// Bits per second in this unit, as [`number`] writes it: `812`, `9.41`, `1,000,000`.
+    pub fn format(self, bits_per_second: f64) -> String {
+        number(bits_per_second * self.factor())
+    }
+
+    /// Bits per second in this unit, with its symbol: `812 Mbit/s`.
+    pub fn format_with_label(self, bits_per_second: f64) -> String {
+        format!("{} {}", self.format(bits_per_second), self.label())
+    }
+}
+
+impl fmt::Display for ThroughputUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// A unit name that is not one of ours.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown throughput unit `{0}`; use kbit/s, Mbit/s, Gbit/s, Tbit/s, kB/s, MB/s, GB/s, \
+     KiB/s, MiB/s, GiB/s, TiB/s, or iperf3's letters: k m g t for bits (powers of 1000), \
+     K M G T for bytes (powers of 1024)"
+)]
+pub struct UnknownUnit(String);
+
+impl FromStr for ThroughputUnit {
+    type Err = UnknownUnit;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        use ThroughputUnit::*;
+        // Case matters between bits and bytes (Mb vs MB), as people write them, and in
+        // iperf3's letters: lower case bits, upper case bytes.
+        Ok(match s.trim() {
+            "k" | "kbit/s" | "Kbit/s" | "kbit" | "Kbit" | "kbps" | "Kbps" | "kb/s" | "Kb/s" => {
+                Kbits
+            }
+            "m" | "Mbit/s" | "mbit" | "Mbit" | "mbps" | "Mbps" | "Mb/s" => Mbits,
+            "g" | "Gbit/s" | "gbit" | "Gbit" | "gbps" | "Gbps" | "Gb/s" => Gbits,
+            "t" | "Tbit/s" | "tbit" | "Tbit" | "tbps" | "Tbps" | "Tb/s" => Tbits,
+            "kB/s" | "kbyte" | "kByte" | "kBps" => KBytes,
+            "MB/s" | "mbyte" | "MByte" | "MBps" => MBytes,
+            "GB/s" | "gbyte" | "GByte" | "GBps" => GBytes,
+            "K" | "KiB/s" | "kib/s" | "KiB" => KiBytes,
+            "M" | "MiB/s" | "mib/s" | "MiB" => MiBytes,
+            "G" | "GiB/s" | "gib/s" | "GiB" => GiBytes,
+            "T" | "TiB/s" | "tib/s" | "TiB" => TiBytes,
+            other => return Err(UnknownUnit(other.to_owned())),
+        })
+    }
+}
+
+/// How rates are shown: in the one unit a user fixed (`--unit`), or scaled to each figure (a
+/// line) or to the largest figure of a table or an axis. Converts from a unit and from an
+/// optional one, so a function taking `impl Into<RateScale>` accepts either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RateScale(pub Option<ThroughputUnit>);
+
+impl RateScale {
+    /// Every figure in the unit that suits it.
+    pub const AUTO: RateScale = RateScale(None);
+
+    /// One figure with its unit: `9.41 Gbit/s`, or in the fixed unit `9,410 Mbit/s`.
+    pub fn show(self, bits_per_second: f64) -> String {
+        match self.0 {
+            Some(u) => u.format_with_label(bits_per_second),
+            // Below a kilobit, bits: a paced trickle reads `512 bit/s`, not `0.512 kbit/s`.
+            None if bits_per_second.abs() < 999.5 => format!("{} bit/s", number(bits_per_second)),
+            None => ThroughputUnit::for_rate(bits_per_second).format_with_label(bits_per_second),
+        }
+    }
+
+    /// The unit of a table column or an axis whose largest figure is `largest`
+    /// bits per second: the fixed one, or the one `largest` reads best in.
+    pub fn unit_for(self, largest: f64) -> ThroughputUnit {
+        self.0.unwrap_or_else(|| ThroughputUnit::for_rate(largest))
+    }
+}
+
+impl From<ThroughputUnit> for RateScale {
+    fn from(u: ThroughputUnit) -> Self {
+        RateScale(Some(u))
+    }
+}
+
+impl From<Option<ThroughputUnit>> for RateScale {
+    fn from(u: Option<ThroughputUnit>) -> Self {
+        RateScale(u)
+    }
+}
+
+/// The unit of a time a person reads, latency or RTT: µs below a millisecond, ms below a
+/// second, then seconds, so a 20 ms path reads `20.4 ms`, not `20413 µs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeUnit {
+    /// Microseconds.
+    Micros,
+    /// Milliseconds.
+    Millis,
+    /// Seconds.
+    Seconds,
+}
+
+impl TimeUnit {
+    /// The unit `micros` reads best in: between 1 and 1000 of it where it can.
+    pub fn for_micros(micros: f64) -> Self {
+        let a = micros.abs();
+        if a >= 999_950.0 {
+            TimeUnit::Seconds
+        } else if a >= 999.95 {
+            TimeUnit::Millis
+        } else {
+            TimeUnit::Micros
+        }
+    }
+
+    /// The unit's symbol.
+    pub fn label(self) -> &'static str {
+        match self {
+            TimeUnit::Micros => "µs",
+            TimeUnit::Millis => "ms",
+            TimeUnit::Seconds => "s",
+        }
+    }
+
+    /// Microseconds in this unit.
+    pub fn of_micros(self, micros: f64) -> f64 {
+        match self {
+            TimeUnit::Micros => micros,
+            TimeUnit::Millis => micros / 1e3,
+            TimeUnit::Seconds => micros / 1e6,
+        }
+    }
+
+    /// Microseconds in this unit, as [`number`] writes it, without the symbol.
+    pub fn format(self, micros: f64) -> String {
+        number(self.of_micros(micros))
+    }
+}
+
+/// A time in microseconds in the unit that suits it: `48.0 µs`, `20.4 ms`, `1.50 s`.
+pub fn format_micros(micros: f64) -> String {
+    let u = TimeUnit::for_micros(micros);
+    format!("{} {}", u.format(micros), u.label())
 }
 
 fn parse_size(s: &str, require_unit: bool) -> Result<ByteSize, UnitError> {
@@ -258,6 +551,16 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_that_needs_a_unit_says_what_to_write() {
+        assert_eq!(
+            BitRate::parse_with_unit("100").map_err(|e| e.to_string()),
+            Err("`100` has no unit; write it as 100M (megabits per second), 100k or 100G".into())
+        );
+        assert_eq!(BitRate::parse_with_unit("0"), Ok(BitRate(0)));
+        assert_eq!(BitRate::parse_with_unit("1G"), Ok(BitRate(1_000_000_000)));
+    }
+
+    #[test]
     fn rates_are_decimal_bits() {
         assert_eq!(BitRate::parse("100M").unwrap().0, 100_000_000);
         assert_eq!(BitRate::parse("1.5G").unwrap().0, 1_500_000_000);
@@ -269,7 +572,110 @@ mod tests {
     fn formatting_uses_three_digits() {
         assert_eq!(format_bits_per_second(9.414e9), "9.41 Gbit/s");
         assert_eq!(format_bits_per_second(157e6), "157 Mbit/s");
+        assert_eq!(format_bits_per_second(999.96e6), "1.00 Gbit/s");
+        assert_eq!(format_bits_per_second(512.0), "512 bit/s");
         assert_eq!(ByteSize(6_540_000_000).to_string(), "6.09 GiB");
         assert_eq!(ByteSize(512).to_string(), "512 B");
+        assert_eq!(ByteSize(1020 << 20).to_string(), "1,020 MiB");
+    }
+
+    /// Issue 31: "55461 Mbit/s", "latency µs: min 20413". Three significant digits at every
+    /// magnitude, and every integer digit kept and grouped where a fixed unit leaves more.
+    #[test]
+    fn numbers_keep_three_significant_digits_and_group_the_rest() {
+        let cases = [
+            (0.0, "0"),
+            (9.414, "9.41"),
+            (9.996, "10.0"),
+            (12.34, "12.3"),
+            (99.96, "100"),
+            (157.4, "157"),
+            (1234.0, "1,234"),
+            (55_461.2, "55,461"),
+            (1_000_000.0, "1,000,000"),
+            (0.5, "0.500"),
+            (0.020_413, "0.0204"),
+            (0.000_512, "0.000512"),
+            (-69_868.0, "-69,868"),
+            (-0.25, "-0.250"),
+        ];
+        for (v, shown) in cases {
+            assert_eq!(number(v), shown, "{v}");
+        }
+        assert_eq!(count(3745), "3,745");
+        assert_eq!(count(12), "12");
+    }
+
+    #[test]
+    fn rates_scale_unless_a_unit_is_fixed() {
+        assert_eq!(RateScale::AUTO.show(55_461e6), "55.5 Gbit/s");
+        assert_eq!(
+            RateScale::from(ThroughputUnit::Mbits).show(55_461e6),
+            "55,461 Mbit/s"
+        );
+        assert_eq!(RateScale::AUTO.unit_for(34_065e6), ThroughputUnit::Gbits);
+        assert_eq!(RateScale::AUTO.unit_for(800e6), ThroughputUnit::Mbits);
+        assert_eq!(
+            RateScale::from(ThroughputUnit::MBytes).unit_for(34_065e6),
+            ThroughputUnit::MBytes
+        );
+    }
+
+    #[test]
+    fn times_read_in_the_unit_that_suits_them() {
+        assert_eq!(format_micros(48.0), "48.0 µs");
+        assert_eq!(format_micros(20_413.0), "20.4 ms");
+        assert_eq!(format_micros(999.96), "1.00 ms");
+        assert_eq!(format_micros(1_500_000.0), "1.50 s");
+        assert_eq!(format_micros(0.5), "0.500 µs");
+        assert_eq!(TimeUnit::for_micros(20_413.0).format(150.0), "0.150");
+    }
+
+    #[test]
+    fn units_scale_and_parse() {
+        assert_eq!(ThroughputUnit::Mbits.format(812_345_678.0), "812");
+        assert_eq!(ThroughputUnit::Gbits.format(9_410_000_000.0), "9.41");
+        // 1 Gbit/s is 125 MB/s, the ceiling one field report compared against.
+        assert_eq!(ThroughputUnit::MBytes.format(1e9), "125");
+        assert_eq!("MB/s".parse(), Ok(ThroughputUnit::MBytes));
+        assert_eq!("gbit".parse(), Ok(ThroughputUnit::Gbits));
+        assert!("furlongs".parse::<ThroughputUnit>().is_err());
+    }
+
+    /// iperf3's `-f` letters mean what they mean to iperf3: lower case bits in powers of
+    /// 1000, upper case bytes in powers of 1024 (units.c: `conversion_bytes`).
+    #[test]
+    fn iperf3_letters_are_bits_in_thousands_and_bytes_in_1024s() {
+        let bps = 1e9; // 1 Gbit/s = 125 000 000 bytes/s
+        let cases = [
+            ("k", "1,000,000 kbit/s"),
+            ("m", "1,000 Mbit/s"),
+            ("g", "1.00 Gbit/s"),
+            ("t", "0.00100 Tbit/s"),
+            ("K", "122,070 KiB/s"),
+            ("M", "119 MiB/s"),
+            ("G", "0.116 GiB/s"),
+        ];
+        for (letter, shown) in cases {
+            let u: ThroughputUnit = letter.parse().unwrap_or_else(|e| panic!("{letter}: {e}"));
+            assert_eq!(u.format_with_label(bps), shown, "-f {letter}");
+        }
+        assert_eq!("T".parse(), Ok(ThroughputUnit::TiBytes));
+        // 2^20 bytes/s is 1 MiB/s exactly.
+        assert_eq!(ThroughputUnit::MiBytes.format(8.0 * 1_048_576.0), "1.00");
+    }
+
+    /// Every unit's label parses back to it, and its serde name is its label.
+    #[test]
+    fn every_label_parses_back_and_serializes_as_itself() {
+        for u in ThroughputUnit::ALL {
+            assert_eq!(u.label().parse(), Ok(u), "{u}");
+            assert_eq!(
+                serde_json::to_value(u).ok(),
+                Some(serde_json::Value::String(u.label().to_owned()))
+            );
+        }
+        let e = "x".parse::<ThroughputUnit>().unwrap_err().to_string();
+        assert!(e.contains("K M G T for bytes (powers of 1024)"), "{e}");
     }
 }

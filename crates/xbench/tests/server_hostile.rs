@@ -525,6 +525,11 @@ async fn a_server_that_is_not_xbench_is_named_as_such() {
         .unwrap_err()
         .to_string();
     assert!(msg.contains("did not answer as an xbench server"), "{msg}");
+    // Issue 31: it answered at once; "within 5s" claimed a patience never taken.
+    assert!(
+        msg.contains("server after ") && !msg.contains("within"),
+        "{msg}"
+    );
     fake.abort();
 }
 

@@ -72,7 +72,7 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         .local(local.is_some())
         .connections_only(config.connections_only.is_some());
     let is_rr = config.spec.as_rr().is_some();
-    let rate = crate::render::text::Rate(unit);
+    let rate = xbench::units::RateScale(unit);
     let mut udp_text = UdpText::new(&config.spec, rate, local.is_some());
     let is_udp = config.spec.as_throughput().is_some_and(|t| t.udp.is_some());
     let mut write_err: Option<io::Error> = None;

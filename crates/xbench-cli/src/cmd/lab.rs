@@ -26,6 +26,7 @@ use crate::cli::{
 };
 use crate::exit::{Exit, UsageError};
 use crate::render::out;
+use crate::render::text::counted;
 
 pub(crate) async fn run(args: LabArgs) -> anyhow::Result<Exit> {
     match args.command {
@@ -71,8 +72,8 @@ fn up(a: &UpArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
         .as_deref()
         .map_or_else(|| "xbench".into(), |p| p.display().to_string());
     let mut s = format!(
-        "lab up: {} path(s); state in {}\n",
-        st.paths.len(),
+        "lab up: {}; state in {}\n",
+        counted(st.paths.len() as u64, "path"),
         spec.state_dir.display()
     );
     s += &paths_table(&st.paths);
@@ -102,9 +103,12 @@ fn down(a: &WhereArgs) -> anyhow::Result<Exit> {
         );
     } else {
         s += &format!(
-            "lab down: stopped {} process(es), removed {} namespace(s)\n",
-            t.stopped.len(),
-            t.removed_netns.len()
+            "lab down: stopped {}, removed {}\n",
+            match t.stopped.len() {
+                1 => "1 process".to_owned(),
+                n => format!("{n} processes"),
+            },
+            counted(t.removed_netns.len() as u64, "namespace")
         );
     }
     out(&s).context("writing output")?;
@@ -279,7 +283,7 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
     }
     out(&s).context("writing output")?;
     drop(lab); // a lab built for this run is removed here
-    compare(&a.out)?;
+    compare(&a.out, a.unit)?;
     for f in &failed {
         eprintln!("xbench: {f}");
     }
@@ -338,7 +342,7 @@ fn run_case(
 }
 
 /// The comparison of every path, as `xbench report` would print it, and its charts.
-fn compare(dir: &Path) -> anyhow::Result<()> {
+fn compare(dir: &Path, unit: Option<xbench_report::ThroughputUnit>) -> anyhow::Result<()> {
     let loaded = xbench_report::load(&[dir.to_path_buf()])
         .with_context(|| format!("cannot read the results in {}", dir.display()))?;
     for w in &loaded.warnings {
@@ -348,7 +352,6 @@ fn compare(dir: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     let table = xbench_report::Comparison::build(&loaded.runs);
-    let unit = xbench_report::ThroughputUnit::default();
     out(&format!(
         "\n{}",
         xbench_report::render::render(&table, xbench_report::render::Format::Text, unit)

@@ -56,17 +56,33 @@ pub(crate) fn page(path: &[String]) -> Result<String, String> {
         cmd = sub.clone();
     }
     let mut buf = Vec::new();
-    clap_mangen::Man::new(cmd)
+    man(cmd)
         .render(&mut buf)
         .map_err(|e| format!("cannot render the page: {e}"))?;
     Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// A page with xbench's name and version in its header (`.TH xbench-client 1 "" "xbench
+/// 0.1.0" "xbench manual"`): clap_mangen's own names a subcommand's page's source by the
+/// subcommand and a version it does not have, `"client "`.
+fn man(cmd: clap::Command) -> clap_mangen::Man {
+    clap_mangen::Man::new(cmd)
+        .source(format!("xbench {}", env!("CARGO_PKG_VERSION")))
+        .manual("xbench manual")
 }
 
 /// Writes `xbench.1` and a page per visible subcommand into `dir` (created if missing);
 /// returns how many.
 pub(crate) fn write_all(dir: &Path) -> anyhow::Result<usize> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    clap_mangen::generate_to(root(), dir)
+    // clap_mangen::generate_to's walk, with our header on every page.
+    fn generate(cmd: clap::Command, dir: &Path) -> std::io::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
+            generate(sub, dir)?;
+        }
+        man(cmd).generate_to(dir).map(drop)
+    }
+    generate(root(), dir)
         .with_context(|| format!("cannot write the manual pages to {}", dir.display()))?;
     let count = std::fs::read_dir(dir)
         .with_context(|| format!("cannot list {}", dir.display()))?
@@ -112,6 +128,12 @@ mod tests {
     #[test]
     fn a_subcommand_page_has_its_flags() {
         let p = page(&["client".into()]).unwrap();
+        // Issue 31: the header read `"client "`, the subcommand and no version.
+        let header = format!(
+            ".TH xbench-client 1  \"xbench {}\" \"xbench manual\"",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(p.contains(&header), "{p}");
         assert!(p.contains("xbench\\-client"), "{p}");
         assert!(p.contains("\\-\\-psk\\-file"), "{p}");
         let p = page(&["lab".into(), "run".into()]).unwrap();

@@ -62,7 +62,7 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
         });
         let mut data = chart::plan(&loaded.runs, kind, args.unit).context("no chart drawn")?;
         if let Some(c) = ceiling {
-            chart::add_ceiling(&mut data, c, args.unit).context("no chart drawn")?;
+            chart::add_ceiling(&mut data, c).context("no chart drawn")?;
         }
         chart::write(&data, path).context("no chart drawn")?;
         if data.left_out > 0 {

@@ -2,8 +2,8 @@
 //! output, for scripts and dashboards that read `end.sum_received.bits_per_second` and its
 //! kin. Every figure comes from xbench's own report; this module only renames and arranges.
 //! It is not an iperf3 implementation (no iperf3 protocol here) and not a full copy of
-//! iperf3's semantics: where the two tools measure differently, the README's "iperf3's JSON"
-//! section says which xbench figure fills which key.
+//! iperf3's semantics: where the two tools measure differently, the "iperf3's JSON" section of
+//! docs/iperf3.md says which xbench figure fills which key.
 //!
 //! The layout follows iperf3's client: per interval and per stream, the client's own end of
 //! each stream (what it sent, or what it received); at the end, each stream's sender and

@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 
 use xbench::latency::LatencyStats;
 use xbench::report::{ConnectionSetup, RrInterval, RrSummary, RrUdpSummary, TestReport};
-use xbench::units::ByteSize;
+use xbench::units::{ByteSize, TimeUnit, count, format_micros, number};
 use xbench::{ClientConfig, TestSpec};
 
-use super::text::{connected, outcome_line, rtt};
+use super::text::{connected, outcome_line, rtt, rtt_triple};
 
 const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
 
@@ -84,7 +84,7 @@ impl RrText {
                 } else {
                     "Trans/s"
                 },
-                "min µs",
+                "min",
                 "p50",
                 "p90",
                 "p99",
@@ -98,11 +98,14 @@ impl RrText {
             let _ = writeln!(s, "{}", header.trim_end());
         }
         let l = iv.latency;
-        let col = |f: fn(&LatencyStats) -> f64| l.as_ref().map_or_else(|| "-".into(), |l| us(f(l)));
+        let col = |f: fn(&LatencyStats) -> f64| {
+            l.as_ref()
+                .map_or_else(|| "-".into(), |l| format_micros(f(l)))
+        };
         let retr = match (iv.lost, iv.server_retransmits) {
-            (Some(lost), _) => lost.to_string(),
-            (None, Some(sv)) => format!("{}/{}", iv.retransmits, sv),
-            (None, None) => iv.retransmits.to_string(),
+            (Some(lost), _) => count(lost),
+            (None, Some(sv)) => format!("{}/{}", count(iv.retransmits), count(sv)),
+            (None, None) => count(iv.retransmits),
         };
         let srtt = match (iv.lost, iv.srtt_us) {
             (Some(_), _) => String::new(),
@@ -112,7 +115,7 @@ impl RrText {
             "[SUM] {:6.2}-{:<6.2} s {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}",
             iv.start_s,
             iv.end_s,
-            rate(iv.transactions_per_second),
+            number(iv.transactions_per_second),
             col(|l| l.min_us),
             col(|l| l.p50_us),
             col(|l| l.p90_us),
@@ -143,13 +146,13 @@ impl RrText {
         let _ = writeln!(
             s,
             "request/response: {} transactions/s over {:.2} s ({} transactions, {} flow{}{})",
-            rate(sum.transactions_per_second),
+            number(sum.transactions_per_second),
             sum.seconds,
-            sum.transactions,
-            flows,
+            count(sum.transactions),
+            count(flows as u64),
             if flows == 1 { "" } else { "s" },
             if sum.connections > 0 {
-                format!(", {} connections", sum.connections)
+                format!(", {} connections", count(sum.connections))
             } else {
                 String::new()
             }
@@ -159,7 +162,7 @@ impl RrText {
         }
         match sum.latency {
             Some(l) => {
-                latency_line(&mut s, "latency µs", &l);
+                latency_line(&mut s, "latency", "", &l);
             }
             None => s.push_str("  no transaction completed\n"),
         }
@@ -183,18 +186,23 @@ impl RrText {
         }
         if (2..=16).contains(&flows) {
             for f in &rr.flows {
-                let _ = write!(s, "  [{:>3}] {:>10} transactions", f.flow, f.transactions);
+                let _ = write!(
+                    s,
+                    "  [{:>3}] {:>10} transactions",
+                    f.flow,
+                    count(f.transactions)
+                );
                 if let Some(l) = f.latency {
                     let _ = write!(
                         s,
-                        "  mean {}  p99 {}  max {} µs",
-                        us(l.mean_us),
-                        us(l.p99_us),
-                        us(l.max_us)
+                        "  mean {}  p99 {}  max {}",
+                        format_micros(l.mean_us),
+                        format_micros(l.p99_us),
+                        format_micros(l.max_us)
                     );
                 }
                 if let Some(lost) = f.lost {
-                    let _ = write!(s, "  lost {lost}");
+                    let _ = write!(s, "  lost {}", count(lost));
                 }
                 if let Some(e) = &f.error {
                     let _ = write!(s, "  error: {e}");
@@ -203,8 +211,11 @@ impl RrText {
             }
         }
         let cpu = &r.cpu;
-        let per =
-            |v: Option<f64>| v.map_or_else(String::new, |v| format!(" ({v:.2} µs/transaction)"));
+        let per = |v: Option<f64>| {
+            v.map_or_else(String::new, |v| {
+                format!(" ({}/transaction)", format_micros(v))
+            })
+        };
         let _ = write!(
             s,
             "CPU: client {:.2} s{}",
@@ -232,17 +243,15 @@ fn tcp_lines(s: &mut String, sum: &RrSummary) {
     let _ = write!(
         s,
         "  retransmits: client {}, server {}",
-        sum.retransmits,
+        count(sum.retransmits),
         sum.server_retransmits
-            .map_or_else(|| "no report".into(), |v| v.to_string())
+            .map_or_else(|| "no report".into(), count)
     );
     if let Some(t) = sum.rtt {
         let _ = write!(
             s,
-            "; TCP sRTT min/mean/max {}/{}/{}",
-            rtt(f64::from(t.min_us)),
-            rtt(t.mean_us),
-            rtt(f64::from(t.max_us))
+            "; TCP sRTT min/mean/max {}",
+            rtt_triple(t.min_us, t.mean_us, t.max_us)
         );
     }
     s.push('\n');
@@ -250,14 +259,16 @@ fn tcp_lines(s: &mut String, sum: &RrSummary) {
         Some(st) if st == sum.total_transactions => {
             let _ = writeln!(
                 s,
-                "  the server answered {st} requests: every transaction counted at both ends"
+                "  the server answered {} requests: every transaction counted at both ends",
+                count(st)
             );
         }
         Some(st) => {
             let _ = writeln!(
                 s,
-                "  the server answered {st} requests, this client completed {}",
-                sum.total_transactions
+                "  the server answered {} requests, this client completed {}",
+                count(st),
+                count(sum.total_transactions)
             );
         }
         None => s.push_str("  the server's count never arrived\n"),
@@ -270,13 +281,18 @@ fn udp_lines(s: &mut String, sum: &RrSummary, u: &RrUdpSummary) {
     let _ = write!(
         s,
         "  lost: {} of {} requests ({:.3} %) unanswered within {} s",
-        u.lost,
-        sum.transactions + u.lost,
+        count(u.lost),
+        count(sum.transactions + u.lost),
         u.lost_percent,
         u.timeout_s
     );
     if u.late > 0 || u.duplicates > 0 {
-        let _ = write!(s, "; {} answered late, {} duplicates", u.late, u.duplicates);
+        let _ = write!(
+            s,
+            "; {} answered late, {} duplicates",
+            count(u.late),
+            count(u.duplicates)
+        );
     }
     s.push('\n');
     match sum.server_transactions {
@@ -328,7 +344,7 @@ impl Partial {
         match partial {
             Some(p) => (
                 p.running,
-                format!(" (of {} asked: {})", grouped(u64::from(p.asked)), p.why),
+                format!(" (of {} asked: {})", count(u64::from(p.asked)), p.why),
             ),
             None => (spec.flows.get(), String::new()),
         }
@@ -386,7 +402,7 @@ fn describe_connections_only(spec: &TestSpec, openers: u16, partial: Option<Part
     let mut s = format!(
         "Test: connection rate, {} flow{} held open{of}, new connections opened {openers} at a \
          time (connect, 1-byte request and answer, close)",
-        grouped(u64::from(held)),
+        count(u64::from(held)),
         if held == 1 { "" } else { "s" },
     );
     if let Some(r) = rr.rate_per_flow {
@@ -409,9 +425,9 @@ fn connections_only_summary(s: &mut String, r: &TestReport, h: &xbench::report::
     let _ = writeln!(
         s,
         "connections: {}/s over {:.2} s ({} opened and closed, {} at a time)",
-        rate(sum.transactions_per_second),
+        number(sum.transactions_per_second),
         sum.seconds,
-        grouped(sum.transactions),
+        count(sum.transactions),
         h.openers,
     );
     if let Some(o) = &rr.opening {
@@ -419,18 +435,18 @@ fn connections_only_summary(s: &mut String, r: &TestReport, h: &xbench::report::
         let _ = writeln!(
             s,
             "  attempts: {} tried, {} opened, {} refused, {} timed out (no answer in {:.1} s), {} reset before the answer: {:.1} % failed",
-            grouped(a.attempts),
-            grouped(a.opened),
-            grouped(a.refused),
-            grouped(a.timed_out),
+            count(a.attempts),
+            count(a.opened),
+            count(a.refused),
+            count(a.timed_out),
             o.timeout_s,
-            grouped(a.reset),
+            count(a.reset),
             a.failed_percent,
         );
     }
     match sum.latency {
         Some(l) => {
-            latency_line(s, "setup µs (connect() to first answer)", &l);
+            latency_line(s, "setup", " (connect() to first answer)", &l);
         }
         None => s.push_str("  no new connection completed\n"),
     }
@@ -453,14 +469,18 @@ fn connections_only_summary(s: &mut String, r: &TestReport, h: &xbench::report::
     let _ = writeln!(
         s,
         "  held flows at the end: {} of {} answered, {} closed, {} reset, {} unanswered",
-        grouped(h.open_at_end),
-        grouped(h.held),
-        grouped(h.closed),
-        grouped(h.reset),
-        grouped(h.unanswered),
+        count(h.open_at_end),
+        count(h.held),
+        count(h.closed),
+        count(h.reset),
+        count(h.unanswered),
     );
     let cpu = &r.cpu;
-    let per = |v: Option<f64>| v.map_or_else(String::new, |v| format!(" ({v:.2} µs/connection)"));
+    let per = |v: Option<f64>| {
+        v.map_or_else(String::new, |v| {
+            format!(" ({}/connection)", format_micros(v))
+        })
+    };
     let _ = write!(
         s,
         "CPU of the openers: client {:.2} s{}",
@@ -485,42 +505,34 @@ fn connections_only_summary(s: &mut String, r: &TestReport, h: &xbench::report::
 /// How opening the flows went: a connection limit on the path (a load balancer's, a NAT's)
 /// shows as refused or timed-out connections, or as a slow setup.
 fn setup_line(c: &ConnectionSetup) -> String {
+    // One connection's time is its latency, not a rate: the rate is shown from two on.
+    let rate = if c.connected > 1 {
+        format!(" ({}/s)", number(c.per_second))
+    } else {
+        String::new()
+    };
     let mut s = format!(
-        "  setup: {} flow{} connected in {:.2} s ({}/s), {} refused, {} timed out",
-        grouped(c.connected),
+        "  setup: {} flow{} connected in {}{rate}, {} refused, {} timed out",
+        count(c.connected),
         if c.connected == 1 { "" } else { "s" },
-        c.seconds,
-        grouped(c.per_second.round() as u64),
-        grouped(c.refused),
-        grouped(c.timed_out),
+        format_micros(c.seconds * 1e6),
+        count(c.refused),
+        count(c.timed_out),
     );
     if c.failed > 0 {
-        let _ = write!(s, ", {} failed otherwise", grouped(c.failed));
+        let _ = write!(s, ", {} failed otherwise", count(c.failed));
     }
     if let Some(max) = c.server_limit {
         let _ = write!(
             s,
             " — of {} asked, the server's limit is {max} (--max-flows); measured {} \
              (--allow-partial-flows)",
-            grouped(c.requested),
-            grouped(c.connected)
+            count(c.requested),
+            count(c.connected)
         );
     }
     s.push('\n');
     s
-}
-
-/// A count with thousands separators: 4,096.
-fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
 }
 
 fn size(b: u32) -> String {
@@ -531,52 +543,30 @@ fn size(b: u32) -> String {
     }
 }
 
-/// Microseconds, with a decimal while it means something.
-fn us(v: f64) -> String {
-    if v < 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.0}")
-    }
-}
-
-/// Transactions per second, shortened.
-fn rate(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e4 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.1}")
-    }
-}
-
-/// A paced rate: one decimal from 10/s up, three significant digits below, so a slow rate
-/// (one transaction a minute) does not read as 0.0/s.
+/// A paced rate, three significant digits, so a slow rate (one transaction a minute) does
+/// not read as 0.0/s.
 fn per_second(v: f64) -> String {
-    if v >= 10.0 || v <= 0.0 || !v.is_finite() {
-        format!("{v:.1}")
-    } else {
-        let decimals = (2.0 - v.log10().floor()).clamp(1.0, 12.0) as usize;
-        format!("{v:.decimals$}")
-    }
+    number(v)
 }
 
-/// One line of latency percentiles, `label` saying what was timed (a transaction, or a new
-/// connection's setup).
-fn latency_line(s: &mut String, label: &str, l: &LatencyStats) {
+/// One line of latency percentiles, `what` saying what was timed (a transaction, or a new
+/// connection's setup) and `note` how; every figure in the unit that suits the median, so a
+/// 20 ms path reads `latency ms: min 20.4`, not `latency µs: min 20413`.
+fn latency_line(s: &mut String, what: &str, note: &str, l: &LatencyStats) {
+    let u = TimeUnit::for_micros(l.p50_us);
     let _ = writeln!(
         s,
-        "  {label}: min {}  mean {}  stddev {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
-        us(l.min_us),
-        us(l.mean_us),
-        us(l.stddev_us),
-        us(l.p50_us),
-        us(l.p90_us),
-        us(l.p99_us),
-        us(l.p99_9_us),
-        us(l.p99_99_us),
-        us(l.max_us)
+        "  {what} {}{note}: min {}  mean {}  stddev {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
+        u.label(),
+        u.format(l.min_us),
+        u.format(l.mean_us),
+        u.format(l.stddev_us),
+        u.format(l.p50_us),
+        u.format(l.p90_us),
+        u.format(l.p99_us),
+        u.format(l.p99_9_us),
+        u.format(l.p99_99_us),
+        u.format(l.max_us)
     );
 }
 
@@ -586,10 +576,6 @@ mod tests {
 
     #[test]
     fn the_setup_line_groups_its_counts() {
-        assert_eq!(grouped(0), "0");
-        assert_eq!(grouped(999), "999");
-        assert_eq!(grouped(4096), "4,096");
-        assert_eq!(grouped(1_234_567), "1,234,567");
         let c = ConnectionSetup {
             requested: 4096,
             connected: 4096,
@@ -602,16 +588,36 @@ mod tests {
         };
         assert_eq!(
             setup_line(&c),
-            "  setup: 4,096 flows connected in 0.41 s (9,990/s), 0 refused, 0 timed out\n"
+            "  setup: 4,096 flows connected in 410 ms (9,990/s), 0 refused, 0 timed out\n"
         );
     }
 
     #[test]
     fn slow_paced_rates_keep_their_digits() {
-        assert_eq!(per_second(1234.5), "1234.5");
+        assert_eq!(per_second(1234.6), "1,235");
         assert_eq!(per_second(2.0), "2.00");
         assert_eq!(per_second(1.0 / 60.0), "0.0167");
         assert_eq!(per_second(1.0 / 3600.0), "0.000278");
-        assert_eq!(per_second(0.0), "0.0");
+        assert_eq!(per_second(0.0), "0");
+    }
+
+    /// Issue 31: "setup: 1 flow connected in 0.00 s (3,745/s)": one flow's setup time in a
+    /// unit that shows it, and no rate made of one event.
+    #[test]
+    fn one_flows_setup_reads_as_a_time_not_a_rate() {
+        let c = ConnectionSetup {
+            requested: 1,
+            connected: 1,
+            refused: 0,
+            timed_out: 0,
+            failed: 0,
+            seconds: 0.000_267,
+            per_second: 3745.3,
+            server_limit: None,
+        };
+        assert_eq!(
+            setup_line(&c),
+            "  setup: 1 flow connected in 267 µs, 0 refused, 0 timed out\n"
+        );
     }
 }

@@ -7,9 +7,8 @@ use xbench::config::{Direction, EndCondition, StreamDirection, Workload};
 use xbench::report::{
     DirectionSummary, Interval, Outcome, PeerInfo, StreamInfo, TcpInterval, TestReport, Transfer,
 };
-use xbench::units::{ByteSize, format_bits_per_second};
+use xbench::units::{ByteSize, RateScale, ThroughputUnit, TimeUnit, count, format_micros};
 use xbench::{ClientConfig, TestSpec};
-use xbench_report::ThroughputUnit;
 
 /// Renders one test's events as text.
 #[derive(Debug)]
@@ -19,24 +18,10 @@ pub(crate) struct Text {
     /// Both directions: print a direction column.
     bidir: bool,
     /// How every rate is shown (`-f`).
-    rate: Rate,
+    rate: RateScale,
     /// The server is the in-process one (`--local`, or no host).
     local: bool,
     header_done: bool,
-}
-
-/// How a rate is shown: in the unit `-f` named, or in the one that suits each figure.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Rate(pub(crate) Option<ThroughputUnit>);
-
-impl Rate {
-    /// Bits per second with a unit: `812 Mbit/s`.
-    pub(crate) fn show(self, bits_per_second: f64) -> String {
-        match self.0 {
-            Some(u) => u.format_with_label(bits_per_second),
-            None => format_bits_per_second(bits_per_second),
-        }
-    }
 }
 
 const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
@@ -47,7 +32,7 @@ impl Text {
             return Text {
                 multi: false,
                 bidir: false,
-                rate: Rate::default(),
+                rate: RateScale::AUTO,
                 local: false,
                 header_done: false,
             };
@@ -55,7 +40,7 @@ impl Text {
         Text {
             multi: tp.streams.get() > 1,
             bidir: tp.direction == Direction::Bidir,
-            rate: Rate::default(),
+            rate: RateScale::AUTO,
             local: false,
             header_done: false,
         }
@@ -69,7 +54,7 @@ impl Text {
 
     /// Every rate in `unit` (`-f`); `None` picks a unit per figure.
     pub(crate) fn unit(mut self, unit: Option<ThroughputUnit>) -> Self {
-        self.rate = Rate(unit);
+        self.rate = RateScale(unit);
         self
     }
 
@@ -292,8 +277,8 @@ fn after_end_line(d: &DirectionSummary) -> Option<String> {
     }
     let why = if a.retransmits > 0 && a.seconds >= 0.2 {
         format!(
-            "a stream was in retransmission back-off ({} retransmits after the end)",
-            a.retransmits
+            "a stream was in retransmission back-off ({} after the end)",
+            counted(a.retransmits, "retransmit")
         )
     } else {
         "it was still in the senders' buffers or queued on the path".to_owned()
@@ -306,7 +291,7 @@ fn after_end_line(d: &DirectionSummary) -> Option<String> {
 }
 
 /// The headline and the explanation: who limited the rate, and what the window allows.
-fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport, rate: Rate) {
+fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport, rate: RateScale) {
     let streams = if d.streams == 1 {
         "1 stream".to_owned()
     } else {
@@ -321,21 +306,21 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport, rate: Rate) {
             };
             let _ = writeln!(
                 s,
-                "{}: {} received ({} in {:.2} s{until}, {streams}, {} retransmits)",
+                "{}: {} received ({} in {:.2} s{until}, {streams}, {})",
                 d.direction.label(),
                 rate.show(rx.bits_per_second),
                 ByteSize(rx.bytes),
                 rx.seconds,
-                d.retransmits
+                counted(d.retransmits, "retransmit")
             );
         }
         None => {
             let _ = writeln!(
                 s,
-                "{}: {} sent; the receiver's figure is missing ({streams}, {} retransmits)",
+                "{}: {} sent; the receiver's figure is missing ({streams}, {})",
                 d.direction.label(),
                 rate.show(d.sender.bits_per_second),
-                d.retransmits
+                counted(d.retransmits, "retransmit")
             );
         }
     }
@@ -424,7 +409,7 @@ fn describe_spec(spec: &TestSpec) -> String {
     s
 }
 
-fn transfer_cols(rate: Rate, sent: &Transfer, received: Option<&Transfer>) -> String {
+fn transfer_cols(rate: RateScale, sent: &Transfer, received: Option<&Transfer>) -> String {
     format!(
         "{:>10} {:>13} {:>13}",
         ByteSize(sent.bytes).to_string(),
@@ -446,7 +431,7 @@ fn tcp_cols(tcp: Option<&TcpInterval>) -> String {
     }
 }
 
-fn pair(rate: Rate, t: &Transfer) -> String {
+fn pair(rate: RateScale, t: &Transfer) -> String {
     format!(
         "{:>10} {:>13}",
         ByteSize(t.bytes).to_string(),
@@ -454,24 +439,25 @@ fn pair(rate: Rate, t: &Transfer) -> String {
     )
 }
 
-/// RTT in µs below a millisecond, else ms.
+/// An RTT in the unit that suits it: `48.0 µs`, `20.4 ms`.
 pub(crate) fn rtt(us: f64) -> String {
-    if us < 1000.0 {
-        format!("{us:.0} µs")
-    } else {
-        format!("{:.2} ms", us / 1000.0)
-    }
+    format_micros(us)
 }
 
-fn rtt_triple(min: u32, mean: f64, max: u32) -> String {
-    if max < 1000 {
-        format!("{min}/{mean:.0}/{max} µs")
-    } else {
-        format!(
-            "{:.2}/{:.2}/{:.2} ms",
-            f64::from(min) / 1000.0,
-            mean / 1000.0,
-            f64::from(max) / 1000.0
-        )
-    }
+/// `min/mean/max` in the one unit that suits the mean, the typical figure: `10.0/431/4,980 µs`
+/// rather than `0.0100/0.431/4.98 ms`.
+pub(crate) fn rtt_triple(min: u32, mean: f64, max: u32) -> String {
+    let u = TimeUnit::for_micros(mean);
+    format!(
+        "{}/{}/{} {}",
+        u.format(f64::from(min)),
+        u.format(mean),
+        u.format(f64::from(max)),
+        u.label()
+    )
+}
+
+/// `n` things, grouped, in the singular for one: `1 retransmit`, `1,024 retransmits`.
+pub(crate) fn counted(n: u64, thing: &str) -> String {
+    format!("{} {thing}{}", count(n), if n == 1 { "" } else { "s" })
 }

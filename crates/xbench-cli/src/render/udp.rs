@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 
 use xbench::config::{Direction, StreamDirection};
 use xbench::report::{TestReport, UdpFigures, UdpInterval};
-use xbench::units::ByteSize;
+use xbench::units::{ByteSize, count, format_micros};
 use xbench::{ClientConfig, TestSpec};
 
-use super::text::{Rate, connected, outcome_line};
+use super::text::{connected, outcome_line};
 
 /// Renders one UDP test's events as text.
 #[derive(Debug, Default)]
@@ -18,7 +18,7 @@ pub(crate) struct UdpText {
     /// More than one stream per direction: per-stream lines and a `[SUM]` line.
     multi: bool,
     bidir: bool,
-    rate: Rate,
+    rate: xbench::units::RateScale,
     local: bool,
     header_done: bool,
 }
@@ -27,7 +27,7 @@ const HEADER: &str =
     "Interval           Transfer      Bitrate        Jitter     Lost/Total Datagrams   Reord  Dup";
 
 impl UdpText {
-    pub(crate) fn new(spec: &TestSpec, rate: Rate, local: bool) -> Self {
+    pub(crate) fn new(spec: &TestSpec, rate: xbench::units::RateScale, local: bool) -> Self {
         let tp = spec.as_throughput();
         UdpText {
             multi: tp.is_some_and(|t| t.streams.get() > 1),
@@ -229,14 +229,14 @@ impl UdpText {
         let _ = write!(
             s,
             "; sent {} datagrams ({})",
-            f.sent.datagrams,
+            count(f.sent.datagrams),
             ByteSize(f.sent.bytes)
         );
         if f.slipped > 0 {
             let _ = write!(
                 s,
                 "; the schedule slipped: {} datagram slots skipped",
-                f.slipped
+                count(f.slipped)
             );
         }
         if let Some(r) = f.received
@@ -246,7 +246,7 @@ impl UdpText {
                 s,
                 "; the receiver's kernel dropped {} for a full socket buffer (SO_RXQ_OVFL; with \
                  GRO each can be a train of datagrams): the receiver, not the network, lost those",
-                r.rxq_drops
+                count(r.rxq_drops)
             );
         }
         if let Some(r) = f.received
@@ -255,7 +255,7 @@ impl UdpText {
             let _ = write!(
                 s,
                 "; {} datagrams that were not this test's ignored",
-                r.ignored
+                count(r.ignored)
             );
         }
         s.push('\n');
@@ -273,13 +273,13 @@ impl UdpText {
         };
         let total = r.count.datagrams + r.lost;
         format!(
-            "{:>10}  {:>13}  {:>6.3} ms  {:<22} {:>5} {:>4}",
+            "{:>10}  {:>13}  {:>9}  {:<22} {:>5} {:>4}",
             ByteSize(r.count.bytes).to_string(),
             self.rate.show(r.count.bits_per_second),
-            r.jitter_ms,
-            format!("{}/{} ({})", r.lost, total, pct(r.lost_pct)),
-            r.out_of_order,
-            r.duplicates,
+            format_micros(r.jitter_ms * 1e3),
+            format!("{}/{} ({})", count(r.lost), count(total), pct(r.lost_pct)),
+            count(r.out_of_order),
+            count(r.duplicates),
         )
     }
 

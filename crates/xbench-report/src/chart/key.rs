@@ -18,14 +18,14 @@ pub(super) const FRAME: RGBColor = RGBColor(96, 96, 96);
 /// The key's left edge: under the plot's y axis (the panel's left margin and label area).
 const LEFT: i32 = 88;
 /// Height of a row of entries, pixels.
-const ROW: i32 = 20;
+const ROW: i32 = 26;
 /// Padding inside the frame, and the space above it.
 const PAD: i32 = 6;
 /// Length of a line's sample.
-const SAMPLE: i32 = 30;
+const SAMPLE: i32 = 36;
 /// Space between a sample and its name, and between entries.
 const GAP: i32 = 8;
-const TEXT_SIZE: u32 = 14;
+const TEXT_SIZE: u32 = 17;
 
 /// What ↑ and ↓ stand for in series names (see `SeriesNamer`).
 const ARROWS: &str = "↑ client→server, ↓ server→client";
@@ -119,7 +119,7 @@ fn draw_entry<DB: DrawingBackend>(
         let c = colour(s.colour);
         // Dashed like the line: three dashes of 8 with gaps of 3 (the line's are 8 and 5).
         let dashes: Vec<(i32, i32)> = if s.dashed {
-            vec![(0, 8), (11, 19), (22, SAMPLE)]
+            vec![(0, 9), (13, 22), (26, SAMPLE)]
         } else {
             vec![(0, SAMPLE)]
         };

@@ -314,9 +314,10 @@ async fn exchange_preambles(
         .await
         .map_err(|e| Error::io(format!("writing to {addr}"), e))?;
     let waited = Duration::from_secs(5);
+    let started = std::time::Instant::now();
     let not_xbench = |hint| Error::NotXbench {
         addr: addr.to_owned(),
-        waited,
+        waited: started.elapsed(),
         hint,
         silent: false,
     };
