@@ -10,15 +10,15 @@
 //! nothing: [`attach_at_once`], which the accepting thread calls on a data connection whose
 //! whole greeting has already arrived (and which may answer a `--crr` request there too).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, info, warn};
 
+use super::budget::{Busy, Handshake};
 use super::{Ctx, iperf3, session};
 use crate::proto::frontend::{self, Frontend};
 use crate::proto::iperf3::{COOKIE_LEN, State as Iperf3State};
@@ -34,30 +34,16 @@ pub(super) enum ConnEnd {
     Other,
 }
 
-/// Holds one of [`Limits::max_handshakes`](super::Limits::max_handshakes) until the connection
-/// has said what it is.
+/// Holds one of [`Limits::max_handshakes`](super::Limits::max_handshakes), and one of the
+/// descriptors of the server's budget, until the connection has said what it is.
 #[derive(Debug)]
-pub(crate) struct HandshakeSlot {
-    ctx: Arc<Ctx>,
-}
+pub(crate) struct HandshakeSlot(#[allow(dead_code)] Handshake);
 
 impl HandshakeSlot {
-    /// A slot, if fewer than the limit are taken.
-    pub(super) fn take(ctx: &Arc<Ctx>) -> Option<Self> {
-        ctx.handshaking
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < ctx.limits.max_handshakes).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| HandshakeSlot {
-                ctx: Arc::clone(ctx),
-            })
-    }
-}
-
-impl Drop for HandshakeSlot {
-    fn drop(&mut self) {
-        self.ctx.handshaking.fetch_sub(1, Ordering::Relaxed);
+    /// A slot for a connection from `peer`, if the limit, the address's share of it and the
+    /// descriptors allow; why not, otherwise.
+    pub(super) fn take(ctx: &Arc<Ctx>, peer: IpAddr) -> Result<Self, Busy> {
+        ctx.budget.handshake(peer).map(HandshakeSlot)
     }
 }
 

@@ -24,6 +24,7 @@ use tracing::{info, warn};
 
 use super::Ctx;
 use super::admission::try_running_guard;
+use super::budget::Need;
 use super::conn::HandshakeSlot;
 use super::governor::{Governor, PacedSocket};
 use crate::config::SocketOptions;
@@ -124,6 +125,15 @@ pub(super) struct Plan {
     server_output: bool,
 }
 
+impl Plan {
+    /// What the test takes from the server's budget: a socket and a thread per stream.
+    fn need(&self) -> Need {
+        let p = self.to_receive.max(self.to_send) as u64;
+        let per = u64::from(self.to_receive > 0) + u64::from(self.to_send > 0);
+        Need::streams(p, per, 0)
+    }
+}
+
 /// A refusal: iperf3's `i_errno` and `errno` for the client, words for the log.
 pub(super) type Refusal = (i32, i32, String);
 
@@ -170,7 +180,7 @@ pub(super) async fn run(
             return false;
         }
     };
-    let _running = match try_running_guard(&ctx, peer.ip()) {
+    let _running = match try_running_guard(&ctx, peer.ip(), plan.need()) {
         Ok(g) => g,
         Err(m) => {
             info!(%peer, "refused an iperf3 client's test: {m}");

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tracing::info;
 
 use super::Ctx;
-use super::admission::{RunningGuard, admit, try_running_guard};
+use super::admission::{RunningGuard, admit, need, try_running_guard};
 use super::conn::HandshakeSlot;
 use super::gate::{Claims, Gate};
 use super::registry::{DataConn, Registration};
@@ -212,8 +212,6 @@ impl Greeted {
                 return Err(Closed);
             }
         };
-        // The handshake is over; the test limits take it from here.
-        drop(slot);
         if let Err((code, reason)) = admit(&spec, &conn.ctx) {
             info!(%peer, client = %client, "refused a test: {reason}");
             let max_flows = match &spec.workload {
@@ -224,7 +222,11 @@ impl Greeted {
             };
             return Err(conn.refuse_with(code, reason, max_flows).await);
         }
-        match try_running_guard(&conn.ctx, peer.ip()) {
+        let running = try_running_guard(&conn.ctx, peer.ip(), need(&spec));
+        // The handshake is over; the control connection's descriptor is the test's from here
+        // (or, refused, about to close).
+        drop(slot);
+        match running {
             Ok(running) => Ok(Admitted {
                 conn,
                 client,
@@ -263,10 +265,11 @@ impl Admitted {
         // A UDP test's sockets pass a gate of their own; its TCP gate has no ids, so a data
         // connection with its cookie is refused.
         let key_for_udp = key.clone();
-        // --crr connections keep arriving while the test runs; leave room for a burst of them.
+        // --crr connections arrive while the test runs, straight to its workers once it starts;
+        // a client opens none before, so only a few may wait (each holds a descriptor).
         let (capacity, gate) = match spec.as_rr() {
             Some(r) if r.connect_per_transaction => (
-                r.flows.as_usize() * 2 + 64,
+                super::budget::CRR_EARLY as usize,
                 Gate::new(key, r.flows.get(), Claims::PerTransaction),
             ),
             // A UDP flow's socket passes a gate of its own, as a UDP stream's does.
@@ -405,6 +408,7 @@ impl Collecting {
             data,
             registration,
             running: Some(running),
+            control: None,
             udp,
         };
         Ok((test, spec))

@@ -17,6 +17,7 @@ use tracing::info;
 
 use super::Ctx;
 use super::admission::RunningGuard;
+use super::budget::Reservation;
 use super::registry::{DataConn, Registration};
 use super::session::{SessionEnd, describe};
 use crate::config::{EndCondition, TestSpec, Workload};
@@ -47,8 +48,11 @@ pub(super) struct Test {
     pub(super) data: mpsc::Receiver<DataConn>,
     /// The test's cookie in the registry, for as long as the test runs.
     pub(super) registration: Registration,
-    /// The test's place in `--max-tests` and `--max-tests-per-client`.
+    /// The test's place in `--max-tests` and `--max-tests-per-client`, and what it reserved
+    /// of the server's budget.
     pub(super) running: Option<RunningGuard>,
+    /// Once the results are out, the control connection's descriptor alone.
+    pub(super) control: Option<Reservation>,
     /// A UDP test's sockets, each connected to the address that proved it is the client's.
     pub(super) udp: Vec<super::udp::UdpConn>,
 }
@@ -89,7 +93,9 @@ impl Test {
     /// Sends the final results, giving the test's slot back first: a client that starts its
     /// next test the moment it has these (a sweep) must find the slot free.
     pub(super) async fn send_results(&mut self, msg: &Message) {
-        self.running = None;
+        if let Some(r) = self.running.take() {
+            self.control = Some(r.into_control());
+        }
         let _ = self.send(msg).await;
     }
 
