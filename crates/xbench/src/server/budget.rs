@@ -366,8 +366,11 @@ impl Budget {
                 .min(s.pool.saturating_sub(st.all.fds + st.all.handshakes)),
             threads_free: s.threads.saturating_sub(st.all.threads),
         };
-        if need.fds() > room.fds_here || need.threads() > room.threads_here {
-            return Err(self.over_share(ip, need, mine, room));
+        // A share of everything (--client-share 100%) is the total's to explain.
+        let fds_over_share = need.fds() > room.fds_here && s.fds_share < s.for_tests;
+        let threads_over_share = need.threads() > room.threads_here && s.threads_share < s.threads;
+        if fds_over_share || threads_over_share {
+            return Err(self.over_share(ip, need, mine, room, fds_over_share));
         }
         if need.fds() > room.fds_free || need.threads() > room.threads_free {
             return Err(self.over_all(need, &st.all, room));
@@ -388,9 +391,9 @@ impl Budget {
     }
 
     /// A test over its client's share.
-    fn over_share(&self, ip: IpAddr, need: Need, mine: Held, room: Room) -> String {
+    fn over_share(&self, ip: IpAddr, need: Need, mine: Held, room: Room, fds: bool) -> String {
         let s = &self.sizes;
-        let (what, asked, left, limit, held) = if need.fds() > room.fds_here {
+        let (what, asked, left, limit, held) = if fds {
             (
                 format!("{} descriptors ({})", need.fds(), need.fds_detail()),
                 need.fds(),
