@@ -553,3 +553,146 @@ async fn thousands_of_idle_connections_do_not_stop_real_tests() {
     assert_eq!(closed, 2000);
     server.stop().await;
 }
+
+/// A TCP connection to `to` from `local` (any 127.0.0.0/8 address: another client).
+async fn connect_from(local: &str, to: std::net::SocketAddr) -> TcpStream {
+    let s = tokio::net::TcpSocket::new_v4().unwrap();
+    s.bind(format!("{local}:0").parse().unwrap()).unwrap();
+    s.connect(to).await.unwrap()
+}
+
+/// `server`'s client config, connecting from `local`.
+fn from(server: &TestServer, local: &str) -> xbench::ClientConfig {
+    let mut c = server.config();
+    c.bind = Some(local.parse().unwrap());
+    c
+}
+
+/// How many of `conns` the server closes within `limit`.
+async fn closed_within(conns: &mut [TcpStream], limit: Duration) -> usize {
+    let until = tokio::time::Instant::now() + limit;
+    let mut closed = 0;
+    for c in conns {
+        let mut b = [0u8; 64];
+        if let Ok(Ok(0) | Err(_)) = tokio::time::timeout_at(until, c.read(&mut b)).await {
+            closed += 1;
+        }
+    }
+    closed
+}
+
+/// Issue 30, finding 6: 400 silent connections from one address against 200 handshake
+/// slots held every slot, and every other client was told the server is busy, again and
+/// again. One address holds half the slots now (--client-share); another still gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_from_one_address_leave_handshake_slots_for_another() {
+    let server = TestServer::with_limits(Limits {
+        max_handshakes: 200,
+        handshake_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    })
+    .await;
+    let mut silent = Vec::new();
+    for _ in 0..400 {
+        silent.push(connect_from("127.0.0.2", server.addr).await);
+    }
+    // Beyond its 100 slots, the address's connections are turned away (within the 2 s a
+    // refusal may take); its 100 wait for the handshake timeout.
+    assert_eq!(
+        closed_within(&mut silent, Duration::from_secs(5)).await,
+        300
+    );
+    for _ in 0..3 {
+        let report = run(&from(&server, "127.0.0.3")).await.unwrap();
+        assert_eq!(report.outcome, Outcome::Completed);
+    }
+    drop(silent);
+    server.stop().await;
+}
+
+/// An iperf3 control connection from `local` that has sent its cookie and read
+/// `PARAM_EXCHANGE` (state 9), and nothing more; `None` if the server turned it away.
+async fn iperf3_cookie_from(local: &str, to: std::net::SocketAddr, i: usize) -> Option<TcpStream> {
+    let mut s = connect_from(local, to).await;
+    // 36 base32 characters, the last ones `i`'s, and a NUL.
+    const B32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut cookie = *b"slotslotslotslotslotslotslotslotslot\0";
+    for (k, c) in cookie[30..36].iter_mut().enumerate() {
+        *c = B32[(i >> (5 * k)) % 32];
+    }
+    s.write_all(&cookie).await.unwrap();
+    let mut state = [0u8; 1];
+    match tokio::time::timeout(Duration::from_secs(5), s.read(&mut state)).await {
+        Ok(Ok(1)) if state[0] == 9 => Some(s),
+        _ => None,
+    }
+}
+
+/// Issue 30, finding 6: 300 iperf3 cookies from one address held every handshake slot
+/// through the parameter exchange. The address gets its share; another runs its test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iperf3_cookies_from_one_address_leave_handshake_slots_for_another() {
+    let server = TestServer::with_limits(Limits {
+        max_handshakes: 200,
+        handshake_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    })
+    .await;
+    let mut held = Vec::new();
+    for i in 0..300 {
+        held.extend(iperf3_cookie_from("127.0.0.2", server.addr, i).await);
+    }
+    assert_eq!(held.len(), 100);
+    for _ in 0..3 {
+        let report = run(&from(&server, "127.0.0.3")).await.unwrap();
+        assert_eq!(report.outcome, Outcome::Completed);
+    }
+    drop(held);
+    server.stop().await;
+}
+
+/// An iperf3 client from 127.0.0.2 that stops at `CREATE_STREAMS` (closing its end), with
+/// `params`; returns once the server has closed its end too.
+async fn iperf3_gone_at_create_streams(server: &TestServer, params: &[u8]) {
+    let mut ctrl = iperf3_cookie_from("127.0.0.2", server.addr, 0)
+        .await
+        .unwrap();
+    ctrl.write_all(&(params.len() as u32).to_be_bytes())
+        .await
+        .unwrap();
+    ctrl.write_all(params).await.unwrap();
+    let mut state = [0u8; 1];
+    ctrl.read_exact(&mut state).await.unwrap();
+    assert_eq!(state[0], 10, "CREATE_STREAMS");
+    ctrl.shutdown().await.unwrap();
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), ctrl.read_to_end(&mut rest)).await;
+    // Not the 10 s handshake timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Issue 30, finding 6: an iperf3 client that closed at `CREATE_STREAMS` held its place
+/// among the tests (--max-tests-per-client) until the handshake timeout, 10 s. It is freed
+/// as the client leaves, TCP and UDP alike: the address's next test runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iperf3_client_gone_at_create_streams_frees_its_place_at_once() {
+    let server = TestServer::with_limits(Limits {
+        max_tests_per_client: 1,
+        ..Limits::default()
+    })
+    .await;
+    for params in [
+        &br#"{"tcp":true,"omit":0,"time":2,"parallel":2,"len":4096}"#[..],
+        br#"{"udp":true,"omit":0,"time":2,"parallel":2,"len":1400,"bandwidth":1000000}"#,
+    ] {
+        iperf3_gone_at_create_streams(&server, params).await;
+        let report = run(&from(&server, "127.0.0.2")).await.unwrap();
+        assert_eq!(report.outcome, Outcome::Completed);
+    }
+    server.stop().await;
+}

@@ -202,7 +202,14 @@ pub(super) async fn run(
     }
     let mut conns = Vec::with_capacity(n);
     while conns.len() < n {
-        match tokio::time::timeout(limit, arrivals.recv()).await {
+        let arrived = tokio::select! {
+            a = tokio::time::timeout(limit, arrivals.recv()) => a,
+            why = gone(&mut ctrl) => {
+                info!(%peer, "dropped an iperf3 client while its data connections opened: {why}");
+                return false;
+            }
+        };
+        match arrived {
             Ok(Some(c)) => conns.push(c),
             _ => {
                 info!(
@@ -732,6 +739,22 @@ fn queued(sock: &std::net::TcpStream) -> usize {
         usize::try_from(n).unwrap_or(0)
     } else {
         0
+    }
+}
+
+/// Resolves when the client's control connection closes or says anything, at a state in
+/// which an iperf3 client has nothing to say (its streams are opening): either way its test
+/// is over, and its places among the tests and the handshakes are freed now, not after the
+/// handshake timeout. Why, for the log.
+pub(super) async fn gone(ctrl: &mut TcpStream) -> String {
+    let mut byte = [0u8; 1];
+    match ctrl.read(&mut byte).await {
+        Ok(0) => "it closed its control connection".to_owned(),
+        Ok(_) => match State::from_byte(byte[0]) {
+            Some(State::ClientTerminate) => "it ended its test (interrupted)".to_owned(),
+            _ => format!("it sent state {} out of turn", byte[0] as i8),
+        },
+        Err(e) => format!("its control connection failed: {e}"),
     }
 }
 
