@@ -696,3 +696,39 @@ async fn an_iperf3_client_gone_at_create_streams_frees_its_place_at_once() {
     }
     server.stop().await;
 }
+
+/// Issue 30, finding 3: iperf3 clients draw on the same budget as xbench's. A test beyond
+/// its address's share of the descriptors is refused (iperf3's `SERVER_ERROR`, "busy") before
+/// the server opens anything for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iperf3_test_beyond_the_budget_is_refused_before_it_opens_anything() {
+    // 600 descriptors: 344 less 86 kept for new connections, 129 an address.
+    let server = TestServer::with_limits(Limits {
+        open_files: Some(600),
+        max_streams: 256,
+        ..Limits::default()
+    })
+    .await;
+    let mut ctrl = iperf3_cookie_from("127.0.0.2", server.addr, 1)
+        .await
+        .unwrap();
+    let params = br#"{"tcp":true,"omit":0,"time":2,"parallel":100,"bidirectional":true}"#;
+    ctrl.write_all(&(params.len() as u32).to_be_bytes())
+        .await
+        .unwrap();
+    ctrl.write_all(params).await.unwrap();
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), ctrl.read_to_end(&mut reply))
+        .await
+        .expect("the server closes")
+        .unwrap();
+    assert_eq!(
+        reply,
+        xbench::proto::iperf3::server_error(xbench::proto::iperf3::ierr::NEW_TEST, libc::EBUSY)
+    );
+    // Within the share, the same address runs.
+    let mut c = from(&server, "127.0.0.2");
+    tp(&mut c).streams = NonZeroU16::new(100).unwrap();
+    assert!(run(&c).await.is_ok());
+    server.stop().await;
+}
