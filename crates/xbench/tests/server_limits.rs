@@ -732,3 +732,43 @@ async fn an_iperf3_test_beyond_the_budget_is_refused_before_it_opens_anything() 
     assert!(run(&c).await.is_ok());
     server.stop().await;
 }
+
+/// Issue 30, finding 9: a data connection refused by `--allow` (a `-B` list whose second
+/// address is not on it) was explained as "is something between client and server dropping
+/// new connections?". With a key its greeting proves it is the client's, and the test ends
+/// at once naming `--allow` and the address; without one (where anyone who read the cookie
+/// could have sent it) the timeout says so among what it knows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_connection_refused_by_allow_is_named_to_the_client() {
+    for psk in [Some(key("allowed")), None] {
+        let server = TestServer::with_config(ServerConfig {
+            allow: vec!["127.0.0.1/32".parse().unwrap()],
+            psk: psk.clone(),
+            limits: Limits {
+                handshake_timeout: Duration::from_secs(2),
+                ..Limits::default()
+            },
+            ..ServerConfig::default()
+        })
+        .await;
+        let mut c = server.config();
+        c.psk = psk.clone();
+        c.flow_binds = vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()];
+        tp(&mut c).streams = NonZeroU16::new(2).unwrap();
+        let started = Instant::now();
+        let e = run(&c).await.unwrap_err().to_string();
+        assert!(e.contains("--allow"), "{e}");
+        assert!(e.contains("127.0.0.2"), "{e}");
+        if psk.is_some() {
+            assert!(e.contains("not in its --allow list"), "{e}");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{:?}",
+                started.elapsed()
+            );
+        } else {
+            assert!(e.contains("only 1 of 2 data connections arrived"), "{e}");
+        }
+        server.stop().await;
+    }
+}

@@ -86,7 +86,7 @@ pub(super) async fn handle(
         None => return ConnEnd::Other,
     };
     if !allowed {
-        refuse_outsider(stream, peer, pre.channel).await;
+        refuse_outsider(stream, peer, pre.channel, &ctx, limit).await;
         return ConnEnd::Other;
     }
     match pre.channel {
@@ -179,9 +179,23 @@ async fn read_cookie(
     Some(Identified::Iperf3(cookie))
 }
 
-/// Refuses a peer outside `--allow`; a control connection is told why.
-async fn refuse_outsider(mut stream: TcpStream, peer: SocketAddr, channel: Channel) {
+/// Refuses a peer outside `--allow`; a control connection is told why, and a data
+/// connection's test (the client's other addresses may be allowed: a `-B` list), which tells
+/// its client.
+async fn refuse_outsider(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    channel: Channel,
+    ctx: &Ctx,
+    limit: Duration,
+) {
     info!(%peer, "refused a connection from outside the --allow list");
+    if channel == Channel::Data {
+        let mut hello = [0u8; DATA_HELLO_LEN];
+        if let Ok(Ok(_)) = tokio::time::timeout(limit, stream.read_exact(&mut hello)).await {
+            ctx.registry.note_outsider(&DataHello::decode(&hello), peer);
+        }
+    }
     if channel == Channel::Control {
         let _ = stream
             .write_all(&Preamble::new(Channel::Server).encode())

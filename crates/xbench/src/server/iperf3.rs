@@ -27,7 +27,8 @@ use super::admission::try_running_guard;
 use super::budget::Need;
 use super::conn::HandshakeSlot;
 use super::governor::{Governor, PacedSocket};
-use crate::config::SocketOptions;
+use super::peer_text::bounded;
+use crate::config::{SocketOptions, is_congestion_name};
 use crate::engine::group::Group;
 use crate::engine::sockopt;
 use crate::engine::stream::{self, Budget, Payload, RecvMode, SendMode, StreamHandle};
@@ -167,6 +168,7 @@ pub(super) async fn run(
     let params: Params = match wire::read_json(&mut ctrl, limit).await {
         Ok(p) => p,
         Err(e) => {
+            let e = bounded(&e.to_string(), 200);
             info!(%peer, "dropped an iperf3 client: its parameters: {e}");
             refuse(&mut ctrl, (ierr::RECV_PARAMS, libc::EINVAL, String::new())).await;
             return false;
@@ -254,7 +256,7 @@ pub(super) async fn run(
         %peer,
         receive = plan.to_receive,
         send = plan.to_send,
-        client = params.client_version.as_deref().unwrap_or("?"),
+        client = client_version(&params),
         "iperf3 test started"
     );
     let Some(measured) = measure(&mut ctrl, peer, &group, &plan, &ctx).await else {
@@ -457,6 +459,7 @@ pub(super) async fn exchange_results(
     let theirs: Results = match wire::read_json(ctrl, limit).await {
         Ok(r) => r,
         Err(e) => {
+            let e = bounded(&e.to_string(), 200);
             info!(%peer, "dropped an iperf3 client: its results: {e}");
             refuse(ctrl, (ierr::RECV_RESULTS, libc::EINVAL, String::new())).await;
             return false;
@@ -530,7 +533,7 @@ fn server_output(peer: SocketAddr, params: &Params, m: &Measured) -> String {
          Accepted connection from {}, port {}\n\
          [ ID] Interval           Transfer     Bitrate         Retr\n",
         env!("CARGO_PKG_VERSION"),
-        params.client_version.as_deref().unwrap_or("3.x"),
+        client_version(params),
         peer.ip().to_canonical(),
         peer.port()
     );
@@ -555,6 +558,13 @@ fn server_output(peer: SocketAddr, params: &Params, m: &Measured) -> String {
     out
 }
 
+/// The version an iperf3 client says it is, as the server repeats it (logs, server output).
+pub(super) fn client_version(p: &Params) -> String {
+    p.client_version
+        .as_deref()
+        .map_or_else(|| "3.x".to_owned(), |v| bounded(v, 32))
+}
+
 /// Checks an iperf3 client's parameters against what this server does and allows.
 fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
     let l = &ctx.limits;
@@ -570,6 +580,16 @@ fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
         return no(
             libc::EACCES,
             "the client sent iperf3 RSA credentials, which this server does not check".into(),
+        );
+    }
+    if let Some(c) = p.congestion.as_deref().filter(|c| !is_congestion_name(c)) {
+        return no(
+            libc::EINVAL,
+            format!(
+                "the client asks for congestion control \"{}\", which is not a congestion \
+                 control's name (like cubic or bbr)",
+                bounded(c, 32)
+            ),
         );
     }
     let reverse = p.reverse.unwrap_or(false);

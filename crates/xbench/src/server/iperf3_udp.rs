@@ -288,7 +288,7 @@ pub(super) async fn run(
         %peer,
         receive = plan.to_receive,
         send = plan.to_send,
-        client = params.client_version.as_deref().unwrap_or("?"),
+        client = super::iperf3::client_version(params),
         "iperf3 UDP test started"
     );
     let measured = measure(&mut ctrl, peer, &streams, plan, ctx).await;

@@ -16,6 +16,7 @@ mod gate;
 mod governor;
 mod iperf3;
 mod iperf3_udp;
+mod peer_text;
 mod registry;
 mod rr;
 mod session;

@@ -23,6 +23,7 @@ use super::Ctx;
 use super::admission::{RunningGuard, admit, need, try_running_guard};
 use super::conn::HandshakeSlot;
 use super::gate::{Claims, Gate};
+use super::peer_text::bounded;
 use super::registry::{DataConn, Registration};
 use super::test::Test;
 use crate::auth::{DATA_TAG_LEN, DataTag, Nonce, SessionKey};
@@ -144,10 +145,7 @@ impl Greeting {
         let (peer, limit) = (conn.peer, conn.ctx.limits.handshake_timeout);
         let (client, client_nonce) = match conn.rd.next_within(limit).await {
             // The name goes into the log: at most 64 characters of it, escaped.
-            Ok(Some(Message::Hello(h))) => {
-                let name: String = h.software.chars().take(64).collect();
-                (name.escape_debug().to_string(), h.nonce)
-            }
+            Ok(Some(Message::Hello(h))) => (bounded(&h.software, 64), h.nonce),
             other => {
                 info!(%peer, "dropped a control connection without a valid hello: {}", describe(other));
                 return Err(Closed);
@@ -203,6 +201,7 @@ impl Greeted {
         let spec = match conn.rd.next_within(conn.ctx.limits.handshake_timeout).await {
             Ok(Some(Message::Start(spec))) => *spec,
             Err(ProtoError::Malformed(why)) => {
+                let why = bounded(&why, 200);
                 info!(%peer, client = %client, "refused an unreadable test request: {why}");
                 let msg = format!("cannot read the test request: {why}");
                 return Err(conn.refuse(ErrorCode::BadRequest, msg).await);
@@ -357,6 +356,18 @@ impl Collecting {
         while self.conns.len() + self.missing.len() < self.expected {
             let arrived = tokio::select! {
                 r = tokio::time::timeout_at(deadline.into(), self.data.recv()) => r,
+                from = self.registration.outsider_proven() => {
+                    let msg = format!(
+                        "the server refused a data connection of this test from {}: that \
+                         address is not in its --allow list (the control connection's {} is); \
+                         open the data connections from allowed addresses (-B), or ask the \
+                         operator to allow it",
+                        from.ip().to_canonical(),
+                        self.conn.peer.ip().to_canonical()
+                    );
+                    info!(peer = %self.conn.peer, "aborted a test: {msg}");
+                    return Err(self.conn.refuse(ErrorCode::Forbidden, msg).await);
+                }
                 msg = self.conn.rd.next() => {
                     if let Ok(Some(Message::Missing(m))) = msg {
                         self.without(m).await?;
@@ -529,11 +540,24 @@ impl Collecting {
         Ok(())
     }
 
-    /// Ends a test whose data connections did not all arrive in time.
+    /// Ends a test whose data connections did not all arrive in time, saying what the server
+    /// knows of the rest.
     async fn timed_out(self, limit: Duration) -> Closed {
+        let why = match self.registration.outsiders_seen() {
+            (0, _) | (_, None) => "the others did not reach this server, or not as this test's: \
+                 something between client and server (a firewall, a NAT, a connection limit) \
+                 dropping or refusing new connections, or the server's queue of new connections \
+                 overflowing"
+                .to_owned(),
+            (n, Some(from)) => format!(
+                "the server refused {n} connection(s) naming this test from outside its --allow \
+                 list (the first from {}); open them from allowed addresses (-B), or ask the \
+                 operator to allow it",
+                from.ip().to_canonical()
+            ),
+        };
         let msg = format!(
-            "only {} of {} data connections arrived within {limit:?}; is something between \
-             client and server dropping new connections?",
+            "only {} of {} data connections arrived within {limit:?}; {why}",
             self.conns.len(),
             self.expected
         );
@@ -547,6 +571,7 @@ pub(super) fn describe(m: Result<Option<Message>, proto::ProtoError>) -> String 
     match m {
         Ok(None) => "it closed the connection".into(),
         Ok(Some(m)) => format!("`{}` message out of order", m.kind()),
-        Err(e) => e.to_string(),
+        // A parse error may quote what the peer sent.
+        Err(e) => bounded(&e.to_string(), 200),
     }
 }
