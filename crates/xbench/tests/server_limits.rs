@@ -496,6 +496,66 @@ async fn shutdown_lets_tests_finish_then_cuts_the_rest_short_with_a_reason() {
         o => panic!("expected a failed test, got {o:?}"),
     }
     assert!(r.summary.directions[0].sender.bytes > 0, "what ran is kept");
+    // Issue 30, finding 9: the server measured the test it cut short and sends its results
+    // after saying why: the receiver's figures are there.
+    let received = r.summary.directions[0].receiver.as_ref().map(|t| t.bytes);
+    assert!(
+        received.is_some_and(|b| b > 0),
+        "{received:?}: {:?}",
+        r.warnings
+    );
+}
+
+/// Issue 30, finding 9: a request/response test cut short by shutdown reports the server's
+/// counts too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_response_test_cut_short_by_shutdown_has_the_servers_counts() {
+    let server = TestServer::start().await; // shutdown grace 1 s
+    let mut c = server.config();
+    c.spec = TestSpec::request_response();
+    c.spec.end = EndCondition::Duration(Duration::from_secs(30));
+    let run = tokio::spawn(async move { run(&c).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.stop().await;
+    let r = run.await.unwrap().unwrap();
+    match &r.outcome {
+        Outcome::Failed { error } => assert!(error.contains("shutting down"), "{error}"),
+        o => panic!("expected a failed test, got {o:?}"),
+    }
+    let rr = r.rr.as_ref().unwrap();
+    assert!(rr.summary.total_transactions > 0);
+    assert!(
+        rr.summary.server_transactions.is_some_and(|n| n > 0),
+        "{:?}: {:?}",
+        rr.summary.server_transactions,
+        r.warnings
+    );
+}
+
+/// Issue 30, finding 9: a test the server ends for its idle timeout (a client that stopped
+/// sending, here by a rate too low to move a byte in time) gets the results the server has,
+/// after the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_ended_idle_gets_the_servers_results_after_the_reason() {
+    let server = TestServer::with_limits(Limits {
+        idle_timeout: Duration::from_secs(1),
+        ..Limits::default()
+    })
+    .await;
+    let mut c = server.config();
+    c.spec.end = EndCondition::Duration(Duration::from_secs(30));
+    // One 128 KiB block at 8 kbit/s, then nothing for two minutes.
+    tp(&mut c).bitrate = Some(8_000);
+    let r = run(&c).await.unwrap();
+    match &r.outcome {
+        Outcome::Failed { error } => {
+            assert!(error.contains("--idle-timeout"), "{error}")
+        }
+        o => panic!("expected a failed test, got {o:?}"),
+    }
+    let received = r.summary.directions[0].receiver.as_ref().map(|t| t.bytes);
+    assert!(received.is_some(), "{:?}", r.warnings);
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -256,6 +256,12 @@ pub struct ErrorMsg {
     /// (`--allow-partial-flows`). Absent from older servers and other refusals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_flows: Option<u32>,
+    /// A test the server ended (it is shutting down, or nothing moved for its idle timeout)
+    /// after measuring it: its last intervals and its results follow, as after `Finish`, so
+    /// the client reports what was measured beside why the test failed. Absent (false) from
+    /// older servers and every other error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub results_follow: bool,
 }
 
 impl ErrorMsg {
@@ -265,6 +271,7 @@ impl ErrorMsg {
             code,
             message: message.into(),
             max_flows: None,
+            results_follow: false,
         })
     }
 }

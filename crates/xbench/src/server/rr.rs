@@ -265,7 +265,7 @@ impl Answering {
                 _ = idle_tick.tick(), if check_idle => {
                     let progress = self.workers.control.activity.load(std::sync::atomic::Ordering::Relaxed);
                     if idle.stalled(progress, idle_limit) {
-                        return TestEnd::ClientGone(format!("no request arrived for {idle_limit:?}"));
+                        return TestEnd::Idle(format!("no request arrived for {idle_limit:?}"));
                     }
                 }
                 _ = tokio::time::sleep_until(hard_stop.into()) => return TestEnd::Overran,
@@ -387,7 +387,16 @@ impl Stopped {
     async fn report(mut self, end: &TestEnd, spec: &TestSpec) -> SessionEnd {
         let transactions: u64 = self.acc.flows.iter().map(|f| f.transactions).sum();
         let mut checked = true;
-        if matches!(end, TestEnd::Finished { .. }) {
+        let results = match end {
+            TestEnd::Finished { .. } => true,
+            // Shutting down or idle: why, then the results.
+            _ if end.sends_results_after_error() => self.t.tell_end_before_results(end).await,
+            _ => {
+                self.t.tell_end(end).await;
+                false
+            }
+        };
+        if results {
             if self.reports_intervals {
                 let _ = self.t.send(&Message::RrInterval(self.last_iv)).await;
             }
@@ -417,8 +426,6 @@ impl Stopped {
                     checked = false;
                 }
             }
-        } else {
-            self.t.tell_end(end).await;
         }
         let elapsed = self.start.elapsed();
         log_test(&self.t, spec, end, 0, Some(transactions), elapsed, 0);

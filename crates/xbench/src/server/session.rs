@@ -100,6 +100,7 @@ impl Conn {
             code,
             message: msg.into(),
             max_flows,
+            results_follow: false,
         });
         let _ = proto::write_message(&mut self.wr, &msg).await;
         Closed

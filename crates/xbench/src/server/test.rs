@@ -26,10 +26,24 @@ use crate::proto::{self, ErrorCode, ErrorMsg, Message, MessageReader, Tally};
 /// Why a test ended, for the log line.
 #[derive(Debug)]
 pub(super) enum TestEnd {
-    Finished { interrupted: bool },
+    Finished {
+        interrupted: bool,
+    },
     ClientGone(String),
+    /// Nothing moved for the idle timeout (why, in words): the client stalled, or left
+    /// without closing.
+    Idle(String),
     Overran,
     ShuttingDown,
+}
+
+impl TestEnd {
+    /// A test the server itself ended having measured it (shutting down, or idle): it says
+    /// why, then sends its results as after the client's `Finish`, so a client still there
+    /// reports what was measured rather than nothing.
+    pub(super) fn sends_results_after_error(&self) -> bool {
+        matches!(self, TestEnd::Idle(_) | TestEnd::ShuttingDown)
+    }
 }
 
 /// An admitted test with its data connections, handed to the workload's own controller.
@@ -66,7 +80,12 @@ impl Test {
     /// misbehaves; the test's figures then go unchecked against the client's, and a warning
     /// says so. Without it the log line of such a test read like that of a checked one.
     pub(super) async fn tally(&mut self) -> Option<Tally> {
-        let why = match self.rd.next_within(Duration::from_secs(5)).await {
+        let mut next = self.rd.next_within(Duration::from_secs(5)).await;
+        if matches!(next, Ok(Some(Message::Finish(_)))) {
+            // The client's goodbye to a test the server ended (and sent results for) first.
+            next = self.rd.next_within(Duration::from_secs(5)).await;
+        }
+        let why = match next {
             Ok(Some(Message::Tally(t))) => return Some(t),
             Ok(Some(other)) => format!("it sent `{}` instead", other.kind()),
             Ok(None) => "it closed the control connection first".to_owned(),
@@ -114,8 +133,19 @@ impl Test {
     }
 
     /// Tells the client its test is over early, and why (nothing to say if it left).
-    pub(super) async fn tell_end(&mut self, end: &TestEnd) {
-        let (code, msg) = match end {
+    /// Whether it was sent.
+    pub(super) async fn tell_end(&mut self, end: &TestEnd) -> bool {
+        self.tell(end, false).await
+    }
+
+    /// [`Self::tell_end`] of a test whose results follow
+    /// ([`TestEnd::sends_results_after_error`]).
+    pub(super) async fn tell_end_before_results(&mut self, end: &TestEnd) -> bool {
+        self.tell(end, true).await
+    }
+
+    async fn tell(&mut self, end: &TestEnd, results_follow: bool) -> bool {
+        let (code, message) = match end {
             TestEnd::Overran => (
                 ErrorCode::Timeout,
                 format!(
@@ -127,9 +157,19 @@ impl Test {
                 ErrorCode::ShuttingDown,
                 "the server is shutting down".to_owned(),
             ),
-            _ => return,
+            TestEnd::Idle(why) => (
+                ErrorCode::Timeout,
+                format!("{why} (the server's --idle-timeout); the server ended the test"),
+            ),
+            _ => return false,
         };
-        let _ = self.send(&ErrorMsg::message(code, msg)).await;
+        let msg = Message::Error(ErrorMsg {
+            code,
+            message,
+            max_flows: None,
+            results_follow,
+        });
+        self.send(&msg).await.is_ok()
     }
 
     /// Refuses the test after admission (a socket the kernel would not configure, no threads).
@@ -208,6 +248,7 @@ pub(super) fn log_test(
         TestEnd::Finished { interrupted: false } => "completed".to_owned(),
         TestEnd::Finished { interrupted: true } => "interrupted by the client".to_owned(),
         TestEnd::ClientGone(why) => format!("client vanished: {why}"),
+        TestEnd::Idle(why) => format!("ended idle: {why}"),
         TestEnd::Overran => "overran its duration".to_owned(),
         TestEnd::ShuttingDown => "cut short by shutdown".to_owned(),
     };
