@@ -397,6 +397,7 @@ mod tests {
             code: ErrorCode::LimitExceeded,
             message: "x".into(),
             max_flows: Some(10),
+            results_follow: false,
         };
         let text = serde_json::to_string(&Message::Error(m.clone())).unwrap();
         assert_eq!(
@@ -415,6 +416,30 @@ mod tests {
             })
         ));
         assert!(!serde_json::to_string(&old).unwrap().contains("max_flows"));
+    }
+
+    #[test]
+    fn results_follow_an_error_only_when_it_says_so() {
+        let ended = Message::Error(ErrorMsg {
+            code: ErrorCode::ShuttingDown,
+            message: "the server is shutting down".into(),
+            max_flows: None,
+            results_follow: true,
+        });
+        let text = serde_json::to_string(&ended).unwrap();
+        assert!(text.contains(r#""results_follow":true"#), "{text}");
+        assert_eq!(serde_json::from_str::<Message>(&text).unwrap(), ended);
+        // An older server's (and every other) error: none follow, and the field is not
+        // written, so older clients read the same bytes as before.
+        let old: Message =
+            serde_json::from_str(r#"{"type":"error","code":"shutting_down","message":"x"}"#)
+                .unwrap();
+        assert!(matches!(&old, Message::Error(e) if !e.results_follow));
+        assert!(
+            !serde_json::to_string(&old)
+                .unwrap()
+                .contains("results_follow")
+        );
     }
 
     #[test]

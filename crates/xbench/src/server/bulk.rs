@@ -218,7 +218,7 @@ impl Measuring {
         let cut_short = match end {
             TestEnd::Finished { interrupted } => *interrupted,
             _ if end.sends_results_after_error() => {
-                if !self.t.tell_end_before_results(end).await {
+                if !self.t.end_before_results(end).await {
                     return false;
                 }
                 true
@@ -243,9 +243,11 @@ impl Measuring {
         self.group.stop_senders();
         // Let what the client sent drain into our receivers (after a cut, counted apart).
         // An interrupted client waits only briefly; answer before it gives up.
-        let drain = match cut_short {
-            true => Duration::from_secs(1),
-            false => self.t.ctx.limits.drain_timeout,
+        let drain = match end {
+            // Nothing moved for the idle timeout: nothing is on its way either.
+            TestEnd::Idle(_) => Duration::ZERO,
+            _ if cut_short => Duration::from_secs(1),
+            _ => self.t.ctx.limits.drain_timeout,
         };
         let drain_until = Instant::now() + drain;
         while ok {

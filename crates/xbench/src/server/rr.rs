@@ -39,7 +39,9 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
         return SessionEnd::Other;
     };
     let end = test.run(rr_spec).await;
-    test.stop().await.report(&end, spec).await
+    // A test the server ends having measured it: the client stops its flows first.
+    let told = end.sends_results_after_error() && test.t.end_before_results(&end).await;
+    test.stop().await.report(&end, told, spec).await
 }
 
 /// Worker threads with the test's persistent connections, and where they report.
@@ -382,15 +384,16 @@ struct Stopped {
 }
 
 impl Stopped {
-    /// Sends the last interval and the results when the client finished the test (the test's
-    /// place given back first), or tells it why not; then the log line.
-    async fn report(mut self, end: &TestEnd, spec: &TestSpec) -> SessionEnd {
+    /// Sends the last interval and the results when the client finished the test, or the
+    /// server ended it and `told` the client so (the test's place given back first), or tells
+    /// it why not; then the log line.
+    async fn report(mut self, end: &TestEnd, told: bool, spec: &TestSpec) -> SessionEnd {
         let transactions: u64 = self.acc.flows.iter().map(|f| f.transactions).sum();
         let mut checked = true;
         let results = match end {
             TestEnd::Finished { .. } => true,
-            // Shutting down or idle: why, then the results.
-            _ if end.sends_results_after_error() => self.t.tell_end_before_results(end).await,
+            // Shutting down or idle: the client was told why before the workers stopped.
+            _ if end.sends_results_after_error() => told,
             _ => {
                 self.t.tell_end(end).await;
                 false

@@ -138,10 +138,20 @@ impl Test {
         self.tell(end, false).await
     }
 
-    /// [`Self::tell_end`] of a test whose results follow
-    /// ([`TestEnd::sends_results_after_error`]).
-    pub(super) async fn tell_end_before_results(&mut self, end: &TestEnd) -> bool {
-        self.tell(end, true).await
+    /// Ends a test the server ended having measured it
+    /// ([`TestEnd::sends_results_after_error`]): says why, results to follow, and waits (2 s
+    /// at most) for the client's `Finish`, so that its streams stop before ours close under
+    /// them (its senders would meet a broken pipe, its request/response flows a connection
+    /// closed mid-transaction). Whether the client could be told.
+    pub(super) async fn end_before_results(&mut self, end: &TestEnd) -> bool {
+        if !self.tell(end, true).await {
+            return false;
+        }
+        // An idle client moves nothing, and may not answer at all.
+        if !matches!(end, TestEnd::Idle(_)) {
+            let _ = self.rd.next_within(Duration::from_secs(2)).await;
+        }
+        true
     }
 
     async fn tell(&mut self, end: &TestEnd, results_follow: bool) -> bool {
