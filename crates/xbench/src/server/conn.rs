@@ -37,13 +37,17 @@ pub(super) enum ConnEnd {
 /// Holds one of [`Limits::max_handshakes`](super::Limits::max_handshakes), and one of the
 /// descriptors of the server's budget, until the connection has said what it is.
 #[derive(Debug)]
-pub(crate) struct HandshakeSlot(#[allow(dead_code)] Handshake);
+pub(crate) struct HandshakeSlot {
+    /// Given back to the budget when the slot is dropped.
+    _held: Handshake,
+}
 
 impl HandshakeSlot {
     /// A slot for a connection from `peer`, if the limit, the address's share of it and the
     /// descriptors allow; why not, otherwise.
     pub(super) fn take(ctx: &Arc<Ctx>, peer: IpAddr) -> Result<Self, Busy> {
-        ctx.budget.handshake(peer).map(HandshakeSlot)
+        let held = ctx.budget.handshake(peer)?;
+        Ok(HandshakeSlot { _held: held })
     }
 }
 
