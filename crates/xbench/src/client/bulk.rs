@@ -304,8 +304,12 @@ impl<'c> Ended<'c> {
         if control_open && send(&mut r.test.session.wr, &finish, &addr).await.is_err() {
             control_open = false;
         }
+        let ended_at = Instant::now();
         let limits = DrainLimits::new(config.drain_timeout, interrupted);
         let mut server_results: Option<SideResults> = None;
+        // Why the server's results did not come, for a test that otherwise completed.
+        let mut missing_why =
+            (!control_open).then(|| format!("the control connection to {addr} had failed"));
         let mut receivers_done = false;
         let mut drain_over = false;
         while control_open && (server_results.is_none() || !receivers_done) {
@@ -319,8 +323,13 @@ impl<'c> Ended<'c> {
                         }
                         break;
                     }
-                    _ => {
-                        r.test.warnings.push(format!("{addr} closed the control connection before sending its results"));
+                    other => {
+                        let why = match other {
+                            Err(e) => format!("the control connection to {addr} failed before the server's results came: {e}"),
+                            _ => format!("{addr} closed the control connection before sending its results"),
+                        };
+                        r.test.warnings.push(why.clone());
+                        missing_why = Some(why);
                         break;
                     }
                 },
@@ -340,7 +349,18 @@ impl<'c> Ended<'c> {
                         ));
                     }
                 }
-                _ = tokio::time::sleep_until(limits.results_deadline.into()) => break,
+                _ = tokio::time::sleep_until(limits.results_deadline.into()) => {
+                    if server_results.is_none() {
+                        let waited = limits.results_deadline.saturating_duration_since(ended_at);
+                        missing_why = Some(format!(
+                            "{addr} sent no results within {:.1} s of the end of the test: the server stopped \
+                             answering (stopped or frozen, overloaded, or the path stopped carrying the control \
+                             connection)",
+                            waited.as_secs_f64()
+                        ));
+                    }
+                    break;
+                }
                 () = &mut cancel, if !interrupted => {
                     // A second Ctrl-C: stop waiting.
                     outcome = Outcome::Interrupted;
@@ -358,6 +378,7 @@ impl<'c> Ended<'c> {
             outcome,
             window,
             server_results,
+            missing_why,
             drain_limit: limits.drain,
         }
     }
@@ -418,6 +439,8 @@ struct Drained<'c> {
     outcome: Outcome,
     window: Window,
     server_results: Option<SideResults>,
+    /// Why the server's results did not come (when they did not).
+    missing_why: Option<String>,
     /// How long the receivers were given, for the undelivered-data warning.
     drain_limit: Duration,
 }
@@ -431,6 +454,7 @@ impl Drained<'_> {
             outcome,
             window,
             server_results,
+            missing_why,
             drain_limit,
         } = self;
         let Running {
@@ -461,19 +485,18 @@ impl Drained<'_> {
         }
         let mut intervals = merger.finish(on_event);
         let server = server_results.as_ref();
-        summary::align_warm_up(&mut intervals, &client_results, server);
+        summary::align_window(&mut intervals, &client_results, server);
         let summary = summary::summarize(&dirs, &client_results, server, window);
         let cpu = summary::cpu_report(&client_results, server);
         warn_of_ends(&mut warnings, &dirs, &client_results, server);
-        let outcome = match server.map(|s| {
-            let slack = u64::from(config.spec.as_throughput().map_or(0, |t| t.block_len.get()));
-            check::overcounted(&client_results, s, slack)
-        }) {
-            Some(over) if !over.is_empty() => Outcome::Failed {
-                error: over[0].to_string(),
-            },
-            _ => outcome,
-        };
+        let outcome = judge(
+            outcome,
+            &dirs,
+            &client_results,
+            server,
+            &summary,
+            &missing_why,
+        );
         if outcome != Outcome::Interrupted {
             warn_of_undelivered(&mut warnings, &dirs, &client_results, server, drain_limit);
         }
@@ -489,6 +512,46 @@ impl Drained<'_> {
         };
         session.report(config, started_at, body)
     }
+}
+
+/// The outcome the figures allow. A test whose figures cannot be true failed, however it
+/// ended ([`check`]: a receiver ahead of its sender over the test or inside the window). A test
+/// that ran to its end without the server's results failed too: half its figures are missing
+/// (which, and why, in the error), and a run that looks complete would be averaged with the
+/// others by a sweep or a report.
+fn judge(
+    outcome: Outcome,
+    dirs: &Directions,
+    client: &SideResults,
+    server: Option<&SideResults>,
+    summary: &crate::report::Summary,
+    missing_why: &Option<String>,
+) -> Outcome {
+    let Some(server) = server else {
+        return match outcome {
+            Outcome::Completed => Outcome::Failed {
+                error: format!(
+                    "{}, because {}",
+                    missing_server_figures(dirs),
+                    missing_why
+                        .as_deref()
+                        .unwrap_or("the server did not send them")
+                ),
+            },
+            other => other,
+        };
+    };
+    if let Some(o) = check::overcounted(client, server).first() {
+        return Outcome::Failed {
+            error: o.to_string(),
+        };
+    }
+    if let Some(i) = check::received_over_sent(summary).first() {
+        return Outcome::Failed {
+            error: i.to_string(),
+        };
+    }
+    outcome
 }
 
 /// Streams that ended with an error, and a server whose results never came: which figures
