@@ -352,12 +352,7 @@ impl<'c> Ended<'c> {
                 _ = tokio::time::sleep_until(limits.results_deadline.into()) => {
                     if server_results.is_none() {
                         let waited = limits.results_deadline.saturating_duration_since(ended_at);
-                        missing_why = Some(format!(
-                            "{addr} sent no results within {:.1} s of the end of the test: the server stopped \
-                             answering (stopped or frozen, overloaded, or the path stopped carrying the control \
-                             connection)",
-                            waited.as_secs_f64()
-                        ));
+                        missing_why = Some(super::results_timed_out(&addr, waited));
                     }
                     break;
                 }
@@ -528,18 +523,11 @@ fn judge(
     missing_why: &Option<String>,
 ) -> Outcome {
     let Some(server) = server else {
-        return match outcome {
-            Outcome::Completed => Outcome::Failed {
-                error: format!(
-                    "{}, because {}",
-                    missing_server_figures(dirs),
-                    missing_why
-                        .as_deref()
-                        .unwrap_or("the server did not send them")
-                ),
-            },
-            other => other,
-        };
+        return super::without_server_results(
+            outcome,
+            &missing_server_figures(dirs),
+            missing_why.as_deref(),
+        );
     };
     if let Some(o) = check::overcounted(client, server).first() {
         return Outcome::Failed {
@@ -572,7 +560,10 @@ fn warn_of_ends(
         }
     }
     if server.is_none() {
-        warnings.push(missing_server_figures(dirs));
+        warnings.push(format!(
+            "the server's results never arrived: {} are missing",
+            missing_server_figures(dirs)
+        ));
     }
 }
 
@@ -591,10 +582,7 @@ fn missing_server_figures(dirs: &Directions) -> String {
              as 0, and its retransmits and RTT)",
         );
     }
-    format!(
-        "the server's results never arrived: {} are missing",
-        missing.join(" and ")
-    )
+    missing.join(" and ")
 }
 
 /// Data sent that had not arrived `drain_limit` after the end.

@@ -250,6 +250,12 @@ pub(crate) async fn run(
     let server = server.map(|r| server_side(&r, &client, &layout, window));
     if server.is_none() && outcome != Outcome::Interrupted {
         warnings.push("the iperf3 server's results never arrived: the receiver figures of the client→server streams are missing".into());
+        let why = format!("the control connection to {addr} failed at the end of the test");
+        outcome = super::without_server_results(
+            outcome,
+            "the receiver figures of the client→server streams",
+            Some(&why),
+        );
     }
     let summary = summary::summarize(&dirs, &client, server.as_ref(), window);
     let cpu = summary::cpu_report(&client, server.as_ref());
