@@ -351,6 +351,18 @@ fn a_server_that_dies_names_the_missing_figures_by_direction() {
         for p in present {
             assert!(!warning.contains(p), "{name}: not `{p}` in {warning}");
         }
+        // Issue 30: what never arrived is null, not 0: the server's sender figures of its
+        // streams, its receiver figures of ours.
+        for d in doc["summary"]["directions"].as_array().unwrap() {
+            let theirs = match d["direction"].as_str().unwrap() {
+                "server_to_client" => "sender",
+                _ => "receiver",
+            };
+            assert!(d[theirs].is_null(), "{name}: {theirs} of {d:#}");
+            for s in d["per_stream"].as_array().unwrap() {
+                assert!(s[theirs].is_null(), "{name}: {theirs} of {s:#}");
+            }
+        }
     }
 }
 

@@ -14,6 +14,8 @@
 //! ([`crate::engine`]'s stream threads), so a write under way, part of it already read at the
 //! other end, cannot put the receiver ahead.
 
+pub mod peer;
+
 use crate::proto::{IdCount, Tally};
 use crate::report::{Role, SideResults, Summary};
 
@@ -106,23 +108,23 @@ pub fn received_over_sent(summary: &Summary) -> Vec<Impossible> {
     let mut out = Vec::new();
     for d in &summary.directions {
         for s in &d.per_stream {
-            if let Some(rx) = s.receiver
-                && rx.bytes > s.sender.bytes
+            if let (Some(rx), Some(tx)) = (s.receiver, s.sender)
+                && rx.bytes > tx.bytes
             {
                 out.push(Impossible {
                     stream: Some(s.stream),
                     received: rx.bytes,
-                    sent: s.sender.bytes,
+                    sent: tx.bytes,
                 });
             }
         }
-        if let Some(rx) = d.receiver
-            && rx.bytes > d.sender.bytes
+        if let (Some(rx), Some(tx)) = (d.receiver, d.sender)
+            && rx.bytes > tx.bytes
         {
             out.push(Impossible {
                 stream: None,
                 received: rx.bytes,
-                sent: d.sender.bytes,
+                sent: tx.bytes,
             });
         }
     }

@@ -343,8 +343,9 @@ pub struct Interval {
 pub struct StreamSummary {
     /// Stream id.
     pub stream: u16,
-    /// What the sender wrote.
-    pub sender: Transfer,
+    /// What the sender sent inside the measured window (what TCP transmitted, not what it
+    /// queued); `None` when its end's results never came.
+    pub sender: Option<Transfer>,
     /// What the receiver read inside the measured window.
     pub receiver: Option<Transfer>,
     /// Sender TCP totals.
@@ -384,8 +385,9 @@ pub struct DirectionSummary {
     pub direction: StreamDirection,
     /// Number of streams.
     pub streams: u16,
-    /// What the senders wrote inside the measured window.
-    pub sender: Transfer,
+    /// What the senders sent inside the measured window (what TCP transmitted, not what it
+    /// queued); `None` when a sending end's results never came.
+    pub sender: Option<Transfer>,
     /// What the receivers read inside the measured window: the headline figure, because only
     /// delivered bytes count. Its `seconds` is the window, the same for every stream.
     pub receiver: Option<Transfer>,

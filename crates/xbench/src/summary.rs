@@ -194,7 +194,8 @@ pub fn summarize<'a>(
         Window::Fixed(s) => s,
         Window::UntilLastByte => directions
             .iter()
-            .map(|d| d.sender.seconds)
+            .filter_map(|d| d.sender.or(d.receiver))
+            .map(|t| t.seconds)
             .fold(0.0, f64::max),
     };
     Summary {
@@ -244,9 +245,7 @@ fn stream_summary(
     };
     StreamSummary {
         stream: id,
-        sender: s.as_ref().map_or_else(Transfer::default, |s| {
-            Transfer::new(s.transfer.bytes, seconds)
-        }),
+        sender: s.map(|s| Transfer::new(s.transfer.bytes, seconds)),
         receiver,
         tcp: s.and_then(|s| s.tcp.clone()),
         after_end,
@@ -370,7 +369,10 @@ fn direction_summary(
 ) -> DirectionSummary {
     let total =
         |ts: &mut dyn Iterator<Item = Transfer>| Transfer::new(ts.map(|t| t.bytes).sum(), seconds);
-    let sender = total(&mut per_stream.iter().map(|s| s.sender));
+    let sender = per_stream
+        .iter()
+        .all(|s| s.sender.is_some())
+        .then(|| total(&mut per_stream.iter().filter_map(|s| s.sender)));
     let receiver = per_stream
         .iter()
         .all(|s| s.receiver.is_some())
@@ -588,7 +590,7 @@ mod tests {
             StreamDirection::ClientToServer,
             vec![StreamSummary {
                 stream: 0,
-                sender: Transfer::new(1, 1.0),
+                sender: Some(Transfer::new(1, 1.0)),
                 receiver: Some(Transfer::new(1, 1.0)),
                 tcp: Some(tcp),
                 after_end: AfterEnd::default(),
@@ -608,7 +610,7 @@ mod tests {
                 StreamDirection::ClientToServer,
                 vec![StreamSummary {
                     stream: 0,
-                    sender: Transfer::new(1, 1.0),
+                    sender: Some(Transfer::new(1, 1.0)),
                     receiver: Some(Transfer::new((rate / 8.0) as u64, 1.0)),
                     tcp: Some(tcp),
                     after_end: AfterEnd::default(),
@@ -676,7 +678,7 @@ mod tests {
         assert_eq!(rx.seconds, 4.0, "the tail does not stretch the window");
         assert_eq!(rx.bytes, 3_800_000, "what arrived inside the window");
         assert_eq!(rx.bits_per_second, 3_800_000.0 * 8.0 / 4.0);
-        assert_eq!(d.sender.seconds, 4.0, "senders share the window");
+        assert_eq!(d.sender.unwrap().seconds, 4.0, "senders share the window");
         assert_eq!(d.after_end.bytes, 200_000);
         assert_eq!(d.after_end.seconds, 2.5);
         assert_eq!(d.after_end.retransmits, 14);
@@ -724,7 +726,7 @@ mod tests {
         assert_eq!(d.receiver.unwrap(), Transfer::new(2_000_000, 1.0));
         assert_eq!(
             d.sender,
-            Transfer::new(2_000_000, 1.0),
+            Some(Transfer::new(2_000_000, 1.0)),
             "one window for both"
         );
         // A single stream has no spread to show.

@@ -578,8 +578,8 @@ fn missing_server_figures(dirs: &Directions) -> String {
     }
     if has(StreamDirection::ServerToClient) {
         missing.push(
-            "the sender figures of the server→client streams (bytes the server sent, shown \
-             as 0, and its retransmits and RTT)",
+            "the sender figures of the server→client streams (bytes the server sent, null, \
+             and its retransmits and RTT)",
         );
     }
     missing.join(" and ")
