@@ -240,6 +240,7 @@ fn stream_summary(
     let after_end = AfterEnd {
         bytes: r.as_ref().map_or(0, |r| r.after_end.bytes) + clip.map_or(0, |(_, late)| late),
         sent_bytes: s.as_ref().map_or(0, |s| s.after_end.sent_bytes),
+        unsent_bytes: s.as_ref().map_or(0, |s| s.after_end.unsent_bytes),
         seconds: r.as_ref().map_or(0.0, |r| r.after_end.seconds),
         retransmits: s.as_ref().map_or(0, |s| s.after_end.retransmits),
     };
@@ -461,13 +462,29 @@ fn fairness(per_stream: &[StreamSummary]) -> Option<Fairness> {
     })
 }
 
+/// What a direction's receivers never got, by the end of the drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Undelivered {
+    /// Which way.
+    pub direction: StreamDirection,
+    /// Every byte its senders handed to the kernel over the whole test (drain included).
+    pub sent: u64,
+    /// How many of them never reached the receivers.
+    pub missing: u64,
+    /// How many of those TCP never transmitted (still in the senders' buffers): not the
+    /// path's doing.
+    pub unsent: u64,
+    /// Segments the senders retransmitted after the end mark.
+    pub retransmits: u64,
+}
+
 /// Per direction with both ends' figures: every byte its senders wrote over the whole test
-/// (drain included), and how many of them never reached the receivers.
+/// (drain included), and how many of them never reached the receivers, and why it can tell.
 pub fn undelivered(
     dirs: &Directions,
     client: &SideResults,
     server: Option<&SideResults>,
-) -> Vec<(StreamDirection, u64, u64)> {
+) -> Vec<Undelivered> {
     let Some(server) = server else {
         return Vec::new();
     };
@@ -478,19 +495,27 @@ pub fn undelivered(
                 StreamDirection::ClientToServer => (client, server),
                 StreamDirection::ServerToClient => (server, client),
             };
-            let total = |side: &SideResults, role: Role| -> u64 {
-                side.streams
-                    .iter()
-                    .filter(|s| s.role == role && dirs.get(&s.stream) == Some(&direction))
-                    .map(|s| s.total_bytes)
-                    .sum()
-            };
-            let sent = total(senders, Role::Sender);
-            (
+            let of_dir = |s: &&SideStreamResult| dirs.get(&s.stream) == Some(&direction);
+            let sending: Vec<&SideStreamResult> = (senders.streams.iter())
+                .filter(|s| s.role == Role::Sender)
+                .filter(of_dir)
+                .collect();
+            let read: u64 = (receivers.streams.iter())
+                .filter(|s| s.role == Role::Receiver)
+                .filter(of_dir)
+                .map(|s| s.total_bytes)
+                .sum();
+            let sent: u64 = sending.iter().map(|s| s.total_bytes).sum();
+            let missing = sent.saturating_sub(read);
+            Undelivered {
                 direction,
                 sent,
-                sent.saturating_sub(total(receivers, Role::Receiver)),
-            )
+                missing,
+                unsent: (sending.iter().map(|s| s.after_end.unsent_bytes))
+                    .sum::<u64>()
+                    .min(missing),
+                retransmits: sending.iter().map(|s| s.after_end.retransmits).sum(),
+            }
         })
         .collect()
 }
@@ -695,7 +720,13 @@ mod tests {
         let undelivered = undelivered(&dirs, &client, Some(&server));
         assert_eq!(
             undelivered,
-            vec![(StreamDirection::ClientToServer, 4_000_000, 0)]
+            vec![Undelivered {
+                direction: StreamDirection::ClientToServer,
+                sent: 4_000_000,
+                missing: 0,
+                unsent: 0,
+                retransmits: 14
+            }]
         );
     }
 

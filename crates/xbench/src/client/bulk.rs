@@ -585,7 +585,10 @@ fn missing_server_figures(dirs: &Directions) -> String {
     missing.join(" and ")
 }
 
-/// Data sent that had not arrived `drain_limit` after the end.
+/// Data sent that had not arrived `drain_limit` after the end, and what the figures say of
+/// where it is: data TCP never transmitted is the sender's own queue, not the path's; a path
+/// that drops every full-size packet (an MTU black hole) shows as retransmissions that never
+/// get through, so it is named only when the senders retransmitted after the end.
 fn warn_of_undelivered(
     warnings: &mut Vec<String>,
     dirs: &Directions,
@@ -593,17 +596,44 @@ fn warn_of_undelivered(
     server: Option<&SideResults>,
     drain_limit: Duration,
 ) {
-    for (direction, sent, missing) in summary::undelivered(dirs, client, server) {
-        if missing > (sent / 100).max(64 * 1024) {
-            warnings.push(format!(
-                "{}: {} of the {} sent had not arrived {drain_limit:?} after the end — \
-                 the path is holding or dropping data (a deep queue in a shaper, or an MTU \
-                 black hole that drops every full-size packet: -M 1200 tells)",
-                direction.label(),
-                crate::units::ByteSize(missing),
-                crate::units::ByteSize(sent)
+    use crate::units::ByteSize;
+    for u in summary::undelivered(dirs, client, server) {
+        if u.missing <= (u.sent / 100).max(64 * 1024) {
+            continue;
+        }
+        let on_path = u.missing - u.unsent;
+        let mut why = Vec::new();
+        if u.unsent > 0 {
+            why.push(format!(
+                "{} of it was never sent: it was still in the senders' socket buffers (paced \
+                 by -b, or held back by the receiver's window)",
+                ByteSize(u.unsent)
             ));
         }
+        if on_path > (u.sent / 100).max(64 * 1024) {
+            why.push(if u.retransmits > 0 {
+                format!(
+                    "{} was sent and never arrived although the senders retransmitted {} \
+                     segments after the end: the path is dropping it (an MTU black hole drops \
+                     every full-size packet: -M 1200 tells) or holding it in a deep queue",
+                    ByteSize(on_path),
+                    u.retransmits
+                )
+            } else {
+                format!(
+                    "{} was sent and had not arrived: the path is holding it (a deep queue in \
+                     a shaper)",
+                    ByteSize(on_path)
+                )
+            });
+        }
+        warnings.push(format!(
+            "{}: {} of the {} sent had not arrived {drain_limit:?} after the end; {}",
+            u.direction.label(),
+            ByteSize(u.missing),
+            ByteSize(u.sent),
+            why.join("; ")
+        ));
     }
 }
 
@@ -677,4 +707,67 @@ impl Merger {
 /// Whether the server's parts of an interval cover every stream (the server has them all).
 fn server_complete(parts: &[SideInterval], streams: usize) -> bool {
     parts.iter().map(|p| p.streams.len()).sum::<usize>() >= streams
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{AfterEnd, CpuUsage, Role, SideStreamResult, Transfer};
+
+    fn side(role: Role, total: u64, after_end: AfterEnd) -> SideResults {
+        SideResults {
+            streams: vec![SideStreamResult {
+                stream: 0,
+                role,
+                transfer: Transfer::new(total, 2.0),
+                total_bytes: total,
+                omitted_bytes: 0,
+                tcp: None,
+                after_end,
+                error: None,
+            }],
+            cpu: CpuUsage::default(),
+        }
+    }
+
+    fn warned(unsent: u64, retransmits: u64) -> Vec<String> {
+        let dirs: Directions = [(0, StreamDirection::ClientToServer)].into();
+        let client = side(
+            Role::Sender,
+            5_000_000,
+            AfterEnd {
+                unsent_bytes: unsent,
+                retransmits,
+                ..AfterEnd::default()
+            },
+        );
+        let server = side(Role::Receiver, 1_000_000, AfterEnd::default());
+        let mut w = Vec::new();
+        let drain = Duration::from_secs(10);
+        warn_of_undelivered(&mut w, &dirs, &client, Some(&server), drain);
+        w
+    }
+
+    /// Issue 30: `-b 1M -t 2` warned of an "MTU black hole" for data its own send buffer
+    /// still held. What TCP never sent is the sender's queue; the path is blamed only for what
+    /// was sent, and a black hole named only when retransmissions did not get through.
+    #[test]
+    fn undelivered_data_is_blamed_on_the_path_only_when_it_was_sent() {
+        let queued = warned(4_000_000, 0);
+        assert_eq!(queued.len(), 1);
+        assert!(
+            queued[0].contains("3.81 MiB of it was never sent"),
+            "{queued:?}"
+        );
+        assert!(!queued[0].contains("path"), "{queued:?}");
+        let held = warned(0, 0);
+        assert!(held[0].contains("the path is holding it"), "{held:?}");
+        assert!(!held[0].contains("black hole"), "{held:?}");
+        let dropped = warned(0, 120);
+        assert!(dropped[0].contains("black hole"), "{dropped:?}");
+        assert!(
+            dropped[0].contains("retransmitted 120 segments"),
+            "{dropped:?}"
+        );
+    }
 }

@@ -305,6 +305,14 @@ impl Sampler {
             }
             _ => (total, tr.last, ended, AfterEnd::default()),
         };
+        let after_end = match tr.role {
+            // `finish` has just sampled the connection.
+            Role::Sender => AfterEnd {
+                unsent_bytes: total.saturating_sub(tr.moved(false)),
+                ..after_end
+            },
+            Role::Receiver => after_end,
+        };
         let (bytes, seconds) = if self.measuring {
             (
                 to_mark.saturating_sub(tr.base_bytes),
