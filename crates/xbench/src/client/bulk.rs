@@ -188,10 +188,13 @@ impl<'c> Running<'c> {
         }
     }
 
-    /// Closes the measured window now; returns when.
+    /// Closes the measured window now, and stops our senders: what they would write after
+    /// the end mark is not the test's (the server stops its own at its mark too). Returns when.
     fn cut(&mut self, on_event: OnEvent<'_>) -> Instant {
         let now = Instant::now();
-        for iv in self.sampler.cut(now) {
+        let ivs = self.sampler.cut(now);
+        self.group.stop_senders();
+        for iv in ivs {
             self.merger.client(iv, on_event);
         }
         now
