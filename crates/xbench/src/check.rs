@@ -11,7 +11,7 @@
 //! in the report.
 //!
 //! No slack: a sender counts a block as it hands it to the kernel, before the call returns
-//! ([`crate::engine`]'s stream threads), so a write under way, part of it already read at the
+//! (the engine's stream threads), so a write under way, part of it already read at the
 //! other end, cannot put the receiver ahead.
 
 pub mod peer;
