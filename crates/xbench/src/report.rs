@@ -227,9 +227,15 @@ impl SideStreamResult {
 pub struct AfterEnd {
     /// Bytes read after the end mark.
     pub bytes: u64,
-    /// Bytes written after the end mark (a send under way when the mark passed).
+    /// Bytes the sender handed to the kernel that TCP had not transmitted by the end mark:
+    /// queued in its send buffer, or in a write under way.
     #[serde(default)]
     pub sent_bytes: u64,
+    /// Of everything the sender handed over, bytes TCP had still not transmitted when the
+    /// sender reported, after the drain: never on the path, so never the path's to hold or
+    /// lose (a paced sender's queue, a receive window that stayed shut).
+    #[serde(default)]
+    pub unsent_bytes: u64,
     /// Seconds from the end mark until the last byte arrived.
     pub seconds: f64,
     /// Segments the sender retransmitted after the end mark (also in the totals, which match
@@ -242,6 +248,7 @@ impl AfterEnd {
     pub fn merge(&mut self, o: &AfterEnd) {
         self.bytes += o.bytes;
         self.sent_bytes += o.sent_bytes;
+        self.unsent_bytes += o.unsent_bytes;
         self.seconds = self.seconds.max(o.seconds);
         self.retransmits += o.retransmits;
     }
@@ -343,8 +350,9 @@ pub struct Interval {
 pub struct StreamSummary {
     /// Stream id.
     pub stream: u16,
-    /// What the sender wrote.
-    pub sender: Transfer,
+    /// What the sender sent inside the measured window (what TCP transmitted, not what it
+    /// queued); `None` when its end's results never came.
+    pub sender: Option<Transfer>,
     /// What the receiver read inside the measured window.
     pub receiver: Option<Transfer>,
     /// Sender TCP totals.
@@ -384,8 +392,9 @@ pub struct DirectionSummary {
     pub direction: StreamDirection,
     /// Number of streams.
     pub streams: u16,
-    /// What the senders wrote inside the measured window.
-    pub sender: Transfer,
+    /// What the senders sent inside the measured window (what TCP transmitted, not what it
+    /// queued); `None` when a sending end's results never came.
+    pub sender: Option<Transfer>,
     /// What the receivers read inside the measured window: the headline figure, because only
     /// delivered bytes count. Its `seconds` is the window, the same for every stream.
     pub receiver: Option<Transfer>,

@@ -172,7 +172,9 @@ impl Text {
                         s,
                         "[{:>3}]{dir} {span} {}  {}{:>6}  {:<19} {:>9}",
                         st.stream,
-                        pair(&st.sender),
+                        st.sender
+                            .as_ref()
+                            .map_or_else(|| format!("{:<24}", "(no report)"), pair),
                         st.receiver
                             .as_ref()
                             .map_or_else(|| format!("{:<24}", "(no report)"), pair),
@@ -189,7 +191,9 @@ impl Text {
                 s,
                 "[{}]{dir} {span} {}  {}{:>6}  {:<19} {:>9}",
                 if self.multi { "SUM" } else { "  0" },
-                pair(&d.sender),
+                d.sender
+                    .as_ref()
+                    .map_or_else(|| format!("{:<24}", "(no report)"), pair),
                 d.receiver
                     .as_ref()
                     .map_or_else(|| format!("{:<24}", "(no report)"), pair),
@@ -319,7 +323,10 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport, rate: RateScale
                 s,
                 "{}: {} sent; the receiver's figure is missing ({streams}, {})",
                 d.direction.label(),
-                rate.show(d.sender.bits_per_second),
+                d.sender.map_or_else(
+                    || "nothing known".to_owned(),
+                    |t| rate.show(t.bits_per_second)
+                ),
                 counted(d.retransmits, "retransmit")
             );
         }

@@ -203,6 +203,8 @@ pub(super) async fn run(
         warnings.push(
             "the iperf3 server's results never arrived: its side's figures are missing".into(),
         );
+        let why = format!("the control connection to {addr} failed at the end of the test");
+        outcome = super::without_server_results(outcome, "its side's figures", Some(&why));
     }
     let dirs = layout.directions();
     let directions = summarize(&dirs, &client, server.as_ref(), window_s, u.bitrate);

@@ -552,9 +552,11 @@ impl<'c> Drained<'c> {
         let addr = t.session.addr.clone();
         let finish = Message::Finish(Finish { interrupted });
         let mut server: Option<SideRrResults> = None;
+        let mut missing_why = Some(format!("the control connection to {addr} had failed"));
         if control_open && !give_up.fired() && send(&mut t.session.wr, &finish, &addr).await.is_ok()
         {
-            let until = tokio::time::Instant::now() + Duration::from_secs(5);
+            missing_why = None;
+            let until = tokio::time::Instant::now() + RESULTS_WAIT;
             loop {
                 let next = tokio::select! {
                     m = tokio::time::timeout_at(until, t.session.rd.next()) => m,
@@ -584,10 +586,19 @@ impl<'c> Drained<'c> {
                     Ok(Ok(Some(Message::Error(e)))) => {
                         t.warnings
                             .push(format!("the server reported: {}", e.message));
+                        missing_why = Some(format!("the server ended the test: {}", e.message));
+                        break;
+                    }
+                    Err(_) => {
+                        t.warnings.push(format!("{addr} did not send its results"));
+                        missing_why = Some(super::results_timed_out(&addr, RESULTS_WAIT));
                         break;
                     }
                     _ => {
                         t.warnings.push(format!("{addr} did not send its results"));
+                        missing_why = Some(format!(
+                            "{addr} closed the control connection before sending its results"
+                        ));
                         break;
                     }
                 }
@@ -599,6 +610,7 @@ impl<'c> Drained<'c> {
             cpu,
             end,
             server,
+            missing_why,
         }
     }
 }
@@ -623,6 +635,8 @@ struct Collected<'c> {
     cpu: CpuUsage,
     end: Duration,
     server: Option<SideRrResults>,
+    /// Why the server's counts did not come (when they did not).
+    missing_why: Option<String>,
 }
 
 impl Collected<'_> {
@@ -634,6 +648,7 @@ impl Collected<'_> {
             cpu,
             end,
             server,
+            missing_why,
         } = self;
         let Test {
             session,
@@ -658,6 +673,15 @@ impl Collected<'_> {
                 Outcome::Failed { error }
             }
             _ => outcome,
+        };
+        let outcome = match server {
+            Some(_) => outcome,
+            None => super::without_server_results(
+                outcome,
+                "the server's counts (the transactions it answered, by flow, which show it \
+                 answered only what this client asked) and its CPU time",
+                missing_why.as_deref(),
+            ),
         };
         let transactions = rr.summary.total_transactions;
         let per_tx =
@@ -703,6 +727,9 @@ fn answered_unasked(spec: &RrSpec, rr: &RrReport, tally: Tally) -> Option<String
     let answered = (rr.flows.iter()).filter_map(|f| Some((f.flow, f.server_transactions?)));
     check::answered_unasked(answered, &tally, in_flight).map(|u| u.to_string())
 }
+
+/// How long the client waits for the server's counts after `Finish`.
+const RESULTS_WAIT: Duration = Duration::from_secs(5);
 
 fn flow_error(flow: Option<u16>, error: &str) -> String {
     match flow {

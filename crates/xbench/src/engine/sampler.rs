@@ -6,6 +6,10 @@
 //! state is read; the sender's connection holds the congestion state that explains a rate.
 //! Rates use the actual sample times, so a late wake-up shortens nothing.
 //!
+//! A sender's bytes are those TCP has transmitted (from `TCP_INFO`), not those it queued in its
+//! send buffer: on a paced or slow path megabytes can sit there, never sent inside the window;
+//! and a receiver can only have read what was transmitted. A receiver's are what it read.
+//!
 //! A timed test ends at an end mark: [`Sampler::cut`] closes the last interval there and
 //! freezes every stream's measured bytes and TCP state. What still moves afterwards (data in
 //! flight, a stream in retransmission back-off) is counted apart as [`AfterEnd`], so a slow
@@ -18,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::schedule::Schedule;
-use super::stream::{StreamEnd, StreamHandle, StreamShared};
+use super::stream::{self, StreamEnd, StreamHandle, StreamShared};
 use crate::report::{
     AfterEnd, CpuUsage, Role, RttStats, SenderLimits, SideInterval, SideResults,
     SideStreamInterval, SideStreamResult, TcpInterval, TcpTotals, Transfer,
@@ -205,12 +209,12 @@ impl Sampler {
             out.push(self.close_interval(t, !self.measuring));
         }
         for tr in &mut self.tracks {
-            // Without intervals the counter is read here; with them, `close_interval` just
+            // Without intervals the count is read here; with them, `close_interval` just
             // read it, and the mark must agree with the last interval to the byte.
             let bytes = if self.schedule.reports_intervals() {
                 tr.iv_bytes
             } else {
-                tr.shared.bytes.0.load(Ordering::Relaxed)
+                tr.moved(false)
             };
             tr.mark = Some(EndMark {
                 bytes,
@@ -243,8 +247,10 @@ impl Sampler {
                     .unwrap_or(now)
                     .min(now);
                 let t = last_end.saturating_duration_since(self.start);
+                // A byte count's last interval ends with its last byte handed over: everything
+                // a sender handed is sent by the time it is delivered.
                 (self.schedule.reports_intervals() && t > self.interval_start)
-                    .then(|| self.close_interval(t, !self.measuring))
+                    .then(|| self.close_interval_at(t, !self.measuring, true))
             }
         };
         let mut cpu = CpuUsage::default();
@@ -269,6 +275,12 @@ impl Sampler {
         // Up to the end mark: the cut, or (no cut) the stream's own last byte.
         let (to_mark, info_at_mark, window_end, after_end) = match (self.cut, tr.mark) {
             (Some(cut), Some(mark)) => {
+                // A sender's mark counts what TCP had transmitted, which a qdisc's refusal can
+                // count twice; never more than the sender handed over.
+                let mark = EndMark {
+                    bytes: mark.bytes.min(total),
+                    ..mark
+                };
                 let bytes = total.saturating_sub(mark.bytes);
                 let retrans = |i: Option<TcpInfo>| i.map_or(0, |i| i.total_retrans);
                 let after_end = match tr.role {
@@ -292,6 +304,14 @@ impl Sampler {
                 (mark.bytes, mark.info, self.start + cut, after_end)
             }
             _ => (total, tr.last, ended, AfterEnd::default()),
+        };
+        let after_end = match tr.role {
+            // `finish` has just sampled the connection.
+            Role::Sender => AfterEnd {
+                unsent_bytes: total.saturating_sub(tr.moved(false)),
+                ..after_end
+            },
+            Role::Receiver => after_end,
         };
         let (bytes, seconds) = if self.measuring {
             (
@@ -345,17 +365,25 @@ impl Sampler {
 
     fn set_baseline(&mut self) {
         for tr in &mut self.tracks {
-            tr.base_bytes = tr.shared.bytes.0.load(Ordering::Relaxed);
+            // `on_wakeup` has just closed an interval with this count: the same number, so
+            // the warm-up's intervals and the window's split the bytes to the byte.
+            tr.base_bytes = tr.iv_bytes;
             tr.base_info = tr.last;
         }
     }
 
     fn close_interval(&mut self, t: Duration, omitted: bool) -> SideInterval {
+        self.close_interval_at(t, omitted, false)
+    }
+
+    /// Closes the interval ending at `t`; `last` when every stream has ended and a sender's
+    /// whole count is its last interval's end.
+    fn close_interval_at(&mut self, t: Duration, omitted: bool, last: bool) -> SideInterval {
         let streams = self
             .tracks
             .iter_mut()
             .map(|tr| {
-                let bytes_now = tr.shared.bytes.0.load(Ordering::Relaxed);
+                let bytes_now = tr.moved(last);
                 let bytes = bytes_now.saturating_sub(tr.iv_bytes);
                 tr.iv_bytes = bytes_now;
                 let tcp = tr.last.filter(|_| tr.role == Role::Sender).map(|i| {
@@ -391,6 +419,26 @@ impl Sampler {
 }
 
 impl Track {
+    /// Bytes this stream has moved so far: a receiver what it read, a sender what TCP
+    /// transmitted ([`stream::transmitted`], from the last `TCP_INFO` sample, which every
+    /// caller has just taken), or with `handed` what it handed to the kernel. Without the
+    /// kernel's counters (before Linux 4.19) a sender counts what it handed.
+    fn moved(&self, handed: bool) -> u64 {
+        let counter = self.shared.bytes.0.load(Ordering::Relaxed);
+        match (self.role, handed) {
+            (Role::Sender, false) => {
+                match (
+                    self.last.as_ref().and_then(stream::transmitted),
+                    self.shared.transmitted_base,
+                ) {
+                    (Some(now), Some(base)) => now.saturating_sub(base),
+                    _ => counter,
+                }
+            }
+            _ => counter,
+        }
+    }
+
     /// TCP totals between the baseline (end of warm-up) and the end mark (`at_mark`), but for
     /// retransmits, counted to the last sample so they match the kernel's own counter.
     fn totals(&self, seconds: f64, at_mark: Option<TcpInfo>) -> Option<TcpTotals> {

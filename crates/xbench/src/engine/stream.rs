@@ -22,8 +22,16 @@ use crate::report::{CpuUsage, Role};
 #[derive(Debug)]
 pub(crate) struct StreamShared {
     /// Bytes moved so far. Written only by the stream thread; padded so the counters of
-    /// neighbouring streams do not share a cache line.
+    /// neighbouring streams do not share a cache line. A receiver counts what it has read; a
+    /// sender counts a block when it hands it to the kernel, *before* the call returns (and
+    /// takes back what the kernel did not take after), so the counter is never less than what
+    /// the kernel holds: a write under way can already be on the wire, and a reader of the
+    /// counter must not see the receiver ahead of it. Exact once the thread has ended.
     pub(crate) bytes: PaddedCounter,
+    /// A sender's [`transmitted`] count when its thread started (the greeting sent on the
+    /// connection before it), so what the stream transmitted counts from its own first byte;
+    /// `None` for a receiver or a kernel without the counters.
+    pub(crate) transmitted_base: Option<u64>,
     /// The connection; the controller uses it for `TCP_INFO` and to shut it down.
     pub(crate) socket: TcpStream,
     /// Raised by the controller to end a sender.
@@ -194,8 +202,15 @@ fn spawn(
     body: impl FnOnce(&StreamShared) -> io::Result<()> + Send + 'static,
 ) -> io::Result<StreamHandle> {
     socket.set_nonblocking(false)?;
+    let transmitted_base = match role {
+        Role::Sender => crate::tcp_info::read(&socket)
+            .ok()
+            .and_then(|i| transmitted(&i)),
+        Role::Receiver => None,
+    };
     let shared = Arc::new(StreamShared {
         bytes: PaddedCounter::default(),
+        transmitted_base,
         socket,
         stop: AtomicBool::new(false),
     });
@@ -296,6 +311,9 @@ fn send_loop(s: &StreamShared, payload: &Payload, budget: Option<&Budget>) -> io
                 n => n as usize,
             },
         };
+        // Counted before the call: the kernel may put part of the block on the wire (and the
+        // receiver read it) before `send` returns.
+        s.bytes.0.store(total + want as u64, Ordering::Relaxed);
         match payload.send(&s.socket, want) {
             Ok(n) => {
                 total += n as u64;
@@ -305,6 +323,7 @@ fn send_loop(s: &StreamShared, payload: &Payload, budget: Option<&Budget>) -> io
                 }
             }
             Err(e) => {
+                s.bytes.0.store(total, Ordering::Relaxed);
                 if let Some(b) = budget {
                     b.give_back(want as u64);
                 }
@@ -342,6 +361,15 @@ fn recv_loop(s: &StreamShared, buf: &mut [u8], block_len: usize, mode: RecvMode)
             }
         }
     }
+}
+
+/// Bytes of a connection's data that TCP has put on the wire at least once (`tcpi_bytes_sent`
+/// less `tcpi_bytes_retrans`, Linux 4.19+): what its receiver can have seen, and no more. Bytes
+/// still in the send buffer are not in it, so a paced or window-limited sender is not credited
+/// with what it merely queued. A retransmission adds to both counters, so it does not count
+/// twice; a transmission the local qdisc refused may count twice (a little high, never low).
+pub(crate) fn transmitted(info: &crate::tcp_info::TcpInfo) -> Option<u64> {
+    Some(info.bytes_sent?.saturating_sub(info.bytes_retrans?))
 }
 
 /// `len` bytes from a xorshift generator seeded by the OS: incompressible and cheap.
