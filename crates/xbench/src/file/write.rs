@@ -45,8 +45,6 @@ pub const FIFO_READER_WAIT: Duration = Duration::from_secs(10);
 /// let path = dir.join("result.json");
 /// xbench::file::write_atomically(&path, b"{\"ok\": true}\n")?;
 /// assert_eq!(std::fs::read(&path)?, b"{\"ok\": true}\n");
-/// // Never a regular file over a device: /dev/null is written in place.
-/// xbench::file::write_atomically(std::path::Path::new("/dev/null"), b"gone")?;
 /// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
