@@ -124,6 +124,8 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             timeline,
         });
     }
+    let measure = Measure::Throughput(dirs);
+    crate::run::check_figures(&measure).map_err(|e| e.to_string())?;
     Ok(Run {
         path,
         label: title_or(v, label),
@@ -144,7 +146,7 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             congestion: None,
         },
         started_at: started_at(v),
-        measure: Measure::Throughput(dirs),
+        measure,
     })
 }
 
@@ -265,6 +267,8 @@ fn udp_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             timeline,
         });
     }
+    let measure = Measure::Udp(dirs);
+    crate::run::check_figures(&measure).map_err(|e| e.to_string())?;
     Ok(Run {
         path,
         label: title_or(v, label),
@@ -285,7 +289,7 @@ fn udp_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             congestion: None,
         },
         started_at: started_at(v),
-        measure: Measure::Udp(dirs),
+        measure,
     })
 }
 
