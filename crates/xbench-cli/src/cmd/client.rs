@@ -237,9 +237,7 @@ fn write_histograms(path: &Path, report: &TestReport, rr: &RrReport) -> anyhow::
         .with_context(|| format!("cannot write {}", path.display()))?;
     let total = xbench::latency::Distribution::decode(&rr.summary.histogram)
         .context("cannot decode the total histogram")?;
-    let mut hgrm = path.as_os_str().to_owned();
-    hgrm.push(".hgrm");
-    let hgrm = std::path::PathBuf::from(hgrm);
+    let hgrm = crate::plan::hgrm_path(path);
     write_atomically(
         &hgrm,
         xbench::latency::percentile_distribution(&total).as_bytes(),

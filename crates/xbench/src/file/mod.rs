@@ -21,8 +21,10 @@
 //!   `>` follows it;
 //! - a directory or a socket: refused.
 //!
-//! [`check_writable`] applies the same rule without writing, so that a program can refuse an
-//! output path before a test runs rather than after it.
+//! [`check_writable`] (and [`check_dir_writable`] for a directory of outputs) applies the same
+//! rule without writing, so that a program can refuse an output path before a test runs rather
+//! than after it. [`create_regular`] is for the one kind of file that cannot be replaced whole,
+//! a log a helper process writes as it runs: a regular file or nothing.
 //!
 //! **Reading** ([`read_regular`], [`open_regular`]): regular files only (a symbolic link is
 //! followed to one, as when writing), never a FIFO (which would block) nor a device (a link
@@ -32,4 +34,7 @@ mod read;
 mod write;
 
 pub use read::{ReadError, open_regular, read_regular};
-pub use write::{FIFO_READER_WAIT, check_writable, write_atomically, write_json_atomically};
+pub use write::{
+    FIFO_READER_WAIT, check_dir_writable, check_writable, create_regular, write_atomically,
+    write_json_atomically,
+};

@@ -92,31 +92,80 @@ pub fn check_writable(path: &Path) -> io::Result<()> {
             }
         }
         Dest::Replace { path, old } => {
-            let (dir, name) = dir_and_name(&path)?;
+            let (dir, _) = dir_and_name(&path)?;
             if old.is_some() {
                 refuse_read_only(&path)?;
-            } else {
-                match fs::metadata(dir) {
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::NotFound,
-                            format!("the directory {} does not exist", dir.display()),
-                        ));
-                    }
-                    Ok(m) if !m.is_dir() => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::NotADirectory,
-                            format!("{} is not a directory", dir.display()),
-                        ));
-                    }
-                    _ => {}
-                }
             }
-            let (tmp, file) = create_temporary(dir, &name)?;
-            drop(file);
-            fs::remove_file(&tmp)
+            check_dir_writable(dir)
         }
     }
+}
+
+/// Whether new files can be written into the directory `dir`: it exists, is a directory (or
+/// a link to one), and a file created in it (and removed at once) proves we may write there
+/// and the mount is not read-only. For a program about to save many files into it, such as a
+/// sweep's `--save` directory.
+pub fn check_dir_writable(dir: &Path) -> io::Result<()> {
+    match fs::metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("the directory {} does not exist", dir.display()),
+            ));
+        }
+        Err(e) => {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot look at {}: {e}", dir.display()),
+            ));
+        }
+        Ok(m) if !m.is_dir() => {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        Ok(_) => {}
+    }
+    let (tmp, file) = create_temporary(dir, "xbench-probe")?;
+    drop(file);
+    fs::remove_file(&tmp)
+}
+
+/// Opens `path` for a file that is written as a program runs and cannot be replaced whole,
+/// such as a helper process's log: created if missing, truncated if a regular file (a link is
+/// followed to one), and refused if it is anything else — a FIFO would block its writer and a
+/// device would take the log.
+pub fn create_regular(path: &Path) -> io::Result<File> {
+    let path = match resolve(path)? {
+        Dest::Replace { path, .. } => path,
+        Dest::Stdout | Dest::InPlace { .. } => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is not a regular file; xbench keeps this file only as a regular file",
+                    path.display()
+                ),
+            ));
+        }
+    };
+    // O_NOFOLLOW and O_NONBLOCK: the path was resolved; whatever was swapped in since (a link,
+    // a FIFO) fails the open or the check below instead of being followed or blocking.
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    set_blocking(&file)?;
+    file.set_len(0)?;
+    Ok(file)
 }
 
 /// Where a write goes, decided from what is at the path.
@@ -642,6 +691,26 @@ mod tests {
         assert!(e.to_string().contains("file"), "{e}");
         let e = check_writable(&d).unwrap_err();
         assert!(e.to_string().contains("is a directory"), "{e}");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_log_is_a_regular_file_or_nothing() {
+        let d = tmpdir("log");
+        let p = d.join("helper.log");
+        fs::write(&p, b"old log").unwrap();
+        let mut f = create_regular(&p).unwrap();
+        f.write_all(b"new").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+        let fifo = d.join("fifo.log");
+        assert!(mknod(&fifo, libc::S_IFIFO | 0o600, 0));
+        let e = create_regular(&fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert!(file_type(&fifo).is_fifo());
+        check_dir_writable(&d).unwrap();
+        let e = check_dir_writable(&p).unwrap_err();
+        assert!(e.to_string().contains("is not a directory"), "{e}");
+        assert_eq!(names(&d), ["fifo.log", "helper.log"]);
         fs::remove_dir_all(&d).unwrap();
     }
 }
