@@ -6,7 +6,7 @@
 //! them back (`report`, `compare`, `--resume`). The library itself writes no files while it
 //! measures.
 //!
-//! **Writing** ([`write_atomically`]), by what is at the path:
+//! **Writing** ([`write_atomically`], [`write_private`] for secrets), by what is at the path:
 //!
 //! - nothing, or a regular file: replaced atomically (a temporary file in the same directory,
 //!   flushed, renamed over the name), so a crash or a second writer never leaves half a file;
@@ -36,5 +36,5 @@ mod write;
 pub use read::{ReadError, open_regular, read_regular};
 pub use write::{
     FIFO_READER_WAIT, check_dir_writable, check_writable, create_regular, write_atomically,
-    write_json_atomically,
+    write_json_atomically, write_private,
 };

@@ -49,12 +49,23 @@ pub const FIFO_READER_WAIT: Duration = Duration::from_secs(10);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    write_with(path, contents, None)
+}
+
+/// [`write_atomically`] for a secret (a key, a configuration that holds one): the file is
+/// created with mode 0600 and a replaced file gets 0600 too, so it is never readable by
+/// others, not even for a moment. The same rule for devices, FIFOs, `-` and links.
+pub fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
+    write_with(path, contents, Some(0o600))
+}
+
+fn write_with(path: &Path, contents: &[u8], mode: Option<u32>) -> io::Result<()> {
     // A name that appears between our look and the rename is looked at again, a few times.
     for _ in 0..3 {
         match resolve(path)? {
             Dest::Stdout => return write_stdout(contents),
             Dest::InPlace { path, fifo } => return write_in_place(&path, fifo, contents),
-            Dest::Replace { path, old } => match replace(&path, old.as_ref(), contents) {
+            Dest::Replace { path, old } => match replace(&path, old.as_ref(), mode, contents) {
                 Err(e) if old.is_none() && e.kind() == io::ErrorKind::AlreadyExists => continue,
                 r => return r,
             },
@@ -127,7 +138,7 @@ pub fn check_dir_writable(dir: &Path) -> io::Result<()> {
         }
         Ok(_) => {}
     }
-    let (tmp, file) = create_temporary(dir, "xbench-probe")?;
+    let (tmp, file) = create_temporary(dir, "xbench-probe", 0o600)?;
     drop(file);
     fs::remove_file(&tmp)
 }
@@ -261,15 +272,20 @@ fn follow(link: &Path) -> io::Result<(PathBuf, Metadata)> {
     Ok((target, m))
 }
 
-fn replace(path: &Path, old: Option<&Metadata>, contents: &[u8]) -> io::Result<()> {
+fn replace(
+    path: &Path,
+    old: Option<&Metadata>,
+    mode: Option<u32>,
+    contents: &[u8],
+) -> io::Result<()> {
     let (dir, name) = dir_and_name(path)?;
     if old.is_some() {
         refuse_read_only(path)?;
     }
-    let (tmp, mut file) = create_temporary(dir, &name)?;
+    let (tmp, mut file) = create_temporary(dir, &name, mode.unwrap_or(0o666))?;
     let written = (|| {
         if let Some(m) = old {
-            keep_owner_and_mode(&file, m)?;
+            keep_owner_and_mode(&file, m, mode)?;
         }
         file.write_all(contents)?;
         file.sync_all()?;
@@ -326,14 +342,16 @@ fn may_write(path: &Path) -> bool {
 }
 
 /// The replacement keeps the old file's owner (where we may change it: as root) and
-/// permission bits, so rewriting a user's result as root does not take it from them.
+/// permission bits (a secret's stay 0600), so rewriting a user's result as root does not take it from them.
 /// Set-id bits are not copied.
-fn keep_owner_and_mode(file: &File, old: &Metadata) -> io::Result<()> {
+fn keep_owner_and_mode(file: &File, old: &Metadata, mode: Option<u32>) -> io::Result<()> {
     match std::os::unix::fs::fchown(file, Some(old.uid()), Some(old.gid())) {
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {}
         r => r?,
     }
-    file.set_permissions(fs::Permissions::from_mode(old.mode() & 0o777))
+    file.set_permissions(fs::Permissions::from_mode(
+        mode.unwrap_or(old.mode() & 0o777),
+    ))
 }
 
 /// Renames a temporary file to a name that did not exist, failing with `AlreadyExists` if
@@ -437,14 +455,20 @@ fn write_stdout(contents: &[u8]) -> io::Result<()> {
 /// Tells apart the temporary files of one process's writers.
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// A new, exclusively created temporary file beside the target. The process id tells
+/// A new, exclusively created temporary file beside the target, with `mode` (less the umask). The process id tells
 /// processes apart and the counter threads; a file left by a dead process that had this id
 /// is stepped over, never reused.
-fn create_temporary(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
+fn create_temporary(dir: &Path, name: &str, mode: u32) -> io::Result<(PathBuf, File)> {
     loop {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        // create_new (O_EXCL): never through a link someone planted at the name.
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+        {
             Ok(f) => return Ok((tmp, f)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
@@ -498,8 +522,20 @@ mod tests {
         write_atomically(&p, b"{\"x\":1}").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"{\"x\":1}");
         write_json_atomically(&p, &serde_json::json!({"y": 2})).unwrap();
+        write_private(&d.join("key"), b"secret").unwrap();
+        assert_eq!(
+            fs::metadata(d.join("key")).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&p, b"{}").unwrap();
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        write_json_atomically(&p, &serde_json::json!({"y": 2})).unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "{\n  \"y\": 2\n}\n");
-        assert_eq!(names(&d), ["run-1.json"]);
+        assert_eq!(names(&d), ["key", "run-1.json"]);
         fs::remove_dir_all(&d).unwrap();
     }
 
