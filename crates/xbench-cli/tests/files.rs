@@ -98,6 +98,8 @@ fn root_json_file_to_a_device_node_writes_through_it_and_leaves_the_device() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("No space left on device"), "{err}");
+    // The results are still printed.
+    assert!(text(&out.stdout).contains("bit/s"), "{}", text(&out.stdout));
     assert!(file_type(&full).is_char_device(), "/dev/full replaced");
     let mut names: Vec<_> = fs::read_dir(&d.0)
         .unwrap()
