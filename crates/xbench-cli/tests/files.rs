@@ -412,3 +412,30 @@ fn report_and_compare_refuse_impossible_figures_naming_file_and_field() {
     assert!(err.contains("impossible figure"), "{err}");
     assert!(!text(&out.stdout).contains(" ok"), "{}", text(&out.stdout));
 }
+
+#[test]
+fn root_lab_run_out_that_cannot_be_written_fails_before_the_lab_is_built() {
+    if !root_or_skip("root_lab_run_out_that_cannot_be_written_fails_before_the_lab_is_built") {
+        return;
+    }
+    let d = TempDir::new("files-lab-out");
+    fs::write(d.0.join("plain"), "").unwrap();
+    let prefix = format!("xbf{}-", std::process::id() % 100_000);
+    let out = xbench()
+        .args(["lab", "run", "--paths", "direct", "--prefix", &prefix])
+        .arg("--state-dir")
+        .arg(d.0.join("state"))
+        .arg("--out")
+        .arg(d.0.join("plain/results"))
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--out"), "{err}");
+    let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !text(&namespaces.stdout).contains(&prefix),
+        "a lab was built: {}",
+        text(&namespaces.stdout)
+    );
+}
