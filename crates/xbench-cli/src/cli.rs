@@ -545,6 +545,12 @@ pub(crate) struct ReportArgs {
     /// throughput charts, and each row's share of it in text, md and csv tables.
     #[arg(long, value_name = "RATE", value_parser = parse::bitrate)]
     pub(crate) ceiling: Option<u64>,
+
+    /// Largest result file read (e.g. 2G): a larger one is skipped with a warning naming it,
+    /// so that a stray huge file cannot take the machine's memory. Only regular files are
+    /// read; FIFOs and devices are skipped.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse::size)]
+    pub(crate) max_file_size: xbench::units::ByteSize,
 }
 
 #[derive(Debug, Args)]
@@ -648,6 +654,12 @@ pub(crate) struct CompareArgs {
     /// Saved runs to check.
     #[arg(value_name = "CANDIDATE")]
     pub(crate) candidate: PathBuf,
+
+    /// Largest result file read (e.g. 2G): a larger one is skipped with a warning naming it,
+    /// so that a stray huge file cannot take the machine's memory. Only regular files are
+    /// read; FIFOs and devices are skipped.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse::size)]
+    pub(crate) max_file_size: xbench::units::ByteSize,
 
     /// Figures to check, comma-separated or repeated: throughput, tps, p50, p90, p99, p99.9,
     /// mean, and for UDP cells loss (% of datagrams) and jitter; throughput is a UDP cell's

@@ -70,6 +70,6 @@ pub mod table;
 pub mod units;
 
 pub use compare::{Criteria, RegressionCheck, compare};
-pub use load::{Loaded, Warning, load};
+pub use load::{Loaded, Warning, load, load_with_limit};
 pub use table::Comparison;
 pub use units::ThroughputUnit;
