@@ -157,6 +157,8 @@ mod tests {
             tcp: None,
             after_end: AfterEnd::default(),
             error: None,
+            thread: None,
+            receive_queue: None,
         }
     }
 

@@ -237,6 +237,9 @@ fn stream_summary(
         receiver,
         tcp: s.and_then(|s| s.tcp.clone()),
         after_end,
+        sender_thread: s.and_then(|s| s.thread),
+        receiver_thread: r.and_then(|r| r.thread),
+        receive_queue: r.and_then(|r| r.receive_queue),
     }
 }
 
@@ -374,6 +377,8 @@ fn direction_summary(
         limits,
         window_ceiling,
         per_stream,
+        // Diagnosed with the whole report in hand (the test, the peer): `diagnosis::attach`.
+        diagnosis: None,
     }
 }
 
@@ -524,6 +529,7 @@ mod tests {
                 rwnd_limited_pct: 90.0,
                 sndbuf_limited_pct: 0.0,
             }),
+            nothing_queued_pct: None,
         };
         let d = direction_summary(
             StreamDirection::ClientToServer,
@@ -533,6 +539,9 @@ mod tests {
                 receiver: Some(Transfer::new(1, 1.0)),
                 tcp: Some(tcp),
                 after_end: AfterEnd::default(),
+                sender_thread: None,
+                receiver_thread: None,
+                receive_queue: None,
             }],
             1.0,
         );
@@ -553,6 +562,9 @@ mod tests {
                     receiver: Some(Transfer::new((rate / 8.0) as u64, 1.0)),
                     tcp: Some(tcp),
                     after_end: AfterEnd::default(),
+                    sender_thread: None,
+                    receiver_thread: None,
+                    receive_queue: None,
                 }],
                 1.0,
             )
@@ -583,6 +595,8 @@ mod tests {
                 },
             },
             error: None,
+            thread: None,
+            receive_queue: None,
         }
     }
 
@@ -693,6 +707,7 @@ mod tests {
                 rwnd_limited_pct,
                 sndbuf_limited_pct: 0.0,
             }),
+            nothing_queued_pct: None,
         }
     }
 }
