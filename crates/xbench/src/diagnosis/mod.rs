@@ -153,6 +153,24 @@ pub struct Figure {
     pub value: f64,
 }
 
+impl Figure {
+    /// `label value` for a reader (`held back by the receive window 62.0 %`), rates written
+    /// by `rate` so a caller keeps its own rate unit.
+    pub fn describe(&self, rate: &dyn Fn(f64) -> String) -> String {
+        let v = self.value;
+        let value = match self.name.unit() {
+            Unit::BitsPerSecond => rate(v),
+            Unit::Percent => format!("{v:.1} %"),
+            Unit::Bytes => crate::units::ByteSize(v.max(0.0).round() as u64).to_string(),
+            Unit::Micros if v < 1000.0 => format!("{v:.0} µs"),
+            Unit::Micros => format!("{:.2} ms", v / 1000.0),
+            Unit::Count if v.fract() == 0.0 => format!("{v:.0}"),
+            Unit::Count => format!("{v:.1}"),
+        };
+        format!("{} {value}", self.name.label())
+    }
+}
+
 /// The figures the engine reads, by name. Senders' shares are means over the direction's
 /// streams; sizes are per stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -314,8 +332,8 @@ pub enum Unknown {
         /// The limits, the larger share first.
         causes: Vec<Verdict>,
     },
-    /// The figures contradict each other (e.g. the window closed while the reader waited for
-    /// data with its queue empty).
+    /// The figures contradict each other: the window closed while the reader waited for data
+    /// with its queue empty, and its size allowed far more than the rate.
     FiguresDisagree,
     /// The sender was busy, limited by neither window nor buffer, without losses or a standing
     /// queue: nothing TCP reports names the limit (on loopback, the CPUs are the path).
@@ -353,8 +371,8 @@ impl std::fmt::Display for Unknown {
                 )
             }
             Unknown::FiguresDisagree => f.write_str(
-                "the receive window closed while the reader waited for data with its queue \
-                 near empty: the figures disagree",
+                "what closed the window: it closed while the reader waited for data with its \
+                 queue near empty, and its size allowed far more (the figures disagree)",
             ),
             Unknown::NoLimitFound => f.write_str(
                 "what set the pace: the sender was busy, held back by neither window nor buffer, \
