@@ -368,6 +368,7 @@ pub struct RegressionCheck {
 ///         retransmits: 0,
 ///         rtt_mean_us: None,
 ///         window_ceiling_bps: None,
+///         verdict: None,
 ///         timeline: vec![],
 ///     }]),
 /// };
@@ -841,6 +842,7 @@ mod tests {
                 retransmits: 0,
                 rtt_mean_us: None,
                 window_ceiling_bps: None,
+                verdict: None,
                 timeline: vec![],
             }]),
         }

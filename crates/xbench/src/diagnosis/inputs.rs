@@ -31,6 +31,8 @@ pub struct Inputs {
     pub window_ceiling_bps: Option<f64>,
     /// Mean advertised window per stream, bytes.
     pub mean_window_bytes: Option<f64>,
+    /// Largest advertised window per stream, bytes (mean over streams).
+    pub max_window_bytes: Option<f64>,
     /// Sender MSS, bytes (mean over streams).
     pub mss_bytes: Option<f64>,
     /// Mean smoothed RTT, µs.
@@ -81,6 +83,10 @@ impl Inputs {
         let tcps: Vec<_> = d.per_stream.iter().filter_map(|s| s.tcp.as_ref()).collect();
         let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
         let windows: Vec<f64> = tcps.iter().filter_map(|t| t.mean_snd_wnd_bytes).collect();
+        let max_windows: Vec<f64> = tcps
+            .iter()
+            .filter_map(|t| t.max_snd_wnd_bytes.map(f64::from))
+            .collect();
         let mss: Vec<f64> = tcps
             .iter()
             .filter(|t| t.mss > 0)
@@ -118,6 +124,9 @@ impl Inputs {
             window_ceiling_bps: d.window_ceiling.map(|c| c.bits_per_second),
             mean_window_bytes: (windows.len() == tcps.len())
                 .then(|| mean(&windows))
+                .flatten(),
+            max_window_bytes: (max_windows.len() == tcps.len())
+                .then(|| mean(&max_windows))
                 .flatten(),
             mss_bytes,
             rtt_mean_us: d.rtt.map(|r| r.mean_us),

@@ -209,6 +209,9 @@ pub enum FigureName {
     /// Mean advertised window, per stream.
     #[serde(rename = "mean_window_bytes")]
     MeanWindow,
+    /// Largest advertised window, per stream.
+    #[serde(rename = "max_window_bytes")]
+    MaxWindow,
     /// Mean advertised window in sender segments (MSS).
     #[serde(rename = "window_segments")]
     WindowSegments,
@@ -279,6 +282,7 @@ impl FigureName {
             FigureName::WindowCeiling => "window ÷ RTT",
             FigureName::RateOfCeiling => "rate of window ÷ RTT",
             FigureName::MeanWindow => "mean window per stream",
+            FigureName::MaxWindow => "largest window per stream",
             FigureName::WindowSegments => "window in segments",
             FigureName::RttMean => "RTT under load",
             FigureName::RttBase => "base RTT",
@@ -301,7 +305,7 @@ impl FigureName {
             FigureName::Rate | FigureName::PacingAsked | FigureName::WindowCeiling => {
                 Unit::BitsPerSecond
             }
-            FigureName::MeanWindow => Unit::Bytes,
+            FigureName::MeanWindow | FigureName::MaxWindow => Unit::Bytes,
             FigureName::RttMean | FigureName::RttBase | FigureName::QueueDelay => Unit::Micros,
             FigureName::Retransmits | FigureName::WindowSegments => Unit::Count,
             _ => Unit::Percent,

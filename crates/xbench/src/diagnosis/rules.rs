@@ -62,6 +62,12 @@ pub const RECEIVER_CEILING_SHARE: f64 = 0.5;
 /// RTT: the window's size is the limit. Loopback's 64 KiB segments make `-w 64K` such a window.
 pub const TINY_WINDOW_SEGMENTS: f64 = 4.0;
 
+/// Where the receiver reports no queue (an iperf3 server): a window whose mean stayed under
+/// this share of its own largest spent the test partly filled with unread data — a reader that
+/// keeps up gives the whole window back within a wake-up, so its window sits at its largest
+/// (measured: `-w 256K` over 40 ms, 0.9; the iperf3 server of issue 31, 0.35–0.52).
+pub const WINDOW_SWING: f64 = 0.5;
+
 /// A thread runnable (on a CPU or waiting for one) this share of the window never waited on
 /// its socket: it is the side that could not keep up. Below 100 % because the scheduler's
 /// clocks tick at context switches, and a test's first and last moments are spent in setup.
@@ -114,7 +120,14 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
             vec![],
         );
     }
-    if v.standing_queue() {
+    let reader = Reader::of(i, &v);
+    let sender_saturated = i
+        .sender_thread
+        .is_some_and(|t| t.runnable_pct() >= SATURATED_PCT);
+    // A queue holds a rate only where the path pushes back: not behind a sender that never
+    // waited on its socket, nor a reader that left data unread (both inflate a loopback RTT
+    // with delayed ACKs, not with a queue).
+    if v.standing_queue() && !sender_saturated && !reader.behind() {
         return verdict(
             &v,
             Verdict::PathQueue,
@@ -137,11 +150,13 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
         FigureName::WindowCeiling,
         FigureName::RateOfCeiling,
         FigureName::MeanWindow,
+        FigureName::MaxWindow,
         FigureName::RttMean,
         FigureName::RwndLimited,
+        FigureName::ReceiveQueue,
     ];
     let Some(l) = i.limits else {
-        if window_full {
+        if window_full && !reader.behind() {
             return verdict(
                 &v,
                 Verdict::ReceiveWindow,
@@ -162,17 +177,8 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
     };
     // A window full at window ÷ RTT is too small — unless unread data filled it: a reader
     // that falls behind shrinks the window it advertises until the rate sits at its ceiling.
-    if window_full && l.rwnd_limited_pct >= LIMIT_PCT && !reader_behind(i) {
-        let (confidence, unknowns, mut figures) = match i.receive_queue_pct {
-            Some(_) => (Confidence::Clear, vec![], WINDOW_FIGURES.to_vec()),
-            None => (
-                Confidence::Likely,
-                vec![Unknown::ReceiveQueueUnseen],
-                WINDOW_FIGURES.to_vec(),
-            ),
-        };
-        figures.push(FigureName::ReceiveQueue);
-        return verdict(&v, Verdict::ReceiveWindow, confidence, &figures, unknowns);
+    if window_full && l.rwnd_limited_pct >= LIMIT_PCT && !reader.behind() {
+        return window_size(&v, reader, WINDOW_FIGURES);
     }
     let limits = Limits::of(i);
     match limits.named() {
@@ -190,7 +196,7 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
             ],
             vec![Unknown::Mixed { causes }],
         ),
-        Named::Window => window_closed(i, &v),
+        Named::Window => window_closed(i, &v, reader, sender_saturated),
         Named::SendBuffer => verdict(
             &v,
             Verdict::SendBuffer,
@@ -202,75 +208,120 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
     }
 }
 
-/// The receive window held the sender back, but not at a full window ÷ RTT: a reader that fell
-/// behind, or too few segments to flow. The reader's own figures decide; without them, only a
-/// ceiling far above the rate does.
-fn window_closed(i: &Inputs, v: &Values<'_>) -> Diagnosis {
-    // A window of few segments because unread data filled it is the reader's: the queue
-    // decides before the window's size.
-    let tiny = v.window_segments.is_some_and(|s| s < TINY_WINDOW_SEGMENTS);
-    if tiny && !reader_behind(i) {
-        return verdict(
+/// What the receiving application did, as far as the figures show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    /// Its queue held [`QUEUE_FULL_PCT`] of its buffer (or, unsampled, its thread never
+    /// waited for data): it left data unread.
+    Behind,
+    /// Its queue stayed short: it kept up.
+    KeptUp,
+    /// It reports nothing (an iperf3 server). `shrunk`: the window it advertised spent the
+    /// test under [`WINDOW_SWING`] of its own largest, which only unread data does.
+    Unseen { shrunk: bool },
+}
+
+impl Reader {
+    fn of(i: &Inputs, v: &Values<'_>) -> Reader {
+        match (i.receive_queue_pct, i.reader_thread) {
+            (Some(q), _) if q >= QUEUE_FULL_PCT => Reader::Behind,
+            (Some(_), _) => Reader::KeptUp,
+            (None, Some(t)) if t.runnable_pct() >= SATURATED_PCT => Reader::Behind,
+            (None, Some(_)) => Reader::KeptUp,
+            (None, None) => Reader::Unseen {
+                shrunk: v.window_swing.is_some_and(|s| s < WINDOW_SWING),
+            },
+        }
+    }
+
+    /// Behind, seen or inferred from the window's swing.
+    fn behind(self) -> bool {
+        matches!(self, Reader::Behind | Reader::Unseen { shrunk: true })
+    }
+}
+
+/// The window's size is the limit: clear where the receiver's queue shows it stayed short,
+/// likely where the receiver reports no queue.
+fn window_size(v: &Values<'_>, reader: Reader, figures: &[FigureName]) -> Diagnosis {
+    match reader {
+        Reader::Unseen { .. } => verdict(
+            v,
+            Verdict::ReceiveWindow,
+            Confidence::Likely,
+            figures,
+            vec![Unknown::ReceiveQueueUnseen],
+        ),
+        _ => verdict(
             v,
             Verdict::ReceiveWindow,
             Confidence::Clear,
-            &[
-                FigureName::Rate,
-                FigureName::RwndLimited,
-                FigureName::MeanWindow,
-                FigureName::WindowSegments,
-            ],
+            figures,
             vec![],
-        );
+        ),
     }
+}
+
+/// The receive window held the sender back, but not at a full window ÷ RTT: a reader that fell
+/// behind, or too few segments to flow. The reader's own figures decide; without them, the
+/// window's swing or a ceiling far above the rate does.
+fn window_closed(i: &Inputs, v: &Values<'_>, reader: Reader, sender_saturated: bool) -> Diagnosis {
     let comparable = v.ceiling_use.is_none_or(|u| u <= CEILING_OVERSHOOT);
     let mut unknowns = Vec::new();
     if !comparable {
         unknowns.push(Unknown::CeilingNotComparable);
     }
-    const READER_FIGURES: &[FigureName] = &[
-        FigureName::Rate,
-        FigureName::RwndLimited,
-        FigureName::WindowCeiling,
-        FigureName::RateOfCeiling,
-        FigureName::ReaderOnCpu,
-        FigureName::ReaderWaitingForCpu,
-        FigureName::ReceiveQueue,
-    ];
-    match i.reader_thread {
-        Some(t) => {
-            let behind = reader_behind(i);
-            let sender_saturated = i
-                .sender_thread
-                .is_some_and(|s| s.runnable_pct() >= SATURATED_PCT);
-            if behind && sender_saturated {
-                // Neither end ever waited on the other: both were short of CPU.
-                unknowns.push(Unknown::Mixed {
-                    causes: vec![Verdict::Receiver, Verdict::Sender],
-                });
-                return cannot_tell(
-                    v,
-                    &[
-                        FigureName::Rate,
-                        FigureName::RwndLimited,
-                        FigureName::ReaderOnCpu,
-                        FigureName::ReaderWaitingForCpu,
-                        FigureName::SenderOnCpu,
-                        FigureName::SenderWaitingForCpu,
-                    ],
-                    unknowns,
-                );
-            }
-            if behind {
-                return verdict(
-                    v,
-                    Verdict::Receiver,
-                    Confidence::Clear,
-                    READER_FIGURES,
-                    unknowns,
-                );
-            }
-            unknowns.push(if t.asleep_pct() >= ASLEEP_PCT {
+    // A window of few segments because unread data filled it is the reader's: the reader
+    // decides before the window's size.
+    if !reader.behind() && v.window_segments.is_some_and(|s| s < TINY_WINDOW_SEGMENTS) {
+        return window_size(
+            v,
+            reader,
+            &[
+                FigureName::Rate,
+                FigureName::RwndLimited,
+                FigureName::MeanWindow,
+                FigureName::WindowSegments,
+                FigureName::ReceiveQueue,
+            ],
+        );
+    }
+    match reader {
+        Reader::Behind if sender_saturated => {
+            // Neither end ever waited on the other: both were short of CPU.
+            unknowns.push(Unknown::Mixed {
+                causes: vec![Verdict::Receiver, Verdict::Sender],
+            });
+            cannot_tell(
+                v,
+                &[
+                    FigureName::Rate,
+                    FigureName::RwndLimited,
+                    FigureName::ReaderOnCpu,
+                    FigureName::ReaderWaitingForCpu,
+                    FigureName::SenderOnCpu,
+                    FigureName::SenderWaitingForCpu,
+                ],
+                unknowns,
+            )
+        }
+        Reader::Behind => verdict(
+            v,
+            Verdict::Receiver,
+            Confidence::Clear,
+            &[
+                FigureName::Rate,
+                FigureName::RwndLimited,
+                FigureName::WindowCeiling,
+                FigureName::RateOfCeiling,
+                FigureName::ReceiveQueue,
+                FigureName::ReaderOnCpu,
+                FigureName::ReaderWaitingForCpu,
+            ],
+            unknowns,
+        ),
+        Reader::KeptUp => {
+            let asleep = i.reader_thread.is_none_or(|t| t.asleep_pct() >= ASLEEP_PCT);
+            unknowns.push(if asleep {
                 Unknown::FiguresDisagree
             } else {
                 Unknown::Mixed {
@@ -290,9 +341,9 @@ fn window_closed(i: &Inputs, v: &Values<'_>) -> Diagnosis {
                 unknowns,
             )
         }
-        None => {
+        Reader::Unseen { shrunk } => {
             unknowns.push(Unknown::ReaderUnseen);
-            if v.ceiling_use.is_some_and(|u| u <= RECEIVER_CEILING_SHARE) {
+            if shrunk || v.ceiling_use.is_some_and(|u| u <= RECEIVER_CEILING_SHARE) {
                 return verdict(
                     v,
                     Verdict::Receiver,
@@ -302,6 +353,8 @@ fn window_closed(i: &Inputs, v: &Values<'_>) -> Diagnosis {
                         FigureName::RwndLimited,
                         FigureName::WindowCeiling,
                         FigureName::RateOfCeiling,
+                        FigureName::MeanWindow,
+                        FigureName::MaxWindow,
                         FigureName::SenderIdle,
                     ],
                     unknowns,
@@ -319,6 +372,8 @@ fn window_closed(i: &Inputs, v: &Values<'_>) -> Diagnosis {
                     FigureName::RwndLimited,
                     FigureName::WindowCeiling,
                     FigureName::RateOfCeiling,
+                    FigureName::MeanWindow,
+                    FigureName::MaxWindow,
                 ],
                 unknowns,
             )
@@ -334,18 +389,6 @@ const SNDBUF_FIGURES: &[FigureName] = &[
     FigureName::SenderAsleep,
     FigureName::RttMean,
 ];
-
-/// Whether the receiver left data unread: its queue held [`QUEUE_FULL_PCT`] of its buffer on
-/// average, or (where the queue was not sampled) its thread never waited for data. The queue
-/// is the direct evidence: under load a reader that keeps up can be runnable most of the time.
-fn reader_behind(i: &Inputs) -> bool {
-    match i.receive_queue_pct {
-        Some(q) => q >= QUEUE_FULL_PCT,
-        None => i
-            .reader_thread
-            .is_some_and(|t| t.runnable_pct() >= SATURATED_PCT),
-    }
-}
 
 /// Neither window nor buffer held the sender back: its own thread, losses, or its idle time
 /// say who set the pace, in that order.
@@ -523,6 +566,8 @@ struct Values<'a> {
     /// Rate ÷ window ceiling.
     ceiling_use: Option<f64>,
     window_segments: Option<f64>,
+    /// Mean advertised window ÷ the largest.
+    window_swing: Option<f64>,
     queue_delay_us: Option<f64>,
     retransmitted_pct: Option<f64>,
     limits: Limits,
@@ -538,6 +583,10 @@ impl<'a> Values<'a> {
                 .map(|c| i.rate_bps / c),
             window_segments: match (i.mean_window_bytes, i.mss_bytes) {
                 (Some(w), Some(m)) if m > 0.0 => Some(w / m),
+                _ => None,
+            },
+            window_swing: match (i.mean_window_bytes, i.max_window_bytes) {
+                (Some(m), Some(x)) if x > 0.0 => Some(m / x),
                 _ => None,
             },
             queue_delay_us: match (i.rtt_mean_us, i.rtt_base_us) {
@@ -573,6 +622,7 @@ impl<'a> Values<'a> {
             FigureName::WindowCeiling => i.window_ceiling_bps,
             FigureName::RateOfCeiling => self.ceiling_use.map(|u| u * 100.0),
             FigureName::MeanWindow => i.mean_window_bytes,
+            FigureName::MaxWindow => i.max_window_bytes,
             FigureName::WindowSegments => self.window_segments,
             FigureName::RttMean => i.rtt_mean_us,
             FigureName::RttBase => i.rtt_base_us,
@@ -648,6 +698,7 @@ mod tests {
             }),
             window_ceiling_bps: Some(1e9),
             mean_window_bytes: Some(5e6),
+            max_window_bytes: Some(5.2e6),
             mss_bytes: Some(1448.0),
             rtt_mean_us: Some(40_500.0),
             rtt_base_us: Some(40_000.0),
@@ -703,6 +754,7 @@ mod tests {
             limits: limits(96.0, 62.0, 0.5),
             window_ceiling_bps: Some(199e9),
             mean_window_bytes: Some(4.75 * 1048576.0 / 2.0),
+            max_window_bytes: Some(6.0 * 1048576.0),
             mss_bytes: Some(65483.0),
             rtt_mean_us: Some(194.0),
             rtt_base_us: Some(3.0),
@@ -719,6 +771,26 @@ mod tests {
         assert_eq!(d.figure(FigureName::RwndLimited), Some(62.0));
         let of_ceiling = d.figure(FigureName::RateOfCeiling).unwrap();
         assert!((of_ceiling - 22.0 / 199.0 * 100.0).abs() < 1e-9);
+
+        // A starved iperf3 reader whose window shrank to under two segments of its own 128 KiB
+        // at times: not "a window too small" (its largest says otherwise), the reader.
+        let starved = Inputs {
+            rate_bps: 900e6,
+            limits: limits(99.0, 95.0, 0.0),
+            window_ceiling_bps: Some(1e9),
+            mean_window_bytes: Some(40_000.0),
+            max_window_bytes: Some(131_072.0),
+            ..i.clone()
+        };
+        let d = check(&starved, Verdict::Receiver, Some(Confidence::Likely));
+        assert_eq!(d.cannot_tell, vec![Unknown::ReaderUnseen]);
+        // …whereas a window that stays at its largest and is full is the window's size.
+        let small = Inputs {
+            mean_window_bytes: Some(125_000.0),
+            ..starved
+        };
+        let d = check(&small, Verdict::ReceiveWindow, Some(Confidence::Likely));
+        assert_eq!(d.cannot_tell, vec![Unknown::ReceiveQueueUnseen]);
 
         // The same under load, the sender idle almost as often as it waited on the window:
         // two limits, neither named (measured: rwnd 35–41 %, idle 26–30 %).
@@ -745,6 +817,7 @@ mod tests {
             limits: limits(100.0, 99.3, 0.0),
             window_ceiling_bps: Some(59.8e6),
             mean_window_bytes: Some(301_916.0),
+            max_window_bytes: Some(330_000.0),
             receive_queue_pct: Some(1.1),
             ..base()
         };
@@ -778,6 +851,7 @@ mod tests {
             limits: limits(100.0, 99.8, 0.0),
             window_ceiling_bps: Some(1369e6),
             mean_window_bytes: Some(16384.0),
+            max_window_bytes: Some(16384.0),
             mss_bytes: Some(65483.0),
             rtt_mean_us: Some(96.0),
             rtt_base_us: Some(26.0),
@@ -883,6 +957,14 @@ mod tests {
         };
         let d = check(&i, Verdict::PathQueue, Some(Confidence::Clear));
         assert!(d.figure(FigureName::QueueDelay).unwrap() > 168_000.0);
+        // A sender that never waited on its socket is not held by a queue: a loopback RTT
+        // inflated by delayed ACKs behind a starved sender is not one.
+        let starved = Inputs {
+            sender_thread: Some(thread(2.0, 97.0)),
+            limits: limits(60.0, 0.0, 0.0),
+            ..i.clone()
+        };
+        check(&starved, Verdict::Sender, Some(Confidence::Clear));
         let bbr_probe = Inputs {
             rtt_mean_us: Some(47_835.0),
             rtt_base_us: Some(40_025.0),
