@@ -111,7 +111,7 @@ fn count_verdicts(verdicts: impl Iterator<Item = Verdict>) -> Vec<VerdictCount> 
         .into_iter()
         .map(|(verdict, runs)| VerdictCount { verdict, runs })
         .collect();
-    out.sort_by(|a, b| b.runs.cmp(&a.runs));
+    out.sort_by_key(|v| std::cmp::Reverse(v.runs));
     out
 }
 
