@@ -186,6 +186,10 @@ pub struct TcpTotals {
     /// stream a 128 KiB send buffer held to a fifth of its path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nothing_queued_pct: Option<f64>,
+    /// The largest `SO_SNDBUF` seen with the RTT samples, bytes: the send buffer's size, which
+    /// the kernel autotunes (up to `net.ipv4.tcp_wmem`) unless `-w` fixed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_bytes: Option<u64>,
 }
 
 /// One stream's result as one end measured it.

@@ -530,6 +530,7 @@ mod tests {
                 sndbuf_limited_pct: 0.0,
             }),
             nothing_queued_pct: None,
+            sndbuf_bytes: None,
         };
         let d = direction_summary(
             StreamDirection::ClientToServer,
@@ -708,6 +709,7 @@ mod tests {
                 sndbuf_limited_pct: 0.0,
             }),
             nothing_queued_pct: None,
+            sndbuf_bytes: None,
         }
     }
 }

@@ -49,6 +49,8 @@ pub struct Inputs {
     /// Samples with room in both windows and nothing queued unsent, percent (mean over
     /// streams, `None` unless every stream reported).
     pub nothing_queued_pct: Option<f64>,
+    /// The senders' largest `SO_SNDBUF`, bytes (mean over streams).
+    pub sndbuf_bytes: Option<f64>,
     /// The sending threads, mean over streams (`None` unless every stream reported).
     pub sender_thread: Option<ThreadTime>,
     /// The reading threads, mean over streams (`None` unless every stream reported).
@@ -134,6 +136,11 @@ impl Inputs {
             retransmits: d.retransmits,
             segments_sent: mss_bytes.map(|m| d.sender.bytes as f64 / m),
             max_cwnd_bytes: d.max_cwnd_bytes,
+            sndbuf_bytes: tcps
+                .iter()
+                .map(|t| t.sndbuf_bytes.map(|b| b as f64))
+                .collect::<Option<Vec<f64>>>()
+                .and_then(|v| mean(&v)),
             nothing_queued_pct: tcps
                 .iter()
                 .map(|t| t.nothing_queued_pct)

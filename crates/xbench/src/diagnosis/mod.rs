@@ -196,6 +196,9 @@ pub enum FigureName {
     /// Samples in which TCP had room in both windows and nothing queued to send.
     #[serde(rename = "nothing_queued_pct")]
     NothingQueued,
+    /// The senders' send buffers ÷ mean RTT, all streams: what the buffers can carry.
+    #[serde(rename = "send_buffer_ceiling_bps")]
+    SendBufferCeiling,
     /// Busy time limited by neither window nor buffer: the congestion window (or pacing) set
     /// the pace.
     #[serde(rename = "cwnd_limited_pct")]
@@ -212,7 +215,7 @@ pub enum FigureName {
     /// Largest advertised window, per stream.
     #[serde(rename = "max_window_bytes")]
     MaxWindow,
-    /// Mean advertised window in sender segments (MSS).
+    /// Largest advertised window in sender segments (MSS).
     #[serde(rename = "window_segments")]
     WindowSegments,
     /// Mean smoothed RTT under load.
@@ -279,11 +282,12 @@ impl FigureName {
             FigureName::SenderIdle => "sender idle (nothing in flight)",
             FigureName::NothingQueued => "room to send, nothing queued",
             FigureName::CwndLimited => "paced by the congestion window",
+            FigureName::SendBufferCeiling => "send buffer ÷ RTT",
             FigureName::WindowCeiling => "window ÷ RTT",
             FigureName::RateOfCeiling => "rate of window ÷ RTT",
             FigureName::MeanWindow => "mean window per stream",
             FigureName::MaxWindow => "largest window per stream",
-            FigureName::WindowSegments => "window in segments",
+            FigureName::WindowSegments => "largest window in segments",
             FigureName::RttMean => "RTT under load",
             FigureName::RttBase => "base RTT",
             FigureName::QueueDelay => "queueing delay",
@@ -302,9 +306,10 @@ impl FigureName {
     /// The unit of its value.
     pub fn unit(self) -> Unit {
         match self {
-            FigureName::Rate | FigureName::PacingAsked | FigureName::WindowCeiling => {
-                Unit::BitsPerSecond
-            }
+            FigureName::Rate
+            | FigureName::PacingAsked
+            | FigureName::WindowCeiling
+            | FigureName::SendBufferCeiling => Unit::BitsPerSecond,
             FigureName::MeanWindow | FigureName::MaxWindow => Unit::Bytes,
             FigureName::RttMean | FigureName::RttBase | FigureName::QueueDelay => Unit::Micros,
             FigureName::Retransmits | FigureName::WindowSegments => Unit::Count,
@@ -331,6 +336,10 @@ pub enum Unknown {
     /// The sending thread's scheduler figures are missing: whether it was busy on a CPU or
     /// waiting for one cannot be told.
     SenderThreadUnseen,
+    /// The sending thread slept on its socket although its buffer could carry far more than
+    /// the rate per RTT: what it waited for (ACKs its own busy CPU processed late, on
+    /// loopback) the figures do not show.
+    SenderSleepUnexplained,
     /// Two limits held the sender for comparable shares of the time; neither is *the* cause.
     Mixed {
         /// The limits, the larger share first.
@@ -365,6 +374,10 @@ impl std::fmt::Display for Unknown {
             Unknown::SenderThreadUnseen => f.write_str(
                 "whether the sending application was busy on a CPU or waiting for one: its \
                  scheduler figures are missing",
+            ),
+            Unknown::SenderSleepUnexplained => f.write_str(
+                "what the sending thread waited for: it slept on its socket although its send \
+                 buffer could carry far more than the rate (ACKs a busy CPU processes late?)",
             ),
             Unknown::Mixed { causes } => {
                 let names: Vec<&str> = causes.iter().map(|c| c.name()).collect();

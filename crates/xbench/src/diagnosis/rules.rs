@@ -57,9 +57,10 @@ pub const CEILING_OVERSHOOT: f64 = 1.25;
 /// window a little too small from a reader a little too slow.
 pub const RECEIVER_CEILING_SHARE: f64 = 0.5;
 
-/// A mean window of fewer segments than this stalls on the receiver's window updates and
-/// delayed ACKs (silly-window avoidance waits for a segment's worth of room), whatever the
-/// RTT: the window's size is the limit. Loopback's 64 KiB segments make `-w 64K` such a window.
+/// A window whose largest is fewer segments than this stalls on the receiver's window updates
+/// and delayed ACKs (silly-window avoidance waits for a segment's worth of room), whatever the
+/// RTT and however fast the reader: the window's size is the limit. Loopback's 64 KiB segments
+/// make `-w 64K` such a window.
 pub const TINY_WINDOW_SEGMENTS: f64 = 4.0;
 
 /// Where the receiver reports no queue (an iperf3 server): a window whose mean stayed under
@@ -73,7 +74,10 @@ pub const WINDOW_SWING: f64 = 0.5;
 /// clocks tick at context switches, and a test's first and last moments are spent in setup.
 pub const SATURATED_PCT: f64 = 90.0;
 
-/// A reading thread asleep (waiting for data) this share of the window kept up.
+/// A thread asleep this share of the window waited on its socket more than it wanted a CPU:
+/// a reader that waits for data kept up; a sender blocked on its buffer while TCP had room
+/// and nothing queued is held by that buffer (measured: 92–98 % asleep behind a 128 KiB
+/// buffer over 40 ms; a sender starved of CPU on loopback, 0–41 %).
 pub const ASLEEP_PCT: f64 = 50.0;
 
 /// A receive queue holding this share of `SO_RCVBUF` unread on average means the reader left
@@ -88,6 +92,16 @@ pub const QUEUE_FULL_PCT: f64 = 25.0;
 /// `sndbuf_limited` time misses much of this (CUBIC, 128 KiB send buffer over 40 ms: 0.6 %
 /// limited while 90 % of the samples had nothing queued).
 pub const NOTHING_QUEUED_PCT: f64 = 50.0;
+
+/// A send buffer carrying at least this share of the rate's worth per RTT (buffer × 8 ÷ RTT
+/// against the rate) is full of data in flight: measured 91–97 % behind 4 MiB and 128 KiB
+/// buffers over 40 ms. Below it the buffer's size allowed twice the rate and is not the limit.
+pub const SNDBUF_CEILING_SHARE: f64 = 0.5;
+
+/// A sending thread that waited for a CPU this share of the window lost it to other work:
+/// the host's CPU, not its buffer, held it (measured: a sender starved on loopback, 17–99 %;
+/// behind a small buffer over 40 ms, 2–6 %).
+pub const STARVED_WAIT_PCT: f64 = 10.0;
 
 /// The sender idle (nothing in flight) this share of the window: the application did not
 /// supply data; named when its thread's figures are missing.
@@ -124,10 +138,14 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
     let sender_saturated = i
         .sender_thread
         .is_some_and(|t| t.runnable_pct() >= SATURATED_PCT);
-    // A queue holds a rate only where the path pushes back: not behind a sender that never
-    // waited on its socket, nor a reader that left data unread (both inflate a loopback RTT
-    // with delayed ACKs, not with a queue).
-    if v.standing_queue() && !sender_saturated && !reader.behind() {
+    // A queue holds a rate only where the sender keeps the path full and the path pushes back:
+    // not behind a sender that never waited on its socket or left TCP with nothing to send,
+    // nor behind a reader that left data unread (on loopback a starved end inflates the RTT
+    // by milliseconds with late ACKs, not with a queue).
+    let app_limited = i
+        .nothing_queued_pct
+        .is_some_and(|p| p >= NOTHING_QUEUED_PCT);
+    if v.standing_queue() && !sender_saturated && !app_limited && !reader.behind() {
         return verdict(
             &v,
             Verdict::PathQueue,
@@ -270,19 +288,22 @@ fn window_closed(i: &Inputs, v: &Values<'_>, reader: Reader, sender_saturated: b
     if !comparable {
         unknowns.push(Unknown::CeilingNotComparable);
     }
-    // A window of few segments because unread data filled it is the reader's: the reader
-    // decides before the window's size.
-    if !reader.behind() && v.window_segments.is_some_and(|s| s < TINY_WINDOW_SEGMENTS) {
-        return window_size(
+    // A window that never opened to a few segments cannot keep data flowing however fast the
+    // reader is: its size is the limit. (One that shrank to a few segments because unread
+    // data filled it opened wider at times: its largest says so.)
+    if v.window_segments.is_some_and(|s| s < TINY_WINDOW_SEGMENTS) {
+        return verdict(
             v,
-            reader,
+            Verdict::ReceiveWindow,
+            Confidence::Clear,
             &[
                 FigureName::Rate,
                 FigureName::RwndLimited,
-                FigureName::MeanWindow,
+                FigureName::MaxWindow,
                 FigureName::WindowSegments,
                 FigureName::ReceiveQueue,
             ],
+            vec![],
         );
     }
     match reader {
@@ -384,6 +405,7 @@ fn window_closed(i: &Inputs, v: &Values<'_>, reader: Reader, sender_saturated: b
 /// What a send-buffer verdict rests on.
 const SNDBUF_FIGURES: &[FigureName] = &[
     FigureName::Rate,
+    FigureName::SendBufferCeiling,
     FigureName::SndbufLimited,
     FigureName::NothingQueued,
     FigureName::SenderAsleep,
@@ -397,8 +419,10 @@ fn unlimited(i: &Inputs, v: &Values<'_>, limits: Limits) -> Diagnosis {
         FigureName::Rate,
         FigureName::SenderOnCpu,
         FigureName::SenderWaitingForCpu,
+        FigureName::SenderAsleep,
         FigureName::SenderIdle,
         FigureName::NothingQueued,
+        FigureName::SendBufferCeiling,
         FigureName::RwndLimited,
         FigureName::SndbufLimited,
     ];
@@ -416,20 +440,46 @@ fn unlimited(i: &Inputs, v: &Values<'_>, limits: Limits) -> Diagnosis {
     if i.nothing_queued_pct
         .is_some_and(|p| p >= NOTHING_QUEUED_PCT)
     {
+        // TCP had room and nothing to send: the application did not write. Blocked on a
+        // buffer that carries about the rate per RTT, the buffer held it; wanting a CPU most
+        // of the time, the CPU did. A sender starved of CPU also sleeps on a buffer far larger
+        // than the rate needs, waiting for the ACKs its busy CPU processes late (loopback,
+        // measured: asleep 50–83 %, waiting for a CPU 17–50 %, the buffer's ceiling a
+        // thousand times the rate).
+        let buffer_full = v
+            .sndbuf_ceiling_use
+            .is_none_or(|u| u >= SNDBUF_CEILING_SHARE);
         return match i.sender_thread {
-            Some(t) if t.asleep_pct() >= ASLEEP_PCT => verdict(
+            Some(t) if t.asleep_pct() >= ASLEEP_PCT && buffer_full => verdict(
                 v,
                 Verdict::SendBuffer,
                 Confidence::Clear,
                 SNDBUF_FIGURES,
                 vec![],
             ),
+            Some(t) if t.asleep_pct() < ASLEEP_PCT => verdict(
+                v,
+                Verdict::Sender,
+                Confidence::Clear,
+                SENDER_FIGURES,
+                vec![],
+            ),
+            Some(t) if t.waiting_for_cpu_pct >= STARVED_WAIT_PCT => verdict(
+                v,
+                Verdict::Sender,
+                Confidence::Likely,
+                SENDER_FIGURES,
+                vec![Unknown::SenderSleepUnexplained],
+            ),
             Some(_) => cannot_tell(
                 v,
                 SENDER_FIGURES,
-                vec![Unknown::Mixed {
-                    causes: vec![Verdict::SendBuffer, Verdict::Sender],
-                }],
+                vec![
+                    Unknown::Mixed {
+                        causes: vec![Verdict::SendBuffer, Verdict::Sender],
+                    },
+                    Unknown::SenderSleepUnexplained,
+                ],
             ),
             None => cannot_tell(
                 v,
@@ -565,6 +615,10 @@ struct Values<'a> {
     i: &'a Inputs,
     /// Rate ÷ window ceiling.
     ceiling_use: Option<f64>,
+    /// Send buffers × 8 ÷ mean RTT, all streams, bits per second.
+    sndbuf_ceiling: Option<f64>,
+    /// Rate ÷ that.
+    sndbuf_ceiling_use: Option<f64>,
     window_segments: Option<f64>,
     /// Mean advertised window ÷ the largest.
     window_swing: Option<f64>,
@@ -575,13 +629,19 @@ struct Values<'a> {
 
 impl<'a> Values<'a> {
     fn of(i: &'a Inputs) -> Self {
+        let sndbuf_ceiling = match (i.sndbuf_bytes, i.rtt_mean_us) {
+            (Some(b), Some(r)) if r > 0.0 => Some(b * 8.0 / (r / 1e6) * f64::from(i.streams)),
+            _ => None,
+        };
         Values {
+            sndbuf_ceiling,
+            sndbuf_ceiling_use: sndbuf_ceiling.filter(|c| *c > 0.0).map(|c| i.rate_bps / c),
             i,
             ceiling_use: i
                 .window_ceiling_bps
                 .filter(|c| *c > 0.0)
                 .map(|c| i.rate_bps / c),
-            window_segments: match (i.mean_window_bytes, i.mss_bytes) {
+            window_segments: match (i.max_window_bytes.or(i.mean_window_bytes), i.mss_bytes) {
                 (Some(w), Some(m)) if m > 0.0 => Some(w / m),
                 _ => None,
             },
@@ -619,6 +679,7 @@ impl<'a> Values<'a> {
             FigureName::SenderIdle => limits.map(|l| l.idle),
             FigureName::CwndLimited => limits.map(|l| l.cwnd),
             FigureName::NothingQueued => i.nothing_queued_pct,
+            FigureName::SendBufferCeiling => self.sndbuf_ceiling,
             FigureName::WindowCeiling => i.window_ceiling_bps,
             FigureName::RateOfCeiling => self.ceiling_use.map(|u| u * 100.0),
             FigureName::MeanWindow => i.mean_window_bytes,
@@ -706,6 +767,7 @@ mod tests {
             segments_sent: Some(100e6 * 5.0 / 8.0 / 1448.0),
             max_cwnd_bytes: Some(500_000),
             nothing_queued_pct: Some(0.0),
+            sndbuf_bytes: Some(4e6),
             sender_thread: Some(thread(1.0, 1.0)),
             reader_thread: Some(thread(1.0, 1.0)),
             receive_queue_pct: Some(0.5),
@@ -772,21 +834,21 @@ mod tests {
         let of_ceiling = d.figure(FigureName::RateOfCeiling).unwrap();
         assert!((of_ceiling - 22.0 / 199.0 * 100.0).abs() < 1e-9);
 
-        // A starved iperf3 reader whose window shrank to under two segments of its own 128 KiB
-        // at times: not "a window too small" (its largest says otherwise), the reader.
+        // A starved iperf3 reader whose window spent the test at a fifth of its own largest: not
+        // "a window too small" (its largest says otherwise), the reader.
         let starved = Inputs {
             rate_bps: 900e6,
             limits: limits(99.0, 95.0, 0.0),
             window_ceiling_bps: Some(1e9),
-            mean_window_bytes: Some(40_000.0),
-            max_window_bytes: Some(131_072.0),
+            mean_window_bytes: Some(200_000.0),
+            max_window_bytes: Some(1_048_576.0),
             ..i.clone()
         };
         let d = check(&starved, Verdict::Receiver, Some(Confidence::Likely));
         assert_eq!(d.cannot_tell, vec![Unknown::ReaderUnseen]);
         // …whereas a window that stays at its largest and is full is the window's size.
         let small = Inputs {
-            mean_window_bytes: Some(125_000.0),
+            mean_window_bytes: Some(900_000.0),
             ..starved
         };
         let d = check(&small, Verdict::ReceiveWindow, Some(Confidence::Likely));
@@ -1004,6 +1066,8 @@ mod tests {
     fn a_buffer_holding_only_data_in_flight_is_the_send_buffer() {
         let cubic = Inputs {
             rate_bps: 25e6,
+            sndbuf_bytes: Some(131_072.0),
+            rtt_mean_us: Some(40_777.0),
             limits: limits(98.0, 0.0, 0.0),
             nothing_queued_pct: Some(100.0),
             sender_thread: Some(thread(0.0, 2.0)),
@@ -1019,9 +1083,31 @@ mod tests {
         // Nothing queued while the sender's thread ran all the time is the sender.
         let cpu = Inputs {
             sender_thread: Some(thread(60.0, 35.0)),
-            ..cubic
+            ..cubic.clone()
         };
         check(&cpu, Verdict::Sender, Some(Confidence::Clear));
+        // …and so is one that mostly waited for a CPU and slept a fifth of the time for the
+        // ACKs its starved CPU was late with (loopback, measured: 0.1 % on a CPU, 79 %
+        // waiting). Its inflated RTT is no queue.
+        let starved = Inputs {
+            sender_thread: Some(thread(0.1, 78.7)),
+            rtt_mean_us: Some(9_000.0),
+            rtt_base_us: Some(5.0),
+            ..cubic
+        };
+        check(&starved, Verdict::Sender, Some(Confidence::Clear));
+        // Starved harder, it sleeps more than it runs — on a buffer whose ceiling is far
+        // above the rate, so not for the buffer's size: the CPU it waited for is the likely
+        // limit (measured on loopback: asleep 83 %, waiting for a CPU 17 %).
+        let asleep = Inputs {
+            sender_thread: Some(thread(0.1, 16.6)),
+            rtt_mean_us: Some(393.0),
+            rtt_base_us: Some(5.0),
+            sndbuf_bytes: Some(1e6),
+            ..starved
+        };
+        let d = check(&asleep, Verdict::Sender, Some(Confidence::Likely));
+        assert_eq!(d.cannot_tell, vec![Unknown::SenderSleepUnexplained]);
     }
 
     /// Loopback under load, CUBIC: the sending thread on a CPU 42 % and waiting for one 50 %,

@@ -76,6 +76,8 @@ struct Track {
     /// nothing queued unsent.
     queued_n: u64,
     nothing_queued_n: u64,
+    /// Senders: the largest `SO_SNDBUF` seen.
+    sndbuf_max: Option<u64>,
     last: Option<TcpInfo>,
     mark: Option<EndMark>,
     /// The thread's scheduler clock when the measured window started.
@@ -185,6 +187,7 @@ impl Sampler {
                 snd_wnd_n: 0,
                 queued_n: 0,
                 nothing_queued_n: 0,
+                sndbuf_max: None,
                 last: None,
                 mark: None,
                 sched_base: None,
@@ -427,6 +430,9 @@ impl Sampler {
                     tr.queued_n += 1;
                     tr.nothing_queued_n += u64::from(idle);
                 }
+                if let Ok(b) = socket2::SockRef::from(&tr.shared.socket).send_buffer_size() {
+                    tr.sndbuf_max = Some(tr.sndbuf_max.unwrap_or(0).max(b as u64));
+                }
             }
             tr.last = Some(info);
         }
@@ -554,6 +560,7 @@ impl Track {
             limits,
             nothing_queued_pct: (self.queued_n > 0)
                 .then(|| self.nothing_queued_n as f64 / self.queued_n as f64 * 100.0),
+            sndbuf_bytes: self.sndbuf_max,
         })
     }
 }
