@@ -53,8 +53,8 @@ pub const CEILING_OVERSHOOT: f64 = 1.25;
 
 /// With the receive window holding the sender back, a window ceiling at least 1 ÷ this share
 /// of the rate (2×) means the window's *size* allowed far more: it closed because the reader
-/// fell behind. Between this and [`CEILING_SHARE`] the sender-side figures cannot tell a
-/// window a little too small from a reader a little too slow.
+/// fell behind. Between this and [`CEILING_SHARE`] the sender-side figures alone cannot tell a
+/// window a little too small from a reader a little too slow; the reader's queue can.
 pub const RECEIVER_CEILING_SHARE: f64 = 0.5;
 
 /// A window whose largest is fewer segments than this stalls on the receiver's window updates
@@ -163,16 +163,6 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
     let window_full = v
         .ceiling_use
         .is_some_and(|u| (CEILING_SHARE..=CEILING_OVERSHOOT).contains(&u));
-    const WINDOW_FIGURES: &[FigureName] = &[
-        FigureName::Rate,
-        FigureName::WindowCeiling,
-        FigureName::RateOfCeiling,
-        FigureName::MeanWindow,
-        FigureName::MaxWindow,
-        FigureName::RttMean,
-        FigureName::RwndLimited,
-        FigureName::ReceiveQueue,
-    ];
     let Some(l) = i.limits else {
         if window_full && !reader.behind() {
             return verdict(
@@ -340,6 +330,20 @@ fn window_closed(i: &Inputs, v: &Values<'_>, reader: Reader, sender_saturated: b
             ],
             unknowns,
         ),
+        // The reader kept up and the window still closed, the rate within reach of window ÷
+        // RTT: the window's size (a jittery path's mean RTT puts a full window's rate at 80 %
+        // of its ceiling: measured over the lab's delay line, `-w 256K`).
+        Reader::KeptUp
+            if comparable && v.ceiling_use.is_some_and(|u| u >= RECEIVER_CEILING_SHARE) =>
+        {
+            verdict(
+                v,
+                Verdict::ReceiveWindow,
+                Confidence::Clear,
+                WINDOW_FIGURES,
+                unknowns,
+            )
+        }
         Reader::KeptUp => {
             let asleep = i.reader_thread.is_none_or(|t| t.asleep_pct() >= ASLEEP_PCT);
             unknowns.push(if asleep {
@@ -401,6 +405,18 @@ fn window_closed(i: &Inputs, v: &Values<'_>, reader: Reader, sender_saturated: b
         }
     }
 }
+
+/// What a window-size verdict rests on.
+const WINDOW_FIGURES: &[FigureName] = &[
+    FigureName::Rate,
+    FigureName::WindowCeiling,
+    FigureName::RateOfCeiling,
+    FigureName::MeanWindow,
+    FigureName::MaxWindow,
+    FigureName::RttMean,
+    FigureName::RwndLimited,
+    FigureName::ReceiveQueue,
+];
 
 /// What a send-buffer verdict rests on.
 const SNDBUF_FIGURES: &[FigureName] = &[
@@ -893,6 +909,18 @@ mod tests {
             ..cubic.clone()
         };
         check(&bbr, Verdict::ReceiveWindow, Some(Confidence::Clear));
+        // Over the lab's delay line with a 500 Mbit/s cap: 51.7 Mbit/s at 82 % of a ceiling
+        // whose mean RTT the line's jitter raised, rwnd 77 %, the reader waiting for data 84 %
+        // of the time with its queue 5 % full: it kept up, so the window's size.
+        let jittery = Inputs {
+            rate_bps: 51.7e6,
+            limits: limits(100.0, 76.8, 0.0),
+            window_ceiling_bps: Some(51.7e6 / 0.823),
+            receive_queue_pct: Some(5.2),
+            reader_thread: Some(thread(1.0, 15.0)),
+            ..cubic.clone()
+        };
+        check(&jittery, Verdict::ReceiveWindow, Some(Confidence::Clear));
         // An iperf3 receiver does not show its queue: a full window may be full of unread data.
         let iperf3 = Inputs {
             receive_queue_pct: None,
