@@ -23,7 +23,8 @@
 //!   mean weighted by streams.
 //! - **Left out** (`None`), because no sum or mean of the parts means it: the server's CPU
 //!   (one server process serves the whole fleet; each report holds that process's figure),
-//!   CPU per GB and per transaction, sender-limit shares and the window ceiling.
+//!   CPU per GB and per transaction, sender-limit shares and the window ceiling, and with them
+//!   the diagnosis (each instance's own report keeps its own).
 //!
 //! Not for running anything or reading files.
 
@@ -344,6 +345,8 @@ fn merge_summary(parts: &[TestReport], offsets: &[u16]) -> Result<Summary, Fleet
             window_limited: same.iter().any(|s| s.window_limited),
             window_ceiling: None,
             per_stream,
+            // Without the limit shares and the ceiling the rules would only say "cannot tell".
+            diagnosis: None,
         });
     }
     Ok(Summary {

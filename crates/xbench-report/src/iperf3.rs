@@ -121,6 +121,8 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             retransmits,
             rtt_mean_us,
             window_ceiling_bps: None,
+            // iperf3's JSON lacks the limited times, threads and queues a verdict rests on.
+            verdict: None,
             timeline,
         });
     }

@@ -37,6 +37,7 @@
 //!         retransmits: 0,
 //!         rtt_mean_us: None,
 //!         window_ceiling_bps: None,
+//!         verdict: None,
 //!         timeline: vec![],
 //!     }]),
 //! };

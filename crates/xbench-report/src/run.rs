@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use xbench::config::StreamDirection;
+use xbench::diagnosis::{Inputs, Verdict};
 use xbench::report::{Outcome, TestReport, UdpReport};
 
 use crate::cell::{CellKey, Tool};
@@ -105,6 +106,9 @@ pub struct DirectionResult {
     /// bits per second, when xbench measured it. Linux grants a `-w` request about 1.3 times
     /// over, so the asked size alone understates the ceiling.
     pub window_ceiling_bps: Option<f64>,
+    /// What limited the run (the report's diagnosis, or one made now for a report saved
+    /// before diagnoses existed); `None` for iperf3's files, which lack the figures.
+    pub verdict: Option<Verdict>,
     /// Per interval, for the timeline chart.
     pub timeline: Vec<TimelinePoint>,
 }
@@ -230,7 +234,7 @@ impl Run {
             })
         } else {
             let mut dirs = Vec::new();
-            for d in &report.summary.directions {
+            for (index, d) in report.summary.directions.iter().enumerate() {
                 let Some(rx) = d.receiver else {
                     return Err(NotUsable::Empty(format!(
                         "{} has no receiver figures (the server's report never arrived)",
@@ -263,6 +267,11 @@ impl Run {
                     retransmits: d.retransmits,
                     rtt_mean_us: d.rtt.map(|r| r.mean_us),
                     window_ceiling_bps: d.window_ceiling.map(|c| c.bits_per_second),
+                    verdict: d
+                        .diagnosis
+                        .as_ref()
+                        .map(|x| x.verdict)
+                        .or_else(|| Inputs::of(report, index).map(|i| i.diagnose().verdict)),
                     timeline,
                 });
             }
@@ -574,6 +583,7 @@ mod tests {
             retransmits: 0,
             rtt_mean_us: Some(100.0),
             window_ceiling_bps: None,
+            verdict: None,
             timeline: vec![TimelinePoint {
                 start_s: 1.0,
                 end_s,

@@ -220,6 +220,8 @@ mod tests {
             tcp: None,
             after_end: AfterEnd::default(),
             error: None,
+            thread: None,
+            receive_queue: None,
         }
     }
 

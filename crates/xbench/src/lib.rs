@@ -56,6 +56,7 @@ pub mod check;
 pub mod client;
 pub mod config;
 mod control;
+pub mod diagnosis;
 mod engine;
 mod error;
 pub mod file;

@@ -250,6 +250,9 @@ fn stream_summary(
         receiver,
         tcp: s.and_then(|s| s.tcp.clone()),
         after_end,
+        sender_thread: s.and_then(|s| s.thread),
+        receiver_thread: r.and_then(|r| r.thread),
+        receive_queue: r.and_then(|r| r.receive_queue),
     }
 }
 
@@ -436,6 +439,8 @@ fn direction_summary(
         limits,
         window_ceiling,
         per_stream,
+        // Diagnosed with the whole report in hand (the test, the peer): `diagnosis::attach`.
+        diagnosis: None,
     }
 }
 
@@ -610,6 +615,8 @@ mod tests {
                 rwnd_limited_pct: 90.0,
                 sndbuf_limited_pct: 0.0,
             }),
+            nothing_queued_pct: None,
+            sndbuf_bytes: None,
         };
         let d = direction_summary(
             StreamDirection::ClientToServer,
@@ -619,6 +626,9 @@ mod tests {
                 receiver: Some(Transfer::new(1, 1.0)),
                 tcp: Some(tcp),
                 after_end: AfterEnd::default(),
+                sender_thread: None,
+                receiver_thread: None,
+                receive_queue: None,
             }],
             1.0,
         );
@@ -639,6 +649,9 @@ mod tests {
                     receiver: Some(Transfer::new((rate / 8.0) as u64, 1.0)),
                     tcp: Some(tcp),
                     after_end: AfterEnd::default(),
+                    sender_thread: None,
+                    receiver_thread: None,
+                    receive_queue: None,
                 }],
                 1.0,
             )
@@ -669,6 +682,8 @@ mod tests {
                 },
             },
             error: None,
+            thread: None,
+            receive_queue: None,
         }
     }
 
@@ -885,6 +900,8 @@ mod tests {
                 rwnd_limited_pct,
                 sndbuf_limited_pct: 0.0,
             }),
+            nothing_queued_pct: None,
+            sndbuf_bytes: None,
         }
     }
 }

@@ -728,6 +728,8 @@ mod tests {
                 tcp: None,
                 after_end,
                 error: None,
+                thread: None,
+                receive_queue: None,
             }],
             cpu: CpuUsage::default(),
         }

@@ -664,6 +664,9 @@ fn server_side(
                 tcp: None,
                 after_end: Default::default(),
                 error: None,
+                // iperf3 reports neither how its threads spent the test nor its queues.
+                thread: None,
+                receive_queue: None,
             })
         })
         .collect();

@@ -211,6 +211,19 @@ pub async fn run_with_give_up(
     cancel: impl Future<Output = ()>,
     give_up: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
+    let mut report = run_any(config, on_event, cancel, give_up).await?;
+    // Every way a test runs (xbench or iperf3 server) ends here, so every report says why.
+    crate::diagnosis::attach(&mut report);
+    Ok(report)
+}
+
+/// [`run_with_give_up`] before the diagnosis: picks the protocol and the kind of test.
+async fn run_any(
+    config: &ClientConfig,
+    on_event: &mut (dyn FnMut(ClientEvent) + Send),
+    cancel: impl Future<Output = ()>,
+    give_up: impl Future<Output = ()>,
+) -> Result<TestReport, Error> {
     config.spec.validate()?;
     flow_plan::BindList::check(&config.flow_binds)?;
     if config.protocol == ServerProtocol::Iperf3

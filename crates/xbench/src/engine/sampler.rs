@@ -15,17 +15,23 @@
 //! flight, a stream in retransmission back-off) is counted apart as [`AfterEnd`], so a slow
 //! tail can never stretch the measured window. A byte-count test has no cut: its window ends
 //! with its last byte.
+//!
+//! Every stream's thread is also timed over the window (on a CPU, waiting for one, asleep:
+//! two reads of its scheduler clock), and a receiver's unread queue is sampled with the RTT.
+//! Together they tell a side that could not keep up from one that waited on its socket.
 
 use std::collections::HashMap;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::cpu::{SchedTime, sched_time};
 use super::schedule::Schedule;
 use super::stream::{self, StreamEnd, StreamHandle, StreamShared};
 use crate::report::{
-    AfterEnd, CpuUsage, Role, RttStats, SenderLimits, SideInterval, SideResults,
-    SideStreamInterval, SideStreamResult, TcpInterval, TcpTotals, Transfer,
+    AfterEnd, CpuUsage, ReceiveQueue, Role, RttStats, SenderLimits, SideInterval, SideResults,
+    SideStreamInterval, SideStreamResult, TcpInterval, TcpTotals, ThreadTime, Transfer,
 };
 use crate::tcp_info::{self, TcpInfo};
 
@@ -52,6 +58,7 @@ pub(crate) struct Sampler {
 struct EndMark {
     bytes: u64,
     info: Option<TcpInfo>,
+    sched: Option<SchedTime>,
 }
 
 #[derive(Debug)]
@@ -69,8 +76,65 @@ struct Track {
     /// Sum and count of advertised-window samples, for the mean.
     snd_wnd_sum: f64,
     snd_wnd_n: u64,
+    /// Samples with `notsent_bytes` known, and those of them with room in both windows and
+    /// nothing queued unsent.
+    queued_n: u64,
+    nothing_queued_n: u64,
+    /// Senders: the largest `SO_SNDBUF` seen.
+    sndbuf_max: Option<u64>,
     last: Option<TcpInfo>,
     mark: Option<EndMark>,
+    /// The thread's scheduler clock when the measured window started.
+    sched_base: Option<SchedTime>,
+    /// Receivers: the unread queue over the window.
+    queue: QueueAcc,
+}
+
+/// Samples of a receiver's unread bytes (`SIOCINQ`) and of its `SO_RCVBUF`.
+#[derive(Debug, Default)]
+struct QueueAcc {
+    sum: f64,
+    n: u32,
+    max: u64,
+    rcvbuf_max: u64,
+}
+
+impl QueueAcc {
+    /// One ioctl and one getsockopt: taken with the RTT samples every [`TICK`].
+    fn add(&mut self, socket: &std::net::TcpStream) {
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD (SIOCINQ) writes one int through the pointer, which is valid for
+        // the duration of the call.
+        let rc = unsafe { libc::ioctl(socket.as_raw_fd(), libc::FIONREAD, &raw mut unread) };
+        if rc != 0 || unread < 0 {
+            return;
+        }
+        let unread = unread as u64;
+        self.sum += unread as f64;
+        self.n += 1;
+        self.max = self.max.max(unread);
+        if let Ok(b) = socket2::SockRef::from(socket).recv_buffer_size() {
+            self.rcvbuf_max = self.rcvbuf_max.max(b as u64);
+        }
+    }
+
+    fn stats(&self) -> Option<ReceiveQueue> {
+        (self.n > 0).then(|| ReceiveQueue {
+            mean_bytes: self.sum / f64::from(self.n),
+            max_bytes: self.max,
+            samples: self.n,
+            rcvbuf_bytes: self.rcvbuf_max,
+        })
+    }
+}
+
+/// The scheduler clock of a stream's thread now. A thread that has not started yet has used
+/// nothing, which is what a zero clock says.
+fn thread_clock(shared: &StreamShared) -> Option<SchedTime> {
+    match shared.tid.load(Ordering::Relaxed) {
+        0 => Some(SchedTime::default()),
+        tid => sched_time(tid),
+    }
 }
 
 #[derive(Debug, Default)]
@@ -125,8 +189,13 @@ impl Sampler {
                 max_snd_wnd: None,
                 snd_wnd_sum: 0.0,
                 snd_wnd_n: 0,
+                queued_n: 0,
+                nothing_queued_n: 0,
+                sndbuf_max: None,
                 last: None,
                 mark: None,
+                sched_base: None,
+                queue: QueueAcc::default(),
             })
             .collect();
         let mut s = Sampler {
@@ -144,6 +213,9 @@ impl Sampler {
             // No warm-up: everything counts from byte 0. The threads are already running, so
             // reading the counters here would silently drop their first bytes.
             s.read_all(true);
+            for tr in &mut s.tracks {
+                tr.sched_base = thread_clock(&tr.shared);
+            }
         }
         s
     }
@@ -219,6 +291,7 @@ impl Sampler {
             tr.mark = Some(EndMark {
                 bytes,
                 info: tr.last,
+                sched: thread_clock(&tr.shared),
             });
         }
         self.cut = Some(t);
@@ -313,6 +386,11 @@ impl Sampler {
             },
             Role::Receiver => after_end,
         };
+        let thread_end = match tr.mark {
+            // A thread that ended before the mark has no clock left to read: its last one.
+            Some(m) => m.sched.or_else(|| end.and_then(|e| e.sched)),
+            None => end.and_then(|e| e.sched),
+        };
         let (bytes, seconds) = if self.measuring {
             (
                 to_mark.saturating_sub(tr.base_bytes),
@@ -338,12 +416,22 @@ impl Sampler {
                 .flatten(),
             after_end,
             error: end.and_then(|e| e.error.clone()),
+            thread: self
+                .measuring
+                .then(|| thread_time(tr.sched_base?, thread_end?, seconds))
+                .flatten(),
+            receive_queue: (tr.role == Role::Receiver && self.measuring)
+                .then(|| tr.queue.stats())
+                .flatten(),
         }
     }
 
     fn read_all(&mut self, measuring: bool) {
         for tr in &mut self.tracks {
             if tr.role != Role::Sender {
+                if measuring {
+                    tr.queue.add(&tr.shared.socket);
+                }
                 continue;
             }
             // A socket the kernel has torn down keeps its last good sample.
@@ -358,6 +446,13 @@ impl Sampler {
                     tr.snd_wnd_sum += f64::from(w);
                     tr.snd_wnd_n += 1;
                 }
+                if let Some(idle) = nothing_queued(&info) {
+                    tr.queued_n += 1;
+                    tr.nothing_queued_n += u64::from(idle);
+                }
+                if let Ok(b) = socket2::SockRef::from(&tr.shared.socket).send_buffer_size() {
+                    tr.sndbuf_max = Some(tr.sndbuf_max.unwrap_or(0).max(b as u64));
+                }
             }
             tr.last = Some(info);
         }
@@ -369,6 +464,7 @@ impl Sampler {
             // the warm-up's intervals and the window's split the bytes to the byte.
             tr.base_bytes = tr.iv_bytes;
             tr.base_info = tr.last;
+            tr.sched_base = thread_clock(&tr.shared);
         }
     }
 
@@ -416,6 +512,35 @@ impl Sampler {
         self.interval_start = t;
         iv
     }
+}
+
+/// Whether a sample finds the connection with room to send and nothing to send: under 80 %
+/// of the congestion window in flight (a window TCP fills shows at or near 100 %, TSO rounding
+/// aside), the receiver's window not filled, and less than a segment written but unsent.
+/// `None` before Linux 4.6 (no `notsent_bytes`).
+fn nothing_queued(i: &TcpInfo) -> Option<bool> {
+    let notsent = i.notsent_bytes?;
+    let in_flight = u64::from(i.unacked) * u64::from(i.snd_mss);
+    let cwnd_room = u64::from(i.unacked) * 5 < u64::from(i.snd_cwnd) * 4;
+    let rwnd_room = i
+        .snd_wnd
+        .is_none_or(|w| in_flight + u64::from(i.snd_mss) <= u64::from(w));
+    Some(cwnd_room && rwnd_room && notsent < i.snd_mss)
+}
+
+/// A thread's shares of a window of `seconds` between two readings of its clock.
+fn thread_time(base: SchedTime, end: SchedTime, seconds: f64) -> Option<ThreadTime> {
+    if seconds <= 0.0 {
+        return None;
+    }
+    let d = base.until(end);
+    // The clocks tick at context switches, so a share can overshoot by a tick: cap it.
+    let pct = |t: Duration| (t.as_secs_f64() / seconds * 100.0).min(100.0);
+    let on_cpu_pct = pct(d.on_cpu);
+    Some(ThreadTime {
+        on_cpu_pct,
+        waiting_for_cpu_pct: pct(d.waiting_for_cpu).min(100.0 - on_cpu_pct),
+    })
 }
 
 impl Track {
@@ -481,6 +606,9 @@ impl Track {
             pmtu: last.pmtu,
             min_rtt_us: last.min_rtt_us,
             limits,
+            nothing_queued_pct: (self.queued_n > 0)
+                .then(|| self.nothing_queued_n as f64 / self.queued_n as f64 * 100.0),
+            sndbuf_bytes: self.sndbuf_max,
         })
     }
 }

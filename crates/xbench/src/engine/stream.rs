@@ -10,12 +10,12 @@ use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::cpu::thread_cpu;
+use super::cpu::{SchedTime, own_sched_time, own_tid, thread_cpu};
 use crate::report::{CpuUsage, Role};
 
 /// State shared between a stream thread and its controller.
@@ -36,6 +36,9 @@ pub(crate) struct StreamShared {
     pub(crate) socket: TcpStream,
     /// Raised by the controller to end a sender.
     pub(crate) stop: AtomicBool,
+    /// The stream thread's kernel id once it runs (0 before): the sampler reads its scheduler
+    /// clock at the start and end of the measured window.
+    pub(crate) tid: AtomicI32,
 }
 
 impl std::os::fd::AsRawFd for StreamShared {
@@ -58,6 +61,9 @@ pub(crate) struct StreamEnd {
     pub(crate) ended: Instant,
     /// CPU time of the thread.
     pub(crate) cpu: CpuUsage,
+    /// The thread's scheduler clock as it ended, for a window that ends with it (a byte
+    /// count), when its `/proc` entry is gone.
+    pub(crate) sched: Option<SchedTime>,
     /// The error that ended it, if it was not a requested stop or a clean end of stream.
     pub(crate) error: Option<String>,
 }
@@ -213,6 +219,7 @@ fn spawn(
         transmitted_base,
         socket,
         stop: AtomicBool::new(false),
+        tid: AtomicI32::new(0),
     });
     let (tx, done) = oneshot::channel();
     let thread_shared = Arc::clone(&shared);
@@ -221,6 +228,7 @@ fn spawn(
         Role::Receiver => format!("xb-recv-{id}"),
     };
     std::thread::Builder::new().name(name).spawn(move || {
+        thread_shared.tid.store(own_tid(), Ordering::Relaxed);
         let res = body(&thread_shared);
         let ended = Instant::now();
         let error = match res {
@@ -233,6 +241,7 @@ fn spawn(
             bytes: thread_shared.bytes.0.load(Ordering::Relaxed),
             ended,
             cpu: thread_cpu(),
+            sched: own_sched_time(),
             error,
         });
     })?;
