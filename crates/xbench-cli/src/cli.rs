@@ -434,8 +434,49 @@ pub(crate) struct ClientArgs {
     )]
     pub(crate) fields_format: crate::render::netperf::Format,
 
+    /// Latency under load: latency probes while the path rests, then while -P TCP streams
+    /// load it in DIR (up, down or both: -P each way), then at rest again; -t is the load's
+    /// length, -O its ramp. Reports the latency the load adds and the responsiveness (RPM).
+    #[arg(long, value_enum, value_name = "DIR", help_heading = "Latency under load",
+          conflicts_with_all = ["reverse", "bidir", "udp", "bytes", "latency", "iperf3"])]
+    pub(crate) under_load: Option<LoadDirection>,
+
+    /// Seconds each idle phase lasts, before and after the load [default: 3].
+    #[arg(long, value_name = "SECS", value_parser = parse::positive_duration,
+          requires = "under_load", help_heading = "Latency under load")]
+    pub(crate) idle: Option<Duration>,
+
+    /// UDP latency probes a second, paced evenly (1 to 100) [default: 20].
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "under_load",
+        help_heading = "Latency under load"
+    )]
+    pub(crate) probe_rate: Option<f64>,
+
+    /// A probe unanswered this long is lost [default: 3].
+    #[arg(long, value_name = "SECS", value_parser = parse::positive_duration,
+          requires = "under_load", help_heading = "Latency under load")]
+    pub(crate) probe_timeout: Option<Duration>,
+
+    /// Also probe with TCP request/response on a connection of its own, at the same rate.
+    #[arg(long, requires = "under_load", help_heading = "Latency under load")]
+    pub(crate) tcp_probe: bool,
+
     #[command(flatten)]
     pub(crate) sweep: SweepArgs,
+}
+
+/// Which way `--under-load`'s bulk streams load the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LoadDirection {
+    /// The client sends (uploads).
+    Up,
+    /// The server sends (downloads).
+    Down,
+    /// Both at once, -P streams each way (as flent's RRUL).
+    Both,
 }
 
 impl ClientArgs {

@@ -14,10 +14,11 @@ use xbench::config::{
     Direction, EndCondition, FlowCount, ReceiveMode, RrSpec, SocketOptions, TestSpec,
     ThroughputSpec, UdpRrSpec, UdpSpec, Workload,
 };
+use xbench::under_load::UnderLoadSpec;
 use xbench_report::{ThroughputUnit, layout};
 use xbench_sweep::{SweepPlan, Target};
 
-use crate::cli::{ClientArgs, JsonFormat};
+use crate::cli::{ClientArgs, JsonFormat, LoadDirection};
 use crate::exit::UsageError;
 use crate::parse::Bitrates;
 use crate::render::netperf;
@@ -300,6 +301,13 @@ fn refuse_iperf3_json_without_its_shape(a: &ClientArgs) -> Result<(), UsageError
                 .into(),
         ));
     }
+    if a.under_load.is_some() {
+        return Err(UsageError(
+            "--json-format iperf3: iperf3's JSON has no shape for latency under load; leave \
+             out --json-format"
+                .into(),
+        ));
+    }
     if wants_sweep(a) {
         return Err(UsageError(
             "--json-format iperf3 describes a single test; a sweep's --json and --save keep \
@@ -411,7 +419,13 @@ fn style(a: &ClientArgs) -> Style {
 /// The test the flags describe; a list's first value stands for the list (a sweep sets each
 /// cell's).
 fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
-    let direction = if a.bidir {
+    let direction = if let Some(d) = a.under_load {
+        match d {
+            LoadDirection::Up => Direction::ClientToServer,
+            LoadDirection::Down => Direction::ServerToClient,
+            LoadDirection::Both => Direction::Bidir,
+        }
+    } else if a.bidir {
         Direction::Bidir
     } else if a.reverse {
         Direction::ServerToClient
@@ -474,6 +488,9 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
         if a.udp {
             tp.udp = Some(udp_spec(a, tp.streams));
         }
+        if a.under_load.is_some() {
+            tp.under_load = Some(under_load_spec(a));
+        }
         Workload::Throughput(tp)
     };
     let spec = TestSpec {
@@ -492,6 +509,17 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
     spec.validate()
         .map_err(|e| UsageError(format!("invalid value for {}: {}", e.field, e.reason)))?;
     Ok(spec)
+}
+
+/// `--under-load`'s phases and probes: the flags given, the defaults for the rest.
+fn under_load_spec(a: &ClientArgs) -> UnderLoadSpec {
+    let d = UnderLoadSpec::default();
+    UnderLoadSpec {
+        idle: a.idle.unwrap_or(d.idle),
+        probe_rate: a.probe_rate.unwrap_or(d.probe_rate),
+        probe_timeout: a.probe_timeout.unwrap_or(d.probe_timeout),
+        tcp_probe: a.tcp_probe,
+    }
 }
 
 /// `-u`'s datagrams: `-l` (iperf3's 1448 by default) at `-b` for all streams (1 Mbit/s by
@@ -615,6 +643,7 @@ mod tests {
             receive: ReceiveMode::Copy,
             bitrate: Some(123_456_789),
             udp: None,
+            under_load: None,
         });
         let target = Target {
             host: Some("198.18.0.2".into()),

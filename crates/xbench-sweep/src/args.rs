@@ -17,6 +17,8 @@ use xbench::config::{
     ThroughputSpec, UdpSpec, Workload,
 };
 
+use xbench::under_load::UnderLoadSpec;
+
 use crate::error::SweepError;
 use crate::plan::SweepPlan;
 use crate::target::Target;
@@ -275,6 +277,7 @@ impl Args {
             receive,
             bitrate,
             udp,
+            under_load,
         } = t;
         if let Some(u) = udp {
             self.push("-u");
@@ -301,10 +304,11 @@ impl Args {
         } else if streams.get() != 1 {
             self.flag("-P", streams);
         }
-        match direction {
-            Direction::ClientToServer => {}
-            Direction::ServerToClient => self.push("-R"),
-            Direction::Bidir => self.push("--bidir"),
+        match (direction, under_load) {
+            (_, Some(ul)) => self.under_load(*direction, ul)?,
+            (Direction::ClientToServer, None) => {}
+            (Direction::ServerToClient, None) => self.push("-R"),
+            (Direction::Bidir, None) => self.push("--bidir"),
         }
         if *block_len != ThroughputSpec::default().block_len && udp.is_none() {
             self.flag("-l", size(u64::from(block_len.get()))?);
@@ -318,6 +322,39 @@ impl Args {
         }
         if let Some(b) = bitrate {
             self.flag("-b", bits_per_second(*b)?);
+        }
+        Ok(())
+    }
+
+    /// `--under-load DIR` (the load's direction) and the probes' settings that differ from
+    /// the defaults.
+    fn under_load(&mut self, direction: Direction, ul: &UnderLoadSpec) -> Result<(), RenderError> {
+        let UnderLoadSpec {
+            idle,
+            probe_rate,
+            probe_timeout,
+            tcp_probe,
+        } = ul;
+        let d = UnderLoadSpec::default();
+        self.flag(
+            "--under-load",
+            match direction {
+                Direction::ClientToServer => "up",
+                Direction::ServerToClient => "down",
+                Direction::Bidir => "both",
+            },
+        );
+        if *idle != d.idle {
+            self.flag("--idle", seconds(*idle)?);
+        }
+        if *probe_rate != d.probe_rate {
+            self.flag("--probe-rate", probe_rate);
+        }
+        if *probe_timeout != d.probe_timeout {
+            self.flag("--probe-timeout", seconds(*probe_timeout)?);
+        }
+        if *tcp_probe {
+            self.push("--tcp-probe");
         }
         Ok(())
     }

@@ -230,6 +230,11 @@ pub struct ThroughputSpec {
     /// unused.
     #[serde(default)]
     pub udp: Option<UdpSpec>,
+    /// Latency under load (`--under-load`): these streams are the load of a test in phases,
+    /// with latency probes beside them. `None` is a plain throughput test. The client runs
+    /// it as separate tests; a server refuses a spec that carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub under_load: Option<crate::under_load::UnderLoadSpec>,
 }
 
 /// A UDP throughput test (`-u`): paced datagrams, counted one by one at the receiver.
@@ -469,6 +474,9 @@ impl TestSpec {
                 if t.streams.get() > MAX_STREAMS {
                     return err("-P", format!("at most {MAX_STREAMS} streams"));
                 }
+                if let Some(ul) = &t.under_load {
+                    ul.validate(self, t)?;
+                }
                 if let Some(u) = &t.udp {
                     return check_udp(u, t.streams.get(), self.end);
                 }
@@ -648,6 +656,7 @@ impl Default for ThroughputSpec {
             receive: ReceiveMode::Discard,
             bitrate: None,
             udp: None,
+            under_load: None,
         }
     }
 }

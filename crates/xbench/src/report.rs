@@ -593,6 +593,10 @@ pub struct TestReport {
     pub outcome: Outcome,
     /// Things the user should know (a window the kernel capped, a late report).
     pub warnings: Vec<String>,
+    /// Latency under load (`--under-load`): the probes' latency idle and under this
+    /// report's bulk streams; absent from every other test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub under_load: Option<crate::under_load::UnderLoadReport>,
 }
 
 /// One interval of a request/response test as the server saw it.

@@ -18,6 +18,7 @@ use crate::render::json::{self, Event};
 use crate::render::netperf;
 use crate::render::rr::RrText;
 use crate::render::udp::UdpText;
+use crate::render::under_load::UnderLoadText;
 use crate::render::{out, text::Text};
 
 pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
@@ -75,6 +76,13 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     let rate = xbench::units::RateScale(unit);
     let mut udp_text = UdpText::new(&config.spec, rate, local.is_some());
     let is_udp = config.spec.as_throughput().is_some_and(|t| t.udp.is_some());
+    let mut ul_text = UnderLoadText::new(&config.spec)
+        .unit(unit)
+        .local(local.is_some());
+    let is_ul = config
+        .spec
+        .as_throughput()
+        .is_some_and(|t| t.under_load.is_some());
     let mut write_err: Option<io::Error> = None;
     let mut on_event = |ev: ClientEvent| {
         if write_err.is_some() {
@@ -99,6 +107,13 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
             ) => {
                 rr_text.partial_flows(*asked, *running, *server_limit);
                 return;
+            }
+            (ClientEvent::Started { server, streams }, Style::Text) if is_ul => {
+                ul_text.started(&config, server, streams)
+            }
+            (ClientEvent::UnderLoadInterval(iv), Style::Text) => ul_text.interval(iv),
+            (ClientEvent::UnderLoadInterval(iv), Style::JsonStream) => {
+                json::event_line(&Event::UnderLoadInterval { interval: iv })
             }
             (ClientEvent::Started { .. }, Style::Text) if is_rr => rr_text.started(&config),
             (ClientEvent::Started { server, streams }, Style::Text) if is_udp => {
@@ -176,6 +191,7 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     let rendered = match &style {
         Style::Text if is_rr => rr_text.summary(&report),
         Style::Text if is_udp => udp_text.summary(&report),
+        Style::Text if is_ul => ul_text.summary(&report, unit),
         Style::Text => Text::new(&config.spec).unit(unit).summary(&report),
         Style::Json => json::document(&report),
         Style::Iperf3Json => iperf3_json::document(&report, &iperf3),

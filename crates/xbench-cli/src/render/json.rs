@@ -1,7 +1,8 @@
 //! `--json` (one document at the end) and `--json-stream` (one event per line as it happens).
 //!
 //! Stream events: `{"event":"start",…}`, `{"event":"interval","interval":{…}}` (or
-//! `rr_interval` for request/response tests, `udp_interval` for UDP tests), `{"event":"warning",…}` and
+//! `rr_interval` for request/response tests, `udp_interval` for UDP tests,
+//! `under_load_interval` for `--under-load`), `{"event":"warning",…}` and
 //! a final `{"event":"end","report":{…}}` whose report is the `--json` document.
 
 use serde::Serialize;
@@ -24,6 +25,10 @@ pub(crate) enum Event<'a> {
     },
     UdpInterval {
         interval: &'a UdpInterval,
+    },
+    /// A row of `--under-load`'s timeline.
+    UnderLoadInterval {
+        interval: &'a xbench::under_load::TimelineRow,
     },
     Warning {
         message: &'a str,

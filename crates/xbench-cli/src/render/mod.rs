@@ -8,6 +8,7 @@ pub(crate) mod netperf;
 pub(crate) mod rr;
 pub(crate) mod text;
 pub(crate) mod udp;
+pub(crate) mod under_load;
 
 use std::io::{self, Write};
 

@@ -24,7 +24,7 @@ pub(crate) struct Text {
     header_done: bool,
 }
 
-const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
+pub(crate) const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
 
 impl Text {
     pub(crate) fn new(spec: &TestSpec) -> Self {

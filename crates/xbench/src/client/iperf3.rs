@@ -293,6 +293,7 @@ pub(crate) async fn run(
         cpu,
         outcome,
         warnings,
+        under_load: None,
     })
 }
 

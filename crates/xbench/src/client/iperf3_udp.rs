@@ -248,6 +248,7 @@ pub(super) async fn run(
         cpu,
         outcome,
         warnings,
+        under_load: None,
     })
 }
 

@@ -15,6 +15,7 @@ mod iperf3_udp;
 mod rr;
 mod session;
 mod udp;
+mod under_load;
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -172,6 +173,10 @@ pub enum ClientEvent {
     RrInterval(RrInterval),
     /// One interval of a UDP test, both ends merged.
     UdpInterval(UdpInterval),
+    /// One row of a latency-under-load test's timeline (`--under-load`): its phase, the
+    /// probes' latency and the bulk streams' figures. Its parts' own intervals are not
+    /// handed on.
+    UnderLoadInterval(crate::under_load::TimelineRow),
     /// Something the user should know.
     Warning(String),
     /// `--allow-partial-flows`: `running` of the `asked` request/response flows run, because
@@ -235,6 +240,21 @@ async fn run_any(
     // Setup can take a connect timeout or a slow server's answer: Ctrl-C must cut it short too.
     let mut cancel = std::pin::pin!(cancel);
     let give_up = GiveUp::new(give_up);
+    // Latency under load runs its parts as tests of their own (`under_load`), each needing
+    // xbench's server.
+    if let Workload::Throughput(tp) = &config.spec.workload
+        && let Some(ul) = &tp.under_load
+    {
+        if config.protocol == ServerProtocol::Iperf3 {
+            let reason = "its latency probes are xbench's UDP request/response, which an \
+                          iperf3 server (--iperf3) does not run";
+            return Err(Error::Spec(crate::config::SpecError {
+                field: "--under-load",
+                reason: reason.into(),
+            }));
+        }
+        return under_load::run(config, tp, ul, on_event, cancel, give_up).await;
+    }
     if config.protocol == ServerProtocol::Iperf3 {
         let control = interruptible(iperf3::connect(config), cancel.as_mut(), "connecting").await?;
         return iperf3::run(control, config, on_event, cancel).await;
@@ -349,6 +369,7 @@ pub fn nothing_measured(config: &ClientConfig, started_at: SystemTime, why: &Err
         },
         outcome: Outcome::Interrupted,
         warnings: vec![why.to_string()],
+        under_load: None,
     }
 }
 

@@ -249,6 +249,7 @@ impl Session {
             cpu: body.cpu,
             outcome: body.outcome,
             warnings: body.warnings,
+            under_load: None,
         }
     }
 }

@@ -28,6 +28,14 @@ fn within_limits(spec: &TestSpec, ctx: &Ctx) -> Result<(), String> {
     let l = &ctx.limits;
     match &spec.workload {
         Workload::Throughput(tp) => {
+            if tp.under_load.is_some() {
+                // A client runs it as its parts: a request for it whole is not xbench's.
+                return Err(
+                    "a latency-under-load test runs as separate tests (its probes and its load); \
+                     this request asks for it whole"
+                        .into(),
+                );
+            }
             let server_sends = StreamLayout::new(tp).contains(StreamDirection::ServerToClient);
             if server_sends && let Some(u) = tp.udp {
                 udp_within_send_cap(u.bitrate, l.max_send_rate)?;
