@@ -263,7 +263,7 @@ impl ClientWorker {
         let mut events = Vec::with_capacity(64);
         loop {
             let state = self.control.state();
-            if state == STOPPED || (state == DRAINING && self.all_idle()) {
+            if state == STOPPED || (state == DRAINING && self.all_idle() && !self.paced_left()) {
                 break;
             }
             let deadline = self.deadline(state);
@@ -295,7 +295,7 @@ impl ClientWorker {
                     self.receive(i, Some(now));
                 }
             }
-            if self.control.state() == RUNNING {
+            if self.control.state() != STOPPED {
                 self.start_paced(now);
             }
             self.housekeeping(now);
@@ -319,7 +319,12 @@ impl ClientWorker {
         let mut current = None;
         loop {
             let state = self.control.state();
-            if state == STOPPED || (state == DRAINING && self.all_idle()) || self.flows[0].failed {
+            // Past the end with nothing in flight: the epoll loop waits for the controller.
+            let over = self.all_idle() && !self.control.may_start(self.now());
+            if state == STOPPED || (state == DRAINING && self.all_idle()) || over {
+                break;
+            }
+            if self.flows[0].failed {
                 break;
             }
             let now = self.now();
@@ -409,17 +414,26 @@ impl ClientWorker {
 
     fn deadline(&self, state: u8) -> Instant {
         let mut t = self.next_timeout_check.min(self.next_stall_check);
-        if state == RUNNING
+        if state != STOPPED
             && let Some(Reverse((due, _))) = self.due.peek()
+            && self.control.may_start(*due)
         {
             t = t.min(*due);
         }
         self.plan.base + Duration::from_nanos(t)
     }
 
+    /// A paced request is due inside the window and not sent yet (a worker running late at
+    /// the end).
+    fn paced_left(&self) -> bool {
+        self.due
+            .peek()
+            .is_some_and(|Reverse((t, _))| self.control.may_start(*t))
+    }
+
     fn start_paced(&mut self, now: u64) {
         while let Some(&Reverse((t, i))) = self.due.peek() {
-            if t > now || self.control.state() != RUNNING {
+            if t > now || !self.control.may_start(t) {
                 break;
             }
             self.due.pop();
@@ -443,20 +457,20 @@ impl ClientWorker {
 
     /// Sends every request flow `i` may send now.
     fn start_due(&mut self, i: usize, now: u64) {
-        if self.control.state() != RUNNING || self.flows[i].failed || self.flows[i].blocked {
+        if self.flows[i].failed || self.flows[i].blocked {
             return;
         }
         let period = self.plan.period.map(as_ns);
         while self.flows[i].inflight.len() < self.plan.burst {
             let f = &mut self.flows[i];
             let start = match period {
-                None => now,
-                Some(p) if f.next_due <= now => {
+                None if self.control.may_start(now) => now,
+                Some(p) if f.next_due <= now && self.control.may_start(f.next_due) => {
                     let t = f.next_due;
                     f.next_due += p;
                     t
                 }
-                Some(_) => break,
+                _ => break,
             };
             let seq = f.next_seq;
             Header {
