@@ -275,7 +275,13 @@ pub(super) async fn run(
         return false;
     }
     for s in senders {
-        match iperf3::spawn_sender(s, plan.block_len, plan.rate, plan.counters_64bit) {
+        match iperf3::spawn_sender(
+            s,
+            plan.block_len,
+            plan.rate,
+            (Instant::now(), None),
+            plan.counters_64bit,
+        ) {
             Ok(h) => streams.push((Role::Sender, h)),
             Err(e) => {
                 warn!(%peer, "cannot start a stream thread: {e}");
