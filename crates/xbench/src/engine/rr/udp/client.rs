@@ -608,8 +608,16 @@ mod tests {
     /// A lossy server on its own thread: answers every request except every `k`-th (seq
     /// k-1, 2k-1, …), which it keeps; returns the dropped sequence numbers when told to stop
     /// (a datagram of one byte).
+    ///
+    /// The server is the instrument, not what is measured: it runs `SCHED_FIFO` where it may
+    /// (as root, as in CI), so busy processes on a loaded machine do not hold its answers past
+    /// the flows' 20 ms timeout (as an ordinary thread, 8 of 600 were: 68 lost of 60 dropped).
     fn lossy_server(sock: UdpSocket, k: u64, resp: usize) -> std::thread::JoinHandle<Vec<u64>> {
         std::thread::spawn(move || {
+            let param = libc::sched_param { sched_priority: 10 };
+            // SAFETY: pid 0 is the calling thread; `param` is valid for the call. Failing
+            // (not root) leaves an ordinary thread.
+            let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
             let mut dropped = Vec::new();
             let mut buf = vec![0u8; 65_536];
             let mut out = vec![0u8; resp];
@@ -686,8 +694,11 @@ mod tests {
             }
         };
         assert!(done, "the worker ended without its last figures");
+        // A lost request ends by its 20 ms timeout, not by the 5 s stall check (which would
+        // fail the flow above) nor never. Not a tighter bound: on a loaded machine the worker
+        // and this thread wait for a core (820 ms at load 17, once in 32 runs).
         assert!(
-            started.elapsed() < Duration::from_millis(500),
+            started.elapsed() < Duration::from_secs(3),
             "draining waited {:?}: a lost request must end by its timeout",
             started.elapsed()
         );
@@ -700,10 +711,18 @@ mod tests {
             transactions += s.transactions;
         }
         assert!(dropped.len() >= 5, "too few requests to tell: {dropped:?}");
-        assert_eq!(total.lost, dropped.len() as u64, "{total:?}");
+        // Every dropped response is lost; any other loss is an answer that came after the
+        // timeout (the kernel's softirq work can still wait behind busy processes), and was
+        // counted late when it came.
+        assert_eq!(
+            total.lost,
+            dropped.len() as u64 + total.late,
+            "{total:?}, {} dropped",
+            dropped.len()
+        );
         assert_eq!(total.requests, transactions + total.lost, "{total:?}");
         assert_eq!(total.ignored, 2, "{total:?}");
-        assert_eq!((total.late, total.duplicates), (0, 0), "{total:?}");
+        assert_eq!(total.duplicates, 0, "{total:?}");
         drop(workers);
     }
 
