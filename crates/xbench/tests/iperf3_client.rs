@@ -153,7 +153,7 @@ async fn a_held_up_iperf3_tcp_client_cuts_its_window_at_the_end_mark() {
     );
     let got = d.receiver.unwrap().bytes;
     assert!(
-        got <= d.sender.bytes + d.after_end.sent_bytes,
+        got <= d.sender.unwrap().bytes + d.after_end.sent_bytes,
         "iperf3's server got {got}: {d:?}"
     );
 }
