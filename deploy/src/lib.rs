@@ -53,6 +53,7 @@ pub mod home;
 pub mod hybrid;
 pub mod ipsec;
 pub mod plan;
+pub mod policy;
 pub mod regions;
 pub mod run;
 pub mod scenario;

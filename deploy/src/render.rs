@@ -78,6 +78,20 @@ pub(crate) fn plan(
                 perf.as_deref().unwrap_or("unknown")
             );
         }
+        let mut gateways: Vec<_> = pre.gateway_amis.iter().collect();
+        gateways.sort();
+        for ((region, ty), ami) in gateways {
+            let _ = writeln!(
+                out,
+                "  IPsec gateways: {ami} ({ty} in {region}; gateway_ami = {})",
+                match &scenario.gateway_ami {
+                    xbench_deploy::scenario::AmiChoice::Ubuntu2404 => "ubuntu-24.04".to_owned(),
+                    xbench_deploy::scenario::AmiChoice::AmazonLinux2023 => "al2023".to_owned(),
+                    xbench_deploy::scenario::AmiChoice::SsmParameter(p) => format!("ssm:{p}"),
+                    xbench_deploy::scenario::AmiChoice::Id(id) => id.clone(),
+                }
+            );
+        }
         let mut zones: Vec<_> = pre.zones.iter().collect();
         zones.sort();
         for (vpc, zone) in zones {
@@ -88,6 +102,11 @@ pub(crate) fn plan(
         }
     }
     out.push_str(&cost(plan, scenario));
+    let _ = writeln!(
+        out,
+        "\nself-stop\n  every instance powers itself off at the run's deletion-due time (up + ttl_hours = {} h) on its own clock, and is launched with InstanceInitiatedShutdownBehavior=terminate: a run nobody tears down (a laptop asleep during `all`, a lost state directory) stops billing then; what bills without an instance (Transit Gateway attachments, accelerators) waits for `down` or `gc`",
+        scenario.ttl_hours
+    );
     out
 }
 
@@ -117,7 +136,7 @@ fn cost(plan: &Plan, scenario: &Scenario) -> String {
     let ttl = f64::from(scenario.ttl_hours);
     let _ = writeln!(
         out,
-        "  total {at_least}${:.3} per hour; {at_least}${:.2} over ttl_hours = {} (when gc deletes the run at the latest)",
+        "  total {at_least}${:.3} per hour; {at_least}${:.2} over ttl_hours = {} (the longest the hosts can live: see below)",
         c.total_hourly,
         c.total_hourly * ttl,
         scenario.ttl_hours
@@ -148,7 +167,7 @@ fn runnable(plan: &Plan) -> usize {
 fn describe_binary(b: &BinaryNote) -> String {
     match b {
         BinaryNote::Upload(bin, problem) => format!(
-            "{} ({}, {}, {:.1} MiB, sha256 {}): uploaded to the run's private bucket, fetched through a presigned URL{}",
+            "{} ({}, {}, {:.1} MiB, sha256 {}): uploaded to the run's private bucket, copied by the hosts with their instance profile{}",
             bin.path.display(),
             bin.arch,
             match bin.glibc {
@@ -287,7 +306,9 @@ impl Progress {
             RunEvent::PathGivenUp { label, reason } => {
                 format!("path {label}: given up, its other runs are skipped: {reason}")
             }
-            RunEvent::FleetNote { label, note } => format!("path {label}: {note}"),
+            RunEvent::FleetNote { label, note } | RunEvent::PathNote { label, note } => {
+                format!("path {label}: {note}")
+            }
             RunEvent::Skipped(_) | RunEvent::Pausing(_) => return,
             _ => return,
         };
@@ -406,14 +427,28 @@ fn home_end(out: &mut String, h: &xbench_deploy::state::HomeEndOutput) {
 }
 
 pub(crate) fn down(run: &str, d: &DownReport) -> String {
-    if d.deleted.is_empty() {
+    let mut out = if d.deleted.is_empty() && d.left.is_empty() {
         format!(
             "run {run}: nothing left to delete (searched {})\n",
             d.regions.join(", ")
         )
     } else {
         format!("run {run}: deleted {} resource(s)\n", d.deleted.len())
+    };
+    for n in d.notes.iter().filter(|n| !n.starts_with("failed: ")) {
+        let _ = writeln!(out, "note: {n}");
     }
+    if !d.left.is_empty() {
+        let _ = writeln!(
+            out,
+            "LEFT after the teardown ({}; region, what, id):",
+            d.left.len()
+        );
+        for l in &d.left {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+    out
 }
 
 pub(crate) fn gc(g: &GcReport, dry_run: bool) -> String {
@@ -434,6 +469,16 @@ pub(crate) fn gc(g: &GcReport, dry_run: bool) -> String {
             r.deletion_due.as_deref().unwrap_or("?"),
             r.regions.join(", ")
         );
+    }
+    if !g.left.is_empty() {
+        let _ = writeln!(
+            out,
+            "LEFT after the teardowns ({}; run, region, what, id):",
+            g.left.len()
+        );
+        for l in &g.left {
+            let _ = writeln!(out, "  {l}");
+        }
     }
     out
 }

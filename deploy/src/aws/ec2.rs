@@ -111,6 +111,10 @@ pub struct RegionInventory {
     /// Your virtual private gateways attached to the run's VPCs (hybrid paths): the id is the
     /// gateway's, `vpc_id` the run's VPC. `down` detaches them; the gateways are not the run's.
     pub vgw_attachments: Vec<Found>,
+    /// Kinds AWS refused to list for lack of permission (Transit Gateways and their
+    /// attachments: a caller may lack `ec2:DescribeTransitGateway*` and still run scenarios
+    /// without them), with AWS's words. Whoever needs the kind decides whether that matters.
+    pub unlisted: Vec<(&'static str, String)>,
 }
 
 impl RegionInventory {
@@ -239,18 +243,44 @@ pub async fn discover(r: &RegionClients, sel: &Selector) -> Result<RegionInvento
     inv.vpc_peerings = vpc_peerings(r, sel, &vpc_ids, &owners).await?;
     inv.vgw_attachments = vgw_attachments(r, sel, &vpc_ids, &owners).await?;
 
-    let tgws: Vec<_> = describe!(
+    let tgws: Result<Vec<_>, Error> = describe!(
         r,
         describe_transit_gateways,
         "DescribeTransitGateways",
         tagged.clone()
-    )?;
+    );
+    let Some(tgws) = permitted(&mut inv, "transit gateways", tgws)? else {
+        return Ok(inv);
+    };
     inv.transit_gateways = select(sel, &TGW, tgws.iter().map(from_tgw), &owners);
     owners.note(&inv.transit_gateways);
     let tgw_ids = ids(&inv.transit_gateways);
-    inv.tgw_vpc_attachments = tgw_vpc_attachments(r, sel, &tgw_ids, &vpc_ids, &owners).await?;
-    inv.tgw_peering_attachments = tgw_peering_attachments(r, sel, &tgw_ids, &owners).await?;
+    let vpc_attachments = tgw_vpc_attachments(r, sel, &tgw_ids, &vpc_ids, &owners).await;
+    if let Some(a) = permitted(&mut inv, "tgw vpc attachments", vpc_attachments)? {
+        inv.tgw_vpc_attachments = a;
+    }
+    let peering_attachments = tgw_peering_attachments(r, sel, &tgw_ids, &owners).await;
+    if let Some(a) = permitted(&mut inv, "tgw peering attachments", peering_attachments)? {
+        inv.tgw_peering_attachments = a;
+    }
     Ok(inv)
+}
+
+/// A listing's result, or `None` with the refusal noted in `inv.unlisted` when AWS denied
+/// the permission; any other error stays an error.
+fn permitted<T>(
+    inv: &mut RegionInventory,
+    kind: &'static str,
+    r: Result<T, Error>,
+) -> Result<Option<T>, Error> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_access_denied() => {
+            inv.unlisted.push((kind, e.to_string()));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// How one kind of resource is judged once listed.
