@@ -60,6 +60,7 @@ pub mod scenario;
 pub mod state;
 pub mod suite;
 pub mod teardown;
+pub mod transfer;
 pub mod userdata;
 
 pub use deployer::Deployer;

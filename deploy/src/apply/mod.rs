@@ -74,6 +74,10 @@ impl Default for UpOptions {
 pub struct Preflight {
     /// (region, instance type) → advertised network performance.
     pub network_performance: HashMap<(String, String), Option<String>>,
+    /// (region, instance type) → how it does enhanced networking (`ENA`, `Intel 82599 VF`).
+    pub enhanced_networking: HashMap<(String, String), &'static str>,
+    /// Instance type → baseline and burst bandwidth AWS reports.
+    pub bandwidth: std::collections::BTreeMap<String, crate::transfer::Bandwidth>,
     /// (region, instance type) → AMI id.
     pub amis: HashMap<(String, String), String>,
     /// (region, instance type) → the AMI id of IPsec gateways (the scenario's `gateway_ami`).
@@ -115,6 +119,18 @@ impl Deployer {
             );
             pre.network_performance
                 .insert(k.clone(), facts.network_performance.clone());
+            pre.enhanced_networking
+                .insert(k.clone(), facts.enhanced_networking);
+            if let Some((baseline, burst)) = facts.bandwidth_gbps {
+                pre.bandwidth.insert(
+                    h.instance_type.clone(),
+                    crate::transfer::Bandwidth {
+                        baseline,
+                        burst,
+                        source: "aws",
+                    },
+                );
+            }
             vcpus.insert(k.clone(), facts.vcpus);
             archs.insert(k, facts.architectures);
         }
