@@ -236,7 +236,8 @@ fn data(
             d.total_at_burst
         );
     }
-    out.push_str(&burst_warnings(plan, suite, &table, aws_bandwidth));
+    let sending = d.paths.iter().map(|p| p.seconds).fold(0.0_f64, f64::max);
+    out.push_str(&burst_warnings(plan, sending, &table, aws_bandwidth));
     out
 }
 
@@ -244,14 +245,14 @@ fn data(
 /// sending longer than the shortest burst AWS documents (5 minutes of network I/O credits).
 fn burst_warnings(
     plan: &Plan,
-    suite: &Suite,
+    sending_secs: f64,
     table: &xbench_deploy::cost::PriceTable,
     aws_bandwidth: &std::collections::BTreeMap<String, xbench_deploy::transfer::Bandwidth>,
 ) -> String {
     const SHORTEST_BURST: Duration = Duration::from_secs(5 * 60);
     let mut out = String::new();
     let mut seen = Vec::new();
-    let per_path = suite.expected_per_path();
+    let per_path = Duration::from_secs_f64(sending_secs.max(0.0));
     for h in &plan.hosts {
         if seen.contains(&h.instance_type) {
             continue;

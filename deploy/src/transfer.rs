@@ -138,6 +138,7 @@ pub fn estimate(
         );
     }
     let mut assumed = Vec::new();
+    let mut yours = Vec::new();
     for p in &plan.paths {
         let Some(spec) = scenario.paths.iter().find(|s| s.label == p.label) else {
             continue;
@@ -223,7 +224,10 @@ pub fn estimate(
             (cs, sc),
             table,
         );
-        if lines.is_empty() && cs + sc > 0.0 {
+        if cr.is_none() || sr.is_none() {
+            yours.push(p.label.clone());
+        }
+        if lines.is_empty() && cs + sc > 0.0 && cr.is_some() && cr == sr {
             out.notes.push(format!(
                 "{}: {} within one region moves {:.1} GB at no transfer charge (within an AZ; across AZs $0.01/GB each way)",
                 p.label,
@@ -244,6 +248,12 @@ pub fn estimate(
             seconds: secs,
             basis,
         });
+    }
+    if !yours.is_empty() {
+        out.notes.push(format!(
+            "{}: one end is your host, whose own link is not known here and may be slower than the AWS end's rate used above; data into AWS is free",
+            yours.join(", ")
+        ));
     }
     if !assumed.is_empty() {
         out.notes.push(format!(
