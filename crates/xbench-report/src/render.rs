@@ -249,6 +249,9 @@ fn sections(c: &Comparison, scale: RateScale, ceiling: Option<f64>, md: bool) ->
         table(&mut out, &title, &head, body, md);
     }
     udp_sections(&mut out, c, scale, md);
+    if !c.paths.is_empty() {
+        crate::paths::table_into(&mut out, &c.paths, md);
+    }
     out
 }
 
@@ -347,7 +350,13 @@ fn cv(s: &Stats) -> String {
 
 /// Appends one titled table; text columns (the first two) align left, figures right. In text,
 /// a cell name repeated on consecutive rows is printed once.
-fn table(out: &mut String, title: &str, head: &[&str], body: Vec<Vec<String>>, md: bool) {
+pub(crate) fn table(
+    out: &mut String,
+    title: &str,
+    head: &[&str],
+    body: Vec<Vec<String>>,
+    md: bool,
+) {
     if !out.is_empty() {
         out.push('\n');
     }
@@ -573,6 +582,7 @@ mod tests {
             },
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Throughput(vec![DirectionResult {
                 direction: StreamDirection::ClientToServer,
                 bits_per_second: mbps * 1e6,
@@ -696,6 +706,7 @@ mod tests {
             key: CellKey::of_spec(&xbench::config::TestSpec::request_response()),
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Rr(crate::run::RrResult {
                 transactions_per_second: 300.0 * base,
                 min_us: base,
@@ -769,6 +780,7 @@ mod tests {
             key: CellKey::of_spec(&spec),
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Udp(vec![crate::run::UdpResult {
                 direction: StreamDirection::ClientToServer,
                 offered_bps: Some(200e6),

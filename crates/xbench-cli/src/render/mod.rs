@@ -1,11 +1,13 @@
 //! Output: the text tables people read and the JSON that scripts read. Rendering only; the
 //! numbers all come from the library's report types.
 
+pub(crate) mod host;
 pub(crate) mod iperf3_json;
 pub(crate) mod json;
 pub(crate) mod netperf;
 pub(crate) mod rr;
 pub(crate) mod text;
+pub(crate) mod trace;
 pub(crate) mod udp;
 
 use std::io::{self, Write};

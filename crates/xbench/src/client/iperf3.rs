@@ -271,6 +271,8 @@ pub(crate) async fn run(
         cpu,
         outcome,
         warnings,
+        hosts: None,
+        trace: None,
     })
 }
 

@@ -246,6 +246,8 @@ pub(super) async fn run(
         cpu,
         outcome,
         warnings,
+        hosts: None,
+        trace: None,
     })
 }
 

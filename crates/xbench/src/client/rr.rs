@@ -636,7 +636,7 @@ impl Collected<'_> {
             server,
         } = self;
         let Test {
-            session,
+            mut session,
             config,
             acc,
             mut warnings,
