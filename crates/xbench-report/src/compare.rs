@@ -370,6 +370,7 @@ pub struct RegressionCheck {
 ///         retransmits: 0,
 ///         rtt_mean_us: None,
 ///         window_ceiling_bps: None,
+///         verdict: None,
 ///         timeline: vec![],
 ///     }]),
 /// };
@@ -848,6 +849,7 @@ mod tests {
                 retransmits: 0,
                 rtt_mean_us: None,
                 window_ceiling_bps: None,
+                verdict: None,
                 timeline: vec![],
             }]),
         }

@@ -332,6 +332,7 @@ mod tests {
                 rtt_mean_us: None,
                 window_ceiling_bps: None,
                 timeline: vec![],
+                verdict: None,
             }]),
             facts,
         }

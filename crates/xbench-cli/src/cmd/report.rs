@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use xbench_report::chart::{self, ChartKind};
 use xbench_report::load::LoadError;
 use xbench_report::render::{self, Document, Format};
-use xbench_report::{Comparison, load};
+use xbench_report::{Comparison, load_with_limit};
 
 use crate::cli::{ChartArg, ReportArgs, TableFormat};
 use crate::exit::{Exit, UsageError};
@@ -16,9 +16,11 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     // A chart file name we cannot write is a usage error, found before reading anything.
     if let Some(path) = &args.plot {
         chart::ImageFormat::of_path(path).map_err(|e| UsageError(e.to_string()))?;
+        xbench::file::check_writable(path)
+            .map_err(|e| UsageError(format!("--plot {}: {e}", path.display())))?;
     }
     check_ceiling(&args)?;
-    let loaded = load(&args.paths).map_err(|e| match e {
+    let loaded = load_with_limit(&args.paths, args.max_file_size.bytes()).map_err(|e| match e {
         LoadError::Missing(_) => anyhow::Error::new(UsageError(e.to_string())),
         other => anyhow::Error::new(other),
     })?;

@@ -2,11 +2,11 @@
 //! TTLs on the test's protocol, from one source port to the server's port, so that routers
 //! that spread flows over several paths (ECMP) keep every probe on one of them — the flow
 //! identifier stays constant, as Paris traceroute keeps it. Unprivileged: the answers come
-//! from the probe sockets' error queues ([`probe`]).
+//! from the probe sockets' error queues (`probe`).
 //!
 //! Probes go one at a time, at most [`TraceConfig::rate`] a second, and each TTL is tried in
 //! turn up to the server; a round starts again at TTL 1. At the end each hop's loss and RTT
-//! percentiles over the test, and its reverse name when it resolves quickly ([`names`]), make
+//! percentiles over the test, and its reverse name when it resolves quickly (`names`), make
 //! a [`TraceReport`]. Not for: interpreting the hops.
 
 mod names;
