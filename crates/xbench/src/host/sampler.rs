@@ -75,7 +75,13 @@ impl Sampler {
         self.lowest_available = None;
         self.error = None;
         self.first = match self.read() {
-            Ok(r) => Some(r),
+            Ok(r) => {
+                // The span and its intervals count from this reading, not from just before
+                // it: a thread preempted between the two would leave the intervals' ends
+                // and the span apart.
+                self.t0 = r.at;
+                Some(r)
+            }
             Err(e) => {
                 self.error = Some(e);
                 None
