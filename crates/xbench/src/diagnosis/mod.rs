@@ -344,6 +344,9 @@ pub enum Unknown {
     /// carries per RTT: the kernel let more than the buffer into flight, so the buffer did not
     /// hold the rate and what did the figures do not show.
     SendBufferExceeded,
+    /// Segments were lost while the receiver's queue held unread data: a full receive buffer
+    /// drops what arrives, so the losses may be the reader's as well as the path's.
+    LossesOrReader,
     /// Two limits held the sender for comparable shares of the time; neither is *the* cause.
     Mixed {
         /// The limits, the larger share first.
@@ -387,6 +390,10 @@ impl std::fmt::Display for Unknown {
                 "what held the sender back: it slept on its socket, but the rate is above what \
                  its send buffer carries per round trip, so the kernel let more than the buffer \
                  into flight",
+            ),
+            Unknown::LossesOrReader => f.write_str(
+                "whether the losses were the path's or the receiver's: its queue held unread \
+                 data, and a full receive buffer drops what arrives",
             ),
             Unknown::Mixed { causes } => {
                 let names: Vec<&str> = causes.iter().map(|c| c.name()).collect();
