@@ -545,6 +545,17 @@ pub(crate) struct ReportArgs {
     /// throughput charts, and each row's share of it in text, md and csv tables.
     #[arg(long, value_name = "RATE", value_parser = parse::bitrate)]
     pub(crate) ceiling: Option<u64>,
+
+    /// Also write the whole comparison as one self-contained web page to FILE: a verdict per
+    /// cell, every chart (hover a point, click a path in the key to hide it), sortable tables
+    /// with CIs, each path's TCP state and warnings, links to the runs, the commands. It
+    /// fetches nothing; open it from disk or send it as an attachment.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<PathBuf>,
+
+    /// The web page's title [default: "Path comparison: " and the paths].
+    #[arg(long, value_name = "TEXT", requires = "html")]
+    pub(crate) title: Option<String>,
 }
 
 #[derive(Debug, Args)]

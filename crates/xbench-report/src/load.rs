@@ -84,9 +84,13 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
     Ok(loaded)
 }
 
+/// The most of one file read as a run: a saved run is kilobytes to a few megabytes (a long
+/// test with one-second intervals and many streams); a file far larger is not one.
+pub const MAX_RUN_FILE: u64 = 256 << 20;
+
 /// Reads one file that should hold a run; `Err` is the warning's message.
 pub fn read_run(path: &Path, label: &str) -> Result<Run, String> {
-    let bytes = fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let bytes = read_capped(path)?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err("empty file".into());
     }
@@ -112,6 +116,45 @@ pub fn read_run(path: &Path, label: &str) -> Result<Run, String> {
         return iperf3::to_run(&v, path.to_path_buf(), label);
     }
     Err("neither an xbench report nor iperf3 -J output".into())
+}
+
+/// The xbench report a run file holds, for what [`Run`] leaves out (where and how it was
+/// measured); `Ok(None)` for an iperf3 file.
+pub fn read_report(path: &Path) -> Result<Option<TestReport>, String> {
+    let v = read_json(path)?;
+    if v.get("schema_version").is_none() {
+        return Ok(None);
+    }
+    serde_json::from_value(v)
+        .map(Some)
+        .map_err(|e| format!("not a valid xbench report ({e})"))
+}
+
+/// A run file as JSON.
+pub(crate) fn read_json(path: &Path) -> Result<Value, String> {
+    let bytes = read_capped(path)?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("not valid JSON ({e})"))
+}
+
+/// A regular file's bytes, at most [`MAX_RUN_FILE`] of them.
+fn read_capped(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let f = fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_RUN_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_RUN_FILE {
+        return Err(format!(
+            "larger than {} MiB: not a saved run",
+            MAX_RUN_FILE >> 20
+        ));
+    }
+    Ok(bytes)
 }
 
 fn walk(root: &Path, dir: &Path, fallback: &str, loaded: &mut Loaded) -> Result<(), LoadError> {

@@ -7,19 +7,12 @@
 //! keeping what the file holds that the round trip lost. Reading only; the page is `html`'s.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Read as _;
-use std::path::Path;
 
 use serde_json::Value;
 use xbench::config::StreamDirection;
 use xbench::report::TestReport;
 
 use crate::run::Run;
-
-/// The most of a run file read back: a saved run is kilobytes to a few megabytes (a long test
-/// with one-second intervals and many streams); anything far larger is not one.
-const MAX_RUN_FILE: u64 = 256 << 20;
 
 /// The most unknown fields kept per run: enough for any added section, bounded for a file
 /// that is mostly unknown.
@@ -69,7 +62,7 @@ impl RunFacts {
         if run.path.as_os_str().is_empty() {
             return RunFacts::default();
         }
-        match read_value(&run.path) {
+        match crate::load::read_json(&run.path) {
             Ok(v) => RunFacts::of_value(&v),
             Err(e) => RunFacts {
                 unreadable: Some(e),
@@ -148,23 +141,6 @@ fn of_iperf3(v: &Value) -> RunFacts {
         unknown: Vec::new(),
         unreadable: None,
     }
-}
-
-/// A run file as JSON: regular files only, at most [`MAX_RUN_FILE`] bytes.
-fn read_value(path: &Path) -> Result<Value, String> {
-    let f = File::open(path).map_err(|e| format!("cannot read: {e}"))?;
-    let meta = f.metadata().map_err(|e| format!("cannot read: {e}"))?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    let mut bytes = Vec::new();
-    f.take(MAX_RUN_FILE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > MAX_RUN_FILE {
-        return Err(format!("larger than {} MiB", MAX_RUN_FILE >> 20));
-    }
-    serde_json::from_slice(&bytes).map_err(|e| format!("not valid JSON ({e})"))
 }
 
 /// What `raw` holds that `known` (the same document read as a [`TestReport`] and written

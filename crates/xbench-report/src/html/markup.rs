@@ -102,12 +102,13 @@ pub(crate) fn num_col<'a, R>(
 /// and tests.
 pub(crate) fn table<R>(id: &str, caption: &str, columns: &[Column<'_, R>], rows: &[R]) -> String {
     let mut s = String::new();
+    // The caption above the scrolling box, so a phone shows it whole beside a wide table.
     let _ = write!(
         s,
-        "<div class=\"scroll\"><table class=\"data sortable\" id=\"{}\"><caption>{}</caption>\
-         <thead><tr>",
-        esc(id),
-        esc(caption)
+        "<p class=\"tcap\" id=\"{id}-cap\">{}</p><div class=\"scroll\"><table class=\"data \
+         sortable\" id=\"{id}\" aria-labelledby=\"{id}-cap\"><thead><tr>",
+        esc(caption),
+        id = esc(id)
     );
     for c in columns {
         let class = if c.numeric { " class=\"n\"" } else { "" };
@@ -181,7 +182,11 @@ mod tests {
             }),
         ];
         let t = table("t", "cap <1>", &cols, &[("a<b", 2.5), ("c", f64::NAN)]);
-        assert!(t.contains("<caption>cap &lt;1&gt;</caption>"), "{t}");
+        assert!(
+            t.contains("<p class=\"tcap\" id=\"t-cap\">cap &lt;1&gt;</p>"),
+            "{t}"
+        );
+        assert!(t.contains("aria-labelledby=\"t-cap\""), "{t}");
         assert!(
             t.contains("<td>a&lt;b</td><td class=\"n\" data-v=\"2.5\">2.5</td>"),
             "{t}"

@@ -79,7 +79,7 @@ pub struct PathNote {
     pub value: String,
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
     /// The page's size, bytes.
@@ -109,12 +109,12 @@ pub enum HtmlError {
         seen: usize,
     },
     /// The page could not be written.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// The system's error.
-        source: std::io::Error,
+        /// The system's error (in the message, not a separate cause, so it reads once).
+        error: std::io::Error,
     },
 }
 
@@ -142,12 +142,12 @@ pub fn write(dirs: &[PathBuf], out: &Path, options: &Options) -> Result<Written,
     write_loaded(&loaded, out, options)
 }
 
-/// [`write`] for runs already read.
+/// [`write()`] for runs already read.
 pub fn write_loaded(loaded: &Loaded, out: &Path, options: &Options) -> Result<Written, HtmlError> {
     let page = render(loaded, out, options);
-    write_file(out, page.as_bytes()).map_err(|source| HtmlError::Io {
+    write_file(out, page.as_bytes()).map_err(|error| HtmlError::Io {
         path: out.to_path_buf(),
-        source,
+        error,
     })?;
     Ok(Written {
         bytes: page.len(),

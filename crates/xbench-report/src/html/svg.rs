@@ -232,7 +232,15 @@ fn ranges(panel: &Panel) -> Ranges {
             log: true,
         };
     }
-    let lo = ys().fold(0.0, f64::min);
+    // A figure that cannot be negative (a rate, a loss, a jitter) starts its axis at zero even
+    // where a two-run confidence interval reaches below it: the bar is cut at the axis, the
+    // table keeps its full interval.
+    let floor = if points().all(|p| p.y >= 0.0) {
+        0.0
+    } else {
+        ys().fold(0.0, f64::min)
+    };
+    let lo = floor;
     let hi = ys().fold(0.0, f64::max);
     let (y0, y1) = if hi > lo { (lo, hi) } else { (0.0, 1.0) };
     // Room above the highest point, to the next tick.
@@ -490,14 +498,16 @@ fn plot(
             .iter()
             .filter_map(|p| {
                 let (lo, hi) = p.bar?;
-                let (x, y0, y1) = (sx(p.x), sy(lo), sy(hi));
-                Some(format!(
-                    "M{x:.1} {y0:.1}V{y1:.1}M{:.1} {y0:.1}H{:.1}M{:.1} {y1:.1}H{:.1}",
-                    x - 4.0,
-                    x + 4.0,
-                    x - 4.0,
-                    x + 4.0
-                ))
+                let x = sx(p.x);
+                let cap = |y: f64| format!("M{:.1} {y:.1}H{:.1}", x - 4.0, x + 4.0);
+                // An end past the axis is cut there, without its cap: the interval goes on.
+                let (y0, low_cap) = if lo < r.y0 {
+                    (sy(r.y0), String::new())
+                } else {
+                    (sy(lo), cap(sy(lo)))
+                };
+                let y1 = sy(hi);
+                Some(format!("M{x:.1} {y0:.1}V{y1:.1}{low_cap}{}", cap(y1)))
             })
             .collect();
         if !bars.is_empty() {
