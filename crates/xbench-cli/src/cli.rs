@@ -625,9 +625,16 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) psk_file: Option<PathBuf>,
 
-    /// Only these client networks may connect (e.g. 10.0.0.0/8,192.168.1.7); repeatable.
+    /// Only these client networks may connect (e.g. 10.0.0.0/8,192.168.1.7), to tests and to
+    /// --metrics; repeatable.
     #[arg(long, value_name = "CIDR,...", value_delimiter = ',', value_parser = parse::network)]
     pub(crate) allow: Vec<ipnet::IpNet>,
+
+    /// Serve the server's counters for a scraper (Prometheus, OpenMetrics text) at
+    /// http://ADDR:PORT/metrics: tests started, finished, refused and running, bytes and
+    /// datagrams moved, failed handshakes, CPU. Off by default; --allow applies.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub(crate) metrics: Option<std::net::SocketAddr>,
 
     /// On SIGINT/SIGTERM, seconds running tests may continue before they are cut short.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::duration)]
@@ -851,8 +858,8 @@ pub(crate) struct RunArgs {
     pub(crate) unit: Option<xbench_report::ThroughputUnit>,
 
     /// Directory for the results: every run saved as `xbench client --save` does
-    /// (DIR/LABEL/CELL/run-N.json, LABEL the path), the comparison in DIR/report.md and the
-    /// charts in DIR/*.svg.
+    /// (DIR/LABEL/CELL/run-N.json, LABEL the path), the comparison in DIR/report.md and as a
+    /// web page in DIR/report.html, and the charts in DIR/*.svg.
     #[arg(long, value_name = "DIR", default_value = "xbench-lab-results")]
     pub(crate) out: PathBuf,
 }

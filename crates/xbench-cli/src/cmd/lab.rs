@@ -379,6 +379,17 @@ fn compare(dir: &Path, unit: Option<xbench_report::ThroughputUnit>) -> anyhow::R
             .with_context(|| format!("cannot draw {}", path.display()))?;
         written.push(path.display().to_string());
     }
+    // The same comparison as one web page, for whoever was not at the terminal.
+    let html = dir.join("report.html");
+    let options = xbench_report::html::Options {
+        unit: unit.into(),
+        commands: super::report::commands(&loaded.runs),
+        generated_by: Some(command_line()),
+        ..Default::default()
+    };
+    xbench_report::html::write_loaded(&loaded, &html, &options)
+        .with_context(|| format!("cannot write {}", html.display()))?;
+    written.push(html.display().to_string());
     out(&format!(
         "\nresults in {}: {}\n",
         dir.display(),

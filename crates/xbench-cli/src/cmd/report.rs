@@ -108,7 +108,7 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
 }
 
 /// The `xbench client` commands that measure the runs' paths again, rebuilt from the runs.
-fn commands(runs: &[xbench_report::run::Run]) -> Vec<html::Command> {
+pub(crate) fn commands(runs: &[xbench_report::run::Run]) -> Vec<html::Command> {
     let reports: Vec<(&xbench_report::run::Run, xbench::report::TestReport)> = runs
         .iter()
         .filter_map(|r| Some((r, xbench_report::load::read_report(&r.path).ok()??)))

@@ -15,6 +15,7 @@ mod gate;
 mod governor;
 mod iperf3;
 mod iperf3_udp;
+mod metrics;
 mod path;
 mod registry;
 mod rr;
@@ -119,8 +120,12 @@ pub struct ServerConfig {
     /// Pre-shared key clients must prove they hold (`--psk-file`); `None` serves anyone, as
     /// iperf3 does.
     pub psk: Option<Psk>,
-    /// Client networks allowed to connect (`--allow`); empty allows all.
+    /// Client networks allowed to connect (`--allow`); empty allows all. Applies to the
+    /// metrics endpoint too.
     pub allow: Vec<IpNet>,
+    /// Where to serve the server's counters over HTTP for a scraper (`--metrics`,
+    /// `GET /metrics`: OpenMetrics or Prometheus text); `None` (the default) serves none.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -133,6 +138,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(10),
             psk: None,
             allow: Vec::new(),
+            metrics: None,
         }
     }
 }
@@ -141,6 +147,8 @@ impl Default for ServerConfig {
 #[derive(Debug)]
 pub struct Server {
     listeners: Vec<Listener>,
+    /// The metrics endpoint's socket (`--metrics`).
+    metrics: Option<tokio::net::TcpListener>,
     /// A UDP socket on each listener's address and port, for iperf3's UDP streams.
     udp: Vec<tokio::net::UdpSocket>,
     config: ServerConfig,
@@ -167,6 +175,8 @@ pub(crate) struct Ctx {
     pub(crate) iperf3: Arc<iperf3::Iperf3Streams>,
     /// iperf3 tests waiting for their UDP streams, which only their address tells apart.
     pub(crate) iperf3_udp: Arc<iperf3_udp::Iperf3Udp>,
+    /// What the server has done, for `--metrics`; counted whether or not it is served.
+    pub(crate) metrics: Arc<metrics::Metrics>,
 }
 
 impl Server {
@@ -213,11 +223,25 @@ impl Server {
                 ),
             }
         }
+        let metrics = match config.metrics {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| Error::io(format!("cannot serve metrics on {addr}"), e))?,
+            ),
+            None => None,
+        };
         Ok(Server {
             listeners,
+            metrics,
             udp,
             config,
         })
+    }
+
+    /// Where the metrics endpoint listens (with `--metrics`; useful with port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// Addresses actually bound (useful with port 0).
@@ -243,6 +267,15 @@ impl Server {
             abort: abort_rx,
             iperf3: Arc::default(),
             iperf3_udp: Arc::default(),
+            metrics: Arc::default(),
+        });
+        // Stopped with the server: aborted when this function returns, whichever way.
+        let _metrics = self.metrics.map(|l| {
+            AbortOnDrop(tokio::spawn(metrics::serve(
+                l,
+                Arc::clone(&ctx.metrics),
+                ctx.allow.clone(),
+            )))
         });
         let (conn_tx, mut conn_rx) = mpsc::channel::<(std::net::TcpStream, SocketAddr)>(64);
         let mut accepting = Vec::new();
@@ -282,6 +315,7 @@ impl Server {
                             conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot, accepted));
                         }
                         None => {
+                            ctx.metrics.handshake_failed("busy");
                             refusals.refuse(stream, ctx.limits.max_handshakes);
                             turned_away.note(peer, ctx.limits.max_handshakes);
                         }
@@ -326,6 +360,15 @@ impl Server {
             }
         }
         Ok(())
+    }
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -23,6 +23,7 @@ use super::Ctx;
 use super::admission::{RunningGuard, admit, try_running_guard};
 use super::conn::HandshakeSlot;
 use super::gate::{Claims, Gate};
+use super::metrics;
 use super::registry::{DataConn, Registration};
 use super::test::Test;
 use crate::auth::{DATA_TAG_LEN, DataTag, Nonce, SessionKey};
@@ -95,6 +96,19 @@ impl Conn {
         msg: impl Into<String>,
         max_flows: Option<u32>,
     ) -> Closed {
+        // A refusal before the test request is a failed handshake; after it, a refused test.
+        let m = &self.ctx.metrics;
+        match code {
+            ErrorCode::VersionMismatch => m.handshake_failed("version"),
+            ErrorCode::AuthFailed => m.handshake_failed("auth"),
+            ErrorCode::Forbidden => m.handshake_failed("forbidden"),
+            ErrorCode::Timeout => m.handshake_failed("timeout"),
+            ErrorCode::BadRequest => m.refused("bad_request"),
+            ErrorCode::LimitExceeded => m.refused("limit"),
+            ErrorCode::ServerError => m.refused("server_error"),
+            ErrorCode::ShuttingDown => m.refused("shutting_down"),
+            ErrorCode::Unknown => m.refused("other"),
+        }
         let msg = Message::Error(ErrorMsg {
             code,
             message: msg.into(),
@@ -401,7 +415,16 @@ impl Collecting {
             greetings,
             ..
         } = self;
+        let kind = match &spec.workload {
+            Workload::Throughput(t) if t.udp.is_some() => metrics::Kind::Udp,
+            Workload::Throughput(_) => metrics::Kind::Tcp,
+            Workload::RequestResponse(_) => metrics::Kind::Rr,
+        };
         let test = Test {
+            metrics: conn
+                .ctx
+                .metrics
+                .test_started(metrics::Protocol::Xbench, kind),
             peer: conn.peer,
             client,
             ctx: conn.ctx,

@@ -17,6 +17,7 @@ use tracing::info;
 
 use super::Ctx;
 use super::admission::RunningGuard;
+use super::metrics::TestMetrics;
 use super::registry::{DataConn, Registration};
 use super::session::{SessionEnd, describe};
 use crate::config::{EndCondition, TestSpec, Workload};
@@ -29,6 +30,19 @@ pub(super) enum TestEnd {
     ClientGone(String),
     Overran,
     ShuttingDown,
+}
+
+impl TestEnd {
+    /// The outcome label of `xbench_tests_finished`.
+    pub(super) fn metric_name(&self) -> &'static str {
+        match self {
+            TestEnd::Finished { interrupted: false } => "completed",
+            TestEnd::Finished { interrupted: true } => "interrupted",
+            TestEnd::ClientGone(_) => "client_gone",
+            TestEnd::Overran => "overran",
+            TestEnd::ShuttingDown => "shutdown",
+        }
+    }
 }
 
 /// An admitted test with its data connections, handed to the workload's own controller.
@@ -51,6 +65,8 @@ pub(super) struct Test {
     pub(super) running: Option<RunningGuard>,
     /// A UDP test's sockets, each connected to the address that proved it is the client's.
     pub(super) udp: Vec<super::udp::UdpConn>,
+    /// The test's place in the server's counters (`--metrics`).
+    pub(super) metrics: TestMetrics,
 }
 
 impl Test {
@@ -198,6 +214,8 @@ pub(super) fn log_test(
     elapsed: Duration,
     stream_errors: usize,
 ) {
+    // A controller with its own final figures (UDP, request/response) has finished them.
+    t.metrics.finish(end.metric_name(), None);
     let outcome = match end {
         TestEnd::Finished { interrupted: false } => "completed".to_owned(),
         TestEnd::Finished { interrupted: true } => "interrupted by the client".to_owned(),
