@@ -256,6 +256,7 @@ fn root_lab_run_writes_one_report_per_path_and_stream_count() {
         "{text}"
     );
     assert!(out.join("report.md").is_file());
+    assert!(out.join("report.html").is_file());
     for chart in ["throughput.svg", "latency.svg"] {
         let svg = std::fs::read_to_string(out.join(chart)).unwrap();
         assert!(svg.contains("<svg") && svg.contains("transit"), "{chart}");

@@ -207,6 +207,7 @@ fn a_large_comparison_stays_small() {
         files_seen: 375,
     };
     let p = render(&loaded, Path::new("/runs/report.html"), &Options::default());
+    eprintln!("5 paths × 15 repeats × 5 cells: {} bytes", p.len());
     assert!(p.len() < 2_000_000, "{} bytes", p.len());
     assert_eq!(
         p.matches("<a href=\"").count() - p.matches("<a href=\"#").count(),
