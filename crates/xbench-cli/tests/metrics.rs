@@ -131,7 +131,8 @@ fn metrics_agree_with_the_tests_own_figures() {
     // A paced TCP test, scraped while it runs.
     let client = xbench()
         .args(["client", "127.0.0.1", "-p", &server.port.to_string()])
-        .args(["-t", "3", "-b", "100M", "--json"])
+        // Long enough that a scrape every 50 ms sees it running even on a loaded machine.
+        .args(["-t", "5", "-b", "100M", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -157,7 +158,8 @@ fn metrics_agree_with_the_tests_own_figures() {
         up["receiver"]["bytes"].as_u64().unwrap() + up["after_end"]["bytes"].as_u64().unwrap();
     let so_far = value(&during, "xbench_data_bytes_total", tcp_rx);
     assert!(
-        so_far > 0.0 && so_far < received as f64,
+        // A scrape in the drain after the last byte may see all of it already.
+        so_far > 0.0 && so_far <= received as f64,
         "{so_far} of {received}"
     );
     assert_eq!(
