@@ -556,6 +556,12 @@ pub(crate) struct ReportArgs {
     /// The web page's title [default: "Path comparison: " and the paths].
     #[arg(long, value_name = "TEXT", requires = "html")]
     pub(crate) title: Option<String>,
+
+    /// Largest result file read (e.g. 2G): a larger one is skipped with a warning naming it,
+    /// so that a stray huge file cannot take the machine's memory. Only regular files are
+    /// read; FIFOs and devices are skipped.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse::size)]
+    pub(crate) max_file_size: xbench::units::ByteSize,
 }
 
 #[derive(Debug, Args)]
@@ -585,8 +591,8 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "BYTES", default_value = "4M", value_parser = parse::block_len)]
     pub(crate) max_block_len: std::num::NonZeroU32,
 
-    /// Most connections one request/response test may hold open at once [default: what the
-    /// open-file limit holds beside --max-handshakes silent connections, at most 65536].
+    /// Most connections one request/response test may hold open at once [default: what one
+    /// client address's share of the open-file limit holds, at most 65536].
     #[arg(long, value_name = "N", value_parser = parse::max_flows)]
     pub(crate) max_flows: Option<u32>,
 
@@ -603,6 +609,17 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_tests_per_client,
           value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
     pub(crate) max_tests_per_client: usize,
+
+    /// Most threads all tests together may run (a thread per throughput stream, a few
+    /// workers per request/response test); a test beyond it is refused.
+    #[arg(long, value_name = "N", default_value_t = xbench::Limits::default().max_threads,
+          value_parser = clap::builder::ValueParser::new(parse::at_least_one))]
+    pub(crate) max_threads: usize,
+
+    /// Most of each shared budget (descriptors, threads, connections in their handshake) one
+    /// client address may hold, so one client cannot lock the others out (e.g. 50%).
+    #[arg(long, value_name = "PERCENT", default_value = "50%", value_parser = parse::client_share)]
+    pub(crate) client_share: u8,
 
     /// Most connections still in their handshake; beyond it a new client is told the server
     /// is busy, and other connections are closed [default: 8192, or half the open-file limit
@@ -655,6 +672,12 @@ pub(crate) struct CompareArgs {
     /// Saved runs to check.
     #[arg(value_name = "CANDIDATE")]
     pub(crate) candidate: PathBuf,
+
+    /// Largest result file read (e.g. 2G): a larger one is skipped with a warning naming it,
+    /// so that a stray huge file cannot take the machine's memory. Only regular files are
+    /// read; FIFOs and devices are skipped.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse::size)]
+    pub(crate) max_file_size: xbench::units::ByteSize,
 
     /// Figures to check, comma-separated or repeated: throughput, tps, p50, p90, p99, p99.9,
     /// mean, and for UDP cells loss (% of datagrams) and jitter; throughput is a UDP cell's

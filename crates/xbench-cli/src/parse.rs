@@ -556,6 +556,18 @@ fn percent(s: &str) -> Result<f64, String> {
     Ok(v / 100.0)
 }
 
+/// `--client-share`: a whole percentage from 1 % to 100 %.
+pub(crate) fn client_share(s: &str) -> Result<u8, String> {
+    let t = s.trim();
+    let t = t.strip_suffix('%').unwrap_or(t).trim();
+    match t.parse::<u8>() {
+        Ok(n) if (1..=100).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not a share: a whole percentage from 1% to 100%"
+        )),
+    }
+}
+
 /// `--max-regression`: the loss allowed, from 0 % to below 100 %.
 pub(crate) fn max_regression(s: &str) -> Result<f64, String> {
     let v = percent(s)?;

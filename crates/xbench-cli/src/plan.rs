@@ -138,6 +138,7 @@ pub(crate) fn resolve(mut a: ClientArgs) -> Result<Plan, UsageError> {
         ));
     }
     if !sweep {
+        check_outputs(&a)?;
         return Ok(Plan::Single(Single {
             start_at: a.start_at,
             target,
@@ -187,6 +188,36 @@ pub(crate) fn resolve(mut a: ClientArgs) -> Result<Plan, UsageError> {
         json: a.json,
         unit: a.unit,
     }))
+}
+
+/// `--json-file` and `--hist` (and its `.hgrm`) checked before the test, so that a path that
+/// cannot be written fails now rather than after the whole test: writing there later follows
+/// the same rule ([`xbench::file::write_atomically`]).
+fn check_outputs(a: &ClientArgs) -> Result<(), UsageError> {
+    let check = |flag: &str, path: &std::path::Path| {
+        xbench::file::check_writable(path)
+            .map_err(|e| UsageError(format!("{flag} {}: {e}", path.display())))
+    };
+    if let Some(p) = &a.json_file {
+        check("--json-file", p)?;
+    }
+    if let Some(p) = &a.hist {
+        if p.as_os_str() == "-" {
+            return Err(UsageError(
+                "--hist writes two files, FILE and FILE.hgrm: give a file name, not -".into(),
+            ));
+        }
+        check("--hist", p)?;
+        check("--hist", &hgrm_path(p))?;
+    }
+    Ok(())
+}
+
+/// Where `--hist FILE` puts the percentile distribution: FILE.hgrm.
+pub(crate) fn hgrm_path(hist: &std::path::Path) -> PathBuf {
+    let mut p = hist.as_os_str().to_owned();
+    p.push(".hgrm");
+    PathBuf::from(p)
 }
 
 /// iperf3's parameter exchange carries `-t` and `-O` in whole seconds.

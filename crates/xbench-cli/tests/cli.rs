@@ -75,6 +75,13 @@ fn local_json_report_validates_against_the_schema() {
         "the window is the asked second"
     );
     assert!(d["receiver"]["bits_per_second"].as_f64().unwrap() > 1e6);
+    // Every TCP direction is diagnosed, with the figures its verdict rests on.
+    assert!(d["diagnosis"]["verdict"].is_string(), "{d}");
+    assert!(
+        d["diagnosis"]["figures"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+    );
 }
 
 #[test]

@@ -351,5 +351,83 @@ fn a_server_that_dies_names_the_missing_figures_by_direction() {
         for p in present {
             assert!(!warning.contains(p), "{name}: not `{p}` in {warning}");
         }
+        // Issue 30: what never arrived is null, not 0: the server's sender figures of its
+        // streams, its receiver figures of ours.
+        for d in doc["summary"]["directions"].as_array().unwrap() {
+            let theirs = match d["direction"].as_str().unwrap() {
+                "server_to_client" => "sender",
+                _ => "receiver",
+            };
+            assert!(d[theirs].is_null(), "{name}: {theirs} of {d:#}");
+            for s in d["per_stream"].as_array().unwrap() {
+                assert!(s[theirs].is_null(), "{name}: {theirs} of {s:#}");
+            }
+        }
+    }
+}
+
+/// Issue 30: `kill -STOP` of the server during `-P 2 -t 5` ended with exit 0, outcome
+/// "completed" and null receiver figures. A server that stops answering fails the test, and
+/// the document says what is missing and why; UDP the same. (Request/response flows already
+/// fail when the server stops answering them.)
+#[test]
+fn a_stopped_server_is_a_failed_test_that_says_what_is_missing() {
+    let dir = TempDir::new("server-stops");
+    let runs: Vec<_> = [
+        (
+            "tcp",
+            &["-P", "2"][..],
+            "receiver figures of the client→server streams",
+        ),
+        (
+            "udp",
+            &["-u", "-b", "10M"][..],
+            "what it received of the client→server",
+        ),
+    ]
+    .into_iter()
+    .map(|(name, args, missing)| {
+        let file = dir.0.join(format!("{name}.json"));
+        std::thread::spawn(move || {
+            let server = ServerProc::start();
+            let mut child = xbench()
+                .args(["client", "127.0.0.1", "-p", &server.port.to_string()])
+                .args(["-t", "2", "--json-stream", "--json-file"])
+                .arg(&file)
+                .args(args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let stdout = lines(child.stdout.take().unwrap());
+            let until = Instant::now() + Duration::from_secs(15);
+            while !stdout
+                .recv_timeout(until.saturating_duration_since(Instant::now()))
+                .expect("an interval line within 15 s")
+                .contains(r#"interval""#)
+            {}
+            signal(&server.child, libc::SIGSTOP);
+            // The end, the drain (10 s) and the wait for the results (5 s more).
+            let (code, err) = exit_within(child, Duration::from_secs(40));
+            signal(&server.child, libc::SIGCONT);
+            assert_eq!(code, Some(1), "{name}: {err}");
+            let doc = json_file(&file);
+            assert_eq!(doc["outcome"]["status"], "failed", "{name}: {doc:#}");
+            let error = doc["outcome"]["error"].as_str().unwrap();
+            assert!(error.contains("results never arrived"), "{name}: {error}");
+            assert!(error.contains("sent nothing for"), "{name}: why: {error}");
+            assert!(error.contains(missing), "{name}: what: {error}");
+            assert!(
+                err.contains("results never arrived"),
+                "{name}: warned: {err}"
+            );
+            if name == "tcp" {
+                assert!(doc["summary"]["directions"][0]["receiver"].is_null());
+            }
+        })
+    })
+    .collect();
+    for r in runs {
+        r.join().unwrap();
     }
 }

@@ -447,6 +447,12 @@ fn check_window_limited(lab: &Lab, congestion: &str) {
         d.window_limited,
         "not reported as window-limited: {limits:?}"
     );
+    let diagnosis = d.diagnosis.as_ref().expect("a diagnosis");
+    assert_eq!(
+        diagnosis.verdict,
+        xbench::diagnosis::Verdict::ReceiveWindow,
+        "{diagnosis:#?}"
+    );
 }
 
 /// The `vpn` path shows the field reports' shape: lower throughput than `direct` and more

@@ -210,7 +210,7 @@ fn root_lab_issue_12_a_stream_in_rto_backoff_does_not_stretch_the_receiver_windo
         // Nothing was lost for good: it arrived inside the window or after it.
         assert_eq!(
             rx.bytes + d.after_end.bytes,
-            d.sender.bytes + d.after_end.sent_bytes
+            d.sender.unwrap().bytes + d.after_end.sent_bytes
         );
         let fairness = d.fairness.expect("16 streams have a spread");
         assert!(fairness.min_bits_per_second <= fairness.max_bits_per_second);

@@ -351,7 +351,7 @@ impl Lab {
         mut command: Command,
         log: &Path,
     ) -> Result<ProcRecord, LabError> {
-        let log_file = std::fs::File::create(log)
+        let log_file = xbench::file::create_regular(log)
             .map_err(|e| LabError::io(format!("cannot create {}", log.display()), e))?;
         let err_file = log_file
             .try_clone()

@@ -10,6 +10,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -18,6 +19,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Holder, LabError};
 use crate::plan::PathInfo;
 use crate::sys::process::ProcRecord;
+
+/// The largest state file read back (`lab.json`, `holder.json`, a delay line's stats),
+/// bytes: a lab of a few paths writes a few KB; anything near this is not ours.
+pub(crate) const STATE_FILE_LIMIT: u64 = 16 << 20;
 
 /// Version of `lab.json`.
 pub const STATE_VERSION: u32 = 1;
@@ -45,15 +50,18 @@ impl LabState {
     /// Reads `lab.json` from `dir`, if a lab is recorded there.
     pub fn load(dir: &Path) -> Result<Option<Self>, LabError> {
         let p = dir.join("lab.json");
-        match std::fs::read_to_string(&p) {
-            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+        match xbench::file::read_regular(&p, STATE_FILE_LIMIT) {
+            Ok(text) => serde_json::from_slice(&text).map(Some).map_err(|e| {
                 LabError::io(
                     format!("cannot parse {}", p.display()),
                     io::Error::new(io::ErrorKind::InvalidData, e),
                 )
             }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(LabError::io(format!("cannot read {}", p.display()), e)),
+            Err(xbench::file::ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(LabError::io(
+                format!("cannot read {}", p.display()),
+                io::Error::new(io::ErrorKind::InvalidData, e),
+            )),
         }
     }
 
@@ -97,11 +105,24 @@ impl LabLock {
         std::fs::create_dir_all(dir)
             .map_err(|e| LabError::io(format!("cannot create {}", dir.display()), e))?;
         let path = dir.join("lock");
+        // A regular file or nothing: O_NOFOLLOW refuses a link, O_NONBLOCK keeps a FIFO
+        // from holding the open, and anything else found there is refused below.
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&path)
+            .and_then(|f| {
+                if f.metadata()?.is_file() {
+                    Ok(f)
+                } else {
+                    Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "not a regular file; the lock is kept only in a regular file",
+                    ))
+                }
+            })
             .map_err(|e| LabError::io(format!("cannot open {}", path.display()), e))?;
         // SAFETY: flock on an open descriptor; no memory is involved.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
@@ -136,7 +157,8 @@ impl Drop for LabLock {
 }
 
 fn read_holder(dir: &Path) -> Option<Holder> {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("holder.json")).ok()?).ok()
+    let bytes = xbench::file::read_regular(&dir.join("holder.json"), STATE_FILE_LIMIT).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// Writes `value` as pretty JSON with [`xbench::file::write_json_atomically`], so a reader

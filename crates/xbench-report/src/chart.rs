@@ -1623,6 +1623,7 @@ mod tests {
                 retransmits: 1,
                 rtt_mean_us: Some(1000.0),
                 window_ceiling_bps: None,
+                verdict: None,
                 timeline: vec![TimelinePoint {
                     start_s: 0.0,
                     end_s: 1.0,

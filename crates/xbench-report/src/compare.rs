@@ -369,6 +369,7 @@ pub struct RegressionCheck {
 ///         retransmits: 0,
 ///         rtt_mean_us: None,
 ///         window_ceiling_bps: None,
+///         verdict: None,
 ///         timeline: vec![],
 ///     }]),
 /// };
@@ -843,6 +844,7 @@ mod tests {
                 retransmits: 0,
                 rtt_mean_us: None,
                 window_ceiling_bps: None,
+                verdict: None,
                 timeline: vec![],
             }]),
         }

@@ -23,7 +23,8 @@
 //!   mean weighted by streams.
 //! - **Left out** (`None`), because no sum or mean of the parts means it: the server's CPU
 //!   (one server process serves the whole fleet; each report holds that process's figure),
-//!   CPU per GB and per transaction, sender-limit shares and the window ceiling.
+//!   CPU per GB and per transaction, sender-limit shares and the window ceiling, and with them
+//!   the diagnosis (each instance's own report keeps its own).
 //!
 //! Not for running anything or reading files.
 
@@ -232,13 +233,13 @@ fn headline(p: &TestReport) -> String {
     p.summary
         .directions
         .iter()
-        .map(|d| {
-            let t = d.receiver.unwrap_or(d.sender);
-            format!(
+        .filter_map(|d| {
+            let t = d.receiver.or(d.sender)?;
+            Some(format!(
                 "{} {:.1} Mbit/s",
                 d.direction.label(),
                 t.bits_per_second / 1e6
-            )
+            ))
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -316,7 +317,7 @@ fn merge_summary(parts: &[TestReport], offsets: &[u16]) -> Result<Summary, Fleet
             .collect();
         let rates: Vec<f64> = per_stream
             .iter()
-            .map(|s| s.receiver.unwrap_or(s.sender).bits_per_second)
+            .filter_map(|s| s.receiver.or(s.sender).map(|t| t.bits_per_second))
             .collect();
         let mut after_end = same[0].after_end;
         for s in &same[1..] {
@@ -325,7 +326,11 @@ fn merge_summary(parts: &[TestReport], offsets: &[u16]) -> Result<Summary, Fleet
         directions.push(DirectionSummary {
             direction: d.direction,
             streams: same.iter().map(|s| s.streams).sum(),
-            sender: sum_transfers(same.iter().map(|s| &s.sender)),
+            sender: same
+                .iter()
+                .map(|s| s.sender)
+                .collect::<Option<Vec<_>>>()
+                .map(|t| sum_transfers(t.iter())),
             receiver: same
                 .iter()
                 .map(|s| s.receiver)
@@ -340,6 +345,8 @@ fn merge_summary(parts: &[TestReport], offsets: &[u16]) -> Result<Summary, Fleet
             window_limited: same.iter().any(|s| s.window_limited),
             window_ceiling: None,
             per_stream,
+            // Without the limit shares and the ceiling the rules would only say "cannot tell".
+            diagnosis: None,
         });
     }
     Ok(Summary {

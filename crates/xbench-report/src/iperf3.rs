@@ -121,9 +121,13 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             retransmits,
             rtt_mean_us,
             window_ceiling_bps: None,
+            // iperf3's JSON lacks the limited times, threads and queues a verdict rests on.
+            verdict: None,
             timeline,
         });
     }
+    let measure = Measure::Throughput(dirs);
+    crate::run::check_figures(&measure).map_err(|e| e.to_string())?;
     Ok(Run {
         path,
         label: title_or(v, label),
@@ -147,7 +151,7 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
         length_s: v["start"]["test_start"]["duration"]
             .as_f64()
             .filter(|d| *d > 0.0),
-        measure: Measure::Throughput(dirs),
+        measure,
     })
 }
 
@@ -268,6 +272,8 @@ fn udp_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             timeline,
         });
     }
+    let measure = Measure::Udp(dirs);
+    crate::run::check_figures(&measure).map_err(|e| e.to_string())?;
     Ok(Run {
         path,
         label: title_or(v, label),
@@ -291,7 +297,7 @@ fn udp_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
         length_s: v["start"]["test_start"]["duration"]
             .as_f64()
             .filter(|d| *d > 0.0),
-        measure: Measure::Udp(dirs),
+        measure,
     })
 }
 

@@ -38,6 +38,7 @@
 //!         retransmits: 0,
 //!         rtt_mean_us: None,
 //!         window_ceiling_bps: None,
+//!         verdict: None,
 //!         timeline: vec![],
 //!     }]),
 //! };
@@ -73,6 +74,6 @@ pub mod units;
 pub mod verdict;
 
 pub use compare::{Criteria, RegressionCheck, compare};
-pub use load::{Loaded, Warning, load};
+pub use load::{Loaded, Warning, load, load_with_limit};
 pub use table::Comparison;
 pub use units::ThroughputUnit;

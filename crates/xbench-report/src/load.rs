@@ -2,14 +2,22 @@
 //! xbench `TestReport` or an `iperf3 -J` file told apart by their shape.
 //!
 //! A file that cannot be used (truncated, corrupt, from a newer xbench, an interrupted run, an
-//! iperf3 SCTP test) becomes a [`Warning`] naming it and is skipped; one bad file never stops a
-//! report. A path that does not exist is an error. The label of a run is the one inside it
+//! iperf3 SCTP test, a figure that cannot be true) becomes a [`Warning`] naming it and is
+//! skipped; one bad file never stops a report. Only regular files are read (a symbolic link is
+//! followed to one; a FIFO, a device or a link to one is skipped with a warning) and none
+//! larger than a limit ([`DEFAULT_FILE_LIMIT`] unless the caller gives another), so that a FIFO
+//! cannot block a report nor `/dev/zero` or a huge file take its memory. An xbench report is
+//! parsed straight into its types, never held as a JSON tree, and a file over 16 MiB is parsed
+//! as it is read, never held as text: a 100 MB run costs about as much memory as its figures.
+//!
+//! A path that does not exist is an error. The label of a run is the one inside it
 //! (`--label`, iperf3's `--title`), else the directory directly below the one named on the
 //! command line that holds it (`DIR/<label>/…`), else the name of that directory itself (or of
 //! a named file's directory). This module does not group runs (see `table`).
 
 use std::fmt;
 use std::fs;
+use std::io::{self, BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -61,8 +69,20 @@ pub enum LoadError {
     },
 }
 
-/// Reads every run under `paths` (directories or files).
+/// The largest file read by default, bytes: 1 GiB. Ten times the largest run xbench writes
+/// in ordinary use: an hour of `-P 128 -i 1` is about 250 MB, a `--flows 65536 --per-flow`
+/// request/response run about 25 MB (6.0 MB measured for 16,384 flows). `xbench report` and
+/// `compare` take `--max-file-size` to raise it.
+pub const DEFAULT_FILE_LIMIT: u64 = 1 << 30;
+
+/// Reads every run under `paths` (directories or files), each file at most
+/// [`DEFAULT_FILE_LIMIT`] bytes.
 pub fn load(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
+    load_with_limit(paths, DEFAULT_FILE_LIMIT)
+}
+
+/// [`load`] with another limit on the size of one file, bytes.
+pub fn load_with_limit(paths: &[PathBuf], file_limit: u64) -> Result<Loaded, LoadError> {
     let mut loaded = Loaded::default();
     for root in paths {
         let meta = fs::metadata(root).map_err(|e| match e.kind() {
@@ -74,54 +94,66 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
         })?;
         if meta.is_dir() {
             let fallback = dir_name(root);
-            walk(root, root, &fallback, &mut loaded)?;
+            walk(root, root, &fallback, file_limit, &mut loaded)?;
         } else {
             let parent = root.parent().unwrap_or(Path::new("."));
             let fallback = dir_name(parent);
-            read_file(root, &fallback, &mut loaded);
+            read_file(root, &fallback, file_limit, &mut loaded);
         }
     }
     Ok(loaded)
 }
 
-/// The most of one file read as a run: a saved run is kilobytes to a few megabytes (a long
-/// test with one-second intervals and many streams); a file far larger is not one.
-pub const MAX_RUN_FILE: u64 = 256 << 20;
-
-/// Reads one file that should hold a run; `Err` is the warning's message.
-pub fn read_run(path: &Path, label: &str) -> Result<Run, String> {
-    let bytes = read_capped(path)?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+/// Reads one file that should hold a run, at most `limit` bytes; `Err` is the warning's
+/// message.
+pub fn read_run(path: &Path, label: &str, limit: u64) -> Result<Run, String> {
+    let mut src = Source::open(path, limit)?;
+    // The common case in one pass: an xbench report of a version we read.
+    let xbench_error = match src.parse::<TestReport>() {
+        Ok(report) if report.schema_version <= SCHEMA_VERSION => {
+            return Run::from_report(&report, path.to_path_buf(), label).map_err(|e| e.to_string());
+        }
+        Ok(_) => None,
+        Err(e) => Some(e),
+    };
+    // Otherwise a second look says what the document is (newer, iperf3's, cut, not JSON),
+    // keeping nothing of it.
+    if src.is_blank() {
         return Err("empty file".into());
     }
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| {
-        if e.is_eof() {
-            format!("truncated JSON ({e})")
-        } else {
-            format!("not valid JSON ({e})")
+    let shape: Shape = match src.parse() {
+        Ok(s) => s,
+        Err(e) if e.inner.is_eof() => return Err(format!("truncated JSON ({})", e.inner)),
+        Err(e) if e.inner.is_data() => {
+            return Err("neither an xbench report nor iperf3 -J output".into());
         }
-    })?;
-    if let Some(version) = v.get("schema_version").and_then(Value::as_u64) {
+        Err(e) => return Err(format!("not valid JSON ({})", e.inner)),
+    };
+    if let Some(version) = shape.schema_version {
         if version > u64::from(SCHEMA_VERSION) {
             return Err(format!(
                 "written by a newer xbench (report schema version {version}; this xbench reads \
                  up to {SCHEMA_VERSION}); upgrade xbench to include it"
             ));
         }
-        let report: TestReport =
-            serde_json::from_value(v).map_err(|e| format!("not a valid xbench report ({e})"))?;
-        return Run::from_report(&report, path.to_path_buf(), label).map_err(|e| e.to_string());
+        let why = xbench_error.map(|e| e.to_string()).unwrap_or_default();
+        return Err(format!("not a valid xbench report ({why})"));
     }
-    if iperf3::looks_like_iperf3(&v) {
+    if shape.is_iperf3() {
+        // iperf3's documents are read as a tree: their shape varies by version and mode.
+        let v: Value = src
+            .parse()
+            .map_err(|e| format!("not valid JSON ({})", e.inner))?;
         return iperf3::to_run(&v, path.to_path_buf(), label);
     }
     Err("neither an xbench report nor iperf3 -J output".into())
 }
 
 /// The xbench report a run file holds, for what [`Run`] leaves out (where and how it was
-/// measured); `Ok(None)` for an iperf3 file.
-pub fn read_report(path: &Path) -> Result<Option<TestReport>, String> {
-    let v = read_json(path)?;
+/// measured); `Ok(None)` for an iperf3 file. Read under the same rule as [`read_run`]: a
+/// regular file of at most `limit` bytes.
+pub fn read_report(path: &Path, limit: u64) -> Result<Option<TestReport>, String> {
+    let v = read_json(path, limit)?;
     if v.get("schema_version").is_none() {
         return Ok(None);
     }
@@ -130,34 +162,120 @@ pub fn read_report(path: &Path) -> Result<Option<TestReport>, String> {
         .map_err(|e| format!("not a valid xbench report ({e})"))
 }
 
-/// A run file as JSON.
-pub(crate) fn read_json(path: &Path) -> Result<Value, String> {
-    let bytes = read_capped(path)?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("not valid JSON ({e})"))
+/// A run file as JSON, a regular file of at most `limit` bytes.
+pub(crate) fn read_json(path: &Path, limit: u64) -> Result<Value, String> {
+    Source::open(path, limit)?
+        .parse::<Value>()
+        .map_err(|e| format!("not valid JSON ({e})"))
 }
 
-/// A regular file's bytes, at most [`MAX_RUN_FILE`] of them.
-fn read_capped(path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read as _;
-    let f = fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
-    let meta = f.metadata().map_err(|e| format!("cannot read: {e}"))?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    let mut bytes = Vec::new();
-    f.take(MAX_RUN_FILE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > MAX_RUN_FILE {
-        return Err(format!(
-            "larger than {} MiB: not a saved run",
-            MAX_RUN_FILE >> 20
-        ));
-    }
-    Ok(bytes)
+/// Files up to this size are read into memory and parsed from there, the fastest way; larger
+/// ones are parsed from the file as it is read (about twice as slow), so that memory holds the
+/// figures and never the text: a 100 MB run then costs 40 MB rather than 100 MB more.
+const IN_MEMORY: u64 = 16 << 20;
+
+/// A saved file, parsed as often as it takes to say what it is.
+enum Source {
+    Bytes(Vec<u8>),
+    File {
+        file: io::Take<fs::File>,
+        limit: u64,
+    },
 }
 
-fn walk(root: &Path, dir: &Path, fallback: &str, loaded: &mut Loaded) -> Result<(), LoadError> {
+/// A parse error and where in the document it was.
+struct ParseError {
+    path: String,
+    inner: serde_json::Error,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path == "." {
+            write!(f, "{}", self.inner)
+        } else {
+            write!(f, "{}: {}", self.path, self.inner)
+        }
+    }
+}
+
+impl Source {
+    fn open(path: &Path, limit: u64) -> Result<Source, String> {
+        let mut file = xbench::file::open_regular(path, limit).map_err(|e| e.to_string())?;
+        let len = file.get_ref().metadata().map_err(|e| e.to_string())?.len();
+        if len > IN_MEMORY {
+            return Ok(Source::File { file, limit });
+        }
+        let mut bytes = Vec::with_capacity(len as usize);
+        file.read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        Ok(Source::Bytes(bytes))
+    }
+
+    /// The whole document as a `T`, from the start, nothing but whitespace after it.
+    fn parse<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, ParseError> {
+        match self {
+            Source::Bytes(b) => whole(serde_json::Deserializer::from_slice(b)),
+            Source::File { file, limit } => {
+                file.set_limit(*limit);
+                file.get_mut().rewind().map_err(|e| ParseError {
+                    path: ".".into(),
+                    inner: serde_json::Error::io(e),
+                })?;
+                whole(serde_json::Deserializer::from_reader(BufReader::new(
+                    file.by_ref(),
+                )))
+            }
+        }
+    }
+
+    /// Whether an in-memory file holds nothing but whitespace (a large one is never blank).
+    fn is_blank(&self) -> bool {
+        matches!(self, Source::Bytes(b) if b.iter().all(u8::is_ascii_whitespace))
+    }
+}
+
+fn whole<'de, R: serde_json::de::Read<'de>, T: serde::de::DeserializeOwned>(
+    mut de: serde_json::Deserializer<R>,
+) -> Result<T, ParseError> {
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| ParseError {
+        path: e.path().to_string(),
+        inner: e.into_inner(),
+    })?;
+    de.end().map_err(|inner| ParseError {
+        path: ".".into(),
+        inner,
+    })?;
+    Ok(value)
+}
+
+/// The top-level keys that tell an xbench report from iperf3's `-J` output.
+#[derive(serde::Deserialize)]
+struct Shape {
+    schema_version: Option<u64>,
+    start: Option<IperfStart>,
+    end: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct IperfStart {
+    test_start: Option<serde::de::IgnoredAny>,
+}
+
+impl Shape {
+    /// As [`iperf3::looks_like_iperf3`]: a `start` with a `test_start`, and an `end`.
+    fn is_iperf3(&self) -> bool {
+        self.start.as_ref().is_some_and(|s| s.test_start.is_some()) && self.end.is_some()
+    }
+}
+
+fn walk(
+    root: &Path,
+    dir: &Path,
+    fallback: &str,
+    limit: u64,
+    loaded: &mut Loaded,
+) -> Result<(), LoadError> {
     let io = |source| LoadError::Io {
         path: dir.to_path_buf(),
         source,
@@ -182,7 +300,7 @@ fn walk(root: &Path, dir: &Path, fallback: &str, loaded: &mut Loaded) -> Result<
             if crate::layout::is_fleet_dir(&name) {
                 continue;
             }
-            walk(root, &path, fallback, loaded)?;
+            walk(root, &path, fallback, limit, loaded)?;
         } else if name.ends_with(".json") {
             let label = path
                 .strip_prefix(root)
@@ -195,15 +313,15 @@ fn walk(root: &Path, dir: &Path, fallback: &str, loaded: &mut Loaded) -> Result<
                     Some(first.as_os_str().to_string_lossy().into_owned())
                 })
                 .unwrap_or_else(|| fallback.to_owned());
-            read_file(&path, &label, loaded);
+            read_file(&path, &label, limit, loaded);
         }
     }
     Ok(())
 }
 
-fn read_file(path: &Path, label: &str, loaded: &mut Loaded) {
+fn read_file(path: &Path, label: &str, limit: u64, loaded: &mut Loaded) {
     loaded.files_seen += 1;
-    match read_run(path, label) {
+    match read_run(path, label, limit) {
         Ok(run) => loaded.runs.push(run),
         Err(message) => loaded.warnings.push(Warning {
             path: path.to_path_buf(),
@@ -285,6 +403,57 @@ mod tests {
             load(&[dir.join("nope")]),
             Err(LoadError::Missing(_))
         ));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn fifos_devices_and_files_over_the_limit_are_skipped_and_named() {
+        let dir = std::env::temp_dir().join(format!("xbench-load-special-{}", std::process::id()));
+        let sub = dir.join("lbl");
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&sub).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(sub.join("run-1.json"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        std::os::unix::fs::symlink("/dev/zero", sub.join("run-2.json")).unwrap();
+        fs::write(sub.join("run-3.json"), vec![b' '; 2000]).unwrap();
+        // A count cannot be negative: the field is named.
+        fs::write(
+            sub.join("run-4.json"),
+            r#"{"schema_version": 1, "summary": {"directions": [{"retransmits": -5}]}}"#,
+        )
+        .unwrap();
+        let l = load_with_limit(std::slice::from_ref(&dir), 1000).unwrap();
+        assert!(l.runs.is_empty());
+        let msg = |f: &str| {
+            l.warnings
+                .iter()
+                .find(|w| w.path.ends_with(f))
+                .map(|w| w.to_string())
+                .unwrap()
+        };
+        assert!(
+            msg("run-1.json").contains("not a regular file (a FIFO)"),
+            "{}",
+            msg("run-1.json")
+        );
+        assert!(
+            msg("run-2.json").contains("a symbolic link to a character device"),
+            "{}",
+            msg("run-2.json")
+        );
+        assert!(
+            msg("run-3.json").contains("2000 bytes, more than the limit of 1000"),
+            "{}",
+            msg("run-3.json")
+        );
+        assert!(
+            msg("run-4.json").contains("summary.directions[0].retransmits"),
+            "{}",
+            msg("run-4.json")
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

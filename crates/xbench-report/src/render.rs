@@ -134,7 +134,7 @@ fn sections(c: &Comparison, scale: RateScale, ceiling: Option<f64>, md: bool) ->
         let rtt_head = format!("RTT {}", rtt.label());
         let mut head = vec![
             "cell", "label", "runs", "mean", "stddev", "min", "max", "95 % CI", "CV", "retr",
-            &rtt_head,
+            &rtt_head, "limit",
         ];
         if let Some(cap) = ceiling {
             let _ = write!(
@@ -160,6 +160,7 @@ fn sections(c: &Comparison, scale: RateScale, ceiling: Option<f64>, md: bool) ->
                     cv(&s),
                     number(r.retransmits.mean),
                     r.rtt_us.map_or("-".into(), |x| rtt.format(x.mean)),
+                    limits(r),
                 ];
                 if let Some(cap) = ceiling {
                     cells.insert(
@@ -347,6 +348,21 @@ fn cv(s: &Stats) -> String {
 
 /// Appends one titled table; text columns (the first two) align left, figures right. In text,
 /// a cell name repeated on consecutive rows is printed once.
+/// The runs' verdicts: one name when every diagnosed run agrees, else each with its count
+/// (`receiver not keeping up 2/3, cannot tell 1/3`); `-` without a diagnosis (iperf3 files).
+fn limits(r: &ThroughputRow) -> String {
+    let diagnosed: usize = r.limits.iter().map(|v| v.runs).sum();
+    match r.limits.as_slice() {
+        [] => "-".into(),
+        [one] if one.runs == r.runs => one.verdict.name().to_owned(),
+        many => many
+            .iter()
+            .map(|v| format!("{} {}/{diagnosed}", v.verdict.name(), v.runs))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
 fn table(out: &mut String, title: &str, head: &[&str], body: Vec<Vec<String>>, md: bool) {
     if !out.is_empty() {
         out.push('\n');
@@ -579,6 +595,7 @@ mod tests {
                 retransmits: 2,
                 rtt_mean_us: Some(88_000.0),
                 window_ceiling_bps: None,
+                verdict: None,
                 timeline: vec![],
             }]),
         }
@@ -678,7 +695,8 @@ mod tests {
             ["33.5", "0.753", "33.0", "34.1", "26.8–40.3"],
             "{t}"
         );
-        assert_eq!(row.last(), Some(&"88.0"), "{t}");
+        // The RTT, then the limit column (no verdict in these runs).
+        assert_eq!(row[row.len() - 2..], ["88.0", "-"], "{t}");
         assert!(t.contains("RTT ms"), "{t}");
         let fixed = render(&c, Format::Text, ThroughputUnit::Mbits);
         assert!(fixed.contains(" 33,532 "), "{fixed}");

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use xbench::config::StreamDirection;
+use xbench::diagnosis::{Inputs, Verdict};
 use xbench::report::{Outcome, TestReport, UdpReport};
 
 use crate::cell::{CellKey, Tool};
@@ -105,6 +106,9 @@ pub struct DirectionResult {
     /// bits per second, when xbench measured it. Linux grants a `-w` request about 1.3 times
     /// over, so the asked size alone understates the ceiling.
     pub window_ceiling_bps: Option<f64>,
+    /// What limited the run (the report's diagnosis, or one made now for a report saved
+    /// before diagnoses existed); `None` for iperf3's files, which lack the figures.
+    pub verdict: Option<Verdict>,
     /// Per interval, for the timeline chart.
     pub timeline: Vec<TimelinePoint>,
 }
@@ -164,7 +168,41 @@ pub enum NotUsable {
     /// It carries no figures the comparison can use.
     #[error("{0}")]
     Empty(String),
+    /// A figure that cannot be true: negative, not a number, infinite, or beyond anything a
+    /// network can do (which would also overflow the statistics: a mean of `inf`).
+    #[error(
+        "impossible figure: {field} is {} ({why}); left out of the statistics",
+        shown(*.value)
+    )]
+    Impossible {
+        /// Which figure, by its key in the file (`receiver bits_per_second` of a direction,
+        /// `latency p99_us`).
+        field: String,
+        /// What the file says.
+        value: f64,
+        /// Why it cannot be.
+        why: &'static str,
+    },
 }
+
+/// A figure as the message shows it: plain while short, in exponent form when huge or tiny
+/// (1.7e308, not 309 digits).
+fn shown(v: f64) -> String {
+    if v.is_finite() && v != 0.0 && !(1e-3..1e15).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Above this many bits per second a rate is not a measurement: 1 Pbit/s, more than any
+/// network interface carries and far below where sums of rates overflow.
+pub const MAX_RATE_BPS: f64 = 1e15;
+/// Above this many microseconds a latency or RTT is not a measurement: 10⁶ s (11.6 days),
+/// longer than the longest test a server accepts.
+pub const MAX_LATENCY_US: f64 = 1e12;
+/// Most transactions per second a run can report: 10¹².
+pub const MAX_TPS: f64 = 1e12;
 
 impl Run {
     /// The figures of an xbench report. `label` is used when the report has none.
@@ -196,7 +234,7 @@ impl Run {
             })
         } else {
             let mut dirs = Vec::new();
-            for d in &report.summary.directions {
+            for (index, d) in report.summary.directions.iter().enumerate() {
                 let Some(rx) = d.receiver else {
                     return Err(NotUsable::Empty(format!(
                         "{} has no receiver figures (the server's report never arrived)",
@@ -229,6 +267,11 @@ impl Run {
                     retransmits: d.retransmits,
                     rtt_mean_us: d.rtt.map(|r| r.mean_us),
                     window_ceiling_bps: d.window_ceiling.map(|c| c.bits_per_second),
+                    verdict: d
+                        .diagnosis
+                        .as_ref()
+                        .map(|x| x.verdict)
+                        .or_else(|| Inputs::of(report, index).map(|i| i.diagnose().verdict)),
                     timeline,
                 });
             }
@@ -237,6 +280,7 @@ impl Run {
             }
             Measure::Throughput(dirs)
         };
+        check_figures(&measure)?;
         Ok(Run {
             path,
             label: report.label.clone().unwrap_or_else(|| label.to_owned()),
@@ -366,4 +410,215 @@ fn udp_results(udp: &UdpReport) -> Result<Vec<UdpResult>, NotUsable> {
         return Err(NotUsable::Empty("the UDP report has no directions".into()));
     }
     Ok(out)
+}
+
+/// Refuses a run with a figure that cannot be true, naming the first: every rate, latency,
+/// jitter, share and time must be a finite number, not negative, and within what a network can
+/// do. Counts are whole numbers already (a negative one does not parse). Used for every source
+/// (xbench reports, iperf3 imports), so `report` and `compare` never average such a figure.
+pub fn check_figures(measure: &Measure) -> Result<(), NotUsable> {
+    let mut c = Checker(Ok(()));
+    match measure {
+        Measure::Throughput(dirs) => {
+            for d in dirs {
+                let dir = d.direction.label();
+                c.rate(
+                    || format!("{dir} receiver bits_per_second"),
+                    d.bits_per_second,
+                );
+                if let Some(v) = d.rtt_mean_us {
+                    c.latency(|| format!("{dir} rtt mean_us"), v);
+                }
+                if let Some(v) = d.window_ceiling_bps {
+                    c.rate(|| format!("{dir} window_ceiling bits_per_second"), v);
+                }
+                for (k, p) in d.timeline.iter().enumerate() {
+                    c.interval(dir, k, p.start_s, p.end_s);
+                    c.rate(
+                        || format!("{dir} interval {k} bits_per_second"),
+                        p.bits_per_second,
+                    );
+                }
+            }
+        }
+        Measure::Rr(r) => {
+            c.bounded(
+                || "transactions_per_second".into(),
+                r.transactions_per_second,
+                MAX_TPS,
+                "more than 10¹² transactions per second",
+            );
+            for (name, v) in [
+                ("min_us", r.min_us),
+                ("p50_us", r.p50_us),
+                ("p90_us", r.p90_us),
+                ("p99_us", r.p99_us),
+                ("p99_9_us", r.p99_9_us),
+                ("mean_us", r.mean_us),
+                ("max_us", r.max_us),
+                ("stddev_us", r.stddev_us),
+            ] {
+                c.latency(|| format!("latency {name}"), v);
+            }
+        }
+        Measure::Udp(dirs) => {
+            for d in dirs {
+                let dir = d.direction.label();
+                if let Some(v) = d.offered_bps {
+                    c.rate(|| format!("{dir} asked_bits_per_second"), v);
+                }
+                c.rate(|| format!("{dir} sent bits_per_second"), d.sent_bps);
+                c.rate(|| format!("{dir} received bits_per_second"), d.received_bps);
+                c.bounded(
+                    || format!("{dir} lost_pct"),
+                    d.lost_pct,
+                    100.0,
+                    "more than 100 %",
+                );
+                c.jitter(|| format!("{dir} jitter_ms"), d.jitter_ms);
+                for (k, p) in d.timeline.iter().enumerate() {
+                    c.interval(dir, k, p.start_s, p.end_s);
+                    c.rate(
+                        || format!("{dir} interval {k} bits_per_second"),
+                        p.bits_per_second,
+                    );
+                    if let Some(j) = p.jitter_ms {
+                        c.jitter(|| format!("{dir} interval {k} jitter_ms"), j);
+                    }
+                }
+            }
+        }
+    }
+    c.0
+}
+
+/// Keeps the first impossible figure found.
+struct Checker(Result<(), NotUsable>);
+
+impl Checker {
+    fn bounded(&mut self, field: impl FnOnce() -> String, v: f64, max: f64, over: &'static str) {
+        if self.0.is_err() {
+            return;
+        }
+        let why = if v.is_nan() {
+            "not a number"
+        } else if v.is_infinite() {
+            "infinite"
+        } else if v < 0.0 {
+            "negative"
+        } else if v > max {
+            over
+        } else {
+            return;
+        };
+        self.0 = Err(NotUsable::Impossible {
+            field: field(),
+            value: v,
+            why,
+        });
+    }
+
+    fn rate(&mut self, field: impl FnOnce() -> String, v: f64) {
+        self.bounded(field, v, MAX_RATE_BPS, "more than 1 Pbit/s");
+    }
+
+    /// A latency in microseconds.
+    fn latency(&mut self, field: impl FnOnce() -> String, v: f64) {
+        self.bounded(field, v, MAX_LATENCY_US, "longer than 10⁶ s");
+    }
+
+    /// A jitter in milliseconds.
+    fn jitter(&mut self, field: impl FnOnce() -> String, v: f64) {
+        self.bounded(field, v, MAX_LATENCY_US / 1e3, "longer than 10⁶ s");
+    }
+
+    /// An interval's times, seconds since the start: finite, not negative, in order.
+    fn interval(&mut self, dir: &str, k: usize, start: f64, end: f64) {
+        self.bounded(
+            || format!("{dir} interval {k} start_s"),
+            start,
+            1e9,
+            "after 10⁹ s",
+        );
+        self.bounded(
+            || format!("{dir} interval {k} end_s"),
+            end,
+            1e9,
+            "after 10⁹ s",
+        );
+        if self.0.is_ok() && end < start {
+            self.0 = Err(NotUsable::Impossible {
+                field: format!("{dir} interval {k} end_s"),
+                value: end,
+                why: "before its start_s",
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rr(p99: f64) -> Measure {
+        Measure::Rr(RrResult {
+            transactions_per_second: 1000.0,
+            min_us: 10.0,
+            p50_us: 20.0,
+            p90_us: 30.0,
+            p99_us: p99,
+            p99_9_us: 50.0,
+            mean_us: 25.0,
+            max_us: 60.0,
+            stddev_us: 5.0,
+            retransmits: 0,
+            histogram: String::new(),
+        })
+    }
+
+    fn tcp(bps: f64, end_s: f64) -> Measure {
+        Measure::Throughput(vec![DirectionResult {
+            direction: StreamDirection::ClientToServer,
+            bits_per_second: bps,
+            retransmits: 0,
+            rtt_mean_us: Some(100.0),
+            window_ceiling_bps: None,
+            verdict: None,
+            timeline: vec![TimelinePoint {
+                start_s: 1.0,
+                end_s,
+                bits_per_second: 1e9,
+                retransmits: 0,
+                cwnd_bytes: vec![],
+            }],
+        }])
+    }
+
+    #[test]
+    fn impossible_figures_are_refused_naming_the_field() {
+        assert_eq!(check_figures(&rr(40.0)), Ok(()));
+        assert_eq!(check_figures(&tcp(9.4e9, 2.0)), Ok(()));
+        let cases = [
+            (
+                tcp(-5e9, 2.0),
+                "client→server receiver bits_per_second is -5000000000 (negative)",
+            ),
+            (
+                tcp(1.7e308, 2.0),
+                "client→server receiver bits_per_second is 1.7e308 (more than 1 Pbit/s)",
+            ),
+            (tcp(f64::NAN, 2.0), "is NaN (not a number)"),
+            (
+                tcp(1e9, 0.5),
+                "client→server interval 0 end_s is 0.5 (before its start_s)",
+            ),
+            (rr(f64::INFINITY), "latency p99_us is inf (infinite)"),
+            (rr(-1.0), "latency p99_us is -1 (negative)"),
+        ];
+        for (m, want) in cases {
+            let e = check_figures(&m).unwrap_err().to_string();
+            assert!(e.starts_with("impossible figure: "), "{e}");
+            assert!(e.contains(want), "{e} lacks {want}");
+        }
+    }
 }

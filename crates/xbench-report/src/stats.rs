@@ -31,7 +31,8 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Statistics of `values`; `None` when there are none or one is not finite.
+    /// Statistics of `values`; `None` when there are none, one is not finite, or they are too
+    /// large to sum (loaded runs never are: `run::check_figures` refuses such figures).
     pub fn of(values: &[f64]) -> Option<Stats> {
         if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
             return None;
@@ -46,6 +47,10 @@ impl Stats {
             let ss: f64 = values.iter().map(|v| (v - mean).powi(2)).sum();
             (ss / (n - 1) as f64).sqrt()
         });
+        // Finite inputs can still sum past f64::MAX (two of 1.7e308): no mean, no statistics.
+        if !mean.is_finite() || stddev.is_some_and(|sd| !sd.is_finite()) {
+            return None;
+        }
         let half = stddev.and_then(|sd| Some(t_critical_95(n - 1)? * sd / (n as f64).sqrt()));
         Some(Stats {
             n,
@@ -241,5 +246,12 @@ mod tests {
         close(s.mean, 2.0, 1e-12);
         close(s.stddev.unwrap(), 1.0, 1e-12);
         close(s.cv.unwrap(), 0.5, 1e-12);
+    }
+
+    #[test]
+    fn values_too_large_to_sum_give_no_statistics_rather_than_inf() {
+        assert_eq!(Stats::of(&[1.7e308, 1.7e308]), None);
+        assert_eq!(Stats::of(&[f64::NAN]), None);
+        assert!(Stats::of(&[1e15, 1e15, 1e15]).is_some());
     }
 }

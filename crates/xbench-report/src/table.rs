@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use xbench::config::StreamDirection;
+use xbench::diagnosis::Verdict;
 
 use crate::cell::CellKey;
 use crate::run::{Measure, Run, UdpResult};
@@ -84,8 +85,34 @@ pub struct ThroughputRow {
     pub retransmits: Stats,
     /// Mean smoothed RTT per run, µs, over the runs that reported one.
     pub rtt_us: Option<Stats>,
+    /// What limited the runs: each verdict with how many runs it named, most first (runs
+    /// without a diagnosis, such as iperf3's, are left out).
+    pub limits: Vec<VerdictCount>,
     /// The runs' files.
     pub files: Vec<PathBuf>,
+}
+
+/// How many runs of a row one verdict named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct VerdictCount {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Runs it named.
+    pub runs: usize,
+}
+
+/// The verdicts of some runs, counted, most first (ties in the verdicts' order).
+fn count_verdicts(verdicts: impl Iterator<Item = Verdict>) -> Vec<VerdictCount> {
+    let mut counts: BTreeMap<Verdict, usize> = BTreeMap::new();
+    for v in verdicts {
+        *counts.entry(v).or_default() += 1;
+    }
+    let mut out: Vec<VerdictCount> = counts
+        .into_iter()
+        .map(|(verdict, runs)| VerdictCount { verdict, runs })
+        .collect();
+    out.sort_by_key(|v| std::cmp::Reverse(v.runs));
+    out
 }
 
 /// One label's runs of one request/response cell.
@@ -178,6 +205,7 @@ impl Comparison {
                     bits_per_second: Stats::of(&bps)?,
                     retransmits: Stats::of(&retr)?,
                     rtt_us: Stats::of(&rtt),
+                    limits: count_verdicts(dirs.iter().filter_map(|d| d.verdict)),
                     files: saved_files(group.iter().map(|(r, _)| *r)),
                 })
             })

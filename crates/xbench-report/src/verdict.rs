@@ -385,6 +385,7 @@ mod tests {
                 retransmits: 0,
                 rtt_mean_us: None,
                 window_ceiling_bps: None,
+                verdict: None,
                 timeline: vec![],
             }]),
         }

@@ -61,6 +61,14 @@ pub enum SweepError {
         /// Why.
         reason: String,
     },
+    /// The save directory cannot be created or written (found before the first run).
+    #[error("cannot save runs in {path}: {source}")]
+    Unwritable {
+        /// The directory.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
     /// The directory could not be created or listed.
     #[error("cannot use {path}: {source}")]
     Io {

@@ -294,7 +294,13 @@ fn prepare_dir(plan: &SweepPlan, schedule: &[PlannedRun]) -> Result<Vec<usize>, 
         path: label_dir.clone(),
         source,
     };
-    std::fs::create_dir_all(&label_dir).map_err(io)?;
+    // Before the first run: a directory we cannot write fails the sweep now, not after a run.
+    std::fs::create_dir_all(&label_dir)
+        .and_then(|()| xbench::file::check_dir_writable(&label_dir))
+        .map_err(|source| SweepError::Unwritable {
+            path: label_dir.clone(),
+            source,
+        })?;
     if !plan.resume && holds_runs(&label_dir).map_err(io)? {
         return Err(SweepError::AlreadySaved(label_dir));
     }
@@ -308,9 +314,12 @@ fn prepare_dir(plan: &SweepPlan, schedule: &[PlannedRun]) -> Result<Vec<usize>, 
             path: path.clone(),
             reason,
         };
-        let bytes = std::fs::read(path).map_err(|e| unreadable(e.to_string()))?;
-        let saved: TestReport =
-            serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
+        // A regular file of a bounded size, as `xbench report` reads it; parsed from the file
+        // rather than a copy of it in memory.
+        let file = xbench::file::open_regular(path, xbench_report::load::DEFAULT_FILE_LIMIT)
+            .map_err(|e| unreadable(e.to_string()))?;
+        let saved: TestReport = serde_json::from_reader(std::io::BufReader::new(file))
+            .map_err(|e| unreadable(e.to_string()))?;
         let differences = differences(&saved.spec, &p.spec);
         if !differences.is_empty() {
             return Err(SweepError::Mismatch {

@@ -2,14 +2,22 @@
 //! are not the test's were counted (a connection someone else attached with a cookie read off
 //! the wire, a bug), and the test must fail rather than report it.
 //!
-//! Per throughput stream, a receiver never reads more than its sender wrote; per
-//! request/response flow, a server never answers more transactions than its client asked.
-//! The client checks with both ends' results; the server with its own and the client's
-//! [`Tally`], which the client sends after the server's results. Not for figures that are
-//! merely surprising (a low rate, loss): those are warnings in the report.
+//! Per throughput stream, a receiver never reads more than its sender handed to the kernel,
+//! over the whole test, to the byte; inside the measured window, never more than its sender
+//! sent inside it (docs/figures.md). Per request/response flow, a server never answers more
+//! transactions than its client asked. The client checks with both ends' results; the server
+//! with its own and the client's [`Tally`], which the client sends after the server's
+//! results. Not for figures that are merely surprising (a low rate, loss): those are warnings
+//! in the report.
+//!
+//! No slack: a sender counts a block as it hands it to the kernel, before the call returns
+//! (the engine's stream threads), so a write under way, part of it already read at the
+//! other end, cannot put the receiver ahead.
+
+pub mod peer;
 
 use crate::proto::{IdCount, Tally};
-use crate::report::{Role, SideResults};
+use crate::report::{Role, SideResults, Summary};
 
 /// A stream whose receiver counted more bytes than its sender wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,10 +34,7 @@ pub struct Overcount {
 /// reached the receiver on the stream's connection (a connection someone else attached with
 /// the cookie), so no figure of the test can be trusted. Both ends run this check on the
 /// same two results.
-///
-/// `slack` bytes are allowed: a sender stopped while a write was under way may have handed
-/// part of it to the kernel, delivered, before its count caught up (one block).
-pub fn overcounted(client: &SideResults, server: &SideResults, slack: u64) -> Vec<Overcount> {
+pub fn overcounted(client: &SideResults, server: &SideResults) -> Vec<Overcount> {
     client
         .streams
         .iter()
@@ -39,7 +44,7 @@ pub fn overcounted(client: &SideResults, server: &SideResults, slack: u64) -> Ve
                 Role::Sender => (c, s),
                 Role::Receiver => (s, c),
             };
-            (receiver.total_bytes > sender.total_bytes.saturating_add(slack)).then_some(Overcount {
+            (receiver.total_bytes > sender.total_bytes).then_some(Overcount {
                 stream: c.stream,
                 received: receiver.total_bytes,
                 sent: sender.total_bytes,
@@ -50,7 +55,7 @@ pub fn overcounted(client: &SideResults, server: &SideResults, slack: u64) -> Ve
 
 /// [`overcounted`] at the server, which has its own results and the client's
 /// [`Tally`] of the same streams.
-pub fn overcounted_by_tally(server: &SideResults, client: &Tally, slack: u64) -> Vec<Overcount> {
+pub fn overcounted_by_tally(server: &SideResults, client: &Tally) -> Vec<Overcount> {
     server
         .streams
         .iter()
@@ -60,7 +65,7 @@ pub fn overcounted_by_tally(server: &SideResults, client: &Tally, slack: u64) ->
                 Role::Receiver => (s.total_bytes, theirs),
                 Role::Sender => (theirs, s.total_bytes),
             };
-            (received > sent.saturating_add(slack)).then_some(Overcount {
+            (received > sent).then_some(Overcount {
                 stream: s.stream,
                 received,
                 sent,
@@ -81,6 +86,64 @@ pub fn tally(client: &SideResults) -> Tally {
                 count: s.total_bytes,
             })
             .collect(),
+    }
+}
+
+/// A stream (or a direction's total, `stream: None`) whose receiver figure inside the
+/// measured window exceeds its sender's: a figure that cannot be true, whichever end is wrong.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Impossible {
+    /// The stream; `None` for a direction's total.
+    pub stream: Option<u16>,
+    /// What the summary says arrived inside the window, bytes.
+    pub received: u64,
+    /// What it says was sent inside the window, bytes.
+    pub sent: u64,
+}
+
+/// The figures of a throughput summary that cannot be true: inside the window a receiver has
+/// only what its sender sent inside it ([`crate::summary`] counts a byte in the window only if
+/// it was sent in it), per stream and per direction, exactly. Empty for a summary that holds.
+pub fn received_over_sent(summary: &Summary) -> Vec<Impossible> {
+    let mut out = Vec::new();
+    for d in &summary.directions {
+        for s in &d.per_stream {
+            if let (Some(rx), Some(tx)) = (s.receiver, s.sender)
+                && rx.bytes > tx.bytes
+            {
+                out.push(Impossible {
+                    stream: Some(s.stream),
+                    received: rx.bytes,
+                    sent: tx.bytes,
+                });
+            }
+        }
+        if let (Some(rx), Some(tx)) = (d.receiver, d.sender)
+            && rx.bytes > tx.bytes
+        {
+            out.push(Impossible {
+                stream: None,
+                received: rx.bytes,
+                sent: tx.bytes,
+            });
+        }
+    }
+    out
+}
+
+impl std::fmt::Display for Impossible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.stream {
+            Some(id) => format!("stream {id}"),
+            None => "a direction's total".to_owned(),
+        };
+        write!(
+            f,
+            "{what}: {} received inside the measured window but only {} sent inside it — a \
+             figure that cannot be true; the test's figures are not to be trusted",
+            crate::units::ByteSize(self.received),
+            crate::units::ByteSize(self.sent)
+        )
     }
 }
 
@@ -157,6 +220,8 @@ mod tests {
             tcp: None,
             after_end: AfterEnd::default(),
             error: None,
+            thread: None,
+            receive_queue: None,
         }
     }
 
@@ -178,7 +243,7 @@ mod tests {
             stream(0, Role::Receiver, 8_280_000_000),
             stream(1, Role::Sender, 1000),
         ]);
-        let over = overcounted(&client, &server, 128 << 10);
+        let over = overcounted(&client, &server);
         assert_eq!(
             over,
             [Overcount {
@@ -187,10 +252,7 @@ mod tests {
                 sent: 6 << 20
             }]
         );
-        assert_eq!(
-            overcounted_by_tally(&server, &tally(&client), 128 << 10),
-            over
-        );
+        assert_eq!(overcounted_by_tally(&server, &tally(&client)), over);
         let text = over[0].to_string();
         assert!(
             text.starts_with("stream 0: its receiver read 7.71 GiB"),
@@ -199,16 +261,51 @@ mod tests {
         assert!(text.contains("--psk-file"), "{text}");
     }
 
+    /// Issue 30: one byte more than the sender handed over is already impossible; there is
+    /// no block of slack.
     #[test]
-    fn a_receiver_behind_its_sender_or_within_one_block_is_fine() {
-        let client = side(vec![stream(0, Role::Receiver, 10_000 + 100)]);
+    fn a_receiver_one_byte_ahead_of_its_sender_is_named() {
+        let client = side(vec![stream(0, Role::Receiver, 10_000 + 1)]);
         let server = side(vec![stream(0, Role::Sender, 10_000)]);
-        assert!(overcounted(&client, &server, 128).is_empty());
-        assert_eq!(overcounted(&client, &server, 99).len(), 1);
+        assert_eq!(overcounted(&client, &server).len(), 1);
+        assert_eq!(overcounted_by_tally(&server, &tally(&client)).len(), 1);
+        let even = side(vec![stream(0, Role::Receiver, 10_000)]);
+        assert!(overcounted(&even, &server).is_empty());
         // A stream one end does not know (a tally that lost a stream) is not judged.
         let other = side(vec![stream(5, Role::Sender, 1)]);
-        assert!(overcounted(&client, &other, 0).is_empty());
-        assert!(overcounted_by_tally(&other, &tally(&client), 0).is_empty());
+        assert!(overcounted(&client, &other).is_empty());
+        assert!(overcounted_by_tally(&other, &tally(&client)).is_empty());
+    }
+
+    #[test]
+    fn a_summary_receiving_more_inside_the_window_than_was_sent_is_named() {
+        use crate::config::StreamDirection;
+        use crate::summary::{Directions, Window, summarize};
+        let dirs: Directions = [(0, StreamDirection::ClientToServer)].into();
+        // The receiver read 100 bytes more by its end mark than the sender had sent by its
+        // own: the summary counts those after the end, and holds.
+        let mut sent = stream(0, Role::Sender, 10_000);
+        sent.after_end.sent_bytes = 1_000;
+        sent.transfer = Transfer::new(9_000, 1.0);
+        let read = stream(0, Role::Receiver, 9_100);
+        let client = side(vec![sent]);
+        let server = side(vec![read]);
+        let summary = summarize(&dirs, &client, Some(&server), Window::Fixed(1.0));
+        assert!(received_over_sent(&summary).is_empty(), "{summary:?}");
+        let d = &summary.directions[0];
+        assert_eq!(d.receiver.unwrap().bytes, 9_000);
+        assert_eq!(d.after_end.bytes, 100);
+        // A summary that says otherwise is named, stream and total.
+        let mut bad = summary.clone();
+        bad.directions[0].per_stream[0].receiver = Some(Transfer::new(9_001, 1.0));
+        bad.directions[0].receiver = Some(Transfer::new(9_001, 1.0));
+        let found = received_over_sent(&bad);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(
+            (found[0].stream, found[0].received, found[0].sent),
+            (Some(0), 9_001, 9_000)
+        );
+        assert!(found[1].to_string().contains("cannot be true"));
     }
 
     #[test]

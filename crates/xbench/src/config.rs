@@ -416,15 +416,17 @@ impl TestSpec {
             return err("-M", "MSS must be between 88 and 65495 bytes".into());
         }
         if let Some(c) = &self.socket.congestion
-            && (c.is_empty()
-                || c.len() > 15
-                || !c
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+            && !is_congestion_name(c)
         {
             return err(
                 "-C",
-                format!("`{c}` is not a congestion control name (like cubic or bbr)"),
+                format!(
+                    "`{}` is not a congestion control name (like cubic or bbr)",
+                    c.chars()
+                        .take(32)
+                        .flat_map(char::escape_debug)
+                        .collect::<String>()
+                ),
             );
         }
         match &self.workload {
@@ -686,6 +688,15 @@ pub(crate) mod opt_secs {
             .map(|v| Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom))
             .transpose()
     }
+}
+
+/// Whether `c` can be a congestion control's name: what Linux takes (at most 15 bytes,
+/// `TCP_CA_NAME_MAX` less its NUL), in the characters kernel modules' names use.
+pub(crate) fn is_congestion_name(c: &str) -> bool {
+    !c.is_empty()
+        && c.len() <= 15
+        && c.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@
 //! // Every byte sent arrived, inside the window or just after it (it was in flight).
 //! assert_eq!(
 //!     received.bytes + up.after_end.bytes,
-//!     up.sender.bytes + up.after_end.sent_bytes
+//!     up.sender.expect("our own figure").bytes + up.after_end.sent_bytes
 //! );
 //!
 //! let _ = stop.send(());
@@ -56,6 +56,7 @@ pub mod check;
 pub mod client;
 pub mod config;
 mod control;
+pub mod diagnosis;
 mod engine;
 mod error;
 pub mod file;

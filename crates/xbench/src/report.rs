@@ -178,6 +178,18 @@ pub struct TcpTotals {
     pub min_rtt_us: Option<u32>,
     /// Where the time went (Linux 4.10+).
     pub limits: Option<SenderLimits>,
+    /// Share of the 100 ms samples in which the connection had room in its congestion window
+    /// and in the receiver's window, and nothing written but unsent: TCP could have sent more
+    /// and the application had not supplied it — blocked on a full send buffer holding only
+    /// data in flight, or not writing. Percent (Linux 4.6+). The kernel's own
+    /// `sndbuf_limited` time misses much of the first case (under CUBIC it read 0.6 % for a
+    /// stream a 128 KiB send buffer held to a fifth of its path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nothing_queued_pct: Option<f64>,
+    /// The largest `SO_SNDBUF` seen with the RTT samples, bytes: the send buffer's size, which
+    /// the kernel autotunes (up to `net.ipv4.tcp_wmem`) unless `-w` fixed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_bytes: Option<u64>,
 }
 
 /// One stream's result as one end measured it.
@@ -202,6 +214,56 @@ pub struct SideStreamResult {
     pub after_end: AfterEnd,
     /// Why the stream ended early, if it did.
     pub error: Option<String>,
+    /// How this end's thread for the stream spent the measured window; `None` where the
+    /// kernel keeps no scheduler statistics, and from peers that do not report it (iperf3,
+    /// older xbench).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadTime>,
+    /// A receiver's receive queue over the measured window; `None` for senders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_queue: Option<ReceiveQueue>,
+}
+
+/// How the thread that moved one stream's bytes at one end spent the measured window, from
+/// the kernel's scheduler statistics (`/proc/self/task/TID/schedstat`). The rest of the window
+/// it slept: a sender blocked on a full socket buffer (the path or the receiver pushing back),
+/// a receiver blocked on an empty receive queue (waiting for data). A thread that never slept
+/// is the one that could not keep up, whether for its own CPU work or for a CPU that other
+/// work held.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ThreadTime {
+    /// Running on a CPU, percent of the window.
+    pub on_cpu_pct: f64,
+    /// Runnable but waiting for a CPU that other work held, percent of the window.
+    pub waiting_for_cpu_pct: f64,
+}
+
+impl ThreadTime {
+    /// On a CPU or waiting for one: the share of the window the thread wanted to run.
+    pub fn runnable_pct(&self) -> f64 {
+        (self.on_cpu_pct + self.waiting_for_cpu_pct).min(100.0)
+    }
+
+    /// Asleep, percent of the window: 100 − [`Self::runnable_pct`].
+    pub fn asleep_pct(&self) -> f64 {
+        100.0 - self.runnable_pct()
+    }
+}
+
+/// A receiving socket's queue of data that had arrived and was not yet read (`SIOCINQ`),
+/// sampled every 100 ms of the measured window. A reader that keeps up leaves it near empty;
+/// one that falls behind leaves it holding what the window let in, and the window closes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReceiveQueue {
+    /// Mean of the samples, bytes.
+    pub mean_bytes: f64,
+    /// Largest sample, bytes.
+    pub max_bytes: u64,
+    /// Samples taken.
+    pub samples: u32,
+    /// The largest `SO_RCVBUF` seen, bytes: the kernel's buffer for the queue, which it doubles
+    /// for bookkeeping and autotunes unless `-w` fixed it.
+    pub rcvbuf_bytes: u64,
 }
 
 impl SideStreamResult {
@@ -227,9 +289,15 @@ impl SideStreamResult {
 pub struct AfterEnd {
     /// Bytes read after the end mark.
     pub bytes: u64,
-    /// Bytes written after the end mark (a send under way when the mark passed).
+    /// Bytes the sender handed to the kernel that TCP had not transmitted by the end mark:
+    /// queued in its send buffer, or in a write under way.
     #[serde(default)]
     pub sent_bytes: u64,
+    /// Of everything the sender handed over, bytes TCP had still not transmitted when the
+    /// sender reported, after the drain: never on the path, so never the path's to hold or
+    /// lose (a paced sender's queue, a receive window that stayed shut).
+    #[serde(default)]
+    pub unsent_bytes: u64,
     /// Seconds from the end mark until the last byte arrived.
     pub seconds: f64,
     /// Segments the sender retransmitted after the end mark (also in the totals, which match
@@ -242,6 +310,7 @@ impl AfterEnd {
     pub fn merge(&mut self, o: &AfterEnd) {
         self.bytes += o.bytes;
         self.sent_bytes += o.sent_bytes;
+        self.unsent_bytes += o.unsent_bytes;
         self.seconds = self.seconds.max(o.seconds);
         self.retransmits += o.retransmits;
     }
@@ -343,8 +412,9 @@ pub struct Interval {
 pub struct StreamSummary {
     /// Stream id.
     pub stream: u16,
-    /// What the sender wrote.
-    pub sender: Transfer,
+    /// What the sender sent inside the measured window (what TCP transmitted, not what it
+    /// queued); `None` when its end's results never came.
+    pub sender: Option<Transfer>,
     /// What the receiver read inside the measured window.
     pub receiver: Option<Transfer>,
     /// Sender TCP totals.
@@ -352,6 +422,15 @@ pub struct StreamSummary {
     /// What arrived after the end of the window (receiver's bytes, sender's retransmits).
     #[serde(default)]
     pub after_end: AfterEnd,
+    /// How the sending thread spent the window, when its end reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_thread: Option<ThreadTime>,
+    /// How the receiving thread spent the window, when its end reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_thread: Option<ThreadTime>,
+    /// The receiver's receive queue, when its end reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_queue: Option<ReceiveQueue>,
 }
 
 /// How evenly the streams of one direction shared the path.
@@ -384,8 +463,9 @@ pub struct DirectionSummary {
     pub direction: StreamDirection,
     /// Number of streams.
     pub streams: u16,
-    /// What the senders wrote inside the measured window.
-    pub sender: Transfer,
+    /// What the senders sent inside the measured window (what TCP transmitted, not what it
+    /// queued); `None` when a sending end's results never came.
+    pub sender: Option<Transfer>,
     /// What the receivers read inside the measured window: the headline figure, because only
     /// delivered bytes count. Its `seconds` is the window, the same for every stream.
     pub receiver: Option<Transfer>,
@@ -407,11 +487,18 @@ pub struct DirectionSummary {
     /// [`crate::summary::WINDOW_LIMITED_PCT`] percent of the time, or the receiver's rate
     /// reached [`crate::summary::WINDOW_CEILING_SHARE`] of the window ceiling (a pacing
     /// congestion control seldom hits the window but is capped by it all the same).
+    ///
+    /// A fact about the senders, not a diagnosis: a window closes when it is too small *and*
+    /// when the receiving application reads too slowly. [`Self::diagnosis`] says which.
     pub window_limited: bool,
     /// What the advertised windows allow over the measured RTT.
     pub window_ceiling: Option<WindowCeiling>,
     /// Per stream.
     pub per_stream: Vec<StreamSummary>,
+    /// What limited the rate, derived from the figures above by [`crate::diagnosis`]; `None`
+    /// in a report that has not been diagnosed (documents written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<crate::diagnosis::Diagnosis>,
 }
 
 /// Totals of a test.

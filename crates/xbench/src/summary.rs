@@ -194,7 +194,8 @@ pub fn summarize<'a>(
         Window::Fixed(s) => s,
         Window::UntilLastByte => directions
             .iter()
-            .map(|d| d.sender.seconds)
+            .filter_map(|d| d.sender.or(d.receiver))
+            .map(|t| t.seconds)
             .fold(0.0, f64::max),
     };
     Summary {
@@ -203,103 +204,164 @@ pub fn summarize<'a>(
     }
 }
 
-/// One stream over the window: what the sender wrote inside it, and what arrived inside it —
-/// the bytes the sender sent after its warm-up that the receiver had read by its end mark.
-/// Each end starts measuring on its own clock, so the receiver's own warm-up count includes
-/// or misses whatever was in flight at that moment; the sender's count is the exact cut.
+/// One stream over the window: what the sender sent inside it, and what arrived inside it —
+/// the bytes the sender sent after its warm-up and by its end mark that the receiver had read
+/// by its own end mark.
+///
+/// The window is a range of the stream's bytes, set by the sender: TCP delivers in order, so
+/// the receiver's first `n` bytes are the sender's first `n`, and of what it read by its mark
+/// the window's are those up to the sender's mark. The rest were sent after the end (the two
+/// ends' marks fall at slightly different moments) and are counted after it. So received ≤
+/// sent inside the window always; [`crate::check::received_over_sent`] holds the summary to
+/// it.
 fn stream_summary(
     id: u16,
     s: Option<&SideStreamResult>,
     r: Option<&SideStreamResult>,
     seconds: f64,
 ) -> StreamSummary {
+    // A receiver still in its warm-up at the end measured nothing.
+    let clip = match (s, r) {
+        (Some(s), Some(r)) if r.transfer.seconds > 0.0 => {
+            let (sent_to_mark, read_to_mark) = (s.bytes_to_end_mark(), r.bytes_to_end_mark());
+            Some((
+                read_to_mark
+                    .min(sent_to_mark)
+                    .saturating_sub(s.omitted_bytes),
+                read_to_mark.saturating_sub(sent_to_mark),
+            ))
+        }
+        _ => None,
+    };
     let receiver = r.map(|r| {
-        let bytes = match s {
-            // A receiver still in its warm-up at the end measured nothing.
-            Some(s) if r.transfer.seconds > 0.0 => {
-                r.bytes_to_end_mark().saturating_sub(s.omitted_bytes)
-            }
-            _ => r.transfer.bytes,
-        };
+        let bytes = clip.map_or(r.transfer.bytes, |(inside, _)| inside);
         Transfer::new(bytes, seconds)
     });
     let after_end = AfterEnd {
-        bytes: r.as_ref().map_or(0, |r| r.after_end.bytes),
+        bytes: r.as_ref().map_or(0, |r| r.after_end.bytes) + clip.map_or(0, |(_, late)| late),
         sent_bytes: s.as_ref().map_or(0, |s| s.after_end.sent_bytes),
+        unsent_bytes: s.as_ref().map_or(0, |s| s.after_end.unsent_bytes),
         seconds: r.as_ref().map_or(0.0, |r| r.after_end.seconds),
         retransmits: s.as_ref().map_or(0, |s| s.after_end.retransmits),
     };
     StreamSummary {
         stream: id,
-        sender: s.as_ref().map_or_else(Transfer::default, |s| {
-            Transfer::new(s.transfer.bytes, seconds)
-        }),
+        sender: s.map(|s| Transfer::new(s.transfer.bytes, seconds)),
         receiver,
         tcp: s.and_then(|s| s.tcp.clone()),
         after_end,
+        sender_thread: s.and_then(|s| s.thread),
+        receiver_thread: r.and_then(|r| r.thread),
+        receive_queue: r.and_then(|r| r.receive_queue),
     }
 }
 
-/// Moves bytes in flight at the warm-up boundary between the last omitted and the first
-/// measured interval, so the measured intervals' received bytes add up to the receiver total
-/// of [`summarize`] (which cuts at the sender's warm-up count). A no-op without `-O`.
-pub fn align_warm_up(
+/// Makes the measured intervals' received bytes add up to the receiver totals of
+/// [`summarize`], at both edges of the window: bytes in flight at the warm-up boundary move
+/// between the last omitted and the first measured interval (a no-op without `-O`), and bytes
+/// the receiver read before its end mark but the sender sent after its own leave the last
+/// measured intervals (they are counted after the end).
+pub fn align_window(
     intervals: &mut [Interval],
     client: &SideResults,
     server: Option<&SideResults>,
 ) {
-    let Some(first) = intervals.iter().position(|i| !i.omitted) else {
-        return;
-    };
-    if first == 0 {
-        return;
-    }
     let Some(server) = server else { return };
-    let (before, after) = intervals.split_at_mut(first);
-    let (last_omitted, first_measured) = (&mut before[first - 1], &mut after[0]);
-    for st in &mut first_measured.streams {
-        let (sender_side, receiver_side) = match st.direction {
+    let pair = |id: u16, direction: StreamDirection| {
+        let (sender_side, receiver_side) = match direction {
             StreamDirection::ClientToServer => (client, server),
             StreamDirection::ServerToClient => (server, client),
         };
-        let find = |side: &SideResults, role| {
+        let find = |side: &'_ SideResults, role| {
             side.streams
                 .iter()
-                .find(|x| x.stream == st.stream && x.role == role)
-                .map(|x| x.omitted_bytes)
+                .find(|x| x.stream == id && x.role == role)
+                .cloned()
         };
-        let (Some(sent_cut), Some(recv_cut)) = (
-            find(sender_side, Role::Sender),
-            find(receiver_side, Role::Receiver),
-        ) else {
+        Some((
+            find(sender_side, Role::Sender)?,
+            find(receiver_side, Role::Receiver)?,
+        ))
+    };
+    let ids: Vec<(u16, StreamDirection)> = intervals
+        .iter()
+        .flat_map(|iv| iv.streams.iter().map(|s| (s.stream, s.direction)))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let first = intervals.iter().position(|i| !i.omitted);
+    for (id, direction) in ids {
+        let Some((sent, read)) = pair(id, direction) else {
             continue;
         };
         // Received during the receiver's warm-up but sent after the sender's: positive moves
-        // bytes into the measured interval.
-        let shift = recv_cut as i128 - sent_cut as i128;
-        let adjust = |t: &mut Transfer, by: i128| {
-            let bytes = (i128::from(t.bytes) + by).max(0) as u64;
-            *t = Transfer::new(bytes, t.seconds);
-        };
-        if let Some(rx) = st.received.as_mut() {
-            adjust(rx, shift);
+        // bytes into the measured intervals, negative out of them (as many intervals as it
+        // takes: a receiver that fell behind at the boundary reads the difference later).
+        if let Some(first) = first.filter(|&f| f > 0) {
+            let shift = i128::from(read.omitted_bytes) - i128::from(sent.omitted_bytes);
+            let (before, after) = intervals.split_at_mut(first);
+            let bytes = u64::try_from(shift.unsigned_abs()).unwrap_or(u64::MAX);
+            if shift >= 0 {
+                let taken = take_received(before.iter_mut().rev(), id, bytes);
+                add_received(after.iter_mut(), id, taken);
+            } else {
+                let taken = take_received(after.iter_mut(), id, bytes);
+                add_received(before.iter_mut().rev(), id, taken);
+            }
         }
-        if let Some(o) = last_omitted
-            .streams
-            .iter_mut()
-            .find(|o| o.stream == st.stream)
-            && let Some(rx) = o.received.as_mut()
-        {
-            adjust(rx, -shift);
+        if read.transfer.seconds <= 0.0 {
+            continue;
         }
+        let late = read
+            .bytes_to_end_mark()
+            .saturating_sub(sent.bytes_to_end_mark());
+        take_received(intervals.iter_mut().rev().filter(|i| !i.omitted), id, late);
     }
-    for iv in [last_omitted, first_measured] {
+    for iv in intervals.iter_mut() {
         for sum in &mut iv.sum {
             let of_dir = iv.streams.iter().filter(|s| s.direction == sum.direction);
             if let Some(rx) = sum.received.as_mut() {
                 let bytes = of_dir.filter_map(|s| s.received).map(|t| t.bytes).sum();
                 *rx = Transfer::new(bytes, rx.seconds);
             }
+        }
+    }
+}
+
+/// Takes up to `bytes` from stream `id`'s received bytes, interval after interval in the
+/// given order; returns what it took.
+fn take_received<'a>(ivs: impl Iterator<Item = &'a mut Interval>, id: u16, bytes: u64) -> u64 {
+    let mut left = bytes;
+    for iv in ivs {
+        if left == 0 {
+            break;
+        }
+        if let Some(rx) = iv
+            .streams
+            .iter_mut()
+            .find(|s| s.stream == id)
+            .and_then(|s| s.received.as_mut())
+        {
+            let take = left.min(rx.bytes);
+            *rx = Transfer::new(rx.bytes - take, rx.seconds);
+            left -= take;
+        }
+    }
+    bytes - left
+}
+
+/// Adds `bytes` to stream `id`'s received bytes in the first interval (in the given order)
+/// that has a receiver figure for it.
+fn add_received<'a>(ivs: impl Iterator<Item = &'a mut Interval>, id: u16, bytes: u64) {
+    for iv in ivs {
+        if let Some(rx) = iv
+            .streams
+            .iter_mut()
+            .find(|s| s.stream == id)
+            .and_then(|s| s.received.as_mut())
+        {
+            *rx = Transfer::new(rx.bytes + bytes, rx.seconds);
+            return;
         }
     }
 }
@@ -311,7 +373,10 @@ fn direction_summary(
 ) -> DirectionSummary {
     let total =
         |ts: &mut dyn Iterator<Item = Transfer>| Transfer::new(ts.map(|t| t.bytes).sum(), seconds);
-    let sender = total(&mut per_stream.iter().map(|s| s.sender));
+    let sender = per_stream
+        .iter()
+        .all(|s| s.sender.is_some())
+        .then(|| total(&mut per_stream.iter().filter_map(|s| s.sender)));
     let receiver = per_stream
         .iter()
         .all(|s| s.receiver.is_some())
@@ -374,6 +439,8 @@ fn direction_summary(
         limits,
         window_ceiling,
         per_stream,
+        // Diagnosed with the whole report in hand (the test, the peer): `diagnosis::attach`.
+        diagnosis: None,
     }
 }
 
@@ -400,13 +467,29 @@ fn fairness(per_stream: &[StreamSummary]) -> Option<Fairness> {
     })
 }
 
+/// What a direction's receivers never got, by the end of the drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Undelivered {
+    /// Which way.
+    pub direction: StreamDirection,
+    /// Every byte its senders handed to the kernel over the whole test (drain included).
+    pub sent: u64,
+    /// How many of them never reached the receivers.
+    pub missing: u64,
+    /// How many of those TCP never transmitted (still in the senders' buffers): not the
+    /// path's doing.
+    pub unsent: u64,
+    /// Segments the senders retransmitted after the end mark.
+    pub retransmits: u64,
+}
+
 /// Per direction with both ends' figures: every byte its senders wrote over the whole test
-/// (drain included), and how many of them never reached the receivers.
+/// (drain included), and how many of them never reached the receivers, and why it can tell.
 pub fn undelivered(
     dirs: &Directions,
     client: &SideResults,
     server: Option<&SideResults>,
-) -> Vec<(StreamDirection, u64, u64)> {
+) -> Vec<Undelivered> {
     let Some(server) = server else {
         return Vec::new();
     };
@@ -417,19 +500,27 @@ pub fn undelivered(
                 StreamDirection::ClientToServer => (client, server),
                 StreamDirection::ServerToClient => (server, client),
             };
-            let total = |side: &SideResults, role: Role| -> u64 {
-                side.streams
-                    .iter()
-                    .filter(|s| s.role == role && dirs.get(&s.stream) == Some(&direction))
-                    .map(|s| s.total_bytes)
-                    .sum()
-            };
-            let sent = total(senders, Role::Sender);
-            (
+            let of_dir = |s: &&SideStreamResult| dirs.get(&s.stream) == Some(&direction);
+            let sending: Vec<&SideStreamResult> = (senders.streams.iter())
+                .filter(|s| s.role == Role::Sender)
+                .filter(of_dir)
+                .collect();
+            let read: u64 = (receivers.streams.iter())
+                .filter(|s| s.role == Role::Receiver)
+                .filter(of_dir)
+                .map(|s| s.total_bytes)
+                .sum();
+            let sent: u64 = sending.iter().map(|s| s.total_bytes).sum();
+            let missing = sent.saturating_sub(read);
+            Undelivered {
                 direction,
                 sent,
-                sent.saturating_sub(total(receivers, Role::Receiver)),
-            )
+                missing,
+                unsent: (sending.iter().map(|s| s.after_end.unsent_bytes))
+                    .sum::<u64>()
+                    .min(missing),
+                retransmits: sending.iter().map(|s| s.after_end.retransmits).sum(),
+            }
         })
         .collect()
 }
@@ -524,15 +615,20 @@ mod tests {
                 rwnd_limited_pct: 90.0,
                 sndbuf_limited_pct: 0.0,
             }),
+            nothing_queued_pct: None,
+            sndbuf_bytes: None,
         };
         let d = direction_summary(
             StreamDirection::ClientToServer,
             vec![StreamSummary {
                 stream: 0,
-                sender: Transfer::new(1, 1.0),
+                sender: Some(Transfer::new(1, 1.0)),
                 receiver: Some(Transfer::new(1, 1.0)),
                 tcp: Some(tcp),
                 after_end: AfterEnd::default(),
+                sender_thread: None,
+                receiver_thread: None,
+                receive_queue: None,
             }],
             1.0,
         );
@@ -549,10 +645,13 @@ mod tests {
                 StreamDirection::ClientToServer,
                 vec![StreamSummary {
                     stream: 0,
-                    sender: Transfer::new(1, 1.0),
+                    sender: Some(Transfer::new(1, 1.0)),
                     receiver: Some(Transfer::new((rate / 8.0) as u64, 1.0)),
                     tcp: Some(tcp),
                     after_end: AfterEnd::default(),
+                    sender_thread: None,
+                    receiver_thread: None,
+                    receive_queue: None,
                 }],
                 1.0,
             )
@@ -583,6 +682,8 @@ mod tests {
                 },
             },
             error: None,
+            thread: None,
+            receive_queue: None,
         }
     }
 
@@ -617,7 +718,7 @@ mod tests {
         assert_eq!(rx.seconds, 4.0, "the tail does not stretch the window");
         assert_eq!(rx.bytes, 3_800_000, "what arrived inside the window");
         assert_eq!(rx.bits_per_second, 3_800_000.0 * 8.0 / 4.0);
-        assert_eq!(d.sender.seconds, 4.0, "senders share the window");
+        assert_eq!(d.sender.unwrap().seconds, 4.0, "senders share the window");
         assert_eq!(d.after_end.bytes, 200_000);
         assert_eq!(d.after_end.seconds, 2.5);
         assert_eq!(d.after_end.retransmits, 14);
@@ -634,7 +735,13 @@ mod tests {
         let undelivered = undelivered(&dirs, &client, Some(&server));
         assert_eq!(
             undelivered,
-            vec![(StreamDirection::ClientToServer, 4_000_000, 0)]
+            vec![Undelivered {
+                direction: StreamDirection::ClientToServer,
+                sent: 4_000_000,
+                missing: 0,
+                unsent: 0,
+                retransmits: 14
+            }]
         );
     }
 
@@ -665,13 +772,113 @@ mod tests {
         assert_eq!(d.receiver.unwrap(), Transfer::new(2_000_000, 1.0));
         assert_eq!(
             d.sender,
-            Transfer::new(2_000_000, 1.0),
+            Some(Transfer::new(2_000_000, 1.0)),
             "one window for both"
         );
         // A single stream has no spread to show.
         let one: Directions = [(0, StreamDirection::ClientToServer)].into();
         let s = summarize(&one, &client, Some(&server), Window::UntilLastByte);
         assert_eq!(s.directions[0].fairness, None);
+    }
+
+    /// Issue 30: the measured intervals add up to the window's receiver total whichever way
+    /// the two ends' boundaries fell: a receiver behind at the warm-up boundary by more than
+    /// its first measured interval read, and one that read, by its end mark, bytes its sender
+    /// sent after its own.
+    #[test]
+    fn intervals_add_up_to_the_window_at_both_edges() {
+        let dirs: Directions = [(0, StreamDirection::ClientToServer)].into();
+        let iv = |index: u32, omitted: bool, received: u64| Interval {
+            index,
+            start_s: f64::from(index),
+            end_s: f64::from(index + 1),
+            omitted,
+            streams: vec![StreamInterval {
+                stream: 0,
+                direction: StreamDirection::ClientToServer,
+                sent: Transfer::new(1_000, 1.0),
+                received: Some(Transfer::new(received, 1.0)),
+                tcp: None,
+            }],
+            sum: vec![IntervalSum {
+                direction: StreamDirection::ClientToServer,
+                sent: Transfer::new(1_000, 1.0),
+                received: Some(Transfer::new(received, 1.0)),
+                retransmits: 0,
+            }],
+        };
+        // The sender's warm-up ended at byte 1,000 and its window at 4,000 (500 more were
+        // handed over, still queued). The receiver had read 200 bytes by its warm-up boundary
+        // (then 100, 300, 1,000, 2,000 per interval: 3,400 by its mark, 100 more later).
+        let mut sender = result(0, Role::Sender, 4_500, 0, 3.0);
+        sender.omitted_bytes = 1_000;
+        sender.transfer = Transfer::new(3_000, 3.0);
+        sender.after_end.sent_bytes = 500;
+        let mut receiver = result(0, Role::Receiver, 3_500, 100, 3.0);
+        receiver.omitted_bytes = 200;
+        receiver.transfer = Transfer::new(3_200, 3.0);
+        let client = SideResults {
+            streams: vec![sender],
+            cpu: CpuUsage::default(),
+        };
+        let server = SideResults {
+            streams: vec![receiver],
+            cpu: CpuUsage::default(),
+        };
+        let mut ivs = vec![
+            iv(0, true, 200),
+            iv(1, false, 100),
+            iv(2, false, 300),
+            iv(3, false, 2_800),
+        ];
+        align_window(&mut ivs, &client, Some(&server));
+        let s = summarize(&dirs, &client, Some(&server), Window::Fixed(3.0));
+        let total = s.directions[0].receiver.unwrap().bytes;
+        assert_eq!(total, 3_400 - 1_000, "bytes 1,000 to 3,400 of the stream");
+        let measured: u64 = ivs
+            .iter()
+            .filter(|i| !i.omitted)
+            .map(|i| i.sum[0].received.unwrap().bytes)
+            .sum();
+        assert_eq!(measured, total);
+        assert_eq!(
+            ivs[0].sum[0].received.unwrap().bytes,
+            1_000,
+            "the warm-up's own"
+        );
+        assert_eq!(ivs[1].streams[0].received.unwrap().bytes, 0);
+        assert_eq!(
+            ivs[2].streams[0].received.unwrap().bytes,
+            0,
+            "800 taken over two"
+        );
+        // A sender whose mark fell at byte 3,000: the 400 bytes the receiver read after
+        // that by its own mark were sent after the end, and count there.
+        let mut late = client.clone();
+        late.streams[0].after_end.sent_bytes = 1_500;
+        late.streams[0].transfer = Transfer::new(2_000, 3.0);
+        let mut ivs = vec![
+            iv(0, true, 200),
+            iv(1, false, 100),
+            iv(2, false, 300),
+            iv(3, false, 2_800),
+        ];
+        align_window(&mut ivs, &late, Some(&server));
+        let s = summarize(&dirs, &late, Some(&server), Window::Fixed(3.0));
+        let d = &s.directions[0];
+        assert_eq!(
+            d.receiver.unwrap().bytes,
+            3_000 - 1_000,
+            "up to the sender's mark"
+        );
+        assert_eq!(d.after_end.bytes, 100 + 400);
+        assert!(crate::check::received_over_sent(&s).is_empty());
+        let measured: u64 = ivs
+            .iter()
+            .filter(|i| !i.omitted)
+            .map(|i| i.sum[0].received.unwrap().bytes)
+            .sum();
+        assert_eq!(measured, d.receiver.unwrap().bytes);
     }
 
     fn tcp_at(rwnd_limited_pct: f64) -> TcpTotals {
@@ -693,6 +900,8 @@ mod tests {
                 rwnd_limited_pct,
                 sndbuf_limited_pct: 0.0,
             }),
+            nothing_queued_pct: None,
+            sndbuf_bytes: None,
         }
     }
 }

@@ -98,6 +98,8 @@ pub struct TcpInfo {
     pub bytes_acked: Option<u64>,
     /// Bytes received in order (Linux 4.1+).
     pub bytes_received: Option<u64>,
+    /// Bytes written by the application and not yet sent (Linux 4.6+).
+    pub notsent_bytes: Option<u32>,
     /// Minimum RTT seen, µs (Linux 4.6+).
     pub min_rtt_us: Option<u32>,
     /// Latest delivery-rate estimate, bytes per second (Linux 4.9+).
@@ -165,6 +167,7 @@ fn from_raw(r: &RawTcpInfo, len: usize) -> TcpInfo {
         pacing_rate: field!(pacing_rate),
         bytes_acked: field!(bytes_acked),
         bytes_received: field!(bytes_received),
+        notsent_bytes: field!(notsent_bytes),
         min_rtt_us: field!(min_rtt),
         delivery_rate: field!(delivery_rate),
         busy_time_us: field!(busy_time),

@@ -264,9 +264,10 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
     assert_eq!(e.field, "--max-handshakes");
     assert_eq!(
         e.reason,
-        "199 is below twice the connections a client opens at once (200: --max-flows or a \
-         client's default --max-connecting, 512, whichever is fewer); such a client's \
-         connections would be turned away as silent ones"
+        "199 gives one client address 99 connections in their handshake (--client-share 50%), \
+         fewer than a client opens at once (100: --max-flows or a client's default \
+         --max-connecting, 512, whichever is fewer); such a client's connections would be \
+         turned away as silent ones: give at least 200"
     );
     // 65,536 flows: a paced client holds at most 512 handshake slots.
     let e = check(Limits {
@@ -274,7 +275,11 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
         max_handshakes: 1023,
         ..Limits::default()
     });
-    assert!(e.reason.starts_with("1023 is below twice"), "{}", e.reason);
+    assert!(
+        e.reason.starts_with("1023 gives one client address 511 "),
+        "{}",
+        e.reason
+    );
     Limits {
         max_flows: 65_536,
         max_handshakes: 1024,
@@ -289,22 +294,41 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
     }
     .check()
     .unwrap();
-    // The server's defaults from its open-file limit: flows beside a full flood of handshakes.
+    // The server's defaults from its open-file limit: as many flows as one client address's
+    // half of the descriptors tests may use holds (its control connection and 3 a worker
+    // thread, one a core, beside them), the handshakes' half of what is left.
+    let cores = std::thread::available_parallelism().unwrap().get() as u32;
     for (files, flows, handshakes) in [
-        (20_000, 11_552, 8192),
+        // 20,000 - 256 for the server - 1,024 kept for handshakes, halved.
+        (20_000, 9_360 - 1 - 3 * cores, 8192),
         (1_048_576, 65_536, 8192),
-        (4096, 1920, 1920),
+        // 4,096 - 256 - a quarter of the rest kept for handshakes, halved.
+        (4096, 1440 - 1 - 3 * cores, 1920),
         (1024, 192, 384),
         (0, 1, 2),
     ] {
         let l = Limits::for_open_files(files);
         assert_eq!(
-            (l.max_flows, l.max_handshakes),
-            (flows, handshakes),
+            (l.max_flows, l.max_handshakes, l.open_files),
+            (flows, handshakes, Some(files)),
             "{files}"
         );
         l.check().unwrap();
     }
+    let e = check(Limits {
+        client_share: 0,
+        ..Limits::default()
+    });
+    assert_eq!(e.field, "--client-share");
+    // With all of the handshakes for one address, a client's burst needs no second one.
+    Limits {
+        max_flows: 100,
+        max_handshakes: 100,
+        client_share: 100,
+        ..Limits::default()
+    }
+    .check()
+    .unwrap();
     // More than a client may ask for is a limit that cannot bind: a mistake, named.
     let e = check(Limits {
         max_flows: 65_537,

@@ -316,7 +316,7 @@ async fn run(config: &ClientConfig) -> Result<TestReport, Error> {
 fn untouched(r: &TestReport) {
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
     for s in &r.summary.directions {
-        let sent = s.sender.bytes;
+        let sent = s.sender.unwrap().bytes;
         let received = s.receiver.as_ref().map_or(0, |x| x.bytes);
         assert!(received <= sent, "{received} received > {sent} sent");
         let after = &s.after_end;

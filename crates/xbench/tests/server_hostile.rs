@@ -964,3 +964,68 @@ async fn a_client_that_sends_no_tally_is_logged_as_unchecked() {
     })
     .await;
 }
+
+/// Issue 30, finding 9: an iperf3 client's 1 MB congestion control name went into the log
+/// whole; so could anything a peer sends that the server repeats (a name, a version, a parse
+/// error quoting the input). The server logs a bounded, escaped excerpt, and refuses a
+/// name no kernel has before the test opens anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_peer_sends_is_logged_bounded() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(|| LogWriter)
+        .with_ansi(false)
+        .try_init();
+    // A megabyte to send and parse takes a while in a debug build on a loaded machine.
+    let limits = Limits {
+        handshake_timeout: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    survives_with(limits, |addr| async move {
+        let huge = "c".repeat(1_000_000);
+        // iperf3: a 1 MB congestion control name and client version.
+        let mut s = iperf3_control(addr).await;
+        let peer = s.local_addr().unwrap();
+        let params = serde_json::json!({
+            "tcp": true, "omit": 0, "time": 1, "parallel": 1,
+            "congestion": huge, "client_version": "3.\n12",
+        })
+        .to_string();
+        s.write_all(&(params.len() as u32).to_be_bytes())
+            .await
+            .unwrap();
+        s.write_all(params.as_bytes()).await.unwrap();
+        let mut state = [0u8; 1];
+        if s.read_exact(&mut state).await.is_ok() && state[0] == 10 {
+            // CREATE_STREAMS: the name meets the kernel at the data connection.
+            let mut data = TcpStream::connect(addr).await.unwrap();
+            data.write_all(IPERF3_COOKIE).await.unwrap();
+            let _ = rest_of(&mut data, Duration::from_secs(5)).await;
+        }
+        let _ = rest_of(&mut s, Duration::from_secs(5)).await;
+        // xbench: a test request whose name is 60 KB, and a hello whose name is too.
+        let (mut rd, mut wr, _) =
+            greet_on(TcpStream::connect(addr).await.unwrap(), &huge[..60_000]).await;
+        let xpeer = wr.local_addr().unwrap();
+        let mut spec = TestSpec::throughput();
+        spec.socket.congestion = Some(huge[..60_000].to_owned());
+        proto::write_message(&mut wr, &Message::Start(Box::new(spec)))
+            .await
+            .unwrap();
+        let refusal = rd.next().await;
+        assert!(
+            matches!(&refusal, Ok(Some(Message::Error(e))) if e.message.len() < 500),
+            "{refusal:?}"
+        );
+        for peer in [peer, xpeer] {
+            assert!(
+                eventually(Duration::from_secs(5), || !logged_for(peer).is_empty()).await,
+                "nothing logged for {peer}"
+            );
+            let lines = logged_for(peer);
+            let logged: usize = lines.iter().map(String::len).sum();
+            assert!(logged < 2000, "{logged} bytes logged for {peer}: {lines:?}");
+            assert!(lines.iter().any(|l| l.contains("ccccc")), "{lines:?}");
+        }
+    })
+    .await;
+}

@@ -495,7 +495,70 @@ async fn shutdown_lets_tests_finish_then_cuts_the_rest_short_with_a_reason() {
         Outcome::Failed { error } => assert!(error.contains("shutting down"), "{error}"),
         o => panic!("expected a failed test, got {o:?}"),
     }
-    assert!(r.summary.directions[0].sender.bytes > 0, "what ran is kept");
+    assert!(
+        r.summary.directions[0].sender.unwrap().bytes > 0,
+        "what ran is kept"
+    );
+    // Issue 30, finding 9: the server measured the test it cut short and sends its results
+    // after saying why: the receiver's figures are there.
+    let received = r.summary.directions[0].receiver.as_ref().map(|t| t.bytes);
+    assert!(
+        received.is_some_and(|b| b > 0),
+        "{received:?}: {:?}",
+        r.warnings
+    );
+}
+
+/// Issue 30, finding 9: a request/response test cut short by shutdown reports the server's
+/// counts too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_response_test_cut_short_by_shutdown_has_the_servers_counts() {
+    let server = TestServer::start().await; // shutdown grace 1 s
+    let mut c = server.config();
+    c.spec = TestSpec::request_response();
+    c.spec.end = EndCondition::Duration(Duration::from_secs(30));
+    let run = tokio::spawn(async move { run(&c).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.stop().await;
+    let r = run.await.unwrap().unwrap();
+    match &r.outcome {
+        Outcome::Failed { error } => assert!(error.contains("shutting down"), "{error}"),
+        o => panic!("expected a failed test, got {o:?}"),
+    }
+    let rr = r.rr.as_ref().unwrap();
+    assert!(rr.summary.total_transactions > 0);
+    assert!(
+        rr.summary.server_transactions.is_some_and(|n| n > 0),
+        "{:?}: {:?}",
+        rr.summary.server_transactions,
+        r.warnings
+    );
+}
+
+/// Issue 30, finding 9: a test the server ends for its idle timeout (a client that stopped
+/// sending, here by a rate too low to move a byte in time) gets the results the server has,
+/// after the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_ended_idle_gets_the_servers_results_after_the_reason() {
+    let server = TestServer::with_limits(Limits {
+        idle_timeout: Duration::from_secs(1),
+        ..Limits::default()
+    })
+    .await;
+    let mut c = server.config();
+    c.spec.end = EndCondition::Duration(Duration::from_secs(30));
+    // One 128 KiB block at 8 kbit/s, then nothing for two minutes.
+    tp(&mut c).bitrate = Some(8_000);
+    let r = run(&c).await.unwrap();
+    match &r.outcome {
+        Outcome::Failed { error } => {
+            assert!(error.contains("--idle-timeout"), "{error}")
+        }
+        o => panic!("expected a failed test, got {o:?}"),
+    }
+    let received = r.summary.directions[0].receiver.as_ref().map(|t| t.bytes);
+    assert!(received.is_some(), "{:?}", r.warnings);
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -524,7 +587,7 @@ async fn sixty_four_clients_at_once_each_get_their_own_result() {
             1_000_000 + i * 1_003,
             "client {i}"
         );
-        assert_eq!(d.sender.bytes, d.receiver.unwrap().bytes);
+        assert_eq!(d.sender.unwrap().bytes, d.receiver.unwrap().bytes);
     }
     server.stop().await;
 }
@@ -552,4 +615,223 @@ async fn thousands_of_idle_connections_do_not_stop_real_tests() {
     }
     assert_eq!(closed, 2000);
     server.stop().await;
+}
+
+/// A TCP connection to `to` from `local` (any 127.0.0.0/8 address: another client).
+async fn connect_from(local: &str, to: std::net::SocketAddr) -> TcpStream {
+    let s = tokio::net::TcpSocket::new_v4().unwrap();
+    s.bind(format!("{local}:0").parse().unwrap()).unwrap();
+    s.connect(to).await.unwrap()
+}
+
+/// `server`'s client config, connecting from `local`.
+fn from(server: &TestServer, local: &str) -> xbench::ClientConfig {
+    let mut c = server.config();
+    c.bind = Some(local.parse().unwrap());
+    c
+}
+
+/// How many of `conns` the server closes within `limit`.
+async fn closed_within(conns: &mut [TcpStream], limit: Duration) -> usize {
+    let until = tokio::time::Instant::now() + limit;
+    let mut closed = 0;
+    for c in conns {
+        let mut b = [0u8; 64];
+        if let Ok(Ok(0) | Err(_)) = tokio::time::timeout_at(until, c.read(&mut b)).await {
+            closed += 1;
+        }
+    }
+    closed
+}
+
+/// Issue 30, finding 6: 400 silent connections from one address against 200 handshake
+/// slots held every slot, and every other client was told the server is busy, again and
+/// again. One address holds half the slots now (--client-share); another still gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_from_one_address_leave_handshake_slots_for_another() {
+    let server = TestServer::with_limits(Limits {
+        max_handshakes: 200,
+        handshake_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    })
+    .await;
+    let mut silent = Vec::new();
+    for _ in 0..400 {
+        silent.push(connect_from("127.0.0.2", server.addr).await);
+    }
+    // Beyond its 100 slots, the address's connections are turned away (within the 2 s a
+    // refusal may take); its 100 wait for the handshake timeout.
+    assert_eq!(
+        closed_within(&mut silent, Duration::from_secs(5)).await,
+        300
+    );
+    for _ in 0..3 {
+        let report = run(&from(&server, "127.0.0.3")).await.unwrap();
+        assert_eq!(report.outcome, Outcome::Completed);
+    }
+    drop(silent);
+    server.stop().await;
+}
+
+/// An iperf3 control connection from `local` that has sent its cookie and read
+/// `PARAM_EXCHANGE` (state 9), and nothing more; `None` if the server turned it away.
+async fn iperf3_cookie_from(local: &str, to: std::net::SocketAddr, i: usize) -> Option<TcpStream> {
+    let mut s = connect_from(local, to).await;
+    // 36 base32 characters, the last ones `i`'s, and a NUL.
+    const B32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut cookie = *b"slotslotslotslotslotslotslotslotslot\0";
+    for (k, c) in cookie[30..36].iter_mut().enumerate() {
+        *c = B32[(i >> (5 * k)) % 32];
+    }
+    s.write_all(&cookie).await.unwrap();
+    let mut state = [0u8; 1];
+    match tokio::time::timeout(Duration::from_secs(5), s.read(&mut state)).await {
+        Ok(Ok(1)) if state[0] == 9 => Some(s),
+        _ => None,
+    }
+}
+
+/// Issue 30, finding 6: 300 iperf3 cookies from one address held every handshake slot
+/// through the parameter exchange. The address gets its share; another runs its test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iperf3_cookies_from_one_address_leave_handshake_slots_for_another() {
+    let server = TestServer::with_limits(Limits {
+        max_handshakes: 200,
+        handshake_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    })
+    .await;
+    let mut held = Vec::new();
+    for i in 0..300 {
+        held.extend(iperf3_cookie_from("127.0.0.2", server.addr, i).await);
+    }
+    assert_eq!(held.len(), 100);
+    for _ in 0..3 {
+        let report = run(&from(&server, "127.0.0.3")).await.unwrap();
+        assert_eq!(report.outcome, Outcome::Completed);
+    }
+    drop(held);
+    server.stop().await;
+}
+
+/// An iperf3 client from 127.0.0.2 that stops at `CREATE_STREAMS` (closing its end), with
+/// `params`; returns once the server has closed its end too.
+async fn iperf3_gone_at_create_streams(server: &TestServer, params: &[u8]) {
+    let mut ctrl = iperf3_cookie_from("127.0.0.2", server.addr, 0)
+        .await
+        .unwrap();
+    ctrl.write_all(&(params.len() as u32).to_be_bytes())
+        .await
+        .unwrap();
+    ctrl.write_all(params).await.unwrap();
+    let mut state = [0u8; 1];
+    ctrl.read_exact(&mut state).await.unwrap();
+    assert_eq!(state[0], 10, "CREATE_STREAMS");
+    ctrl.shutdown().await.unwrap();
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), ctrl.read_to_end(&mut rest)).await;
+    // Not the 10 s handshake timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Issue 30, finding 6: an iperf3 client that closed at `CREATE_STREAMS` held its place
+/// among the tests (--max-tests-per-client) until the handshake timeout, 10 s. It is freed
+/// as the client leaves, TCP and UDP alike: the address's next test runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iperf3_client_gone_at_create_streams_frees_its_place_at_once() {
+    let server = TestServer::with_limits(Limits {
+        max_tests_per_client: 1,
+        ..Limits::default()
+    })
+    .await;
+    for params in [
+        &br#"{"tcp":true,"omit":0,"time":2,"parallel":2,"len":4096}"#[..],
+        br#"{"udp":true,"omit":0,"time":2,"parallel":2,"len":1400,"bandwidth":1000000}"#,
+    ] {
+        iperf3_gone_at_create_streams(&server, params).await;
+        let report = run(&from(&server, "127.0.0.2")).await.unwrap();
+        assert_eq!(report.outcome, Outcome::Completed);
+    }
+    server.stop().await;
+}
+
+/// Issue 30, finding 3: iperf3 clients draw on the same budget as xbench's. A test beyond
+/// its address's share of the descriptors is refused (iperf3's `SERVER_ERROR`, "busy") before
+/// the server opens anything for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iperf3_test_beyond_the_budget_is_refused_before_it_opens_anything() {
+    // 600 descriptors: 344 less 86 kept for new connections, 129 an address.
+    let server = TestServer::with_limits(Limits {
+        open_files: Some(600),
+        max_streams: 256,
+        ..Limits::default()
+    })
+    .await;
+    let mut ctrl = iperf3_cookie_from("127.0.0.2", server.addr, 1)
+        .await
+        .unwrap();
+    let params = br#"{"tcp":true,"omit":0,"time":2,"parallel":100,"bidirectional":true}"#;
+    ctrl.write_all(&(params.len() as u32).to_be_bytes())
+        .await
+        .unwrap();
+    ctrl.write_all(params).await.unwrap();
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), ctrl.read_to_end(&mut reply))
+        .await
+        .expect("the server closes")
+        .unwrap();
+    assert_eq!(
+        reply,
+        xbench::proto::iperf3::server_error(xbench::proto::iperf3::ierr::NEW_TEST, libc::EBUSY)
+    );
+    // Within the share, the same address runs.
+    let mut c = from(&server, "127.0.0.2");
+    tp(&mut c).streams = NonZeroU16::new(100).unwrap();
+    assert!(run(&c).await.is_ok());
+    server.stop().await;
+}
+
+/// Issue 30, finding 9: a data connection refused by `--allow` (a `-B` list whose second
+/// address is not on it) was explained as "is something between client and server dropping
+/// new connections?". With a key its greeting proves it is the client's, and the test ends
+/// at once naming `--allow` and the address; without one (where anyone who read the cookie
+/// could have sent it) the timeout says so among what it knows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_connection_refused_by_allow_is_named_to_the_client() {
+    for psk in [Some(key("allowed")), None] {
+        let server = TestServer::with_config(ServerConfig {
+            allow: vec!["127.0.0.1/32".parse().unwrap()],
+            psk: psk.clone(),
+            limits: Limits {
+                handshake_timeout: Duration::from_secs(2),
+                ..Limits::default()
+            },
+            ..ServerConfig::default()
+        })
+        .await;
+        let mut c = server.config();
+        c.psk = psk.clone();
+        c.flow_binds = vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()];
+        tp(&mut c).streams = NonZeroU16::new(2).unwrap();
+        let started = Instant::now();
+        let e = run(&c).await.unwrap_err().to_string();
+        assert!(e.contains("--allow"), "{e}");
+        assert!(e.contains("127.0.0.2"), "{e}");
+        if psk.is_some() {
+            assert!(e.contains("not in its --allow list"), "{e}");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{:?}",
+                started.elapsed()
+            );
+        } else {
+            assert!(e.contains("only 1 of 2 data connections arrived"), "{e}");
+        }
+        server.stop().await;
+    }
 }

@@ -156,16 +156,22 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
             });
         }
     };
-    // The file first: a closed stdout (`xbench … | head`) must not lose it.
-    if let Some(path) = &json_file {
-        write_atomically(path, json::document(&report).as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    // The file first: a closed stdout (`xbench … | head`) must not lose it. A file that cannot
+    // be written (a full disk, a FIFO nobody reads) must not lose the printed results either:
+    // they are printed, then the failure is the exit status.
+    let mut file_err = None;
+    if let Some(path) = &json_file
+        && let Err(e) = write_atomically(path, json::document(&report).as_bytes())
+    {
+        file_err = Some(anyhow::Error::new(e).context(format!("cannot write {}", path.display())));
     }
     if let Some(e) = write_err {
         return Err(e).context("writing results");
     }
-    if let (Some(path), Some(rr)) = (&hist, &report.rr) {
-        write_histograms(path, &report, rr)?;
+    if let (Some(path), Some(rr)) = (&hist, &report.rr)
+        && let Err(e) = write_histograms(path, &report, rr)
+    {
+        file_err.get_or_insert(e);
     }
     let rendered = match &style {
         Style::Text if is_rr => rr_text.summary(&report),
@@ -182,6 +188,9 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     }
     // Last: the results are out before an in-process server's wind-down can delay them.
     stop(local).await;
+    if let Some(e) = file_err {
+        return Err(e);
+    }
     Ok(exit_for(&report))
 }
 
@@ -237,9 +246,7 @@ fn write_histograms(path: &Path, report: &TestReport, rr: &RrReport) -> anyhow::
         .with_context(|| format!("cannot write {}", path.display()))?;
     let total = xbench::latency::Distribution::decode(&rr.summary.histogram)
         .context("cannot decode the total histogram")?;
-    let mut hgrm = path.as_os_str().to_owned();
-    hgrm.push(".hgrm");
-    let hgrm = std::path::PathBuf::from(hgrm);
+    let hgrm = crate::plan::hgrm_path(path);
     write_atomically(
         &hgrm,
         xbench::latency::percentile_distribution(&total).as_bytes(),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use xbench_report::compare::{Criteria, Outcome, compare};
 use xbench_report::load::LoadError;
-use xbench_report::{Loaded, load};
+use xbench_report::{Loaded, load_with_limit};
 
 use crate::cli::CompareArgs;
 use crate::exit::{Exit, UsageError};
@@ -19,8 +19,9 @@ pub(crate) fn run(args: CompareArgs) -> anyhow::Result<Exit> {
         max_regression: args.max_regression,
         confidence: args.confidence,
     };
-    let baseline = read("baseline", &args.baseline)?;
-    let candidate = read("candidate", &args.candidate)?;
+    let limit = args.max_file_size.bytes();
+    let baseline = read("baseline", &args.baseline, limit)?;
+    let candidate = read("candidate", &args.candidate, limit)?;
     let check = compare(&baseline.runs, &candidate.runs, &criteria)
         .map_err(|e| UsageError(e.to_string()))?;
     out(&check.to_text()).context("writing the verdict table")?;
@@ -50,8 +51,8 @@ pub(crate) fn run(args: CompareArgs) -> anyhow::Result<Exit> {
 
 /// Loads one side, printing skipped files as warnings; a path that does not exist is a usage
 /// error, and a side with no usable run is said plainly (its cells then show as missing).
-fn read(side: &str, path: &PathBuf) -> anyhow::Result<Loaded> {
-    let loaded = load(std::slice::from_ref(path)).map_err(|e| match e {
+fn read(side: &str, path: &PathBuf, limit: u64) -> anyhow::Result<Loaded> {
+    let loaded = load_with_limit(std::slice::from_ref(path), limit).map_err(|e| match e {
         LoadError::Missing(_) => anyhow::Error::new(UsageError(format!("{side}: {e}"))),
         other => anyhow::Error::new(other).context(format!("reading the {side}")),
     })?;

@@ -234,6 +234,10 @@ fn suite(a: &RunArgs, target: &Target, label: &str) -> Vec<Case> {
 
 fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
     let command = command_line();
+    // The results directory before the lab: one we cannot write fails now, not after the suite.
+    std::fs::create_dir_all(&a.out)
+        .and_then(|()| xbench::file::check_dir_writable(&a.out))
+        .map_err(|e| UsageError(format!("--out {}: {e}", a.out.display())))?;
     // Run on the lab `xbench lab up` left, or build one for this run.
     let existing = LabState::load(&a.place.state_dir)
         .map_err(lab_error)?
@@ -257,8 +261,6 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
         }
     };
     let exe = std::env::current_exe().context("cannot find the xbench executable")?;
-    std::fs::create_dir_all(&a.out)
-        .with_context(|| format!("cannot create {}", a.out.display()))?;
     out(&paths_table(lab.paths())).context("writing output")?;
 
     let mut failed = Vec::new();
@@ -403,7 +405,7 @@ fn compare(
     let html = dir.join("report.html");
     let options = xbench_report::html::Options {
         unit: unit.into(),
-        commands: super::report::commands(&loaded.runs),
+        commands: super::report::commands(&loaded.runs, xbench_report::load::DEFAULT_FILE_LIMIT),
         generated_by: Some(command_line()),
         notes,
         ..Default::default()

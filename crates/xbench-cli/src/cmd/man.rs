@@ -72,27 +72,27 @@ fn man(cmd: clap::Command) -> clap_mangen::Man {
 }
 
 /// Writes `xbench.1` and a page per visible subcommand into `dir` (created if missing);
-/// returns how many.
+/// returns how many. Each page is written as every file xbench writes
+/// ([`xbench::file::write_atomically`]): a page name that is a link is followed, never
+/// replaced.
 pub(crate) fn write_all(dir: &Path) -> anyhow::Result<usize> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    // clap_mangen::generate_to's walk, with our header on every page.
-    fn generate(cmd: clap::Command, dir: &Path) -> std::io::Result<()> {
+    fn write(cmd: clap::Command, dir: &Path, count: &mut usize) -> anyhow::Result<()> {
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
-            generate(sub, dir)?;
+            write(sub, dir, count)?;
         }
-        man(cmd).generate_to(dir).map(drop)
+        let man = man(cmd);
+        let path = dir.join(man.get_filename());
+        let mut page = Vec::new();
+        man.render(&mut page)
+            .with_context(|| format!("cannot render {}", path.display()))?;
+        xbench::file::write_atomically(&path, &page)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        *count += 1;
+        Ok(())
     }
-    generate(root(), dir)
-        .with_context(|| format!("cannot write the manual pages to {}", dir.display()))?;
-    let count = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
-        .filter_map(Result::ok)
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.starts_with("xbench") && name.ends_with(".1")
-        })
-        .count();
+    let mut count = 0;
+    write(root(), dir, &mut count)?;
     Ok(count)
 }
 

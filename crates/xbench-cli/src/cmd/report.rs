@@ -1,13 +1,15 @@
 //! `xbench report DIR…`: saved runs (and iperf3 -J files) → one comparison table, a chart
-//! with `--plot`, and the whole comparison as a web page with `--html`. Unusable files are named in warnings and skipped; a path that does not exist
-//! is a usage error (2); no usable result at all, or a chart that cannot be drawn, fails (1).
+//! with `--plot`, and the whole comparison as a web page with `--html`. Unusable files are
+//! named in warnings and skipped; a path that does not exist, or an output that cannot be
+//! written, is a usage error (2); no usable result at all, or a chart that cannot be drawn,
+//! fails (1).
 
 use anyhow::{Context, bail};
 use xbench_report::chart::{self, ChartKind};
 use xbench_report::html;
 use xbench_report::load::LoadError;
 use xbench_report::render::{self, Document, Format};
-use xbench_report::{Comparison, load};
+use xbench_report::{Comparison, load_with_limit};
 
 use xbench_sweep::rebuild::SavedRun;
 
@@ -19,9 +21,22 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     // A chart file name we cannot write is a usage error, found before reading anything.
     if let Some(path) = &args.plot {
         chart::ImageFormat::of_path(path).map_err(|e| UsageError(e.to_string()))?;
+        xbench::file::check_writable(path)
+            .map_err(|e| UsageError(format!("--plot {}: {e}", path.display())))?;
+    }
+    // So is a web page's: a directory, a socket or an unwritable directory is refused now.
+    if let Some(path) = &args.html {
+        if path.as_os_str() == "-" {
+            return Err(UsageError(
+                "--html -: standard output carries the table; give the page a file name".into(),
+            )
+            .into());
+        }
+        xbench::file::check_writable(path)
+            .map_err(|e| UsageError(format!("--html {}: {e}", path.display())))?;
     }
     check_ceiling(&args)?;
-    let loaded = load(&args.paths).map_err(|e| match e {
+    let loaded = load_with_limit(&args.paths, args.max_file_size.bytes()).map_err(|e| match e {
         LoadError::Missing(_) => anyhow::Error::new(UsageError(e.to_string())),
         other => anyhow::Error::new(other),
     })?;
@@ -60,9 +75,10 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
             title: args.title.clone(),
             unit: args.unit.into(),
             ceiling,
-            commands: commands(&loaded.runs),
+            commands: commands(&loaded.runs, args.max_file_size.bytes()),
             generated_by: Some(this_command()),
             notes: Vec::new(),
+            file_limit: Some(args.max_file_size.bytes()),
         };
         let written = html::write_loaded(&loaded, path, &options).context("no web page written")?;
         eprintln!(
@@ -107,11 +123,12 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// The `xbench client` commands that measure the runs' paths again, rebuilt from the runs.
-pub(crate) fn commands(runs: &[xbench_report::run::Run]) -> Vec<html::Command> {
+/// The `xbench client` commands that measure the runs' paths again, rebuilt from the runs
+/// (each file read again, at most `limit` bytes).
+pub(crate) fn commands(runs: &[xbench_report::run::Run], limit: u64) -> Vec<html::Command> {
     let reports: Vec<(&xbench_report::run::Run, xbench::report::TestReport)> = runs
         .iter()
-        .filter_map(|r| Some((r, xbench_report::load::read_report(&r.path).ok()??)))
+        .filter_map(|r| Some((r, xbench_report::load::read_report(&r.path, limit).ok()??)))
         .collect();
     let saved: Vec<SavedRun<'_>> = reports
         .iter()

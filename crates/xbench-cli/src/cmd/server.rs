@@ -19,7 +19,15 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
     };
     // main() raised the soft limit to the hard one; what it allows sets the flow defaults.
     let open_files = crate::fd_limit::open_files();
-    let derived = open_files.map_or_else(Limits::default, Limits::for_open_files);
+    let asked = Limits {
+        client_share: args.client_share,
+        max_threads: args.max_threads,
+        ..Limits::default()
+    };
+    let derived = match open_files {
+        Some(n) => asked.clone().sized_for(n),
+        None => asked,
+    };
     let config = ServerConfig {
         bind: args.bind.clone(),
         port: args.port,
@@ -32,6 +40,9 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
             max_tests: args.max_tests,
             max_tests_per_client: args.max_tests_per_client,
             max_handshakes: args.max_handshakes.unwrap_or(derived.max_handshakes),
+            max_threads: args.max_threads,
+            client_share: args.client_share,
+            open_files,
             max_send_rate: args.max_send_rate,
             idle_timeout: args.idle_timeout,
             ..Limits::default()

@@ -202,7 +202,9 @@ pub(crate) async fn run(sweep: Sweep) -> anyhow::Result<Exit> {
     }
 }
 
-/// Plan mistakes are usage errors (exit 2); a directory we cannot use is a failure.
+/// Plan mistakes and a --save directory that cannot be written (found before the first run,
+/// as --json-file is before its test) are usage errors (exit 2); a saved run that cannot be
+/// read back is a failure.
 fn usage_or_failure(e: SweepError) -> anyhow::Error {
     match e {
         SweepError::Io { .. } | SweepError::Unreadable { .. } => anyhow::Error::new(e),

@@ -459,7 +459,7 @@ fn tcp_end(r: &TestReport, tp: &ThroughputSpec) -> End {
                 max_rtt: Some(rtt.map_or(0, |r| u64::from(r.max_us))),
                 min_rtt: Some(rtt.map_or(0, |r| u64::from(r.min_us))),
                 mean_rtt: Some(rtt.map_or(0, |r| r.mean_us.round() as u64)),
-                ..Span::transfer(0.0, &s.sender, mine)
+                ..Span::transfer(0.0, &s.sender.unwrap_or_default(), mine)
             };
             let receiver = Span {
                 socket: Some(s.stream),
@@ -481,7 +481,7 @@ fn tcp_end(r: &TestReport, tp: &ThroughputSpec) -> End {
         let s: Option<&DirectionSummary> = dir(d);
         let sent = Span {
             retransmits: Some(s.map_or(0, |s| s.retransmits)),
-            ..Span::transfer(0.0, &s.map(|s| s.sender).unwrap_or_default(), mine)
+            ..Span::transfer(0.0, &s.and_then(|s| s.sender).unwrap_or_default(), mine)
         };
         let received = Span::transfer(0.0, &s.and_then(|s| s.receiver).unwrap_or_default(), mine);
         (sent, received)

@@ -1,6 +1,7 @@
 //! Output: the text tables people read and the JSON that scripts read. Rendering only; the
 //! numbers all come from the library's report types.
 
+pub(crate) mod diagnosis;
 pub(crate) mod iperf3_json;
 pub(crate) mod json;
 pub(crate) mod netperf;

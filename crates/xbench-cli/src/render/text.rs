@@ -172,7 +172,9 @@ impl Text {
                         s,
                         "[{:>3}]{dir} {span} {}  {}{:>6}  {:<19} {:>9}",
                         st.stream,
-                        pair(&st.sender),
+                        st.sender
+                            .as_ref()
+                            .map_or_else(|| format!("{:<24}", "(no report)"), pair),
                         st.receiver
                             .as_ref()
                             .map_or_else(|| format!("{:<24}", "(no report)"), pair),
@@ -189,7 +191,9 @@ impl Text {
                 s,
                 "[{}]{dir} {span} {}  {}{:>6}  {:<19} {:>9}",
                 if self.multi { "SUM" } else { "  0" },
-                pair(&d.sender),
+                d.sender
+                    .as_ref()
+                    .map_or_else(|| format!("{:<24}", "(no report)"), pair),
                 d.receiver
                     .as_ref()
                     .map_or_else(|| format!("{:<24}", "(no report)"), pair),
@@ -290,7 +294,8 @@ fn after_end_line(d: &DirectionSummary) -> Option<String> {
     ))
 }
 
-/// The headline and the explanation: who limited the rate, and what the window allows.
+/// The headline and the explanation: the figures, and what limited the rate (the library's
+/// diagnosis, with the figures it rests on).
 fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport, rate: RateScale) {
     let streams = if d.streams == 1 {
         "1 stream".to_owned()
@@ -319,7 +324,10 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport, rate: RateScale
                 s,
                 "{}: {} sent; the receiver's figure is missing ({streams}, {})",
                 d.direction.label(),
-                rate.show(d.sender.bits_per_second),
+                d.sender.map_or_else(
+                    || "nothing known".to_owned(),
+                    |t| rate.show(t.bits_per_second)
+                ),
                 counted(d.retransmits, "retransmit")
             );
         }
@@ -348,36 +356,18 @@ fn explain(s: &mut String, d: &DirectionSummary, r: &TestReport, rate: RateScale
             l.busy_pct, l.rwnd_limited_pct, l.sndbuf_limited_pct
         );
     }
-    let asked_window = r.spec.socket.window;
-    if let Some(c) = d
-        .window_ceiling
-        .filter(|_| d.window_limited || asked_window.is_some())
-    {
-        let _ = write!(
+    // The ceiling of an asked window, as a figure; whether it is the limit is the diagnosis's.
+    if let Some(c) = d.window_ceiling.filter(|_| r.spec.socket.window.is_some()) {
+        let _ = writeln!(
             s,
             "  window ceiling: {} advertised on average ÷ {} RTT = {}",
             ByteSize(c.window_bytes),
             rtt(c.rtt_us),
             rate.show(c.bits_per_second)
         );
-        if d.window_limited {
-            let _ = write!(
-                s,
-                " — receive-window limited: the window, not the network, sets this rate{}",
-                if asked_window.is_some() {
-                    "; raise -w"
-                } else {
-                    "; raise net.ipv4.tcp_rmem on the receiver"
-                }
-            );
-        }
-        s.push('\n');
     }
-    if let Some(l) = d.limits
-        && l.sndbuf_limited_pct >= 20.0
-        && asked_window.is_some()
-    {
-        s.push_str("  send-buffer limited: -w also caps the sender's buffer; raise it\n");
+    if let Some(diagnosis) = &d.diagnosis {
+        s.push_str(&super::diagnosis::lines(diagnosis, &|bps| rate.show(bps)));
     }
 }
 

@@ -215,9 +215,14 @@ pub struct DelayLineStats {
 impl DelayLineStats {
     /// Reads a stats file written by [`DelayLine::write_stats`].
     pub fn load(path: &Path) -> Result<Self, LabError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| LabError::io(format!("cannot read {}", path.display()), e))?;
-        serde_json::from_str(&text).map_err(|e| {
+        let text =
+            xbench::file::read_regular(path, crate::state::STATE_FILE_LIMIT).map_err(|e| {
+                LabError::io(
+                    format!("cannot read {}", path.display()),
+                    io::Error::new(io::ErrorKind::InvalidData, e),
+                )
+            })?;
+        serde_json::from_slice(&text).map_err(|e| {
             LabError::io(
                 format!("cannot parse {}", path.display()),
                 io::Error::new(io::ErrorKind::InvalidData, e),

@@ -57,12 +57,12 @@ pub(crate) struct TcpFacts {
 }
 
 impl RunFacts {
-    /// Reads `run`'s file again for what the comparison left out.
-    pub(crate) fn of(run: &Run) -> RunFacts {
+    /// Reads `run`'s file again (at most `limit` bytes) for what the comparison left out.
+    pub(crate) fn of(run: &Run, limit: u64) -> RunFacts {
         if run.path.as_os_str().is_empty() {
             return RunFacts::default();
         }
-        match crate::load::read_json(&run.path) {
+        match crate::load::read_json(&run.path, limit) {
             Ok(v) => RunFacts::of_value(&v),
             Err(e) => RunFacts {
                 unreadable: Some(e),

@@ -33,7 +33,7 @@ use self::facts::{RunFacts, TcpFacts, merge_unknown};
 use self::markup::{Cell, Column, esc, href, num_col, table, text_col};
 use crate::cell::{CellKey, Kind};
 use crate::chart::{self, ChartData, ChartKind};
-use crate::load::{LoadError, Loaded};
+use crate::load::{DEFAULT_FILE_LIMIT, LoadError, Loaded};
 use crate::run::Run;
 use crate::stats::Stats;
 use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow};
@@ -57,6 +57,10 @@ pub struct Options {
     /// Facts about each path only the caller knows: region, instance type, the lab's
     /// emulated delay. Shown in the headline's table of paths, a column per name.
     pub notes: Vec<PathNote>,
+    /// The largest run file read again for the page's details (each path's TCP state, where
+    /// it was measured), bytes; `None` is [`crate::load::DEFAULT_FILE_LIMIT`]. The limit the
+    /// runs were loaded with (`--max-file-size`), so a file the table used is never skipped.
+    pub file_limit: Option<u64>,
 }
 
 /// A command line shown in the page's "how it was measured".
@@ -142,10 +146,13 @@ pub fn write(dirs: &[PathBuf], out: &Path, options: &Options) -> Result<Written,
     write_loaded(&loaded, out, options)
 }
 
-/// [`write()`] for runs already read.
+/// [`write()`] for runs already read. The page is written under [`xbench::file`]'s rule:
+/// atomically over a regular file or a new name, through a symbolic link to its target (the
+/// link stays), in place into a FIFO or a device (`/dev/null` stays a device), never over a
+/// directory or a socket.
 pub fn write_loaded(loaded: &Loaded, out: &Path, options: &Options) -> Result<Written, HtmlError> {
     let page = render(loaded, out, options);
-    write_file(out, page.as_bytes()).map_err(|error| HtmlError::Io {
+    xbench::file::write_atomically(out, page.as_bytes()).map_err(|error| HtmlError::Io {
         path: out.to_path_buf(),
         error,
     })?;
@@ -193,7 +200,11 @@ impl<'a> Page<'a> {
             .unwrap_or(Path::new("."));
         Page {
             loaded,
-            facts: loaded.runs.iter().map(RunFacts::of).collect(),
+            facts: loaded
+                .runs
+                .iter()
+                .map(|r| RunFacts::of(r, options.file_limit.unwrap_or(DEFAULT_FILE_LIMIT)))
+                .collect(),
             table: Comparison::build(&loaded.runs),
             options,
             base: absolute(dir),
@@ -1283,19 +1294,6 @@ fn relative(from: &Path, to: &Path) -> String {
             .map(|c| c.as_os_str().to_string_lossy().into_owned()),
     );
     parts.join("/")
-}
-
-/// Writes the page: atomically over a regular file or a new name, through a symlink to its
-/// target, and in place into a device or a FIFO (`/dev/stdout`), which cannot be replaced.
-fn write_file(out: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let target = match std::fs::symlink_metadata(out) {
-        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(out)?,
-        _ => out.to_path_buf(),
-    };
-    match std::fs::metadata(&target) {
-        Ok(m) if !m.is_file() && !m.is_dir() => std::fs::write(&target, bytes),
-        _ => xbench::file::write_atomically(&target, bytes),
-    }
 }
 
 #[cfg(test)]

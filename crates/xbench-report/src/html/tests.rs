@@ -24,6 +24,7 @@ fn tp(label: &str, p: u16, mbps: f64, i: usize) -> Run {
             retransmits: 3,
             rtt_mean_us: Some(900.0),
             window_ceiling_bps: None,
+            verdict: None,
             timeline: (0..4)
                 .map(|t| TimelinePoint {
                     start_s: t as f64 * 0.5,

@@ -5,6 +5,7 @@
 
 use crate::client::DEFAULT_MAX_CONNECTING;
 use crate::config::{MAX_BLOCK_LEN, MAX_DURATION, MAX_FLOWS, SpecError};
+use crate::server::budget::Sizes;
 use crate::server::{Limits, ServerConfig};
 
 impl ServerConfig {
@@ -64,19 +65,32 @@ impl Limits {
                 format!("at most {} s (a week)", MAX_DURATION.as_secs()),
             );
         }
+        if self.client_share == 0 || self.client_share > 100 {
+            return err(
+                "--client-share",
+                format!("{}% is not a share: 1% to 100%", self.client_share),
+            );
+        }
+        if self.max_threads == 0 {
+            return err("--max-threads", at_least_one);
+        }
         // A request/response client opens up to --max-connecting connections at once (all of
-        // them, before clients paced their setup), each holding a handshake slot until its
-        // greeting is read; twice that leaves room for a second client.
+        // them, before clients paced their setup), each holding a handshake slot of its
+        // address's share until its greeting is read; with the default share of half, twice
+        // that leaves room for a second client.
         let at_once = (self.max_flows as usize).min(DEFAULT_MAX_CONNECTING.get());
-        let needed = 2 * at_once;
-        if self.max_handshakes < needed {
+        let share = Sizes::new(self, 0).handshakes_share as usize;
+        if share < at_once {
+            let needed = (at_once * 100).div_ceil(usize::from(self.client_share));
             return err(
                 "--max-handshakes",
                 format!(
-                    "{} is below twice the connections a client opens at once ({needed}: \
+                    "{} gives one client address {share} connections in their handshake \
+                     (--client-share {}%), fewer than a client opens at once ({at_once}: \
                      --max-flows or a client's default --max-connecting, {}, whichever is \
-                     fewer); such a client's connections would be turned away as silent ones",
-                    self.max_handshakes, DEFAULT_MAX_CONNECTING
+                     fewer); such a client's connections would be turned away as silent ones: \
+                     give at least {needed}",
+                    self.max_handshakes, self.client_share, DEFAULT_MAX_CONNECTING
                 ),
             );
         }
@@ -84,33 +98,47 @@ impl Limits {
     }
 
     /// The defaults for a server that may hold `open_files` descriptors (its `RLIMIT_NOFILE`;
-    /// `xbench server` raises the soft limit to the hard one first and passes that): one
-    /// request/response test's flows must fit beside a flood of silent connections, or the
-    /// flood would starve the test of descriptors, and more flows than the descriptors hold
-    /// would fail half-way through setup instead of being refused with the number.
+    /// `xbench server` raises the soft limit to the hard one first and passes that):
+    /// [`Self::open_files`] set to it, so tests reserve their descriptors from it, and a
+    /// [`Self::max_flows`] that one client's share of them holds, so a test within
+    /// `--max-flows` is refused only when other tests hold what it needs.
     ///
     /// [`Self::max_handshakes`] stays 8,192 while that is at most half of what is left after
     /// [`Self::OPEN_FILES_RESERVE`] (listeners, control connections, the runtime's own), and
-    /// half below; [`Self::max_flows`] gets the rest, at most 65,536 (the protocol's most), or
-    /// half the handshakes where descriptors are so few that [`Self::check`] needs it. With
-    /// this machine's 20,000: 8,192 and 11,552. With 1,048,576 (a common hard limit):
-    /// 8,192 and 65,536. Everything else is [`Limits::default`].
+    /// half below; [`Self::max_flows`] is what one client address's share of the descriptors
+    /// tests may use holds (see `docs/server-limits.md`), at most 65,536 (the protocol's
+    /// most), or half the handshakes where descriptors are so few that [`Self::check`] needs
+    /// it. Everything else is [`Limits::default`].
     pub fn for_open_files(open_files: u64) -> Limits {
+        Limits::default().sized_for(open_files)
+    }
+
+    /// [`Self::for_open_files`] with this [`Self::client_share`] (and everything else but
+    /// [`Self::open_files`], [`Self::max_handshakes`] and [`Self::max_flows`]) as it is:
+    /// the flows one client's share holds depend on the share.
+    pub fn sized_for(self, open_files: u64) -> Limits {
         let usable = open_files.saturating_sub(Self::OPEN_FILES_RESERVE);
-        let defaults = Limits::default();
-        let handshakes = (defaults.max_handshakes as u64).min(usable / 2);
-        let mut flows = usable.saturating_sub(handshakes).min(u64::from(MAX_FLOWS));
+        let handshakes = (Limits::default().max_handshakes as u64)
+            .min(usable / 2)
+            .max(2);
+        let limits = Limits {
+            open_files: Some(open_files),
+            max_handshakes: handshakes as usize,
+            ..self
+        };
+        let mut flows = Sizes::new(&limits, open_files)
+            .flows_in_a_share()
+            .min(u64::from(MAX_FLOWS));
         if handshakes < 2 * flows.min(DEFAULT_MAX_CONNECTING.get() as u64) {
             // So few descriptors that the handshakes could not take a client's burst: fewer
             // flows, so that `check` holds.
             flows = handshakes / 2;
         }
         Limits {
-            // At least one of each, so a tiny limit still yields limits `check` takes.
-            // `flows` is at most MAX_FLOWS, which fits in u32.
+            // At least one, so a tiny limit still yields limits `check` takes. `flows` is at
+            // most MAX_FLOWS, which fits in u32.
             max_flows: (flows as u32).max(1),
-            max_handshakes: (handshakes as usize).max(2),
-            ..defaults
+            ..limits
         }
     }
 }

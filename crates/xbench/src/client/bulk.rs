@@ -188,10 +188,13 @@ impl<'c> Running<'c> {
         }
     }
 
-    /// Closes the measured window now; returns when.
+    /// Closes the measured window now, and stops our senders: what they would write after
+    /// the end mark is not the test's (the server stops its own at its mark too). Returns when.
     fn cut(&mut self, on_event: OnEvent<'_>) -> Instant {
         let now = Instant::now();
-        for iv in self.sampler.cut(now) {
+        let ivs = self.sampler.cut(now);
+        self.group.stop_senders();
+        for iv in ivs {
             self.merger.client(iv, on_event);
         }
         now
@@ -304,8 +307,12 @@ impl<'c> Ended<'c> {
         if control_open && send(&mut r.test.session.wr, &finish, &addr).await.is_err() {
             control_open = false;
         }
+        let ended_at = Instant::now();
         let limits = DrainLimits::new(config.drain_timeout, interrupted);
         let mut server_results: Option<SideResults> = None;
+        // Why the server's results did not come, for a test that otherwise completed.
+        let mut missing_why =
+            (!control_open).then(|| format!("the control connection to {addr} had failed"));
         let mut receivers_done = false;
         let mut drain_over = false;
         while control_open && (server_results.is_none() || !receivers_done) {
@@ -319,8 +326,13 @@ impl<'c> Ended<'c> {
                         }
                         break;
                     }
-                    _ => {
-                        r.test.warnings.push(format!("{addr} closed the control connection before sending its results"));
+                    other => {
+                        let why = match other {
+                            Err(e) => format!("the control connection to {addr} failed before the server's results came: {e}"),
+                            _ => format!("{addr} closed the control connection before sending its results"),
+                        };
+                        r.test.warnings.push(why.clone());
+                        missing_why = Some(why);
                         break;
                     }
                 },
@@ -340,7 +352,13 @@ impl<'c> Ended<'c> {
                         ));
                     }
                 }
-                _ = tokio::time::sleep_until(limits.results_deadline.into()) => break,
+                _ = tokio::time::sleep_until(limits.results_deadline.into()) => {
+                    if server_results.is_none() {
+                        let waited = limits.results_deadline.saturating_duration_since(ended_at);
+                        missing_why = Some(super::results_timed_out(&addr, waited));
+                    }
+                    break;
+                }
                 () = &mut cancel, if !interrupted => {
                     // A second Ctrl-C: stop waiting.
                     outcome = Outcome::Interrupted;
@@ -358,6 +376,7 @@ impl<'c> Ended<'c> {
             outcome,
             window,
             server_results,
+            missing_why,
             drain_limit: limits.drain,
         }
     }
@@ -418,6 +437,8 @@ struct Drained<'c> {
     outcome: Outcome,
     window: Window,
     server_results: Option<SideResults>,
+    /// Why the server's results did not come (when they did not).
+    missing_why: Option<String>,
     /// How long the receivers were given, for the undelivered-data warning.
     drain_limit: Duration,
 }
@@ -431,6 +452,7 @@ impl Drained<'_> {
             outcome,
             window,
             server_results,
+            missing_why,
             drain_limit,
         } = self;
         let Running {
@@ -461,19 +483,18 @@ impl Drained<'_> {
         }
         let mut intervals = merger.finish(on_event);
         let server = server_results.as_ref();
-        summary::align_warm_up(&mut intervals, &client_results, server);
+        summary::align_window(&mut intervals, &client_results, server);
         let summary = summary::summarize(&dirs, &client_results, server, window);
         let cpu = summary::cpu_report(&client_results, server);
         warn_of_ends(&mut warnings, &dirs, &client_results, server);
-        let outcome = match server.map(|s| {
-            let slack = u64::from(config.spec.as_throughput().map_or(0, |t| t.block_len.get()));
-            check::overcounted(&client_results, s, slack)
-        }) {
-            Some(over) if !over.is_empty() => Outcome::Failed {
-                error: over[0].to_string(),
-            },
-            _ => outcome,
-        };
+        let outcome = judge(
+            outcome,
+            &dirs,
+            &client_results,
+            server,
+            &summary,
+            &missing_why,
+        );
         if outcome != Outcome::Interrupted {
             warn_of_undelivered(&mut warnings, &dirs, &client_results, server, drain_limit);
         }
@@ -489,6 +510,39 @@ impl Drained<'_> {
         };
         session.report(config, started_at, body)
     }
+}
+
+/// The outcome the figures allow. A test whose figures cannot be true failed, however it
+/// ended ([`check`]: a receiver ahead of its sender over the test or inside the window). A test
+/// that ran to its end without the server's results failed too: half its figures are missing
+/// (which, and why, in the error), and a run that looks complete would be averaged with the
+/// others by a sweep or a report.
+fn judge(
+    outcome: Outcome,
+    dirs: &Directions,
+    client: &SideResults,
+    server: Option<&SideResults>,
+    summary: &crate::report::Summary,
+    missing_why: &Option<String>,
+) -> Outcome {
+    let Some(server) = server else {
+        return super::without_server_results(
+            outcome,
+            &missing_server_figures(dirs),
+            missing_why.as_deref(),
+        );
+    };
+    if let Some(o) = check::overcounted(client, server).first() {
+        return Outcome::Failed {
+            error: o.to_string(),
+        };
+    }
+    if let Some(i) = check::received_over_sent(summary).first() {
+        return Outcome::Failed {
+            error: i.to_string(),
+        };
+    }
+    outcome
 }
 
 /// Streams that ended with an error, and a server whose results never came: which figures
@@ -509,7 +563,10 @@ fn warn_of_ends(
         }
     }
     if server.is_none() {
-        warnings.push(missing_server_figures(dirs));
+        warnings.push(format!(
+            "the server's results never arrived: {} are missing",
+            missing_server_figures(dirs)
+        ));
     }
 }
 
@@ -524,17 +581,17 @@ fn missing_server_figures(dirs: &Directions) -> String {
     }
     if has(StreamDirection::ServerToClient) {
         missing.push(
-            "the sender figures of the server→client streams (bytes the server sent, shown \
-             as 0, and its retransmits and RTT)",
+            "the sender figures of the server→client streams (bytes the server sent, null, \
+             and its retransmits and RTT)",
         );
     }
-    format!(
-        "the server's results never arrived: {} are missing",
-        missing.join(" and ")
-    )
+    missing.join(" and ")
 }
 
-/// Data sent that had not arrived `drain_limit` after the end.
+/// Data sent that had not arrived `drain_limit` after the end, and what the figures say of
+/// where it is: data TCP never transmitted is the sender's own queue, not the path's; a path
+/// that drops every full-size packet (an MTU black hole) shows as retransmissions that never
+/// get through, so it is named only when the senders retransmitted after the end.
 fn warn_of_undelivered(
     warnings: &mut Vec<String>,
     dirs: &Directions,
@@ -542,17 +599,44 @@ fn warn_of_undelivered(
     server: Option<&SideResults>,
     drain_limit: Duration,
 ) {
-    for (direction, sent, missing) in summary::undelivered(dirs, client, server) {
-        if missing > (sent / 100).max(64 * 1024) {
-            warnings.push(format!(
-                "{}: {} of the {} sent had not arrived {drain_limit:?} after the end — \
-                 the path is holding or dropping data (a deep queue in a shaper, or an MTU \
-                 black hole that drops every full-size packet: -M 1200 tells)",
-                direction.label(),
-                crate::units::ByteSize(missing),
-                crate::units::ByteSize(sent)
+    use crate::units::ByteSize;
+    for u in summary::undelivered(dirs, client, server) {
+        if u.missing <= (u.sent / 100).max(64 * 1024) {
+            continue;
+        }
+        let on_path = u.missing - u.unsent;
+        let mut why = Vec::new();
+        if u.unsent > 0 {
+            why.push(format!(
+                "{} of it was never sent: it was still in the senders' socket buffers (paced \
+                 by -b, or held back by the receiver's window)",
+                ByteSize(u.unsent)
             ));
         }
+        if on_path > (u.sent / 100).max(64 * 1024) {
+            why.push(if u.retransmits > 0 {
+                format!(
+                    "{} was sent and never arrived although the senders retransmitted {} \
+                     segments after the end: the path is dropping it (an MTU black hole drops \
+                     every full-size packet: -M 1200 tells) or holding it in a deep queue",
+                    ByteSize(on_path),
+                    u.retransmits
+                )
+            } else {
+                format!(
+                    "{} was sent and had not arrived: the path is holding it (a deep queue in \
+                     a shaper)",
+                    ByteSize(on_path)
+                )
+            });
+        }
+        warnings.push(format!(
+            "{}: {} of the {} sent had not arrived {drain_limit:?} after the end; {}",
+            u.direction.label(),
+            ByteSize(u.missing),
+            ByteSize(u.sent),
+            why.join("; ")
+        ));
     }
 }
 
@@ -626,4 +710,69 @@ impl Merger {
 /// Whether the server's parts of an interval cover every stream (the server has them all).
 fn server_complete(parts: &[SideInterval], streams: usize) -> bool {
     parts.iter().map(|p| p.streams.len()).sum::<usize>() >= streams
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{AfterEnd, CpuUsage, Role, SideStreamResult, Transfer};
+
+    fn side(role: Role, total: u64, after_end: AfterEnd) -> SideResults {
+        SideResults {
+            streams: vec![SideStreamResult {
+                stream: 0,
+                role,
+                transfer: Transfer::new(total, 2.0),
+                total_bytes: total,
+                omitted_bytes: 0,
+                tcp: None,
+                after_end,
+                error: None,
+                thread: None,
+                receive_queue: None,
+            }],
+            cpu: CpuUsage::default(),
+        }
+    }
+
+    fn warned(unsent: u64, retransmits: u64) -> Vec<String> {
+        let dirs: Directions = [(0, StreamDirection::ClientToServer)].into();
+        let client = side(
+            Role::Sender,
+            5_000_000,
+            AfterEnd {
+                unsent_bytes: unsent,
+                retransmits,
+                ..AfterEnd::default()
+            },
+        );
+        let server = side(Role::Receiver, 1_000_000, AfterEnd::default());
+        let mut w = Vec::new();
+        let drain = Duration::from_secs(10);
+        warn_of_undelivered(&mut w, &dirs, &client, Some(&server), drain);
+        w
+    }
+
+    /// Issue 30: `-b 1M -t 2` warned of an "MTU black hole" for data its own send buffer
+    /// still held. What TCP never sent is the sender's queue; the path is blamed only for what
+    /// was sent, and a black hole named only when retransmissions did not get through.
+    #[test]
+    fn undelivered_data_is_blamed_on_the_path_only_when_it_was_sent() {
+        let queued = warned(4_000_000, 0);
+        assert_eq!(queued.len(), 1);
+        assert!(
+            queued[0].contains("3.81 MiB of it was never sent"),
+            "{queued:?}"
+        );
+        assert!(!queued[0].contains("path"), "{queued:?}");
+        let held = warned(0, 0);
+        assert!(held[0].contains("the path is holding it"), "{held:?}");
+        assert!(!held[0].contains("black hole"), "{held:?}");
+        let dropped = warned(0, 120);
+        assert!(dropped[0].contains("black hole"), "{dropped:?}");
+        assert!(
+            dropped[0].contains("retransmitted 120 segments"),
+            "{dropped:?}"
+        );
+    }
 }

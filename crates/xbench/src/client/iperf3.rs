@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 use super::connect::{connect_any, connect_one, resolve};
 use super::flow_plan::{BindList, round_robin};
 use super::{ClientConfig, ClientEvent, OnEvent, interruptible};
+use crate::check;
 use crate::config::{
     Direction, EndCondition, SpecError, StreamDirection, ThroughputSpec, Workload,
 };
@@ -247,9 +248,30 @@ pub(crate) async fn run(
         },
         false => None,
     };
+    // A peer that reports what cannot be true has none of its figures used.
+    let elapsed = start.elapsed().as_secs_f64();
+    let (server, impossible) =
+        match server.map(|r| (impossible(&r, &client, &layout, spec, elapsed), r)) {
+            Some((None, r)) => (Some(r), None),
+            Some((Some(e), _)) => (None, Some(e)),
+            None => (None, None),
+        };
     let server = server.map(|r| server_side(&r, &client, &layout, window));
-    if server.is_none() && outcome != Outcome::Interrupted {
+    if let Some(e) = impossible {
+        warnings.push(format!(
+            "the iperf3 server's results cannot be true, so none of its figures are used: {e}"
+        ));
+        outcome = Outcome::Failed {
+            error: format!("the iperf3 server's results cannot be true: {e}"),
+        };
+    } else if server.is_none() && outcome != Outcome::Interrupted {
         warnings.push("the iperf3 server's results never arrived: the receiver figures of the client→server streams are missing".into());
+        let why = format!("the control connection to {addr} failed at the end of the test");
+        outcome = super::without_server_results(
+            outcome,
+            "the receiver figures of the client→server streams",
+            Some(&why),
+        );
     }
     let summary = summary::summarize(&dirs, &client, server.as_ref(), window);
     let cpu = summary::cpu_report(&client, server.as_ref());
@@ -272,6 +294,62 @@ pub(crate) async fn run(
         outcome,
         warnings,
     })
+}
+
+/// The first figure of an iperf3 server's results that cannot be true, held to our own
+/// counters and to what TCP and a machine allow ([`check::peer`]): bytes its receivers read
+/// against what we handed over, bytes its senders wrote against what we read, its CPU and its
+/// streams' spans against the `elapsed` seconds we watched.
+fn impossible(
+    r: &Results,
+    client: &SideResults,
+    layout: &StreamLayout,
+    spec: &crate::config::TestSpec,
+    elapsed: f64,
+) -> Option<check::peer::Impossible> {
+    let cpu = [
+        ("total", r.cpu_util_total),
+        ("user", r.cpu_util_user),
+        ("system", r.cpu_util_system),
+    ];
+    for (what, pct) in cpu {
+        if let Err(e) = check::peer::cpu(what, pct) {
+            return Some(e);
+        }
+    }
+    for (id, direction) in layout.iter() {
+        let Some(theirs) = r
+            .streams
+            .iter()
+            .find(|s| s.id == wire::stream_id(usize::from(id)))
+        else {
+            continue;
+        };
+        let Some(ours) = client.streams.iter().find(|s| s.stream == id) else {
+            continue;
+        };
+        let span = theirs.end_time - theirs.start_time;
+        let checked = check::peer::seconds("stream's span", span, elapsed).and_then(|()| {
+            match direction {
+                // Its count is after the warm-up; ours of what we handed over is all of it.
+                StreamDirection::ClientToServer => check::peer::received(
+                    id,
+                    theirs.bytes.saturating_add(ours.omitted_bytes),
+                    ours.total_bytes,
+                ),
+                StreamDirection::ServerToClient => check::peer::sent(
+                    id,
+                    theirs.bytes,
+                    ours.total_bytes.saturating_sub(ours.omitted_bytes),
+                    !spec.omit.is_zero(),
+                ),
+            }
+        });
+        if let Err(e) = checked {
+            return Some(e);
+        }
+    }
+    None
 }
 
 /// What the report names as the server.
@@ -581,11 +659,14 @@ fn server_side(
                 stream: id,
                 role,
                 transfer: Transfer::new(theirs.bytes, seconds),
-                total_bytes: theirs.bytes + ours.omitted_bytes,
+                total_bytes: theirs.bytes.saturating_add(ours.omitted_bytes),
                 omitted_bytes: ours.omitted_bytes,
                 tcp: None,
                 after_end: Default::default(),
                 error: None,
+                // iperf3 reports neither how its threads spent the test nor its queues.
+                thread: None,
+                receive_queue: None,
             })
         })
         .collect();
@@ -740,5 +821,163 @@ mod tests {
         );
         assert!(probed.await.expect("the probe ends").is_none());
         server.abort();
+    }
+
+    /// A fake iperf3 server: the protocol from the cookie to `IPERF_DONE`, its data
+    /// connections read (or written, for `-R`) and counted, then `lie(counted)` as its
+    /// results. Returns the listener's port.
+    async fn fake_iperf3(lie: Lie) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            let (mut ctrl, _) = listener.accept().await.expect("control");
+            let mut cookie = [0u8; COOKIE_LEN];
+            ctrl.read_exact(&mut cookie).await.expect("cookie");
+            ctrl.write_all(&[State::ParamExchange.byte()])
+                .await
+                .expect("state");
+            let params: Params = wire::read_json(&mut ctrl, Duration::from_secs(10))
+                .await
+                .expect("params");
+            ctrl.write_all(&[State::CreateStreams.byte()])
+                .await
+                .expect("state");
+            let (mut data, _) = listener.accept().await.expect("data");
+            data.read_exact(&mut cookie).await.expect("cookie");
+            let reverse = params.reverse == Some(true);
+            let counter = tokio::spawn(async move {
+                let mut n = 0u64;
+                let mut buf = vec![0u8; 1 << 16];
+                if reverse {
+                    // One megabyte, then the end of the stream.
+                    let block = vec![7u8; 1 << 16];
+                    for _ in 0..16 {
+                        data.write_all(&block).await.expect("write");
+                        n += block.len() as u64;
+                    }
+                    return n;
+                }
+                while let Ok(k) = data.read(&mut buf).await {
+                    if k == 0 {
+                        break;
+                    }
+                    n += k as u64;
+                }
+                n
+            });
+            ctrl.write_all(&[State::TestStart.byte(), State::TestRunning.byte()])
+                .await
+                .expect("state");
+            let mut end = [0u8; 1];
+            ctrl.read_exact(&mut end).await.expect("TEST_END");
+            let counted = counter.await.expect("counted");
+            ctrl.write_all(&[State::ExchangeResults.byte()])
+                .await
+                .expect("state");
+            let _theirs: serde_json::Value = wire::read_json(&mut ctrl, Duration::from_secs(10))
+                .await
+                .expect("client's results");
+            wire::write_json(&mut ctrl, &lie(counted))
+                .await
+                .expect("results");
+            ctrl.write_all(&[State::DisplayResults.byte()])
+                .await
+                .expect("state");
+            let _ = ctrl.read_exact(&mut end).await;
+        });
+        port
+    }
+
+    /// What a fake server reports, given the bytes it counted itself.
+    type Lie = fn(u64) -> serde_json::Value;
+
+    fn results(bytes: serde_json::Value, cpu: serde_json::Value, end: f64) -> serde_json::Value {
+        serde_json::json!({
+            "cpu_util_total": cpu, "cpu_util_user": cpu, "cpu_util_system": 0.0,
+            "sender_has_retransmits": -1,
+            "streams": [{"id": 1, "bytes": bytes, "retransmits": -1, "jitter": 0,
+                         "errors": 0, "packets": 0, "start_time": 0, "end_time": end}]
+        })
+    }
+
+    async fn against(lie: Lie, reverse: bool) -> TestReport {
+        let port = fake_iperf3(lie).await;
+        let mut config = ClientConfig::new("127.0.0.1");
+        config.port = port;
+        config.protocol = super::super::ServerProtocol::Iperf3;
+        config.spec.end = EndCondition::Duration(Duration::from_secs(1));
+        if let Workload::Throughput(tp) = &mut config.spec.workload {
+            // Slow enough that the fake's one megabyte outlasts the test.
+            tp.bitrate = Some(100_000_000);
+            if reverse {
+                tp.direction = Direction::ServerToClient;
+            }
+        }
+        super::super::run(&config, &mut |_| {}, std::future::pending())
+            .await
+            .expect("a report")
+    }
+
+    /// Issue 30: `--iperf3` printed whatever the server reported: 10¹⁵ bytes as "8000 Tbit/s
+    /// received" with exit 0, 2⁶⁴−1 bytes, a negative CPU, 1e308 as 300 digits. Each is now
+    /// named and fails the test, and none of that server's figures is used. What the fake
+    /// counted itself passes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_iperf3_server_reporting_the_impossible_fails_the_test() {
+        let honest = against(|n| results(n.into(), 5.0.into(), 1.0), false).await;
+        assert_eq!(honest.outcome, Outcome::Completed, "{:?}", honest.warnings);
+        let rx = honest.summary.directions[0]
+            .receiver
+            .expect("the server's figure");
+        let tx = honest.summary.directions[0].sender.expect("our figure");
+        assert!(rx.bytes > 0 && rx.bytes <= tx.bytes);
+        let lies: [(Lie, bool, &str); 6] = [
+            (
+                |_| results(1_000_000_000_000_000u64.into(), 5.0.into(), 1.0),
+                false,
+                "it received 1000000000000000 bytes",
+            ),
+            (
+                |_| results(u64::MAX.into(), 5.0.into(), 1.0),
+                false,
+                "it received 18446744073709551615 bytes",
+            ),
+            (
+                |n| results(n.into(), (-20.0).into(), 1.0),
+                false,
+                "CPU is -20",
+            ),
+            (
+                |n| results(n.into(), 1e308.into(), 1.0),
+                false,
+                "CPU is 1.000e308",
+            ),
+            (
+                |n| results(n.into(), 5.0.into(), 1e308),
+                false,
+                "span is 1.000e308 s",
+            ),
+            (
+                |_| results(1_000_000_000_000_000u64.into(), 5.0.into(), 1.0),
+                true,
+                "it sent 1000000000000000 bytes",
+            ),
+        ];
+        for (lie, reverse, named) in lies {
+            let r = against(lie, reverse).await;
+            let Outcome::Failed { error } = &r.outcome else {
+                panic!("{named}: {:?}", r.outcome);
+            };
+            assert!(
+                error.contains("cannot be true") && error.contains(named),
+                "{named}: {error}"
+            );
+            assert!(error.len() < 300, "{error}");
+            let d = &r.summary.directions[0];
+            // The server's side is missing, not 0: its receiver's for client→server, its
+            // sender's for server→client.
+            assert!(d.receiver.is_none() || d.sender.is_none(), "{named}: {d:?}");
+            assert!(r.cpu.server.is_none(), "{named}: none of its figures used");
+        }
     }
 }

@@ -211,6 +211,19 @@ pub async fn run_with_give_up(
     cancel: impl Future<Output = ()>,
     give_up: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
+    let mut report = run_any(config, on_event, cancel, give_up).await?;
+    // Every way a test runs (xbench or iperf3 server) ends here, so every report says why.
+    crate::diagnosis::attach(&mut report);
+    Ok(report)
+}
+
+/// [`run_with_give_up`] before the diagnosis: picks the protocol and the kind of test.
+async fn run_any(
+    config: &ClientConfig,
+    on_event: &mut (dyn FnMut(ClientEvent) + Send),
+    cancel: impl Future<Output = ()>,
+    give_up: impl Future<Output = ()>,
+) -> Result<TestReport, Error> {
     config.spec.validate()?;
     flow_plan::BindList::check(&config.flow_binds)?;
     if config.protocol == ServerProtocol::Iperf3
@@ -337,6 +350,37 @@ pub fn nothing_measured(config: &ClientConfig, started_at: SystemTime, why: &Err
         outcome: Outcome::Interrupted,
         warnings: vec![why.to_string()],
     }
+}
+
+/// The outcome of a test whose server's results never came: one that ran to its end failed,
+/// since `missing` (which figures that leaves out) are missing and a run that looks complete
+/// would be averaged with the others by a sweep or a report; `why` says why they did not come
+/// (a server stopped or frozen, a control connection cut). An interrupted or already failed
+/// test keeps its outcome.
+pub(crate) fn without_server_results(
+    outcome: Outcome,
+    missing: &str,
+    why: Option<&str>,
+) -> Outcome {
+    match outcome {
+        Outcome::Completed => Outcome::Failed {
+            error: format!(
+                "the server's results never arrived, because {}: {missing} are missing",
+                why.unwrap_or("the server did not send them")
+            ),
+        },
+        other => other,
+    }
+}
+
+/// Why a server's results did not come by `waited` after the end of a test: it stopped
+/// answering on a control connection that stayed open.
+pub(crate) fn results_timed_out(addr: &str, waited: Duration) -> String {
+    format!(
+        "{addr} sent nothing for {:.1} s after the end of the test (a server stopped or \
+         frozen, overloaded, or a path that stopped carrying the control connection)",
+        waited.as_secs_f64()
+    )
 }
 
 /// The caller's `give_up`, which stays resolved once it has fired: the end of a test waits in

@@ -435,6 +435,7 @@ async fn expect(
             code,
             message,
             max_flows,
+            ..
         }))) => match max_flows {
             Some(max) => Err(Error::FlowLimit { max, message }),
             None => Err(Error::Refused { code, message }),
@@ -466,7 +467,11 @@ pub(crate) fn unexpected(m: Message, addr: &str, state: &'static str) -> Error {
 /// error that ends it, and whether the control connection is still usable for the goodbye.
 pub(crate) fn ended_by(msg: Result<Option<Message>, ProtoError>, addr: &str) -> (String, bool) {
     match msg {
-        Ok(Some(Message::Error(e))) => (format!("the server ended the test: {}", e.message), false),
+        // A server that measured the test sends its results after saying why it ended it.
+        Ok(Some(Message::Error(e))) => (
+            format!("the server ended the test: {}", e.message),
+            e.results_follow,
+        ),
         Ok(Some(other)) => (unexpected(other, addr, "the test ran").to_string(), true),
         Ok(None) => (
             format!("{addr} closed the control connection during the test"),

@@ -384,6 +384,8 @@ impl<'c> Ended<'c> {
         let grace_until = Instant::now() + GRACE;
         let results_until = grace_until + r.config.drain_timeout;
         let mut server = None;
+        let mut missing_why =
+            (!control_open).then(|| format!("the control connection to {addr} had failed"));
         while control_open && server.is_none() {
             tokio::select! {
                 msg = r.session.rd.next() => match msg {
@@ -396,11 +398,16 @@ impl<'c> Ended<'c> {
                         break;
                     }
                     _ => {
-                        r.warnings.push(format!("{addr} closed the control connection before sending its results"));
+                        let why = format!("{addr} closed the control connection before sending its results");
+                        r.warnings.push(why.clone());
+                        missing_why = Some(why);
                         break;
                     }
                 },
-                _ = tokio::time::sleep_until(results_until.into()) => break,
+                _ = tokio::time::sleep_until(results_until.into()) => {
+                    missing_why = Some(super::results_timed_out(&addr, GRACE + r.config.drain_timeout));
+                    break;
+                }
                 () = &mut cancel, if !interrupted => { outcome = Outcome::Interrupted; break; }
                 () = give_up.wait() => {
                     outcome = Outcome::Interrupted;
@@ -422,6 +429,7 @@ impl<'c> Ended<'c> {
             outcome,
             window_s,
             server,
+            missing_why,
         }
     }
 }
@@ -432,6 +440,8 @@ struct Drained<'c> {
     outcome: Outcome,
     window_s: f64,
     server: Option<SideUdpResults>,
+    /// Why the server's results did not come (when they did not).
+    missing_why: Option<String>,
 }
 
 impl Drained<'_> {
@@ -443,6 +453,7 @@ impl Drained<'_> {
             mut outcome,
             window_s,
             server,
+            missing_why,
         } = self;
         let batching = udp::batching(&r.streams);
         let (streams, cpu) = udp::collect(&mut r.streams);
@@ -456,6 +467,14 @@ impl Drained<'_> {
             summary::udp::summarize(&r.dirs, &client, server.as_ref(), window_s, r.udp.bitrate);
         if let Some(e) = overcounted(&directions) {
             outcome = Outcome::Failed { error: e };
+        }
+        if server.is_none() {
+            outcome = super::without_server_results(
+                outcome,
+                "the server's side of the figures (what it received of the client→server \
+                 streams, what it sent of the server→client ones)",
+                missing_why.as_deref(),
+            );
         }
         warn(&mut r.warnings, &client, server.as_ref(), &directions);
         let udp_report = UdpReport {

@@ -57,6 +57,7 @@ impl Group {
                     bytes: h.shared.bytes.0.load(Ordering::Relaxed),
                     ended: Instant::now(),
                     cpu: Default::default(),
+                    sched: None,
                     error: Some("stream thread panicked".into()),
                 },
             };

@@ -6,22 +6,32 @@
 //! state is read; the sender's connection holds the congestion state that explains a rate.
 //! Rates use the actual sample times, so a late wake-up shortens nothing.
 //!
+//! A sender's bytes are those TCP has transmitted (from `TCP_INFO`), not those it queued in its
+//! send buffer: on a paced or slow path megabytes can sit there, never sent inside the window;
+//! and a receiver can only have read what was transmitted. A receiver's are what it read.
+//!
 //! A timed test ends at an end mark: [`Sampler::cut`] closes the last interval there and
 //! freezes every stream's measured bytes and TCP state. What still moves afterwards (data in
 //! flight, a stream in retransmission back-off) is counted apart as [`AfterEnd`], so a slow
 //! tail can never stretch the measured window. A byte-count test has no cut: its window ends
 //! with its last byte.
+//!
+//! Every stream's thread is also timed over the window (on a CPU, waiting for one, asleep:
+//! two reads of its scheduler clock), and a receiver's unread queue is sampled with the RTT.
+//! Together they tell a side that could not keep up from one that waited on its socket.
 
 use std::collections::HashMap;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::cpu::{SchedTime, sched_time};
 use super::schedule::Schedule;
-use super::stream::{StreamEnd, StreamHandle, StreamShared};
+use super::stream::{self, StreamEnd, StreamHandle, StreamShared};
 use crate::report::{
-    AfterEnd, CpuUsage, Role, RttStats, SenderLimits, SideInterval, SideResults,
-    SideStreamInterval, SideStreamResult, TcpInterval, TcpTotals, Transfer,
+    AfterEnd, CpuUsage, ReceiveQueue, Role, RttStats, SenderLimits, SideInterval, SideResults,
+    SideStreamInterval, SideStreamResult, TcpInterval, TcpTotals, ThreadTime, Transfer,
 };
 use crate::tcp_info::{self, TcpInfo};
 
@@ -48,6 +58,7 @@ pub(crate) struct Sampler {
 struct EndMark {
     bytes: u64,
     info: Option<TcpInfo>,
+    sched: Option<SchedTime>,
 }
 
 #[derive(Debug)]
@@ -65,8 +76,65 @@ struct Track {
     /// Sum and count of advertised-window samples, for the mean.
     snd_wnd_sum: f64,
     snd_wnd_n: u64,
+    /// Samples with `notsent_bytes` known, and those of them with room in both windows and
+    /// nothing queued unsent.
+    queued_n: u64,
+    nothing_queued_n: u64,
+    /// Senders: the largest `SO_SNDBUF` seen.
+    sndbuf_max: Option<u64>,
     last: Option<TcpInfo>,
     mark: Option<EndMark>,
+    /// The thread's scheduler clock when the measured window started.
+    sched_base: Option<SchedTime>,
+    /// Receivers: the unread queue over the window.
+    queue: QueueAcc,
+}
+
+/// Samples of a receiver's unread bytes (`SIOCINQ`) and of its `SO_RCVBUF`.
+#[derive(Debug, Default)]
+struct QueueAcc {
+    sum: f64,
+    n: u32,
+    max: u64,
+    rcvbuf_max: u64,
+}
+
+impl QueueAcc {
+    /// One ioctl and one getsockopt: taken with the RTT samples every [`TICK`].
+    fn add(&mut self, socket: &std::net::TcpStream) {
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD (SIOCINQ) writes one int through the pointer, which is valid for
+        // the duration of the call.
+        let rc = unsafe { libc::ioctl(socket.as_raw_fd(), libc::FIONREAD, &raw mut unread) };
+        if rc != 0 || unread < 0 {
+            return;
+        }
+        let unread = unread as u64;
+        self.sum += unread as f64;
+        self.n += 1;
+        self.max = self.max.max(unread);
+        if let Ok(b) = socket2::SockRef::from(socket).recv_buffer_size() {
+            self.rcvbuf_max = self.rcvbuf_max.max(b as u64);
+        }
+    }
+
+    fn stats(&self) -> Option<ReceiveQueue> {
+        (self.n > 0).then(|| ReceiveQueue {
+            mean_bytes: self.sum / f64::from(self.n),
+            max_bytes: self.max,
+            samples: self.n,
+            rcvbuf_bytes: self.rcvbuf_max,
+        })
+    }
+}
+
+/// The scheduler clock of a stream's thread now. A thread that has not started yet has used
+/// nothing, which is what a zero clock says.
+fn thread_clock(shared: &StreamShared) -> Option<SchedTime> {
+    match shared.tid.load(Ordering::Relaxed) {
+        0 => Some(SchedTime::default()),
+        tid => sched_time(tid),
+    }
 }
 
 #[derive(Debug, Default)]
@@ -121,8 +189,13 @@ impl Sampler {
                 max_snd_wnd: None,
                 snd_wnd_sum: 0.0,
                 snd_wnd_n: 0,
+                queued_n: 0,
+                nothing_queued_n: 0,
+                sndbuf_max: None,
                 last: None,
                 mark: None,
+                sched_base: None,
+                queue: QueueAcc::default(),
             })
             .collect();
         let mut s = Sampler {
@@ -140,6 +213,9 @@ impl Sampler {
             // No warm-up: everything counts from byte 0. The threads are already running, so
             // reading the counters here would silently drop their first bytes.
             s.read_all(true);
+            for tr in &mut s.tracks {
+                tr.sched_base = thread_clock(&tr.shared);
+            }
         }
         s
     }
@@ -205,16 +281,17 @@ impl Sampler {
             out.push(self.close_interval(t, !self.measuring));
         }
         for tr in &mut self.tracks {
-            // Without intervals the counter is read here; with them, `close_interval` just
+            // Without intervals the count is read here; with them, `close_interval` just
             // read it, and the mark must agree with the last interval to the byte.
             let bytes = if self.schedule.reports_intervals() {
                 tr.iv_bytes
             } else {
-                tr.shared.bytes.0.load(Ordering::Relaxed)
+                tr.moved(false)
             };
             tr.mark = Some(EndMark {
                 bytes,
                 info: tr.last,
+                sched: thread_clock(&tr.shared),
             });
         }
         self.cut = Some(t);
@@ -243,8 +320,10 @@ impl Sampler {
                     .unwrap_or(now)
                     .min(now);
                 let t = last_end.saturating_duration_since(self.start);
+                // A byte count's last interval ends with its last byte handed over: everything
+                // a sender handed is sent by the time it is delivered.
                 (self.schedule.reports_intervals() && t > self.interval_start)
-                    .then(|| self.close_interval(t, !self.measuring))
+                    .then(|| self.close_interval_at(t, !self.measuring, true))
             }
         };
         let mut cpu = CpuUsage::default();
@@ -269,6 +348,12 @@ impl Sampler {
         // Up to the end mark: the cut, or (no cut) the stream's own last byte.
         let (to_mark, info_at_mark, window_end, after_end) = match (self.cut, tr.mark) {
             (Some(cut), Some(mark)) => {
+                // A sender's mark counts what TCP had transmitted, which a qdisc's refusal can
+                // count twice; never more than the sender handed over.
+                let mark = EndMark {
+                    bytes: mark.bytes.min(total),
+                    ..mark
+                };
                 let bytes = total.saturating_sub(mark.bytes);
                 let retrans = |i: Option<TcpInfo>| i.map_or(0, |i| i.total_retrans);
                 let after_end = match tr.role {
@@ -292,6 +377,19 @@ impl Sampler {
                 (mark.bytes, mark.info, self.start + cut, after_end)
             }
             _ => (total, tr.last, ended, AfterEnd::default()),
+        };
+        let after_end = match tr.role {
+            // `finish` has just sampled the connection.
+            Role::Sender => AfterEnd {
+                unsent_bytes: total.saturating_sub(tr.moved(false)),
+                ..after_end
+            },
+            Role::Receiver => after_end,
+        };
+        let thread_end = match tr.mark {
+            // A thread that ended before the mark has no clock left to read: its last one.
+            Some(m) => m.sched.or_else(|| end.and_then(|e| e.sched)),
+            None => end.and_then(|e| e.sched),
         };
         let (bytes, seconds) = if self.measuring {
             (
@@ -318,12 +416,22 @@ impl Sampler {
                 .flatten(),
             after_end,
             error: end.and_then(|e| e.error.clone()),
+            thread: self
+                .measuring
+                .then(|| thread_time(tr.sched_base?, thread_end?, seconds))
+                .flatten(),
+            receive_queue: (tr.role == Role::Receiver && self.measuring)
+                .then(|| tr.queue.stats())
+                .flatten(),
         }
     }
 
     fn read_all(&mut self, measuring: bool) {
         for tr in &mut self.tracks {
             if tr.role != Role::Sender {
+                if measuring {
+                    tr.queue.add(&tr.shared.socket);
+                }
                 continue;
             }
             // A socket the kernel has torn down keeps its last good sample.
@@ -338,6 +446,13 @@ impl Sampler {
                     tr.snd_wnd_sum += f64::from(w);
                     tr.snd_wnd_n += 1;
                 }
+                if let Some(idle) = nothing_queued(&info) {
+                    tr.queued_n += 1;
+                    tr.nothing_queued_n += u64::from(idle);
+                }
+                if let Ok(b) = socket2::SockRef::from(&tr.shared.socket).send_buffer_size() {
+                    tr.sndbuf_max = Some(tr.sndbuf_max.unwrap_or(0).max(b as u64));
+                }
             }
             tr.last = Some(info);
         }
@@ -345,17 +460,26 @@ impl Sampler {
 
     fn set_baseline(&mut self) {
         for tr in &mut self.tracks {
-            tr.base_bytes = tr.shared.bytes.0.load(Ordering::Relaxed);
+            // `on_wakeup` has just closed an interval with this count: the same number, so
+            // the warm-up's intervals and the window's split the bytes to the byte.
+            tr.base_bytes = tr.iv_bytes;
             tr.base_info = tr.last;
+            tr.sched_base = thread_clock(&tr.shared);
         }
     }
 
     fn close_interval(&mut self, t: Duration, omitted: bool) -> SideInterval {
+        self.close_interval_at(t, omitted, false)
+    }
+
+    /// Closes the interval ending at `t`; `last` when every stream has ended and a sender's
+    /// whole count is its last interval's end.
+    fn close_interval_at(&mut self, t: Duration, omitted: bool, last: bool) -> SideInterval {
         let streams = self
             .tracks
             .iter_mut()
             .map(|tr| {
-                let bytes_now = tr.shared.bytes.0.load(Ordering::Relaxed);
+                let bytes_now = tr.moved(last);
                 let bytes = bytes_now.saturating_sub(tr.iv_bytes);
                 tr.iv_bytes = bytes_now;
                 let tcp = tr.last.filter(|_| tr.role == Role::Sender).map(|i| {
@@ -390,7 +514,56 @@ impl Sampler {
     }
 }
 
+/// Whether a sample finds the connection with room to send and nothing to send: under 80 %
+/// of the congestion window in flight (a window TCP fills shows at or near 100 %, TSO rounding
+/// aside), the receiver's window not filled, and less than a segment written but unsent.
+/// `None` before Linux 4.6 (no `notsent_bytes`).
+fn nothing_queued(i: &TcpInfo) -> Option<bool> {
+    let notsent = i.notsent_bytes?;
+    let in_flight = u64::from(i.unacked) * u64::from(i.snd_mss);
+    let cwnd_room = u64::from(i.unacked) * 5 < u64::from(i.snd_cwnd) * 4;
+    let rwnd_room = i
+        .snd_wnd
+        .is_none_or(|w| in_flight + u64::from(i.snd_mss) <= u64::from(w));
+    Some(cwnd_room && rwnd_room && notsent < i.snd_mss)
+}
+
+/// A thread's shares of a window of `seconds` between two readings of its clock.
+fn thread_time(base: SchedTime, end: SchedTime, seconds: f64) -> Option<ThreadTime> {
+    if seconds <= 0.0 {
+        return None;
+    }
+    let d = base.until(end);
+    // The clocks tick at context switches, so a share can overshoot by a tick: cap it.
+    let pct = |t: Duration| (t.as_secs_f64() / seconds * 100.0).min(100.0);
+    let on_cpu_pct = pct(d.on_cpu);
+    Some(ThreadTime {
+        on_cpu_pct,
+        waiting_for_cpu_pct: pct(d.waiting_for_cpu).min(100.0 - on_cpu_pct),
+    })
+}
+
 impl Track {
+    /// Bytes this stream has moved so far: a receiver what it read, a sender what TCP
+    /// transmitted ([`stream::transmitted`], from the last `TCP_INFO` sample, which every
+    /// caller has just taken), or with `handed` what it handed to the kernel. Without the
+    /// kernel's counters (before Linux 4.19) a sender counts what it handed.
+    fn moved(&self, handed: bool) -> u64 {
+        let counter = self.shared.bytes.0.load(Ordering::Relaxed);
+        match (self.role, handed) {
+            (Role::Sender, false) => {
+                match (
+                    self.last.as_ref().and_then(stream::transmitted),
+                    self.shared.transmitted_base,
+                ) {
+                    (Some(now), Some(base)) => now.saturating_sub(base),
+                    _ => counter,
+                }
+            }
+            _ => counter,
+        }
+    }
+
     /// TCP totals between the baseline (end of warm-up) and the end mark (`at_mark`), but for
     /// retransmits, counted to the last sample so they match the kernel's own counter.
     fn totals(&self, seconds: f64, at_mark: Option<TcpInfo>) -> Option<TcpTotals> {
@@ -433,6 +606,9 @@ impl Track {
             pmtu: last.pmtu,
             min_rtt_us: last.min_rtt_us,
             limits,
+            nothing_queued_pct: (self.queued_n > 0)
+                .then(|| self.nothing_queued_n as f64 / self.queued_n as f64 * 100.0),
+            sndbuf_bytes: self.sndbuf_max,
         })
     }
 }

@@ -113,6 +113,12 @@ pub(crate) fn set_max_pacing_rate(
 
 /// [`set_max_pacing_rate`] for a `-b` the user asked for: its failure is an error naming the
 /// option, since an unpaced test would report a rate nobody asked for.
+///
+/// A paced socket also gets a `TCP_NOTSENT_LOWAT` of [`PACED_QUEUE`] of data at the rate: the
+/// kernel takes more from the sender only when less than that waits unsent. Without it the
+/// send buffer (megabytes, autotuned) fills at once and drains at the paced rate: at 1 Mbit/s
+/// 4 MB is half a minute of data queued at the end mark, which the test would wait for after
+/// its end. Best effort: without it the queue is only longer.
 pub(crate) fn pace(
     sock: &impl std::os::fd::AsRawFd,
     bits_per_second: Option<u64>,
@@ -124,7 +130,40 @@ pub(crate) fn pace(
             hint: " (-b relies on TCP's own pacing, Linux 4.13 or later)",
             cause,
         }),
+        (Ok(()), Some(b)) => {
+            let _ = set_notsent_lowat(sock, paced_queue_bytes(b));
+            Ok(())
+        }
         _ => Ok(()),
+    }
+}
+
+/// How much unsent data a paced sender keeps queued in the kernel: enough to ride out a late
+/// wake-up of its thread on a loaded machine, little enough to drain soon after the end.
+pub(crate) const PACED_QUEUE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// [`PACED_QUEUE`] at `bits_per_second`, at least 64 KiB (a loopback segment), at most 4 MiB.
+pub(crate) fn paced_queue_bytes(bits_per_second: u64) -> u32 {
+    let bytes = u128::from(bits_per_second / 8) * PACED_QUEUE.as_millis() / 1000;
+    bytes.clamp(64 << 10, 4 << 20) as u32
+}
+
+/// `TCP_NOTSENT_LOWAT`: a blocking `send` waits while at least `bytes` are queued unsent.
+fn set_notsent_lowat(sock: &impl std::os::fd::AsRawFd, bytes: u32) -> io::Result<()> {
+    // SAFETY: setsockopt reads `size_of::<u32>()` bytes from a live u32.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&raw const bytes).cast(),
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

@@ -10,24 +10,35 @@ use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::cpu::thread_cpu;
+use super::cpu::{SchedTime, own_sched_time, own_tid, thread_cpu};
 use crate::report::{CpuUsage, Role};
 
 /// State shared between a stream thread and its controller.
 #[derive(Debug)]
 pub(crate) struct StreamShared {
     /// Bytes moved so far. Written only by the stream thread; padded so the counters of
-    /// neighbouring streams do not share a cache line.
+    /// neighbouring streams do not share a cache line. A receiver counts what it has read; a
+    /// sender counts a block when it hands it to the kernel, *before* the call returns (and
+    /// takes back what the kernel did not take after), so the counter is never less than what
+    /// the kernel holds: a write under way can already be on the wire, and a reader of the
+    /// counter must not see the receiver ahead of it. Exact once the thread has ended.
     pub(crate) bytes: PaddedCounter,
+    /// A sender's [`transmitted`] count when its thread started (the greeting sent on the
+    /// connection before it), so what the stream transmitted counts from its own first byte;
+    /// `None` for a receiver or a kernel without the counters.
+    pub(crate) transmitted_base: Option<u64>,
     /// The connection; the controller uses it for `TCP_INFO` and to shut it down.
     pub(crate) socket: TcpStream,
     /// Raised by the controller to end a sender.
     pub(crate) stop: AtomicBool,
+    /// The stream thread's kernel id once it runs (0 before): the sampler reads its scheduler
+    /// clock at the start and end of the measured window.
+    pub(crate) tid: AtomicI32,
 }
 
 impl std::os::fd::AsRawFd for StreamShared {
@@ -50,6 +61,9 @@ pub(crate) struct StreamEnd {
     pub(crate) ended: Instant,
     /// CPU time of the thread.
     pub(crate) cpu: CpuUsage,
+    /// The thread's scheduler clock as it ended, for a window that ends with it (a byte
+    /// count), when its `/proc` entry is gone.
+    pub(crate) sched: Option<SchedTime>,
     /// The error that ended it, if it was not a requested stop or a clean end of stream.
     pub(crate) error: Option<String>,
 }
@@ -194,10 +208,18 @@ fn spawn(
     body: impl FnOnce(&StreamShared) -> io::Result<()> + Send + 'static,
 ) -> io::Result<StreamHandle> {
     socket.set_nonblocking(false)?;
+    let transmitted_base = match role {
+        Role::Sender => crate::tcp_info::read(&socket)
+            .ok()
+            .and_then(|i| transmitted(&i)),
+        Role::Receiver => None,
+    };
     let shared = Arc::new(StreamShared {
         bytes: PaddedCounter::default(),
+        transmitted_base,
         socket,
         stop: AtomicBool::new(false),
+        tid: AtomicI32::new(0),
     });
     let (tx, done) = oneshot::channel();
     let thread_shared = Arc::clone(&shared);
@@ -206,6 +228,7 @@ fn spawn(
         Role::Receiver => format!("xb-recv-{id}"),
     };
     std::thread::Builder::new().name(name).spawn(move || {
+        thread_shared.tid.store(own_tid(), Ordering::Relaxed);
         let res = body(&thread_shared);
         let ended = Instant::now();
         let error = match res {
@@ -218,6 +241,7 @@ fn spawn(
             bytes: thread_shared.bytes.0.load(Ordering::Relaxed),
             ended,
             cpu: thread_cpu(),
+            sched: own_sched_time(),
             error,
         });
     })?;
@@ -296,6 +320,9 @@ fn send_loop(s: &StreamShared, payload: &Payload, budget: Option<&Budget>) -> io
                 n => n as usize,
             },
         };
+        // Counted before the call: the kernel may put part of the block on the wire (and the
+        // receiver read it) before `send` returns.
+        s.bytes.0.store(total + want as u64, Ordering::Relaxed);
         match payload.send(&s.socket, want) {
             Ok(n) => {
                 total += n as u64;
@@ -305,6 +332,7 @@ fn send_loop(s: &StreamShared, payload: &Payload, budget: Option<&Budget>) -> io
                 }
             }
             Err(e) => {
+                s.bytes.0.store(total, Ordering::Relaxed);
                 if let Some(b) = budget {
                     b.give_back(want as u64);
                 }
@@ -342,6 +370,15 @@ fn recv_loop(s: &StreamShared, buf: &mut [u8], block_len: usize, mode: RecvMode)
             }
         }
     }
+}
+
+/// Bytes of a connection's data that TCP has put on the wire at least once (`tcpi_bytes_sent`
+/// less `tcpi_bytes_retrans`, Linux 4.19+): what its receiver can have seen, and no more. Bytes
+/// still in the send buffer are not in it, so a paced or window-limited sender is not credited
+/// with what it merely queued. A retransmission adds to both counters, so it does not count
+/// twice; a transmission the local qdisc refused may count twice (a little high, never low).
+pub(crate) fn transmitted(info: &crate::tcp_info::TcpInfo) -> Option<u64> {
+    Some(info.bytes_sent?.saturating_sub(info.bytes_retrans?))
 }
 
 /// `len` bytes from a xorshift generator seeded by the OS: incompressible and cheap.

@@ -192,6 +192,7 @@ mod tests {
             code: ErrorCode::BadRequest,
             message: "streams must be at least 1".into(),
             max_flows: None,
+            results_follow: false,
         })
     }
 

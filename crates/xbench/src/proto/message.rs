@@ -256,6 +256,12 @@ pub struct ErrorMsg {
     /// (`--allow-partial-flows`). Absent from older servers and other refusals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_flows: Option<u32>,
+    /// A test the server ended (it is shutting down, or nothing moved for its idle timeout)
+    /// after measuring it: its last intervals and its results follow, as after `Finish`, so
+    /// the client reports what was measured beside why the test failed. Absent (false) from
+    /// older servers and every other error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub results_follow: bool,
 }
 
 impl ErrorMsg {
@@ -265,6 +271,7 @@ impl ErrorMsg {
             code,
             message: message.into(),
             max_flows: None,
+            results_follow: false,
         })
     }
 }
@@ -391,6 +398,7 @@ mod tests {
             code: ErrorCode::LimitExceeded,
             message: "x".into(),
             max_flows: Some(10),
+            results_follow: false,
         };
         let text = serde_json::to_string(&Message::Error(m.clone())).unwrap();
         assert_eq!(
@@ -409,6 +417,30 @@ mod tests {
             })
         ));
         assert!(!serde_json::to_string(&old).unwrap().contains("max_flows"));
+    }
+
+    #[test]
+    fn results_follow_an_error_only_when_it_says_so() {
+        let ended = Message::Error(ErrorMsg {
+            code: ErrorCode::ShuttingDown,
+            message: "the server is shutting down".into(),
+            max_flows: None,
+            results_follow: true,
+        });
+        let text = serde_json::to_string(&ended).unwrap();
+        assert!(text.contains(r#""results_follow":true"#), "{text}");
+        assert_eq!(serde_json::from_str::<Message>(&text).unwrap(), ended);
+        // An older server's (and every other) error: none follow, and the field is not
+        // written, so older clients read the same bytes as before.
+        let old: Message =
+            serde_json::from_str(r#"{"type":"error","code":"shutting_down","message":"x"}"#)
+                .unwrap();
+        assert!(matches!(&old, Message::Error(e) if !e.results_follow));
+        assert!(
+            !serde_json::to_string(&old)
+                .unwrap()
+                .contains("results_follow")
+        );
     }
 
     #[test]

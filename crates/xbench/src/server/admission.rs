@@ -1,17 +1,18 @@
 //! Whether a test may run now: its request checked against the server's limits
 //! (`--max-streams`, `--max-duration`, `--max-send-rate`…), and a free place among
-//! `--max-tests` and `--max-tests-per-client`, held by a [`RunningGuard`] for as long as the
-//! test runs. Every refusal names the limit, in words sent to the client as they are.
+//! `--max-tests` and `--max-tests-per-client` with everything it will open reserved from the
+//! server's [`budget`](super::budget), held by a [`RunningGuard`] for as long as the test
+//! runs. Every refusal names the limit, in words sent to the client as they are.
 //!
 //! Not the handshake before it (see [`session`](super::session)) nor the limits on
 //! connections still saying what they are ([`conn`](super::conn)).
 
 use std::net::IpAddr;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::Ctx;
+use super::budget::{Need, Reservation};
 use crate::config::{EndCondition, StreamDirection, TestSpec, Workload};
 use crate::proto::{ErrorCode, StreamLayout};
 
@@ -112,99 +113,51 @@ pub(super) fn udp_within_send_cap(asked: Option<u64>, cap: Option<u64>) -> Resul
     }
 }
 
-/// Counts a test as running if the limits allow another, in total and from `client`; the
-/// refusal names the limit.
-pub(super) fn try_running_guard(ctx: &Arc<Ctx>, client: IpAddr) -> Result<RunningGuard, String> {
-    let (client, shown) = client_key(client);
-    {
-        let mut per = ctx
-            .per_client
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let n = per.entry(client).or_insert(0);
-        if *n >= ctx.limits.max_tests_per_client {
-            return Err(format!(
-                "{shown} already runs {} tests on this server, its limit \
-                 (--max-tests-per-client); try again when one ends",
-                *n
-            ));
+/// What a test of `spec` takes from the server's budget (see [`budget`](super::budget)).
+pub(super) fn need(spec: &TestSpec) -> Need {
+    match &spec.workload {
+        Workload::Throughput(tp) => {
+            let layout = StreamLayout::new(tp);
+            let p = u64::from(tp.streams.get());
+            let per = (layout.streams() as u64).div_ceil(p.max(1));
+            // A sendfile payload is a memfd.
+            let payload =
+                tp.udp.is_none() && tp.zerocopy && layout.contains(StreamDirection::ServerToClient);
+            Need::streams(p, per, u64::from(payload))
         }
-        *n += 1;
+        Workload::RequestResponse(rr) if rr.connect_per_transaction => {
+            Need::connect_per_transaction(u64::from(rr.flows.get()))
+        }
+        Workload::RequestResponse(rr) => Need::flows(u64::from(rr.flows.get())),
     }
-    // From here the guard owns the per-client count; `total` says whether it also holds one
-    // of the server's slots.
-    let mut guard = RunningGuard {
-        ctx: Arc::clone(ctx),
-        client,
-        total: false,
-    };
-    ctx.running
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n < ctx.limits.max_tests).then_some(n + 1)
-        })
-        .map_err(|_| {
-            format!(
-                "the server is running its maximum of {} tests at once (--max-tests); try \
-                 again shortly",
-                ctx.limits.max_tests
-            )
-        })?;
-    guard.total = true;
-    Ok(guard)
 }
 
-/// Where a client's tests are counted, and how to name it: its address, IPv4-mapped ones as
-/// IPv4. Not its IPv6 /64: in a cloud subnet every instance has an address from the same /64,
-/// and a fleet of test clients there must not share one client's allowance.
-fn client_key(ip: IpAddr) -> (IpAddr, String) {
-    let ip = ip.to_canonical();
-    (ip, ip.to_string())
-}
-
-/// Counts a running test (in total and for its client) while alive.
-#[derive(Debug)]
-pub(crate) struct RunningGuard {
-    ctx: Arc<Ctx>,
+/// Counts a test from `client` as running and reserves what it `need`s, if the limits
+/// (`--max-tests`, `--max-tests-per-client`) and the budgets allow; the refusal names the
+/// limit.
+pub(super) fn try_running_guard(
+    ctx: &Arc<Ctx>,
     client: IpAddr,
-    total: bool,
+    need: Need,
+) -> Result<RunningGuard, String> {
+    ctx.budget.reserve(client, need).map(RunningGuard)
 }
 
-impl Drop for RunningGuard {
-    fn drop(&mut self) {
-        if self.total {
-            self.ctx.running.fetch_sub(1, Ordering::SeqCst);
-        }
-        let mut per = self
-            .ctx
-            .per_client
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = per.get_mut(&self.client) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                per.remove(&self.client);
-            }
-        }
+/// A running test's place (in total and for its client) and what it reserved, while alive.
+#[derive(Debug)]
+pub(crate) struct RunningGuard(Reservation);
+
+impl RunningGuard {
+    /// Gives back the test's place and all it reserved but its control connection, which the
+    /// session keeps while it says goodbye.
+    pub(crate) fn into_control(self) -> Reservation {
+        self.0.keep_control()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn clients_are_counted_by_address() {
-        // Two instances in one cloud subnet (one /64) are two clients.
-        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
-        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
-        assert_ne!(client_key(a).0, client_key(b).0);
-        // IPv4, also when it arrives mapped on a dual-stack socket, is counted as IPv4.
-        let v4: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
-        assert_eq!(
-            client_key(v4),
-            ("192.0.2.7".parse().unwrap(), "192.0.2.7".into())
-        );
-    }
 
     #[test]
     fn a_udp_test_the_server_sends_for_fits_its_send_cap_or_is_refused() {

@@ -235,7 +235,7 @@ impl Measuring {
                 }
                 _ = idle_tick.tick() => {
                     if idle.stalled(self.total_bytes(), idle_limit) {
-                        return TestEnd::ClientGone(format!("no data moved for {idle_limit:?}"));
+                        return TestEnd::Idle(format!("no data moved for {idle_limit:?}"));
                     }
                 }
                 _ = tokio::time::sleep_until(hard_stop.into()) => return TestEnd::Overran,
@@ -246,17 +246,27 @@ impl Measuring {
 
     /// After the client's `Finish`: closes a window still open at its end mark, stops our
     /// senders and lets what the client sent drain into our receivers. After any other end,
-    /// tells the client why. Whether the control connection still carries the results.
+    /// tells the client why, and when the server ended a test it measured (shutting down,
+    /// idle), closes it as if the client had interrupted it. Whether the control connection
+    /// still carries the results.
     async fn close(&mut self, end: &TestEnd, spec: &TestSpec) -> bool {
-        if !matches!(end, TestEnd::Finished { .. }) {
-            self.t.tell_end(end).await;
-            return false;
-        }
+        let cut_short = match end {
+            TestEnd::Finished { interrupted } => *interrupted,
+            _ if end.sends_results_after_error() => {
+                if !self.t.end_before_results(end).await {
+                    return false;
+                }
+                true
+            }
+            _ => {
+                self.t.tell_end(end).await;
+                return false;
+            }
+        };
         let mut ok = true;
         // The client's end mark: a window still open closes now (a test cut short, or a timer
         // a little behind the client's). A byte count closes with its last byte instead.
-        let cut_now = matches!(end, TestEnd::Finished { interrupted: true })
-            || matches!(spec.end, EndCondition::Duration(_));
+        let cut_now = cut_short || matches!(spec.end, EndCondition::Duration(_));
         if cut_now {
             let now = Instant::now();
             for c in &mut self.clocks {
@@ -269,7 +279,9 @@ impl Measuring {
         // Let what the client sent drain into our receivers (after a cut, counted apart).
         // An interrupted client waits only briefly; answer before it gives up.
         let drain = match end {
-            TestEnd::Finished { interrupted: true } => Duration::from_secs(1),
+            // Nothing moved for the idle timeout: nothing is on its way either.
+            TestEnd::Idle(_) => Duration::ZERO,
+            _ if cut_short => Duration::from_secs(1),
             _ => self.t.ctx.limits.drain_timeout,
         };
         let drain_until = Instant::now() + drain;
@@ -319,8 +331,7 @@ impl Measuring {
             t.send_results(&msg).await;
             let _ = t.wr.shutdown().await;
             if let (Message::Results(ours), Some(theirs)) = (&msg, t.tally().await) {
-                let slack = spec.as_throughput().map_or(0, |tp| tp.block_len.get());
-                let over = check::overcounted_by_tally(ours, &theirs, u64::from(slack));
+                let over = check::overcounted_by_tally(ours, &theirs);
                 if let Some(o) = over.first() {
                     t.log_failed_check(o);
                     checked = false;

@@ -1,4 +1,5 @@
-//! Turning a connection away when every handshake slot is taken (`--max-handshakes`). A
+//! Turning a connection away when it gets no handshake slot: every one is taken
+//! (`--max-handshakes`), its address holds its share of them, or the descriptors are. A
 //! control connection is told why, in the protocol, so its user reads "busy, try later"
 //! instead of "connection reset by peer"; anything else is closed. Each refusal is bounded in
 //! time ([`REFUSAL_TIME`]) and in number ([`MAX_REFUSING`]), so a flood that fills the slots
@@ -13,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
+use super::budget::Busy;
 use crate::proto::{self, Channel, ErrorCode, ErrorMsg, PREAMBLE_LEN, Preamble};
 
 /// Most refusals in progress at once; past it a connection is closed without a word.
@@ -29,13 +31,12 @@ pub(super) struct Refusals {
 }
 
 impl Refusals {
-    /// Tells `stream` the server is busy, in a task of its own, if fewer than
-    /// [`MAX_REFUSING`] refusals are in progress; closes it at once otherwise. `max` is the
-    /// handshake limit, for the message.
-    pub(super) fn refuse(&mut self, stream: TcpStream, max: usize) {
+    /// Tells `stream` the server is busy, and `why`, in a task of its own, if fewer than
+    /// [`MAX_REFUSING`] refusals are in progress; closes it at once otherwise.
+    pub(super) fn refuse(&mut self, stream: TcpStream, why: Busy) {
         if self.tasks.len() < MAX_REFUSING {
             self.tasks.spawn(async move {
-                let _ = tokio::time::timeout(REFUSAL_TIME, tell_busy(stream, max)).await;
+                let _ = tokio::time::timeout(REFUSAL_TIME, tell_busy(stream, why)).await;
             });
         }
     }
@@ -55,17 +56,14 @@ impl Refusals {
 }
 
 /// What a busy server says, and what to do about it.
-fn busy_message(max: usize) -> String {
-    format!(
-        "the server is busy: {max} connections are already in their handshake \
-         (--max-handshakes); try again in a moment, or raise --max-handshakes on the server"
-    )
+fn busy_message(why: &Busy) -> String {
+    format!("the server is busy: {why}")
 }
 
 /// Reads the client's preamble first (closing with it unread would send a reset, and the
 /// client would lose the refusal), answers a control connection with our preamble and an
 /// `Error`, then waits for the client to close after reading it.
-async fn tell_busy(mut stream: TcpStream, max: usize) {
+async fn tell_busy(mut stream: TcpStream, why: Busy) {
     let mut pre = [0u8; PREAMBLE_LEN];
     if stream.read_exact(&mut pre).await.is_err() {
         return;
@@ -78,7 +76,7 @@ async fn tell_busy(mut stream: TcpStream, max: usize) {
     if stream.write_all(&ours).await.is_err() {
         return;
     }
-    let msg = ErrorMsg::message(ErrorCode::LimitExceeded, busy_message(max));
+    let msg = ErrorMsg::message(ErrorCode::LimitExceeded, busy_message(&why));
     if proto::write_message(&mut stream, &msg).await.is_err() {
         return;
     }

@@ -10,15 +10,15 @@
 //! nothing: [`attach_at_once`], which the accepting thread calls on a data connection whose
 //! whole greeting has already arrived (and which may answer a `--crr` request there too).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, info, warn};
 
+use super::budget::{Busy, Handshake};
 use super::{Ctx, iperf3, session};
 use crate::proto::frontend::{self, Frontend};
 use crate::proto::iperf3::{COOKIE_LEN, State as Iperf3State};
@@ -34,30 +34,20 @@ pub(super) enum ConnEnd {
     Other,
 }
 
-/// Holds one of [`Limits::max_handshakes`](super::Limits::max_handshakes) until the connection
-/// has said what it is.
+/// Holds one of [`Limits::max_handshakes`](super::Limits::max_handshakes), and one of the
+/// descriptors of the server's budget, until the connection has said what it is.
 #[derive(Debug)]
 pub(crate) struct HandshakeSlot {
-    ctx: Arc<Ctx>,
+    /// Given back to the budget when the slot is dropped.
+    _held: Handshake,
 }
 
 impl HandshakeSlot {
-    /// A slot, if fewer than the limit are taken.
-    pub(super) fn take(ctx: &Arc<Ctx>) -> Option<Self> {
-        ctx.handshaking
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < ctx.limits.max_handshakes).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| HandshakeSlot {
-                ctx: Arc::clone(ctx),
-            })
-    }
-}
-
-impl Drop for HandshakeSlot {
-    fn drop(&mut self) {
-        self.ctx.handshaking.fetch_sub(1, Ordering::Relaxed);
+    /// A slot for a connection from `peer`, if the limit, the address's share of it and the
+    /// descriptors allow; why not, otherwise.
+    pub(super) fn take(ctx: &Arc<Ctx>, peer: IpAddr) -> Result<Self, Busy> {
+        let held = ctx.budget.handshake(peer)?;
+        Ok(HandshakeSlot { _held: held })
     }
 }
 
@@ -105,7 +95,7 @@ pub(super) async fn handle(
     };
     if !allowed {
         ctx.metrics.handshake_failed("forbidden");
-        refuse_outsider(stream, peer, pre.channel).await;
+        refuse_outsider(stream, peer, pre.channel, &ctx, limit).await;
         return ConnEnd::Other;
     }
     match pre.channel {
@@ -202,9 +192,23 @@ async fn read_cookie(
     Ok(Identified::Iperf3(cookie))
 }
 
-/// Refuses a peer outside `--allow`; a control connection is told why.
-async fn refuse_outsider(mut stream: TcpStream, peer: SocketAddr, channel: Channel) {
+/// Refuses a peer outside `--allow`; a control connection is told why, and a data
+/// connection's test (the client's other addresses may be allowed: a `-B` list), which tells
+/// its client.
+async fn refuse_outsider(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    channel: Channel,
+    ctx: &Ctx,
+    limit: Duration,
+) {
     info!(%peer, "refused a connection from outside the --allow list");
+    if channel == Channel::Data {
+        let mut hello = [0u8; DATA_HELLO_LEN];
+        if let Ok(Ok(_)) = tokio::time::timeout(limit, stream.read_exact(&mut hello)).await {
+            ctx.registry.note_outsider(&DataHello::decode(&hello), peer);
+        }
+    }
     if channel == Channel::Control {
         let _ = stream
             .write_all(&Preamble::new(Channel::Server).encode())

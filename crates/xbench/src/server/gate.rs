@@ -102,6 +102,12 @@ impl Gate {
         }
     }
 
+    /// Whether `hello` proves it is the authenticated client's: `Some` with a key (whether
+    /// its tag is the session key's), `None` without one, where nothing can prove it.
+    pub(crate) fn proves(&self, hello: &DataHello) -> Option<bool> {
+        self.key.as_ref().map(|k| hello.verify(k))
+    }
+
     /// Lets `hello`, from `peer`, in, or says why not. A connection let in holds its id from
     /// now on (or uses up its counter).
     pub(crate) fn admit(&self, hello: &DataHello, peer: SocketAddr) -> Result<(), Refusal> {

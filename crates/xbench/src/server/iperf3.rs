@@ -24,10 +24,12 @@ use tracing::{info, warn};
 
 use super::Ctx;
 use super::admission::try_running_guard;
+use super::budget::Need;
 use super::conn::HandshakeSlot;
 use super::governor::{Governor, PacedSocket};
 use super::metrics::{Direction, Kind, Moved, Protocol, Transport};
-use crate::config::SocketOptions;
+use super::peer_text::bounded;
+use crate::config::{SocketOptions, is_congestion_name};
 use crate::engine::group::Group;
 use crate::engine::sockopt;
 use crate::engine::stream::{self, Budget, Payload, RecvMode, SendMode, StreamHandle};
@@ -125,6 +127,15 @@ pub(super) struct Plan {
     server_output: bool,
 }
 
+impl Plan {
+    /// What the test takes from the server's budget: a socket and a thread per stream.
+    fn need(&self) -> Need {
+        let p = self.to_receive.max(self.to_send) as u64;
+        let per = u64::from(self.to_receive > 0) + u64::from(self.to_send > 0);
+        Need::streams(p, per, 0)
+    }
+}
+
 /// A refusal: iperf3's `i_errno` and `errno` for the client, words for the log.
 pub(super) type Refusal = (i32, i32, String);
 
@@ -159,6 +170,7 @@ pub(super) async fn run(
     let params: Params = match wire::read_json(&mut ctrl, limit).await {
         Ok(p) => p,
         Err(e) => {
+            let e = bounded(&e.to_string(), 200);
             info!(%peer, "dropped an iperf3 client: its parameters: {e}");
             refuse(&mut ctrl, (ierr::RECV_PARAMS, libc::EINVAL, String::new())).await;
             return false;
@@ -174,7 +186,7 @@ pub(super) async fn run(
             return false;
         }
     };
-    let _running = match try_running_guard(&ctx, peer.ip()) {
+    let _running = match try_running_guard(&ctx, peer.ip(), plan.need()) {
         Ok(g) => g,
         Err(m) => {
             ctx.metrics.refused("limit");
@@ -197,7 +209,14 @@ pub(super) async fn run(
     }
     let mut conns = Vec::with_capacity(n);
     while conns.len() < n {
-        match tokio::time::timeout(limit, arrivals.recv()).await {
+        let arrived = tokio::select! {
+            a = tokio::time::timeout(limit, arrivals.recv()) => a,
+            why = gone(&mut ctrl) => {
+                info!(%peer, "dropped an iperf3 client while its data connections opened: {why}");
+                return false;
+            }
+        };
+        match arrived {
             Ok(Some(c)) => conns.push(c),
             _ => {
                 info!(
@@ -274,7 +293,7 @@ pub(super) async fn run(
         %peer,
         receive = plan.to_receive,
         send = plan.to_send,
-        client = params.client_version.as_deref().unwrap_or("?"),
+        client = client_version(&params),
         "iperf3 test started"
     );
     let Some(measured) = measure(&mut ctrl, peer, &group, &plan, &ctx).await else {
@@ -479,6 +498,7 @@ pub(super) async fn exchange_results(
     let theirs: Results = match wire::read_json(ctrl, limit).await {
         Ok(r) => r,
         Err(e) => {
+            let e = bounded(&e.to_string(), 200);
             info!(%peer, "dropped an iperf3 client: its results: {e}");
             refuse(ctrl, (ierr::RECV_RESULTS, libc::EINVAL, String::new())).await;
             return false;
@@ -552,7 +572,7 @@ fn server_output(peer: SocketAddr, params: &Params, m: &Measured) -> String {
          Accepted connection from {}, port {}\n\
          [ ID] Interval           Transfer     Bitrate         Retr\n",
         env!("CARGO_PKG_VERSION"),
-        params.client_version.as_deref().unwrap_or("3.x"),
+        client_version(params),
         peer.ip().to_canonical(),
         peer.port()
     );
@@ -577,6 +597,13 @@ fn server_output(peer: SocketAddr, params: &Params, m: &Measured) -> String {
     out
 }
 
+/// The version an iperf3 client says it is, as the server repeats it (logs, server output).
+pub(super) fn client_version(p: &Params) -> String {
+    p.client_version
+        .as_deref()
+        .map_or_else(|| "3.x".to_owned(), |v| bounded(v, 32))
+}
+
 /// Checks an iperf3 client's parameters against what this server does and allows.
 fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
     let l = &ctx.limits;
@@ -592,6 +619,16 @@ fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
         return no(
             libc::EACCES,
             "the client sent iperf3 RSA credentials, which this server does not check".into(),
+        );
+    }
+    if let Some(c) = p.congestion.as_deref().filter(|c| !is_congestion_name(c)) {
+        return no(
+            libc::EINVAL,
+            format!(
+                "the client asks for congestion control \"{}\", which is not a congestion \
+                 control's name (like cubic or bbr)",
+                bounded(c, 32)
+            ),
         );
     }
     let reverse = p.reverse.unwrap_or(false);
@@ -753,6 +790,22 @@ fn queued(sock: &std::net::TcpStream) -> usize {
         usize::try_from(n).unwrap_or(0)
     } else {
         0
+    }
+}
+
+/// Resolves when the client's control connection closes or says anything, at a state in
+/// which an iperf3 client has nothing to say (its streams are opening): either way its test
+/// is over, and its places among the tests and the handshakes are freed now, not after the
+/// handshake timeout. Why, for the log.
+pub(super) async fn gone(ctrl: &mut TcpStream) -> String {
+    let mut byte = [0u8; 1];
+    match ctrl.read(&mut byte).await {
+        Ok(0) => "it closed its control connection".to_owned(),
+        Ok(_) => match State::from_byte(byte[0]) {
+            Some(State::ClientTerminate) => "it ended its test (interrupted)".to_owned(),
+            _ => format!("it sent state {} out of turn", byte[0] as i8),
+        },
+        Err(e) => format!("its control connection failed: {e}"),
     }
 }
 

@@ -26,7 +26,7 @@ use tracing::{info, warn};
 
 use super::Ctx;
 use super::conn::HandshakeSlot;
-use super::iperf3::{Figures, Measured, Plan, exchange_results, refuse, send_state};
+use super::iperf3::{Figures, Measured, Plan, exchange_results, gone, refuse, send_state};
 use super::metrics;
 use crate::engine::udp::iperf3::{
     self, CONNECT_MSG, CONNECT_REPLY, Iperf3Counts, Iperf3Stream, OLD_CONNECT_MSG,
@@ -194,7 +194,14 @@ pub(super) async fn run(
         return false;
     };
     let deadline = Instant::now() + limit;
-    let Some((claim, mut hellos)) = ctx.iperf3_udp.claim(peer.ip(), n, deadline).await else {
+    let claimed = tokio::select! {
+        c = ctx.iperf3_udp.claim(peer.ip(), n, deadline) => c,
+        why = gone(&mut ctrl) => {
+            info!(%peer, "dropped an iperf3 UDP client while it waited for its turn: {why}");
+            return false;
+        }
+    };
+    let Some((claim, mut hellos)) = claimed else {
         info!(
             %peer,
             "refused an iperf3 UDP test: another test from the same address kept waiting for its \
@@ -210,7 +217,14 @@ pub(super) async fn run(
     let mut seen = Vec::with_capacity(n);
     let deadline = tokio::time::Instant::now() + limit;
     while sockets.len() < n {
-        let hello = match tokio::time::timeout_at(deadline, hellos.recv()).await {
+        let said = tokio::select! {
+            h = tokio::time::timeout_at(deadline, hellos.recv()) => h,
+            why = gone(&mut ctrl) => {
+                info!(%peer, "dropped an iperf3 UDP client while its streams said hello: {why}");
+                return false;
+            }
+        };
+        let hello = match said {
             Ok(Some(h)) => h,
             _ => {
                 info!(
@@ -262,7 +276,13 @@ pub(super) async fn run(
         return false;
     }
     for s in senders {
-        match iperf3::spawn_sender(s, plan.block_len, plan.rate, plan.counters_64bit) {
+        match iperf3::spawn_sender(
+            s,
+            plan.block_len,
+            plan.rate,
+            (Instant::now(), None),
+            plan.counters_64bit,
+        ) {
             Ok(h) => streams.push((Role::Sender, h)),
             Err(e) => {
                 warn!(%peer, "cannot start a stream thread: {e}");
@@ -275,7 +295,7 @@ pub(super) async fn run(
         %peer,
         receive = plan.to_receive,
         send = plan.to_send,
-        client = params.client_version.as_deref().unwrap_or("?"),
+        client = super::iperf3::client_version(params),
         "iperf3 UDP test started"
     );
     let metrics = ctx

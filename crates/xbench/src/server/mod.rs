@@ -8,6 +8,7 @@
 //! tests finish for [`ServerConfig::shutdown_grace`], then tells the rest why they are cut short.
 
 mod admission;
+pub(crate) mod budget;
 mod bulk;
 mod busy;
 mod conn;
@@ -17,17 +18,17 @@ mod iperf3;
 mod iperf3_udp;
 mod metrics;
 mod path;
+mod peer_text;
 mod registry;
 mod rr;
 mod session;
 mod test;
 mod udp;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
@@ -37,6 +38,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use self::budget::Budget;
 use self::busy::Refusals;
 use self::conn::{ConnEnd, HandshakeSlot};
 use self::governor::Governor;
@@ -63,6 +65,19 @@ pub struct Limits {
     /// Most tests running at once from one client address, so one host cannot take every
     /// slot.
     pub max_tests_per_client: usize,
+    /// Most threads all tests together may run: a stream thread per data connection of a
+    /// throughput test, a few workers (one a core at most) per request/response test. A test
+    /// that would go beyond is refused at admission, naming the limit.
+    pub max_threads: usize,
+    /// Descriptors the server may hold in all: its tests reserve theirs from what is left
+    /// after [`Self::OPEN_FILES_RESERVE`] for itself and a reserve kept for new connections,
+    /// and a test that does not fit is refused before it opens anything. `None`: the
+    /// process's open-file limit (`RLIMIT_NOFILE`, soft) as the server starts.
+    pub open_files: Option<u64>,
+    /// Percent of each shared budget (descriptors, threads, handshake slots) one client
+    /// address may hold, 1 to 100, so one client cannot take what the others need. 50 lets
+    /// one client run a test as large as the rest of the server together.
+    pub client_share: u8,
     /// Most the server sends in total, bits per second, across every test's server-to-client
     /// streams; they share it (TCP pacing, `SO_MAX_PACING_RATE`). `None`: no cap.
     pub max_send_rate: Option<u64>,
@@ -93,6 +108,9 @@ impl Default for Limits {
             max_duration: Duration::from_secs(3600),
             max_tests: 64,
             max_tests_per_client: 8,
+            max_threads: 1024,
+            open_files: None,
+            client_share: 50,
             max_send_rate: None,
             idle_timeout: Duration::from_secs(60),
             handshake_timeout: Duration::from_secs(10),
@@ -160,15 +178,12 @@ pub(crate) struct Ctx {
     pub(crate) limits: Limits,
     pub(crate) psk: Option<Psk>,
     pub(crate) allow: Vec<IpNet>,
-    /// Running tests per client address, checked against [`Limits::max_tests_per_client`].
-    pub(crate) per_client: Mutex<HashMap<IpAddr, usize>>,
+    /// Descriptors, threads, handshake slots and places among the running tests, and what
+    /// each client address holds of them.
+    pub(crate) budget: Arc<Budget>,
     /// Shares [`Limits::max_send_rate`] among the streams the server sends on.
     pub(crate) governor: Governor,
     pub(crate) registry: Arc<Registry>,
-    /// Tests between `Start` and their end, checked against [`Limits::max_tests`].
-    pub(crate) running: AtomicUsize,
-    /// Connections in their handshake, checked against [`Limits::max_handshakes`].
-    pub(crate) handshaking: AtomicUsize,
     /// Raised when the shutdown grace has passed: sessions cut their tests short.
     pub(crate) abort: watch::Receiver<bool>,
     /// iperf3 tests waiting for their data connections, which open with the test's cookie.
@@ -259,11 +274,9 @@ impl Server {
             limits: self.config.limits.clone(),
             psk: self.config.psk.clone(),
             allow: self.config.allow.clone(),
-            per_client: Mutex::new(HashMap::new()),
+            budget: Arc::new(Budget::new(&self.config.limits)),
             governor: Governor::new(self.config.limits.max_send_rate),
             registry: Arc::new(Registry::default()),
-            running: AtomicUsize::new(0),
-            handshaking: AtomicUsize::new(0),
             abort: abort_rx,
             iperf3: Arc::default(),
             iperf3_udp: Arc::default(),
@@ -277,6 +290,7 @@ impl Server {
                 ctx.allow.clone(),
             )))
         });
+        log_budget(&ctx.budget, &ctx.limits);
         let (conn_tx, mut conn_rx) = mpsc::channel::<(std::net::TcpStream, SocketAddr)>(64);
         let mut accepting = Vec::new();
         for l in self.listeners {
@@ -294,7 +308,7 @@ impl Server {
             acceptors.spawn(iperf3_udp::serve(u, Arc::clone(&ctx.iperf3_udp)));
         }
         let mut conns: JoinSet<ConnEnd> = JoinSet::new();
-        let mut turned_away = TurnedAway::default();
+        let mut turned_away = Throttled::default();
         let mut refusals = Refusals::default();
         // Accept order: iperf3 gives its data connections roles in the order they connect.
         let mut accepted: u64 = 0;
@@ -309,15 +323,23 @@ impl Server {
                             continue;
                         }
                     };
-                    match HandshakeSlot::take(&ctx) {
-                        Some(slot) => {
+                    match HandshakeSlot::take(&ctx, peer.ip()) {
+                        Ok(slot) => {
                             accepted += 1;
                             conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot, accepted));
                         }
-                        None => {
+                        Err(busy) => {
                             ctx.metrics.handshake_failed("busy");
-                            refusals.refuse(stream, ctx.limits.max_handshakes);
-                            turned_away.note(peer, ctx.limits.max_handshakes);
+                            if let Some(n) = turned_away.due() {
+                                warn!(
+                                    %peer,
+                                    refused = n,
+                                    "refused new connections (control connections are told the \
+                                     server is busy): {busy}; a flood of silent connections, or \
+                                     a limit set too low"
+                                );
+                            }
+                            refusals.refuse(stream, busy);
                         }
                     }
                 }
@@ -369,6 +391,35 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Says what the budgets are, and warns of a `--max-flows` no client can have.
+fn log_budget(budget: &Budget, limits: &Limits) {
+    let s = budget.sizes();
+    info!(
+        "budget: {} descriptors for tests (open-file limit {}, less {} for the server and {} \
+         kept for new connections), {} threads, {} connections in their handshake; one client \
+         address at most {}% of each: {} descriptors, {} threads, {} in their handshake",
+        s.for_tests,
+        s.open_files,
+        Limits::OPEN_FILES_RESERVE,
+        s.pool - s.for_tests,
+        s.threads,
+        s.handshakes,
+        s.share,
+        s.fds_share,
+        s.threads_share,
+        s.handshakes_share
+    );
+    let fit = s.flows_in_a_share();
+    if u64::from(limits.max_flows) > fit {
+        warn!(
+            "--max-flows {} is more than one client address's share of the budget holds \
+             ({fit} flows): larger tests will be refused, naming the budget; raise the \
+             open-file limit (LimitNOFILE=, ulimit -Hn) or --client-share",
+            limits.max_flows
+        );
     }
 }
 
@@ -509,6 +560,10 @@ fn accept_loop(
     ctx: &Ctx,
     stopping: &AtomicBool,
 ) {
+    // A descriptor to give up when the process has none left (the budget keeps it from
+    // happening; something outside it may not): see `close_one`.
+    let mut spare = l.try_clone().ok();
+    let mut closed = Throttled::default();
     loop {
         match accept(l) {
             Ok((sock, peer)) => {
@@ -526,13 +581,37 @@ fn accept_loop(
                 // Gone before we took it (reset while queued): nothing to do.
                 tracing::debug!("accept: {e}");
             }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                if spare.take().is_some() {
+                    let peer = close_one(l);
+                    spare = l.try_clone().ok();
+                    if let Some(n) = closed.due() {
+                        warn!(
+                            peer = ?peer,
+                            closed = n,
+                            "closed new connections at once: the server is out of descriptors \
+                             ({e}), held by something beyond its budget (an open-file limit \
+                             given to the server above the process's own?)"
+                        );
+                    }
+                } else {
+                    warn!("accept failed: {e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
             Err(e) => {
-                // Out of file descriptors or similar: back off instead of spinning.
+                // Something else wrong with the listener: back off instead of spinning.
                 warn!("accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
     }
+}
+
+/// Out of descriptors, with the spare given up: takes the connection waiting and closes it,
+/// so its client hears at once (a reset) instead of waiting in the backlog until it gives up.
+fn close_one(l: &std::net::TcpListener) -> Option<SocketAddr> {
+    accept(l).ok().map(|(_, peer)| peer)
 }
 
 /// How long the accepting thread waits for a new connection's first bytes before handing it
@@ -583,29 +662,25 @@ fn is_transient(e: &std::io::Error) -> bool {
     )
 }
 
-/// Connections refused for want of a handshake slot, logged at most once a second.
+/// Counts events logged at most once a second (connections refused for want of a handshake
+/// slot or a descriptor): a flood must not flood the log.
 #[derive(Debug, Default)]
-struct TurnedAway {
+struct Throttled {
     since_log: u64,
     last_log: Option<Instant>,
 }
 
-impl TurnedAway {
-    fn note(&mut self, peer: SocketAddr, max: usize) {
+impl Throttled {
+    /// Counts one; when a line is due, how many it covers.
+    fn due(&mut self) -> Option<u64> {
         self.since_log += 1;
         if self
             .last_log
-            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
         {
-            warn!(
-                %peer,
-                refused = self.since_log,
-                "refused new connections (control connections are told the server is busy): \
-                 {max} are still in their handshake (--max-handshakes); a flood of silent \
-                 connections, or a limit set too low"
-            );
-            self.since_log = 0;
-            self.last_log = Some(Instant::now());
+            return None;
         }
+        self.last_log = Some(Instant::now());
+        Some(std::mem::take(&mut self.since_log))
     }
 }

@@ -34,6 +34,19 @@ struct Route {
     tx: mpsc::Sender<DataConn>,
     /// Straight to the workers, for connections with ids below the bound.
     direct: Option<(Arc<Handoff>, u32)>,
+    outsiders: Arc<Outsiders>,
+}
+
+/// Data connections that named a test but came from outside `--allow`, so the test can tell
+/// its client why its connections are missing instead of leaving it to guess.
+#[derive(Debug, Default)]
+pub(crate) struct Outsiders {
+    /// How many, and the first one's address.
+    seen: Mutex<(u64, Option<SocketAddr>)>,
+    /// Raised by one whose greeting carries the session key's proof: the client's own, so
+    /// the test can end now. Without a key anyone who read the cookie could send one, and
+    /// the test only mentions them if its connections do not arrive.
+    proven: tokio::sync::Notify,
 }
 
 /// Removes its cookie from the registry when dropped.
@@ -41,6 +54,7 @@ struct Route {
 pub(crate) struct Registration {
     registry: Arc<Registry>,
     cookie: Cookie,
+    outsiders: Arc<Outsiders>,
 }
 
 /// Why a data connection was not attached.
@@ -93,16 +107,19 @@ impl Registry {
                 break c;
             }
         };
+        let outsiders = Arc::new(Outsiders::default());
         let route = Route {
             gate: Arc::new(gate),
             tx,
             direct: None,
+            outsiders: Arc::clone(&outsiders),
         };
         tests.insert(cookie, route);
         Ok((
             Registration {
                 registry: Arc::clone(self),
                 cookie,
+                outsiders,
             },
             cookie,
             rx,
@@ -142,7 +159,59 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// Notes a data connection from `peer`, outside `--allow`, that greeted with `hello`:
+    /// its test learns of it, unless its greeting fails the test's key.
+    pub(crate) fn note_outsider(&self, hello: &DataHello, peer: SocketAddr) {
+        let route = {
+            let tests = self.tests.lock().unwrap_or_else(PoisonError::into_inner);
+            match tests.get(&hello.cookie) {
+                Some(r) => r.clone(),
+                None => return,
+            }
+        };
+        let proven = match route.gate.proves(hello) {
+            Some(false) => return,
+            Some(true) => true,
+            None => false,
+        };
+        {
+            let mut seen = route
+                .outsiders
+                .seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            seen.0 += 1;
+            seen.1.get_or_insert(peer);
+        }
+        if proven {
+            route.outsiders.proven.notify_one();
+        }
+    }
+}
+
 impl Registration {
+    /// Resolves when a data connection carrying the session key's proof was refused for
+    /// coming from outside `--allow`; its address.
+    pub(crate) async fn outsider_proven(&self) -> SocketAddr {
+        loop {
+            self.outsiders.proven.notified().await;
+            if let (_, Some(a)) = self.outsiders_seen() {
+                return a;
+            }
+        }
+    }
+
+    /// Data connections refused so far for coming from outside `--allow`, and the first's
+    /// address.
+    pub(crate) fn outsiders_seen(&self) -> (u64, Option<SocketAddr>) {
+        *self
+            .outsiders
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// From now on, connections naming a flow below `flows` go straight to `handoff`.
     pub(crate) fn route_directly(&self, handoff: Arc<Handoff>, flows: u32) {
         let mut tests = self

@@ -41,7 +41,9 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, rr_spec: &RrSpec) -> Sessi
         return SessionEnd::Other;
     };
     let end = test.run(rr_spec).await;
-    test.stop().await.report(&end, spec).await
+    // A test the server ends having measured it: the client stops its flows first.
+    let told = end.sends_results_after_error() && test.t.end_before_results(&end).await;
+    test.stop().await.report(&end, told, spec).await
 }
 
 /// Worker threads with the test's persistent connections, and where they report.
@@ -286,7 +288,7 @@ impl Answering {
                 _ = idle_tick.tick(), if check_idle => {
                     let progress = self.workers.control.activity.load(std::sync::atomic::Ordering::Relaxed);
                     if idle.stalled(progress, idle_limit) {
-                        return TestEnd::ClientGone(format!("no request arrived for {idle_limit:?}"));
+                        return TestEnd::Idle(format!("no request arrived for {idle_limit:?}"));
                     }
                 }
                 _ = tokio::time::sleep_until(hard_stop.into()) => return TestEnd::Overran,
@@ -411,12 +413,22 @@ struct Stopped {
 }
 
 impl Stopped {
-    /// Sends the last interval and the results when the client finished the test (the test's
-    /// place given back first), or tells it why not; then the log line.
-    async fn report(mut self, end: &TestEnd, spec: &TestSpec) -> SessionEnd {
+    /// Sends the last interval and the results when the client finished the test, or the
+    /// server ended it and `told` the client so (the test's place given back first), or tells
+    /// it why not; then the log line.
+    async fn report(mut self, end: &TestEnd, told: bool, spec: &TestSpec) -> SessionEnd {
         let transactions: u64 = self.acc.flows.iter().map(|f| f.transactions).sum();
         let mut checked = true;
-        if matches!(end, TestEnd::Finished { .. }) {
+        let results = match end {
+            TestEnd::Finished { .. } => true,
+            // Shutting down or idle: the client was told why before the workers stopped.
+            _ if end.sends_results_after_error() => told,
+            _ => {
+                self.t.tell_end(end).await;
+                false
+            }
+        };
+        if results {
             if self.reports_intervals {
                 let _ = self.t.send(&Message::RrInterval(self.last_iv)).await;
             }
@@ -447,8 +459,6 @@ impl Stopped {
                     checked = false;
                 }
             }
-        } else {
-            self.t.tell_end(end).await;
         }
         let elapsed = self.start.elapsed();
         if self.held_s > 0.0 {

@@ -20,10 +20,11 @@ use tokio::sync::mpsc;
 use tracing::info;
 
 use super::Ctx;
-use super::admission::{RunningGuard, admit, try_running_guard};
+use super::admission::{RunningGuard, admit, need, try_running_guard};
 use super::conn::HandshakeSlot;
 use super::gate::{Claims, Gate};
 use super::metrics;
+use super::peer_text::bounded;
 use super::registry::{DataConn, Registration};
 use super::test::Test;
 use crate::auth::{DATA_TAG_LEN, DataTag, Nonce, SessionKey};
@@ -113,6 +114,7 @@ impl Conn {
             code,
             message: msg.into(),
             max_flows,
+            results_follow: false,
         });
         let _ = proto::write_message(&mut self.wr, &msg).await;
         Closed
@@ -158,10 +160,7 @@ impl Greeting {
         let (peer, limit) = (conn.peer, conn.ctx.limits.handshake_timeout);
         let (client, client_nonce) = match conn.rd.next_within(limit).await {
             // The name goes into the log: at most 64 characters of it, escaped.
-            Ok(Some(Message::Hello(h))) => {
-                let name: String = h.software.chars().take(64).collect();
-                (name.escape_debug().to_string(), h.nonce)
-            }
+            Ok(Some(Message::Hello(h))) => (bounded(&h.software, 64), h.nonce),
             other => {
                 info!(%peer, "dropped a control connection without a valid hello: {}", describe(other));
                 return Err(Closed);
@@ -217,6 +216,7 @@ impl Greeted {
         let spec = match conn.rd.next_within(conn.ctx.limits.handshake_timeout).await {
             Ok(Some(Message::Start(spec))) => *spec,
             Err(ProtoError::Malformed(why)) => {
+                let why = bounded(&why, 200);
                 info!(%peer, client = %client, "refused an unreadable test request: {why}");
                 let msg = format!("cannot read the test request: {why}");
                 return Err(conn.refuse(ErrorCode::BadRequest, msg).await);
@@ -226,8 +226,6 @@ impl Greeted {
                 return Err(Closed);
             }
         };
-        // The handshake is over; the test limits take it from here.
-        drop(slot);
         if let Err((code, reason)) = admit(&spec, &conn.ctx) {
             info!(%peer, client = %client, "refused a test: {reason}");
             let max_flows = match &spec.workload {
@@ -238,7 +236,11 @@ impl Greeted {
             };
             return Err(conn.refuse_with(code, reason, max_flows).await);
         }
-        match try_running_guard(&conn.ctx, peer.ip()) {
+        let running = try_running_guard(&conn.ctx, peer.ip(), need(&spec));
+        // The handshake is over; the control connection's descriptor is the test's from here
+        // (or, refused, about to close).
+        drop(slot);
+        match running {
             Ok(running) => Ok(Admitted {
                 conn,
                 client,
@@ -277,10 +279,11 @@ impl Admitted {
         // A UDP test's sockets pass a gate of their own; its TCP gate has no ids, so a data
         // connection with its cookie is refused.
         let key_for_udp = key.clone();
-        // --crr connections keep arriving while the test runs; leave room for a burst of them.
+        // --crr connections arrive while the test runs, straight to its workers once it starts;
+        // a client opens none before, so only a few may wait (each holds a descriptor).
         let (capacity, gate) = match spec.as_rr() {
             Some(r) if r.connect_per_transaction => (
-                r.flows.as_usize() * 2 + 64,
+                super::budget::CRR_EARLY as usize,
                 Gate::new(key, r.flows.get(), Claims::PerTransaction),
             ),
             // A UDP flow's socket passes a gate of its own, as a UDP stream's does.
@@ -375,6 +378,18 @@ impl Collecting {
         while self.conns.len() + self.missing.len() < self.expected {
             let arrived = tokio::select! {
                 r = tokio::time::timeout_at(deadline.into(), self.data.recv()) => r,
+                from = self.registration.outsider_proven() => {
+                    let msg = format!(
+                        "the server refused a data connection of this test from {}: that \
+                         address is not in its --allow list (the control connection's {} is); \
+                         open the data connections from allowed addresses (-B), or ask the \
+                         operator to allow it",
+                        from.ip().to_canonical(),
+                        self.conn.peer.ip().to_canonical()
+                    );
+                    info!(peer = %self.conn.peer, "aborted a test: {msg}");
+                    return Err(self.conn.refuse(ErrorCode::Forbidden, msg).await);
+                }
                 msg = self.conn.rd.next() => {
                     if let Ok(Some(Message::Missing(m))) = msg {
                         self.without(m).await?;
@@ -435,6 +450,7 @@ impl Collecting {
             data,
             registration,
             running: Some(running),
+            control: None,
             udp,
         };
         Ok((test, spec))
@@ -555,11 +571,24 @@ impl Collecting {
         Ok(())
     }
 
-    /// Ends a test whose data connections did not all arrive in time.
+    /// Ends a test whose data connections did not all arrive in time, saying what the server
+    /// knows of the rest.
     async fn timed_out(self, limit: Duration) -> Closed {
+        let why = match self.registration.outsiders_seen() {
+            (0, _) | (_, None) => "the others did not reach this server, or not as this test's: \
+                 something between client and server (a firewall, a NAT, a connection limit) \
+                 dropping or refusing new connections, or the server's queue of new connections \
+                 overflowing"
+                .to_owned(),
+            (n, Some(from)) => format!(
+                "the server refused {n} connection(s) naming this test from outside its --allow \
+                 list (the first from {}); open them from allowed addresses (-B), or ask the \
+                 operator to allow it",
+                from.ip().to_canonical()
+            ),
+        };
         let msg = format!(
-            "only {} of {} data connections arrived within {limit:?}; is something between \
-             client and server dropping new connections?",
+            "only {} of {} data connections arrived within {limit:?}; {why}",
             self.conns.len(),
             self.expected
         );
@@ -573,6 +602,7 @@ pub(super) fn describe(m: Result<Option<Message>, proto::ProtoError>) -> String 
     match m {
         Ok(None) => "it closed the connection".into(),
         Ok(Some(m)) => format!("`{}` message out of order", m.kind()),
-        Err(e) => e.to_string(),
+        // A parse error may quote what the peer sent.
+        Err(e) => bounded(&e.to_string(), 200),
     }
 }

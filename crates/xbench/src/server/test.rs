@@ -17,6 +17,7 @@ use tracing::info;
 
 use super::Ctx;
 use super::admission::RunningGuard;
+use super::budget::Reservation;
 use super::metrics::TestMetrics;
 use super::registry::{DataConn, Registration};
 use super::session::{SessionEnd, describe};
@@ -26,8 +27,13 @@ use crate::proto::{self, ErrorCode, ErrorMsg, Message, MessageReader, Tally};
 /// Why a test ended, for the log line.
 #[derive(Debug)]
 pub(super) enum TestEnd {
-    Finished { interrupted: bool },
+    Finished {
+        interrupted: bool,
+    },
     ClientGone(String),
+    /// Nothing moved for the idle timeout (why, in words): the client stalled, or left
+    /// without closing.
+    Idle(String),
     Overran,
     ShuttingDown,
 }
@@ -39,9 +45,17 @@ impl TestEnd {
             TestEnd::Finished { interrupted: false } => "completed",
             TestEnd::Finished { interrupted: true } => "interrupted",
             TestEnd::ClientGone(_) => "client_gone",
+            TestEnd::Idle(_) => "idle",
             TestEnd::Overran => "overran",
             TestEnd::ShuttingDown => "shutdown",
         }
+    }
+
+    /// A test the server itself ended having measured it (shutting down, or idle): it says
+    /// why, then sends its results as after the client's `Finish`, so a client still there
+    /// reports what was measured rather than nothing.
+    pub(super) fn sends_results_after_error(&self) -> bool {
+        matches!(self, TestEnd::Idle(_) | TestEnd::ShuttingDown)
     }
 }
 
@@ -61,8 +75,11 @@ pub(super) struct Test {
     pub(super) data: mpsc::Receiver<DataConn>,
     /// The test's cookie in the registry, for as long as the test runs.
     pub(super) registration: Registration,
-    /// The test's place in `--max-tests` and `--max-tests-per-client`.
+    /// The test's place in `--max-tests` and `--max-tests-per-client`, and what it reserved
+    /// of the server's budget.
     pub(super) running: Option<RunningGuard>,
+    /// Once the results are out, the control connection's descriptor alone.
+    pub(super) control: Option<Reservation>,
     /// A UDP test's sockets, each connected to the address that proved it is the client's.
     pub(super) udp: Vec<super::udp::UdpConn>,
     /// The test's place in the server's counters (`--metrics`).
@@ -78,7 +95,12 @@ impl Test {
     /// misbehaves; the test's figures then go unchecked against the client's, and a warning
     /// says so. Without it the log line of such a test read like that of a checked one.
     pub(super) async fn tally(&mut self) -> Option<Tally> {
-        let why = match self.rd.next_within(Duration::from_secs(5)).await {
+        let mut next = self.rd.next_within(Duration::from_secs(5)).await;
+        if matches!(next, Ok(Some(Message::Finish(_)))) {
+            // The client's goodbye to a test the server ended (and sent results for) first.
+            next = self.rd.next_within(Duration::from_secs(5)).await;
+        }
+        let why = match next {
             Ok(Some(Message::Tally(t))) => return Some(t),
             Ok(Some(other)) => format!("it sent `{}` instead", other.kind()),
             Ok(None) => "it closed the control connection first".to_owned(),
@@ -105,7 +127,9 @@ impl Test {
     /// Sends the final results, giving the test's slot back first: a client that starts its
     /// next test the moment it has these (a sweep) must find the slot free.
     pub(super) async fn send_results(&mut self, msg: &Message) {
-        self.running = None;
+        if let Some(r) = self.running.take() {
+            self.control = Some(r.into_control());
+        }
         let _ = self.send(msg).await;
     }
 
@@ -124,8 +148,29 @@ impl Test {
     }
 
     /// Tells the client its test is over early, and why (nothing to say if it left).
-    pub(super) async fn tell_end(&mut self, end: &TestEnd) {
-        let (code, msg) = match end {
+    /// Whether it was sent.
+    pub(super) async fn tell_end(&mut self, end: &TestEnd) -> bool {
+        self.tell(end, false).await
+    }
+
+    /// Ends a test the server ended having measured it
+    /// ([`TestEnd::sends_results_after_error`]): says why, results to follow, and waits (2 s
+    /// at most) for the client's `Finish`, so that its streams stop before ours close under
+    /// them (its senders would meet a broken pipe, its request/response flows a connection
+    /// closed mid-transaction). Whether the client could be told.
+    pub(super) async fn end_before_results(&mut self, end: &TestEnd) -> bool {
+        if !self.tell(end, true).await {
+            return false;
+        }
+        // An idle client moves nothing, and may not answer at all.
+        if !matches!(end, TestEnd::Idle(_)) {
+            let _ = self.rd.next_within(Duration::from_secs(2)).await;
+        }
+        true
+    }
+
+    async fn tell(&mut self, end: &TestEnd, results_follow: bool) -> bool {
+        let (code, message) = match end {
             TestEnd::Overran => (
                 ErrorCode::Timeout,
                 format!(
@@ -137,9 +182,19 @@ impl Test {
                 ErrorCode::ShuttingDown,
                 "the server is shutting down".to_owned(),
             ),
-            _ => return,
+            TestEnd::Idle(why) => (
+                ErrorCode::Timeout,
+                format!("{why} (the server's --idle-timeout); the server ended the test"),
+            ),
+            _ => return false,
         };
-        let _ = self.send(&ErrorMsg::message(code, msg)).await;
+        let msg = Message::Error(ErrorMsg {
+            code,
+            message,
+            max_flows: None,
+            results_follow,
+        });
+        self.send(&msg).await.is_ok()
     }
 
     /// Refuses the test after admission (a socket the kernel would not configure, no threads).
@@ -220,6 +275,7 @@ pub(super) fn log_test(
         TestEnd::Finished { interrupted: false } => "completed".to_owned(),
         TestEnd::Finished { interrupted: true } => "interrupted by the client".to_owned(),
         TestEnd::ClientGone(why) => format!("client vanished: {why}"),
+        TestEnd::Idle(why) => format!("ended idle: {why}"),
         TestEnd::Overran => "overran its duration".to_owned(),
         TestEnd::ShuttingDown => "cut short by shutdown".to_owned(),
     };
