@@ -259,6 +259,33 @@ fn metrics_agree_with_the_tests_own_figures() {
     assert_eq!(get(&addr, "/", "*/*").0, "HTTP/1.1 404 Not Found");
 }
 
+/// A connection the handshake budget turns away (`--max-handshakes`, one address's share, the
+/// descriptor pool: `budget::Busy`) is a failed handshake, reason `busy`.
+#[test]
+fn a_connection_the_handshake_budget_refuses_counts_as_busy() {
+    let server = ServerProc::start(&["--max-handshakes", "1", "--max-flows", "1"]);
+    let target = format!("127.0.0.1:{}", server.port);
+    // Silent, so it holds the one slot for the handshake timeout (10 s); the second finds
+    // none.
+    let _holder = TcpStream::connect(&target).unwrap();
+    let mut refused = TcpStream::connect(&target).unwrap();
+    refused
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    // The server closes it (a control connection would be told it is busy first).
+    let _ = refused.read_to_end(&mut Vec::new());
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = scrape(&server.metrics);
+        let busy = value(&m, "xbench_handshakes_failed_total", "reason=\"busy\"");
+        if busy >= 1.0 {
+            break;
+        }
+        assert!(Instant::now() < until, "no busy handshake counted: {m:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn metrics_are_closed_to_clients_outside_allow() {
     let server = ServerProc::start(&["--allow", "10.0.0.0/8"]);
