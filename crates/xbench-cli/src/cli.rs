@@ -409,6 +409,12 @@ pub(crate) struct ClientArgs {
     )]
     pub(crate) allow_partial_flows: bool,
 
+    /// While the test runs, probe its path's hops (rising TTLs on the test's protocol, from one
+    /// source port to the server's, a few probes a second, no root) and report each hop's
+    /// address, name, loss and RTT after the summary, as mtr's report does.
+    #[arg(long)]
+    pub(crate) trace: bool,
+
     /// Write the latency histograms as an HdrHistogram interval log to FILE, and the
     /// percentile distribution to FILE.hgrm.
     #[arg(

@@ -1617,6 +1617,7 @@ mod tests {
             },
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Throughput(vec![DirectionResult {
                 direction: StreamDirection::ClientToServer,
                 bits_per_second: mbps * 1e6,
@@ -1688,6 +1689,7 @@ mod tests {
             key: CellKey::of_spec(&xbench::config::TestSpec::request_response()),
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Rr(RrResult {
                 transactions_per_second: 1000.0,
                 p50_us: 22.0,
@@ -1985,6 +1987,7 @@ mod tests {
             key: CellKey::of_spec(&spec),
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Udp(vec![crate::run::UdpResult {
                 direction: StreamDirection::ClientToServer,
                 offered_bps: Some(mbps as f64 * 1e6),

@@ -32,6 +32,7 @@
 //!     key: CellKey::of_spec(&xbench::config::TestSpec::throughput()),
 //!     started_at: String::new(),
 //!     length_s: Some(10.0),
+//!     facts: Default::default(),
 //!     measure: Measure::Throughput(vec![DirectionResult {
 //!         direction: StreamDirection::ClientToServer,
 //!         bits_per_second: mbps * 1e6,
@@ -66,6 +67,7 @@ pub mod hypothesis;
 pub mod iperf3;
 pub mod layout;
 pub mod load;
+pub mod paths;
 pub mod render;
 pub mod run;
 pub mod stats;

@@ -371,6 +371,7 @@ mod tests {
 
     fn tp(label: &str, p: u16, mbps: f64) -> Run {
         Run {
+            facts: Default::default(),
             path: PathBuf::new(),
             label: label.into(),
             key: CellKey {
@@ -469,6 +470,7 @@ mod tests {
 
     fn rr(label: &str, p50: f64) -> Run {
         Run {
+            facts: Default::default(),
             path: PathBuf::new(),
             label: label.into(),
             key: CellKey::of_spec(&TestSpec::request_response()),
@@ -514,6 +516,7 @@ mod tests {
             });
         }
         Run {
+            facts: Default::default(),
             path: PathBuf::new(),
             label: label.into(),
             key: CellKey::of_spec(&spec),

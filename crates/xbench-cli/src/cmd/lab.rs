@@ -195,6 +195,9 @@ fn suite(a: &RunArgs, target: &Target, label: &str) -> Vec<Case> {
         ..SweepPlan::new(target.clone(), spec, label)
     };
     let mut throughput = sweep(spec.clone());
+    // The throughput runs probe their path's hops too: each report says which routers it
+    // crossed and where the delay sits (issue 33). A few probes a second change no rate.
+    throughput.target.trace = true;
     throughput.streams = a.streams.clone();
     throughput.spec.socket.window = a.window.map(|w| w.0);
     let mut cases = vec![Case {
@@ -623,6 +626,7 @@ mod tests {
                 "198.18.0.2",
                 "-p",
                 "5202",
+                "--trace",
                 "--label=transit",
                 "-P",
                 "1,8",

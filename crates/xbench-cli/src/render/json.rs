@@ -1,11 +1,14 @@
 //! `--json` (one document at the end) and `--json-stream` (one event per line as it happens).
 //!
 //! Stream events: `{"event":"start",…}`, `{"event":"interval","interval":{…}}` (or
-//! `rr_interval` for request/response tests, `udp_interval` for UDP tests), `{"event":"warning",…}` and
+//! `rr_interval` for request/response tests, `udp_interval` for UDP tests; after it, `interface` with what the client's network
+//! interface counted), `{"event":"warning",…}` and
 //! a final `{"event":"end","report":{…}}` whose report is the `--json` document.
 
 use serde::Serialize;
-use xbench::report::{Interval, PeerInfo, RrInterval, StreamInfo, TestReport, UdpInterval};
+use xbench::report::{
+    InterfaceInterval, Interval, PeerInfo, RrInterval, StreamInfo, TestReport, UdpInterval,
+};
 
 /// One line of `--json-stream`.
 #[derive(Debug, Serialize)]
@@ -24,6 +27,10 @@ pub(crate) enum Event<'a> {
     },
     UdpInterval {
         interval: &'a UdpInterval,
+    },
+    /// What the client's interface counted in an interval (issue 33).
+    Interface {
+        interval: &'a InterfaceInterval,
     },
     Warning {
         message: &'a str,

@@ -10,6 +10,7 @@ use crate::run::{DirectionResult, Measure, TimelinePoint};
 
 fn tp(label: &str, p: u16, mbps: f64, i: usize) -> Run {
     Run {
+        facts: Default::default(),
         path: PathBuf::new(),
         label: label.into(),
         key: CellKey {

@@ -293,6 +293,8 @@ pub(crate) async fn run(
         cpu,
         outcome,
         warnings,
+        hosts: None,
+        trace: None,
     })
 }
 

@@ -253,6 +253,8 @@ pub(super) async fn run(
         cpu,
         outcome,
         warnings,
+        hosts: None,
+        trace: None,
     })
 }
 

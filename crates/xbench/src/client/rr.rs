@@ -676,7 +676,7 @@ impl Collected<'_> {
             missing_why,
         } = self;
         let Test {
-            session,
+            mut session,
             config,
             acc,
             mut warnings,

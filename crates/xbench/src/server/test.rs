@@ -22,6 +22,7 @@ use super::metrics::TestMetrics;
 use super::registry::{DataConn, Registration};
 use super::session::{SessionEnd, describe};
 use crate::config::{EndCondition, TestSpec, Workload};
+use crate::host::Monitor;
 use crate::proto::{self, ErrorCode, ErrorMsg, Message, MessageReader, Tally};
 
 /// Why a test ended, for the log line.
@@ -84,6 +85,8 @@ pub(super) struct Test {
     pub(super) udp: Vec<super::udp::UdpConn>,
     /// The test's place in the server's counters (`--metrics`).
     pub(super) metrics: TestMetrics,
+    /// Reads our interface over the test, for a client that reads [`Message::Host`].
+    pub(super) host: Option<Monitor>,
 }
 
 impl Test {
@@ -129,6 +132,20 @@ impl Test {
     pub(super) async fn send_results(&mut self, msg: &Message) {
         if let Some(r) = self.running.take() {
             self.control = Some(r.into_control());
+        }
+        if let Some(m) = self.host.take() {
+            let mut report = m.finish();
+            let mut host = Message::Host(Box::new(report.clone()));
+            // An hours-long test's intervals can outgrow one message: send the totals.
+            if proto::frame::encode(&host).is_err()
+                && let Some(i) = report.interface.as_mut()
+            {
+                i.intervals.clear();
+                report.error =
+                    Some("per-interval counts left out: too many for one message".into());
+                host = Message::Host(Box::new(report));
+            }
+            let _ = self.send(&host).await;
         }
         let _ = self.send(msg).await;
     }
