@@ -23,6 +23,7 @@ use super::Ctx;
 use super::admission::{RunningGuard, admit, need, try_running_guard};
 use super::conn::HandshakeSlot;
 use super::gate::{Claims, Gate};
+use super::metrics;
 use super::peer_text::bounded;
 use super::registry::{DataConn, Registration};
 use super::test::Test;
@@ -99,6 +100,19 @@ impl Conn {
         msg: impl Into<String>,
         max_flows: Option<u32>,
     ) -> Closed {
+        // A refusal before the test request is a failed handshake; after it, a refused test.
+        let m = &self.ctx.metrics;
+        match code {
+            ErrorCode::VersionMismatch => m.handshake_failed("version"),
+            ErrorCode::AuthFailed => m.handshake_failed("auth"),
+            ErrorCode::Forbidden => m.handshake_failed("forbidden"),
+            ErrorCode::Timeout => m.handshake_failed("timeout"),
+            ErrorCode::BadRequest => m.refused("bad_request"),
+            ErrorCode::LimitExceeded => m.refused("limit"),
+            ErrorCode::ServerError => m.refused("server_error"),
+            ErrorCode::ShuttingDown => m.refused("shutting_down"),
+            ErrorCode::Unknown => m.refused("other"),
+        }
         let msg = Message::Error(ErrorMsg {
             code,
             message: msg.into(),
@@ -428,12 +442,21 @@ impl Collecting {
             greetings,
             ..
         } = self;
+        let kind = match &spec.workload {
+            Workload::Throughput(t) if t.udp.is_some() => metrics::Kind::Udp,
+            Workload::Throughput(_) => metrics::Kind::Tcp,
+            Workload::RequestResponse(_) => metrics::Kind::Rr,
+        };
         // Our interface, read over the test for a client that reads the report.
         let host = match (conn.reads_host, conn.wr.local_addr()) {
             (true, Ok(local)) => Some(Monitor::start(local.ip(), conn.peer.ip(), spec.interval)),
             _ => None,
         };
         let test = Test {
+            metrics: conn
+                .ctx
+                .metrics
+                .test_started(metrics::Protocol::Xbench, kind),
             peer: conn.peer,
             client,
             ctx: conn.ctx,
