@@ -163,13 +163,58 @@ pub enum BinaryError {
     },
 }
 
-/// Where `xbench` is by default: beside the running `xbench-deploy` (both are installed
-/// together by `cargo install`, and built together in `target/`).
+/// Where `xbench` is by default: the first that exists of [`candidates`] (beside the running
+/// `xbench-deploy`, the other build profile's `target/` directory, a static musl build, then
+/// `PATH`), else beside `xbench-deploy` (which then is reported missing, with the places
+/// looked in).
 pub fn default_path() -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("xbench")))
+    let list = candidates();
+    list.iter()
+        .find(|p| p.is_file())
+        .or(list.first())
+        .cloned()
         .unwrap_or_else(|| PathBuf::from("xbench"))
+}
+
+/// Where a user's `xbench` may be, in the order [`default_path`] tries: beside
+/// `xbench-deploy` (`cargo install` puts both in one directory; one build puts both in one
+/// `target/<profile>/`); in `target/` of the same tree a release build
+/// (`target/release/xbench`), a static one (`target/x86_64-unknown-linux-musl/release/xbench`,
+/// what the hosts' glibc cannot refuse) and a debug one — a debug `xbench-deploy` beside a
+/// release `xbench` is usual; and `xbench` on `PATH`.
+pub fn candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let exe = std::env::current_exe().ok();
+    let dir = exe.as_deref().and_then(Path::parent);
+    if let Some(d) = dir {
+        out.push(d.join("xbench"));
+        // target/<profile>/xbench-deploy, or target/<profile>/deps/<test binary>.
+        let target = d
+            .ancestors()
+            .find(|a| a.file_name().is_some_and(|n| n == "target"));
+        if let Some(t) = target {
+            for sub in [
+                "release",
+                "x86_64-unknown-linux-musl/release",
+                "aarch64-unknown-linux-musl/release",
+                "debug",
+            ] {
+                let p = t.join(sub).join("xbench");
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for d in std::env::split_paths(&paths) {
+            let p = d.join("xbench");
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 impl XbenchBinary {

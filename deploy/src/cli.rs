@@ -48,6 +48,10 @@ pub(crate) struct Common {
     #[arg(long, global = true, hide = true, default_value_t = 5000)]
     pub(crate) poll_ms: u64,
 
+    /// Milliseconds of the SDK's first back-off after a throttled call (tests use a few).
+    #[arg(long, global = true, hide = true, default_value_t = 1000)]
+    pub(crate) retry_backoff_ms: u64,
+
     /// Seconds to wait for one AWS state change before giving up.
     #[arg(long, global = true, hide = true, default_value_t = 1200)]
     pub(crate) wait_secs: u64,
@@ -69,6 +73,9 @@ pub(crate) enum Command {
     Down(DownArgs),
     /// Delete every xbench-tagged run past its deletion-due time, in every region.
     Gc(GcArgs),
+    /// Print the minimal IAM policy the operator needs for a scenario (or, with --hosts, the
+    /// hosts' own policy, for an instance profile of yours).
+    Policy(PolicyArgs),
     /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
     /// Print the manual page (roff), or write every page to a directory with --dir.
@@ -135,6 +142,28 @@ pub(crate) struct SuiteArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct PolicyArgs {
+    /// Scenario file (TOML).
+    pub(crate) file: PathBuf,
+    /// The operator's policy for `up --instance-profile` (no role creation; PassRole on yours).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) instance_profile: Option<String>,
+    /// Print the hosts' policy instead: what the role of your --instance-profile must allow
+    /// (the SSM agent, the runs' keys and binaries).
+    #[arg(long)]
+    pub(crate) hosts: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ProfileArgs {
+    /// Launch the hosts with this existing instance profile instead of making a role (for
+    /// accounts whose SCPs forbid iam:CreateRole or require permission boundaries); its role
+    /// needs what `xbench-deploy policy --hosts FILE` prints.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) instance_profile: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct UpArgs {
     /// Scenario file (TOML).
     pub(crate) file: PathBuf,
@@ -154,6 +183,8 @@ pub(crate) struct UpArgs {
     pub(crate) binary: BinaryArgs,
     #[command(flatten)]
     pub(crate) ready: ReadyArgs,
+    #[command(flatten)]
+    pub(crate) profile: ProfileArgs,
 }
 
 #[derive(Debug, Args)]
@@ -228,6 +259,8 @@ pub(crate) struct AllArgs {
     pub(crate) report: ReportArgs,
     #[command(flatten)]
     pub(crate) ready: ReadyArgs,
+    #[command(flatten)]
+    pub(crate) profile: ProfileArgs,
 }
 
 fn positive_duration(s: &str) -> Result<Duration, String> {

@@ -21,7 +21,8 @@ use xbench_deploy::state::{Outputs, RunId, StateDir, parse_time, write_json};
 use xbench_deploy::{Deployer, Error, Plan, Scenario, Suite};
 
 use crate::cli::{
-    AllArgs, BinaryArgs, Common, DownArgs, GcArgs, PlanArgs, ReadyArgs, RunArgs, SuiteArgs, UpArgs,
+    AllArgs, BinaryArgs, Common, DownArgs, GcArgs, PlanArgs, PolicyArgs, ReadyArgs, RunArgs,
+    SuiteArgs, UpArgs,
 };
 use crate::exit::{BadInput, Exit};
 use crate::render::{self, BinaryNote};
@@ -42,6 +43,8 @@ async fn deployer(c: &Common, ready: Option<&ReadyArgs>) -> Result<Deployer> {
         endpoint_url: c.endpoint_url.clone(),
         profile: c.profile.clone(),
         static_credentials: None,
+        retry_backoff: Some(Duration::from_millis(c.retry_backoff_ms)),
+        tls_only_buckets: None,
     };
     let aws = Aws::connect(&settings).await.context("connecting to AWS")?;
     let timing = Timing {
@@ -263,6 +266,7 @@ pub(crate) async fn up(c: &Common, a: UpArgs) -> Result<Exit> {
         keep_on_failure: a.keep,
         now: SystemTime::now(),
         xbench,
+        instance_profile: a.profile.instance_profile.clone(),
     };
     let stop = Interrupts::new("deleting what was created", ABANDONED_TEARDOWN);
     let outputs = d
@@ -440,6 +444,7 @@ pub(crate) async fn all(c: &Common, a: AllArgs) -> Result<Exit> {
     let opts = UpOptions {
         keep_on_failure: a.keep,
         xbench,
+        instance_profile: a.profile.instance_profile.clone(),
         ..UpOptions::default()
     };
     let outputs = d
@@ -489,15 +494,40 @@ pub(crate) async fn all(c: &Common, a: AllArgs) -> Result<Exit> {
     }
 }
 
-#[allow(clippy::print_stdout)]
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub(crate) async fn down(c: &Common, a: DownArgs) -> Result<Exit> {
     let run: RunId = a.run_id.parse()?;
     let d = deployer(c, None).await?;
     let report = d
-        .down(&run, &a.regions)
+        .down_report(&run, &a.regions)
         .await
         .with_context(|| format!("down {run}"))?;
     print!("{}", render::down(run.as_str(), &report));
+    if report.left.is_empty() {
+        return Ok(Exit::Success);
+    }
+    for n in report.notes.iter().filter(|n| n.starts_with("failed: ")) {
+        eprintln!("xbench-deploy: down {run}: {}", &n["failed: ".len()..]);
+    }
+    eprintln!(
+        "xbench-deploy: down {run}: {} thing(s) left (listed above); run `xbench-deploy down {run}` again to finish (what AWS is still deleting may only need time)",
+        report.left.len()
+    );
+    Ok(Exit::Failure)
+}
+
+/// The operator's minimal policy for a scenario (or the hosts' policy), as JSON: derived from
+/// the table of every call the code makes ([`xbench_deploy::policy::CALLS`]).
+#[allow(clippy::print_stdout)]
+pub(crate) fn policy(a: PolicyArgs) -> Result<Exit> {
+    let (_scenario, plan) = load(&a.file, None)?;
+    let doc = if a.hosts {
+        xbench_deploy::policy::host_policy(None)
+    } else {
+        let f = xbench_deploy::policy::Features::of(&plan, a.instance_profile.is_some());
+        xbench_deploy::policy::operator_policy(&f)
+    };
+    println!("{}", serde_json::to_string_pretty(&doc)?);
     Ok(Exit::Success)
 }
 

@@ -35,6 +35,28 @@ pub struct PriceTable {
     pub per_gb: BTreeMap<String, f64>,
     /// Region → instance type → hourly price.
     pub instance_hourly: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Source region → per-GB price of data out to another region, where it differs from
+    /// `per_gb.inter_region_transfer`.
+    #[serde(default)]
+    pub inter_region_from: BTreeMap<String, f64>,
+    /// Instance type → [baseline, burst] network bandwidth, Gbit/s.
+    #[serde(default)]
+    pub bandwidth_gbps: BTreeMap<String, [f64; 2]>,
+}
+
+impl PriceTable {
+    /// A per-GB price by name (`per_gb` in the table); 0 when the table lacks it.
+    pub fn per_gb(&self, name: &str) -> f64 {
+        self.per_gb.get(name).copied().unwrap_or(0.0)
+    }
+
+    /// Per GB out of `region` to another region.
+    pub fn inter_region_from(&self, region: &str) -> f64 {
+        self.inter_region_from
+            .get(region)
+            .copied()
+            .unwrap_or_else(|| self.per_gb("inter_region_transfer"))
+    }
 }
 
 impl PriceTable {

@@ -118,17 +118,20 @@ pub enum Error {
         /// Whether teardown was skipped on request (`--keep`).
         kept: bool,
     },
-    /// `down` could not delete everything.
+    /// `down` could not delete everything: what is left (or could not be looked at), each
+    /// with its region and id, so nothing billing goes unnoticed.
     #[error(
-        "run {run_id}: {count} resource(s) could not be deleted, first: {first}; run `xbench-deploy down {run_id}` again, or check the console"
+        "run {run_id}: {} thing(s) left after the teardown:\n{}\nfirst failure: {first}\nrun `xbench-deploy down {run_id}` again to finish (what AWS is still deleting may only need time), or check the console",
+        left.len(),
+        left.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
     )]
     TeardownIncomplete {
         /// The run.
         run_id: String,
-        /// How many failed.
-        count: usize,
-        /// The first failure.
-        first: Box<Error>,
+        /// `region kind id (state)` of each thing left, or of each place not searched.
+        left: Vec<String>,
+        /// The first failure on the way, in AWS's words.
+        first: String,
     },
     /// A run id that is not of the form this tool makes.
     #[error("'{0}' is not a run id (they look like xb-20250601-3fa9c0)")]
@@ -360,6 +363,59 @@ impl Error {
                 || c == "InvalidPlacementGroup.Unknown"
                 || c == "Gateway.NotAttached"
         })
+    }
+
+    /// Whether AWS refused for lack of permission.
+    pub fn is_access_denied(&self) -> bool {
+        self.aws_code().is_some_and(|c| {
+            c == "UnauthorizedOperation"
+                || c == "AccessDenied"
+                || c == "AccessDeniedException"
+                || c == "UnauthorizedAccess"
+        })
+    }
+
+    /// Whether AWS asked us to slow down (the SDK retried already; a caller that must finish
+    /// waits and tries again).
+    pub fn is_throttling(&self) -> bool {
+        self.aws_code().is_some_and(|c| {
+            matches!(
+                c,
+                "Throttling"
+                    | "ThrottlingException"
+                    | "ThrottledException"
+                    | "RequestThrottledException"
+                    | "TooManyRequestsException"
+                    | "RequestLimitExceeded"
+                    | "SlowDown"
+                    | "RequestThrottled"
+                    | "PriorRequestNotComplete"
+            )
+        })
+    }
+
+    /// Whether the failure may pass by itself: throttling, or no answer / a server-side error
+    /// from the endpoint (a region or service having trouble).
+    pub fn is_transient(&self) -> bool {
+        self.is_throttling()
+            || match self {
+                Error::Aws { code, message, .. } => {
+                    code.as_deref().is_some_and(|c| {
+                        matches!(
+                            c,
+                            "ServiceUnavailable"
+                                | "Unavailable"
+                                | "InternalError"
+                                | "InternalFailure"
+                                | "ServiceUnavailableException"
+                                | "InternalServerError"
+                                | "InternalServiceException"
+                        )
+                    }) || (code.is_none() && !message.is_empty())
+                }
+                Error::Timeout { .. } => true,
+                _ => false,
+            }
     }
 
     /// Whether AWS refused because something still depends on the resource (retry later).

@@ -98,10 +98,15 @@ fn connection(
     let name = connection_name(&vpn.path);
     let peer = &vpn.peer_host;
     let remote_addrs = peer_address.map_or_else(|| "%any".to_owned(), |a| a.to_string());
-    let (start, dpd, close) = if vpn.initiator {
-        ("start", "restart", "start")
+    // The initiator never gives up: unlimited keying tries (swanctl's default is one, after
+    // which charon abandons the tunnel for good), a dead peer restarts the tunnel, and so does
+    // a close. Its peer may not let IKE in yet when it first dials (a security-group rule
+    // naming its address added moments later, a responder still installing strongSwan), and
+    // unlike WireGuard's keepalive, IKE does not recover from that by itself.
+    let (start, dpd, close, tries) = if vpn.initiator {
+        ("start", "restart", "start", "    keyingtries = 0\n")
     } else {
-        ("none", "clear", "none")
+        ("none", "clear", "none", "")
     };
     format!(
         "# xbench-deploy: IPsec (IKEv2, pre-shared key) of vpn path {path}, this end {own_host}.\n\
@@ -112,6 +117,7 @@ fn connection(
          \x20   remote_addrs = {remote_addrs}\n\
          \x20   proposals = {IKE_PROPOSALS}\n\
          \x20   dpd_delay = 10s\n\
+         {tries}\
          {encap}\
          \x20   local {{\n\
          \x20     auth = psk\n\
@@ -266,10 +272,14 @@ mod tests {
             "local_ts = 10.1.1.0/24",
             "remote_ts = 10.2.0.0/24",
             "start_action = start",
+            "keyingtries = 0",
+            "dpd_action = restart",
+            "close_action = start",
             "version = 2",
         ] {
             assert!(client.contains(want), "{want} missing:\n{client}");
         }
+        assert!(!server.contains("keyingtries"), "{server}");
         for want in [
             "remote_addrs = %any",
             "local_ts = 10.2.0.0/24",

@@ -53,12 +53,14 @@ pub mod home;
 pub mod hybrid;
 pub mod ipsec;
 pub mod plan;
+pub mod policy;
 pub mod regions;
 pub mod run;
 pub mod scenario;
 pub mod state;
 pub mod suite;
 pub mod teardown;
+pub mod transfer;
 pub mod userdata;
 
 pub use deployer::Deployer;

@@ -39,6 +39,7 @@ fn main() {
             Command::All(a) => commands::all(&cli.common, a).await,
             Command::Down(a) => commands::down(&cli.common, a).await,
             Command::Gc(a) => commands::gc(&cli.common, a).await,
+            Command::Policy(a) => commands::policy(a),
             Command::Completions(a) => install::completions(a),
             Command::Man(a) => install::man(a),
         }

@@ -72,10 +72,29 @@ pub(crate) fn plan(
                 .get(&(region.clone(), ty.clone()))
                 .map(String::as_str)
                 .unwrap_or("?");
+            let enhanced = pre
+                .enhanced_networking
+                .get(&(region.clone(), ty.clone()))
+                .copied()
+                .unwrap_or("ENA");
             let _ = writeln!(
                 out,
-                "  {ty} in {region}: ENA yes, network {}, AMI {ami}",
+                "  {ty} in {region}: enhanced networking {enhanced}, network {}, AMI {ami}",
                 perf.as_deref().unwrap_or("unknown")
+            );
+        }
+        let mut gateways: Vec<_> = pre.gateway_amis.iter().collect();
+        gateways.sort();
+        for ((region, ty), ami) in gateways {
+            let _ = writeln!(
+                out,
+                "  IPsec gateways: {ami} ({ty} in {region}; gateway_ami = {})",
+                match &scenario.gateway_ami {
+                    xbench_deploy::scenario::AmiChoice::Ubuntu2404 => "ubuntu-24.04".to_owned(),
+                    xbench_deploy::scenario::AmiChoice::AmazonLinux2023 => "al2023".to_owned(),
+                    xbench_deploy::scenario::AmiChoice::SsmParameter(p) => format!("ssm:{p}"),
+                    xbench_deploy::scenario::AmiChoice::Id(id) => id.clone(),
+                }
             );
         }
         let mut zones: Vec<_> = pre.zones.iter().collect();
@@ -87,21 +106,31 @@ pub(crate) fn plan(
             let _ = writeln!(out, "  vCPUs in {}", q.line());
         }
     }
-    out.push_str(&cost(plan, scenario));
+    let aws_bandwidth = pre.map(|p| p.bandwidth.clone()).unwrap_or_default();
+    out.push_str(&cost(plan, scenario, &aws_bandwidth));
+    let _ = writeln!(
+        out,
+        "\nself-stop\n  every instance powers itself off at the run's deletion-due time (up + ttl_hours = {} h) on its own clock, and is launched with InstanceInitiatedShutdownBehavior=terminate: a run nobody tears down (a laptop asleep during `all`, a lost state directory) stops billing then; what bills without an instance (Transit Gateway attachments, accelerators) waits for `down` or `gc`",
+        scenario.ttl_hours
+    );
     out
 }
 
 /// The cost section: every priced line, the hourly total, over `ttl_hours`, and one run of
 /// the suite.
-fn cost(plan: &Plan, scenario: &Scenario) -> String {
+fn cost(
+    plan: &Plan,
+    scenario: &Scenario,
+    aws_bandwidth: &std::collections::BTreeMap<String, xbench_deploy::transfer::Bandwidth>,
+) -> String {
     let mut out = String::new();
     let c = &plan.cost;
     let _ = writeln!(out, "\nestimated cost (price table of {})", c.table_date);
     for l in &c.lines {
-        let unit = l
-            .unit_hourly
-            .map(|u| format!("${u:.4}/h"))
-            .unwrap_or_else(|| "unknown".into());
+        let each = l.unit_hourly.map_or_else(
+            || "at an unknown price".to_owned(),
+            |u| format!("at ${u:.4}/h = ${:.3}/h", u * f64::from(l.quantity)),
+        );
         let note = l
             .note
             .as_ref()
@@ -109,7 +138,7 @@ fn cost(plan: &Plan, scenario: &Scenario) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {:<16} {} x {:<28} {unit}{note}",
+            "  {:<16} {} x {} {each}{note}",
             l.region, l.quantity, l.item
         );
     }
@@ -117,7 +146,7 @@ fn cost(plan: &Plan, scenario: &Scenario) -> String {
     let ttl = f64::from(scenario.ttl_hours);
     let _ = writeln!(
         out,
-        "  total {at_least}${:.3} per hour; {at_least}${:.2} over ttl_hours = {} (when gc deletes the run at the latest)",
+        "  total {at_least}${:.3} per hour; {at_least}${:.2} over ttl_hours = {} (the longest the hosts can live: see below)",
         c.total_hourly,
         c.total_hourly * ttl,
         scenario.ttl_hours
@@ -125,15 +154,128 @@ fn cost(plan: &Plan, scenario: &Scenario) -> String {
     if let Some(suite) = &scenario.suite {
         let paths = runnable(plan);
         let t = suite.expected(paths);
+        let hosts = c.total_hourly * t.as_secs_f64() / 3600.0;
         let _ = writeln!(
             out,
-            "  one `run` of the suite: {} runs over {paths} path(s), about {}: {at_least}${:.2} (hosts up meanwhile; `up` and `down` add a quarter of an hour or so)",
+            "  one `run` of the suite: {} runs over {paths} path(s), about {}: hosts {at_least}${hosts:.2} (up meanwhile; `up` and `down` add a quarter of an hour or so)",
             suite.runs_per_path() * paths,
             hms(t),
-            c.total_hourly * t.as_secs_f64() / 3600.0
+        );
+        out.push_str(&data(plan, scenario, suite, aws_bandwidth, hosts));
+    }
+    out
+}
+
+/// The data section: what each path moves in one `run` and the per-GB charges it incurs.
+fn data(
+    plan: &Plan,
+    scenario: &Scenario,
+    suite: &Suite,
+    aws_bandwidth: &std::collections::BTreeMap<String, xbench_deploy::transfer::Bandwidth>,
+    hosts: f64,
+) -> String {
+    use xbench_deploy::transfer;
+    let table = xbench_deploy::cost::PriceTable::shipped().with_overrides(&scenario.prices);
+    let d = transfer::estimate(plan, scenario, suite, &table, aws_bandwidth);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  data one `run` moves (each path at its instances' baseline bandwidth; burst in brackets):"
+    );
+    for p in &d.paths {
+        let scale = if p.rate_gbps.0 > 0.0 {
+            p.rate_gbps.1 / p.rate_gbps.0
+        } else {
+            1.0
+        };
+        let gb = p.client_to_server_gb + p.server_to_client_gb;
+        let _ = writeln!(
+            out,
+            "    {:<16} {:.1} GB (client->server {:.1}, server->client {:.1}) at {:.3} Gbit/s, {} [{:.1} GB at {:.1} Gbit/s]",
+            p.path,
+            gb,
+            p.client_to_server_gb,
+            p.server_to_client_gb,
+            p.rate_gbps.0,
+            p.basis,
+            gb * scale,
+            p.rate_gbps.1
         );
     }
-    let _ = writeln!(out, "  plus per-GB charges: {}", c.per_gb_notes.join("; "));
+    for l in &d.lines {
+        let _ = writeln!(
+            out,
+            "    {:<16} {}: {:.1} GB x ${:.4}/GB = ${:.2}",
+            l.path,
+            l.what,
+            l.gb,
+            l.per_gb,
+            l.total()
+        );
+    }
+    for n in &d.notes {
+        let _ = writeln!(out, "    note: {n}");
+    }
+    let _ = writeln!(
+        out,
+        "  one `run` in total: hosts ${hosts:.2} + data ${:.2} = ${:.2} [data up to ${:.2} at burst]",
+        d.total,
+        hosts + d.total,
+        d.total_at_burst
+    );
+    if d.total > hosts {
+        let _ = writeln!(
+            out,
+            "  WARNING: the data costs more than the hosts (${:.2} against ${hosts:.2}): fewer repeats, shorter tests or fewer streams cut it",
+            d.total
+        );
+    } else if d.total_at_burst > hosts {
+        let _ = writeln!(
+            out,
+            "  WARNING: at burst rates the data would cost more than the hosts (up to ${:.2} against ${hosts:.2})",
+            d.total_at_burst
+        );
+    }
+    let sending = d.paths.iter().map(|p| p.seconds).fold(0.0_f64, f64::max);
+    out.push_str(&burst_warnings(plan, sending, &table, aws_bandwidth));
+    out
+}
+
+/// "Up to" instance types: their baseline and burst, and a warning when the suite keeps one
+/// sending longer than the shortest burst AWS documents (5 minutes of network I/O credits).
+fn burst_warnings(
+    plan: &Plan,
+    sending_secs: f64,
+    table: &xbench_deploy::cost::PriceTable,
+    aws_bandwidth: &std::collections::BTreeMap<String, xbench_deploy::transfer::Bandwidth>,
+) -> String {
+    const SHORTEST_BURST: Duration = Duration::from_secs(5 * 60);
+    let mut out = String::new();
+    let mut seen = Vec::new();
+    let per_path = Duration::from_secs_f64(sending_secs.max(0.0));
+    for h in &plan.hosts {
+        if seen.contains(&h.instance_type) {
+            continue;
+        }
+        seen.push(h.instance_type.clone());
+        let b = xbench_deploy::transfer::bandwidth(&h.instance_type, table, aws_bandwidth);
+        if !b.bursts() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "  {} is an \"up to\" type: {:.3} Gbit/s baseline, {:.1} Gbit/s burst while its network I/O credits last ({}; AWS documents 5 to 60 minutes, not per type)",
+            h.instance_type, b.baseline, b.burst, b.source
+        );
+        if per_path > SHORTEST_BURST {
+            let _ = writeln!(
+                out,
+                "  WARNING: the suite has each path's hosts send for about {} in all, more than a 5-minute burst: later runs may measure the {:.3} Gbit/s baseline, not the path (a type without \"up to\" has no burst to run out of)",
+                hms(per_path),
+                b.baseline
+            );
+        }
+    }
     out
 }
 
@@ -148,7 +290,7 @@ fn runnable(plan: &Plan) -> usize {
 fn describe_binary(b: &BinaryNote) -> String {
     match b {
         BinaryNote::Upload(bin, problem) => format!(
-            "{} ({}, {}, {:.1} MiB, sha256 {}): uploaded to the run's private bucket, fetched through a presigned URL{}",
+            "{} ({}, {}, {:.1} MiB, sha256 {}): uploaded to the run's private bucket, copied by the hosts with their instance profile{}",
             bin.path.display(),
             bin.arch,
             match bin.glibc {
@@ -163,8 +305,14 @@ fn describe_binary(b: &BinaryNote) -> String {
                 .unwrap_or_default()
         ),
         BinaryNote::Missing(p) => format!(
-            "{}: NOT FOUND; `up` needs it (cargo build --release -p xbench-cli, or --xbench PATH)",
-            p.display()
+            "{}: NOT FOUND; `up` needs it. Looked in: {}. Build one (cargo build --release -p xbench-cli; a static one for any image: --target x86_64-unknown-linux-musl), or give --xbench PATH",
+            p.display(),
+            xbench_deploy::binary::candidates()
+                .iter()
+                .take(5)
+                .map(|c| c.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         BinaryNote::Url(u) => format!("downloaded from {u} (sha256 checked)"),
         BinaryNote::Cargo(g) => format!("built on each host from {g} (slow)"),
@@ -287,7 +435,9 @@ impl Progress {
             RunEvent::PathGivenUp { label, reason } => {
                 format!("path {label}: given up, its other runs are skipped: {reason}")
             }
-            RunEvent::FleetNote { label, note } => format!("path {label}: {note}"),
+            RunEvent::FleetNote { label, note } | RunEvent::PathNote { label, note } => {
+                format!("path {label}: {note}")
+            }
             RunEvent::Skipped(_) | RunEvent::Pausing(_) => return,
             _ => return,
         };
@@ -406,14 +556,28 @@ fn home_end(out: &mut String, h: &xbench_deploy::state::HomeEndOutput) {
 }
 
 pub(crate) fn down(run: &str, d: &DownReport) -> String {
-    if d.deleted.is_empty() {
+    let mut out = if d.deleted.is_empty() && d.left.is_empty() {
         format!(
             "run {run}: nothing left to delete (searched {})\n",
             d.regions.join(", ")
         )
     } else {
         format!("run {run}: deleted {} resource(s)\n", d.deleted.len())
+    };
+    for n in d.notes.iter().filter(|n| !n.starts_with("failed: ")) {
+        let _ = writeln!(out, "note: {n}");
     }
+    if !d.left.is_empty() {
+        let _ = writeln!(
+            out,
+            "LEFT after the teardown ({}; region, what, id):",
+            d.left.len()
+        );
+        for l in &d.left {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+    out
 }
 
 pub(crate) fn gc(g: &GcReport, dry_run: bool) -> String {
@@ -434,6 +598,16 @@ pub(crate) fn gc(g: &GcReport, dry_run: bool) -> String {
             r.deletion_due.as_deref().unwrap_or("?"),
             r.regions.join(", ")
         );
+    }
+    if !g.left.is_empty() {
+        let _ = writeln!(
+            out,
+            "LEFT after the teardowns ({}; run, region, what, id):",
+            g.left.len()
+        );
+        for l in &g.left {
+            let _ = writeln!(out, "  {l}");
+        }
     }
     out
 }

@@ -34,6 +34,10 @@ pub struct Scenario {
     pub instance_type: String,
     /// Which machine image the hosts boot.
     pub ami: AmiChoice,
+    /// Which machine image IPsec gateways boot: one whose own repositories carry strongSwan
+    /// (default: Ubuntu 24.04 LTS, where strongSwan's swanctl daemon is in main; Amazon Linux
+    /// 2023's repositories do not carry it).
+    pub gateway_ami: AmiChoice,
     /// Hours after `up` that `gc` may delete the run.
     pub ttl_hours: u32,
     /// How the hosts get the `xbench` binary.
@@ -62,6 +66,9 @@ pub enum AmiChoice {
     /// The latest Amazon Linux 2023 for the instance type's architecture, from AWS's public SSM
     /// parameter in each region.
     AmazonLinux2023,
+    /// The latest Ubuntu 24.04 LTS server image for the instance type's architecture, from
+    /// Canonical's public SSM parameter in each region.
+    Ubuntu2404,
     /// A named SSM parameter holding an AMI id (resolved in each region).
     SsmParameter(String),
     /// One AMI id (only sensible for single-region scenarios: AMI ids are per region).
@@ -450,6 +457,8 @@ struct RawScenario {
     #[serde(default)]
     ami: Option<String>,
     #[serde(default)]
+    gateway_ami: Option<String>,
+    #[serde(default)]
     ttl_hours: Option<u32>,
     #[serde(default)]
     ssh_from: Vec<String>,
@@ -556,21 +565,39 @@ fn check_instance_type(field: &str, value: &str) -> Result<(), ScenarioError> {
     }
 }
 
+/// An image choice as written: `al2023`, `ubuntu-24.04`, `ssm:/name` or `ami-…`.
+fn ami_choice(
+    key: &str,
+    text: Option<&str>,
+    default: AmiChoice,
+) -> Result<AmiChoice, ScenarioError> {
+    Ok(match text {
+        None => default,
+        Some("al2023") => AmiChoice::AmazonLinux2023,
+        Some("ubuntu-24.04") => AmiChoice::Ubuntu2404,
+        Some(s) if s.starts_with("ssm:/") => AmiChoice::SsmParameter(s[4..].to_owned()),
+        Some(s) if s.starts_with("ami-") && s.len() > 4 => AmiChoice::Id(s.to_owned()),
+        Some(s) => {
+            return Err(bad(
+                key,
+                format!(
+                    "'{s}': use \"al2023\", \"ubuntu-24.04\", \"ssm:/parameter/name\" or an \"ami-…\" id"
+                ),
+            ));
+        }
+    })
+}
+
 impl RawScenario {
     fn check(self) -> Result<Scenario, ScenarioError> {
         check_name("scenario name", &self.name)?;
         check_instance_type("instance_type", &self.instance_type)?;
-        let ami = match self.ami.as_deref() {
-            None | Some("al2023") => AmiChoice::AmazonLinux2023,
-            Some(s) if s.starts_with("ssm:/") => AmiChoice::SsmParameter(s[4..].to_owned()),
-            Some(s) if s.starts_with("ami-") && s.len() > 4 => AmiChoice::Id(s.to_owned()),
-            Some(s) => {
-                return Err(bad(
-                    "ami",
-                    format!("'{s}': use \"al2023\", \"ssm:/parameter/name\" or an \"ami-…\" id"),
-                ));
-            }
-        };
+        let ami = ami_choice("ami", self.ami.as_deref(), AmiChoice::AmazonLinux2023)?;
+        let gateway_ami = ami_choice(
+            "gateway_ami",
+            self.gateway_ami.as_deref(),
+            AmiChoice::Ubuntu2404,
+        )?;
         let ttl_hours = self.ttl_hours.unwrap_or(DEFAULT_TTL_HOURS);
         if !(1..=24 * 30).contains(&ttl_hours) {
             return Err(bad("ttl_hours", "must be 1 to 720 (30 days)"));
@@ -604,16 +631,18 @@ impl RawScenario {
         check_prices(&self.prices)?;
 
         let vpcs = check_vpcs(self.vpc)?;
-        if let AmiChoice::Id(id) = &ami {
-            let regions: BTreeSet<&str> = vpcs.iter().map(|v| v.region.as_str()).collect();
-            if regions.len() > 1 {
-                return Err(bad(
-                    "ami",
-                    format!(
-                        "{id} is an id from one region, but the scenario spans {}; use \"al2023\" or \"ssm:/…\"",
-                        regions.into_iter().collect::<Vec<_>>().join(", ")
-                    ),
-                ));
+        for (key, choice) in [("ami", &ami), ("gateway_ami", &gateway_ami)] {
+            if let AmiChoice::Id(id) = choice {
+                let regions: BTreeSet<&str> = vpcs.iter().map(|v| v.region.as_str()).collect();
+                if regions.len() > 1 {
+                    return Err(bad(
+                        key,
+                        format!(
+                            "{id} is an id from one region, but the scenario spans {}; use \"al2023\", \"ubuntu-24.04\" or \"ssm:/…\"",
+                            regions.into_iter().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                }
             }
         }
         let paths = check_paths(self.path, &vpcs)?;
@@ -622,6 +651,7 @@ impl RawScenario {
             name: self.name,
             instance_type: self.instance_type,
             ami,
+            gateway_ami,
             ttl_hours,
             xbench,
             port,

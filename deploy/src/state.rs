@@ -33,6 +33,14 @@ pub const TAG_REGIONS: &str = "xbench:regions";
 /// Tag key present (value `yes`) when the run uses placement groups, so `down` calls that API
 /// only for runs that need it (the moto emulator does not implement it).
 pub const TAG_PLACEMENT: &str = "xbench:placement-groups";
+/// Tag key present (value `yes`) when the run uses Transit Gateways (its own, or a VPC
+/// attachment to yours): `down` then needs the Transit Gateway listings to answer; a run
+/// without it is torn down even when the caller may not list Transit Gateways.
+pub const TAG_TGW: &str = "xbench:transit-gateways";
+/// Tag key present (value `yes`) when the run uses Global Accelerator: `down` then needs its
+/// listing to answer; a run without it is torn down even when the caller has no Global
+/// Accelerator permission at all.
+pub const TAG_ACCELERATORS: &str = "xbench:accelerators";
 
 /// A run's id: `xb-YYYYMMDD-` and six hex digits, e.g. `xb-20250601-3fa9c0`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -133,6 +141,10 @@ pub struct RunTags {
     pub regions: String,
     /// Whether the run uses placement groups.
     pub uses_placement: bool,
+    /// Whether the run uses Transit Gateways.
+    pub uses_tgw: bool,
+    /// Whether the run uses Global Accelerator.
+    pub uses_accelerators: bool,
 }
 
 impl RunTags {
@@ -150,6 +162,8 @@ impl RunTags {
             deletion_due: format_time(now + ttl),
             regions: regions.join(","),
             uses_placement: false,
+            uses_tgw: false,
+            uses_accelerators: false,
         }
     }
 
@@ -168,8 +182,14 @@ impl RunTags {
         ]
         .into_iter()
         .chain(
-            self.uses_placement
-                .then(|| (TAG_PLACEMENT.into(), "yes".into())),
+            [
+                (self.uses_placement, TAG_PLACEMENT),
+                (self.uses_tgw, TAG_TGW),
+                (self.uses_accelerators, TAG_ACCELERATORS),
+            ]
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, tag)| (tag.into(), "yes".into())),
         )
         .collect()
     }
@@ -195,6 +215,12 @@ pub struct LocalState {
     /// Whether the run uses placement groups.
     #[serde(default)]
     pub uses_placement: bool,
+    /// Whether the run uses Transit Gateways.
+    #[serde(default)]
+    pub uses_tgw: bool,
+    /// Whether the run uses Global Accelerator.
+    #[serde(default)]
+    pub uses_accelerators: bool,
     /// The run's bucket, once made.
     #[serde(default)]
     pub bucket: Option<RunBucket>,

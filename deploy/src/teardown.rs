@@ -9,12 +9,18 @@
 //! subnets; route tables; internet gateways (detached first); security groups; VPCs; then the
 //! run's bucket (with its objects), its key in every region's Parameter Store, and its IAM
 //! instance profile and role. Every step treats "not found" as done, so `down` can be repeated
-//! and survives partial state; a failed step does not stop the others. `gc` goes on past a
-//! region (or a run) that fails and reports each at the end. Not for creating anything.
+//! and survives partial state; a failed step does not stop the others, a region that cannot be
+//! searched does not stop the other regions, and a service the run never used (Global
+//! Accelerator, Transit Gateway) need not answer at all. Throttling and an endpoint's
+//! transient failures are retried; every wait and retry shares one deadline, so a teardown
+//! always ends. It ends by searching again and listing whatever is left, with its region and
+//! id ([`Leftover`]): an empty list is the only success. `gc` goes on past a region (or a run)
+//! that fails and reports each at the end. Not for creating anything.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::future::Future;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tracing::{info, warn};
 
@@ -22,7 +28,9 @@ use crate::aws::ec2::{self, Found, RegionInventory, Selector};
 use crate::aws::{RegionClients, Timing, accelerator, aws_error, gateways, iam, s3, ssm};
 use crate::deployer::Deployer;
 use crate::error::Error;
-use crate::state::{RunId, TAG_DUE, TAG_PLACEMENT, TAG_REGIONS, TAG_RUN, parse_time};
+use crate::state::{
+    RunId, TAG_ACCELERATORS, TAG_DUE, TAG_PLACEMENT, TAG_REGIONS, TAG_RUN, TAG_TGW, parse_time,
+};
 
 /// What `down` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,6 +39,45 @@ pub struct DownReport {
     pub deleted: Vec<String>,
     /// Regions searched.
     pub regions: Vec<String>,
+    /// What the final search still found (or could not search). Empty when the run is gone.
+    pub left: Vec<Leftover>,
+    /// Things worth knowing that are not failures (a service the run never used that did
+    /// not answer).
+    pub notes: Vec<String>,
+}
+
+/// One thing a teardown left: a resource still there, or a place it could not search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// Region (`global` for S3 buckets' listing, IAM and Global Accelerator).
+    pub region: String,
+    /// What it is: `instance`, `vpc`, `s3 bucket`, … or `search` for a place not searched.
+    pub kind: String,
+    /// Its id or ARN (or, for a place not searched, what was not searched).
+    pub id: String,
+    /// Its state as AWS names it, or why it could not be searched.
+    pub detail: Option<String>,
+}
+
+impl fmt::Display for Leftover {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.region, self.kind, self.id)?;
+        if let Some(d) = &self.detail {
+            write!(f, " ({d})")?;
+        }
+        Ok(())
+    }
+}
+
+impl Leftover {
+    fn unsearched(region: &str, what: &str, why: &Error) -> Self {
+        Leftover {
+            region: region.to_owned(),
+            kind: "not searched:".into(),
+            id: what.to_owned(),
+            detail: Some(why.to_string()),
+        }
+    }
 }
 
 /// One run `gc` saw.
@@ -58,18 +105,48 @@ pub struct GcReport {
     /// What failed (a region that could not be searched, a run that could not be deleted);
     /// `gc` went on past each.
     pub problems: Vec<String>,
+    /// What the runs it deleted still have (each `down`'s final listing).
+    pub left: Vec<String>,
 }
 
 /// What one `down` has done and what failed so far.
-#[derive(Default)]
 struct Progress {
     report: DownReport,
     failures: Vec<Error>,
     /// Ids already handled (a peering or attachment shows in both its regions).
     done: BTreeSet<String>,
+    /// When every wait and retry of this teardown gives up: one budget for the whole of it,
+    /// so a stuck instance (whose subnet, group and VPC then refuse to go) costs one timeout,
+    /// not one per dependent resource.
+    deadline: Instant,
+    /// The poll interval.
+    poll: Duration,
+    /// The longest single wait.
+    timeout: Duration,
 }
 
 impl Progress {
+    fn new(timing: &Timing) -> Self {
+        Progress {
+            report: DownReport::default(),
+            failures: Vec::new(),
+            done: BTreeSet::new(),
+            deadline: Instant::now() + timing.timeout * 2,
+            poll: timing.poll,
+            timeout: timing.timeout,
+        }
+    }
+
+    /// Timing for the next wait: the usual timeout, or less when the deadline is near (at
+    /// least one poll, so each step still makes one attempt).
+    fn timing(&self) -> Timing {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        Timing {
+            poll: self.poll,
+            timeout: left.min(self.timeout).max(self.poll),
+        }
+    }
+
     /// Keeps going after a failed step, remembering the failure for the final verdict.
     fn step(&mut self, r: Result<(), Error>) -> bool {
         match r {
@@ -94,30 +171,60 @@ type Pick = fn(&RegionInventory) -> &Vec<Found>;
 
 impl Deployer {
     /// Deletes everything of run `run` in `regions` (plus the regions its local state file and
-    /// its resources' tags name; every region when there is no hint at all).
+    /// its resources' tags name; every region when there is no hint at all), then searches
+    /// again. Fails with [`Error::TeardownIncomplete`], listing each thing left, unless
+    /// nothing of the run is found.
     pub async fn down(&self, run: &RunId, regions: &[String]) -> Result<DownReport, Error> {
-        let (search, mut uses_placement) = self.search_regions(run, regions).await?;
-        let sel = Selector::Run(run.clone());
-        let mut p = Progress::default();
-        for a in accelerator::find(self.accelerators.as_ref(), &sel).await? {
-            let r = accelerator::delete(self.accelerators.as_ref(), &a.arn, &self.timing).await;
-            if p.step(r) {
-                info!("deleted accelerator {}", a.arn);
-                p.report
-                    .deleted
-                    .push(format!("global accelerator {}", a.arn));
-            }
+        let report = self.down_report(run, regions).await?;
+        if report.left.is_empty() {
+            return Ok(report);
         }
-        let inventories = self
-            .discover_widening(&sel, search, &mut uses_placement)
-            .await?;
+        Err(Error::TeardownIncomplete {
+            run_id: run.to_string(),
+            left: report.left.iter().map(ToString::to_string).collect(),
+            first: report
+                .notes
+                .iter()
+                .find(|n| n.starts_with("failed: "))
+                .map(|n| n.trim_start_matches("failed: ").to_owned())
+                .unwrap_or_else(|| "none (the final search still found them)".into()),
+        })
+    }
+
+    /// [`Deployer::down`]'s work: every step, whatever failed before it, and the final search.
+    /// Fails only when the local state cannot be read or written, or no region list can be
+    /// had.
+    pub async fn down_report(&self, run: &RunId, regions: &[String]) -> Result<DownReport, Error> {
+        let hints = self.search_regions(run, regions).await?;
+        let sel = Selector::Run(run.clone());
+        let mut p = Progress::new(&self.timing);
+        let mut uses = hints.uses.clone();
+        let (inventories, unsearched) = self
+            .discover_widening(&sel, hints.search, &mut uses, &p)
+            .await;
         p.report.regions = inventories.iter().map(|(r, _)| r.region.clone()).collect();
+        p.report
+            .regions
+            .extend(unsearched.iter().map(|(r, _)| r.clone()));
+        for (region, e) in unsearched {
+            warn!("run {run}: region {region} could not be searched: {e}");
+            p.failures.push(e);
+        }
+        self.down_accelerators(&sel, &uses, &mut p).await;
         self.down_instances(&inventories, &mut p).await;
         // Only runs that made placement groups ask for them (moto lacks the API).
-        if uses_placement {
+        if uses.placement {
             for (r, _) in &inventories {
-                for g in self.placement.find(r, &sel).await? {
-                    let res = retry(&self.timing, || self.placement.delete(r, &g.name)).await;
+                let found = self.placement.find(r, &sel).await;
+                let found = match found {
+                    Ok(f) => f,
+                    Err(e) => {
+                        p.step(Err(e));
+                        continue;
+                    }
+                };
+                for g in found {
+                    let res = retry(&p.timing(), || self.placement.delete(r, &g.name)).await;
                     if p.step(res) {
                         p.deleted(&r.region, "placement group", &g.name);
                     }
@@ -130,20 +237,138 @@ impl Deployer {
         for (r, inv) in &inventories {
             self.down_vpc_parts(r, inv, &mut p).await;
         }
-        self.down_run_artifacts(run, &inventories, &mut p).await;
+        let searched: Vec<String> = p.report.regions.clone();
+        self.down_run_artifacts(run, &searched, &mut p).await;
+        p.report.left = self.remaining(&sel, &searched, &uses, &mut p).await;
+        for e in &p.failures {
+            p.report.notes.push(format!("failed: {e}"));
+        }
         self.finish_down(run, p)
     }
 
-    /// Regions to search: those given, those the state file names, else every region.
-    async fn search_regions(
+    /// Accelerators (disabled, then deleted). A run that never made one does not need the
+    /// Global Accelerator API to answer: a refusal is then only a note.
+    async fn down_accelerators(&self, sel: &Selector, uses: &Uses, p: &mut Progress) {
+        let api = self.accelerators.as_ref();
+        let found = retry_value(&p.timing(), || accelerator::find(api, sel)).await;
+        let found = match found {
+            Ok(f) => f,
+            Err(e) if !uses.accelerators => {
+                info!("not looking for accelerators (the run made none): {e}");
+                p.report.notes.push(format!(
+                    "Global Accelerator not searched (the run made no accelerator): {e}"
+                ));
+                return;
+            }
+            Err(e) => {
+                p.step(Err(e));
+                return;
+            }
+        };
+        for a in found {
+            let r = accelerator::delete(api, &a.arn, &p.timing()).await;
+            if p.step(r) {
+                info!("deleted accelerator {}", a.arn);
+                p.report
+                    .deleted
+                    .push(format!("global accelerator {}", a.arn));
+            }
+        }
+    }
+
+    /// Everything of `sel` still there, searched afresh: the teardown's verdict.
+    async fn remaining(
         &self,
-        run: &RunId,
+        sel: &Selector,
         regions: &[String],
-    ) -> Result<(Vec<String>, bool), Error> {
+        uses: &Uses,
+        p: &mut Progress,
+    ) -> Vec<Leftover> {
+        let mut left = Vec::new();
+        for region in regions {
+            let r = self.aws.region(region);
+            match discover_retrying(&r, sel, &p.timing()).await {
+                Ok(inv) => {
+                    for (kind, found) in inv.all() {
+                        for f in found {
+                            left.push(Leftover {
+                                region: region.clone(),
+                                kind: kind.to_owned(),
+                                id: f.id.clone(),
+                                detail: f.state.clone(),
+                            });
+                        }
+                    }
+                    for (kind, why) in &inv.unlisted {
+                        if uses.tgw {
+                            left.push(Leftover {
+                                region: region.clone(),
+                                kind: "not searched:".into(),
+                                id: (*kind).to_owned(),
+                                detail: Some(why.clone()),
+                            });
+                        }
+                    }
+                }
+                Err(e) => left.push(Leftover::unsearched(region, "the region", &e)),
+            }
+            match retry_value(&p.timing(), || ssm::find_psks(&r, sel)).await {
+                Ok(found) => {
+                    for (run, _) in found {
+                        left.push(Leftover {
+                            region: region.clone(),
+                            kind: "ssm parameter".into(),
+                            id: ssm::psk_parameter(&run),
+                            detail: None,
+                        });
+                    }
+                }
+                Err(e) => left.push(Leftover::unsearched(region, "parameter store", &e)),
+            }
+        }
+        let api = self.accelerators.as_ref();
+        match retry_value(&p.timing(), || accelerator::find(api, sel)).await {
+            Ok(found) => left.extend(found.into_iter().map(|a| Leftover {
+                region: "global".into(),
+                kind: "global accelerator".into(),
+                id: a.arn,
+                detail: None,
+            })),
+            Err(e) if uses.accelerators => {
+                left.push(Leftover::unsearched("global", "global accelerator", &e));
+            }
+            Err(_) => {}
+        }
+        match retry_value(&p.timing(), || s3::find(&self.aws, sel)).await {
+            Ok(found) => left.extend(found.into_iter().map(|b| Leftover {
+                region: b.bucket.region.clone(),
+                kind: "s3 bucket".into(),
+                id: b.bucket.name,
+                detail: None,
+            })),
+            Err(e) => left.push(Leftover::unsearched("global", "s3 buckets", &e)),
+        }
+        match retry_value(&p.timing(), || iam::find(&self.aws, sel)).await {
+            Ok(found) => left.extend(found.into_iter().map(|role| Leftover {
+                region: "global".into(),
+                kind: "iam role".into(),
+                id: role.name,
+                detail: None,
+            })),
+            Err(e) => left.push(Leftover::unsearched("global", "iam roles", &e)),
+        }
+        left
+    }
+
+    /// Regions to search: those given, those the state file names, else every region; and
+    /// which optional services the state file says the run uses.
+    async fn search_regions(&self, run: &RunId, regions: &[String]) -> Result<Hints, Error> {
         let mut search: Vec<String> = regions.to_vec();
-        let mut uses_placement = false;
+        let mut uses = Uses::default();
         if let Some(state) = self.state.load(run)? {
-            uses_placement = state.uses_placement;
+            uses.placement = state.uses_placement;
+            uses.tgw = state.uses_tgw;
+            uses.accelerators = state.uses_accelerators || !state.accelerators.is_empty();
             for r in state.regions {
                 if !search.contains(&r) {
                     search.push(r);
@@ -152,26 +377,38 @@ impl Deployer {
         }
         if search.is_empty() {
             info!("run {run}: no local state; searching every region");
-            search = self.aws.all_regions().await?;
+            search = retry_value(&self.timing, || self.aws.all_regions()).await?;
         }
-        Ok((search, uses_placement))
+        Ok(Hints { search, uses })
     }
 
     /// Discovers `sel` in `search`, widening the search to regions the resources' own tags
-    /// name.
+    /// name, and learning from the tags which optional services the run uses. A region that
+    /// cannot be searched (after retries) is returned apart; the others are still searched.
     async fn discover_widening(
         &self,
         sel: &Selector,
         mut search: Vec<String>,
-        uses_placement: &mut bool,
-    ) -> Result<Inventories, Error> {
+        uses: &mut Uses,
+        p: &Progress,
+    ) -> (Inventories, Vec<(String, Error)>) {
         let mut inventories = Vec::new();
+        let mut failed = Vec::new();
         let mut i = 0;
         while i < search.len() {
             let r = self.aws.region(&search[i]);
-            let inv = ec2::discover(&r, sel).await?;
+            i += 1;
+            let inv = match discover_retrying(&r, sel, &p.timing()).await {
+                Ok(inv) => inv,
+                Err(e) => {
+                    failed.push((r.region.clone(), e));
+                    continue;
+                }
+            };
             for f in inv.all().flat_map(|(_, v)| v.iter()) {
-                *uses_placement |= f.tags.contains_key(TAG_PLACEMENT);
+                uses.placement |= f.tags.contains_key(TAG_PLACEMENT);
+                uses.tgw |= f.tags.contains_key(TAG_TGW);
+                uses.accelerators |= f.tags.contains_key(TAG_ACCELERATORS);
                 if let Some(list) = f.tags.get(TAG_REGIONS) {
                     for region in list.split(',').filter(|s| !s.is_empty()) {
                         if !search.iter().any(|s| s == region) {
@@ -181,9 +418,8 @@ impl Deployer {
                 }
             }
             inventories.push((r, inv));
-            i += 1;
         }
-        Ok(inventories)
+        (inventories, failed)
     }
 
     /// Instances first, all regions at once, then wait.
@@ -193,7 +429,8 @@ impl Deployer {
             if ids.is_empty() {
                 continue;
             }
-            if p.step(terminate_and_wait(r, &ids, &self.timing).await) {
+            let timing = p.timing();
+            if p.step(terminate_and_wait(r, &ids, &timing).await) {
                 for id in &ids {
                     p.deleted(&r.region, "instance", id);
                 }
@@ -215,34 +452,38 @@ impl Deployer {
                     if !p.done.insert(a.id.clone()) {
                         continue;
                     }
-                    let res = if kind == "tgw peering attachment" {
-                        r.ec2
-                            .delete_transit_gateway_peering_attachment()
-                            .transit_gateway_attachment_id(&a.id)
-                            .send()
-                            .await
-                            .map(drop)
-                            .map_err(|e| {
-                                aws_error("DeleteTransitGatewayPeeringAttachment", &r.region, e)
-                            })
-                    } else {
-                        r.ec2
-                            .delete_transit_gateway_vpc_attachment()
-                            .transit_gateway_attachment_id(&a.id)
-                            .send()
-                            .await
-                            .map(drop)
-                            .map_err(|e| {
-                                aws_error("DeleteTransitGatewayVpcAttachment", &r.region, e)
-                            })
-                    };
-                    if p.step(ignore_missing(res)) {
+                    let res = retry(&p.timing(), || async {
+                        if kind == "tgw peering attachment" {
+                            r.ec2
+                                .delete_transit_gateway_peering_attachment()
+                                .transit_gateway_attachment_id(&a.id)
+                                .send()
+                                .await
+                                .map(drop)
+                                .map_err(|e| {
+                                    aws_error("DeleteTransitGatewayPeeringAttachment", &r.region, e)
+                                })
+                        } else {
+                            r.ec2
+                                .delete_transit_gateway_vpc_attachment()
+                                .transit_gateway_attachment_id(&a.id)
+                                .send()
+                                .await
+                                .map(drop)
+                                .map_err(|e| {
+                                    aws_error("DeleteTransitGatewayVpcAttachment", &r.region, e)
+                                })
+                        }
+                    })
+                    .await;
+                    if p.step(res) {
                         waiting.push((r, a.id.clone()));
                     }
                 }
             }
             for (r, id) in waiting {
-                if p.step(wait_attachment_gone(r, &id, &self.timing).await) {
+                let timing = p.timing();
+                if p.step(wait_attachment_gone(r, &id, &timing).await) {
                     p.deleted(&r.region, kind, &id);
                 }
             }
@@ -252,7 +493,7 @@ impl Deployer {
     async fn down_tgws_and_peerings(&self, inventories: &Inventories, p: &mut Progress) {
         for (r, inv) in inventories {
             for t in &inv.transit_gateways {
-                let res = retry(&self.timing, || async {
+                let res = retry(&p.timing(), || async {
                     r.ec2
                         .delete_transit_gateway()
                         .transit_gateway_id(&t.id)
@@ -272,15 +513,17 @@ impl Deployer {
                 if !p.done.insert(pcx.id.clone()) {
                     continue;
                 }
-                let res = r
-                    .ec2
-                    .delete_vpc_peering_connection()
-                    .vpc_peering_connection_id(&pcx.id)
-                    .send()
-                    .await
-                    .map(drop)
-                    .map_err(|e| aws_error("DeleteVpcPeeringConnection", &r.region, e));
-                if p.step(ignore_missing(res)) {
+                let res = retry(&p.timing(), || async {
+                    r.ec2
+                        .delete_vpc_peering_connection()
+                        .vpc_peering_connection_id(&pcx.id)
+                        .send()
+                        .await
+                        .map(drop)
+                        .map_err(|e| aws_error("DeleteVpcPeeringConnection", &r.region, e))
+                })
+                .await;
+                if p.step(res) {
                     p.deleted(&r.region, "vpc peering", &pcx.id);
                 }
             }
@@ -296,13 +539,13 @@ impl Deployer {
                     continue;
                 };
                 if a.state.as_deref() != Some("detaching") {
-                    let res = gateways::detach_vgw(r, &a.id, vpc).await;
-                    if !p.step(ignore_missing(res)) {
+                    let res = retry(&p.timing(), || gateways::detach_vgw(r, &a.id, vpc)).await;
+                    if !p.step(res) {
                         continue;
                     }
                 }
-                let gone = self
-                    .timing
+                let gone = p
+                    .timing()
                     .wait(
                         &format!("{} to detach from {vpc}", a.id),
                         &r.region,
@@ -323,7 +566,7 @@ impl Deployer {
     /// groups, VPCs of one region.
     async fn down_vpc_parts(&self, r: &RegionClients, inv: &RegionInventory, p: &mut Progress) {
         for s in &inv.subnets {
-            let res = retry(&self.timing, || async {
+            let res = retry(&p.timing(), || async {
                 let out = r.ec2.delete_subnet().subnet_id(&s.id).send().await;
                 out.map(drop)
                     .map_err(|e| aws_error("DeleteSubnet", &r.region, e))
@@ -335,19 +578,20 @@ impl Deployer {
         }
         for t in &inv.route_tables {
             for assoc in &t.related {
-                let out = r
-                    .ec2
-                    .disassociate_route_table()
-                    .association_id(assoc)
-                    .send()
-                    .await;
-                let res = out
-                    .map(drop)
-                    .map_err(|e| aws_error("DisassociateRouteTable", &r.region, e));
-                // Deleting the subnet may already have removed the association.
-                let _ = ignore_missing(res);
+                // Deleting the subnet may already have removed the association (not found is
+                // done); any other failure shows when the table itself cannot be deleted.
+                let _ = retry(&p.timing(), || async {
+                    r.ec2
+                        .disassociate_route_table()
+                        .association_id(assoc)
+                        .send()
+                        .await
+                        .map(drop)
+                        .map_err(|e| aws_error("DisassociateRouteTable", &r.region, e))
+                })
+                .await;
             }
-            let res = retry(&self.timing, || async {
+            let res = retry(&p.timing(), || async {
                 let out = r
                     .ec2
                     .delete_route_table()
@@ -369,7 +613,7 @@ impl Deployer {
     async fn down_igws(&self, r: &RegionClients, inv: &RegionInventory, p: &mut Progress) {
         for g in &inv.internet_gateways {
             for vpc in &g.related {
-                let res = retry(&self.timing, || async {
+                let res = retry(&p.timing(), || async {
                     let out = r
                         .ec2
                         .detach_internet_gateway()
@@ -383,7 +627,7 @@ impl Deployer {
                 .await;
                 p.step(res);
             }
-            let res = retry(&self.timing, || async {
+            let res = retry(&p.timing(), || async {
                 let out = r
                     .ec2
                     .delete_internet_gateway()
@@ -407,7 +651,7 @@ impl Deployer {
         p: &mut Progress,
     ) {
         for g in &inv.security_groups {
-            let res = retry(&self.timing, || async {
+            let res = retry(&p.timing(), || async {
                 let out = r.ec2.delete_security_group().group_id(&g.id).send().await;
                 out.map(drop)
                     .map_err(|e| aws_error("DeleteSecurityGroup", &r.region, e))
@@ -418,7 +662,7 @@ impl Deployer {
             }
         }
         for v in &inv.vpcs {
-            let res = retry(&self.timing, || async {
+            let res = retry(&p.timing(), || async {
                 let out = r.ec2.delete_vpc().vpc_id(&v.id).send().await;
                 out.map(drop)
                     .map_err(|e| aws_error("DeleteVpc", &r.region, e))
@@ -432,12 +676,13 @@ impl Deployer {
 
     /// The run's bucket (found by its name and tags), its key in each searched region, its
     /// instance profile and role.
-    async fn down_run_artifacts(&self, run: &RunId, inventories: &Inventories, p: &mut Progress) {
+    async fn down_run_artifacts(&self, run: &RunId, regions: &[String], p: &mut Progress) {
         let sel = Selector::Run(run.clone());
-        match s3::find(&self.aws, &sel).await {
+        match retry_value(&p.timing(), || s3::find(&self.aws, &sel)).await {
             Ok(buckets) => {
                 for b in buckets {
-                    if p.step(s3::delete_bucket(&self.aws, &b.bucket).await) {
+                    let res = retry(&p.timing(), || s3::delete_bucket(&self.aws, &b.bucket)).await;
+                    if p.step(res) {
                         p.deleted(&b.bucket.region, "s3 bucket", &b.bucket.name);
                     }
                 }
@@ -446,8 +691,9 @@ impl Deployer {
                 p.step(Err(e));
             }
         }
-        for (r, _) in inventories {
-            match ssm::delete_psk(r, run).await {
+        for region in regions {
+            let r = self.aws.region(region);
+            match retry_value(&p.timing(), || ssm::delete_psk(&r, run)).await {
                 Ok(true) => p.deleted(&r.region, "ssm parameter", &ssm::psk_parameter(run)),
                 Ok(false) => {}
                 Err(e) => {
@@ -455,7 +701,7 @@ impl Deployer {
                 }
             }
         }
-        match iam::delete(&self.aws, run).await {
+        match retry_value(&p.timing(), || iam::delete(&self.aws, run)).await {
             Ok(deleted) => {
                 for d in deleted {
                     info!("deleted {d}");
@@ -468,28 +714,17 @@ impl Deployer {
         }
     }
 
-    fn finish_down(&self, run: &RunId, mut p: Progress) -> Result<DownReport, Error> {
+    fn finish_down(&self, run: &RunId, p: Progress) -> Result<DownReport, Error> {
+        let gone = p.report.left.is_empty();
         if let Some(mut state) = self.state.load(run)? {
-            state.status = if p.failures.is_empty() {
-                "deleted"
-            } else {
-                "failed"
-            }
-            .into();
+            state.status = if gone { "deleted" } else { "failed" }.into();
             self.state.save(run, &state)?;
         }
-        if p.failures.is_empty() {
+        if gone {
             // Keys of your VPN ends pair with gateways that are gone now.
             self.state.remove_home_files(run)?;
-            Ok(p.report)
-        } else {
-            let count = p.failures.len();
-            Err(Error::TeardownIncomplete {
-                run_id: run.to_string(),
-                count,
-                first: Box::new(p.failures.remove(0)),
-            })
         }
+        Ok(p.report)
     }
 
     /// Deletes every run whose deletion-due time is at or before `now`, in `regions` (every
@@ -503,7 +738,7 @@ impl Deployer {
         dry_run: bool,
     ) -> Result<GcReport, Error> {
         let regions = if regions.is_empty() {
-            self.aws.all_regions().await?
+            retry_value(&self.timing, || self.aws.all_regions()).await?
         } else {
             regions.to_vec()
         };
@@ -532,8 +767,19 @@ impl Deployer {
             };
             let search: Vec<String> = where_.into_iter().filter(|r| regions.contains(r)).collect();
             info!("gc: run {run} is past due; deleting");
-            match self.down(&id, &search).await {
-                Ok(d) => report.deleted.extend(d.deleted),
+            match self.down_report(&id, &search).await {
+                Ok(d) => {
+                    report.deleted.extend(d.deleted);
+                    if !d.left.is_empty() {
+                        report.problems.push(format!(
+                            "run {run}: {} thing(s) left after its teardown",
+                            d.left.len()
+                        ));
+                        report
+                            .left
+                            .extend(d.left.iter().map(|l| format!("{run}: {l}")));
+                    }
+                }
                 Err(e) => report.problems.push(format!("run {run}: {e}")),
             }
         }
@@ -559,7 +805,7 @@ impl Deployer {
         };
         for region in regions {
             let r = self.aws.region(region);
-            match ec2::discover(&r, &Selector::AnyRun).await {
+            match discover_retrying(&r, &Selector::AnyRun, &self.timing).await {
                 Ok(inv) => {
                     for f in inv.all().flat_map(|(_, v)| v.iter()) {
                         note(f.run.as_ref(), f.tags.get(TAG_DUE), region);
@@ -567,7 +813,7 @@ impl Deployer {
                 }
                 Err(e) => report.problems.push(format!("region {region}: {e}")),
             }
-            match ssm::find_psks(&r, &Selector::AnyRun).await {
+            match retry_value(&self.timing, || ssm::find_psks(&r, &Selector::AnyRun)).await {
                 Ok(found) => {
                     for (run, tags) in found {
                         note(Some(&run.to_string()), tags.get(TAG_DUE), region);
@@ -620,8 +866,24 @@ fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
     }
 }
 
-/// Runs `op` until it succeeds, AWS says the thing is gone, or a dependency error persists past
-/// the timeout (AWS releases network interfaces of terminated instances asynchronously).
+/// Which optional services a run uses, from its state file and its resources' tags: a
+/// service it does not use need not answer `down`.
+#[derive(Debug, Clone, Default)]
+struct Uses {
+    placement: bool,
+    tgw: bool,
+    accelerators: bool,
+}
+
+/// Where `down` looks, and what it knows of the run before looking.
+struct Hints {
+    search: Vec<String>,
+    uses: Uses,
+}
+
+/// Runs `op` until it succeeds, AWS says the thing is gone, or a dependency error, throttling
+/// or a transient failure persists past `timing`'s timeout (AWS releases network interfaces
+/// of terminated instances asynchronously; the SDK's own retries of throttling are few).
 async fn retry<F, Fut>(timing: &Timing, mut op: F) -> Result<(), Error>
 where
     F: FnMut() -> Fut,
@@ -632,12 +894,47 @@ where
         match op().await {
             Ok(()) => return Ok(()),
             Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) if e.is_dependency() && start.elapsed() < timing.timeout => {
+            Err(e)
+                if (e.is_dependency() || e.is_transient()) && start.elapsed() < timing.timeout =>
+            {
                 tokio::time::sleep(timing.poll).await;
             }
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Runs a read until it answers, retrying throttling and transient failures (a region or
+/// service having trouble) a few times within `timing`'s timeout.
+async fn retry_value<T, F, Fut>(timing: &Timing, mut op: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    const ATTEMPTS: u32 = 3;
+    let start = Instant::now();
+    let mut attempt = 1;
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e)
+                if e.is_transient() && attempt < ATTEMPTS && start.elapsed() < timing.timeout =>
+            {
+                tokio::time::sleep(timing.poll * attempt).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// [`ec2::discover`] with [`retry_value`]'s retries.
+async fn discover_retrying(
+    r: &RegionClients,
+    sel: &Selector,
+    timing: &Timing,
+) -> Result<RegionInventory, Error> {
+    retry_value(timing, || ec2::discover(r, sel)).await
 }
 
 /// Terminates instances and waits until they are terminated (or gone).

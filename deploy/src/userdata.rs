@@ -79,6 +79,19 @@ pub enum Fetch {
         /// Expected SHA-256, lowercase hex.
         sha256: String,
     },
+    /// Copy the run's own object with the host's instance profile (`aws s3 cp`), which may
+    /// read that object and nothing else; no presigned URL, so nothing expires with the
+    /// operator's credentials. Then check the SHA-256.
+    S3 {
+        /// Bucket name.
+        bucket: String,
+        /// Object key.
+        key: String,
+        /// The bucket's region.
+        region: String,
+        /// Expected SHA-256, lowercase hex.
+        sha256: String,
+    },
     /// Build with `cargo install --git` (slow).
     Cargo {
         /// Repository.
@@ -99,6 +112,9 @@ pub struct HostBoot<'a> {
     pub region: &'a str,
     /// Where the binary comes from.
     pub fetch: &'a Fetch,
+    /// The run's deletion-due time (RFC 3339 UTC, as tagged): the host powers itself off
+    /// then.
+    pub deletion_due: &'a str,
 }
 
 /// The head of every script: `set -euo pipefail`, and a failure that is visible — a line on the
@@ -106,7 +122,66 @@ pub struct HostBoot<'a> {
 /// reads through SSM, and a non-zero exit for cloud-init. The paths below `XB_ROOT` (empty on
 /// a host), and the `XB_*` settings, let the tests run the script for real in a scratch
 /// directory.
-fn preamble(run: &RunId, host: &str, role: &str) -> String {
+fn preamble(run: &RunId, host: &str, role: &str, due: &str) -> String {
+    format!("{}{}", preamble_head(run, host, role), self_stop(host, due))
+}
+
+/// The systemd calendar form (`2025-06-01 20:00:00 UTC`) of an RFC 3339 UTC time as
+/// [`crate::state::format_time`] writes it; `None` for anything else (nothing else may reach
+/// a script).
+pub fn calendar_time(rfc3339: &str) -> Option<String> {
+    let (date, time) = rfc3339.strip_suffix('Z')?.split_once('T')?;
+    let ok = |s: &str, n: usize, sep: char| {
+        s.len() == n && s.chars().all(|c| c.is_ascii_digit() || c == sep)
+    };
+    (ok(date, 10, '-') && ok(time, 8, ':')).then(|| format!("{date} {time} UTC"))
+}
+
+/// A host that nobody tears down stops billing at the run's deletion-due time: a persistent
+/// systemd timer on the host's own clock powers it off then, and the instance is launched
+/// with `InstanceInitiatedShutdownBehavior=terminate`, so powering off terminates it. Written
+/// first, before anything that can fail, so a host whose boot failed stops too; `Persistent`
+/// fires at once on a boot after the time (a host that was stopped past it).
+fn self_stop(host: &str, due: &str) -> String {
+    // A time that is not ours cannot reach the script: the host then has no timer, and its
+    // boot says so rather than inventing one.
+    let Some(when) = calendar_time(due) else {
+        return format!(
+            "fail \"no deletion-due time to power off at (got '{}')\"\n",
+            due.replace(['\'', '"', '\\', '$', '`'], "?")
+        );
+    };
+    format!(
+        "# Power off (and so terminate) at the run's deletion-due time, {due}, whoever tears down.\n\
+         SYSTEMD=\"$XB_ROOT/etc/systemd/system\"\n\
+         install -d -m 0755 \"$SYSTEMD\"\n\
+         cat > \"$SYSTEMD/xbench-deletion-due.service\" <<'EOF'\n\
+         [Unit]\n\
+         Description=xbench-deploy: power off {host} at the run's deletion-due time\n\
+         \n\
+         [Service]\n\
+         Type=oneshot\n\
+         ExecStartPre=/bin/sh -c 'echo \"xbench-deploy: {host} reached its deletion-due time ({due}); powering off\" > /dev/console'\n\
+         ExecStart=/usr/bin/systemctl poweroff\n\
+         EOF\n\
+         cat > \"$SYSTEMD/xbench-deletion-due.timer\" <<'EOF'\n\
+         [Unit]\n\
+         Description=xbench-deploy: the run's deletion-due time\n\
+         \n\
+         [Timer]\n\
+         OnCalendar={when}\n\
+         Persistent=true\n\
+         AccuracySec=1s\n\
+         \n\
+         [Install]\n\
+         WantedBy=timers.target\n\
+         EOF\n\
+         systemctl daemon-reload\n\
+         systemctl enable --now xbench-deletion-due.timer || fail \"cannot arm the power-off at {due}\"\n"
+    )
+}
+
+fn preamble_head(run: &RunId, host: &str, role: &str) -> String {
     format!(
         "#!/bin/bash\n\
          # xbench-deploy {role} host {host}, run {run}. Output goes to /var/log/cloud-init-output.log\n\
@@ -196,6 +271,28 @@ fn install_xbench(fetch: &Fetch) -> String {
              rm -f \"$tmp\" \"$STATE/fetch.err\"\n\
              \"$BIN\" --version > /dev/null 2> \"$STATE/version.err\" || fail \"xbench does not run on this host: $(head -n 1 \"$STATE/version.err\")\"\n"
         ),
+        Fetch::S3 {
+            bucket,
+            key,
+            region,
+            sha256,
+        } => format!(
+            "# The xbench binary: the run's own object, read with this host's instance profile,\n\
+             # checked, and run once before anything relies on it.\n\
+             tmp=$(mktemp)\n\
+             got=\n\
+             for attempt in $(seq 1 \"$XB_FETCH_ATTEMPTS\"); do\n\
+             \x20 if aws s3 cp --only-show-errors --region '{region}' 's3://{bucket}/{key}' \"$tmp\" 2> \"$STATE/fetch.err\"; then got=1; break; fi\n\
+             \x20 echo \"xbench download failed (attempt $attempt of $XB_FETCH_ATTEMPTS): $(tail -n 1 \"$STATE/fetch.err\")\" >&2\n\
+             \x20 sleep \"$XB_FETCH_PAUSE\"\n\
+             done\n\
+             [ -n \"$got\" ] || fail \"cannot copy the xbench binary s3://{bucket}/{key} after $XB_FETCH_ATTEMPTS attempts (instance profile, or no route to S3): $(tail -n 1 \"$STATE/fetch.err\")\"\n\
+             sum=$(sha256sum \"$tmp\" | cut -d' ' -f1)\n\
+             [ \"$sum\" = '{sha256}' ] || fail \"the downloaded xbench binary has sha256 $sum, expected {sha256}\"\n\
+             install -m 0755 \"$tmp\" \"$BIN\"\n\
+             rm -f \"$tmp\" \"$STATE/fetch.err\"\n\
+             \"$BIN\" --version > /dev/null 2> \"$STATE/version.err\" || fail \"xbench does not run on this host: $(head -n 1 \"$STATE/version.err\")\"\n"
+        ),
         Fetch::Cargo { git, rev } => {
             let rev = rev
                 .as_ref()
@@ -270,7 +367,7 @@ pub fn install_server_unit(run: &RunId, port: u16, allow: &[Ipv4Cidr]) -> String
 pub fn server(s: &Scenario, b: &HostBoot<'_>, allow: &[Ipv4Cidr]) -> String {
     format!(
         "{}{}{}{}{}{}",
-        preamble(b.run, b.host, "server"),
+        preamble(b.run, b.host, "server", b.deletion_due),
         tuning(s),
         fetch_psk(b),
         install_xbench(b.fetch),
@@ -293,7 +390,7 @@ pub fn client(s: &Scenario, b: &HostBoot<'_>, commands: &[String]) -> String {
          EOF\n\
          cp \"$ETC/commands\" \"$XB_ROOT/etc/motd.d/90-xbench\" 2>/dev/null || true\n\
          {}",
-        preamble(b.run, b.host, "client"),
+        preamble(b.run, b.host, "client", b.deletion_due),
         tuning(s),
         fetch_psk(b),
         install_xbench(b.fetch),
@@ -319,7 +416,7 @@ fn mss_clamp(why: &str, rules: &[String]) -> String {
         .collect();
     format!(
         "# Hosts behind us have a 9001-byte MTU; {why}.\n\
-         command -v nft >/dev/null || dnf install -y nftables || true\n\
+         command -v nft >/dev/null || {{ command -v apt-get >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y nftables; }} || dnf install -y nftables || true\n\
          if command -v nft >/dev/null; then\n\
          \x20 nft add table inet xbench\n\
          \x20 nft add chain inet xbench forward '{{ type filter hook forward priority mangle; }}'\n\
@@ -342,6 +439,7 @@ pub const IPSEC_MSS: u16 = 1360;
 pub fn wireguard_gateway(
     run: &RunId,
     host: &str,
+    due: &str,
     vpn: &VpnEnd,
     own: &WgKeys,
     peer_public: &str,
@@ -395,7 +493,7 @@ pub fn wireguard_gateway(
          systemctl restart systemd-networkd\n\
          networkctl reload || true\n\
          {}{}",
-        preamble(run, host, "vpn gateway"),
+        preamble(run, host, "vpn gateway", due),
         forwarding(),
         mss_clamp(
             "clamp MSS so TCP fits the 1420-byte tunnel",
@@ -403,6 +501,37 @@ pub fn wireguard_gateway(
         ),
         done(host),
         private = own.private,
+    )
+}
+
+/// Debian and Ubuntu's packages of strongSwan's swanctl daemon (`charon-systemd`, which pulls
+/// in `strongswan-swanctl`) and of the openssl plugin the proposals need (AES-GCM, ECP-256):
+/// all in Ubuntu's main component, so the default gateway image (Ubuntu 24.04) installs them
+/// from its own repositories.
+pub const STRONGSWAN_APT_PACKAGES: &str = "charon-systemd libstrongswan-standard-plugins";
+
+/// strongSwan from the image's own repositories, or a boot that fails saying which image
+/// lacks it: apt on Debian and Ubuntu (waiting for the package lock, which cloud-init and
+/// unattended upgrades hold for a while after boot), dnf elsewhere. Each manager's own words
+/// are kept; one never hides the other's.
+fn install_strongswan() -> String {
+    format!(
+        "# strongSwan: charon (IKEv2) configured by swanctl, from this image's repositories.\n\
+         if ! command -v swanctl >/dev/null; then\n\
+         \x20 if command -v apt-get >/dev/null; then\n\
+         \x20   got=\n\
+         \x20   for attempt in 1 2 3; do\n\
+         \x20     if {{ apt-get -o DPkg::Lock::Timeout=300 update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends {STRONGSWAN_APT_PACKAGES}; }} > \"$STATE/strongswan.err\" 2>&1; then got=1; break; fi\n\
+         \x20     sleep 10\n\
+         \x20   done\n\
+         \x20   [ -n \"$got\" ] || fail \"cannot install strongSwan ({STRONGSWAN_APT_PACKAGES}) with apt-get on $(. /etc/os-release; echo \"$PRETTY_NAME\"): $(tail -n 1 \"$STATE/strongswan.err\")\"\n\
+         \x20 elif command -v dnf >/dev/null; then\n\
+         \x20   dnf install -y strongswan > \"$STATE/strongswan.err\" 2>&1 || fail \"cannot install strongSwan with dnf on $(. /etc/os-release; echo \"$PRETTY_NAME\") (Amazon Linux 2023's repositories do not carry it; the default gateway_ami, ubuntu-24.04, does): $(tail -n 1 \"$STATE/strongswan.err\")\"\n\
+         \x20 else\n\
+         \x20   fail \"this image has no swanctl (strongSwan) and neither apt-get nor dnf to install it with\"\n\
+         \x20 fi\n\
+         fi\n\
+         command -v swanctl >/dev/null || fail \"strongSwan was installed but there is no swanctl\"\n"
     )
 }
 
@@ -414,13 +543,15 @@ pub fn swanctl_file(path: &str) -> String {
     format!("conf.d/{}.conf", ipsec::connection_name(path))
 }
 
-/// The script of an IPsec gateway: IP forwarding, strongSwan (installed with dnf when the
-/// image lacks it), the tunnel's swanctl file with its key (mode 0600), charon started and the
+/// The script of an IPsec gateway: IP forwarding, strongSwan (from the image's own
+/// repositories when it lacks it; the default gateway image is Ubuntu 24.04), the tunnel's
+/// swanctl file with its key (mode 0600), charon started and the
 /// file loaded (the client side then dials at once), and TCP MSS clamping. The instances
 /// have kernel IPsec (xfrm); the namespace test runs the same file with userspace ESP instead.
 pub fn ipsec_gateway(
     run: &RunId,
     host: &str,
+    due: &str,
     vpn: &VpnEnd,
     psk: &IpsecPsk,
     peer_address: Option<Ipv4Addr>,
@@ -428,10 +559,7 @@ pub fn ipsec_gateway(
     let conf = ipsec::swanctl_conf(vpn, host, psk, peer_address);
     let file = swanctl_file(&vpn.path);
     format!(
-        "{}{}\
-         # strongSwan: charon (IKEv2) configured by swanctl.\n\
-         command -v swanctl >/dev/null || dnf install -y strongswan > \"$STATE/strongswan.err\" 2>&1 || apt-get install -y charon-systemd strongswan-swanctl > \"$STATE/strongswan.err\" 2>&1 \\\n\
-         \x20 || fail \"cannot install strongSwan: $(tail -n 1 \"$STATE/strongswan.err\")\"\n\
+        "{}{}{}\
          SWANCTL=/etc/strongswan/swanctl\n\
          [ -d \"$SWANCTL\" ] || SWANCTL=/etc/swanctl\n\
          install -d -m 0750 \"$SWANCTL/conf.d\"\n\
@@ -449,8 +577,9 @@ pub fn ipsec_gateway(
          done\n\
          [ -n \"$loaded\" ] || fail \"swanctl --load-all failed: $(tail -n 1 \"$STATE/swanctl.err\")\"\n\
          {}{}",
-        preamble(run, host, "vpn gateway"),
+        preamble(run, host, "vpn gateway", due),
         forwarding(),
+        install_strongswan(),
         mss_clamp(
             "clamp the MSS of connections with the far subnet, both ways (its end may be your own \
              host, which clamps nothing), so TCP fits ESP over a 1500-byte path",
@@ -512,6 +641,7 @@ mod tests {
             host: "server-eu-west-2",
             region: "eu-west-2",
             fetch: &fetch,
+            deletion_due: "2025-06-01T20:00:00Z",
         };
         let allow = ["10.1.1.0/24".parse().unwrap()];
         let srv = server(&s, &boot, &allow);
@@ -549,6 +679,7 @@ mod tests {
         let gw = wireguard_gateway(
             &run,
             "gw-vpn-client",
+            "2025-06-01T20:00:00Z",
             &vpn,
             &keys,
             &peer.public,
@@ -563,6 +694,7 @@ mod tests {
         let gw = ipsec_gateway(
             &run,
             "gw-vpn-client",
+            "2025-06-01T20:00:00Z",
             &vpn,
             &psk,
             Some(Ipv4Addr::new(192, 0, 2, 9)),
@@ -585,6 +717,33 @@ mod tests {
             "nft add rule inet xbench forward ip daddr 10.2.0.0/24 tcp flags syn tcp option maxseg size set 1360"
         ));
         bash_parses(&gw);
+    }
+
+    #[test]
+    fn every_script_arms_the_power_off_before_anything_can_fail() {
+        assert_eq!(
+            calendar_time("2025-06-01T20:00:05Z").as_deref(),
+            Some("2025-06-01 20:00:05 UTC")
+        );
+        for bad in [
+            "2025-06-01 20:00:05Z",
+            "2025-06-01T20:00:05",
+            "x'; rm -rf /;'Z",
+            "",
+        ] {
+            assert_eq!(calendar_time(bad), None, "{bad}");
+        }
+        let run = RunId::generate(SystemTime::now()).unwrap();
+        let script = preamble(&run, "h", "server", "2025-06-01T20:00:05Z");
+        let timer = script.find("OnCalendar=2025-06-01 20:00:05 UTC\n").unwrap();
+        let trap = script.find("trap 'fail").unwrap();
+        assert!(trap < timer, "fail() exists before the timer is armed");
+        assert!(script.contains("Persistent=true"));
+        assert!(script.contains("ExecStart=/usr/bin/systemctl poweroff"));
+        // A malformed time fails the boot rather than leaving a host without its stop.
+        let script = preamble(&run, "h", "server", "soon");
+        assert!(script.ends_with("fail \"no deletion-due time to power off at (got 'soon')\"\n"));
+        bash_parses(&script);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! and checked, the key read, the unit written; then the unit's own command line serves a
 //! test with the key and the allow list), a wrong sha256, and a server that cannot be
 //! reached. Each must end as the boot's contract says: `ok`, or `failed: <why>` in the
-//! boot-status file, a line on the console, and a non-zero exit.
+//! boot-status file, a line on the console, and a non-zero exit; and each, good or failed,
+//! leaves the host a persistent timer that powers it off at the run's deletion-due time.
 //!
 //! Only what a test machine has not is faked, on PATH: `aws` (prints the key, as
 //! `aws ssm get-parameter` would), `systemctl` and `journalctl`. Paths go under a scratch
@@ -28,6 +29,9 @@ use xbench_deploy::userdata::{self, Fetch, HostBoot};
 use xbench_lab::sys::netns::{self, Detach};
 
 use common::{TempDir, root_or_skip, serial, xbench_bin};
+
+/// The run's deletion-due time the scripts are made with: the host powers off then.
+const DUE: &str = "2031-07-04T17:30:05Z";
 
 const KEY: &str = "6b65792d6f662d746869732d72756e2d666f722d746865207465737473212121";
 
@@ -79,7 +83,16 @@ fn serve(ns: &str, file: PathBuf) -> u16 {
 /// Fake `aws`, `systemctl`, `journalctl` in `dir`; `systemctl` logs its arguments.
 fn fake_tools(dir: &Path) {
     let tools = [
-        ("aws", format!("#!/bin/sh\necho '{KEY}'\n")),
+        // `aws ssm get-parameter` prints the key; `aws s3 cp ... s3://B/K DEST` copies the
+        // xbench built beside this test (what the run's object holds) to DEST.
+        (
+            "aws",
+            format!(
+                "#!/bin/sh\necho \"$*\" >> '{log}/aws.log'\nif [ \"$1\" = s3 ]; then for a; do last=$a; done; exec cp '{object}' \"$last\"; fi\necho '{KEY}'\n",
+                log = dir.display(),
+                object = xbench_bin().display()
+            ),
+        ),
         (
             "systemctl",
             format!(
@@ -122,6 +135,7 @@ fn boot(ns: &str, fetch: &Fetch) -> Boot {
         host: "server-b",
         region: "us-east-1",
         fetch,
+        deletion_due: DUE,
     };
     let allow = ["127.0.0.1/32".parse().unwrap()];
     let script = root.path().join("user-data.sh");
@@ -203,6 +217,7 @@ fn root_boot_script_good_download_wrong_sha256_and_unreachable_server() {
     let log = std::fs::read_to_string(b.root.path().join("fake-bin/systemctl.log")).unwrap();
     assert!(log.contains("restart xbench-server.service"), "{log}");
     serve_with_the_unit(&ns.0, &b.root);
+    powers_off_at_the_deletion_due_time(&b.root);
 
     // A wrong sha256: refused, nothing installed.
     let bad = Fetch::Url {
@@ -223,6 +238,27 @@ fn root_boot_script_good_download_wrong_sha256_and_unreachable_server() {
         b.console
     );
     assert!(!b.root.path().join("usr/local/bin/xbench").exists());
+    // The power-off was armed before the download: a host whose boot failed stops too.
+    powers_off_at_the_deletion_due_time(&b.root);
+
+    // The run's own object, copied with the instance profile (no presigned URL).
+    let s3 = Fetch::S3 {
+        bucket: "xbench-xb-20250601-3fa9c0-1a2b3c4d".into(),
+        key: "xbench/xbench".into(),
+        region: "eu-west-2".into(),
+        sha256: sha256_file(&xbench).unwrap(),
+    };
+    let b = boot(&ns.0, &s3);
+    assert_eq!((b.code, b.status.as_str()), (0, "ok"), "{}", b.console);
+    let aws = std::fs::read_to_string(b.root.path().join("fake-bin/aws.log")).unwrap();
+    assert!(
+        aws.contains("s3 cp --only-show-errors --region eu-west-2 s3://xbench-xb-20250601-3fa9c0-1a2b3c4d/xbench/xbench "),
+        "{aws}"
+    );
+    assert_eq!(
+        sha256_file(&b.root.path().join("usr/local/bin/xbench")).unwrap(),
+        sha256_file(&xbench).unwrap()
+    );
 
     // Nothing listens: every attempt fails, then the boot does.
     let dead = Fetch::Url {
@@ -238,6 +274,41 @@ fn root_boot_script_good_download_wrong_sha256_and_unreachable_server() {
         b.status
     );
     assert!(b.console.contains("boot FAILED"), "{}", b.console);
+}
+
+/// The boot armed a persistent timer that powers the host off at the run's deletion-due time
+/// ([`DUE`]), which systemd reads as that very instant, and enabled it.
+fn powers_off_at_the_deletion_due_time(root: &TempDir) {
+    let dir = root.path().join("etc/systemd/system");
+    let timer = std::fs::read_to_string(dir.join("xbench-deletion-due.timer")).unwrap();
+    let service = std::fs::read_to_string(dir.join("xbench-deletion-due.service")).unwrap();
+    assert!(timer.contains("Persistent=true\n"), "{timer}");
+    assert!(
+        service.contains("ExecStart=/usr/bin/systemctl poweroff\n"),
+        "{service}"
+    );
+    let when = timer
+        .lines()
+        .find_map(|l| l.strip_prefix("OnCalendar="))
+        .unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["calendar", "--iterations=1", when])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{when}: {text}");
+    // "Next elapse: Fri 2031-07-04 17:30:05 UTC" (or, off UTC, its "(in UTC: …)" line).
+    let due = DUE.replace('T', " ").replace('Z', " UTC");
+    assert!(
+        text.lines()
+            .any(|l| (l.contains("Next elapse:") || l.contains("in UTC:")) && l.contains(&due)),
+        "systemd reads {when:?} as:\n{text}"
+    );
+    let log = std::fs::read_to_string(root.path().join("fake-bin/systemctl.log")).unwrap();
+    assert!(
+        log.contains("enable --now xbench-deletion-due.timer"),
+        "{log}"
+    );
 }
 
 /// Starts `xbench server` with the ExecStart the boot wrote (`%d`, systemd's credential

@@ -490,8 +490,9 @@ fn plan_check_with_aws() {
     let r = cmd(dir.path(), Some(&moto), &["plan", "--check", &file]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout
-            .contains("m5.large in us-east-1: ENA yes, network Up to 10 Gigabit, AMI ami-"),
+        r.stdout.contains(
+            "m5.large in us-east-1: enhanced networking ENA, network Up to 10 Gigabit, AMI ami-"
+        ),
         "{}",
         r.stdout
     );
@@ -940,4 +941,28 @@ async fn gc_goes_on_past_a_region_that_fails() {
     assert!(r.stderr.contains("region nowhere-1"), "{}", r.stderr);
     assert!(r.stderr.contains("went on past"), "{}", r.stderr);
     assert!(r.stdout.contains("2 region(s)"), "{}", r.stdout);
+}
+
+/// `plan` prices the data the suite moves, by kind, with each unit price beside its total, lists
+/// only the charges the paths incur (no Transit Gateway processing without a Transit Gateway,
+/// as report 001's example had), and warns when the data costs more than the hosts.
+#[test]
+fn plan_prices_the_data_the_suite_moves_by_kind() {
+    let out = plan_ok(&two_regions(
+        "data",
+        &format!(
+            "{PCX}[suite]\ntime = 10\nomit = 0\nrepeat = 15\n[[suite.test]]\nparallel = [1, 2, 4, 8, 16]\n"
+        ),
+    ));
+    for want in [
+        "1 x m5.large instance at $0.0960/h = $0.096/h",
+        "peering          70.3 GB (client->server 70.3, server->client 0.0) at 0.750 Gbit/s, m5.large client [937.5 GB at 10.0 Gbit/s]",
+        "peering          inter-region us-east-1 -> ap-southeast-2: 70.3 GB x $0.0200/GB = $1.41",
+        "WARNING: the data costs more than the hosts",
+        "m5.large is an \"up to\" type: 0.750 Gbit/s baseline, 10.0 Gbit/s burst",
+    ] {
+        assert!(out.contains(want), "{want:?} missing:\n{out}");
+    }
+    assert!(!out.contains("Transit Gateway data processing"), "{out}");
+    assert!(!out.contains("plus per-GB charges"), "{out}");
 }

@@ -30,6 +30,8 @@ const REGION: &str = "eu-west-1";
 const SCENARIO: &str = r#"
 name = "home-vpn"
 instance_type = "m5.large"
+# moto has none of Canonical's public parameters (the default ubuntu-24.04); no instance runs.
+gateway_ami = "al2023"
 [[vpc]]
 name = "aws"
 region = "eu-west-1"

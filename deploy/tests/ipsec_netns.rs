@@ -20,6 +20,9 @@
 
 mod common;
 
+/// A deletion-due time for the boot scripts (their power-off timer is not what this tests).
+const DUE: &str = "2030-01-01T00:00:00Z";
+
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -148,10 +151,12 @@ fn conf_in_script(script: &str, path: &str) -> String {
     script[start..start + len].to_owned()
 }
 
-/// This test's strongswan.conf for one daemon: userspace ESP, its own vici socket and log.
-fn strongswan_conf(dir: &Path) -> String {
+/// This test's strongswan.conf for one daemon: userspace ESP, its own vici socket and log;
+/// `extra` goes into the `charon` section.
+fn strongswan_conf(dir: &Path, extra: &str) -> String {
     format!(
         "charon {{\n\
+         {extra}\
          \x20 load_modular = no\n\
          \x20 load = random nonce openssl aes sha1 sha2 hmac gmp kdf pem pkcs1 pubkey x509 kernel-libipsec kernel-netlink socket-default vici\n\
          \x20 plugins {{\n\
@@ -175,9 +180,14 @@ fn strongswan_conf(dir: &Path) -> String {
 /// One gateway's namespace: charon started with `conf` (the file cut from its script) ready to
 /// load. Returns the daemon's directory.
 fn start_charon(lab: &mut Lab, charon: &Path, ns: &str, conf: &str) -> PathBuf {
+    start_charon_with(lab, charon, ns, conf, "")
+}
+
+/// [`start_charon`] with `extra` settings in its strongswan.conf's `charon` section.
+fn start_charon_with(lab: &mut Lab, charon: &Path, ns: &str, conf: &str, extra: &str) -> PathBuf {
     let dir = lab.dir.path().join(ns);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("strongswan.conf"), strongswan_conf(&dir)).unwrap();
+    std::fs::write(dir.join("strongswan.conf"), strongswan_conf(&dir, extra)).unwrap();
     std::fs::write(dir.join("swanctl.conf"), conf).unwrap();
     let mut c = Command::new("unshare");
     c.args(["--mount", "--propagation", "private", "sh", "-c"])
@@ -230,7 +240,12 @@ fn esp_bytes(dir: &Path, direction: &str) -> u64 {
 /// Waits up to 15 s until the initiator (`dials`) has an established IKEv2 SA with an
 /// installed child; else fails with both daemons' logs.
 fn wait_established(dials: &Path, answers: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    wait_established_for(dials, answers, Duration::from_secs(15));
+}
+
+/// [`wait_established`] with another deadline.
+fn wait_established_for(dials: &Path, answers: &Path, within: Duration) {
+    let deadline = Instant::now() + within;
     loop {
         let sas = text(&swanctl(dials, &["--list-sas"]));
         if sas.contains("ESTABLISHED") && sas.contains("INSTALLED") {
@@ -239,7 +254,7 @@ fn wait_established(dials: &Path, answers: &Path) {
         }
         assert!(
             Instant::now() < deadline,
-            "no IKEv2 SA after 15 s:\n{sas}\ninitiator's charon:\n{}\nresponder's charon:\n{}",
+            "no IKEv2 SA after {within:?}:\n{sas}\ninitiator's charon:\n{}\nresponder's charon:\n{}",
             std::fs::read_to_string(dials.join("charon.log")).unwrap_or_default(),
             std::fs::read_to_string(answers.join("charon.log")).unwrap_or_default()
         );
@@ -313,12 +328,13 @@ fn root_ipsec_generated_swanctl_carries_xbench_between_namespaces() {
     let client_script = userdata::ipsec_gateway(
         &run,
         "gw-vpn-ipsec-client",
+        DUE,
         &client_end,
         &psk,
         Some(SERVER_GW),
     );
     let server_script =
-        userdata::ipsec_gateway(&run, "gw-vpn-ipsec-server", &server_end, &psk, None);
+        userdata::ipsec_gateway(&run, "gw-vpn-ipsec-server", DUE, &server_end, &psk, None);
     let client_conf = conf_in_script(&client_script, "vpn-ipsec");
     let server_conf = conf_in_script(&server_script, "vpn-ipsec");
     assert_eq!(
@@ -550,7 +566,7 @@ fn home_end_carries_xbench(test: &str, accelerator: bool) {
     let run = RunId::generate(SystemTime::now()).unwrap();
     let psk = IpsecPsk::generate().unwrap();
     // The gateway's file as its boot script writes it; yours as `up` writes it.
-    let gw_script = userdata::ipsec_gateway(&run, &home.gateway, &gw_end, &psk, None);
+    let gw_script = userdata::ipsec_gateway(&run, &home.gateway, DUE, &gw_end, &psk, None);
     let gw_conf = conf_in_script(&gw_script, "home");
     let dial = ipsec::HomeDial {
         gateway_ip: GATEWAY_PUBLIC,
@@ -705,5 +721,156 @@ fn root_ipsec_home_end_config_carries_xbench_through_an_accelerator() {
     home_end_carries_xbench(
         "root_ipsec_home_end_config_carries_xbench_through_an_accelerator",
         true,
+    );
+}
+
+/// How long the responder's firewall drops IKE (UDP 500 and 4500) before letting it in: what
+/// a security-group rule added after the initiator first dials looks like from the initiator.
+const IKE_BLOCKED: Duration = Duration::from_secs(12);
+
+/// Both daemons give up on one keying attempt after 1 + 1.4 + 1.96 = 4.4 s of unanswered
+/// retransmits (charon's defaults, 5 tries from 4 s at base 1.8, take 165 s: too long for CI).
+/// The drop lasts [`IKE_BLOCKED`], more than two whole attempts, so the SA can only come up if
+/// the initiator starts new attempts after a failed one (`keyingtries = 0`); with swanctl's
+/// default of one try it gives up for good. Scaling both the schedule and the drop down keeps
+/// the proportion that matters on AWS: a rule that arrives after one attempt's worth of
+/// retransmits.
+const SHORT_RETRANSMITS: &str = "  retransmit_tries = 2\n  retransmit_timeout = 1.0\n  retransmit_base = 1.4\n  retransmit_jitter = 0\n";
+
+/// The initiator keeps trying: the responder's namespace drops UDP 500 and 4500 for the first
+/// [`IKE_BLOCKED`] (longer than a whole keying attempt), then lets them in; the SA generated for
+/// the gateways must still come up, on the initiator's own retries.
+#[test]
+fn root_ipsec_initiator_keeps_trying_until_ike_is_let_in() {
+    let test = "root_ipsec_initiator_keeps_trying_until_ike_is_let_in";
+    if !root_or_skip(test) {
+        return;
+    }
+    let Some(charon) = strongswan_or_skip(test) else {
+        return;
+    };
+    let _serial = serial();
+    let scenario = Scenario::from_toml(
+        "name='k'\ninstance_type='m5.large'\n[[vpc]]\nregion='us-east-1'\ncidr='10.1.0.0/16'\n[[vpc]]\nregion='eu-west-2'\ncidr='10.2.0.0/16'\n[[path]]\nkind='vpn'\nvpn='ipsec'\nclient='us-east-1'\nserver='eu-west-2'\n",
+    )
+    .unwrap();
+    let plan = Plan::build(&scenario, &PriceTable::shipped()).unwrap();
+    let end = |key: &str| -> VpnEnd { plan.host(key).unwrap().vpn.clone().unwrap() };
+    let (client_end, server_end) = (end("gw-vpn-ipsec-client"), end("gw-vpn-ipsec-server"));
+    let run = RunId::generate(SystemTime::now()).unwrap();
+    let psk = IpsecPsk::generate().unwrap();
+    let client_conf = conf_in_script(
+        &userdata::ipsec_gateway(
+            &run,
+            "gw-vpn-ipsec-client",
+            DUE,
+            &client_end,
+            &psk,
+            Some(SERVER_GW),
+        ),
+        "vpn-ipsec",
+    );
+    let server_conf = conf_in_script(
+        &userdata::ipsec_gateway(&run, "gw-vpn-ipsec-server", DUE, &server_end, &psk, None),
+        "vpn-ipsec",
+    );
+
+    let (l, r) = ("xbdkeep-c".to_owned(), "xbdkeep-s".to_owned());
+    let mut lab = Lab {
+        namespaces: Vec::new(),
+        children: Vec::new(),
+        dir: TempDir::new("ipsec-keep"),
+    };
+    // Each namespace holds its subnet's host address (charon routes the far subnet from it).
+    let host_in = |c: xbench_deploy::cidr::Ipv4Cidr| Ipv4Addr::from(u32::from(c.network()) + 10);
+    for (ns, host) in [
+        (&l, host_in(client_end.local_subnet)),
+        (&r, host_in(server_end.local_subnet)),
+    ] {
+        let _ = netns::delete(ns);
+        netns::add(ns).unwrap();
+        lab.namespaces.push(ns.clone());
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+        ip(&["-n", ns, "addr", "add", &format!("{host}/32"), "dev", "lo"]);
+    }
+    ip(&[
+        "-n", &l, "link", "add", "xbd-keep", "type", "veth", "peer", "name", "xbd-keep", "netns",
+        &r,
+    ]);
+    for (ns, gw) in [(&l, CLIENT_GW), (&r, SERVER_GW)] {
+        ip(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{gw}/24"),
+            "dev",
+            "xbd-keep",
+        ]);
+        ip(&["-n", ns, "link", "set", "xbd-keep", "up"]);
+    }
+    let nft = |rules: &str| {
+        let mut c = Command::new("nft");
+        c.args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null());
+        let mut child = netns::spawn_in(&r, &mut c, Detach::No).unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(rules.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "nft -f: {rules}");
+    };
+    nft(
+        "table inet xbdkeep {\n chain in {\n  type filter hook input priority 0;\n  udp dport { 500, 4500 } counter drop\n }\n}\n",
+    );
+
+    let server_dir = start_charon_with(&mut lab, &charon, &r, &server_conf, SHORT_RETRANSMITS);
+    let client_dir = start_charon_with(&mut lab, &charon, &l, &client_conf, SHORT_RETRANSMITS);
+    for dir in [&server_dir, &client_dir] {
+        let conf = dir.join("swanctl.conf").display().to_string();
+        let out = swanctl(dir, &["--load-all", "--noprompt", "--file", &conf]);
+        assert!(out.status.success(), "swanctl --load-all: {}", text(&out));
+    }
+    let dialled = Instant::now();
+    std::thread::sleep(IKE_BLOCKED);
+    let mut list = Command::new("nft");
+    list.args(["list", "table", "inet", "xbdkeep"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let dropped = text(
+        &netns::spawn_in(&r, &mut list, Detach::No)
+            .unwrap()
+            .wait_with_output()
+            .unwrap(),
+    );
+    nft("delete table inet xbdkeep\n");
+    // The drop did stop IKE: at least one whole attempt (a request and its two retransmits)
+    // was dropped, and no SA exists yet.
+    let packets: u64 = dropped
+        .split("counter packets ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        packets >= 3,
+        "the firewall dropped {packets} IKE packets:\n{dropped}"
+    );
+    let before = text(&swanctl(&client_dir, &["--list-sas"]));
+    assert!(!before.contains("ESTABLISHED"), "{before}");
+    let log = std::fs::read_to_string(client_dir.join("charon.log")).unwrap_or_default();
+    assert!(
+        log.contains("giving up after") || log.contains("retransmit"),
+        "the initiator's log shows no failed attempt:\n{log}"
+    );
+    // Let in, the next attempt succeeds: within one attempt's schedule and a margin.
+    wait_established_for(&client_dir, &server_dir, Duration::from_secs(20));
+    eprintln!(
+        "IKE dropped for {IKE_BLOCKED:?} ({packets} packets); SA established {:.1} s after the first dial",
+        dialled.elapsed().as_secs_f64()
     );
 }

@@ -205,3 +205,39 @@ async fn a_healthy_run_gets_allow_lists_and_a_probe_per_path() {
     assert_eq!(probes.len(), 2, "{sent:#?}");
     assert!(moto.leftovers().await.is_empty());
 }
+
+/// A VPN gateway whose strongSwan could not be installed fails `up` naming the gateway and its
+/// boot's own words (before, gateways' boot status was never read: the path's probe timed out
+/// "unreachable" instead).
+#[tokio::test]
+async fn a_gateway_whose_vpn_daemon_is_missing_fails_up_with_its_reason() {
+    let moto = moto_or_skip!();
+    let hosts = Arc::new(FakeRunCommand::new(|_, script| {
+        if script.contains("boot status of gw-") {
+            (
+                0,
+                "failed: cannot install strongSwan with dnf on Amazon Linux 2023: No match for argument: strongswan\n".into(),
+                String::new(),
+            )
+        } else if script.contains("boot-status") {
+            (0, "ok\n".into(), String::new())
+        } else {
+            (0, String::new(), String::new())
+        }
+    }));
+    let e = up_paths(
+        &moto,
+        hosts,
+        "[[path]]\nkind = \"vpn\"\nvpn = \"ipsec\"\nclient = \"us-east-1\"\nserver = \"ap-southeast-2\"\n",
+    )
+    .await
+    .unwrap_err();
+    match cause(&e) {
+        Error::BootFailed { host, reason, .. } => {
+            assert!(host.starts_with("gw-vpn-ipsec-"), "{host}");
+            assert!(reason.contains("cannot install strongSwan"), "{reason}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(moto.leftovers().await.is_empty());
+}

@@ -149,13 +149,23 @@ async fn run_collects_through_ssm_and_the_bucket_and_marks_a_failing_path() {
     }
     // Every script went through Run Command, with the command line `run` built.
     let sent = hosts.sent();
-    assert_eq!(sent.len(), 4 + 3);
-    assert!(
+    let clients = |sent: &[(String, String)]| {
         sent.iter()
-            .all(|(_, s)| s.contains(" client 127.0.0.1 -p ")),
-        "{sent:#?}"
-    );
+            .filter(|(_, s)| s.contains(" client 127.0.0.1 -p "))
+            .count()
+    };
+    assert_eq!(clients(&sent), 4 + 3, "{sent:#?}");
+    // Then each path's client was asked about MTU, once: here the loopback interface.
+    assert_eq!(sent.len(), 4 + 3 + 2, "{sent:#?}");
     assert!(sent[0].1.contains("curl -fsS --retry 3"), "{}", sent[0].1);
+    let mtu: xbench_deploy::run::mtu::PathMtu =
+        serde_json::from_slice(&std::fs::read(out.join("peering").join(run::MTU_FILE)).unwrap())
+            .unwrap();
+    assert_eq!(
+        (mtu.interface.as_deref(), mtu.interface_mtu),
+        (Some("lo"), Some(65536)),
+        "{mtu:?}"
+    );
     // The reports came through the bucket, and none is left there.
     let bucket = outputs.bucket.clone().unwrap();
     let left = moto
@@ -206,7 +216,7 @@ async fn run_collects_through_ssm_and_the_bucket_and_marks_a_failing_path() {
     .await
     .unwrap();
     assert_eq!((s.collected_now, s.skipped, skipped), (0, 4, 4));
-    assert_eq!(hosts.sent().len(), 7, "nothing ran again");
+    assert_eq!(clients(&hosts.sent()), 7, "nothing ran again");
 
     d.down(&outputs.run_id, &[]).await.unwrap();
     let left = moto.leftovers().await;

@@ -56,6 +56,7 @@ async fn up_then_down_checked(
     assert_eq!(again.hosts, out.hosts, "re-running up must reuse the hosts");
 
     check(&accel, &pg);
+    every_host_stops_itself(moto, &out).await;
     let report = d.down(&out.run_id, &[]).await.unwrap();
     assert!(!report.deleted.is_empty());
     let left = moto.leftovers().await;
@@ -71,6 +72,46 @@ async fn up_then_down_checked(
         pg.names()
     );
     out
+}
+
+/// Every instance (servers, clients, gateways) powers itself off at the run's deletion-due
+/// time and terminates when it does: read back from EC2 directly, not through the code under
+/// test.
+async fn every_host_stops_itself(moto: &Moto, out: &Outputs) {
+    use aws_sdk_ec2::types::InstanceAttributeName;
+    let when = xbench_deploy::userdata::calendar_time(&out.deletion_due).unwrap();
+    for h in &out.hosts {
+        let ec2 = moto.ec2(&h.region).await;
+        let attr = |name| {
+            ec2.describe_instance_attribute()
+                .instance_id(&h.instance_id)
+                .attribute(name)
+                .send()
+        };
+        let behaviour = attr(InstanceAttributeName::InstanceInitiatedShutdownBehavior)
+            .await
+            .unwrap();
+        assert_eq!(
+            behaviour
+                .instance_initiated_shutdown_behavior()
+                .and_then(|v| v.value()),
+            Some("terminate"),
+            "{}",
+            h.key
+        );
+        let user_data = attr(InstanceAttributeName::UserData).await.unwrap();
+        let script = aws_smithy_types::base64::decode(
+            user_data.user_data().and_then(|v| v.value()).unwrap(),
+        )
+        .unwrap();
+        let script = String::from_utf8(script).unwrap();
+        assert!(
+            script.contains(&format!("OnCalendar={when}\n"))
+                && script.contains("systemctl enable --now xbench-deletion-due.timer"),
+            "{} has no power-off at {when}",
+            h.key
+        );
+    }
 }
 
 fn host_ip(out: &Outputs, key: &str, public: bool) -> std::net::Ipv4Addr {

@@ -409,6 +409,12 @@ pub(crate) struct ClientArgs {
     )]
     pub(crate) allow_partial_flows: bool,
 
+    /// While the test runs, probe its path's hops (rising TTLs on the test's protocol, from one
+    /// source port to the server's, a few probes a second, no root) and report each hop's
+    /// address, name, loss and RTT after the summary, as mtr's report does.
+    #[arg(long)]
+    pub(crate) trace: bool,
+
     /// Write the latency histograms as an HdrHistogram interval log to FILE, and the
     /// percentile distribution to FILE.hgrm.
     #[arg(
@@ -587,6 +593,17 @@ pub(crate) struct ReportArgs {
     #[arg(long, value_name = "RATE", value_parser = parse::bitrate)]
     pub(crate) ceiling: Option<u64>,
 
+    /// Also write the whole comparison as one self-contained web page to FILE: a verdict per
+    /// cell, every chart (hover a point, click a path in the key to hide it), sortable tables
+    /// with CIs, each path's TCP state and warnings, links to the runs, the commands. It
+    /// fetches nothing; open it from disk or send it as an attachment.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<PathBuf>,
+
+    /// The web page's title [default: "Path comparison: " and the paths].
+    #[arg(long, value_name = "TEXT", requires = "html")]
+    pub(crate) title: Option<String>,
+
     /// Largest result file read (e.g. 2G): a larger one is skipped with a warning naming it,
     /// so that a stray huge file cannot take the machine's memory. Only regular files are
     /// read; FIFOs and devices are skipped.
@@ -672,9 +689,16 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) psk_file: Option<PathBuf>,
 
-    /// Only these client networks may connect (e.g. 10.0.0.0/8,192.168.1.7); repeatable.
+    /// Only these client networks may connect (e.g. 10.0.0.0/8,192.168.1.7), to tests and to
+    /// --metrics; repeatable.
     #[arg(long, value_name = "CIDR,...", value_delimiter = ',', value_parser = parse::network)]
     pub(crate) allow: Vec<ipnet::IpNet>,
+
+    /// Serve the server's counters for a scraper (Prometheus, OpenMetrics text) at
+    /// http://ADDR:PORT/metrics: tests started, finished, refused and running, bytes and
+    /// datagrams moved, failed handshakes, CPU. Off by default; --allow applies.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub(crate) metrics: Option<std::net::SocketAddr>,
 
     /// On SIGINT/SIGTERM, seconds running tests may continue before they are cut short.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::duration)]
@@ -904,8 +928,8 @@ pub(crate) struct RunArgs {
     pub(crate) unit: Option<xbench_report::ThroughputUnit>,
 
     /// Directory for the results: every run saved as `xbench client --save` does
-    /// (DIR/LABEL/CELL/run-N.json, LABEL the path), the comparison in DIR/report.md and the
-    /// charts in DIR/*.svg.
+    /// (DIR/LABEL/CELL/run-N.json, LABEL the path), the comparison in DIR/report.md and as a
+    /// web page in DIR/report.html, and the charts in DIR/*.svg.
     #[arg(long, value_name = "DIR", default_value = "xbench-lab-results")]
     pub(crate) out: PathBuf,
 }

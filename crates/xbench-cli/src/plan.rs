@@ -389,6 +389,7 @@ fn target(a: &ClientArgs) -> Target {
         response_timeout: a.response_timeout,
         per_flow: a.per_flow,
         allow_partial_flows: a.allow_partial_flows,
+        trace: a.trace,
         connections_only: a.connections_only.then(|| {
             NonZeroU16::new(a.openers.unwrap_or(xbench::client::DEFAULT_OPENERS))
                 .unwrap_or(NonZeroU16::MIN)
@@ -659,6 +660,7 @@ mod tests {
             per_flow: false,
             allow_partial_flows: false,
             connections_only: None,
+            trace: false,
         };
         let mut plans = vec![SweepPlan::new(target.clone(), every.clone(), "path one")];
         // The lab's suite: a stream sweep saved and resumed, and latency.

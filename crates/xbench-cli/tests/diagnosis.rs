@@ -203,7 +203,8 @@ fn a_tiny_window_on_loopback_is_the_receive_window() {
 
 /// A receiving server starved of CPU (pinned beside a busy loop at `nice 19`, copying what it
 /// reads), the sender on the other core: the window closed though its size allowed far more,
-/// and the server's queue held the data. The receiver, and clearly.
+/// and the server's queue held the data. The receiver, and clearly — or, where the full queue
+/// dropped segments, likely.
 #[test]
 fn a_starved_reader_is_the_receiver() {
     let name = "a_starved_reader_is_the_receiver";
@@ -220,9 +221,21 @@ fn a_starved_reader_is_the_receiver() {
         &["-t", "3", "--recv-copy"],
     );
     let d = diagnosis(&doc);
-    assert_eq!(d["verdict"], "receiver");
-    assert_eq!(d["confidence"], "clear");
-    assert!(figure(d, "receive_queue_pct").unwrap() >= 25.0, "{d}");
+    assert_eq!(d["verdict"], "receiver", "{d}");
+    // The reader's own figures say it fell behind: starved of its CPU.
+    assert!(
+        figure(d, "reader_waiting_for_cpu_pct").unwrap() >= 50.0,
+        "{d}"
+    );
+    // Starved hard enough, the full queue drops segments (CI: 2.2 % retransmitted, the window
+    // never closed): still the receiver, as likely, saying the losses could be the path's.
+    let losses = d["cannot_tell"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|u| u["kind"] == "losses_or_reader");
+    let confidence = if losses { "likely" } else { "clear" };
+    assert_eq!(d["confidence"], confidence, "{d}");
 }
 
 /// A sending client starved of CPU (pinned beside a busy loop at `nice 19`), the server on

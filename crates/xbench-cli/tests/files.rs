@@ -250,6 +250,94 @@ fn saved_runs(dir: &Path) -> PathBuf {
     cell
 }
 
+/// `xbench report DIR --html PAGE`, run to its end.
+fn report_html(dir: &Path, page: &Path) -> Output {
+    let mut cmd = xbench();
+    cmd.arg("report").arg(dir).arg("--html").arg(page);
+    run_within(cmd, Duration::from_secs(120))
+}
+
+#[test]
+fn report_html_through_a_symlink_writes_the_target_and_refuses_what_it_cannot_write() {
+    let d = TempDir::new("files-html");
+    let runs = d.0.join("runs");
+    saved_runs(&runs);
+    // A link to a page: the target gets the page, the link stays a link.
+    fs::create_dir(d.0.join("shared")).unwrap();
+    let target = d.0.join("shared/report.html");
+    fs::write(&target, "stale").unwrap();
+    let link = d.0.join("report.html");
+    symlink("shared/report.html", &link).unwrap();
+    let out = report_html(&runs, &link);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(file_type(&link).is_symlink(), "the link was replaced");
+    let page = fs::read_to_string(&target).unwrap();
+    assert!(
+        page.starts_with("<!DOCTYPE html>") && page.contains("run-2.json"),
+        "{page:.200}"
+    );
+    let mut names: Vec<_> = fs::read_dir(d.0.join("shared"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["report.html"], "temporary files left");
+
+    // Refused before any run is read, exit 2, the flag named, nothing created: a link to
+    // nothing, a directory, and `-` (standard output carries the table).
+    let dangling = d.0.join("dangling.html");
+    symlink("nowhere/report.html", &dangling).unwrap();
+    for (page, needle) in [
+        (dangling.as_path(), "which does not exist"),
+        (d.0.as_path(), "is a directory"),
+        (Path::new("-"), "give the page a file name"),
+    ] {
+        let out = report_html(&runs, page);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", page.display());
+        assert!(
+            err.contains("--html") && err.contains(needle),
+            "{}: {err}",
+            page.display()
+        );
+        assert!(text(&out.stdout).is_empty(), "the runs were read: {err}");
+    }
+    assert!(!d.0.join("nowhere").exists());
+    assert!(file_type(&dangling).is_symlink());
+}
+
+#[test]
+fn root_report_html_to_a_device_node_writes_through_it_and_leaves_the_device() {
+    if !root_or_skip("root_report_html_to_a_device_node_writes_through_it_and_leaves_the_device") {
+        return;
+    }
+    let d = TempDir::new("files-html-device");
+    let runs = d.0.join("runs");
+    saved_runs(&runs);
+    // Our own null (1, 3) device, never the system's, named directly and through a link.
+    let null = d.0.join("null");
+    mknod(&null, libc::S_IFCHR | 0o666, libc::makedev(1, 3));
+    let link = d.0.join("page.html");
+    symlink("null", &link).unwrap();
+    for page in [&null, &link] {
+        let out = report_html(&runs, page);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            page.display(),
+            text(&out.stderr)
+        );
+        assert!(file_type(&null).is_char_device(), "the device was replaced");
+        assert!(file_type(&link).is_symlink(), "the link was replaced");
+    }
+    let mut names: Vec<_> = fs::read_dir(&d.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["null", "page.html", "runs"], "temporary files left");
+}
+
 #[test]
 fn report_and_compare_skip_fifos_and_device_links_naming_each() {
     let d = TempDir::new("files-readers");

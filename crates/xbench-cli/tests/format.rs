@@ -209,6 +209,8 @@ fn without_a_unit_a_sweeps_rates_have_three_significant_digits() {
     let table: Vec<&str> = text
         .lines()
         .skip_while(|l| !l.starts_with("cell"))
+        // The table ends at a blank line (the path table may follow).
+        .take_while(|l| !l.trim().is_empty())
         .collect();
     assert!(text.contains("receiver rate in "), "{text}");
     for row in &table[1..] {

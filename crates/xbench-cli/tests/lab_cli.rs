@@ -256,6 +256,12 @@ fn root_lab_run_writes_one_report_per_path_and_stream_count() {
         "{text}"
     );
     assert!(out.join("report.md").is_file());
+    // The web page, with what each path emulates beside where it was measured.
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        page.contains("<button type=\"button\">emulated</button>") && page.contains("transit"),
+        "report.html"
+    );
     for chart in ["throughput.svg", "latency.svg"] {
         let svg = std::fs::read_to_string(out.join(chart)).unwrap();
         assert!(svg.contains("<svg") && svg.contains("transit"), "{chart}");

@@ -19,7 +19,8 @@ mod lab_common;
 
 use std::time::Duration;
 
-use xbench::diagnosis::{Confidence, Diagnosis, Verdict};
+use xbench::diagnosis::rules::SNDBUF_CEILING_OVER;
+use xbench::diagnosis::{Confidence, Diagnosis, FigureName, Verdict};
 use xbench_lab::{Impairment, Lab, PathKind, PathSpec};
 
 use lab_common::*;
@@ -137,6 +138,11 @@ fn root_lab_diagnosis_a_small_window_is_the_receive_window() {
 /// The client namespace's send buffers capped at 128 KiB (`net.ipv4.tcp_wmem`), over 40 ms:
 /// 128 KiB ÷ 40 ms = 26 Mbit/s. The kernel's own `sndbuf_limited` reads about 0 under CUBIC;
 /// the diagnosis names the buffer from its ceiling, TCP's empty queue and the blocked thread.
+///
+/// Linux 6.18 does not always keep the cap: about one connection in five (a non-blocking
+/// `connect`, Python's as well as ours; never iperf3's in 26 runs) had 2.3 MB in flight behind
+/// the 128 KiB buffer and ran at 200 Mbit/s. The buffer then did not hold the rate, and the
+/// diagnosis must not say it did: the test checks that instead.
 #[test]
 fn root_lab_diagnosis_a_small_send_buffer_is_the_send_buffer() {
     if !root_or_skip("root_lab_diagnosis_a_small_send_buffer_is_the_send_buffer") {
@@ -147,5 +153,20 @@ fn root_lab_diagnosis_a_small_send_buffer_is_the_send_buffer() {
     let ns = &lab.paths()[0].client_netns;
     let out = run_in(ns, "sysctl", &["-w", "net.ipv4.tcp_wmem=4096 16384 131072"]);
     assert!(out.status.success(), "{out:?}");
-    assert_verdict(&diagnose(&lab, &[]), Verdict::SendBuffer);
+    let d = diagnose(&lab, &[]);
+    let rate = d
+        .figures
+        .iter()
+        .find(|f| f.name == FigureName::Rate)
+        .expect("the rate is a figure")
+        .value;
+    // The buffer's ceiling at the path's base RTT; a queue only lowers it.
+    let ceiling = 131_072.0 * 8.0 / 0.040;
+    match rate > SNDBUF_CEILING_OVER * ceiling {
+        true => {
+            eprintln!("the kernel let the sender past its buffer: {rate} > {ceiling} bit/s");
+            assert_ne!(d.verdict, Verdict::SendBuffer, "{d:#?}");
+        }
+        false => assert_verdict(&d, Verdict::SendBuffer),
+    }
 }

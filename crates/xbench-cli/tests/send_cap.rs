@@ -46,7 +46,7 @@ fn answers_of_every_size_and_crr_stay_within_the_send_cap_by_the_clients_count()
     let port = free_port();
     let server = xbench()
         .args(["server", "-B", "127.0.0.1", "-p", &port.to_string()])
-        .args(["--max-send-rate", &CAP.to_string()])
+        .args(["--max-send-rate", &format!("{}k", CAP / 1000)])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -138,7 +138,7 @@ fn root_netns_every_byte_the_server_sends_stays_within_the_send_cap_on_the_wire(
             "-B",
             "10.81.0.1",
             "--max-send-rate",
-            &CAP.to_string(),
+            &format!("{}k", CAP / 1000),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

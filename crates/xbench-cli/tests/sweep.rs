@@ -216,16 +216,39 @@ fn a_udp_sweep_over_rates_and_sizes_gives_the_table_and_the_loss_chart() {
     let text = ok(&out);
     let run_lines: Vec<&str> = text.lines().filter(|l| l.starts_with('[')).collect();
     assert_eq!(run_lines.len(), 8, "{text}");
-    assert!(
-        run_lines[0].starts_with("[1/8] b=4M l=200 P=1 run 1/2: client→server 4.00 of 4.00 Mbit/s"),
-        "{text}"
-    );
+    // What arrived of the rate asked. On a loaded machine the sender skips the slots it fell
+    // behind on (3.23 of 4.00 with two busy loops): that is checked against the saved run's
+    // schedule below, not taken for the rate.
+    let (head, got) = run_lines[0]
+        .split_once("client→server ")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(head, "[1/8] b=4M l=200 P=1 run 1/2: ", "{text}");
+    let (got, asked) = got.split_once(" of ").unwrap_or_else(|| panic!("{text}"));
+    assert!(asked.starts_with("4.00 Mbit/s"), "{text}");
+    let got: f64 = got.parse().unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert!(got > 0.0 && got <= 4.02, "{text}");
     assert!(text.contains("lo: 8 of 8 runs completed"), "{text}");
     let want: BTreeSet<String> = ["b4M-l200", "b8M-l200", "b4M-l1000", "b8M-l1000"]
         .iter()
         .flat_map(|c| (1..=2).map(move |n| format!("lo/udp-up-{c}-P1/run-{n}.json")))
         .collect();
     assert_eq!(files(&dir.0), want);
+    // Every saved run kept its schedule: 0.1 s of slots (250 of 200 bytes at 4 Mbit/s, 500 at
+    // 8; 50 and 100 of 1,000 bytes), each sent or counted skipped.
+    for f in &want {
+        let doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.0.join(f)).unwrap()).unwrap();
+        let d = &doc["udp"]["directions"][0];
+        let figures = &d["figures"];
+        let slots =
+            figures["sent"]["datagrams"].as_u64().unwrap() + figures["slipped"].as_u64().unwrap();
+        let len = if f.contains("-l1000-") { 1000.0 } else { 200.0 };
+        let due = d["asked_bits_per_second"].as_f64().unwrap() * 0.1 / (8.0 * len);
+        assert!(
+            (slots as f64 - due).abs() <= 1.0,
+            "{f}: {slots} slots sent or skipped of {due}: {figures}"
+        );
+    }
     let head = text
         .lines()
         .find(|l| l.starts_with("cell"))

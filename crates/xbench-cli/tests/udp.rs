@@ -198,7 +198,13 @@ fn bad_udp_settings_are_usage_errors() {
 }
 
 /// `-b RATE/stream` is iperf3's per-stream rate: `-P 4 -b 100M/stream` offers 400 Mbit/s in
-/// total, and the four streams send it.
+/// total, and each of the four streams is paced at 100.
+///
+/// What the senders' schedule offered is checked, not what they got out: on a loaded machine
+/// a sender skips the slots it fell behind on rather than burst, and says so (two copies of
+/// this test and two busy loops: 316, 260, 166 Mbit/s sent of 400). Sent plus skipped is the
+/// schedule whatever the load; a rate split wrongly between the streams, or slots skipped
+/// without being counted, still fails.
 #[test]
 fn a_per_stream_rate_offers_four_times_as_much_with_four_streams() {
     let doc = run_json(&["-P", "4", "-b", "100M/stream", "-t", "0.5", "-l", "1400"]);
@@ -208,17 +214,32 @@ fn a_per_stream_rate_offers_four_times_as_much_with_four_streams() {
     );
     let d = &doc["udp"]["directions"][0];
     assert_eq!(d["asked_bits_per_second"], 400e6);
-    let sent = d["figures"]["sent"]["bits_per_second"].as_f64().unwrap();
-    // The senders kept to it (pacing is checked closely elsewhere; this machine is shared).
-    assert!((sent / 400e6 - 1.0).abs() < 0.1, "sent {sent} bit/s");
+    let window = doc["summary"]["measured_s"].as_f64().unwrap();
+    assert_eq!(window, 0.5);
+    // Slots of the schedule in the window (sent or skipped), as a rate.
+    let scheduled = |f: &Value| {
+        let sent = f["sent"]["datagrams"].as_u64().unwrap();
+        let slots = sent + f["slipped"].as_u64().unwrap();
+        assert!(sent > 0, "{f}");
+        let bits = f["sent"]["bytes"].as_u64().unwrap() as f64 * 8.0 / sent as f64;
+        slots as f64 * bits / window
+    };
+    let total = scheduled(&d["figures"]);
+    assert!(
+        (total / 400e6 - 1.0).abs() < 0.01,
+        "scheduled {total} bit/s of 400 Mbit/s"
+    );
     let per_stream: Vec<f64> = d["per_stream"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| s["figures"]["sent"]["bits_per_second"].as_f64().unwrap())
+        .map(|s| scheduled(&s["figures"]))
         .collect();
     assert_eq!(per_stream.len(), 4);
     for s in per_stream {
-        assert!((s / 100e6 - 1.0).abs() < 0.1, "a stream sent {s} bit/s");
+        assert!(
+            (s / 100e6 - 1.0).abs() < 0.01,
+            "a stream's schedule offered {s} bit/s of 100 Mbit/s"
+        );
     }
 }

@@ -238,6 +238,10 @@ pub struct Point {
     pub y: f64,
     /// Error bar from, to.
     pub bar: Option<(f64, f64)>,
+    /// What the point summarises, for a reader who hovers it: the runs averaged (streams,
+    /// window, UDP charts) or the transactions of the merged histogram (latency); `None` for
+    /// one measurement (a timeline's interval) or a reference line.
+    pub n: Option<u64>,
 }
 
 /// Builds the chart for `runs`: `kind`, or the one the data calls for — streams if stream
@@ -406,7 +410,12 @@ pub fn add_ceiling(data: &mut ChartData, bits_per_second: f64) -> Result<(), Cha
         markers: false,
         points: [x0, x1]
             .into_iter()
-            .map(|x| Point { x, y, bar: None })
+            .map(|x| Point {
+                x,
+                y,
+                bar: None,
+                n: None,
+            })
             .collect(),
     });
     Ok(())
@@ -540,6 +549,7 @@ fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartD
                 x: pos(*x),
                 y: s.mean * f,
                 bar: s.ci95_low.zip(s.ci95_high).map(|(lo, hi)| (lo * f, hi * f)),
+                n: Some(s.n as u64),
             });
             // The window the receiver really advertised, over the RTT, as each run measured
             // it; for runs without that (iperf3's), the asked size over the RTT.
@@ -558,6 +568,7 @@ fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartD
                     x: pos(*x),
                     y: c * f,
                     bar: None,
+                    n: Some(vals.len() as u64),
                 });
             }
         }
@@ -680,6 +691,7 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
                 x: pos(x),
                 y: s.mean,
                 bar: s.ci95_low.zip(s.ci95_high),
+                n: Some(s.n as u64),
             })
         };
         let mut l = Vec::new();
@@ -781,6 +793,7 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
                     x,
                     y: unit.of_micros(d.quantile_ns(q) as f64 / 1e3),
                     bar: None,
+                    n: Some(d.count()),
                 }
             })
             .collect();
@@ -1035,6 +1048,7 @@ fn steps(d: &DirectionResult, y: impl Fn(&TimelinePoint) -> f64) -> Vec<Point> {
                 x,
                 y: y(p),
                 bar: None,
+                n: None,
             })
         })
         .collect()
@@ -1066,6 +1080,7 @@ fn stream_cwnds(d: &DirectionResult, arrow: Option<&str>, first_colour: usize) -
                         x: p.end_s,
                         y: *p.cwnd_bytes.get(s)? as f64 / 1024.0,
                         bar: None,
+                        n: None,
                     })
                 })
                 .collect(),
@@ -1082,6 +1097,7 @@ fn total_cwnd(d: &DirectionResult) -> Vec<Point> {
             x: p.end_s,
             y: p.cwnd_bytes.iter().sum::<u64>() as f64 / 1024.0,
             bar: None,
+            n: None,
         })
         .collect()
 }
@@ -1601,6 +1617,7 @@ mod tests {
             },
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Throughput(vec![DirectionResult {
                 direction: StreamDirection::ClientToServer,
                 bits_per_second: mbps * 1e6,
@@ -1672,6 +1689,7 @@ mod tests {
             key: CellKey::of_spec(&xbench::config::TestSpec::request_response()),
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Rr(RrResult {
                 transactions_per_second: 1000.0,
                 p50_us: 22.0,
@@ -1969,6 +1987,7 @@ mod tests {
             key: CellKey::of_spec(&spec),
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Udp(vec![crate::run::UdpResult {
                 direction: StreamDirection::ClientToServer,
                 offered_bps: Some(mbps as f64 * 1e6),

@@ -363,6 +363,7 @@ pub struct RegressionCheck {
 ///     key: CellKey::of_spec(&TestSpec::throughput()),
 ///     started_at: String::new(),
 ///     length_s: Some(10.0),
+///     facts: Default::default(),
 ///     measure: Measure::Throughput(vec![DirectionResult {
 ///         direction: StreamDirection::ClientToServer,
 ///         bits_per_second: mbps * 1e6,
@@ -428,6 +429,9 @@ pub fn compare(
             runs.iter().filter(|r| r.label == label).cloned().collect()
         };
         let (b_runs, c_runs) = (of(baseline, b_label), of(candidate, c_label));
+        notes.extend(crate::paths::compare_notes(
+            b_label, &b_runs, c_label, &c_runs,
+        ));
         let groups: BTreeSet<(CellKey, Option<StreamDirection>)> =
             b_runs.iter().chain(&c_runs).flat_map(groups_of).collect();
         for (cell, direction) in groups {
@@ -838,6 +842,7 @@ mod tests {
             key,
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Throughput(vec![DirectionResult {
                 direction: StreamDirection::ClientToServer,
                 bits_per_second: mbps * 1e6,
@@ -857,6 +862,7 @@ mod tests {
             key: CellKey::of_spec(&TestSpec::request_response()),
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Rr(RrResult {
                 transactions_per_second: 1e6 / p99,
                 p50_us: p99 / 2.0,
@@ -1114,6 +1120,7 @@ mod tests {
             key: CellKey::of_spec(&spec),
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Udp(vec![crate::run::UdpResult {
                 direction: StreamDirection::ClientToServer,
                 offered_bps: Some(100e6),

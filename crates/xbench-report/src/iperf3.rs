@@ -151,6 +151,7 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
         length_s: v["start"]["test_start"]["duration"]
             .as_f64()
             .filter(|d| *d > 0.0),
+        facts: Default::default(),
         measure,
     })
 }
@@ -297,6 +298,7 @@ fn udp_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
         length_s: v["start"]["test_start"]["duration"]
             .as_f64()
             .filter(|d| *d > 0.0),
+        facts: Default::default(),
         measure,
     })
 }

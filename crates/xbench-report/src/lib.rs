@@ -9,7 +9,8 @@
 //! 2. [`load`](mod@load) reads saved runs back: xbench reports and `iperf3 -J` files ([`iperf3`]).
 //! 3. [`table`] groups runs into cells per label with [`stats`] (mean, sample standard
 //!    deviation, Student-t 95 % CI, CV); [`render`] prints that as text, Markdown, CSV or JSON.
-//! 4. [`chart`] draws the comparison charts to SVG or PNG.
+//! 4. [`chart`] draws the comparison charts to SVG or PNG; [`html`] puts the whole comparison
+//!    — a verdict per cell ([`verdict`]), every chart, the tables — in one self-contained page.
 //! 5. [`compare`](mod@compare) checks a candidate set of runs against a baseline, per cell and
 //!    path, for regressions with statistical confidence ([`hypothesis`]: Welch's t-test,
 //!    Mann-Whitney U): the network regression check a CI job or a `cargo test` can run.
@@ -31,6 +32,7 @@
 //!     key: CellKey::of_spec(&xbench::config::TestSpec::throughput()),
 //!     started_at: String::new(),
 //!     length_s: Some(10.0),
+//!     facts: Default::default(),
 //!     measure: Measure::Throughput(vec![DirectionResult {
 //!         direction: StreamDirection::ClientToServer,
 //!         bits_per_second: mbps * 1e6,
@@ -60,15 +62,18 @@ pub mod cell;
 pub mod chart;
 pub mod compare;
 pub mod fleet;
+pub mod html;
 pub mod hypothesis;
 pub mod iperf3;
 pub mod layout;
 pub mod load;
+pub mod paths;
 pub mod render;
 pub mod run;
 pub mod stats;
 pub mod table;
 pub mod units;
+pub mod verdict;
 
 pub use compare::{Criteria, RegressionCheck, compare};
 pub use load::{Loaded, Warning, load, load_with_limit};

@@ -149,6 +149,26 @@ pub fn read_run(path: &Path, label: &str, limit: u64) -> Result<Run, String> {
     Err("neither an xbench report nor iperf3 -J output".into())
 }
 
+/// The xbench report a run file holds, for what [`Run`] leaves out (where and how it was
+/// measured); `Ok(None)` for an iperf3 file. Read under the same rule as [`read_run`]: a
+/// regular file of at most `limit` bytes.
+pub fn read_report(path: &Path, limit: u64) -> Result<Option<TestReport>, String> {
+    let v = read_json(path, limit)?;
+    if v.get("schema_version").is_none() {
+        return Ok(None);
+    }
+    serde_json::from_value(v)
+        .map(Some)
+        .map_err(|e| format!("not a valid xbench report ({e})"))
+}
+
+/// A run file as JSON, a regular file of at most `limit` bytes.
+pub(crate) fn read_json(path: &Path, limit: u64) -> Result<Value, String> {
+    Source::open(path, limit)?
+        .parse::<Value>()
+        .map_err(|e| format!("not valid JSON ({e})"))
+}
+
 /// Files up to this size are read into memory and parsed from there, the fastest way; larger
 /// ones are parsed from the file as it is read (about twice as slow), so that memory holds the
 /// figures and never the text: a 100 MB run then costs 40 MB rather than 100 MB more.

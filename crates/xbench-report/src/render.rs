@@ -250,6 +250,9 @@ fn sections(c: &Comparison, scale: RateScale, ceiling: Option<f64>, md: bool) ->
         table(&mut out, &title, &head, body, md);
     }
     udp_sections(&mut out, c, scale, md);
+    if !c.paths.is_empty() {
+        crate::paths::table_into(&mut out, &c.paths, md);
+    }
     out
 }
 
@@ -346,8 +349,6 @@ fn cv(s: &Stats) -> String {
     s.cv.map_or("-".into(), |c| format!("{:.1} %", c * 100.0))
 }
 
-/// Appends one titled table; text columns (the first two) align left, figures right. In text,
-/// a cell name repeated on consecutive rows is printed once.
 /// The runs' verdicts: one name when every diagnosed run agrees, else each with its count
 /// (`receiver not keeping up 2/3, cannot tell 1/3`); `-` without a diagnosis (iperf3 files).
 fn limits(r: &ThroughputRow) -> String {
@@ -363,7 +364,15 @@ fn limits(r: &ThroughputRow) -> String {
     }
 }
 
-fn table(out: &mut String, title: &str, head: &[&str], body: Vec<Vec<String>>, md: bool) {
+/// Appends one titled table; text columns (the first two) align left, figures right. In text,
+/// a cell name repeated on consecutive rows is printed once.
+pub(crate) fn table(
+    out: &mut String,
+    title: &str,
+    head: &[&str],
+    body: Vec<Vec<String>>,
+    md: bool,
+) {
     if !out.is_empty() {
         out.push('\n');
     }
@@ -589,6 +598,7 @@ mod tests {
             },
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Throughput(vec![DirectionResult {
                 direction: StreamDirection::ClientToServer,
                 bits_per_second: mbps * 1e6,
@@ -695,7 +705,8 @@ mod tests {
             ["33.5", "0.753", "33.0", "34.1", "26.8–40.3"],
             "{t}"
         );
-        assert_eq!(row.last(), Some(&"88.0"), "{t}");
+        // The RTT, then the limit column (no verdict in these runs).
+        assert_eq!(row[row.len() - 2..], ["88.0", "-"], "{t}");
         assert!(t.contains("RTT ms"), "{t}");
         let fixed = render(&c, Format::Text, ThroughputUnit::Mbits);
         assert!(fixed.contains(" 33,532 "), "{fixed}");
@@ -713,6 +724,7 @@ mod tests {
             key: CellKey::of_spec(&xbench::config::TestSpec::request_response()),
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Rr(crate::run::RrResult {
                 transactions_per_second: 300.0 * base,
                 min_us: base,
@@ -786,6 +798,7 @@ mod tests {
             key: CellKey::of_spec(&spec),
             started_at: String::new(),
             length_s: None,
+            facts: Default::default(),
             measure: Measure::Udp(vec![crate::run::UdpResult {
                 direction: StreamDirection::ClientToServer,
                 offered_bps: Some(200e6),

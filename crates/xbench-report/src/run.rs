@@ -29,6 +29,8 @@ pub struct Run {
     pub length_s: Option<f64>,
     /// What it measured.
     pub measure: Measure,
+    /// What it recorded of its path and hosts: interface MTUs, counters that moved.
+    pub facts: crate::paths::PathFacts,
 }
 
 /// The figures of a run, by kind.
@@ -291,6 +293,7 @@ impl Run {
                 xbench::EndCondition::Bytes(_) => None,
             },
             measure,
+            facts: crate::paths::PathFacts::of_report(report),
         })
     }
 

@@ -27,6 +27,10 @@ pub struct Comparison {
     pub rr: Vec<RrRow>,
     /// UDP rows.
     pub udp: Vec<UdpRow>,
+    /// Per label, what the runs recorded of the path and the hosts (none for runs that
+    /// recorded nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<crate::paths::PathRow>,
 }
 
 /// One label's runs of one UDP cell, one direction. Every figure is per run, with its
@@ -284,6 +288,7 @@ impl Comparison {
             throughput,
             rr,
             udp,
+            paths: crate::paths::rows(runs),
         }
     }
 
@@ -305,6 +310,12 @@ impl Comparison {
                 .collect(),
             udp: self
                 .udp
+                .iter()
+                .filter(|r| r.label == label)
+                .cloned()
+                .collect(),
+            paths: self
+                .paths
                 .iter()
                 .filter(|r| r.label == label)
                 .cloned()

@@ -130,6 +130,7 @@ impl Args {
             per_flow,
             allow_partial_flows,
             connections_only,
+            trace,
         } = t;
         let defaults = Target::local();
         match host {
@@ -196,6 +197,9 @@ impl Args {
         }
         if *allow_partial_flows {
             self.push("--allow-partial-flows");
+        }
+        if *trace {
+            self.push("--trace");
         }
         // `--connections-only` itself stands for `--rr` in the test's flags (`Args::rr`).
         if let Some(k) = connections_only

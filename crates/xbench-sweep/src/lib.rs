@@ -68,6 +68,7 @@
 mod args;
 mod error;
 mod plan;
+pub mod rebuild;
 mod run;
 mod target;
 

@@ -48,6 +48,9 @@ pub struct Target {
     /// while the spec's flows are held (`--connections-only`, `--openers`; the library's
     /// `connections_only`).
     pub connections_only: Option<NonZeroU16>,
+    /// Probe the hops of each test's path while it runs, at the library's default pace
+    /// (`--trace`; the library's `trace`).
+    pub trace: bool,
 }
 
 impl Target {
@@ -76,6 +79,7 @@ impl Target {
             per_flow: defaults.per_flow,
             allow_partial_flows: defaults.allow_partial_flows,
             connections_only: defaults.connections_only,
+            trace: defaults.trace.is_some(),
         }
     }
 
@@ -98,6 +102,7 @@ impl Target {
             protocol: config.protocol,
             per_flow: config.per_flow,
             allow_partial_flows: config.allow_partial_flows,
+            trace: config.trace.is_some(),
             connections_only: config.connections_only,
         }
     }
@@ -130,6 +135,7 @@ impl Target {
             per_flow: self.per_flow,
             allow_partial_flows: self.allow_partial_flows,
             connections_only: self.connections_only,
+            trace: self.trace.then(xbench::trace::TraceConfig::default),
             ..ClientConfig::new(self.host.as_deref().unwrap_or("127.0.0.1"))
         }
     }
@@ -158,6 +164,7 @@ mod tests {
             per_flow: true,
             allow_partial_flows: true,
             connections_only: NonZeroU16::new(12),
+            trace: true,
         };
         let config = t.client_config(TestSpec::throughput(), None, None);
         assert_eq!(Target::from_client_config(&config, t.psk_file.clone()), t);

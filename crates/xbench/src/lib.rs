@@ -60,6 +60,7 @@ pub mod diagnosis;
 mod engine;
 mod error;
 pub mod file;
+pub mod host;
 pub mod latency;
 pub mod proto;
 pub mod report;
@@ -68,6 +69,7 @@ pub mod summary;
 pub mod tcp_info;
 pub mod time;
 pub mod under_load;
+pub mod trace;
 pub mod units;
 
 pub use api::{LatencyBuilder, LocalServer, Test, ThroughputBuilder, blocking, run};

@@ -7,6 +7,8 @@
 //! receiver's rate. The JSON form is versioned by [`SCHEMA_VERSION`] and described by
 //! `schema/report.schema.json`; change both together. How sides are merged lives in `summary`.
 
+mod host;
+mod trace;
 mod udp;
 
 use std::net::SocketAddr;
@@ -16,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::{StreamDirection, TestSpec};
 use crate::latency::{FlowLatency, LatencyStats};
 
+pub use host::*;
+pub use trace::*;
 pub use udp::*;
 
 /// Version of the JSON report layout. Bump when a field changes meaning or is removed.
@@ -597,6 +601,14 @@ pub struct TestReport {
     /// report's bulk streams; absent from every other test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub under_load: Option<crate::under_load::UnderLoadReport>,
+    /// Where each end ran: the interface its route left by, its MTU and what it counted, EC2's
+    /// allowance counters among them, and what they say of the rate. `None` for a test that
+    /// never got that far, an iperf3 server's, and reports of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Hosts>,
+    /// The hops of the test's path, probed while it ran (`--trace`); `None` without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceReport>,
 }
 
 /// One interval of a request/response test as the server saw it.

@@ -52,11 +52,41 @@ pub enum UnitError {
     #[error("`{0}` has no unit; write it as {0}K, {0}M or {0}B (bytes)")]
     MissingUnit(String),
     /// A bare number where a rate needs a unit (`--ceiling 100` is not 100 bit/s).
-    #[error("`{0}` has no unit; write it as {0}M (megabits per second), {0}k or {0}G")]
+    #[error("{}", missing_rate_unit(.0))]
     MissingRateUnit(String),
     /// The value does not fit in 64 bits.
     #[error("`{0}` is too large")]
     TooLarge(String),
+}
+
+/// What a bare rate should have been written as: a small number most likely meant megabits
+/// (`100` → `100M`); a large one was bits per second, shown in its shortest unit
+/// (`20000000` → `20M`), not as an absurd `20000000M`.
+fn missing_rate_unit(bare: &str) -> String {
+    let exact = bare
+        .parse::<u64>()
+        .ok()
+        .filter(|&n| n >= 1_000)
+        .and_then(|n| {
+            [
+                ("T", 1_000_000_000_000),
+                ("G", 1_000_000_000),
+                ("M", 1_000_000),
+                ("k", 1_000),
+            ]
+            .into_iter()
+            .find(|&(_, scale)| n % scale == 0)
+            .map(|(unit, scale)| format!("{}{unit}", n / scale))
+        });
+    match exact {
+        Some(short) => format!(
+            "`{bare}` has no unit; if you meant {bare} bits per second, write it as {short} \
+             (k, M, G: powers of 1000)"
+        ),
+        None => format!(
+            "`{bare}` has no unit; write it as {bare}M (megabits per second), {bare}k or {bare}G"
+        ),
+    }
 }
 
 const SIZE_UNITS: &str = "B, K, M, G or T (powers of 1024), e.g. 128K";
@@ -555,6 +585,14 @@ mod tests {
         assert_eq!(
             BitRate::parse_with_unit("100").map_err(|e| e.to_string()),
             Err("`100` has no unit; write it as 100M (megabits per second), 100k or 100G".into())
+        );
+        assert_eq!(
+            BitRate::parse_with_unit("20000000").map_err(|e| e.to_string()),
+            Err(
+                "`20000000` has no unit; if you meant 20000000 bits per second, write it as 20M \
+                 (k, M, G: powers of 1000)"
+                    .into()
+            )
         );
         assert_eq!(BitRate::parse_with_unit("0"), Ok(BitRate(0)));
         assert_eq!(BitRate::parse_with_unit("1G"), Ok(BitRate(1_000_000_000)));

@@ -259,3 +259,33 @@ async fn paced_setup_from_two_addresses_opens_every_flow_and_reports_its_rate() 
     assert!((setup.per_second - rate).abs() < 1e-6 * rate, "{setup:?}");
     assert_eq!(rr(&r).flows.len(), 300);
 }
+
+/// On a loaded machine a controller wakes hundreds of milliseconds past the end mark, and its
+/// workers started transactions until it did: the 0.5 s asked here held 600 transactions of a
+/// 500/s schedule, not 250. Here the client's is held up for sure (its event callback blocks
+/// past the end when the workers start): the workers keep the end mark themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_that_wakes_late_does_not_stretch_the_window() {
+    let server = TestServer::start().await;
+    let spec = RrSpec {
+        rate_per_flow: Some(500.0),
+        ..RrSpec::default()
+    };
+    let c = rr_config(&server, spec, 0.5);
+    let mut on_event = |e: xbench::ClientEvent| {
+        if matches!(e, xbench::ClientEvent::Started { .. }) {
+            std::thread::sleep(Duration::from_millis(1200));
+        }
+    };
+    let r = xbench::client::run(&c, &mut on_event, std::future::pending())
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.warnings);
+    let s = &rr(&r).summary;
+    // Every transaction due inside the window (at 0, 2, .. 498 ms), none after it.
+    assert_eq!(s.transactions, 250);
+    assert_eq!(s.server_transactions, Some(250));
+    assert_eq!((s.seconds, r.summary.measured_s), (0.5, 0.5));
+    assert!(s.pacing.unwrap().kept_up, "{:?}", s.pacing);
+    server.stop().await;
+}

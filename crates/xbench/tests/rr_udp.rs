@@ -400,3 +400,29 @@ fn udp_request_response_bounds_are_refused_by_flag() {
         assert_eq!(check(r), Some("--rr-timeout"));
     }
 }
+
+/// A controller that wakes late (a loaded machine) must not stretch the window: the UDP
+/// workers keep the end mark themselves. The client's is held up for sure here: its callback
+/// blocks past the end when the workers start. 0.5 s of a 500/s schedule is 250 requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_that_wakes_late_does_not_stretch_the_window() {
+    let server = TestServer::start().await;
+    let spec = RrSpec {
+        rate_per_flow: Some(500.0),
+        ..udp_rr(1, 1, 64, 64)
+    };
+    let c = config(&server, spec, 0.5);
+    let mut on_event = |e: ClientEvent| {
+        if matches!(e, ClientEvent::Started { .. }) {
+            std::thread::sleep(Duration::from_millis(1200));
+        }
+    };
+    let r = xbench::client::run(&c, &mut on_event, std::future::pending())
+        .await
+        .unwrap();
+    assert_exact(&r);
+    let (rr, u) = rr(&r);
+    assert_eq!((rr.summary.transactions, u.total_requests), (250, 250));
+    assert_eq!(rr.summary.seconds, 0.5);
+    server.stop().await;
+}

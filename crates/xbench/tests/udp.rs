@@ -434,3 +434,45 @@ async fn an_interrupted_udp_test_reports_what_ran() {
     );
     server.stop().await;
 }
+
+/// A controller that wakes late (a loaded machine) must not stretch the senders' last
+/// interval past the end mark: the senders stopped there, so a longer span only made its rate
+/// look short of `-b`. Here the client's is held up for sure: its callback blocks past the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_that_wakes_late_ends_the_senders_last_interval_at_the_end_mark() {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    udp(
+        &mut c,
+        1,
+        Direction::ClientToServer,
+        Some(8 * 1000 * 2000),
+        1000,
+        0.6,
+    );
+    // One interval: the end mark is the only edge the held-up client misses.
+    c.spec.interval = Some(Duration::from_secs(1));
+    let mut on_event = |e: ClientEvent| {
+        if matches!(e, ClientEvent::Started { .. }) {
+            std::thread::sleep(Duration::from_millis(1000));
+        }
+    };
+    let report = xbench::client::run(&c, &mut on_event, std::future::pending())
+        .await
+        .unwrap();
+    let u = udp_report(&report);
+    assert_exact(&u.directions[0]);
+    assert_eq!(report.summary.measured_s, 0.6);
+    let last = u.intervals.last().unwrap();
+    assert_eq!(
+        last.end_s, 0.6,
+        "the senders' last interval ends at the end mark"
+    );
+    let sent: u64 = u
+        .intervals
+        .iter()
+        .map(|iv| iv.sum[0].figures.sent.datagrams)
+        .sum();
+    assert_eq!(sent, u.directions[0].figures.sent.datagrams);
+    server.stop().await;
+}

@@ -1,5 +1,6 @@
-//! What a run has besides its network, made first: the hosts' instance profile (SSM only), the
-//! private bucket holding the xbench binary (with the presigned URL the boot scripts fetch),
+//! What a run has besides its network, made first: the hosts' instance profile (the SSM agent,
+//! the run's key and binary; or yours), the private bucket holding the xbench binary (which
+//! hosts copy with their profile),
 //! and the run's pre-shared key in every region's Parameter Store. Each is found again on a
 //! resumed run; the key in particular is reused, since hosts launched earlier already hold it.
 
@@ -13,8 +14,18 @@ use crate::userdata::Fetch;
 
 impl Build<'_> {
     pub(super) async fn artifacts(&self) -> Result<(), Error> {
-        let profile = iam::ensure(&self.d.aws, self.tags).await?;
-        info!("instance profile {profile} (AmazonSSMManagedInstanceCore only)");
+        let profile = match &self.instance_profile {
+            Some(name) => {
+                iam::check_existing(&self.d.aws, name).await?;
+                info!("instance profile {name} (yours, --instance-profile)");
+                name.clone()
+            }
+            None => {
+                let p = iam::ensure(&self.d.aws, self.tags).await?;
+                info!("instance profile {p} (SSM agent, the run's key and binary only)");
+                p
+            }
+        };
         self.ids().profile = Some(profile);
         let fetch = self.binary().await?;
         self.ids().fetch = Some(fetch);
@@ -63,18 +74,11 @@ impl Build<'_> {
                     bucket.name,
                     s3::BINARY_KEY
                 );
-                let get = s3::presign_get(
-                    &self.d.aws,
-                    &bucket,
-                    s3::BINARY_KEY,
-                    s3::BINARY_URL_LIFETIME,
-                )
-                .await?;
-                if get.url.contains('\'') {
-                    return Err(Error::Internal("a presigned URL with a quote".into()));
-                }
-                Ok(Fetch::Url {
-                    url: get.url,
+                // Names this tool made: lowercase hex, dashes and the fixed key, shell-safe.
+                Ok(Fetch::S3 {
+                    bucket: bucket.name.clone(),
+                    key: s3::BINARY_KEY.to_owned(),
+                    region: bucket.region.clone(),
                     sha256: bin.sha256.clone(),
                 })
             }

@@ -53,8 +53,14 @@ impl Build<'_> {
                     }
                     let psk = IpsecPsk::generate()?;
                     write_secret_file(&key_file, psk.swanctl_secret().as_bytes())?;
-                    let script =
-                        userdata::ipsec_gateway(&self.tags.run, &host.key, vpn, &psk, None);
+                    let script = userdata::ipsec_gateway(
+                        &self.tags.run,
+                        &host.key,
+                        &self.tags.deletion_due,
+                        vpn,
+                        &psk,
+                        None,
+                    );
                     self.host(host, script).await?;
                 }
             }

@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 use aws_sdk_ec2::types::{
     AttributeBooleanValue, HttpTokensState, IamInstanceProfileSpecification,
     InstanceMetadataOptionsRequest, InstanceNetworkInterfaceSpecification, InstanceType, Placement,
-    ResourceType,
+    ResourceType, ShutdownBehavior,
 };
 use tracing::info;
 
@@ -18,7 +18,7 @@ use crate::aws::ec2::tag_spec;
 use crate::aws::{RegionClients, aws_error};
 use crate::error::Error;
 use crate::ipsec::IpsecPsk;
-use crate::plan::{GroupKind, HostPlan, HostRole, PathClient, VpnEnd};
+use crate::plan::{GroupKind, HostPlan, HostRole, IngressSource, PathClient, VpnEnd};
 use crate::scenario::VpnFlavour;
 use crate::state::{RunId, client_command};
 use crate::userdata::{self, HostBoot, WgKeys};
@@ -41,7 +41,14 @@ impl TunnelKeys {
     }
 
     /// The boot script of gateway `h`, which dials `peer` (the client side does).
-    fn script(&self, run: &RunId, h: &HostPlan, vpn: &VpnEnd, peer: Option<Ipv4Addr>) -> String {
+    fn script(
+        &self,
+        run: &RunId,
+        due: &str,
+        h: &HostPlan,
+        vpn: &VpnEnd,
+        peer: Option<Ipv4Addr>,
+    ) -> String {
         match self {
             TunnelKeys::WireGuard { server, client } => {
                 let (own, other) = if vpn.initiator {
@@ -49,9 +56,9 @@ impl TunnelKeys {
                 } else {
                     (server, client)
                 };
-                userdata::wireguard_gateway(run, &h.key, vpn, own, &other.public, peer)
+                userdata::wireguard_gateway(run, &h.key, due, vpn, own, &other.public, peer)
             }
-            TunnelKeys::Ipsec(psk) => userdata::ipsec_gateway(run, &h.key, vpn, psk, peer),
+            TunnelKeys::Ipsec(psk) => userdata::ipsec_gateway(run, &h.key, due, vpn, psk, peer),
         }
     }
 }
@@ -91,6 +98,7 @@ impl Build<'_> {
             host: &h.key,
             region: &region,
             fetch: &fetch,
+            deletion_due: &self.tags.deletion_due,
         }))
     }
 
@@ -160,6 +168,15 @@ impl Build<'_> {
             for h in [server_side, client_side] {
                 self.no_source_dest_check(h).await?;
             }
+            // The rules that let each gateway's public address in to the other, now rather
+            // than after every host: the client side dials as soon as its VPN daemon is up.
+            // (It would get through later anyway: its IKE retries without end.)
+            let pair = [&server_side.key, &client_side.key];
+            for rule in self.plan.ingress.iter().filter(
+                |r| matches!(&r.source, IngressSource::HostPublicIp(h) if pair.contains(&h)),
+            ) {
+                self.ingress(rule).await?;
+            }
         }
         Ok(())
     }
@@ -195,7 +212,8 @@ impl Build<'_> {
             }
         }
         let keys = TunnelKeys::generate(vpn.flavour)?;
-        let script = keys.script(&self.tags.run, server_side, vpn, None);
+        let due = &self.tags.deletion_due;
+        let script = keys.script(&self.tags.run, due, server_side, vpn, None);
         self.host(server_side, script).await?;
         let endpoint = self.host_ids(&server_side.key)?.public_ip.ok_or_else(|| {
             Error::Internal(format!(
@@ -203,7 +221,7 @@ impl Build<'_> {
                 server_side.key
             ))
         })?;
-        let script = keys.script(&self.tags.run, client_side, client_vpn, Some(endpoint));
+        let script = keys.script(&self.tags.run, due, client_side, client_vpn, Some(endpoint));
         self.host(client_side, script).await
     }
 
@@ -299,9 +317,12 @@ impl Build<'_> {
             .get(&group_kind)
             .cloned()
             .ok_or_else(|| Error::Internal(format!("no security group for {}", h.key)))?;
-        let ami = self
-            .pre
-            .amis
+        let amis = if h.is_ipsec_gateway() {
+            &self.pre.gateway_amis
+        } else {
+            &self.pre.amis
+        };
+        let ami = amis
             .get(&(region.to_owned(), h.instance_type.clone()))
             .cloned()
             .ok_or_else(|| {
@@ -363,6 +384,9 @@ impl Build<'_> {
                     .name(i.profile)
                     .build(),
             )
+            // Powering off terminates: the boot script's timer powers the host off at the
+            // run's deletion-due time, so a run nobody tears down stops billing then.
+            .instance_initiated_shutdown_behavior(ShutdownBehavior::Terminate)
             // IMDSv2 only: the profile's credentials are reachable through it.
             .metadata_options(
                 InstanceMetadataOptionsRequest::builder()

@@ -52,6 +52,9 @@ pub struct UpOptions {
     pub now: SystemTime,
     /// The binary to upload, for a scenario without `[xbench] url` or `cargo_git`.
     pub xbench: Option<XbenchBinary>,
+    /// An existing instance profile for the hosts (accounts that forbid creating roles);
+    /// `None`: `up` makes one for the run.
+    pub instance_profile: Option<String>,
 }
 
 impl Default for UpOptions {
@@ -61,6 +64,7 @@ impl Default for UpOptions {
             keep_on_failure: false,
             now: SystemTime::now(),
             xbench: None,
+            instance_profile: None,
         }
     }
 }
@@ -70,8 +74,14 @@ impl Default for UpOptions {
 pub struct Preflight {
     /// (region, instance type) → advertised network performance.
     pub network_performance: HashMap<(String, String), Option<String>>,
+    /// (region, instance type) → how it does enhanced networking (`ENA`, `Intel 82599 VF`).
+    pub enhanced_networking: HashMap<(String, String), &'static str>,
+    /// Instance type → baseline and burst bandwidth AWS reports.
+    pub bandwidth: std::collections::BTreeMap<String, crate::transfer::Bandwidth>,
     /// (region, instance type) → AMI id.
     pub amis: HashMap<(String, String), String>,
+    /// (region, instance type) → the AMI id of IPsec gateways (the scenario's `gateway_ami`).
+    pub gateway_amis: HashMap<(String, String), String>,
     /// (region, instance type) → the architecture hosts of that type run.
     pub architectures: HashMap<(String, String), Arch>,
     /// VPC name → availability zone.
@@ -109,6 +119,18 @@ impl Deployer {
             );
             pre.network_performance
                 .insert(k.clone(), facts.network_performance.clone());
+            pre.enhanced_networking
+                .insert(k.clone(), facts.enhanced_networking);
+            if let Some((baseline, burst)) = facts.bandwidth_gbps {
+                pre.bandwidth.insert(
+                    h.instance_type.clone(),
+                    crate::transfer::Bandwidth {
+                        baseline,
+                        burst,
+                        source: "aws",
+                    },
+                );
+            }
             vcpus.insert(k.clone(), facts.vcpus);
             archs.insert(k, facts.architectures);
         }
@@ -118,6 +140,19 @@ impl Deployer {
             let r = self.aws.region(region);
             let ami = ssm::resolve_ami(&r, &scenario.ami, list).await?;
             pre.amis.insert((region.clone(), ty.clone()), ami);
+        }
+        // IPsec gateways boot an image whose own repositories carry strongSwan.
+        for h in plan.hosts.iter().filter(|h| h.is_ipsec_gateway()) {
+            let region = self.region_of(plan, &h.vpc)?;
+            let k = (region.clone(), h.instance_type.clone());
+            if pre.gateway_amis.contains_key(&k) {
+                continue;
+            }
+            let list = archs.get(&k).cloned().unwrap_or_default();
+            let r = self.aws.region(&region);
+            let ami = ssm::resolve_ami(&r, &scenario.gateway_ami, &list).await?;
+            info!("IPsec gateways ({}) in {region}: {ami}", h.instance_type);
+            pre.gateway_amis.insert(k, ami);
         }
         if let Some(bin) = xbench {
             self.check_binary(scenario, plan, &pre, bin)?;
@@ -239,6 +274,8 @@ impl Deployer {
             &regions,
         );
         tags.uses_placement = !plan.placement_groups.is_empty();
+        tags.uses_tgw = plan.uses_transit_gateways();
+        tags.uses_accelerators = plan.needs_accelerator_api();
         // Refusals here (no ENA, no AMI, no such type, a binary for the wrong CPU) happen
         // before anything exists.
         let pre = self.preflight(scenario, plan, opts.xbench.as_ref()).await?;
@@ -253,6 +290,7 @@ impl Deployer {
             tags: &tags,
             pre: &pre,
             xbench: opts.xbench.as_ref(),
+            instance_profile: opts.instance_profile.clone(),
             local: Mutex::new(local),
             ids: Mutex::new(Ids::default()),
         };
@@ -286,6 +324,8 @@ impl Deployer {
         local.deletion_due = tags.deletion_due.clone();
         local.status = "creating".into();
         local.uses_placement |= tags.uses_placement;
+        local.uses_tgw |= tags.uses_tgw;
+        local.uses_accelerators |= tags.uses_accelerators;
         self.state.save(run, &local)?;
         Ok(local)
     }
@@ -384,6 +424,8 @@ struct Build<'a> {
     tags: &'a RunTags,
     pre: &'a Preflight,
     xbench: Option<&'a XbenchBinary>,
+    /// Your instance profile (`--instance-profile`), used instead of making one.
+    instance_profile: Option<String>,
     local: Mutex<LocalState>,
     ids: Mutex<Ids>,
 }
@@ -520,6 +562,16 @@ impl Build<'_> {
         for region in self.plan.regions() {
             let r = self.d.aws.region(&region);
             let inv = ec2::discover(&r, &Selector::Run(self.tags.run.clone())).await?;
+            if let Some((kind, why)) = inv.unlisted.first()
+                && self.plan.uses_transit_gateways()
+            {
+                return Err(Error::Aws {
+                    operation: "DescribeTransitGateways",
+                    region: region.clone(),
+                    code: None,
+                    message: format!("{kind} cannot be listed: {why}"),
+                });
+            }
             if !inv.is_empty() {
                 info!(
                     "run {}: {} resource(s) already in {region}",

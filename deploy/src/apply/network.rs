@@ -294,10 +294,7 @@ impl Build<'_> {
                 (format!("{ip}/32"), format!("xbench-deploy: {h}"))
             }
         };
-        let (from, to) = match rule.port {
-            Some(p) => (i32::from(p), i32::from(p)),
-            None => (-1, -1),
-        };
+        let (from, to) = rule.protocol.port_range(rule.port);
         let perm = IpPermission::builder()
             .ip_protocol(rule.protocol.as_str())
             .from_port(from)

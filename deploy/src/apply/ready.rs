@@ -1,6 +1,6 @@
 //! The end of `up`: it returns only when every server answers. In order: the SSM agent of
-//! every xbench host has registered (so `run` can reach it); every host's boot script has
-//! finished (its boot-status file, read through SSM, says `ok`, or why not); servers that
+//! every host (VPN gateways too) has registered (so `run` can reach it); every host's boot
+//! script has finished (its boot-status file, read through SSM, says `ok`, or why not); servers that
 //! accept clients over public addresses learn those addresses (their `--allow`); and from each
 //! path's client host, a one-second `xbench client` test against its server succeeds — the
 //! route, the security groups, the key and the allow list, all at once.
@@ -31,7 +31,9 @@ pub(super) async fn wait(
     plan: &Plan,
     out: &Outputs,
 ) -> Result<(), Error> {
-    let hosts: Vec<&HostOutput> = out.hosts.iter().filter(|h| h.role != "gateway").collect();
+    // Gateways too: a gateway whose VPN daemon is missing or fails says so in its boot status,
+    // rather than as a probe that times out "unreachable".
+    let hosts: Vec<&HostOutput> = out.hosts.iter().collect();
     registered(d, &hosts).await?;
     for h in &hosts {
         booted(d, h).await?;
@@ -141,8 +143,10 @@ async fn registered(d: &Deployer, hosts: &[&HostOutput]) -> Result<(), Error> {
 async fn booted(d: &Deployer, h: &HostOutput) -> Result<(), Error> {
     let wait_secs = d.ready_timeout.as_secs().max(1);
     let script = format!(
-        "for i in $(seq 1 {wait_secs}); do [ -s {BOOT_STATUS_PATH} ] && break; sleep 1; done\n\
-         cat {BOOT_STATUS_PATH} 2>/dev/null || echo 'pending: no boot status yet'\n"
+        "# xbench-deploy: the boot status of {key}\n\
+         for i in $(seq 1 {wait_secs}); do [ -s {BOOT_STATUS_PATH} ] && break; sleep 1; done\n\
+         cat {BOOT_STATUS_PATH} 2>/dev/null || echo 'pending: no boot status yet'\n",
+        key = h.key
     );
     let r = d.aws.region(&h.region);
     let inv = ssm::run_script(

@@ -111,6 +111,10 @@ pub struct RegionInventory {
     /// Your virtual private gateways attached to the run's VPCs (hybrid paths): the id is the
     /// gateway's, `vpc_id` the run's VPC. `down` detaches them; the gateways are not the run's.
     pub vgw_attachments: Vec<Found>,
+    /// Kinds AWS refused to list for lack of permission (Transit Gateways and their
+    /// attachments: a caller may lack `ec2:DescribeTransitGateway*` and still run scenarios
+    /// without them), with AWS's words. Whoever needs the kind decides whether that matters.
+    pub unlisted: Vec<(&'static str, String)>,
 }
 
 impl RegionInventory {
@@ -239,18 +243,44 @@ pub async fn discover(r: &RegionClients, sel: &Selector) -> Result<RegionInvento
     inv.vpc_peerings = vpc_peerings(r, sel, &vpc_ids, &owners).await?;
     inv.vgw_attachments = vgw_attachments(r, sel, &vpc_ids, &owners).await?;
 
-    let tgws: Vec<_> = describe!(
+    let tgws: Result<Vec<_>, Error> = describe!(
         r,
         describe_transit_gateways,
         "DescribeTransitGateways",
         tagged.clone()
-    )?;
+    );
+    let Some(tgws) = permitted(&mut inv, "transit gateways", tgws)? else {
+        return Ok(inv);
+    };
     inv.transit_gateways = select(sel, &TGW, tgws.iter().map(from_tgw), &owners);
     owners.note(&inv.transit_gateways);
     let tgw_ids = ids(&inv.transit_gateways);
-    inv.tgw_vpc_attachments = tgw_vpc_attachments(r, sel, &tgw_ids, &vpc_ids, &owners).await?;
-    inv.tgw_peering_attachments = tgw_peering_attachments(r, sel, &tgw_ids, &owners).await?;
+    let vpc_attachments = tgw_vpc_attachments(r, sel, &tgw_ids, &vpc_ids, &owners).await;
+    if let Some(a) = permitted(&mut inv, "tgw vpc attachments", vpc_attachments)? {
+        inv.tgw_vpc_attachments = a;
+    }
+    let peering_attachments = tgw_peering_attachments(r, sel, &tgw_ids, &owners).await;
+    if let Some(a) = permitted(&mut inv, "tgw peering attachments", peering_attachments)? {
+        inv.tgw_peering_attachments = a;
+    }
     Ok(inv)
+}
+
+/// A listing's result, or `None` with the refusal noted in `inv.unlisted` when AWS denied
+/// the permission; any other error stays an error.
+fn permitted<T>(
+    inv: &mut RegionInventory,
+    kind: &'static str,
+    r: Result<T, Error>,
+) -> Result<Option<T>, Error> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_access_denied() => {
+            inv.unlisted.push((kind, e.to_string()));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// How one kind of resource is judged once listed.
@@ -658,7 +688,7 @@ async fn tgw_peering_attachments(
 }
 
 /// What DescribeInstanceTypes says about a type's network.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct InstanceTypeFacts {
     /// `required`, `supported` or `unsupported`.
     pub ena: String,
@@ -668,6 +698,20 @@ pub struct InstanceTypeFacts {
     pub architectures: Vec<String>,
     /// Default vCPUs (what the vCPU quota counts).
     pub vcpus: Option<u32>,
+    /// The first network card's baseline and peak bandwidth, Gbit/s, where AWS reports them.
+    pub bandwidth_gbps: Option<(f64, f64)>,
+    /// How the type does enhanced networking: `ENA`, or `Intel 82599 VF` (older families).
+    pub enhanced_networking: &'static str,
+}
+
+/// Families whose enhanced networking is the Intel 82599 Virtual Function (SR-IOV with the
+/// ixgbevf driver) rather than ENA: AWS's list of instance types that support it.
+pub const INTEL_82599_FAMILIES: &[&str] = &["c3", "c4", "d2", "i2", "m4", "r3"];
+
+/// Whether `instance_type` has the Intel 82599 VF (m4.16xlarge has ENA instead).
+pub fn intel_82599(instance_type: &str) -> bool {
+    let family = instance_type.split('.').next().unwrap_or_default();
+    INTEL_82599_FAMILIES.contains(&family) && instance_type != "m4.16xlarge"
 }
 
 /// Looks up `instance_type` in `r`'s region and refuses types without ENA.
@@ -720,9 +764,18 @@ pub async fn check_instance_type(
             .v_cpu_info()
             .and_then(|v| v.default_v_cpus())
             .and_then(|v| u32::try_from(v).ok()),
+        bandwidth_gbps: net
+            .and_then(|n| n.network_cards().first())
+            .and_then(|c| Some((c.baseline_bandwidth_in_gbps()?, c.peak_bandwidth_in_gbps()?))),
+        enhanced_networking: "ENA",
     };
     match ena {
         Some(EnaSupport::Required | EnaSupport::Supported) => Ok(facts),
+        // Report 004's c3.8xlarge: enhanced networking through the Intel 82599 VF.
+        _ if intel_82599(instance_type) => Ok(InstanceTypeFacts {
+            enhanced_networking: "Intel 82599 VF",
+            ..facts
+        }),
         _ => Err(Error::NoEnhancedNetworking {
             instance_type: instance_type.to_owned(),
             region: r.region.clone(),
@@ -781,4 +834,27 @@ pub async fn pick_zone(r: &RegionClients, instance_type: &str) -> Result<String,
             region: r.region.clone(),
             zone: None,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Report 004's c3.8xlarge does enhanced networking through the Intel 82599 VF, not ENA.
+    #[test]
+    fn intel_82599_families_are_recognised() {
+        for t in [
+            "c3.8xlarge",
+            "c4.large",
+            "m4.10xlarge",
+            "r3.large",
+            "d2.xlarge",
+            "i2.xlarge",
+        ] {
+            assert!(intel_82599(t), "{t}");
+        }
+        for t in ["m4.16xlarge", "m5.large", "t2.micro", "c5n.large"] {
+            assert!(!intel_82599(t), "{t}");
+        }
+    }
 }

@@ -1,7 +1,10 @@
-//! The hosts' instance profile: an IAM role that EC2 may assume, carrying only AWS's managed
-//! `AmazonSSMManagedInstanceCore` policy, so the SSM agent can register the host and run
-//! commands on it, and the host can read the run's key from Parameter Store. No other
-//! permission: the binary and results move through presigned S3 URLs.
+//! The hosts' instance profile: an IAM role that EC2 may assume, with one inline policy
+//! ([`crate::policy::host_policy`]): the SSM agent's own needs (AWS's managed
+//! `AmazonSSMManagedInstanceCore` without its `ssm:GetParameter` on every parameter of the
+//! account), `GetParameter` on the run's own key (`parameter/xbench/<run>/*`), and
+//! `GetObject` on the run's own binary object. Nothing else: reports go back through
+//! presigned PUTs made at `run` time. With `--instance-profile NAME` an existing profile is
+//! used instead, and nothing here is called but [`check_existing`].
 //!
 //! Role and profile are both named `xbench-<run-id>` under the path `/xbench/`, tagged like
 //! every other resource; `down` removes them by name, `gc` finds them by path and tags. IAM is
@@ -16,8 +19,12 @@ use crate::aws::{Aws, aws_error};
 use crate::error::Error;
 use crate::state::{RunId, RunTags, TAG_RUN};
 
-/// The one policy the role carries.
+/// The managed policy earlier versions attached (detached by `down` if found, so their runs
+/// still delete).
 pub const SSM_CORE_POLICY: &str = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore";
+
+/// The name of the role's inline policy.
+pub const HOST_POLICY_NAME: &str = "xbench-host";
 
 /// The IAM path of every role and profile this tool makes.
 pub const IAM_PATH: &str = "/xbench/";
@@ -71,7 +78,10 @@ pub async fn ensure(aws: &Aws, t: &RunTags) -> Result<String, Error> {
         .create_role()
         .role_name(&name)
         .path(IAM_PATH)
-        .description(format!("xbench-deploy run {}: SSM agent only", t.run))
+        .description(format!(
+            "xbench-deploy run {}: SSM agent, the run's key and binary only",
+            t.run
+        ))
         .assume_role_policy_document(TRUST_POLICY)
         .set_tags(Some(tags(t)?))
         .send()
@@ -79,12 +89,13 @@ pub async fn ensure(aws: &Aws, t: &RunTags) -> Result<String, Error> {
         .map(drop)
         .map_err(|e| aws_error("CreateRole", REGION, e));
     tolerate(created, exists)?;
-    iam.attach_role_policy()
+    iam.put_role_policy()
         .role_name(&name)
-        .policy_arn(SSM_CORE_POLICY)
+        .policy_name(HOST_POLICY_NAME)
+        .policy_document(crate::policy::host_policy(Some(&t.run)).to_string())
         .send()
         .await
-        .map_err(|e| aws_error("AttachRolePolicy", REGION, e))?;
+        .map_err(|e| aws_error("PutRolePolicy", REGION, e))?;
     let created = iam
         .create_instance_profile()
         .instance_profile_name(&name)
@@ -134,6 +145,15 @@ pub async fn delete(aws: &Aws, run: &RunId) -> Result<Vec<String>, Error> {
     if tolerate(r, missing)? {
         deleted.push(format!("iam instance profile {name}"));
     }
+    let r = iam
+        .delete_role_policy()
+        .role_name(&name)
+        .policy_name(HOST_POLICY_NAME)
+        .send()
+        .await
+        .map(drop)
+        .map_err(|e| aws_error("DeleteRolePolicy", REGION, e));
+    tolerate(r, missing)?;
     let r = iam
         .detach_role_policy()
         .role_name(&name)
@@ -199,6 +219,29 @@ pub async fn find(aws: &Aws, sel: &Selector) -> Result<Vec<FoundRole>, Error> {
         }
     }
     Ok(out)
+}
+
+/// Checks that your instance profile `name` (`--instance-profile`) exists and holds a role.
+/// Its permissions cannot be read back without more of yours: the hosts need what
+/// [`crate::policy::host_policy`] grants (`xbench-deploy policy --hosts` prints it).
+pub async fn check_existing(aws: &Aws, name: &str) -> Result<(), Error> {
+    let out = aws
+        .iam()
+        .get_instance_profile()
+        .instance_profile_name(name)
+        .send()
+        .await
+        .map_err(|e| aws_error("GetInstanceProfile", REGION, e))?;
+    let has_role = out
+        .instance_profile()
+        .is_some_and(|p| !p.roles().is_empty());
+    if has_role {
+        Ok(())
+    } else {
+        Err(Error::Internal(format!(
+            "instance profile {name} holds no role: add one with the hosts' policy (xbench-deploy policy --hosts)"
+        )))
+    }
 }
 
 /// `Ok(true)` done, `Ok(false)` the tolerated refusal, else the error.

@@ -46,7 +46,18 @@ pub struct AwsSettings {
     pub profile: Option<String>,
     /// Fixed credentials instead of the SDK's provider chain (tests).
     pub static_credentials: Option<StaticCredentials>,
+    /// The SDK's first back-off after a throttled or failed call (it doubles, with jitter, up
+    /// to 20 s) [default: 1 s]. Tests against an emulator that throttles use less.
+    pub retry_backoff: Option<Duration>,
+    /// Whether the run's bucket refuses requests that do not come over TLS [default: yes,
+    /// unless the endpoint is plain `http://`, which such a bucket would refuse entirely].
+    pub tls_only_buckets: Option<bool>,
 }
+
+/// How many times the SDK sends one call before giving up on throttling or a transient
+/// failure: more than its default 3, since a teardown that stops on a throttled call leaves
+/// resources billing; `down` retries above this too.
+const SDK_MAX_ATTEMPTS: u32 = 6;
 
 /// An access key pair. `Debug` never shows the secret.
 #[derive(Clone)]
@@ -141,6 +152,8 @@ pub struct Aws {
     /// An emulator's address: S3 then needs path-style URLs (`http://host/bucket/key`), since
     /// bucket subdomains of `127.0.0.1` do not resolve.
     path_style: bool,
+    /// Whether buckets get the TLS-only policy (see [`AwsSettings::tls_only_buckets`]).
+    tls_only_buckets: bool,
     clients: Mutex<HashMap<String, RegionClients>>,
 }
 
@@ -155,6 +168,11 @@ impl Aws {
         if let Some(p) = &settings.profile {
             loader = loader.profile_name(p);
         }
+        loader = loader.retry_config(
+            aws_config::retry::RetryConfig::standard()
+                .with_max_attempts(SDK_MAX_ATTEMPTS)
+                .with_initial_backoff(settings.retry_backoff.unwrap_or(Duration::from_secs(1))),
+        );
         if let Some(c) = &settings.static_credentials {
             loader = loader.credentials_provider(aws_sdk_ec2::config::Credentials::new(
                 &c.access_key_id,
@@ -180,11 +198,24 @@ impl Aws {
         }
         let path_style =
             settings.endpoint_url.is_some() || std::env::var_os("AWS_ENDPOINT_URL").is_some();
+        let endpoint = settings
+            .endpoint_url
+            .clone()
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+        let tls_only_buckets = settings
+            .tls_only_buckets
+            .unwrap_or_else(|| !endpoint.is_some_and(|e| e.starts_with("http://")));
         Ok(Aws {
             config,
             path_style,
+            tls_only_buckets,
             clients: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Whether the run's bucket refuses non-TLS requests.
+    pub fn tls_only_buckets(&self) -> bool {
+        self.tls_only_buckets
     }
 
     /// The shared SDK configuration (for clients of other services).
@@ -266,6 +297,20 @@ where
             r.raw().status().as_u16()
         ),
         (None, SdkError::TimeoutError(_)) => "no answer in time".to_owned(),
+        // The endpoint could not be reached (or dropped the connection): its causes in words,
+        // without the SDK's Debug dump.
+        (None, SdkError::DispatchFailure(_)) => {
+            let mut words = vec!["no answer from the endpoint".to_owned()];
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                let w = c.to_string();
+                if !words.iter().any(|x| x.contains(&w)) {
+                    words.push(w);
+                }
+                cause = c.source();
+            }
+            words.join(": ")
+        }
         (None, _) => DisplayErrorContext(&e).to_string(),
     };
     Error::Aws {

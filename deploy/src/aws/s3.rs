@@ -1,7 +1,8 @@
 //! The run's private S3 bucket: made by `up` in the run's first region, tagged like every other
-//! resource, closed to the public; it holds the xbench binary the hosts download through a
-//! presigned URL, and the results `run` collects (each host uploads its report through a
-//! presigned PUT, so the hosts need no S3 permissions). Deleted with its objects by `down`.
+//! resource, closed to the public and to requests without TLS; it holds the xbench binary the
+//! hosts copy with their instance profile (which may read that object only), and the results
+//! `run` collects (each host uploads its report through a presigned PUT made for that run).
+//! Deleted with its objects by `down`.
 //!
 //! Bucket names are global, so a run's bucket is `xbench-<run-id>-<8 hex>`, found again by
 //! that prefix (ListBuckets) and confirmed by its tags. Not for deciding when to make or
@@ -25,10 +26,6 @@ use crate::state::{RunId, RunTags, TAG_RUN};
 
 /// Where the binary lives in a run's bucket.
 pub const BINARY_KEY: &str = "xbench/xbench";
-
-/// How long the presigned download URL of the binary stays valid. Hosts fetch it at boot; a
-/// host launched later by a resumed `up` gets a fresh URL.
-pub const BINARY_URL_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
 /// A run's bucket.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -216,10 +213,39 @@ pub async fn ensure(aws: &Aws, region: &str, tags: &RunTags) -> Result<RunBucket
         .send()
         .await
         .map_err(|e| aws_error("PutPublicAccessBlock", region, e))?;
+    if aws.tls_only_buckets() {
+        c.put_bucket_policy()
+            .bucket(&name)
+            .policy(tls_only_policy(&name))
+            .send()
+            .await
+            .map_err(|e| aws_error("PutBucketPolicy", region, e))?;
+    } else {
+        tracing::warn!(
+            "bucket {name}: not refusing non-TLS requests: the endpoint is plain http, which such a bucket would refuse entirely"
+        );
+    }
     Ok(RunBucket {
         name,
         region: region.to_owned(),
     })
+}
+
+/// The bucket's policy: every request that does not come over TLS is refused, whoever makes
+/// it (hosts, presigned URLs, the operator).
+pub fn tls_only_policy(bucket: &str) -> String {
+    serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Sid": "TlsOnly",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": [format!("arn:aws:s3:::{bucket}"), format!("arn:aws:s3:::{bucket}/*")],
+            "Condition": { "Bool": { "aws:SecureTransport": "false" } }
+        }]
+    })
+    .to_string()
 }
 
 /// Uploads the file at `path` as `key`.
@@ -239,24 +265,6 @@ pub async fn upload(aws: &Aws, b: &RunBucket, key: &str, path: &Path) -> Result<
         .await
         .map_err(|e| aws_error("PutObject", &b.region, e))?;
     Ok(())
-}
-
-/// A presigned GET of `key`, valid for `lifetime`.
-pub async fn presign_get(
-    aws: &Aws,
-    b: &RunBucket,
-    key: &str,
-    lifetime: Duration,
-) -> Result<Presigned, Error> {
-    let conf = presigning(lifetime)?;
-    let req = client(aws, &b.region)
-        .get_object()
-        .bucket(&b.name)
-        .key(key)
-        .presigned(conf)
-        .await
-        .map_err(|e| aws_error("GetObject (presign)", &b.region, e))?;
-    Ok(presigned(&req))
 }
 
 /// A presigned PUT of `key`, valid for `lifetime`.

@@ -59,6 +59,7 @@ pub async fn resolve_ami(
             }
             al2023_parameter(preferred_arch(architectures).ec2_name())
         }
+        AmiChoice::Ubuntu2404 => ubuntu_2404_parameter(preferred_arch(architectures)),
     };
     let out = r
         .ssm
@@ -76,6 +77,16 @@ pub async fn resolve_ami(
             region: r.region.clone(),
             message: "the parameter does not hold an ami- id".into(),
         })
+}
+
+/// Canonical's public SSM parameter holding the current Ubuntu 24.04 LTS server AMI (gp3
+/// root volume) for `arch` in each region.
+pub fn ubuntu_2404_parameter(arch: Arch) -> String {
+    let arch = match arch {
+        Arch::X86_64 => "amd64",
+        Arch::Arm64 => "arm64",
+    };
+    format!("/aws/service/canonical/ubuntu/server/24.04/stable/current/{arch}/hvm/ebs-gp3/ami-id")
 }
 
 /// The Parameter Store name of run `run`'s pre-shared key (one per region the run uses).

@@ -40,6 +40,7 @@ impl Plan {
             b.path(p)?;
         }
         b.common_rules();
+        b.path_mtu_rules();
         let cost = cost::estimate(&b.billables(), prices);
         Ok(Plan {
             scenario: scenario.name.clone(),
@@ -501,6 +502,46 @@ impl Builder<'_> {
         }
     }
 
+    /// Path-MTU discovery on paths that cross the internet or an accelerator: routers anywhere
+    /// on them send "fragmentation needed" (ICMP type 3 code 4) when a packet is too big, and
+    /// TCP lowers its segment size only if that message gets in; dropped, a full-sized segment
+    /// just vanishes (a black hole), and the run measures retransmission timeouts. The VPC
+    /// blocks' own ICMP rules do not cover those routers, so every group facing such a path
+    /// lets exactly that message in from anywhere: the hosts of public, accelerator and
+    /// `existing` (public-address) paths at both ends, and VPN gateways (their tunnel crosses
+    /// the internet).
+    fn path_mtu_rules(&mut self) {
+        let anywhere = Ipv4Cidr::new(Ipv4Addr::UNSPECIFIED, 0)
+            .unwrap_or_else(|| unreachable!("0.0.0.0/0 is a valid block"));
+        let mut groups: BTreeSet<(String, GroupKind)> = BTreeSet::new();
+        for p in &self.s.paths {
+            let ends = [&p.client, &p.server];
+            let vpcs = ends.iter().filter_map(|e| match e {
+                crate::scenario::End::Vpc(v) => Some(v.clone()),
+                crate::scenario::End::Address(_) => None,
+            });
+            match p.kind {
+                PathKind::Public | PathKind::Accelerator => {
+                    groups.extend(vpcs.map(|v| (v, GroupKind::Hosts)));
+                }
+                PathKind::Existing if p.hybrid.is_none() => {
+                    groups.extend(vpcs.map(|v| (v, GroupKind::Hosts)));
+                }
+                PathKind::Vpn => groups.extend(vpcs.map(|v| (v, GroupKind::Gateways))),
+                _ => {}
+            }
+        }
+        for (vpc, group) in groups {
+            self.ingress.insert(IngressPlan {
+                vpc,
+                group,
+                protocol: Protocol::IcmpFragmentationNeeded,
+                port: None,
+                source: IngressSource::Cidr(anywhere),
+            });
+        }
+    }
+
     /// What costs money per hour, by region.
     fn billables(&self) -> Vec<(String, Billable)> {
         let mut out = Vec::new();
@@ -537,6 +578,42 @@ mod tests {
         assert_eq!(subnet_prefix(v, 3), Some(28));
         assert_eq!(subnet_prefix(v, 5), None);
         assert_eq!(subnet_prefix("10.0.0.0/16".parse().unwrap(), 1), Some(24));
+    }
+
+    /// "Fragmentation needed" gets in from anywhere on internet, accelerator and VPN paths
+    /// (routers on them are outside the scenario's blocks), and nowhere else.
+    #[test]
+    fn path_mtu_discovery_is_let_in_on_internet_paths_only() {
+        let s = crate::scenario::Scenario::from_toml(
+            "name='m'\ninstance_type='m5.large'\n\
+             [[vpc]]\nname='a'\nregion='us-east-1'\ncidr='10.1.0.0/16'\n\
+             [[vpc]]\nname='b'\nregion='eu-west-2'\ncidr='10.2.0.0/16'\n\
+             [[vpc]]\nname='c'\nregion='eu-west-2'\ncidr='10.3.0.0/16'\n\
+             [[path]]\nkind='public'\nclient='a'\nserver='b'\n\
+             [[path]]\nkind='vpn'\nvpn='ipsec'\nclient='a'\nserver='b'\n\
+             [[path]]\nkind='peering'\nclient='a'\nserver='c'\n",
+        )
+        .unwrap();
+        let plan = Plan::build(&s, &PriceTable::shipped()).unwrap();
+        let frag: Vec<(&str, GroupKind)> = plan
+            .ingress
+            .iter()
+            .filter(|r| r.protocol == Protocol::IcmpFragmentationNeeded)
+            .map(|r| {
+                assert_eq!(r.source, IngressSource::Cidr("0.0.0.0/0".parse().unwrap()));
+                assert_eq!(r.protocol.port_range(r.port), (3, 4));
+                (r.vpc.as_str(), r.group)
+            })
+            .collect();
+        assert_eq!(
+            frag,
+            [
+                ("a", GroupKind::Hosts),
+                ("a", GroupKind::Gateways),
+                ("b", GroupKind::Hosts),
+                ("b", GroupKind::Gateways),
+            ]
+        );
     }
 
     #[test]

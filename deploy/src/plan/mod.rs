@@ -131,6 +131,17 @@ pub struct HostPlan {
     pub vpn: Option<VpnEnd>,
 }
 
+impl HostPlan {
+    /// Whether this is a gateway of an IPsec tunnel (it boots the scenario's `gateway_ami`).
+    pub fn is_ipsec_gateway(&self) -> bool {
+        self.role == HostRole::Gateway
+            && self
+                .vpn
+                .as_ref()
+                .is_some_and(|v| v.flavour == crate::scenario::VpnFlavour::Ipsec)
+    }
+}
+
 /// A gateway's half of a VPN tunnel.
 #[derive(Debug, Clone, Serialize)]
 pub struct VpnEnd {
@@ -377,6 +388,9 @@ pub enum Protocol {
     Icmp,
     /// ESP (IP protocol 50): IPsec's data when no NAT is in between (else it rides in UDP 4500).
     Esp,
+    /// ICMP "destination unreachable, fragmentation needed" (type 3 code 4) only: what path-MTU
+    /// discovery needs from routers anywhere on an internet or accelerator path.
+    IcmpFragmentationNeeded,
 }
 
 impl Protocol {
@@ -385,8 +399,17 @@ impl Protocol {
         match self {
             Protocol::Tcp => "tcp",
             Protocol::Udp => "udp",
-            Protocol::Icmp => "icmp",
+            Protocol::Icmp | Protocol::IcmpFragmentationNeeded => "icmp",
             Protocol::Esp => "50",
+        }
+    }
+
+    /// EC2's from/to port pair: the port range, or for ICMP the type and code (-1: any).
+    pub fn port_range(&self, port: Option<u16>) -> (i32, i32) {
+        match (self, port) {
+            (Protocol::IcmpFragmentationNeeded, _) => (3, 4),
+            (_, Some(p)) => (i32::from(p), i32::from(p)),
+            (_, None) => (-1, -1),
         }
     }
 
@@ -394,6 +417,7 @@ impl Protocol {
     pub fn label(&self) -> &'static str {
         match self {
             Protocol::Esp => "esp (50)",
+            Protocol::IcmpFragmentationNeeded => "icmp fragmentation-needed (3/4)",
             other => other.as_str(),
         }
     }
@@ -575,6 +599,15 @@ impl Plan {
     /// Whether `up` will call the Global Accelerator API.
     pub fn needs_accelerator_api(&self) -> bool {
         !self.accelerators.is_empty()
+    }
+
+    /// Whether the run makes Transit Gateways or attaches its VPCs to yours.
+    pub fn uses_transit_gateways(&self) -> bool {
+        !self.tgws.is_empty()
+            || self
+                .private_gateways
+                .iter()
+                .any(|g| matches!(g.gateway, PrivateGateway::Tgw(_)))
     }
 
     /// How a path's kind is shown: `vpn (ipsec)`, `peering`.

@@ -16,6 +16,7 @@
 //! the caller.
 
 pub mod lab;
+pub mod mtu;
 pub mod remote;
 pub mod report;
 
@@ -86,6 +87,15 @@ pub trait Executor: Send + Sync {
 
     /// Where the run's key is on `path`'s client.
     fn psk_file(&self, path: &RunPath) -> Option<String>;
+
+    /// What `path`'s client reports about MTU after its runs ([`mtu::PathMtu`]); `None`
+    /// where the executor cannot ask (the default).
+    fn path_mtu<'a>(
+        &'a self,
+        _path: &'a RunPath,
+    ) -> BoxFuture<'a, Option<Result<mtu::PathMtu, String>>> {
+        Box::pin(async { None })
+    }
 }
 
 /// How to run.
@@ -203,6 +213,13 @@ pub enum RunEvent<'a> {
         /// What to say.
         note: String,
     },
+    /// A note about a path (what its client reports about MTU).
+    PathNote {
+        /// The path's label.
+        label: &'a str,
+        /// What to say.
+        note: String,
+    },
 }
 
 /// How one path's runs went.
@@ -249,6 +266,10 @@ impl RunSummary {
 /// The hidden summary `run` leaves in the results directory (`xbench report` skips hidden
 /// files).
 pub const SUMMARY_FILE: &str = ".xbench-deploy-run.json";
+
+/// What a path's client reports about MTU, in its results directory (hidden, like the
+/// summary, so `xbench report` reads runs only).
+pub const MTU_FILE: &str = ".path-mtu.json";
 
 /// Runs `suite` on `paths` through `exec`, collecting into `opts.out`. `cancel` resolving
 /// (Ctrl-C) stops after cutting the run in progress short (it is not kept).
@@ -341,6 +362,24 @@ pub async fn run(
                     state.give_up(&path.label, why, on_event);
                 }
             }
+        }
+    }
+    if !cancel.1 {
+        for path in paths.iter().filter(|p| p.unavailable.is_none()) {
+            let note = match exec.path_mtu(path).await {
+                None => continue,
+                Some(Ok(m)) => {
+                    let json = serde_json::to_vec_pretty(&m)
+                        .map_err(|e| Error::Internal(e.to_string()))?;
+                    save(&opts.out.join(&path.label).join(MTU_FILE), &json)?;
+                    m.line()
+                }
+                Some(Err(why)) => format!("MTU not read: {why}"),
+            };
+            on_event(RunEvent::PathNote {
+                label: &path.label,
+                note,
+            });
         }
     }
     let summary = state.finish(cancel.1);

@@ -211,6 +211,30 @@ impl Executor for SsmExecutor<'_> {
     fn psk_file(&self, path: &RunPath) -> Option<String> {
         path.authenticated.then(|| self.layout.psk.clone())
     }
+
+    fn path_mtu<'a>(
+        &'a self,
+        path: &'a RunPath,
+    ) -> BoxFuture<'a, Option<Result<crate::run::mtu::PathMtu, String>>> {
+        Box::pin(async move {
+            let (region, instance) = self.clients.get(&path.label)?.first()?.clone();
+            let r = self.d.aws.region(&region);
+            let inv = ssm::run_script(
+                self.d.run_command(),
+                &r,
+                &instance,
+                &crate::run::mtu::script(&path.target),
+                Duration::from_secs(60),
+                self.d.timing().poll,
+                &format!("xbench-deploy run: MTU of {}", path.label),
+            )
+            .await;
+            Some(
+                inv.map(|i| crate::run::mtu::parse(&path.target, &i.stdout))
+                    .map_err(|e| e.to_string()),
+            )
+        })
+    }
 }
 
 /// How far ahead of dispatch a fleet's common start is set on AWS.

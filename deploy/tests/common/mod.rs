@@ -139,6 +139,8 @@ impl Moto {
                 access_key_id: TEST_KEY_ID.into(),
                 secret_access_key: TEST_SECRET.into(),
             }),
+            retry_backoff: Some(Duration::from_millis(20)),
+            tls_only_buckets: None,
         }
     }
 
@@ -477,6 +479,8 @@ pub fn two_regions(name: &str, paths: &str) -> String {
 name = "{name}"
 instance_type = "m5.large"
 ttl_hours = 2
+# moto has none of Canonical's public parameters (the default ubuntu-24.04); no instance runs.
+gateway_ami = "al2023"
 [xbench]
 url = "https://example.com/xbench"
 sha256 = "{URL_SHA256}"
@@ -555,4 +559,85 @@ pub fn xbench_bin() -> PathBuf {
         p.display()
     );
     p
+}
+
+/// `deploy/tests/fault_proxy.py` in front of a moto_server: every call recorded, faults as its
+/// config file says (rewritten with [`FaultProxy::set`]). Killed on drop.
+pub struct FaultProxy {
+    child: Child,
+    pub endpoint: String,
+    dir: TempDir,
+}
+
+impl FaultProxy {
+    /// Starts the proxy in front of `moto`, with no fault.
+    pub fn start(moto: &Moto) -> FaultProxy {
+        let dir = TempDir::new("proxy");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fault_proxy.py");
+        let config = dir.path().join("faults.json");
+        std::fs::write(&config, "{}").unwrap();
+        let port_file = dir.path().join("port");
+        let log = std::fs::File::create(dir.path().join("proxy.log")).unwrap();
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg(&moto.endpoint)
+            .arg(&config)
+            .arg(dir.path().join("calls.jsonl"))
+            .arg(&port_file)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start python3 fault_proxy.py");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                break p.trim().parse::<u16>().unwrap();
+            }
+            if let Ok(Some(s)) = child.try_wait() {
+                panic!(
+                    "fault_proxy.py exited ({s}): {}",
+                    std::fs::read_to_string(dir.path().join("proxy.log")).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "fault_proxy.py did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        FaultProxy {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    /// Replaces the faults (JSON, see fault_proxy.py); `{}` for none.
+    pub fn set(&self, faults: &str) {
+        let tmp = self.dir.path().join("faults.json.tmp");
+        std::fs::write(&tmp, faults).unwrap();
+        std::fs::rename(&tmp, self.dir.path().join("faults.json")).unwrap();
+    }
+
+    /// Every call seen so far: (service, action, region).
+    pub fn calls(&self) -> Vec<(String, String, String)> {
+        let text = std::fs::read_to_string(self.dir.path().join("calls.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+                (s("service"), s("action"), s("region"))
+            })
+            .collect()
+    }
+
+    /// Forgets the calls seen so far.
+    pub fn clear_calls(&self) {
+        let _ = std::fs::remove_file(self.dir.path().join("calls.jsonl"));
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -141,6 +141,9 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
             (ClientEvent::RrInterval(iv), Style::JsonStream) => {
                 json::event_line(&Event::RrInterval { interval: iv })
             }
+            (ClientEvent::Interface(iv), Style::JsonStream) => {
+                json::event_line(&Event::Interface { interval: iv })
+            }
             _ => return,
         };
         if let Err(e) = out(&s) {
@@ -188,7 +191,7 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     {
         file_err.get_or_insert(e);
     }
-    let rendered = match &style {
+    let mut rendered = match &style {
         Style::Text if is_rr => rr_text.summary(&report),
         Style::Text if is_udp => udp_text.summary(&report),
         Style::Text if is_ul => ul_text.summary(&report, unit),
@@ -198,6 +201,10 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         Style::JsonStream => json::event_line(&Event::End { report: &report }),
         Style::Fields(fields, format) => netperf::render(&report, &fields.0, *format, unit),
     };
+    if style == Style::Text {
+        rendered.push_str(&crate::render::host::text(&report));
+        rendered.push_str(&crate::render::trace::text(&report));
+    }
     out(&rendered).context("writing results")?;
     for w in &report.warnings {
         eprintln!("warning: {w}");

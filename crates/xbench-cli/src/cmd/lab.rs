@@ -195,6 +195,9 @@ fn suite(a: &RunArgs, target: &Target, label: &str) -> Vec<Case> {
         ..SweepPlan::new(target.clone(), spec, label)
     };
     let mut throughput = sweep(spec.clone());
+    // The throughput runs probe their path's hops too: each report says which routers it
+    // crossed and where the delay sits (issue 33). A few probes a second change no rate.
+    throughput.target.trace = true;
     throughput.streams = a.streams.clone();
     throughput.spec.socket.window = a.window.map(|w| w.0);
     let mut cases = vec![Case {
@@ -284,8 +287,24 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
         }
     }
     out(&s).context("writing output")?;
+    // What each path emulates, for the web page's table of where each path was measured.
+    let notes: Vec<xbench_report::html::PathNote> = lab
+        .paths()
+        .iter()
+        .flat_map(|p| {
+            [
+                ("lab path", p.kind.to_string()),
+                ("emulated", describe(&p.impairment, p.impairment_by)),
+            ]
+            .map(|(name, value)| xbench_report::html::PathNote {
+                label: p.label.clone(),
+                name: name.into(),
+                value,
+            })
+        })
+        .collect();
     drop(lab); // a lab built for this run is removed here
-    compare(&a.out, a.unit)?;
+    compare(&a.out, a.unit, notes)?;
     for f in &failed {
         eprintln!("xbench: {f}");
     }
@@ -344,7 +363,11 @@ fn run_case(
 }
 
 /// The comparison of every path, as `xbench report` would print it, and its charts.
-fn compare(dir: &Path, unit: Option<xbench_report::ThroughputUnit>) -> anyhow::Result<()> {
+fn compare(
+    dir: &Path,
+    unit: Option<xbench_report::ThroughputUnit>,
+    notes: Vec<xbench_report::html::PathNote>,
+) -> anyhow::Result<()> {
     let loaded = xbench_report::load(&[dir.to_path_buf()])
         .with_context(|| format!("cannot read the results in {}", dir.display()))?;
     for w in &loaded.warnings {
@@ -381,6 +404,18 @@ fn compare(dir: &Path, unit: Option<xbench_report::ThroughputUnit>) -> anyhow::R
             .with_context(|| format!("cannot draw {}", path.display()))?;
         written.push(path.display().to_string());
     }
+    // The same comparison as one web page, for whoever was not at the terminal.
+    let html = dir.join("report.html");
+    let options = xbench_report::html::Options {
+        unit: unit.into(),
+        commands: super::report::commands(&loaded.runs, xbench_report::load::DEFAULT_FILE_LIMIT),
+        generated_by: Some(command_line()),
+        notes,
+        ..Default::default()
+    };
+    xbench_report::html::write_loaded(&loaded, &html, &options)
+        .with_context(|| format!("cannot write {}", html.display()))?;
+    written.push(html.display().to_string());
     out(&format!(
         "\nresults in {}: {}\n",
         dir.display(),
@@ -591,6 +626,7 @@ mod tests {
                 "198.18.0.2",
                 "-p",
                 "5202",
+                "--trace",
                 "--label=transit",
                 "-P",
                 "1,8",

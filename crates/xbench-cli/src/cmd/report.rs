@@ -1,12 +1,17 @@
-//! `xbench report DIR…`: saved runs (and iperf3 -J files) → one comparison table, and a chart
-//! with `--plot`. Unusable files are named in warnings and skipped; a path that does not exist
-//! is a usage error (2); no usable result at all, or a chart that cannot be drawn, fails (1).
+//! `xbench report DIR…`: saved runs (and iperf3 -J files) → one comparison table, a chart
+//! with `--plot`, and the whole comparison as a web page with `--html`. Unusable files are
+//! named in warnings and skipped; a path that does not exist, or an output that cannot be
+//! written, is a usage error (2); no usable result at all, or a chart that cannot be drawn,
+//! fails (1).
 
 use anyhow::{Context, bail};
 use xbench_report::chart::{self, ChartKind};
+use xbench_report::html;
 use xbench_report::load::LoadError;
 use xbench_report::render::{self, Document, Format};
 use xbench_report::{Comparison, load_with_limit};
+
+use xbench_sweep::rebuild::SavedRun;
 
 use crate::cli::{ChartArg, ReportArgs, TableFormat};
 use crate::exit::{Exit, UsageError};
@@ -18,6 +23,17 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
         chart::ImageFormat::of_path(path).map_err(|e| UsageError(e.to_string()))?;
         xbench::file::check_writable(path)
             .map_err(|e| UsageError(format!("--plot {}: {e}", path.display())))?;
+    }
+    // So is a web page's: a directory, a socket or an unwritable directory is refused now.
+    if let Some(path) = &args.html {
+        if path.as_os_str() == "-" {
+            return Err(UsageError(
+                "--html -: standard output carries the table; give the page a file name".into(),
+            )
+            .into());
+        }
+        xbench::file::check_writable(path)
+            .map_err(|e| UsageError(format!("--html {}: {e}", path.display())))?;
     }
     check_ceiling(&args)?;
     let loaded = load_with_limit(&args.paths, args.max_file_size.bytes()).map_err(|e| match e {
@@ -54,6 +70,25 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     };
     out(&rendered).context("writing the table")?;
 
+    if let Some(path) = &args.html {
+        let options = html::Options {
+            title: args.title.clone(),
+            unit: args.unit.into(),
+            ceiling,
+            commands: commands(&loaded.runs, args.max_file_size.bytes()),
+            generated_by: Some(this_command()),
+            notes: Vec::new(),
+            file_limit: Some(args.max_file_size.bytes()),
+        };
+        let written = html::write_loaded(&loaded, path, &options).context("no web page written")?;
+        eprintln!(
+            "web page written to {} ({} runs, {} KB)",
+            path.display(),
+            written.runs,
+            written.bytes.div_ceil(1000)
+        );
+    }
+
     if let Some(path) = &args.plot {
         let kind = args.chart.map(|c| match c {
             ChartArg::Streams => ChartKind::Streams,
@@ -88,6 +123,52 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
+/// The `xbench client` commands that measure the runs' paths again, rebuilt from the runs
+/// (each file read again, at most `limit` bytes).
+pub(crate) fn commands(runs: &[xbench_report::run::Run], limit: u64) -> Vec<html::Command> {
+    let reports: Vec<(&xbench_report::run::Run, xbench::report::TestReport)> = runs
+        .iter()
+        .filter_map(|r| Some((r, xbench_report::load::read_report(&r.path, limit).ok()??)))
+        .collect();
+    let saved: Vec<SavedRun<'_>> = reports
+        .iter()
+        .map(|(r, report)| SavedRun {
+            path: &r.path,
+            label: &r.label,
+            report,
+        })
+        .collect();
+    xbench_sweep::rebuild::plans(&saved)
+        .into_iter()
+        .map(|plan| html::Command {
+            line: plan.command_line("xbench").unwrap_or_else(|e| {
+                format!("# {}: cannot be written as a command: {e}", plan.label)
+            }),
+            label: Some(plan.label),
+        })
+        .collect()
+}
+
+/// This command as a shell reads it back.
+fn this_command() -> String {
+    std::env::args()
+        .enumerate()
+        .map(|(i, a)| {
+            if i == 0 {
+                "xbench".to_owned()
+            } else if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=,:@%+".contains(c))
+            {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// `--ceiling` where it would show nowhere: refused before anything is read.
 fn check_ceiling(args: &ReportArgs) -> Result<(), UsageError> {
     if args.ceiling.is_none() {
@@ -99,10 +180,10 @@ fn check_ceiling(args: &ReportArgs) -> Result<(), UsageError> {
             if c == ChartArg::Udp { "udp" } else { "latency" }
         )));
     }
-    if args.format == TableFormat::Json && args.plot.is_none() {
+    if args.format == TableFormat::Json && args.plot.is_none() && args.html.is_none() {
         return Err(UsageError(
-            "--ceiling shows in text, md and csv tables and in charts; JSON keeps base units. \
-             Add --plot FILE, or pick another --format"
+            "--ceiling shows in text, md and csv tables, in charts and on the web page; JSON \
+             keeps base units. Add --plot FILE or --html FILE, or pick another --format"
                 .into(),
         ));
     }

@@ -50,6 +50,7 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
         shutdown_grace: args.shutdown_grace,
         psk,
         allow: args.allow.clone(),
+        metrics: args.metrics,
     };
     // The library's bounds (--max-handshakes at least twice a client's burst among them), in the
     // same words a program embedding the server gets.
@@ -72,6 +73,9 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<Exit> {
             "xbench server {} listening on {a}",
             env!("CARGO_PKG_VERSION")
         );
+    }
+    if let Some(a) = server.metrics_addr() {
+        info!("metrics at http://{a}/metrics");
     }
     server
         .run(shutdown_signal())

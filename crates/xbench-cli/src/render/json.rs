@@ -2,11 +2,14 @@
 //!
 //! Stream events: `{"event":"start",…}`, `{"event":"interval","interval":{…}}` (or
 //! `rr_interval` for request/response tests, `udp_interval` for UDP tests,
-//! `under_load_interval` for `--under-load`), `{"event":"warning",…}` and
+//! `under_load_interval` for `--under-load`; after it, `interface` with what the client's
+//! network interface counted), `{"event":"warning",…}` and
 //! a final `{"event":"end","report":{…}}` whose report is the `--json` document.
 
 use serde::Serialize;
-use xbench::report::{Interval, PeerInfo, RrInterval, StreamInfo, TestReport, UdpInterval};
+use xbench::report::{
+    InterfaceInterval, Interval, PeerInfo, RrInterval, StreamInfo, TestReport, UdpInterval,
+};
 
 /// One line of `--json-stream`.
 #[derive(Debug, Serialize)]
@@ -29,6 +32,10 @@ pub(crate) enum Event<'a> {
     /// A row of `--under-load`'s timeline.
     UnderLoadInterval {
         interval: &'a xbench::under_load::TimelineRow,
+    },
+    /// What the client's interface counted in an interval (issue 33).
+    Interface {
+        interval: &'a InterfaceInterval,
     },
     Warning {
         message: &'a str,

@@ -2,11 +2,13 @@
 //! numbers all come from the library's report types.
 
 pub(crate) mod diagnosis;
+pub(crate) mod host;
 pub(crate) mod iperf3_json;
 pub(crate) mod json;
 pub(crate) mod netperf;
 pub(crate) mod rr;
 pub(crate) mod text;
+pub(crate) mod trace;
 pub(crate) mod udp;
 pub(crate) mod under_load;
 

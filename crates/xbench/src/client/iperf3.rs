@@ -294,6 +294,8 @@ pub(crate) async fn run(
         outcome,
         warnings,
         under_load: None,
+        hosts: None,
+        trace: None,
     })
 }
 

@@ -18,7 +18,7 @@ mod udp;
 mod under_load;
 
 use std::future::Future;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::num::{NonZeroU16, NonZeroUsize};
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
@@ -27,11 +27,13 @@ use self::session::Session;
 use crate::auth::Psk;
 use crate::config::{FlowCount, TestSpec, Workload};
 use crate::error::Error;
+use crate::host::monitor::Restarter;
 use crate::report::{
-    CpuReport, CpuUsage, Interval, Outcome, PeerInfo, RrInterval, SCHEMA_VERSION, StreamInfo,
-    Summary, TestReport, UdpInterval,
+    CpuReport, CpuUsage, InterfaceInterval, Interval, Outcome, PeerInfo, RrInterval,
+    SCHEMA_VERSION, StreamInfo, Summary, TestReport, TraceProtocol, TraceReport, UdpInterval,
 };
 use crate::time::rfc3339;
+use crate::trace::{TraceConfig, Tracer};
 
 pub use crate::proto::DEFAULT_PORT;
 
@@ -111,6 +113,9 @@ pub struct ClientConfig {
     /// failing with [`Error::FlowLimit`]. Off by default: a test that silently ran fewer
     /// flows than asked would measure a different load.
     pub allow_partial_flows: bool,
+    /// Probe the hops of the test's path while it runs (`--trace`): the report's
+    /// [`TestReport::trace`]. `None`: no probes.
+    pub trace: Option<crate::trace::TraceConfig>,
     /// Request/response over TCP: `Some(k)` makes the test a connection-rate test
     /// (`--connections-only`, `--openers k`): the spec's `flows` are opened and held for the
     /// whole test, while `k` openers each open a new connection, wait for its first answer,
@@ -152,6 +157,7 @@ impl ClientConfig {
             per_flow: false,
             allow_partial_flows: false,
             connections_only: None,
+            trace: None,
         }
     }
 }
@@ -179,6 +185,10 @@ pub enum ClientEvent {
     UnderLoadInterval(crate::under_load::TimelineRow),
     /// Something the user should know.
     Warning(String),
+    /// One interval as the client's network interface counted it (issue 33): its generic
+    /// counters and EC2's allowance counters, on the interface's own clock, which starts with
+    /// the data.
+    Interface(InterfaceInterval),
     /// `--allow-partial-flows`: `running` of the `asked` request/response flows run, because
     /// the server takes no more (its `--max-flows`) or the rest did not open (refused or timed
     /// out on the way). Before [`ClientEvent::Started`]; both may come, the limit first.
@@ -315,7 +325,10 @@ async fn run_any(
         }
         other => other?,
     };
-    match &config.spec.workload {
+    let mut session = session;
+    let mut with_host = HostEvents::new(&mut session, config);
+    let on_event = &mut |e: ClientEvent| with_host.pass(e, on_event);
+    let report = match &config.spec.workload {
         Workload::Throughput(tp) if tp.udp.is_some() => {
             udp::run(session, config, tp, on_event, cancel, give_up).await
         }
@@ -327,7 +340,12 @@ async fn run_any(
             }
             Ok(report)
         }
+    };
+    let mut report = report;
+    if let Ok(r) = &mut report {
+        r.trace = with_host.finish_trace();
     }
+    report
 }
 
 /// A throughput test (TCP or UDP), the kind an iperf3 server can run.
@@ -370,6 +388,75 @@ pub fn nothing_measured(config: &ClientConfig, started_at: SystemTime, why: &Err
         outcome: Outcome::Interrupted,
         warnings: vec![why.to_string()],
         under_load: None,
+        hosts: None,
+        trace: None,
+    }
+}
+
+/// What the client's interface monitor adds to a test's events: its span restarts when the
+/// data starts to flow ([`ClientEvent::Started`]), and each interval it reads follows the
+/// test's own interval as a [`ClientEvent::Interface`].
+///
+/// With `--trace` the hop view starts there too, from the first stream's addresses.
+struct HostEvents {
+    restart: Option<Restarter>,
+    live: Option<tokio::sync::mpsc::UnboundedReceiver<InterfaceInterval>>,
+    /// `--trace`: how to probe, and the control connection's addresses for a test without
+    /// data connections at its start (`--crr`).
+    trace: Option<(TraceConfig, TraceProtocol, SocketAddr, SocketAddr)>,
+    tracer: Option<Tracer>,
+}
+
+impl HostEvents {
+    fn new(session: &mut Session, config: &ClientConfig) -> Self {
+        let udp = match &config.spec.workload {
+            Workload::Throughput(tp) => tp.udp.is_some(),
+            Workload::RequestResponse(rr) => rr.udp.is_some(),
+        };
+        let protocol = if udp {
+            TraceProtocol::Udp
+        } else {
+            TraceProtocol::Tcp
+        };
+        HostEvents {
+            restart: session.host.as_ref().map(|m| m.restarter()),
+            live: session.host.as_mut().and_then(|m| m.take_live()),
+            trace: config
+                .trace
+                .map(|t| (t, protocol, session.client_addr, session.server_addr)),
+            tracer: None,
+        }
+    }
+
+    /// The hop view, once the test has ended.
+    fn finish_trace(&mut self) -> Option<TraceReport> {
+        self.tracer.take()?.finish()
+    }
+
+    fn pass(&mut self, e: ClientEvent, on_event: &mut (dyn FnMut(ClientEvent) + Send)) {
+        let interval = matches!(
+            e,
+            ClientEvent::Interval(_) | ClientEvent::RrInterval(_) | ClientEvent::UdpInterval(_)
+        );
+        if let ClientEvent::Started { streams, .. } = &e {
+            if let Some(r) = &self.restart {
+                r.restart();
+            }
+            if let Some((config, protocol, local, server)) = self.trace.take() {
+                let (local, target) = streams
+                    .first()
+                    .map_or((local, server), |s| (s.client_addr, s.server_addr));
+                self.tracer = Some(Tracer::start(protocol, local.ip(), target, config));
+            }
+            // Read during setup: not the test's.
+            while self.live.as_mut().is_some_and(|l| l.try_recv().is_ok()) {}
+        }
+        on_event(e);
+        if interval && let Some(l) = self.live.as_mut() {
+            while let Ok(iv) = l.try_recv() {
+                on_event(ClientEvent::Interface(iv));
+            }
+        }
     }
 }
 

@@ -184,6 +184,10 @@ struct Test<'c> {
     start: Instant,
     /// `--rr -u`: each flow's UDP socket; TCP flows list none.
     streams: Vec<StreamInfo>,
+    /// Where the measured window starts, in seconds since `start`: where the interval that
+    /// ended the warm-up closed (late, on a loaded machine: the transactions before it are
+    /// left out); `None` while the warm-up lasts.
+    measure_from: Option<f64>,
 }
 
 /// A test whose workers run transactions.
@@ -233,6 +237,7 @@ impl<'c> Running<'c> {
             started_at,
             start,
             streams,
+            measure_from: config.spec.omit.is_zero().then_some(0.0),
         };
         Ok(Running {
             test,
@@ -281,6 +286,9 @@ impl<'c> Running<'c> {
                 },
                 _ = sleep_until_opt(boundary_at) => {
                     if let Some(span) = self.boundaries.close() {
+                        if span.omitted && span.end_s >= spec.omit.as_secs_f64() {
+                            self.test.measure_from = Some(span.end_s);
+                        }
                         self.test.acc.close_interval(self.workers.next_epoch(), span);
                     }
                 }
@@ -346,7 +354,7 @@ fn spawn_workers(
             shares[i % n_workers].push((id, Some(s)));
         }
     }
-    let control = Arc::new(Control::default());
+    let control = control_for(config);
     let (tx, reports) = mpsc::unbounded_channel();
     let mut spawned = Vec::with_capacity(n_workers);
     for (i, share) in shares.into_iter().enumerate() {
@@ -360,6 +368,16 @@ fn spawn_workers(
         }
     }
     Ok((Workers::new(control, spawned), reports))
+}
+
+/// The workers' controls, with a timed test's end mark: they start no transaction due after
+/// it, however late this controller wakes to it.
+fn control_for(config: &ClientConfig) -> Arc<Control> {
+    let control = Control::default();
+    if let EndCondition::Duration(d) = config.spec.end {
+        control.end_at(crate::latency::as_ns(config.spec.omit.saturating_add(d)));
+    }
+    Arc::new(control)
 }
 
 /// [`spawn_workers`] for `--rr -u`: the same controller protocol over UDP workers.
@@ -386,7 +404,7 @@ fn spawn_udp_workers(
     for (i, f) in flows.into_iter().enumerate() {
         shares[i % n_workers].push(f);
     }
-    let control = Arc::new(Control::default());
+    let control = control_for(config);
     let (tx, reports) = mpsc::unbounded_channel();
     let mut spawned = Vec::with_capacity(n_workers);
     for (i, share) in shares.into_iter().enumerate() {
@@ -444,6 +462,14 @@ impl<'c> Ended<'c> {
                 .max(attempt_timeout)
         };
         let failed = matches!(outcome, Outcome::Failed { .. });
+        // The window ends here, or at the end mark if that has passed (the workers keep it
+        // themselves); no transaction due after it starts.
+        let spec = &r.test.config.spec;
+        let cut = match spec.end {
+            EndCondition::Duration(d) => r.test.start.elapsed().min(spec.omit.saturating_add(d)),
+            EndCondition::Bytes(_) => r.test.start.elapsed(),
+        };
+        r.workers.end_at(crate::latency::as_ns(cut));
         r.workers.set_state(if failed { STOPPED } else { DRAINING });
         let mut drain_until = tokio::time::Instant::now() + drain_limit;
         let n_workers = r.workers.len();
@@ -508,7 +534,6 @@ impl<'c> Ended<'c> {
             ..
         } = r;
         let now = Instant::now();
-        let end = now.saturating_duration_since(test.start);
         test.acc
             .finish_interval(last, last_latency, boundaries.last(now), on_event);
         // The workers are done: their threads go before the server is asked for its counts.
@@ -518,7 +543,7 @@ impl<'c> Ended<'c> {
             outcome,
             control_open,
             cpu,
-            end,
+            cut,
         }
     }
 }
@@ -530,8 +555,8 @@ struct Drained<'c> {
     control_open: bool,
     /// CPU time of the workers.
     cpu: CpuUsage,
-    /// When the last interval ended, since the start.
-    end: Duration,
+    /// When the workers were told to start no more transactions, since the start.
+    cut: Duration,
 }
 
 impl<'c> Drained<'c> {
@@ -546,7 +571,7 @@ impl<'c> Drained<'c> {
             mut outcome,
             control_open,
             cpu,
-            end,
+            cut,
         } = self;
         let interrupted = outcome == Outcome::Interrupted;
         let addr = t.session.addr.clone();
@@ -608,7 +633,7 @@ impl<'c> Drained<'c> {
             test: t,
             outcome,
             cpu,
-            end,
+            cut,
             server,
             missing_why,
         }
@@ -633,7 +658,7 @@ struct Collected<'c> {
     test: Test<'c>,
     outcome: Outcome,
     cpu: CpuUsage,
-    end: Duration,
+    cut: Duration,
     server: Option<SideRrResults>,
     /// Why the server's counts did not come (when they did not).
     missing_why: Option<String>,
@@ -646,23 +671,23 @@ impl Collected<'_> {
             test,
             outcome,
             cpu,
-            end,
+            cut,
             server,
             missing_why,
         } = self;
         let Test {
-            session,
+            mut session,
             config,
             acc,
             mut warnings,
             started_at,
             streams,
+            measure_from,
             ..
         } = test;
-        let measured_s = match config.spec.end {
-            EndCondition::Duration(d) if outcome == Outcome::Completed => d.as_secs_f64(),
-            _ => end.saturating_sub(config.spec.omit).as_secs_f64(),
-        };
+        // From where the warm-up's interval closed (late, on a loaded machine) to the end mark
+        // or the interruption.
+        let measured_s = measure_from.map_or(0.0, |from| (cut.as_secs_f64() - from).max(0.0));
         let tally = acc.tally();
         if let Some(w) = server.as_ref().and_then(held_back) {
             warnings.push(w);

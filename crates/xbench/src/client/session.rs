@@ -18,12 +18,14 @@ use super::{ClientConfig, interruptible};
 use crate::auth::{Nonce, Psk, SessionKey};
 use crate::control::keepalive;
 use crate::error::Error;
+use crate::host::Monitor;
+use crate::host::allowance::{self, DataFlow};
 use crate::proto::{
     self, AuthProof, Channel, Cookie, DataHello, ErrorMsg, Hello, Message, MessageReader, Missing,
     PROTOCOL_VERSION, Preamble, ProtoError, Ready, Welcome,
 };
 use crate::report::{
-    ConnectionSetup, CpuReport, Interval, Outcome, PeerInfo, RrReport, SCHEMA_VERSION,
+    ConnectionSetup, CpuReport, Hosts, Interval, Outcome, PeerInfo, RrReport, SCHEMA_VERSION,
     SocketReport, StreamInfo, Summary, TestReport, UdpReport,
 };
 use crate::time::rfc3339;
@@ -46,6 +48,9 @@ pub(crate) struct Session {
     pub(crate) key: Option<SessionKey>,
     /// A UDP test's server ports, by stream id.
     pub(crate) udp_ports: Vec<u16>,
+    /// Reads the client's interface over the test, from acceptance (restarted when the data
+    /// starts to flow) to the report.
+    pub(crate) host: Option<Monitor>,
 }
 
 impl Session {
@@ -59,6 +64,8 @@ impl Session {
             .map_err(|e| Error::io("reading the local address", e))?;
         let (rd, mut wr) = ctrl.into_split();
         let mut rd = MessageReader::new(rd);
+        // The server's host report comes just before its results, whatever the workload.
+        rd.set_aside(|m| matches!(m, Message::Host(_)));
         let (server, key) = handshake(&mut rd, &mut wr, &addr, config.psk.as_ref()).await?;
         send(
             &mut wr,
@@ -71,6 +78,11 @@ impl Session {
             Message::Accepted(a) => (a.cookie, a.udp_ports),
             other => return Err(unexpected(other, &addr, state)),
         };
+        let host = Some(Monitor::start(
+            client_addr.ip(),
+            server_addr.ip(),
+            config.spec.interval,
+        ));
         Ok(Session {
             rd,
             wr,
@@ -81,6 +93,7 @@ impl Session {
             cookie,
             key,
             udp_ports,
+            host,
         })
     }
 
@@ -226,11 +239,13 @@ impl Session {
 
     /// The report's common part.
     pub(crate) fn report(
-        &self,
+        &mut self,
         config: &ClientConfig,
         started_at: SystemTime,
         body: ReportBody,
     ) -> TestReport {
+        let mut hosts = self.hosts(config);
+        hosts.path_mtu = crate::host::mtu::check(&hosts, &body.summary, &body.streams);
         TestReport {
             schema_version: SCHEMA_VERSION,
             xbench_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -250,7 +265,31 @@ impl Session {
             outcome: body.outcome,
             warnings: body.warnings,
             under_load: None,
+            hosts: Some(hosts),
+            trace: None,
         }
+    }
+
+    /// Both ends' hosts: ours, read to the end now, and the server's if it sent it.
+    fn hosts(&mut self, config: &ClientConfig) -> Hosts {
+        let client = self.host.take().map(Monitor::finish);
+        let server = self
+            .rd
+            .take_aside()
+            .into_iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Host(h) => Some(*h),
+                _ => None,
+            });
+        let mut hosts = Hosts {
+            client,
+            server,
+            verdicts: Vec::new(),
+            path_mtu: None,
+        };
+        hosts.verdicts = allowance::verdicts(&hosts, DataFlow::of(&config.spec));
+        hosts
     }
 }
 
@@ -281,6 +320,7 @@ async fn handshake(
         &Message::Hello(Hello {
             software: proto::software(),
             nonce,
+            extensions: vec![proto::EXTENSION_HOST.to_owned()],
         }),
     )
     .await

@@ -340,6 +340,13 @@ pub enum Unknown {
     /// the rate per RTT: what it waited for (ACKs its own busy CPU processed late, on
     /// loopback) the figures do not show.
     SenderSleepUnexplained,
+    /// The sending thread slept on its socket, yet the rate is above what its send buffer
+    /// carries per RTT: the kernel let more than the buffer into flight, so the buffer did not
+    /// hold the rate and what did the figures do not show.
+    SendBufferExceeded,
+    /// Segments were lost while the receiver's queue held unread data: a full receive buffer
+    /// drops what arrives, so the losses may be the reader's as well as the path's.
+    LossesOrReader,
     /// Two limits held the sender for comparable shares of the time; neither is *the* cause.
     Mixed {
         /// The limits, the larger share first.
@@ -378,6 +385,15 @@ impl std::fmt::Display for Unknown {
             Unknown::SenderSleepUnexplained => f.write_str(
                 "what the sending thread waited for: it slept on its socket although its send \
                  buffer could carry far more than the rate (ACKs a busy CPU processes late?)",
+            ),
+            Unknown::SendBufferExceeded => f.write_str(
+                "what held the sender back: it slept on its socket, but the rate is above what \
+                 its send buffer carries per round trip, so the kernel let more than the buffer \
+                 into flight",
+            ),
+            Unknown::LossesOrReader => f.write_str(
+                "whether the losses were the path's or the receiver's: its queue held unread \
+                 data, and a full receive buffer drops what arrives",
             ),
             Unknown::Mixed { causes } => {
                 let names: Vec<&str> = causes.iter().map(|c| c.name()).collect();

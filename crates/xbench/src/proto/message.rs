@@ -16,6 +16,7 @@
 //!   Go (throughput tests) ────────────────▶
 //!                        ◀───────────────── Interval | RrInterval … (live, one per interval)
 //!   Finish{interrupted} ──────────────────▶
+//!                        ◀───────────────── (Host, to a client whose Hello lists "host")
 //!                        ◀───────────────── Results | RrResults
 //! ```
 //!
@@ -38,8 +39,8 @@ use super::Cookie;
 use crate::auth::{Nonce, Proof};
 use crate::config::TestSpec;
 use crate::report::{
-    SideInterval, SideResults, SideRrInterval, SideRrResults, SideUdpInterval, SideUdpResults,
-    SocketReport,
+    HostReport, SideInterval, SideResults, SideRrInterval, SideRrResults, SideUdpInterval,
+    SideUdpResults, SocketReport,
 };
 
 /// Every control message, tagged by `type` in JSON.
@@ -81,9 +82,16 @@ pub enum Message {
     /// The client's own counts, sent once it has the server's results, so the server can
     /// check its figures too (see [`Tally`]).
     Tally(Tally),
+    /// The server's host over the test: its interface, counters and allowances (issue 33).
+    /// Sent just before the results, and only to a client whose [`Hello::extensions`] lists
+    /// [`EXTENSION_HOST`]: a client that does not know it would take it for a protocol error.
+    Host(Box<HostReport>),
     /// Something went wrong; the sender closes after this.
     Error(ErrorMsg),
 }
+
+/// The [`Hello::extensions`] entry of a client that reads [`Message::Host`].
+pub const EXTENSION_HOST: &str = "host";
 
 impl Message {
     /// The message's `type` tag as it travels in JSON (`"hello"`, `"rr_interval"`…), for
@@ -106,6 +114,7 @@ impl Message {
             Message::RrResults(_) => "rr_results",
             Message::UdpInterval(_) => "udp_interval",
             Message::UdpResults(_) => "udp_results",
+            Message::Host(_) => "host",
             Message::Error(_) => "error",
         }
     }
@@ -118,6 +127,11 @@ pub struct Hello {
     pub software: String,
     /// The client's challenge to a server with a key.
     pub nonce: Nonce,
+    /// Messages beyond this protocol version's own that the client reads (such as
+    /// [`EXTENSION_HOST`]). A server sends one only to a client that lists it, and a server
+    /// that knows none ignores the list, so an extension needs no new protocol version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
 }
 
 /// The client's answer to the server's challenge.
@@ -319,6 +333,7 @@ mod tests {
             Message::Hello(Hello {
                 software: "x".into(),
                 nonce: n1,
+                extensions: vec![EXTENSION_HOST.into()],
             }),
             Message::Auth(AuthProof { proof }),
             Message::Welcome(Welcome {
@@ -384,6 +399,11 @@ mod tests {
                 omitted: false,
                 streams: Vec::new(),
             }),
+            Message::Host(Box::new(HostReport {
+                cloud: None,
+                interface: None,
+                error: Some("x".into()),
+            })),
             ErrorMsg::message(ErrorCode::Timeout, "x"),
         ];
         for m in all {
@@ -417,6 +437,25 @@ mod tests {
             })
         ));
         assert!(!serde_json::to_string(&old).unwrap().contains("max_flows"));
+    }
+
+    /// A hello from a client before extensions parses (none listed), and one listing them
+    /// parses on a server that ignores unknown fields as every xbench server does.
+    #[test]
+    fn hellos_with_and_without_extensions_parse() {
+        let n = Nonce::random().unwrap();
+        let old = serde_json::json!({"type": "hello", "software": "xbench 0.0.9", "nonce": n});
+        let Message::Hello(h) = serde_json::from_value(old).unwrap() else {
+            panic!()
+        };
+        assert!(h.extensions.is_empty());
+        let new = Message::Hello(Hello {
+            extensions: vec![EXTENSION_HOST.into()],
+            ..h
+        });
+        let text = serde_json::to_string(&new).unwrap();
+        assert!(text.contains(r#""extensions":["host"]"#), "{text}");
+        assert_eq!(serde_json::from_str::<Message>(&text).unwrap(), new);
     }
 
     #[test]

@@ -73,6 +73,9 @@ pub struct MessageReader<R> {
     inner: R,
     decoder: FrameDecoder,
     buf: Vec<u8>,
+    /// Messages [`Self::next`] keeps aside instead of returning ([`Self::set_aside`]).
+    aside: Vec<Message>,
+    keep_aside: Option<fn(&Message) -> bool>,
 }
 
 impl<R: AsyncRead + Unpin> MessageReader<R> {
@@ -87,7 +90,21 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
             inner,
             decoder: FrameDecoder::with_max(max),
             buf: vec![0u8; 16 * 1024],
+            aside: Vec::new(),
+            keep_aside: None,
         }
+    }
+
+    /// From now on, keeps the messages `which` picks aside instead of returning them from
+    /// [`Self::next`]: messages that may come at any point of a session and belong to none of
+    /// its steps (the server's [`Message::Host`]), so the loop of each step need not know them.
+    pub fn set_aside(&mut self, which: fn(&Message) -> bool) {
+        self.keep_aside = Some(which);
+    }
+
+    /// The messages kept aside so far, in the order they came.
+    pub fn take_aside(&mut self) -> Vec<Message> {
+        std::mem::take(&mut self.aside)
     }
 
     /// From now on, accepts messages up to `max` bytes (at most [`MAX_FRAME_LEN`]): a server
@@ -107,6 +124,10 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
     pub async fn next(&mut self) -> Result<Option<Message>, ProtoError> {
         loop {
             if let Some(m) = self.decoder.next_message()? {
+                if self.keep_aside.is_some_and(|keep| keep(&m)) {
+                    self.aside.push(m);
+                    continue;
+                }
                 return Ok(Some(m));
             }
             let n = self

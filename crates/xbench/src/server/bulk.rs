@@ -15,6 +15,7 @@ use socket2::SockRef;
 use tokio::io::AsyncWriteExt;
 
 use super::governor::{Governor, PacedSocket, Share};
+use super::metrics::{Direction, Moved, Transport};
 use super::session::SessionEnd;
 use super::test::{Idle, Test, TestEnd, log_test, on_control};
 use crate::check;
@@ -34,6 +35,40 @@ pub(super) async fn run(mut t: Test, spec: &TestSpec, tp: &ThroughputSpec) -> Se
         Ok(started) => started,
         Err((code, msg)) => return t.abort(code, msg).await,
     };
+    // Scrapes read the streams' byte counters while the test runs; at its end they hold the
+    // test's totals.
+    let counters: Vec<(Role, Arc<stream::StreamShared>)> = group
+        .handles()
+        .iter()
+        .map(|h| (h.role, Arc::clone(&h.shared)))
+        .collect();
+    t.metrics.watch(move || {
+        let sum = |role| {
+            counters
+                .iter()
+                .filter(|(r, _)| *r == role)
+                .map(|(_, s)| s.bytes.0.load(std::sync::atomic::Ordering::Relaxed))
+                .sum()
+        };
+        [
+            (Direction::Received, Role::Receiver),
+            (Direction::Sent, Role::Sender),
+        ]
+        .into_iter()
+        .map(|(d, role)| {
+            let bytes = sum(role);
+            (
+                Transport::Tcp,
+                d,
+                Moved {
+                    bytes,
+                    datagrams: 0,
+                },
+            )
+        })
+        .filter(|(_, _, m)| m.bytes > 0)
+        .collect()
+    });
     let Ok((mut test, early_end)) = Measuring::begin(t, group, sockets, spec, tp).await else {
         return SessionEnd::Other;
     };

@@ -72,9 +72,10 @@ pub(super) async fn handle(
         ctx.limits.handshake_timeout.min(Duration::from_secs(1))
     };
     let pre = match identify(&mut stream, peer, limit).await {
-        Some(Identified::Xbench(pre)) => pre,
-        Some(Identified::Iperf3(cookie)) => {
+        Ok(Identified::Xbench(pre)) => pre,
+        Ok(Identified::Iperf3(cookie)) => {
             if !allowed {
+                ctx.metrics.handshake_failed("forbidden");
                 info!(%peer, "refused an iperf3 client from outside the --allow list");
                 let _ = stream.write_all(&[Iperf3State::AccessDenied.byte()]).await;
                 return ConnEnd::Other;
@@ -87,9 +88,13 @@ pub(super) async fn handle(
                 },
             };
         }
-        None => return ConnEnd::Other,
+        Err(reason) => {
+            ctx.metrics.handshake_failed(reason);
+            return ConnEnd::Other;
+        }
     };
     if !allowed {
+        ctx.metrics.handshake_failed("forbidden");
         refuse_outsider(stream, peer, pre.channel, &ctx, limit).await;
         return ConnEnd::Other;
     }
@@ -120,17 +125,21 @@ enum Identified {
 
 /// Reads the connection's preamble (or iperf3 cookie) within `limit`. `None` once the
 /// connection has been dropped (silence, garbage), with a log line.
-async fn identify(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) -> Option<Identified> {
+async fn identify(
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    limit: Duration,
+) -> Result<Identified, &'static str> {
     let mut first = [0u8; 4];
     match tokio::time::timeout(limit, stream.read_exact(&mut first)).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
             debug!(%peer, "connection closed before saying anything: {e}");
-            return None;
+            return Err("closed");
         }
         Err(_) => {
             info!(%peer, "dropped a connection that said nothing for {limit:?}");
-            return None;
+            return Err("timeout");
         }
     }
     match frontend::detect(&first) {
@@ -138,7 +147,7 @@ async fn identify(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) -> 
         Frontend::Iperf3 => return read_cookie(stream, peer, limit, first).await,
         Frontend::Unknown => {
             info!(%peer, first = ?first, "dropped a connection that does not speak xbench");
-            return None;
+            return Err("garbage");
         }
     }
     let mut pre = [0u8; proto::PREAMBLE_LEN];
@@ -148,13 +157,13 @@ async fn identify(stream: &mut TcpStream, peer: SocketAddr, limit: Duration) -> 
         .map_or(true, |r| r.is_err())
     {
         info!(%peer, "dropped a connection with a truncated preamble");
-        return None;
+        return Err("truncated");
     }
     match Preamble::decode(&pre) {
-        Ok(p) => Some(Identified::Xbench(p)),
+        Ok(p) => Ok(Identified::Xbench(p)),
         Err(e) => {
             info!(%peer, "dropped a connection: {e}");
-            None
+            Err("garbage")
         }
     }
 }
@@ -165,7 +174,7 @@ async fn read_cookie(
     peer: SocketAddr,
     limit: Duration,
     first: [u8; 4],
-) -> Option<Identified> {
+) -> Result<Identified, &'static str> {
     let mut cookie = [0u8; COOKIE_LEN];
     cookie[..4].copy_from_slice(&first);
     if tokio::time::timeout(limit, stream.read_exact(&mut cookie[4..]))
@@ -173,14 +182,14 @@ async fn read_cookie(
         .map_or(true, |r| r.is_err())
     {
         info!(%peer, "dropped an iperf3-looking connection with a truncated cookie");
-        return None;
+        return Err("truncated");
     }
     if !crate::proto::iperf3::is_cookie(&cookie) {
         info!(%peer, "dropped an iperf3-looking connection whose cookie is not one");
         let _ = stream.write_all(&frontend::iperf3_refusal()).await;
-        return None;
+        return Err("garbage");
     }
-    Some(Identified::Iperf3(cookie))
+    Ok(Identified::Iperf3(cookie))
 }
 
 /// Refuses a peer outside `--allow`; a control connection is told why, and a data

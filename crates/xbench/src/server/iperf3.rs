@@ -27,6 +27,7 @@ use super::admission::try_running_guard;
 use super::budget::Need;
 use super::conn::HandshakeSlot;
 use super::governor::{Governor, PacedSocket};
+use super::metrics::{Direction, Kind, Moved, Protocol, Transport};
 use super::peer_text::bounded;
 use crate::config::{SocketOptions, is_congestion_name};
 use crate::engine::group::Group;
@@ -157,6 +158,7 @@ pub(super) async fn run(
             "refused an iperf3 client: this server requires a key (--psk-file), which iperf3 \
              cannot prove; iperf3 is told access is denied"
         );
+        ctx.metrics.handshake_failed("auth");
         let _ = ctrl.write_all(&[State::AccessDenied.byte()]).await;
         let _ = ctrl.shutdown().await;
         return false;
@@ -177,6 +179,8 @@ pub(super) async fn run(
     let plan = match plan(&params, &ctx) {
         Ok(p) => p,
         Err(r) => {
+            // What xbench does not do, or a limit: its message says which.
+            ctx.metrics.refused("iperf3_request");
             info!(%peer, "refused an iperf3 client's test: {}", r.2);
             refuse(&mut ctrl, r).await;
             return false;
@@ -185,6 +189,7 @@ pub(super) async fn run(
     let _running = match try_running_guard(&ctx, peer.ip(), plan.need()) {
         Ok(g) => g,
         Err(m) => {
+            ctx.metrics.refused("limit");
             info!(%peer, "refused an iperf3 client's test: {m}");
             refuse(&mut ctrl, (ierr::NEW_TEST, libc::EBUSY, m)).await;
             return false;
@@ -242,6 +247,38 @@ pub(super) async fn run(
             return false;
         }
     };
+    let metrics = ctx.metrics.test_started(Protocol::Iperf3, Kind::Tcp);
+    let counters: Vec<(Role, Arc<crate::engine::stream::StreamShared>)> = group
+        .handles()
+        .iter()
+        .map(|h| (h.role, Arc::clone(&h.shared)))
+        .collect();
+    metrics.watch(move || {
+        let sum = |role| -> u64 {
+            counters
+                .iter()
+                .filter(|(r, _)| *r == role)
+                .map(|(_, s)| s.bytes.0.load(std::sync::atomic::Ordering::Relaxed))
+                .sum()
+        };
+        [
+            (Direction::Received, Role::Receiver),
+            (Direction::Sent, Role::Sender),
+        ]
+        .into_iter()
+        .map(|(d, role)| {
+            (
+                Transport::Tcp,
+                d,
+                Moved {
+                    bytes: sum(role),
+                    datagrams: 0,
+                },
+            )
+        })
+        .filter(|(_, _, m)| m.bytes > 0)
+        .collect()
+    });
     let senders: Vec<_> = group
         .of_role(Role::Sender)
         .map(|h| Arc::downgrade(&h.shared) as PacedSocket)
@@ -266,7 +303,9 @@ pub(super) async fn run(
     let cpu = ends.values().fold((0.0, 0.0), |(u, s), e| {
         (u + e.cpu.user_s, s + e.cpu.system_s)
     });
-    exchange_results(&mut ctrl, peer, &plan, &params, measured, cpu).await
+    let completed = exchange_results(&mut ctrl, peer, &plan, &params, measured, cpu).await;
+    metrics.finish(if completed { "completed" } else { "failed" }, None);
+    completed
 }
 
 /// What the server measured over the window after `-O`.

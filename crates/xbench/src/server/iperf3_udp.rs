@@ -27,6 +27,7 @@ use tracing::{info, warn};
 use super::Ctx;
 use super::conn::HandshakeSlot;
 use super::iperf3::{Figures, Measured, Plan, exchange_results, gone, refuse, send_state};
+use super::metrics;
 use crate::engine::udp::iperf3::{
     self, CONNECT_MSG, CONNECT_REPLY, Iperf3Counts, Iperf3Stream, OLD_CONNECT_MSG,
     OLD_CONNECT_REPLY,
@@ -275,7 +276,13 @@ pub(super) async fn run(
         return false;
     }
     for s in senders {
-        match iperf3::spawn_sender(s, plan.block_len, plan.rate, plan.counters_64bit) {
+        match iperf3::spawn_sender(
+            s,
+            plan.block_len,
+            plan.rate,
+            (Instant::now(), None),
+            plan.counters_64bit,
+        ) {
             Ok(h) => streams.push((Role::Sender, h)),
             Err(e) => {
                 warn!(%peer, "cannot start a stream thread: {e}");
@@ -291,15 +298,50 @@ pub(super) async fn run(
         client = super::iperf3::client_version(params),
         "iperf3 UDP test started"
     );
+    let metrics = ctx
+        .metrics
+        .test_started(metrics::Protocol::Iperf3, metrics::Kind::Udp);
+    let shared: Vec<(Role, Arc<crate::engine::udp::iperf3::Iperf3Shared>)> = streams
+        .iter()
+        .map(|(r, h)| (*r, Arc::clone(&h.shared)))
+        .collect();
+    // A receiver's `packets` is its highest sequence number: what it got is that less the
+    // gaps.
+    metrics.watch(move || {
+        let mut out = Vec::new();
+        for (d, role) in [
+            (metrics::Direction::Received, Role::Receiver),
+            (metrics::Direction::Sent, Role::Sender),
+        ] {
+            let mut m = metrics::Moved::default();
+            for c in shared
+                .iter()
+                .filter(|(r, _)| *r == role)
+                .map(|(_, s)| s.counts())
+            {
+                m.bytes += c.bytes;
+                m.datagrams += match role {
+                    Role::Receiver => c.packets.saturating_sub(c.errors),
+                    Role::Sender => c.packets,
+                };
+            }
+            if m.datagrams > 0 {
+                out.push((metrics::Transport::Udp, d, m));
+            }
+        }
+        out
+    });
     let measured = measure(&mut ctrl, peer, &streams, plan, ctx).await;
     let cpu = streams
         .into_iter()
         .map(|(_, h)| h.join())
         .fold((0.0, 0.0), |(u, s), c| (u + c.user_s, s + c.system_s));
-    match measured {
+    let completed = match measured {
         Some(m) => exchange_results(&mut ctrl, peer, plan, params, m, cpu).await,
         None => false,
-    }
+    };
+    metrics.finish(if completed { "completed" } else { "failed" }, None);
+    completed
 }
 
 /// Runs the test until the client's `TEST_END`; `None` when it ended any other way (logged).

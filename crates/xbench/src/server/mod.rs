@@ -16,6 +16,7 @@ mod gate;
 mod governor;
 mod iperf3;
 mod iperf3_udp;
+mod metrics;
 mod path;
 mod peer_text;
 mod registry;
@@ -137,8 +138,12 @@ pub struct ServerConfig {
     /// Pre-shared key clients must prove they hold (`--psk-file`); `None` serves anyone, as
     /// iperf3 does.
     pub psk: Option<Psk>,
-    /// Client networks allowed to connect (`--allow`); empty allows all.
+    /// Client networks allowed to connect (`--allow`); empty allows all. Applies to the
+    /// metrics endpoint too.
     pub allow: Vec<IpNet>,
+    /// Where to serve the server's counters over HTTP for a scraper (`--metrics`,
+    /// `GET /metrics`: OpenMetrics or Prometheus text); `None` (the default) serves none.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -151,6 +156,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(10),
             psk: None,
             allow: Vec::new(),
+            metrics: None,
         }
     }
 }
@@ -159,6 +165,8 @@ impl Default for ServerConfig {
 #[derive(Debug)]
 pub struct Server {
     listeners: Vec<Listener>,
+    /// The metrics endpoint's socket (`--metrics`).
+    metrics: Option<tokio::net::TcpListener>,
     /// A UDP socket on each listener's address and port, for iperf3's UDP streams.
     udp: Vec<tokio::net::UdpSocket>,
     config: ServerConfig,
@@ -182,6 +190,8 @@ pub(crate) struct Ctx {
     pub(crate) iperf3: Arc<iperf3::Iperf3Streams>,
     /// iperf3 tests waiting for their UDP streams, which only their address tells apart.
     pub(crate) iperf3_udp: Arc<iperf3_udp::Iperf3Udp>,
+    /// What the server has done, for `--metrics`; counted whether or not it is served.
+    pub(crate) metrics: Arc<metrics::Metrics>,
 }
 
 impl Server {
@@ -228,11 +238,25 @@ impl Server {
                 ),
             }
         }
+        let metrics = match config.metrics {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| Error::io(format!("cannot serve metrics on {addr}"), e))?,
+            ),
+            None => None,
+        };
         Ok(Server {
             listeners,
+            metrics,
             udp,
             config,
         })
+    }
+
+    /// Where the metrics endpoint listens (with `--metrics`; useful with port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// Addresses actually bound (useful with port 0).
@@ -256,6 +280,15 @@ impl Server {
             abort: abort_rx,
             iperf3: Arc::default(),
             iperf3_udp: Arc::default(),
+            metrics: Arc::default(),
+        });
+        // Stopped with the server: aborted when this function returns, whichever way.
+        let _metrics = self.metrics.map(|l| {
+            AbortOnDrop(tokio::spawn(metrics::serve(
+                l,
+                Arc::clone(&ctx.metrics),
+                ctx.allow.clone(),
+            )))
         });
         log_budget(&ctx.budget, &ctx.limits);
         let (conn_tx, mut conn_rx) = mpsc::channel::<(std::net::TcpStream, SocketAddr)>(64);
@@ -296,6 +329,7 @@ impl Server {
                             conns.spawn(conn::handle(stream, peer, Arc::clone(&ctx), slot, accepted));
                         }
                         Err(busy) => {
+                            ctx.metrics.handshake_failed("busy");
                             if let Some(n) = turned_away.due() {
                                 warn!(
                                     %peer,
@@ -348,6 +382,15 @@ impl Server {
             }
         }
         Ok(())
+    }
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 use super::governor::{Governor, PACED_RR_ANSWER, PacedSocket, Share};
+use super::metrics;
 use super::session::SessionEnd;
 use super::test::{Idle, Test, TestEnd, log_test, on_control};
 use crate::check;
@@ -465,6 +466,24 @@ impl Stopped {
                 peer = %self.t.peer,
                 held_s = self.held_s,
                 "held a request/response test's answers back for --max-send-rate"
+            );
+        }
+        if let Some(rr) = spec.as_rr() {
+            // Each answered transaction: its request received, its response sent.
+            let (transport, datagrams) = match rr.udp {
+                Some(_) => (metrics::Transport::Udp, transactions),
+                None => (metrics::Transport::Tcp, 0),
+            };
+            let way = |d, len: u32| {
+                let bytes = transactions * u64::from(len);
+                (transport, d, metrics::Moved { bytes, datagrams })
+            };
+            self.t.metrics.finish(
+                end.metric_name(),
+                Some(vec![
+                    way(metrics::Direction::Received, rr.request_len.get()),
+                    way(metrics::Direction::Sent, rr.response_len.get()),
+                ]),
             );
         }
         log_test(&self.t, spec, end, 0, Some(transactions), elapsed, 0);

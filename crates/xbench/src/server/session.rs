@@ -23,12 +23,14 @@ use super::Ctx;
 use super::admission::{RunningGuard, admit, need, try_running_guard};
 use super::conn::HandshakeSlot;
 use super::gate::{Claims, Gate};
+use super::metrics;
 use super::peer_text::bounded;
 use super::registry::{DataConn, Registration};
 use super::test::Test;
 use crate::auth::{DATA_TAG_LEN, DataTag, Nonce, SessionKey};
 use crate::config::{StreamDirection, TestSpec, Workload};
 use crate::control::keepalive;
+use crate::host::Monitor;
 use crate::proto::{
     self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, Missing,
     PROTOCOL_VERSION, Preamble, ProtoError, StreamLayout, Welcome,
@@ -81,6 +83,8 @@ struct Conn {
     ctx: Arc<Ctx>,
     rd: MessageReader<OwnedReadHalf>,
     wr: OwnedWriteHalf,
+    /// The client's hello listed [`proto::EXTENSION_HOST`]: it reads our host report.
+    reads_host: bool,
 }
 
 impl Conn {
@@ -96,6 +100,19 @@ impl Conn {
         msg: impl Into<String>,
         max_flows: Option<u32>,
     ) -> Closed {
+        // A refusal before the test request is a failed handshake; after it, a refused test.
+        let m = &self.ctx.metrics;
+        match code {
+            ErrorCode::VersionMismatch => m.handshake_failed("version"),
+            ErrorCode::AuthFailed => m.handshake_failed("auth"),
+            ErrorCode::Forbidden => m.handshake_failed("forbidden"),
+            ErrorCode::Timeout => m.handshake_failed("timeout"),
+            ErrorCode::BadRequest => m.refused("bad_request"),
+            ErrorCode::LimitExceeded => m.refused("limit"),
+            ErrorCode::ServerError => m.refused("server_error"),
+            ErrorCode::ShuttingDown => m.refused("shutting_down"),
+            ErrorCode::Unknown => m.refused("other"),
+        }
         let msg = Message::Error(ErrorMsg {
             code,
             message: msg.into(),
@@ -128,7 +145,13 @@ impl Greeting {
         wr.write_all(&Preamble::new(Channel::Server).encode())
             .await
             .map_err(|_| Closed)?;
-        let conn = Conn { peer, ctx, rd, wr };
+        let conn = Conn {
+            peer,
+            ctx,
+            rd,
+            wr,
+            reads_host: false,
+        };
         if version != PROTOCOL_VERSION {
             info!(%peer, client_version = version, "refused a client of another protocol version");
             let msg = format!(
@@ -146,7 +169,10 @@ impl Greeting {
         let (peer, limit) = (conn.peer, conn.ctx.limits.handshake_timeout);
         let (client, client_nonce) = match conn.rd.next_within(limit).await {
             // The name goes into the log: at most 64 characters of it, escaped.
-            Ok(Some(Message::Hello(h))) => (bounded(&h.software, 64), h.nonce),
+            Ok(Some(Message::Hello(h))) => {
+                conn.reads_host = h.extensions.iter().any(|e| e == proto::EXTENSION_HOST);
+                (bounded(&h.software, 64), h.nonce)
+            }
             other => {
                 info!(%peer, "dropped a control connection without a valid hello: {}", describe(other));
                 return Err(Closed);
@@ -416,7 +442,21 @@ impl Collecting {
             greetings,
             ..
         } = self;
+        let kind = match &spec.workload {
+            Workload::Throughput(t) if t.udp.is_some() => metrics::Kind::Udp,
+            Workload::Throughput(_) => metrics::Kind::Tcp,
+            Workload::RequestResponse(_) => metrics::Kind::Rr,
+        };
+        // Our interface, read over the test for a client that reads the report.
+        let host = match (conn.reads_host, conn.wr.local_addr()) {
+            (true, Ok(local)) => Some(Monitor::start(local.ip(), conn.peer.ip(), spec.interval)),
+            _ => None,
+        };
         let test = Test {
+            metrics: conn
+                .ctx
+                .metrics
+                .test_started(metrics::Protocol::Xbench, kind),
             peer: conn.peer,
             client,
             ctx: conn.ctx,
@@ -429,6 +469,7 @@ impl Collecting {
             running: Some(running),
             control: None,
             udp,
+            host,
         };
         Ok((test, spec))
     }

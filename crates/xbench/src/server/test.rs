@@ -18,9 +18,11 @@ use tracing::info;
 use super::Ctx;
 use super::admission::RunningGuard;
 use super::budget::Reservation;
+use super::metrics::TestMetrics;
 use super::registry::{DataConn, Registration};
 use super::session::{SessionEnd, describe};
 use crate::config::{EndCondition, TestSpec, Workload};
+use crate::host::Monitor;
 use crate::proto::{self, ErrorCode, ErrorMsg, Message, MessageReader, Tally};
 
 /// Why a test ended, for the log line.
@@ -38,6 +40,18 @@ pub(super) enum TestEnd {
 }
 
 impl TestEnd {
+    /// The outcome label of `xbench_tests_finished`.
+    pub(super) fn metric_name(&self) -> &'static str {
+        match self {
+            TestEnd::Finished { interrupted: false } => "completed",
+            TestEnd::Finished { interrupted: true } => "interrupted",
+            TestEnd::ClientGone(_) => "client_gone",
+            TestEnd::Idle(_) => "idle",
+            TestEnd::Overran => "overran",
+            TestEnd::ShuttingDown => "shutdown",
+        }
+    }
+
     /// A test the server itself ended having measured it (shutting down, or idle): it says
     /// why, then sends its results as after the client's `Finish`, so a client still there
     /// reports what was measured rather than nothing.
@@ -69,6 +83,10 @@ pub(super) struct Test {
     pub(super) control: Option<Reservation>,
     /// A UDP test's sockets, each connected to the address that proved it is the client's.
     pub(super) udp: Vec<super::udp::UdpConn>,
+    /// The test's place in the server's counters (`--metrics`).
+    pub(super) metrics: TestMetrics,
+    /// Reads our interface over the test, for a client that reads [`Message::Host`].
+    pub(super) host: Option<Monitor>,
 }
 
 impl Test {
@@ -114,6 +132,20 @@ impl Test {
     pub(super) async fn send_results(&mut self, msg: &Message) {
         if let Some(r) = self.running.take() {
             self.control = Some(r.into_control());
+        }
+        if let Some(m) = self.host.take() {
+            let mut report = m.finish();
+            let mut host = Message::Host(Box::new(report.clone()));
+            // An hours-long test's intervals can outgrow one message: send the totals.
+            if proto::frame::encode(&host).is_err()
+                && let Some(i) = report.interface.as_mut()
+            {
+                i.intervals.clear();
+                report.error =
+                    Some("per-interval counts left out: too many for one message".into());
+                host = Message::Host(Box::new(report));
+            }
+            let _ = self.send(&host).await;
         }
         let _ = self.send(msg).await;
     }
@@ -254,6 +286,8 @@ pub(super) fn log_test(
     elapsed: Duration,
     stream_errors: usize,
 ) {
+    // A controller with its own final figures (UDP, request/response) has finished them.
+    t.metrics.finish(end.metric_name(), None);
     let outcome = match end {
         TestEnd::Finished { interrupted: false } => "completed".to_owned(),
         TestEnd::Finished { interrupted: true } => "interrupted by the client".to_owned(),

@@ -24,9 +24,9 @@ use tokio::task::JoinSet;
 use tracing::info;
 
 use super::gate::{Claims, Gate, Refusal};
-use super::path;
 use super::session::SessionEnd;
 use super::test::{Idle, Test, TestEnd, log_test, on_control};
+use super::{metrics, path};
 use crate::auth::{DataTag, SessionKey};
 use crate::config::{StreamDirection, TestSpec, ThroughputSpec};
 use crate::control::sleep_until_opt;
@@ -335,6 +335,20 @@ impl Measuring {
                     .await);
             }
         };
+        // Scrapes read what the stream threads last published while the test runs; its end
+        // records the final figures.
+        let shared: Vec<(Role, Arc<udp::Shared>)> = streams
+            .iter()
+            .map(|s| (s.role, Arc::clone(&s.shared)))
+            .collect();
+        t.metrics.watch(move || {
+            progress(
+                shared
+                    .iter()
+                    .map(|(r, s)| (*r, s.counts()))
+                    .map(|(r, c)| (r, c.datagrams, c.bytes)),
+            )
+        });
         let ids = |role| {
             streams
                 .iter()
@@ -438,6 +452,12 @@ impl Measuring {
         let (streams, cpu) = udp::collect(&mut self.streams);
         let moved: u64 = streams.iter().map(|s| s.bytes).sum();
         let errors = streams.iter().filter(|s| s.error.is_some()).count();
+        self.t.metrics.finish(
+            end.metric_name(),
+            Some(progress(
+                streams.iter().map(|s| (s.role, s.datagrams, s.bytes)),
+            )),
+        );
         if ok {
             let results = SideUdpResults {
                 streams,
@@ -525,6 +545,29 @@ fn start_streams(
         info!(peer = %t.peer, "{w}");
     }
     Ok((streams, reports))
+}
+
+/// A UDP test's data per direction from its streams' (role, datagrams, bytes).
+fn progress(streams: impl Iterator<Item = (Role, u64, u64)>) -> metrics::Progress {
+    let mut rx = metrics::Moved::default();
+    let mut tx = metrics::Moved::default();
+    for (role, datagrams, bytes) in streams {
+        let m = if role == Role::Receiver {
+            &mut rx
+        } else {
+            &mut tx
+        };
+        m.datagrams += datagrams;
+        m.bytes += bytes;
+    }
+    [
+        (metrics::Direction::Received, rx),
+        (metrics::Direction::Sent, tx),
+    ]
+    .into_iter()
+    .filter(|(_, m)| m.datagrams > 0)
+    .map(|(d, m)| (metrics::Transport::Udp, d, m))
+    .collect()
 }
 
 #[cfg(test)]

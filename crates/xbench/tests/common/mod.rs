@@ -152,9 +152,11 @@ pub(crate) async fn greet_on(
     Option<Message>,
 ) {
     let (mut rd, mut wr) = control_on(s).await;
+    // A client of before the extensions: it never gets a `host` message.
     let hello = Hello {
         software: name.into(),
         nonce: xbench::auth::Nonce::random().unwrap(),
+        extensions: Vec::new(),
     };
     proto::write_message(&mut wr, &Message::Hello(hello))
         .await

@@ -336,7 +336,7 @@ impl ClientWorker {
         let mut events = Vec::with_capacity(64);
         loop {
             let state = self.control.state();
-            if state == STOPPED || (state == DRAINING && self.all_idle()) {
+            if state == STOPPED || (state == DRAINING && self.all_idle() && !self.paced_left()) {
                 break;
             }
             let deadline = self.deadline(state);
@@ -359,7 +359,7 @@ impl ClientWorker {
                     self.stop(i, e, now);
                 }
             }
-            if self.control.state() == RUNNING {
+            if self.control.state() != STOPPED {
                 self.start_paced(now);
             }
             self.housekeeping(now);
@@ -390,10 +390,13 @@ impl ClientWorker {
         if ok {
             loop {
                 let state = self.control.state();
-                if state == STOPPED
-                    || (state == DRAINING && self.all_idle())
-                    || self.flows[0].failed
-                {
+                // Past the end with nothing in flight: the epoll loop waits for the controller
+                // (a blocking read would sleep a whole slice).
+                let over = self.all_idle() && !self.control.may_start(self.now());
+                if state == STOPPED || (state == DRAINING && self.all_idle()) || over {
+                    break;
+                }
+                if self.flows[0].failed {
                     break;
                 }
                 let r = if self.flows[0].unsent > 0 {
@@ -451,21 +454,31 @@ impl ClientWorker {
 
     fn deadline(&self, state: u8) -> Option<Instant> {
         let stall = self.plan.base + Duration::from_nanos(self.next_stall_check);
-        let paced = (state == RUNNING)
+        let paced = (state != STOPPED)
             .then(|| {
                 self.due
                     .peek()
+                    .filter(|Reverse((t, _))| self.control.may_start(*t))
                     .map(|Reverse((t, _))| self.plan.base + Duration::from_nanos(*t))
             })
             .flatten();
         Some(paced.map_or(stall, |p| p.min(stall)))
     }
 
+    /// A paced transaction is due inside the window and not started yet (a worker running
+    /// late at the end).
+    fn paced_left(&self) -> bool {
+        self.due
+            .peek()
+            .is_some_and(|Reverse((t, _))| self.control.may_start(*t))
+    }
+
     fn start_paced(&mut self, now: u64) {
         while let Some(&Reverse((t, i))) = self.due.peek() {
-            // The controller may stop the test while we loop: a flow that cannot start then
-            // keeps its due time, and rescheduling it would spin here for ever.
-            if t > now || self.control.state() != RUNNING {
+            // The controller may stop the test while we loop, or the window end: a flow that
+            // cannot start then keeps its due time, and rescheduling it would spin here for
+            // ever.
+            if t > now || !self.control.may_start(t) {
                 break;
             }
             self.due.pop();
@@ -491,7 +504,7 @@ impl ClientWorker {
 
     /// Starts every transaction flow `i` may start now.
     fn start_due(&mut self, i: usize, now: u64) {
-        if self.control.state() != RUNNING || self.flows[i].failed {
+        if self.flows[i].failed {
             return;
         }
         let period = self.plan.period.map(crate::latency::as_ns);
@@ -503,13 +516,13 @@ impl ClientWorker {
             Conn::Persistent => {
                 while f.inflight.len() < burst {
                     let t = match period {
-                        None => now,
-                        Some(p) if f.next_due <= now => {
+                        None if self.control.may_start(now) => now,
+                        Some(p) if f.next_due <= now && self.control.may_start(f.next_due) => {
                             let t = f.next_due;
                             f.next_due += p;
                             t
                         }
-                        Some(_) => break,
+                        _ => break,
                     };
                     if f.inflight.is_empty() {
                         f.last_progress = now;
@@ -521,13 +534,13 @@ impl ClientWorker {
             }
             Conn::Idle => {
                 let t = match period {
-                    None => now,
-                    Some(p) if f.next_due <= now => {
+                    None if self.control.may_start(now) => now,
+                    Some(p) if f.next_due <= now && self.control.may_start(f.next_due) => {
                         let t = f.next_due;
                         f.next_due += p;
                         t
                     }
-                    Some(_) => return,
+                    _ => return,
                 };
                 f.inflight.push_back(t);
                 f.last_progress = now;

@@ -48,6 +48,9 @@ pub(crate) struct Control {
     /// Server: the test's share of `--max-send-rate`, which every answer is paced by; `None`
     /// without a cap (and on the client).
     pub(crate) send_budget: Option<Arc<crate::engine::send_budget::SendBudget>>,
+    /// The end of a client's window, ns since its base (0: none): no transaction due at or
+    /// after it starts. See [`Control::end_at`].
+    pub(crate) end_ns: AtomicU64,
 }
 
 /// Transactions start as usual.
@@ -60,6 +63,32 @@ pub(crate) const STOPPED: u8 = 2;
 impl Control {
     pub(crate) fn state(&self) -> u8 {
         self.state.load(Ordering::Relaxed)
+    }
+
+    /// Ends a client's window at `ns` (since its base): a timed test's end mark, set before
+    /// its workers start so they keep it themselves (a controller that wakes late on a loaded
+    /// machine would otherwise let them start transactions for as long as it slept), or the
+    /// moment a test is cut short. Only ever moves earlier.
+    pub(crate) fn end_at(&self, ns: u64) {
+        let ns = ns.max(1);
+        let _ = self
+            .end_ns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |e| {
+                Some(if e == 0 { ns } else { e.min(ns) })
+            });
+    }
+
+    /// Whether a client worker may start a transaction due at `due` (ns since its base; now,
+    /// unpaced): before the end of the window, and not stopped. While draining, only one due
+    /// before a window's end: a paced worker running late still starts the transactions whose
+    /// time was inside the window (their latency counts from that time), none after it.
+    pub(crate) fn may_start(&self, due: u64) -> bool {
+        let end = self.end_ns.load(Ordering::Relaxed);
+        match self.state() {
+            RUNNING => end == 0 || due < end,
+            DRAINING => end != 0 && due < end,
+            _ => false,
+        }
     }
 }
 
@@ -300,6 +329,11 @@ impl Workers {
         e
     }
 
+    /// See [`Control::end_at`].
+    pub(crate) fn end_at(&self, ns: u64) {
+        self.control.end_at(ns);
+    }
+
     pub(crate) fn set_state(&self, state: u8) {
         self.control.state.store(state, Ordering::Relaxed);
         self.wake_all();
@@ -458,5 +492,31 @@ mod tests {
         }
         g.last = g.last.map(|n| n.wrapping_sub(1));
         assert!(g.moved(), "a counter that moved must open the gate");
+    }
+
+    #[test]
+    fn a_client_starts_nothing_due_after_the_end_and_drains_only_what_was_due_before() {
+        let c = Control::default();
+        assert!(
+            c.may_start(u64::MAX - 1),
+            "no end yet: a byte count, or not set"
+        );
+        c.end_at(1_000);
+        assert!(c.may_start(999) && !c.may_start(1_000));
+        c.end_at(2_000);
+        assert!(!c.may_start(1_500), "the end only moves earlier");
+        c.state.store(DRAINING, Ordering::Relaxed);
+        assert!(c.may_start(999), "late, but due inside the window");
+        assert!(!c.may_start(1_000));
+        c.end_at(500);
+        assert!(!c.may_start(999), "cut short at 500");
+        c.state.store(STOPPED, Ordering::Relaxed);
+        assert!(!c.may_start(0));
+        let d = Control::default();
+        d.state.store(DRAINING, Ordering::Relaxed);
+        assert!(
+            !d.may_start(0),
+            "draining without a window end starts nothing"
+        );
     }
 }

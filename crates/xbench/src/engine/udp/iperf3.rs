@@ -137,11 +137,15 @@ pub(crate) fn spawn_receiver(
 }
 
 /// Starts a thread sending `len`-byte iperf3 datagrams on `sock` (connected) at
-/// `bits_per_second` of payload (`None`: as fast as the socket takes them).
+/// `bits_per_second` of payload (`None`: as fast as the socket takes them) on a schedule
+/// from `start`, until stopped or until `end`, the end mark, if it has one. A sender that
+/// keeps its schedule and end mark itself covers the window exactly, however late its thread
+/// starts or its session wakes (on a loaded machine, tens to hundreds of milliseconds).
 pub(crate) fn spawn_sender(
     sock: UdpSocket,
     len: usize,
     bits_per_second: Option<u64>,
+    (start, end): (Instant, Option<Instant>),
     counters_64bit: bool,
 ) -> std::io::Result<Iperf3Stream> {
     sock.set_write_timeout(Some(RECV_TIMEOUT))?;
@@ -151,7 +155,14 @@ pub(crate) fn spawn_sender(
         .name("iperf3-udp-send".into())
         .spawn(move || {
             let cpu0 = thread_cpu();
-            send(&sock, len, bits_per_second, counters_64bit, &s);
+            send(
+                &sock,
+                len,
+                bits_per_second,
+                (start, end),
+                counters_64bit,
+                &s,
+            );
             cpu_since(cpu0)
         })?;
     Ok(Iperf3Stream {
@@ -247,26 +258,31 @@ fn send(
     sock: &UdpSocket,
     len: usize,
     bits_per_second: Option<u64>,
+    (start, end): (Instant, Option<Instant>),
     counters_64bit: bool,
     shared: &Iperf3Shared,
 ) {
     let header = if counters_64bit { 16 } else { HEADER_LEN };
     let mut buf = vec![0u8; len.max(header)];
     let datagram_len = u32::try_from(buf.len()).unwrap_or(u32::MAX);
-    let mut pacer = Pacer::new(
-        Instant::now(),
-        datagram_len,
-        bits_per_second.map(|b| b as f64),
-    );
+    let mut pacer = Pacer::new(start, datagram_len, bits_per_second.map(|b| b as f64));
     let mut c = Iperf3Counts::default();
     // Slots that were due but found the socket buffer full.
     let mut unsent = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {
         let now = Instant::now();
+        if let Some(end) = end.filter(|e| now >= *e) {
+            // Slots due before the end mark that never went are skipped ones.
+            pacer.close(end);
+            c.slipped = pacer.slipped() + unsent;
+            shared.publish(&c);
+            break;
+        }
         let due = pacer.due(now, 64);
         if due == 0 {
             if let Some(at) = pacer.next_at() {
                 let wait = at
+                    .min(end.unwrap_or(at))
                     .saturating_duration_since(now)
                     .min(Duration::from_millis(10));
                 std::thread::sleep(wait);
