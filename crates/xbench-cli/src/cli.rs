@@ -171,7 +171,8 @@ pub(crate) struct ClientArgs {
     #[arg(short = 'p', long, default_value_t = xbench::client::DEFAULT_PORT)]
     pub(crate) port: u16,
 
-    /// Parallel streams (TCP connections) per direction [default: 1]; a list (1,2,4,8) sweeps.
+    /// Parallel streams (TCP connections) per direction [default: 1; 4 with --under-load]; a
+    /// list (1,2,4,8) sweeps.
     #[arg(allow_negative_numbers = true, short = 'P', long = "parallel", value_name = "N[,N…]", value_parser = parse::streams_list)]
     pub(crate) parallel: Option<parse::List<NonZeroU16>>,
 
@@ -483,6 +484,18 @@ pub(crate) enum LoadDirection {
     Down,
     /// Both at once, -P streams each way (as flent's RRUL).
     Both,
+}
+
+impl LoadDirection {
+    /// The bulk streams' direction.
+    pub(crate) fn direction(self) -> xbench::config::Direction {
+        use xbench::config::Direction;
+        match self {
+            LoadDirection::Up => Direction::ClientToServer,
+            LoadDirection::Down => Direction::ServerToClient,
+            LoadDirection::Both => Direction::Bidir,
+        }
+    }
 }
 
 impl ClientArgs {
@@ -912,6 +925,12 @@ pub(crate) struct RunArgs {
     /// Leave out the request/response (latency) test.
     #[arg(long)]
     pub(crate) no_rr: bool,
+
+    /// Also run latency under load on every path (as `xbench client --under-load DIR`, four
+    /// streams each way it loads, -t long): what the path's queues add to latency while it is
+    /// busy (under-load.svg).
+    #[arg(long, value_enum, value_name = "DIR")]
+    pub(crate) under_load: Option<LoadDirection>,
 
     /// Also run UDP tests at these offered rates (as -u -b takes them: 10M,50M,100M), one
     /// stream each: loss and jitter vs offered rate on every path (udp.svg).

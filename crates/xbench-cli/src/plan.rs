@@ -18,7 +18,7 @@ use xbench::under_load::UnderLoadSpec;
 use xbench_report::{ThroughputUnit, layout};
 use xbench_sweep::{SweepPlan, Target};
 
-use crate::cli::{ClientArgs, JsonFormat, LoadDirection};
+use crate::cli::{ClientArgs, JsonFormat};
 use crate::exit::UsageError;
 use crate::parse::Bitrates;
 use crate::render::netperf;
@@ -421,11 +421,7 @@ fn style(a: &ClientArgs) -> Style {
 /// cell's).
 fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
     let direction = if let Some(d) = a.under_load {
-        match d {
-            LoadDirection::Up => Direction::ClientToServer,
-            LoadDirection::Down => Direction::ServerToClient,
-            LoadDirection::Both => Direction::Bidir,
-        }
+        d.direction()
     } else if a.bidir {
         Direction::Bidir
     } else if a.reverse {
@@ -462,27 +458,31 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
             }),
         })
     } else {
-        let mut tp = ThroughputSpec {
-            streams: a
-                .parallel
-                .as_ref()
-                .and_then(|l| l.first())
-                .unwrap_or(NonZeroU16::MIN),
-            direction,
-            zerocopy: a.zerocopy,
-            // TCP's -b is per stream already: RATE/stream means the same.
-            bitrate: a
-                .bitrate
-                .as_ref()
-                .map(Bitrates::first)
-                .filter(|b| *b > 0 && !a.udp),
-            receive: if a.recv_copy {
-                ReceiveMode::Copy
-            } else {
-                ReceiveMode::Discard
-            },
-            ..ThroughputSpec::default()
-        };
+        let mut tp =
+            ThroughputSpec {
+                streams: a.parallel.as_ref().and_then(|l| l.first()).unwrap_or(
+                    match a.under_load {
+                        // A load of one stream is no load for most paths: flent's RRUL runs four
+                        // each way.
+                        Some(_) => UNDER_LOAD_STREAMS,
+                        None => NonZeroU16::MIN,
+                    },
+                ),
+                direction,
+                zerocopy: a.zerocopy,
+                // TCP's -b is per stream already: RATE/stream means the same.
+                bitrate: a
+                    .bitrate
+                    .as_ref()
+                    .map(Bitrates::first)
+                    .filter(|b| *b > 0 && !a.udp),
+                receive: if a.recv_copy {
+                    ReceiveMode::Copy
+                } else {
+                    ReceiveMode::Discard
+                },
+                ..ThroughputSpec::default()
+            };
         if let Some(l) = a.length.as_ref().and_then(|l| l.first()) {
             tp.block_len = l;
         }
@@ -522,6 +522,9 @@ fn under_load_spec(a: &ClientArgs) -> UnderLoadSpec {
         tcp_probe: a.tcp_probe,
     }
 }
+
+/// Bulk streams per direction of `--under-load` without `-P`.
+const UNDER_LOAD_STREAMS: NonZeroU16 = NonZeroU16::MIN.saturating_add(3);
 
 /// `-u`'s datagrams: `-l` (iperf3's 1448 by default) at `-b` for all streams (1 Mbit/s by
 /// default, as iperf3; 0 unpaced), or `-b RATE/stream` times the streams. A list's first

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use xbench::config::{EndCondition, TestSpec, ThroughputSpec, UdpSpec, Workload};
+use xbench::under_load::UnderLoadSpec;
 use xbench::units::format_bits_per_second;
 use xbench_lab::delay::{DelayLine, DelayLineSpec, DelayLineStats};
 use xbench_lab::state::LabState;
@@ -222,6 +223,21 @@ fn suite(a: &RunArgs, target: &Target, label: &str) -> Vec<Case> {
         cases.push(Case {
             name: "udp",
             plan: plan.normalized(),
+        });
+    }
+    if let Some(dir) = a.under_load {
+        // The default window and probes; the load is the four streams each way of flent's
+        // RRUL, whatever --streams sweeps.
+        let mut ul = spec.clone();
+        ul.workload = Workload::Throughput(ThroughputSpec {
+            streams: std::num::NonZeroU16::MIN.saturating_add(3),
+            direction: dir.direction(),
+            under_load: Some(UnderLoadSpec::default()),
+            ..ThroughputSpec::default()
+        });
+        cases.push(Case {
+            name: "under load",
+            plan: sweep(ul),
         });
     }
     if !a.no_rr {

@@ -189,16 +189,16 @@ impl UnderLoadText {
                     ))
             );
             let ph = &ul.phases;
-            let _ = writeln!(
+            let _ = write!(
                 s,
-                "Phases: idle 0.00–{:.2} s, ramp to {:.2} s, loaded to {:.2} s, drained by \
-                 {:.2} s, idle to {:.2} s",
-                ph.load_start_s,
-                ph.loaded_start_s,
-                ph.loaded_end_s,
-                ph.idle_after_start_s,
-                ph.end_s
+                "Phases: idle 0.00–{:.2} s, ramp to {:.2} s, loaded to {:.2} s, drained by {:.2} s",
+                ph.load_start_s, ph.loaded_start_s, ph.loaded_end_s, ph.idle_after_start_s,
             );
+            // An interrupted test ends before its second idle phase begins.
+            if ph.end_s > ph.idle_after_start_s {
+                let _ = write!(s, ", idle to {:.2} s", ph.end_s);
+            }
+            s.push('\n');
             s.push('\n');
         }
         s.push_str(&Text::new(&r.spec).unit(unit).summary(r));
