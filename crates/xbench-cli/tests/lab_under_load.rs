@@ -26,8 +26,10 @@
 mod lab_common;
 
 use xbench::under_load::UnderLoadReport;
+use xbench_lab::sys::netns::{self, Detach};
 use xbench_lab::{Impairment, PathInfo, PathKind, PathSpec};
 
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -261,4 +263,122 @@ fn root_lab_under_load_a_deep_queue_adds_its_drain_time_a_shallow_one_a_few_ms()
         (idle_p50 - rr_p50).abs() <= 250.0,
         "idle p50 {idle_p50:.0} µs vs --rr -u {rr_p50:.0} µs"
     );
+}
+
+/// irtt (the UDP round-trip tool flent uses for its RRUL probes) beside `xbench client
+/// --under-load both` through the deep queue, at the same 20 probes a second: both sample one
+/// queue at the same moments, so their loaded medians must agree within 10 % (and their idle
+/// medians within 250 µs). Measured: loaded 79.05 ms (irtt) vs 79.63 ms, idle 245 vs 239 µs.
+#[test]
+fn root_lab_under_load_agrees_with_irtt_beside_it() {
+    const TEST: &str = "root_lab_under_load_agrees_with_irtt_beside_it";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let Some(irtt) = program_or_skip(TEST, "irtt", "irtt") else {
+        return;
+    };
+    let _s = serial();
+    let lab = up(&spec(
+        "under-load-irtt",
+        "xbtui-",
+        vec![capped("deep", DEEP)],
+    ));
+    let p = &lab.paths()[0];
+    let target = format!("{}:2112", p.server_addr);
+    let mut server = Command::new(&irtt);
+    server
+        .args(["server", "-b", &target])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let server = Reaped(netns::spawn_in(&p.server_netns, &mut server, Detach::No).unwrap());
+
+    // irtt for the whole test (its client retries its handshake until the server is up),
+    // xbench started just after it.
+    let secs = IDLE * 2 + RAMP + LOAD + 2;
+    let irtt_client = {
+        let (ns, irtt, target) = (p.client_netns.clone(), irtt.clone(), target.clone());
+        let d = format!("{secs}s");
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let out = run_in(
+                &ns,
+                irtt.to_str().unwrap(),
+                &["client", "-Q", "-i", "50ms", "-d", &d, "-o", "-", &target],
+            );
+            assert!(
+                out.status.success(),
+                "irtt client: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (
+                t0,
+                serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let t_xbench = Instant::now();
+    let (ul, _) = under_load(p, "both", &["-C", "reno"]);
+    let (t_irtt, irtt_out) = irtt_client.join().unwrap();
+    drop(server);
+
+    // irtt's round trips on xbench's timeline: the n-th was due 50 ms × n after irtt began.
+    let offset_s = t_xbench.saturating_duration_since(t_irtt).as_secs_f64();
+    let rtts: Vec<(f64, f64)> = irtt_out["round_trips"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter_map(|(n, r)| {
+            Some((
+                n as f64 * 0.05 - offset_s,
+                r["delay"]["rtt"].as_f64()? / 1e3,
+            ))
+        })
+        .collect();
+    let median_us = |from: f64, to: f64| {
+        let mut v: Vec<f64> = rtts
+            .iter()
+            .filter(|(t, _)| (from..to).contains(t))
+            .map(|&(_, us)| us)
+            .collect();
+        assert!(
+            v.len() >= 40,
+            "{} irtt samples in {from:.1}..{to:.1} s",
+            v.len()
+        );
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let ph = &ul.phases;
+    // xbench's timeline starts when its probes start, a few ms after the process: half a
+    // second off each phase's ends keeps irtt's samples inside it.
+    let irtt_idle = median_us(0.5, ph.load_start_s - 0.5);
+    let irtt_loaded = median_us(ph.loaded_start_s + 0.5, ph.loaded_end_s - 0.5);
+    let xb = |l: &xbench::under_load::PhaseLatency| l.latency.as_ref().unwrap().p50_us;
+    let (xb_idle, xb_loaded) = (xb(&ul.udp.idle), xb(&ul.udp.loaded));
+    eprintln!(
+        "irtt beside xbench: idle p50 {irtt_idle:.0} vs {xb_idle:.0} µs; loaded p50 \
+         {irtt_loaded:.0} vs {xb_loaded:.0} µs"
+    );
+    assert!(
+        (xb_loaded - irtt_loaded).abs() <= (0.1 * irtt_loaded).max(1_000.0),
+        "loaded p50: xbench {xb_loaded:.0} µs, irtt {irtt_loaded:.0} µs"
+    );
+    assert!(
+        (xb_idle - irtt_idle).abs() <= 250.0,
+        "idle p50: xbench {xb_idle:.0} µs, irtt {irtt_idle:.0} µs"
+    );
+}
+
+/// A child process killed and reaped when dropped, so a failed assertion leaves no server.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

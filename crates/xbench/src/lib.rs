@@ -68,8 +68,8 @@ pub mod server;
 pub mod summary;
 pub mod tcp_info;
 pub mod time;
-pub mod under_load;
 pub mod trace;
+pub mod under_load;
 pub mod units;
 
 pub use api::{LatencyBuilder, LocalServer, Test, ThroughputBuilder, blocking, run};

@@ -149,13 +149,14 @@ pub struct Responsiveness {
 /// What the probes themselves sent, so a reader can see they did not load the path.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ProbeLoad {
-    /// UDP probes sent a second over the loaded phase.
+    /// UDP probes sent a second: all the probes sent over their whole run (every phase), as
+    /// the rate is the same in each.
     pub probes_per_second: f64,
     /// Bits a second the UDP probes put on the wire in each direction, IP and UDP headers
     /// included (TCP probes, a few bytes more each, are not counted).
     pub bits_per_second: f64,
-    /// `bits_per_second` as a share of the bulk streams' delivered rate (all directions
-    /// summed), percent; `None` when nothing was delivered.
+    /// `bits_per_second` as a share of the bulk streams' delivered rate in the slowest loaded
+    /// direction (where the share is largest), percent; `None` when nothing was delivered.
     pub share_of_bulk_percent: Option<f64>,
 }
 
