@@ -22,6 +22,11 @@ pub enum Kind {
     Crr,
     /// UDP datagrams at an offered rate (`-u`), counted one by one at the receiver.
     Udp,
+    /// Latency under load (`--under-load`): probes through idle, loaded and idle phases, the
+    /// load TCP bulk streams. A kind of its own, not throughput: its streams share the path
+    /// with probes and run between idle phases, so their rate is not a plain throughput
+    /// cell's repeat, and its figures are the probes' latency.
+    UnderLoad,
 }
 
 impl Kind {
@@ -100,6 +105,9 @@ pub struct CellKey {
     pub mss: Option<u32>,
     /// Congestion control asked for with `-C`.
     pub congestion: Option<String>,
+    /// Latency under load: whether TCP probes ran beside the UDP ones (`--tcp-probe`), which
+    /// changes what the responsiveness (RPM) averages; `None` for other kinds.
+    pub tcp_probe: Option<bool>,
 }
 
 impl CellKey {
@@ -120,6 +128,7 @@ impl CellKey {
             rate: None,
             mss: spec.socket.mss,
             congestion: spec.socket.congestion.clone(),
+            tcp_probe: None,
         };
         match &spec.workload {
             Workload::Throughput(t) => {
@@ -129,6 +138,12 @@ impl CellKey {
                     key.kind = Kind::Udp;
                     key.datagram_bytes = Some(u.datagram_len);
                     key.bitrate = Some(u.bitrate.unwrap_or(0));
+                } else if let Some(ul) = &t.under_load {
+                    key.kind = Kind::UnderLoad;
+                    key.tcp_probe = Some(ul.tcp_probe);
+                    // A paced load (`-b`, per stream) fills the queue less than an unpaced
+                    // one: the latency it adds is another measurement. `None` unpaced.
+                    key.bitrate = t.bitrate;
                 }
             }
             Workload::RequestResponse(r) => {
@@ -164,6 +179,11 @@ impl CellKey {
             }
             Kind::Rr => s.push_str("rr"),
             Kind::Crr => s.push_str("crr"),
+            // `ul-both`: the load's direction as `--under-load` names it.
+            Kind::UnderLoad => {
+                s.push_str("ul-");
+                s.push_str(load_name(self.direction));
+            }
         }
         if self.tool == Tool::Iperf3 {
             s.push_str("-iperf3");
@@ -198,6 +218,9 @@ impl CellKey {
         if let Some(c) = &self.congestion {
             let _ = write!(s, "-C{c}");
         }
+        if self.tcp_probe == Some(true) {
+            s.push_str("-tcpprobe");
+        }
         s
     }
 
@@ -214,8 +237,12 @@ impl CellKey {
         if let Some(p) = self.streams {
             parts.push(format!("P={p}"));
         }
-        // A table section is one stream direction; --bidir runs must not look like -R runs.
-        if self.direction == Some(TestDirection::Bidir) {
+        if self.kind == Kind::UnderLoad {
+            // The load's direction is the cell's subject: `P=4 load=both`.
+            parts.push(format!("load={}", load_name(self.direction)));
+        } else if self.direction == Some(TestDirection::Bidir) {
+            // A table section is one stream direction; --bidir runs must not look like -R
+            // runs.
             parts.push("bidir".into());
         }
         if let (Some(q), Some(r)) = (self.request_bytes, self.response_bytes) {
@@ -242,6 +269,9 @@ impl CellKey {
         }
         if let Some(c) = &self.congestion {
             parts.push(format!("C={c}"));
+        }
+        if self.tcp_probe == Some(true) {
+            parts.push("tcp-probe".into());
         }
         if self.tool == Tool::Iperf3 {
             parts.push("(iperf3)".into());
@@ -275,6 +305,15 @@ impl fmt::Display for CellKey {
 pub(crate) enum Dimension {
     Streams,
     Window,
+}
+
+/// The load's direction as `--under-load` takes it: `up`, `down`, `both`.
+fn load_name(d: Option<TestDirection>) -> &'static str {
+    match d {
+        Some(TestDirection::ServerToClient) => "down",
+        Some(TestDirection::Bidir) => "both",
+        _ => "up",
+    }
 }
 
 /// Bits per second as `-b` takes them: `100M`, `1G`, `2500k`; `0` (unpaced) as `0`.
@@ -362,6 +401,47 @@ mod tests {
         assert_eq!(short_rate(2_500_000), "2500k");
         assert_eq!(short_rate(1_000_000_000), "1G");
         assert_eq!(short_rate(1234), "1234");
+    }
+
+    /// Issue 34: an under-load run was keyed as a plain throughput cell of the same settings,
+    /// so its rate was averaged with plain runs' and its files shared their directory.
+    #[test]
+    fn under_load_cells_are_their_own_kind_named_by_the_loads_direction() {
+        let mut spec = TestSpec::throughput();
+        spec.workload = Workload::Throughput(ThroughputSpec {
+            streams: NonZeroU16::new(4).unwrap(),
+            direction: Direction::Bidir,
+            ..ThroughputSpec::default()
+        });
+        let plain = CellKey::of_spec(&spec);
+        if let Workload::Throughput(t) = &mut spec.workload {
+            t.under_load = Some(xbench::under_load::UnderLoadSpec::default());
+        }
+        let ul = CellKey::of_spec(&spec);
+        assert_eq!(ul.kind, Kind::UnderLoad);
+        assert_ne!(ul, plain);
+        assert_ne!(ul.slug(), plain.slug());
+        assert_eq!(ul.slug(), "ul-both-P4");
+        assert_eq!(ul.describe(), "P=4 load=both");
+        assert_eq!(plain.describe(), "P=4 bidir");
+        assert_eq!(plain.tcp_probe, None);
+
+        // TCP probes change what the responsiveness averages; a paced load is another load.
+        if let Workload::Throughput(t) = &mut spec.workload {
+            t.direction = Direction::ServerToClient;
+            t.bitrate = Some(50_000_000);
+            t.under_load = Some(xbench::under_load::UnderLoadSpec {
+                tcp_probe: true,
+                ..Default::default()
+            });
+        }
+        let k = CellKey::of_spec(&spec);
+        assert_eq!(k.slug(), "ul-down-b50M-P4-tcpprobe");
+        assert_eq!(k.describe(), "b=50M P=4 load=down tcp-probe");
+        let json = serde_json::to_value(&k).unwrap();
+        assert_eq!(json["kind"], "under_load");
+        assert_eq!(json["tcp_probe"], true);
+        assert_eq!(json["offered_bits_per_second"], 50_000_000);
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //!   shows each stream's window; several (up to [`MAX_TIMELINE_RUNS`]) are overlaid from their
 //!   starts, a line per run, each window the sum of the run's streams;
 //! - **udp**: UDP loss (% of datagrams sent) and jitter vs the offered rate (`-b`), mean with
-//!   95 % CI bars, one line per path (and datagram size, where it varies).
+//!   95 % CI bars, one line per path (and datagram size, where it varies);
+//! - **under-load**: latency under load (`--under-load`): the UDP probes' median per timeline
+//!   interval, one line per path, with the load's phases shaded; under it the probes' latency
+//!   by percentile, idle (dashed) against loaded, from the runs' merged HDR histograms.
 //!
 //! A link's capacity ([`add_ceiling`]) is a dashed, named line across a throughput panel.
 //!
@@ -18,7 +21,7 @@
 //! under each panel shows each line's stroke beside its name and says what a dash or an arrow
 //! means (see `key`); titles and axes carry units. Text is drawn with DejaVu Sans, embedded, so a PNG looks the same on a
 //! machine with no fonts; in SVG it stays `<text>`. Charts never mix request/response, TCP
-//! throughput and UDP runs. This module turns runs into series ([`ChartData`]) and draws them; it does
+//! throughput, UDP and under-load runs. This module turns runs into series ([`ChartData`]) and draws them; it does
 //! not read files.
 
 use std::collections::BTreeMap;
@@ -35,11 +38,12 @@ use xbench::latency::Distribution;
 
 use self::key::Key;
 use crate::cell::{CellKey, Dimension, short_size};
-use crate::run::{DirectionResult, Measure, Run, TimelinePoint};
+use crate::compare::median;
+use crate::run::{DirectionResult, Measure, Run, TimelinePoint, UnderLoadResult};
 use crate::stats::Stats;
 use crate::units::{RateScale, ThroughputUnit, TimeUnit, number};
 
-mod key;
+pub(crate) mod key;
 
 /// Which chart to draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +58,9 @@ pub enum ChartKind {
     Timeline,
     /// UDP loss and jitter vs the offered rate.
     Udp,
+    /// Latency under load: over time with the load's phases shaded, and idle against loaded
+    /// by percentile.
+    UnderLoad,
 }
 
 impl ChartKind {
@@ -65,6 +72,7 @@ impl ChartKind {
             ChartKind::Latency => "latency",
             ChartKind::Timeline => "timeline",
             ChartKind::Udp => "udp",
+            ChartKind::UnderLoad => "under-load",
         }
     }
 }
@@ -132,6 +140,18 @@ pub enum ChartError {
         /// A chart for the other kind.
         other_chart: &'static str,
     },
+    /// Latency-under-load runs and runs of another kind were given to one chart.
+    #[error(
+        "cannot draw latency-under-load results with other results in one chart: under load \
+         in {under_load}; other runs in {other}. Report the under-load runs on their own for \
+         their chart, or pick a chart of the others with --chart"
+    )]
+    MixedUnderLoad {
+        /// Under-load files (a few, and how many more).
+        under_load: String,
+        /// The other files.
+        other: String,
+    },
     /// A ceiling was asked of a chart with no throughput axis.
     #[error(
         "a {0} chart has no throughput axis to draw a ceiling on; --ceiling applies to the \
@@ -193,8 +213,25 @@ pub struct Panel {
     pub x_axis: XAxis,
     /// Logarithmic y.
     pub log_y: bool,
+    /// Stretches of the x axis shaded behind the lines (a load's phases); none on most
+    /// charts.
+    pub bands: Vec<Band>,
     /// The lines.
     pub series: Vec<Series>,
+}
+
+/// A shaded stretch of a panel's x axis, from `from` to `to` in x's units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Band {
+    /// Start.
+    pub from: f64,
+    /// End.
+    pub to: f64,
+    /// What it is, as the key says it (`loaded`).
+    pub name: String,
+    /// Shaded darker: the stretch the figures are about (the measured loaded phase), where
+    /// the lighter ones lead into and out of it (the ramp and the drain).
+    pub strong: bool,
 }
 
 /// How an x axis is labelled.
@@ -254,10 +291,21 @@ pub fn plan(
     unit: impl Into<RateScale>,
 ) -> Result<ChartData, ChartError> {
     let unit = unit.into();
-    let (udp, runs): (Vec<&Run>, Vec<&Run>) = runs.iter().partition(|r| r.is_udp());
+    let (ul, runs): (Vec<&Run>, Vec<&Run>) = runs.iter().partition(|r| r.is_under_load());
+    let (udp, runs): (Vec<&Run>, Vec<&Run>) = runs.into_iter().partition(|r| r.is_udp());
     let (rr, tp): (Vec<&Run>, Vec<&Run>) = runs.into_iter().partition(|r| r.is_rr());
     let kind = match kind {
         Some(k) => k,
+        None if !ul.is_empty() => {
+            let others: Vec<&Run> = tp.iter().chain(&rr).chain(&udp).copied().collect();
+            if !others.is_empty() {
+                return Err(ChartError::MixedUnderLoad {
+                    under_load: some_files(&ul),
+                    other: some_files(&others),
+                });
+            }
+            ChartKind::UnderLoad
+        }
         None if !udp.is_empty() => {
             let (other_kind, other, other_chart) = if !tp.is_empty() {
                 ("TCP throughput", &tp, "streams/window/timeline")
@@ -296,6 +344,21 @@ pub fn plan(
         kind,
         ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
     ) && tp.is_empty()
+        && !ul.is_empty()
+    {
+        return Err(ChartError::Nothing {
+            kind: kind.name(),
+            reason: format!(
+                "it draws TCP throughput runs, and these are latency-under-load runs ({}); \
+                 without --chart they get their own chart",
+                some_files(&ul)
+            ),
+        });
+    }
+    if matches!(
+        kind,
+        ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
+    ) && tp.is_empty()
         && !udp.is_empty()
     {
         return Err(ChartError::Nothing {
@@ -307,9 +370,10 @@ pub fn plan(
         });
     }
     let (mine, others) = match kind {
-        ChartKind::Latency => (rr, tp.len() + udp.len()),
-        ChartKind::Udp => (udp, tp.len() + rr.len()),
-        _ => (tp, rr.len() + udp.len()),
+        ChartKind::Latency => (rr, tp.len() + udp.len() + ul.len()),
+        ChartKind::Udp => (udp, tp.len() + rr.len() + ul.len()),
+        ChartKind::UnderLoad => (ul, tp.len() + rr.len() + udp.len()),
+        _ => (tp, rr.len() + udp.len() + ul.len()),
     };
     let subtitle = subtitle(&mine);
     let mut data = match kind {
@@ -318,6 +382,7 @@ pub fn plan(
         ChartKind::Window => sweep_chart(&mine, Dimension::Window, unit)?,
         ChartKind::Latency => latency_chart(&mine)?,
         ChartKind::Timeline => timeline_chart(&mine, unit)?,
+        ChartKind::UnderLoad => under_load_chart(&mine)?,
     };
     data.left_out = others;
     data.subtitle = subtitle;
@@ -617,6 +682,7 @@ fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartD
             y_desc: format!("Receiver throughput ({})", unit.label()),
             x_axis: XAxis::Categories(cats),
             log_y: false,
+            bands: Vec::new(),
             series,
         }],
         left_out: 0,
@@ -730,6 +796,7 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
         y_desc: y_desc.into(),
         x_axis: XAxis::Categories(cats.clone()),
         log_y: false,
+        bands: Vec::new(),
         series,
     };
     Ok(ChartData {
@@ -783,20 +850,7 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
     let mut series = Vec::new();
     for ((li, key), d) in &groups {
         // Up to the percentile the sample supports: 1,000 transactions reach p99.9.
-        let top = (d.count() as f64).log10().clamp(0.0, 5.0);
-        let steps = (top / 0.05).floor() as usize;
-        let points = (0..=steps)
-            .map(|i| {
-                let x = i as f64 * 0.05;
-                let q = 1.0 - 10f64.powf(-x);
-                Point {
-                    x,
-                    y: unit.of_micros(d.quantile_ns(q) as f64 / 1e3),
-                    bar: None,
-                    n: Some(d.count()),
-                }
-            })
-            .collect();
+        let points = percentile_points(d, unit);
         let dir = StreamDirection::ClientToServer;
         series.push(Series {
             name: namer.name(&labels[*li], key, dir),
@@ -817,11 +871,225 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             y_desc: format!("Latency ({}, log scale)", unit.label()),
             x_axis: XAxis::Nines,
             log_y: true,
+            bands: Vec::new(),
             series,
         }],
         left_out: 0,
         not_drawn: 0,
     })
+}
+
+/// Latency under load: two panels, a line per (label, cell).
+///
+/// Over time: each run's timeline rows, the UDP probes' median in each; the runs of a line
+/// are taken row by row (their rows share the spec's intervals), the median of their medians
+/// drawn as a step over the row's mean span, so one slow run does not move the line. A row
+/// where no probe of any run was answered is left out (the line joins its neighbours; the
+/// table's loss says what happened there). The load's phases are shaded behind the lines at
+/// the median over the drawn runs of each boundary: the loaded phase darker, the ramp (`-O`)
+/// and the drain lighter.
+///
+/// By percentile: the probes of each phase from the runs' merged HDR histograms, loaded solid
+/// and idle (before the load) dashed in the line's colour, on a log scale as the
+/// request/response latency chart draws them. Left out when no histogram decodes.
+fn under_load_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
+    let labels =
+        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let mut groups: BTreeMap<(usize, CellKey), Vec<&UnderLoadResult>> = BTreeMap::new();
+    for r in runs {
+        let Measure::UnderLoad(u) = &r.measure else {
+            continue;
+        };
+        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        groups.entry((li, r.key.clone())).or_default().push(u);
+    }
+    groups.retain(|_, g| {
+        g.iter()
+            .any(|u| u.probes.timeline.iter().any(|row| row.udp.p50_us.is_some()))
+    });
+    if groups.is_empty() {
+        return Err(ChartError::Nothing {
+            kind: "under-load",
+            reason: "no latency-under-load run with an answered probe in its timeline".into(),
+        });
+    }
+    let namer = SeriesNamer::new(groups.keys().map(|(l, k)| {
+        (
+            labels[*l].clone(),
+            k.clone(),
+            StreamDirection::ClientToServer,
+        )
+    }));
+    let dir = StreamDirection::ClientToServer;
+
+    // Over time: per line, (start, end, median µs, runs) per row index.
+    type Steps = Vec<(f64, f64, f64, u64)>;
+    let mut rows_of: Vec<(usize, CellKey, Steps)> = Vec::new();
+    for ((li, key), group) in &groups {
+        let most = group
+            .iter()
+            .map(|u| u.probes.timeline.len())
+            .max()
+            .unwrap_or(0);
+        let mut rows = Vec::new();
+        for k in 0..most {
+            let at: Vec<(f64, f64, f64)> = group
+                .iter()
+                .filter_map(|u| {
+                    let row = u.probes.timeline.get(k)?;
+                    Some((row.start_s, row.end_s, row.udp.p50_us?))
+                })
+                .collect();
+            if at.is_empty() {
+                continue;
+            }
+            let n = at.len() as f64;
+            let start = at.iter().map(|a| a.0).sum::<f64>() / n;
+            let end = at.iter().map(|a| a.1).sum::<f64>() / n;
+            let p50 = median(&at.iter().map(|a| a.2).collect::<Vec<_>>());
+            rows.push((start, end, p50, at.len() as u64));
+        }
+        rows_of.push((*li, key.clone(), rows));
+    }
+    let unit = TimeUnit::for_micros(largest(
+        rows_of
+            .iter()
+            .flat_map(|(_, _, rows)| rows.iter().map(|r| r.2)),
+    ));
+    let over_time: Vec<Series> = rows_of
+        .iter()
+        .map(|(li, key, rows)| Series {
+            name: namer.name(&labels[*li], key, dir),
+            colour: namer.colour(&labels[*li], key, dir),
+            dashed: false,
+            markers: false,
+            points: rows
+                .iter()
+                .flat_map(|&(start, end, p50, n)| {
+                    [start, end].map(|x| Point {
+                        x,
+                        y: unit.of_micros(p50),
+                        bar: None,
+                        n: Some(n),
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    let all: Vec<&UnderLoadResult> = groups.values().flatten().copied().collect();
+    let at = |f: fn(&xbench::under_load::Phases) -> f64| {
+        median(&all.iter().map(|u| f(&u.probes.phases)).collect::<Vec<_>>())
+    };
+    let (load, loaded, loaded_end, after) = (
+        at(|p| p.load_start_s),
+        at(|p| p.loaded_start_s),
+        at(|p| p.loaded_end_s),
+        at(|p| p.idle_after_start_s),
+    );
+    let bands: Vec<Band> = [
+        (load, loaded, "ramp (-O)", false),
+        (loaded, loaded_end, "loaded", true),
+        (loaded_end, after, "drain", false),
+    ]
+    .into_iter()
+    .filter(|(from, to, _, _)| to > from)
+    .map(|(from, to, name, strong)| Band {
+        from,
+        to,
+        name: name.into(),
+        strong,
+    })
+    .collect();
+    let mut panels = vec![Panel {
+        title: "UDP probes' median per interval".into(),
+        x_desc: "Time since the probes started (s)".into(),
+        y_desc: format!("Latency ({})", unit.label()),
+        x_axis: XAxis::Linear,
+        log_y: false,
+        bands,
+        series: over_time,
+    }];
+
+    // By percentile: idle and loaded, merged over each line's runs.
+    let mut dists: Vec<(usize, CellKey, Distribution, Distribution)> = Vec::new();
+    for ((li, key), group) in &groups {
+        let (mut idle, mut loaded) = (Distribution::new(), Distribution::new());
+        for u in group {
+            // A histogram that does not decode leaves that run out of the curve, not the
+            // chart; an empty one (no probe answered in the phase) adds nothing.
+            if let Ok(d) = Distribution::decode(&u.probes.udp.idle.histogram) {
+                idle.add(&d);
+            }
+            if let Ok(d) = Distribution::decode(&u.probes.udp.loaded.histogram) {
+                loaded.add(&d);
+            }
+        }
+        dists.push((*li, key.clone(), idle, loaded));
+    }
+    let cdf_unit = TimeUnit::for_micros(largest(
+        dists
+            .iter()
+            .filter(|d| d.3.count() > 0)
+            .map(|d| d.3.quantile_ns(0.5) as f64 / 1e3),
+    ));
+    let mut cdf = Vec::new();
+    for (li, key, idle, loaded) in &dists {
+        let name = namer.name(&labels[*li], key, dir);
+        let colour = namer.colour(&labels[*li], key, dir);
+        for (phase, d, dashed) in [("loaded", loaded, false), ("idle", idle, true)] {
+            if d.count() == 0 {
+                continue;
+            }
+            cdf.push(Series {
+                name: format!("{name} {phase}"),
+                colour,
+                dashed,
+                markers: false,
+                points: percentile_points(d, cdf_unit),
+            });
+        }
+    }
+    if !cdf.is_empty() {
+        panels.push(Panel {
+            title: "UDP probes by percentile: loaded (solid) against idle before the load \
+                    (dashed), runs merged"
+                .into(),
+            x_desc: "Percentile".into(),
+            y_desc: format!("Latency ({}, log scale)", cdf_unit.label()),
+            x_axis: XAxis::Nines,
+            log_y: true,
+            bands: Vec::new(),
+            series: cdf,
+        });
+    }
+    Ok(ChartData {
+        kind: ChartKind::UnderLoad,
+        title: "Latency under load: probes' median over time, the load's phases shaded".into(),
+        rate_unit: None,
+        subtitle: String::new(),
+        panels,
+        left_out: 0,
+        not_drawn: 0,
+    })
+}
+
+/// A distribution's latency at percentiles from 0 up to what its count supports (1,000
+/// samples reach p99.9), in steps of 0.05 nines.
+fn percentile_points(d: &Distribution, unit: TimeUnit) -> Vec<Point> {
+    let top = (d.count() as f64).log10().clamp(0.0, 5.0);
+    let steps = (top / 0.05).floor() as usize;
+    (0..=steps)
+        .map(|i| {
+            let x = i as f64 * 0.05;
+            let q = 1.0 - 10f64.powf(-x);
+            Point {
+                x,
+                y: unit.of_micros(d.quantile_ns(q) as f64 / 1e3),
+                bar: None,
+                n: Some(d.count()),
+            }
+        })
+        .collect()
 }
 
 /// The timeline: one run in detail, or several overlaid (see [`MAX_TIMELINE_RUNS`]).
@@ -973,6 +1241,7 @@ fn timeline_panel(title: &str, y_desc: String, series: Vec<Series>) -> Panel {
         y_desc,
         x_axis: XAxis::Linear,
         log_y: false,
+        bands: Vec::new(),
         series,
     }
 }
@@ -981,7 +1250,7 @@ fn timeline_panel(title: &str, y_desc: String, series: Vec<Series>) -> Panel {
 fn intervals(run: &Run) -> impl Iterator<Item = &DirectionResult> {
     let dirs: &[DirectionResult] = match &run.measure {
         Measure::Throughput(d) => d,
-        Measure::Rr(_) | Measure::Udp(_) => &[],
+        Measure::Rr(_) | Measure::Udp(_) | Measure::UnderLoad(_) => &[],
     };
     dirs.iter().filter(|d| !d.timeline.is_empty())
 }
@@ -1194,6 +1463,20 @@ const PALETTE: [RGBColor; 10] = [
 /// its own name, so an SVG names the font its text was measured with.
 const FONT: &str = "DejaVu Sans";
 
+/// A band's shade: a light grey-blue no line is drawn in, darker for a strong band.
+pub(crate) fn band_rgb(b: &Band) -> (u8, u8, u8) {
+    if b.strong {
+        (214, 222, 235)
+    } else {
+        (236, 240, 246)
+    }
+}
+
+fn band_colour(b: &Band) -> RGBColor {
+    let (r, g, bl) = band_rgb(b);
+    RGBColor(r, g, bl)
+}
+
 fn colour(i: usize) -> RGBColor {
     if i == NEUTRAL {
         return RGBColor(60, 60, 60);
@@ -1393,13 +1676,13 @@ fn draw_panel<DB: DrawingBackend>(
                     .with_key_points(log_ticks(y_lo, y_hi)),
             )
             .map_err(draw_err)?;
-        draw_body(area, chart, p)
+        draw_body(area, chart, p, (y_lo, y_hi))
     } else {
         let y_hi = if y_hi > 0.0 { y_hi * 1.1 } else { 1.0 };
         let chart = builder
             .build_cartesian_2d(x0..x1, 0.0..y_hi)
             .map_err(draw_err)?;
-        draw_body(area, chart, p)
+        draw_body(area, chart, p, (0.0, y_hi))
     }
 }
 
@@ -1407,6 +1690,7 @@ fn draw_body<DB, Y>(
     area: &DrawingArea<DB, Shift>,
     mut chart: ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
     p: &Panel,
+    (y_lo, y_hi): (f64, f64),
 ) -> Result<(), ChartError>
 where
     DB: DrawingBackend,
@@ -1449,6 +1733,15 @@ where
         .light_line_style(RGBColor(235, 235, 235))
         .bold_line_style(RGBColor(210, 210, 210))
         .draw()
+        .map_err(draw_err)?;
+
+    // Shaded stretches first, so that every line and the grid's labels stay on top.
+    chart
+        .draw_series(
+            p.bands
+                .iter()
+                .map(|b| Rectangle::new([(b.from, y_lo), (b.to, y_hi)], band_colour(b).filled())),
+        )
         .map_err(draw_err)?;
 
     // Categories: shift each path's points a little sideways so error bars do not overlap.
@@ -2245,6 +2538,128 @@ mod tests {
         assert!(
             names.iter().all(|(y, _)| *y < height - 10.0),
             "{height}: {names:?}"
+        );
+    }
+
+    /// Issue 34: the under-load chart. Over time, a line per path of the probes' median per
+    /// interval (the median over runs), the load's phases shaded where the runs had them; by
+    /// percentile, each path's loaded curve solid and its idle one dashed in the same colour.
+    #[test]
+    fn under_load_chart_draws_latency_over_time_with_the_phases_shaded() {
+        use crate::run::fixtures;
+        let runs = vec![
+            fixtures::run("vpn", 1, 300.0, 20_000.0, 0),
+            fixtures::run("vpn", 2, 300.0, 30_000.0, 0),
+            fixtures::run("vpn", 3, 300.0, 22_000.0, 0),
+            fixtures::run("peering", 1, 100.0, 1_000.0, 0),
+        ];
+        let c = plan(&runs, None, RateScale::AUTO).unwrap();
+        assert_eq!(c.kind, ChartKind::UnderLoad);
+        assert_eq!(c.rate_unit, None);
+        assert_eq!(c.panels.len(), 2);
+        let time = &c.panels[0];
+        assert_eq!(time.y_desc, "Latency (ms)");
+        let names: Vec<&str> = time.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["vpn", "peering"]);
+        // Row 5 (loaded) of vpn: the median of 20, 30 and 22 ms, a step from 5 s to 6 s.
+        let vpn = &time.series[0].points;
+        assert_eq!((vpn[10].x, vpn[10].y, vpn[11].x), (5.0, 22.0, 6.0));
+        assert_eq!(vpn[10].n, Some(3));
+        assert_eq!(vpn[0].y, 0.3, "idle, in ms");
+        let bands: Vec<(f64, f64, &str, bool)> = time
+            .bands
+            .iter()
+            .map(|b| (b.from, b.to, b.name.as_str(), b.strong))
+            .collect();
+        assert_eq!(
+            bands,
+            [
+                (3.0, 3.5, "ramp (-O)", false),
+                (3.5, 8.5, "loaded", true),
+                (8.5, 8.7, "drain", false)
+            ]
+        );
+        let cdf = &c.panels[1];
+        assert_eq!(cdf.x_axis, XAxis::Nines);
+        let lines: Vec<(&str, usize, bool)> = cdf
+            .series
+            .iter()
+            .map(|s| (s.name.as_str(), s.colour, s.dashed))
+            .collect();
+        let (v, p) = (time.series[0].colour, time.series[1].colour);
+        assert_eq!(
+            lines,
+            [
+                ("vpn loaded", v, false),
+                ("vpn idle", v, true),
+                ("peering loaded", p, false),
+                ("peering idle", p, true)
+            ]
+        );
+        // 120 loaded probes of vpn merged: the curve reaches p99 (2 nines) and sits above
+        // the idle one everywhere.
+        let (loaded, idle) = (&cdf.series[0].points, &cdf.series[1].points);
+        assert_eq!(loaded.last().unwrap().n, Some(120));
+        assert!((loaded.last().unwrap().x - 2.05).abs() < 1e-9, "{loaded:?}");
+        assert!(loaded.iter().zip(idle).all(|(l, i)| l.y > 10.0 * i.y));
+
+        // Drawn: the bands behind the lines in both SVG and PNG, and the key says what the
+        // shading is.
+        let svg = to_svg(&c).unwrap();
+        let (r, g, b) = band_rgb(&time.bands[1]);
+        assert!(
+            svg.contains(&format!("fill=\"#{r:02X}{g:02X}{b:02X}\"")),
+            "no loaded band in the SVG"
+        );
+        let (texts, _) = key_texts(&c);
+        assert!(
+            texts.contains(&"shaded: loaded (dark); ramp (-O), drain (light)".to_owned()),
+            "{texts:?}"
+        );
+        for s in c.panels.iter().flat_map(|p| &p.series) {
+            assert!(texts.contains(&s.name), "{} not in {texts:?}", s.name);
+        }
+        assert_eq!(&to_png(&c).unwrap()[1..4], b"PNG");
+    }
+
+    /// Under-load runs never join another kind's chart: refused without --chart, and a TCP
+    /// chart of them alone says where they are drawn.
+    #[test]
+    fn under_load_runs_are_not_drawn_with_other_kinds() {
+        use crate::run::fixtures;
+        let ul = fixtures::run("vpn", 1, 300.0, 20_000.0, 0);
+        let mixed = vec![ul.clone(), tp("vpn", 1, None, 100.0)];
+        let e = plan(&mixed, None, ThroughputUnit::Mbits)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("vpn/ul-up-P1/run-1.json") && e.contains("vpn/P1.json"),
+            "{e}"
+        );
+        let t = plan(&mixed, Some(ChartKind::Timeline), ThroughputUnit::Mbits).unwrap();
+        assert_eq!((t.kind, t.left_out), (ChartKind::Timeline, 1));
+        let e = plan(
+            std::slice::from_ref(&ul),
+            Some(ChartKind::Streams),
+            ThroughputUnit::Mbits,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("latency-under-load runs"), "{e}");
+        // A run whose timeline has no answered probe draws nothing, and says so.
+        let mut silent = ul;
+        if let Measure::UnderLoad(u) = &mut silent.measure {
+            u.probes
+                .timeline
+                .iter_mut()
+                .for_each(|r| r.udp.p50_us = None);
+        }
+        let e = plan(&[silent], None, ThroughputUnit::Mbits)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no latency-under-load run with an answered probe"),
+            "{e}"
         );
     }
 

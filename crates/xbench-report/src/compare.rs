@@ -69,6 +69,13 @@ pub enum Metric {
     Loss,
     /// RFC 3550 jitter of a UDP cell, ms (lower is better).
     Jitter,
+    /// What the load added to latency in a latency-under-load cell: the UDP probes' loaded
+    /// minus idle median, µs (lower is better). The allowance is relative to the baseline's
+    /// increase, so a path whose queue added nothing allows next to nothing more.
+    Increase,
+    /// Responsiveness under load of a latency-under-load cell, round trips per minute (higher
+    /// is better).
+    Rpm,
 }
 
 /// Which significance test a metric is compared with.
@@ -83,7 +90,7 @@ pub enum TestKind {
 
 impl Metric {
     /// Every metric, in the order tables list them.
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 11] = [
         Metric::Throughput,
         Metric::Tps,
         Metric::P50,
@@ -93,6 +100,8 @@ impl Metric {
         Metric::Mean,
         Metric::Loss,
         Metric::Jitter,
+        Metric::Increase,
+        Metric::Rpm,
     ];
 
     /// Its name on the command line and in tables.
@@ -107,12 +116,14 @@ impl Metric {
             Metric::Mean => "mean",
             Metric::Loss => "loss",
             Metric::Jitter => "jitter",
+            Metric::Increase => "increase",
+            Metric::Rpm => "rpm",
         }
     }
 
     /// Whether a larger value is better (rates) or worse (latencies).
     pub fn higher_is_better(self) -> bool {
-        matches!(self, Metric::Throughput | Metric::Tps)
+        matches!(self, Metric::Throughput | Metric::Tps | Metric::Rpm)
     }
 
     /// The test that decides it.
@@ -125,12 +136,17 @@ impl Metric {
     }
 
     /// Whether cells of this kind carry the metric. Throughput is the receiver's rate, also
-    /// of a UDP cell (what got through at the offered rate).
+    /// of a UDP cell (what got through at the offered rate) and of an under-load cell's bulk
+    /// streams (all directions summed: the load). An under-load cell's percentiles and loss
+    /// are its UDP probes' in the loaded phase.
     pub fn applies_to(self, kind: Kind) -> bool {
         match self {
-            Metric::Throughput => matches!(kind, Kind::Throughput | Kind::Udp),
-            Metric::Loss | Metric::Jitter => kind == Kind::Udp,
-            _ => kind.is_rr(),
+            Metric::Throughput => matches!(kind, Kind::Throughput | Kind::Udp | Kind::UnderLoad),
+            Metric::Loss => matches!(kind, Kind::Udp | Kind::UnderLoad),
+            Metric::Jitter => kind == Kind::Udp,
+            Metric::Increase | Metric::Rpm => kind == Kind::UnderLoad,
+            Metric::P50 | Metric::P90 | Metric::P99 => kind.is_rr() || kind == Kind::UnderLoad,
+            Metric::Tps | Metric::P99_9 | Metric::Mean => kind.is_rr(),
         }
     }
 
@@ -150,8 +166,25 @@ impl Metric {
                     _ => None,
                 }
             }
+            (Measure::UnderLoad(u), m) => {
+                let loaded = u.probes.udp.loaded.latency;
+                match m {
+                    Metric::Throughput => Some(u.bulk_bits_per_second()),
+                    Metric::P50 => u.loaded_p50_us(),
+                    Metric::P90 => loaded.map(|l| l.p90_us),
+                    Metric::P99 => u.loaded_p99_us(),
+                    Metric::Loss => Some(u.loaded_lost_percent()),
+                    Metric::Increase => u.increase_p50_us(),
+                    Metric::Rpm => u.rpm(),
+                    Metric::Tps | Metric::P99_9 | Metric::Mean | Metric::Jitter => None,
+                }
+            }
             (Measure::Rr(r), m) => match m {
-                Metric::Throughput | Metric::Loss | Metric::Jitter => None,
+                Metric::Throughput
+                | Metric::Loss
+                | Metric::Jitter
+                | Metric::Increase
+                | Metric::Rpm => None,
                 Metric::Tps => Some(r.transactions_per_second),
                 Metric::P50 => Some(r.p50_us),
                 Metric::P90 => Some(r.p90_us),
@@ -169,6 +202,8 @@ impl Metric {
             Metric::Tps => format!("{}/s", number(v)),
             Metric::Loss => crate::units::percent(v),
             Metric::Jitter => xbench::units::format_micros(v * 1e3),
+            Metric::Increase => crate::units::signed_micros(v),
+            Metric::Rpm => format!("{} RPM", number(v)),
             _ => xbench::units::format_micros(v),
         }
     }
@@ -183,8 +218,8 @@ impl fmt::Display for Metric {
 /// A metric name that is not one of [`Metric::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown metric `{0}`; use throughput, tps, p50, p90, p99, p99.9 or mean, or loss or jitter \
-     (UDP)"
+    "unknown metric `{0}`; use throughput, tps, p50, p90, p99, p99.9 or mean, loss or jitter \
+     (UDP), or increase or rpm (--under-load)"
 )]
 pub struct UnknownMetric(pub String);
 
@@ -212,7 +247,9 @@ impl FromStr for Metric {
 pub struct Criteria {
     /// Metrics to check; each is checked in the cells that carry it, and one that no cell
     /// carries is named in a note. Empty (the default): throughput in throughput cells, p99
-    /// latency in request/response cells, and the receiver's rate and loss in UDP cells.
+    /// latency in request/response cells, the receiver's rate and loss in UDP cells, and in
+    /// latency-under-load cells the load's rate, the loaded p99 and loss, and what the load
+    /// added at the median.
     pub metrics: Vec<Metric>,
     /// Loss allowed before a cell counts as regressed, as a fraction of the baseline (0.05 is
     /// 5 %): throughput may fall to 95 % of the baseline, latency may rise to 105 %. In [0, 1).
@@ -419,7 +456,12 @@ pub fn compare(
     let mut metrics = if explicit {
         criteria.metrics.clone()
     } else {
-        vec![Metric::Throughput, Metric::P99, Metric::Loss]
+        vec![
+            Metric::Throughput,
+            Metric::P99,
+            Metric::Loss,
+            Metric::Increase,
+        ]
     };
     metrics.sort();
     metrics.dedup();
@@ -463,8 +505,13 @@ pub fn compare(
             notes.push(format!(
                 "{metric}: no cell of the runs carries it ({})",
                 match metric {
-                    Metric::Throughput => "it applies to throughput and UDP runs",
-                    Metric::Loss | Metric::Jitter => "it applies to UDP runs",
+                    Metric::Throughput => "it applies to throughput, UDP and under-load runs",
+                    Metric::Loss => "it applies to UDP and under-load runs",
+                    Metric::Jitter => "it applies to UDP runs",
+                    Metric::Increase | Metric::Rpm => "it applies to --under-load runs",
+                    Metric::P50 | Metric::P90 | Metric::P99 => {
+                        "it applies to request/response and under-load runs"
+                    }
                     _ => "it applies to request/response runs",
                 }
             ));
@@ -696,7 +743,8 @@ fn groups_of(run: &Run) -> Vec<(CellKey, Option<StreamDirection>)> {
             .iter()
             .map(|d| (run.key.clone(), Some(d.direction)))
             .collect(),
-        Measure::Rr(_) => vec![(run.key.clone(), None)],
+        // One group: the probes' figures are the run's, and the load is all directions'.
+        Measure::Rr(_) | Measure::UnderLoad(_) => vec![(run.key.clone(), None)],
     }
 }
 
@@ -796,7 +844,8 @@ fn judge(metric: Metric, b: &[f64], c: &[f64], criteria: &Criteria) -> (Option<f
     (Some(p_worse), verdict)
 }
 
-fn median(v: &[f64]) -> f64 {
+/// The median of `v`, not empty; the mean of the middle two for an even count.
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();
@@ -1170,6 +1219,69 @@ mod tests {
             check.notes[0].contains("applies to UDP runs"),
             "{:?}",
             check.notes
+        );
+    }
+
+    /// Issue 34: under-load cells are compared on what the load did to latency: the
+    /// probes' loaded p99 and loss, what the load added at the median, and the load's own
+    /// rate; p50, p90 and the responsiveness when asked.
+    #[test]
+    fn under_load_cells_compare_the_increase_and_loaded_latency() {
+        use crate::run::fixtures;
+        let runs = |label: &str, loaded_us: f64| -> Vec<Run> {
+            (1..=5)
+                .map(|n| {
+                    let mut r =
+                        fixtures::run(label, n, 300.0, loaded_us * (1.0 + n as f64 / 100.0), 0);
+                    if let Measure::UnderLoad(u) = &mut r.measure {
+                        u.bulk[0].bits_per_second += n as f64 * 1e5;
+                    }
+                    r
+                })
+                .collect()
+        };
+        let (before, after) = (runs("vpn", 20_000.0), runs("vpn", 40_000.0));
+        let check = compare(&before, &after, &Criteria::default()).unwrap();
+        let rows: Vec<(Metric, &Verdict)> =
+            check.rows.iter().map(|r| (r.metric, &r.verdict)).collect();
+        assert_eq!(
+            rows,
+            [
+                (Metric::Throughput, &Verdict::NoRegression),
+                (Metric::P99, &Verdict::Regressed),
+                (Metric::Loss, &Verdict::NoRegression),
+                (Metric::Increase, &Verdict::Regressed),
+            ],
+            "{check}"
+        );
+        let inc = check
+            .rows
+            .iter()
+            .find(|r| r.metric == Metric::Increase)
+            .unwrap();
+        assert_eq!(inc.name(), "path `vpn`, cell P=1 load=up, increase");
+        assert!(inc.describe().contains(" → +"), "{}", inc.describe());
+        assert_eq!(check.outcome(), Outcome::Regressed);
+
+        // Asked for: the loaded median and the responsiveness, which fell by half.
+        let asked = Criteria {
+            metrics: vec![Metric::P50, Metric::Rpm],
+            ..Criteria::default()
+        };
+        let check = compare(&before, &after, &asked).unwrap();
+        assert!(
+            check.rows.iter().all(|r| r.verdict == Verdict::Regressed),
+            "{check}"
+        );
+        let rpm = check.rows.iter().find(|r| r.metric == Metric::Rpm).unwrap();
+        assert!(rpm.describe().contains("RPM"), "{}", rpm.describe());
+        assert_eq!("rpm".parse::<Metric>(), Ok(Metric::Rpm));
+        assert_eq!("increase".parse::<Metric>(), Ok(Metric::Increase));
+        // The same runs against themselves: no regression.
+        assert!(
+            compare(&before, &before, &Criteria::default())
+                .unwrap()
+                .passed()
         );
     }
 }

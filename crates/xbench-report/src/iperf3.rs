@@ -146,6 +146,7 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             rate: None,
             mss: None,
             congestion: None,
+            tcp_probe: None,
         },
         started_at: started_at(v),
         length_s: v["start"]["test_start"]["duration"]
@@ -293,6 +294,7 @@ fn udp_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             rate: None,
             mss: None,
             congestion: None,
+            tcp_probe: None,
         },
         started_at: started_at(v),
         length_s: v["start"]["test_start"]["duration"]

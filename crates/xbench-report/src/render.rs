@@ -10,7 +10,7 @@ use xbench::config::StreamDirection;
 use crate::cell::Kind;
 use crate::load::Warning;
 use crate::stats::Stats;
-use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow};
+use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow, UnderLoadRow};
 use crate::units::{RateScale, ThroughputUnit, TimeUnit, number, percent};
 
 /// Version of the comparison JSON layout. Bump when a field changes meaning or is removed.
@@ -250,6 +250,7 @@ fn sections(c: &Comparison, scale: RateScale, ceiling: Option<f64>, md: bool) ->
         table(&mut out, &title, &head, body, md);
     }
     udp_sections(&mut out, c, scale, md);
+    under_load_section(&mut out, &c.under_load, scale, md);
     if !c.paths.is_empty() {
         crate::paths::table_into(&mut out, &c.paths, md);
     }
@@ -327,6 +328,74 @@ fn udp_sections(out: &mut String, c: &Comparison, scale: RateScale, md: bool) {
             .collect();
         table(out, &title, &head, body, md);
     }
+}
+
+/// Latency-under-load rows: the UDP probes' median idle and loaded, the loaded p99, what the
+/// load added, the responsiveness, the probes lost under load and the load itself. Each
+/// latency column has the unit its largest figure reads best in: idle medians in µs beside
+/// loaded ones in ms is how a person writes a queue's effect.
+fn under_load_section(out: &mut String, rows: &[UnderLoadRow], scale: RateScale, md: bool) {
+    if rows.is_empty() {
+        return;
+    }
+    let unit_of = |f: &dyn Fn(&UnderLoadRow) -> Option<Stats>| {
+        TimeUnit::for_micros(largest(rows.iter().filter_map(|r| f(r).map(|s| s.mean))))
+    };
+    let idle = unit_of(&|r| r.idle_p50_us);
+    let loaded = unit_of(&|r| r.loaded_p50_us);
+    let p99 = unit_of(&|r| r.loaded_p99_us);
+    let incr = unit_of(&|r| r.increase_p50_us);
+    let load = scale.unit_for(largest(rows.iter().map(|r| r.bulk_bits_per_second.mean)));
+    let title = format!(
+        "Latency under load: UDP probes' latency idle and loaded, each run's figure, mean over \
+         runs; increase: loaded minus idle median; 95 % CI of the mean (Student t); RPM: round \
+         trips a minute under load; lost: probes lost under load; load: the bulk streams' \
+         receiver rate in {}, all directions summed",
+        load.label()
+    );
+    let heads = [
+        format!("idle p50 {}", idle.label()),
+        format!("loaded p50 {}", loaded.label()),
+        "loaded p50 95 % CI".to_owned(),
+        format!("loaded p99 {}", p99.label()),
+        format!("increase {}", incr.label()),
+        "RPM".to_owned(),
+        "lost".to_owned(),
+        "load".to_owned(),
+    ];
+    let mut head = vec!["cell", "label", "runs"];
+    head.extend(heads.iter().map(String::as_str));
+    let shown = |u: TimeUnit, s: Option<Stats>| s.map_or_else(|| "-".into(), |s| u.format(s.mean));
+    let body = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.cell_name.clone(),
+                r.label.clone(),
+                r.runs.to_string(),
+                shown(idle, r.idle_p50_us),
+                shown(loaded, r.loaded_p50_us),
+                r.loaded_p50_us
+                    .map_or_else(|| "-".into(), |s| ci(&s.scaled(loaded.of_micros(1.0)))),
+                shown(p99, r.loaded_p99_us),
+                r.increase_p50_us.map_or_else(
+                    || "-".into(),
+                    |s| {
+                        let v = incr.of_micros(s.mean);
+                        if v < 0.0 {
+                            number(v)
+                        } else {
+                            format!("+{}", number(v))
+                        }
+                    },
+                ),
+                r.rpm.map_or_else(|| "-".into(), |s| number(s.mean)),
+                percent(r.loaded_lost_percent.mean),
+                number(r.bulk_bits_per_second.mean * load.factor()),
+            ]
+        })
+        .collect();
+    table(out, &title, &head, body, md);
 }
 
 /// The largest of `figures` (0 for none): what a column's or a table's unit is chosen by.
@@ -556,6 +625,49 @@ fn csv(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>) -> String {
         if let Some(d) = &r.rxq_drops {
             line(&row, "receive_buffer_drops", "datagrams", d);
         }
+    }
+    for r in &c.under_load {
+        let k = &r.cell;
+        // The load's direction as `--under-load` names it; the streams are per direction.
+        let row = [
+            "under_load".to_owned(),
+            k.direction.map_or(String::new(), |d| {
+                match d {
+                    crate::cell::TestDirection::ClientToServer => "up",
+                    crate::cell::TestDirection::ServerToClient => "down",
+                    crate::cell::TestDirection::Bidir => "both",
+                }
+                .to_owned()
+            }),
+            r.label.clone(),
+            r.cell_name.clone(),
+            tool_name(k),
+            opt(k.streams.map(u64::from)),
+            opt(k.window),
+            String::new(),
+            String::new(),
+            String::new(),
+        ];
+        for (metric, s) in [
+            ("idle_p50_latency", &r.idle_p50_us),
+            ("loaded_p50_latency", &r.loaded_p50_us),
+            ("loaded_p99_latency", &r.loaded_p99_us),
+            ("increase_p50_latency", &r.increase_p50_us),
+        ] {
+            if let Some(s) = s {
+                line(&row, metric, "us", s);
+            }
+        }
+        if let Some(s) = &r.rpm {
+            line(&row, "responsiveness", "RPM", s);
+        }
+        line(&row, "loaded_lost_percent", "%", &r.loaded_lost_percent);
+        line(
+            &row,
+            "load_rate",
+            unit.label(),
+            &r.bulk_bits_per_second.scaled(unit.factor()),
+        );
     }
     out
 }
@@ -875,5 +987,121 @@ mod tests {
             json["udp"][0]["cell"]["offered_bits_per_second"],
             200_000_000
         );
+    }
+
+    /// Issue 34: under-load runs showed as plain throughput rows. They get a table of their
+    /// own, each latency column in the unit its figures read best in (idle in µs, loaded in
+    /// ms), the increase signed, and no throughput table of their bulk streams.
+    #[test]
+    fn under_load_rows_get_their_own_table() {
+        use crate::run::fixtures;
+        let c = Comparison::build(&[
+            fixtures::run("vpn", 1, 300.0, 20_000.0, 0),
+            fixtures::run("vpn", 2, 340.0, 30_000.0, 2),
+            fixtures::run("peering", 1, 100.0, 1_000.0, 0),
+        ]);
+        let t = render(&c, Format::Text, RateScale::AUTO);
+        assert!(!t.contains("Throughput"), "{t}");
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("Latency under load: "), "{t}");
+        assert!(
+            lines[0].ends_with("receiver rate in Mbit/s, all directions summed"),
+            "{t}"
+        );
+        let head: Vec<&str> = lines[1]
+            .split("  ")
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+            .collect();
+        assert_eq!(
+            head,
+            [
+                "cell",
+                "label",
+                "runs",
+                "idle p50 µs",
+                "loaded p50 ms",
+                "loaded p50 95 % CI",
+                "loaded p99 ms",
+                "increase ms",
+                "RPM",
+                "lost",
+                "load"
+            ],
+            "{t}"
+        );
+        let row: Vec<&str> = lines[2].split_whitespace().collect();
+        // vpn: medians 319 µs and 24.9 ms; the increase signed; RPM 2,500; 2.38 % lost; 95.0.
+        assert_eq!(row[..5], ["P=1", "load=up", "vpn", "2", "319"], "{t}");
+        assert_eq!(row[5], "24.9", "{t}");
+        assert!(row[7].parse::<f64>().is_ok(), "{t}");
+        assert!(row[8].starts_with('+'), "{t}");
+        assert_eq!(row[9..], ["2,500", "2.38", "%", "95.0"], "{t}");
+        // peering: one run, no interval; its cell name is not repeated.
+        assert!(lines[3].starts_with("             peering"), "{t}");
+        assert!(lines[3].contains(" - "), "{t}");
+
+        let md = render(&c, Format::Markdown, ThroughputUnit::Mbits);
+        assert!(md.contains("**Latency under load: "), "{md}");
+        assert!(
+            md.contains("| P=1 load=up | vpn | 2 | 319 | 24.9 |"),
+            "{md}"
+        );
+        let csv = render(&c, Format::Csv, ThroughputUnit::Mbits);
+        for (metric, unit) in [
+            ("idle_p50_latency", "us"),
+            ("loaded_p50_latency", "us"),
+            ("loaded_p99_latency", "us"),
+            ("increase_p50_latency", "us"),
+            ("responsiveness", "RPM"),
+            ("loaded_lost_percent", "%"),
+            ("load_rate", "Mbit/s"),
+        ] {
+            let want = format!("under_load,up,vpn,P=1 load=up,xbench,1,,,,,{metric},{unit},2,");
+            assert!(csv.contains(&want), "{want}: {csv}");
+        }
+    }
+
+    /// The comparison JSON with under-load rows validates against the committed schema, and
+    /// says what the tables show.
+    #[test]
+    fn the_comparison_json_of_under_load_runs_follows_the_schema() {
+        use crate::run::fixtures;
+        let mut runs = vec![
+            fixtures::run("vpn", 1, 300.0, 20_000.0, 0),
+            fixtures::run("vpn", 2, 340.0, 30_000.0, 2),
+        ];
+        if let Measure::UnderLoad(u) = &mut runs[1].measure {
+            u.probes.udp.loaded = fixtures::phase(&[], 40);
+            u.probes.udp.increase = None;
+            u.probes.responsiveness = None;
+        }
+        runs.extend([
+            run("vpn", 1, 100.0),
+            udp_run("vpn", 10, 0.1),
+            rr_run("vpn", 50.0),
+        ]);
+        let c = Comparison::build(&runs);
+        let doc: serde_json::Value =
+            serde_json::from_str(&render(&c, Format::Json, ThroughputUnit::Mbits)).unwrap();
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../schema/comparison.schema.json")).unwrap();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let errors: Vec<String> = v
+            .iter_errors(&doc)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "schema violations: {errors:#?}");
+        let ul = &doc["under_load"][0];
+        assert_eq!(ul["cell"]["kind"], "under_load");
+        assert_eq!(ul["cell_name"], "P=1 load=up");
+        assert_eq!(ul["runs"], 2);
+        assert_eq!(ul["loaded_p50_us"]["n"], 1);
+        assert_eq!(ul["loaded_lost_percent"]["mean"], 50.0);
+        assert_eq!(doc["throughput"].as_array().unwrap().len(), 1);
+        // A field the schema does not know is refused: the test can fail.
+        let mut bad = doc.clone();
+        bad["under_load"][0]["surprise"] = serde_json::json!(1);
+        assert!(v.iter_errors(&bad).next().is_some());
     }
 }

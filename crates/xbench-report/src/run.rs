@@ -10,6 +10,7 @@ use serde::Serialize;
 use xbench::config::StreamDirection;
 use xbench::diagnosis::{Inputs, Verdict};
 use xbench::report::{Outcome, TestReport, UdpReport};
+use xbench::under_load::{PhaseLatency, UnderLoadReport};
 
 use crate::cell::{CellKey, Tool};
 
@@ -42,6 +43,57 @@ pub enum Measure {
     Rr(RrResult),
     /// UDP (`-u`): one entry per direction measured (two for `--bidir`).
     Udp(Vec<UdpResult>),
+    /// Latency under load (`--under-load`): the probes and the bulk streams that loaded the
+    /// path. Boxed: the probes' report is larger than the other kinds' figures.
+    UnderLoad(Box<UnderLoadResult>),
+}
+
+/// A latency-under-load run.
+#[derive(Debug, Clone)]
+pub struct UnderLoadResult {
+    /// The bulk streams, one entry per direction (two for `--under-load both`), as a
+    /// throughput run's: their rate is what loaded the path.
+    pub bulk: Vec<DirectionResult>,
+    /// The probes' own figures as the run reported them: phases, latency per phase, what the
+    /// load added, responsiveness, the probes' load and the timeline.
+    pub probes: UnderLoadReport,
+}
+
+impl UnderLoadResult {
+    /// The bulk streams' receiver rate, all directions summed, bits per second: the load.
+    pub fn bulk_bits_per_second(&self) -> f64 {
+        self.bulk.iter().map(|d| d.bits_per_second).sum()
+    }
+
+    /// The UDP probes' median in the idle phase before the load, µs.
+    pub fn idle_p50_us(&self) -> Option<f64> {
+        self.probes.udp.idle.latency.map(|l| l.p50_us)
+    }
+
+    /// The UDP probes' median under load, µs.
+    pub fn loaded_p50_us(&self) -> Option<f64> {
+        self.probes.udp.loaded.latency.map(|l| l.p50_us)
+    }
+
+    /// The UDP probes' 99th percentile under load, µs.
+    pub fn loaded_p99_us(&self) -> Option<f64> {
+        self.probes.udp.loaded.latency.map(|l| l.p99_us)
+    }
+
+    /// What the load added at the median (loaded − idle), µs.
+    pub fn increase_p50_us(&self) -> Option<f64> {
+        self.probes.udp.increase.map(|i| i.p50_us)
+    }
+
+    /// Round trips per minute under load.
+    pub fn rpm(&self) -> Option<f64> {
+        self.probes.responsiveness.map(|r| r.rpm)
+    }
+
+    /// UDP probes lost in the loaded phase, percent of those that ended in it.
+    pub fn loaded_lost_percent(&self) -> f64 {
+        self.probes.udp.loaded.lost_percent
+    }
 }
 
 /// One direction of a UDP run, over its measured window.
@@ -234,53 +286,13 @@ impl Run {
                 retransmits: s.retransmits + s.server_retransmits.unwrap_or(0),
                 histogram: s.histogram.clone(),
             })
+        } else if let Some(ul) = &report.under_load {
+            Measure::UnderLoad(Box::new(UnderLoadResult {
+                bulk: throughput_results(report)?,
+                probes: ul.clone(),
+            }))
         } else {
-            let mut dirs = Vec::new();
-            for (index, d) in report.summary.directions.iter().enumerate() {
-                let Some(rx) = d.receiver else {
-                    return Err(NotUsable::Empty(format!(
-                        "{} has no receiver figures (the server's report never arrived)",
-                        d.direction.label()
-                    )));
-                };
-                let timeline = report
-                    .intervals
-                    .iter()
-                    .filter(|iv| !iv.omitted)
-                    .filter_map(|iv| {
-                        let sum = iv.sum.iter().find(|s| s.direction == d.direction)?;
-                        Some(TimelinePoint {
-                            start_s: iv.start_s,
-                            end_s: iv.end_s,
-                            bits_per_second: sum.received.unwrap_or(sum.sent).bits_per_second,
-                            retransmits: sum.retransmits,
-                            cwnd_bytes: iv
-                                .streams
-                                .iter()
-                                .filter(|s| s.direction == d.direction)
-                                .map(|s| s.tcp.map_or(0, |t| t.cwnd_bytes))
-                                .collect(),
-                        })
-                    })
-                    .collect();
-                dirs.push(DirectionResult {
-                    direction: d.direction,
-                    bits_per_second: rx.bits_per_second,
-                    retransmits: d.retransmits,
-                    rtt_mean_us: d.rtt.map(|r| r.mean_us),
-                    window_ceiling_bps: d.window_ceiling.map(|c| c.bits_per_second),
-                    verdict: d
-                        .diagnosis
-                        .as_ref()
-                        .map(|x| x.verdict)
-                        .or_else(|| Inputs::of(report, index).map(|i| i.diagnose().verdict)),
-                    timeline,
-                });
-            }
-            if dirs.is_empty() {
-                return Err(NotUsable::Empty("the report has no results".into()));
-            }
-            Measure::Throughput(dirs)
+            Measure::Throughput(throughput_results(report)?)
         };
         check_figures(&measure)?;
         Ok(Run {
@@ -305,6 +317,11 @@ impl Run {
     /// Whether this is a UDP run.
     pub fn is_udp(&self) -> bool {
         matches!(self.measure, Measure::Udp(_))
+    }
+
+    /// Whether this is a latency-under-load run.
+    pub fn is_under_load(&self) -> bool {
+        matches!(self.measure, Measure::UnderLoad(_))
     }
 
     /// Which program measured it.
@@ -361,8 +378,75 @@ impl Run {
                 })
                 .collect::<Vec<_>>()
                 .join("; "),
+            Measure::UnderLoad(ul) => {
+                let ms = |v: Option<f64>| v.map_or_else(|| "none answered".into(), format_micros);
+                let mut s = format!(
+                    "load {}, idle p50 {}, loaded p50 {} ({}), loaded probes lost {}",
+                    scale.show(ul.bulk_bits_per_second()),
+                    ms(ul.idle_p50_us()),
+                    ms(ul.loaded_p50_us()),
+                    ul.increase_p50_us()
+                        .map_or_else(|| "-".into(), crate::units::signed_micros),
+                    crate::units::percent(ul.loaded_lost_percent())
+                );
+                if let Some(rpm) = ul.rpm() {
+                    s.push_str(&format!(", {} RPM", number(rpm)));
+                }
+                s
+            }
         }
     }
+}
+
+/// The directions of a throughput report (a plain one or an under-load test's bulk streams);
+/// a direction without the receiver's figures is unusable.
+fn throughput_results(report: &TestReport) -> Result<Vec<DirectionResult>, NotUsable> {
+    let mut dirs = Vec::new();
+    for (index, d) in report.summary.directions.iter().enumerate() {
+        let Some(rx) = d.receiver else {
+            return Err(NotUsable::Empty(format!(
+                "{} has no receiver figures (the server's report never arrived)",
+                d.direction.label()
+            )));
+        };
+        let timeline = report
+            .intervals
+            .iter()
+            .filter(|iv| !iv.omitted)
+            .filter_map(|iv| {
+                let sum = iv.sum.iter().find(|s| s.direction == d.direction)?;
+                Some(TimelinePoint {
+                    start_s: iv.start_s,
+                    end_s: iv.end_s,
+                    bits_per_second: sum.received.unwrap_or(sum.sent).bits_per_second,
+                    retransmits: sum.retransmits,
+                    cwnd_bytes: iv
+                        .streams
+                        .iter()
+                        .filter(|s| s.direction == d.direction)
+                        .map(|s| s.tcp.map_or(0, |t| t.cwnd_bytes))
+                        .collect(),
+                })
+            })
+            .collect();
+        dirs.push(DirectionResult {
+            direction: d.direction,
+            bits_per_second: rx.bits_per_second,
+            retransmits: d.retransmits,
+            rtt_mean_us: d.rtt.map(|r| r.mean_us),
+            window_ceiling_bps: d.window_ceiling.map(|c| c.bits_per_second),
+            verdict: d
+                .diagnosis
+                .as_ref()
+                .map(|x| x.verdict)
+                .or_else(|| Inputs::of(report, index).map(|i| i.diagnose().verdict)),
+            timeline,
+        });
+    }
+    if dirs.is_empty() {
+        return Err(NotUsable::Empty("the report has no results".into()));
+    }
+    Ok(dirs)
 }
 
 /// A UDP report's directions; a direction without the receiver's figures is unusable.
@@ -422,27 +506,10 @@ fn udp_results(udp: &UdpReport) -> Result<Vec<UdpResult>, NotUsable> {
 pub fn check_figures(measure: &Measure) -> Result<(), NotUsable> {
     let mut c = Checker(Ok(()));
     match measure {
-        Measure::Throughput(dirs) => {
-            for d in dirs {
-                let dir = d.direction.label();
-                c.rate(
-                    || format!("{dir} receiver bits_per_second"),
-                    d.bits_per_second,
-                );
-                if let Some(v) = d.rtt_mean_us {
-                    c.latency(|| format!("{dir} rtt mean_us"), v);
-                }
-                if let Some(v) = d.window_ceiling_bps {
-                    c.rate(|| format!("{dir} window_ceiling bits_per_second"), v);
-                }
-                for (k, p) in d.timeline.iter().enumerate() {
-                    c.interval(dir, k, p.start_s, p.end_s);
-                    c.rate(
-                        || format!("{dir} interval {k} bits_per_second"),
-                        p.bits_per_second,
-                    );
-                }
-            }
+        Measure::Throughput(dirs) => c.throughput(dirs),
+        Measure::UnderLoad(ul) => {
+            c.throughput(&ul.bulk);
+            c.under_load(&ul.probes);
         }
         Measure::Rr(r) => {
             c.bounded(
@@ -499,6 +566,118 @@ pub fn check_figures(measure: &Measure) -> Result<(), NotUsable> {
 struct Checker(Result<(), NotUsable>);
 
 impl Checker {
+    /// A throughput run's directions, or an under-load run's bulk streams.
+    fn throughput(&mut self, dirs: &[DirectionResult]) {
+        for d in dirs {
+            let dir = d.direction.label();
+            self.rate(
+                || format!("{dir} receiver bits_per_second"),
+                d.bits_per_second,
+            );
+            if let Some(v) = d.rtt_mean_us {
+                self.latency(|| format!("{dir} rtt mean_us"), v);
+            }
+            if let Some(v) = d.window_ceiling_bps {
+                self.rate(|| format!("{dir} window_ceiling bits_per_second"), v);
+            }
+            for (k, p) in d.timeline.iter().enumerate() {
+                self.interval(dir, k, p.start_s, p.end_s);
+                self.rate(
+                    || format!("{dir} interval {k} bits_per_second"),
+                    p.bits_per_second,
+                );
+            }
+        }
+    }
+
+    /// The probes of an under-load run: what the tables average (each phase's percentiles
+    /// and loss, what the load added, the responsiveness) and what the chart draws (the
+    /// phases' times and the timeline's medians).
+    fn under_load(&mut self, ul: &UnderLoadReport) {
+        let probes = [("udp", Some(&ul.udp)), ("tcp", ul.tcp.as_ref())];
+        for (kind, p) in probes {
+            let Some(p) = p else { continue };
+            for (phase, l) in [
+                ("idle", &p.idle),
+                ("loaded", &p.loaded),
+                ("idle_after", &p.idle_after),
+            ] {
+                self.phase(kind, phase, l);
+            }
+            if let Some(i) = p.increase {
+                for (q, v) in [
+                    ("p50_us", i.p50_us),
+                    ("p90_us", i.p90_us),
+                    ("p99_us", i.p99_us),
+                ] {
+                    // Loaded minus idle: negative when the idle phase happened to be slower,
+                    // so only its size is bounded.
+                    if self.0.is_ok() && !(v.is_finite() && v.abs() <= MAX_LATENCY_US) {
+                        self.0 = Err(NotUsable::Impossible {
+                            field: format!("under_load {kind} increase {q}"),
+                            value: v,
+                            why: if v.is_nan() {
+                                "not a number"
+                            } else {
+                                "beyond 10⁶ s either way"
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(r) = ul.responsiveness {
+            self.bounded(
+                || "under_load responsiveness rpm".into(),
+                r.rpm,
+                MAX_TPS * 60.0,
+                "more than 10¹² round trips a second",
+            );
+        }
+        let ph = &ul.phases;
+        for (name, v) in [
+            ("load_start_s", ph.load_start_s),
+            ("loaded_start_s", ph.loaded_start_s),
+            ("loaded_end_s", ph.loaded_end_s),
+            ("idle_after_start_s", ph.idle_after_start_s),
+            ("end_s", ph.end_s),
+        ] {
+            self.bounded(
+                || format!("under_load phases {name}"),
+                v,
+                1e9,
+                "after 10⁹ s",
+            );
+        }
+        for (k, row) in ul.timeline.iter().enumerate() {
+            self.interval("under_load timeline", k, row.start_s, row.end_s);
+            if let Some(v) = row.udp.p50_us {
+                self.latency(|| format!("under_load timeline {k} udp p50_us"), v);
+            }
+        }
+    }
+
+    /// One probe kind's latency and loss in one phase.
+    fn phase(&mut self, kind: &str, phase: &str, l: &PhaseLatency) {
+        if let Some(s) = &l.latency {
+            for (q, v) in [
+                ("min_us", s.min_us),
+                ("p50_us", s.p50_us),
+                ("p90_us", s.p90_us),
+                ("p99_us", s.p99_us),
+                ("max_us", s.max_us),
+            ] {
+                self.latency(|| format!("under_load {kind} {phase} {q}"), v);
+            }
+        }
+        self.bounded(
+            || format!("under_load {kind} {phase} lost_percent"),
+            l.lost_percent,
+            100.0,
+            "more than 100 %",
+        );
+    }
+
     fn bounded(&mut self, field: impl FnOnce() -> String, v: f64, max: f64, over: &'static str) {
         if self.0.is_err() {
             return;
@@ -622,6 +801,203 @@ mod tests {
             let e = check_figures(&m).unwrap_err().to_string();
             assert!(e.starts_with("impossible figure: "), "{e}");
             assert!(e.contains(want), "{e} lacks {want}");
+        }
+    }
+
+    /// An under-load run's figures are checked as the others' are: a negative increase is
+    /// real (the idle phase was the slower), a NaN one or a negative latency is not.
+    #[test]
+    fn under_load_figures_are_checked_and_summed_up() {
+        let run = fixtures::run("vpn", 1, 300.0, 20_000.0, 2);
+        assert_eq!(check_figures(&run.measure), Ok(()));
+        let line = run.one_line(crate::units::RateScale::AUTO);
+        assert!(
+            line.starts_with("load 95.0 Mbit/s, idle p50 299 µs, loaded p50 19.9 ms (+19.6 ms)"),
+            "{line}"
+        );
+        assert!(line.ends_with("lost 4.76 %, 3,000 RPM"), "{line}");
+        let with = |f: &dyn Fn(&mut UnderLoadResult)| {
+            let mut m = run.measure.clone();
+            if let Measure::UnderLoad(u) = &mut m {
+                f(u);
+            }
+            m
+        };
+        let faster_idle = with(&|u| u.probes.udp.increase.as_mut().unwrap().p50_us = -50.0);
+        assert_eq!(check_figures(&faster_idle), Ok(()));
+        for (m, want) in [
+            (
+                with(&|u| u.probes.udp.increase.as_mut().unwrap().p99_us = f64::NAN),
+                "under_load udp increase p99_us is NaN (not a number)",
+            ),
+            (
+                with(&|u| u.probes.udp.loaded.latency.as_mut().unwrap().p50_us = -1.0),
+                "under_load udp loaded p50_us is -1 (negative)",
+            ),
+            (
+                with(&|u| u.probes.udp.loaded.lost_percent = 140.0),
+                "under_load udp loaded lost_percent is 140 (more than 100 %)",
+            ),
+            (
+                with(&|u| u.bulk[0].bits_per_second = f64::INFINITY),
+                "client→server receiver bits_per_second is inf (infinite)",
+            ),
+        ] {
+            let e = check_figures(&m).unwrap_err().to_string();
+            assert!(e.contains(want), "{e} lacks {want}");
+        }
+    }
+}
+
+/// Latency-under-load runs built in code, for the tests of every module that shows them.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use std::path::PathBuf;
+
+    use xbench::config::{Direction, StreamDirection, TestSpec, Workload};
+    use xbench::latency::{Distribution, Recorder};
+    use xbench::under_load::{
+        Increase, Phase, PhaseLatency, Phases, ProbeLoad, ProbeResults, Responsiveness, RowLatency,
+        TimelineRow, UnderLoadReport, UnderLoadSpec,
+    };
+
+    use super::{DirectionResult, Measure, Run, UnderLoadResult};
+    use crate::cell::CellKey;
+
+    /// The cell of `--under-load DIR -P streams` (`up`, `down` or `both`).
+    pub(crate) fn key(dir: &str, streams: u16) -> CellKey {
+        let mut spec = TestSpec::throughput();
+        if let Workload::Throughput(t) = &mut spec.workload {
+            t.streams = std::num::NonZeroU16::new(streams).unwrap();
+            t.direction = match dir {
+                "down" => Direction::ServerToClient,
+                "both" => Direction::Bidir,
+                _ => Direction::ClientToServer,
+            };
+            t.under_load = Some(UnderLoadSpec::default());
+        }
+        CellKey::of_spec(&spec)
+    }
+
+    /// A phase whose probes took `us` microseconds each, `lost` more unanswered.
+    pub(crate) fn phase(us: &[f64], lost: u64) -> PhaseLatency {
+        let mut r = Recorder::new();
+        for v in us {
+            r.record((v * 1e3) as u64);
+        }
+        let mut d = Distribution::new();
+        d.add_recorder(&r);
+        let ended = us.len() as u64 + lost;
+        PhaseLatency {
+            latency: d.stats(),
+            lost,
+            lost_percent: if ended == 0 {
+                0.0
+            } else {
+                lost as f64 / ended as f64 * 100.0
+            },
+            histogram: if us.is_empty() {
+                String::new()
+            } else {
+                d.encode()
+            },
+        }
+    }
+
+    /// A run of `--under-load up -P 1` on `label`: 3 s idle, 5 s loaded at `mbps`, 3 s idle
+    /// after; 40 probes a phase around `idle_us` idle and `loaded_us` loaded (±10 %), `lost`
+    /// more lost under load; a 1-second timeline row by row.
+    pub(crate) fn run(label: &str, n: u32, idle_us: f64, loaded_us: f64, lost: u64) -> Run {
+        let spread =
+            |c: f64| -> Vec<f64> { (0..40).map(|i| c * (0.9 + i as f64 / 200.0)).collect() };
+        let idle = phase(&spread(idle_us), 0);
+        let loaded = phase(&spread(loaded_us), lost);
+        let idle_after = phase(&spread(idle_us), 0);
+        let (il, ll) = (idle.latency.unwrap(), loaded.latency.unwrap());
+        let increase = Some(Increase {
+            p50_us: ll.p50_us - il.p50_us,
+            p90_us: ll.p90_us - il.p90_us,
+            p99_us: ll.p99_us - il.p99_us,
+        });
+        let phases = Phases {
+            load_start_s: 3.0,
+            loaded_start_s: 3.5,
+            loaded_end_s: 8.5,
+            idle_after_start_s: 8.7,
+            end_s: 11.7,
+        };
+        let timeline = (0..12)
+            .map(|k| {
+                let start = k as f64;
+                let (phase, p50) = match k {
+                    0..=2 => (Phase::Idle, idle_us),
+                    3 => (Phase::Ramp, loaded_us / 2.0),
+                    4..=8 => (Phase::Loaded, loaded_us),
+                    _ => (Phase::IdleAfter, idle_us),
+                };
+                TimelineRow {
+                    start_s: start,
+                    end_s: start + 1.0,
+                    phase,
+                    udp: RowLatency {
+                        count: 20,
+                        lost: 0,
+                        p50_us: Some(p50),
+                        p90_us: Some(p50 * 1.1),
+                        p99_us: Some(p50 * 1.2),
+                        max_us: Some(p50 * 1.3),
+                    },
+                    tcp: None,
+                    bulk: vec![],
+                    rpm: None,
+                }
+            })
+            .collect();
+        let probes = UnderLoadReport {
+            phases,
+            udp: ProbeResults {
+                idle,
+                loaded,
+                idle_after,
+                increase,
+            },
+            tcp: None,
+            bulk_srtt: None,
+            responsiveness: Some(Responsiveness {
+                rpm: 60e6 / loaded_us,
+                foreign_rpm: 60e6 / loaded_us,
+                self_rpm: 60e6 / loaded_us,
+                foreign_ms: loaded_us / 1e3,
+                udp_ms: loaded_us / 1e3,
+                tcp_ms: None,
+                self_ms: loaded_us / 1e3,
+            }),
+            probe_load: ProbeLoad {
+                probes_per_second: 20.0,
+                bits_per_second: 8400.0,
+                share_of_bulk_percent: Some(0.01),
+            },
+            timeline,
+        };
+        Run {
+            path: PathBuf::from(format!("{label}/ul-up-P1/run-{n}.json")),
+            label: label.into(),
+            key: key("up", 1),
+            started_at: "2026-11-28T10:00:00.000Z".into(),
+            length_s: Some(5.0),
+            facts: Default::default(),
+            measure: Measure::UnderLoad(Box::new(UnderLoadResult {
+                bulk: vec![DirectionResult {
+                    direction: StreamDirection::ClientToServer,
+                    bits_per_second: 95e6,
+                    retransmits: 3,
+                    rtt_mean_us: Some(loaded_us),
+                    window_ceiling_bps: None,
+                    verdict: None,
+                    timeline: vec![],
+                }],
+                probes,
+            })),
         }
     }
 }

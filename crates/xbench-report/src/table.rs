@@ -13,7 +13,7 @@ use xbench::config::StreamDirection;
 use xbench::diagnosis::Verdict;
 
 use crate::cell::CellKey;
-use crate::run::{Measure, Run, UdpResult};
+use crate::run::{Measure, Run, UdpResult, UnderLoadResult};
 use crate::stats::Stats;
 
 /// Every row of a comparison.
@@ -27,6 +27,10 @@ pub struct Comparison {
     pub rr: Vec<RrRow>,
     /// UDP rows.
     pub udp: Vec<UdpRow>,
+    /// Latency-under-load rows (`--under-load`). Their bulk streams are in these rows, not in
+    /// `throughput`: they ran between idle phases beside the probes, not as a plain
+    /// throughput test.
+    pub under_load: Vec<UnderLoadRow>,
     /// Per label, what the runs recorded of the path and the hosts (none for runs that
     /// recorded nothing).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -66,6 +70,38 @@ pub struct UdpRow {
     /// Datagrams the receiving kernel dropped for a full socket buffer, per run, over the
     /// runs that count them.
     pub rxq_drops: Option<Stats>,
+    /// The runs' files.
+    pub files: Vec<PathBuf>,
+}
+
+/// One label's runs of one latency-under-load cell. Latencies are the UDP probes', each run's
+/// figure with its statistics over the runs; a figure a run could not give (no probe answered
+/// in a phase, no bulk RTT sample for the responsiveness) leaves that run out of its
+/// statistics, and `None` means no run gave it.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnderLoadRow {
+    /// The path.
+    pub label: String,
+    /// The cell's settings.
+    pub cell: CellKey,
+    /// The cell as a table shows it (`P=4 load=both`).
+    pub cell_name: String,
+    /// Runs averaged.
+    pub runs: usize,
+    /// Median latency in the idle phase before the load, µs.
+    pub idle_p50_us: Option<Stats>,
+    /// Median latency under load, µs.
+    pub loaded_p50_us: Option<Stats>,
+    /// 99th percentile under load, µs.
+    pub loaded_p99_us: Option<Stats>,
+    /// What the load added at the median (each run's loaded minus idle median), µs.
+    pub increase_p50_us: Option<Stats>,
+    /// Responsiveness under load, round trips per minute.
+    pub rpm: Option<Stats>,
+    /// Probes lost in the loaded phase, percent of those that ended in it.
+    pub loaded_lost_percent: Stats,
+    /// The load: the bulk streams' receiver rate, all directions summed, bits per second.
+    pub bulk_bits_per_second: Stats,
     /// The runs' files.
     pub files: Vec<PathBuf>,
 }
@@ -166,6 +202,8 @@ impl Comparison {
         type UdpGroup<'a> =
             BTreeMap<(CellKey, StreamDirection, usize), Vec<(&'a Run, &'a UdpResult)>>;
         let mut udp: UdpGroup<'_> = BTreeMap::new();
+        type UlGroup<'a> = BTreeMap<(CellKey, usize), Vec<(&'a Run, &'a UnderLoadResult)>>;
+        let mut ul: UlGroup<'_> = BTreeMap::new();
         for run in runs {
             match &run.measure {
                 Measure::Throughput(dirs) => {
@@ -186,6 +224,10 @@ impl Comparison {
                             .push((run, d));
                     }
                 }
+                Measure::UnderLoad(u) => ul
+                    .entry((run.key.clone(), label_pos(&run.label)))
+                    .or_default()
+                    .push((run, u)),
             }
         }
 
@@ -194,7 +236,7 @@ impl Comparison {
             .filter_map(|((cell, direction, _), group)| {
                 let dir = |(r, i): &(&Run, usize)| match &r.measure {
                     Measure::Throughput(d) => d.get(*i).cloned(),
-                    Measure::Rr(_) | Measure::Udp(_) => None,
+                    Measure::Rr(_) | Measure::Udp(_) | Measure::UnderLoad(_) => None,
                 };
                 let dirs: Vec<_> = group.iter().filter_map(dir).collect();
                 let bps: Vec<f64> = dirs.iter().map(|d| d.bits_per_second).collect();
@@ -222,7 +264,7 @@ impl Comparison {
                     .iter()
                     .filter_map(|r| match &r.measure {
                         Measure::Rr(x) => Some(x),
-                        Measure::Throughput(_) | Measure::Udp(_) => None,
+                        Measure::Throughput(_) | Measure::Udp(_) | Measure::UnderLoad(_) => None,
                     })
                     .collect();
                 let of = |f: &dyn Fn(&crate::run::RrResult) -> f64| {
@@ -283,11 +325,35 @@ impl Comparison {
             })
             .collect();
 
+        let under_load = ul
+            .into_iter()
+            .filter_map(|((cell, _), group)| {
+                let some = |f: &dyn Fn(&UnderLoadResult) -> Option<f64>| {
+                    Stats::of(&group.iter().filter_map(|(_, u)| f(u)).collect::<Vec<_>>())
+                };
+                Some(UnderLoadRow {
+                    label: group.first()?.0.label.clone(),
+                    cell_name: cell.describe(),
+                    runs: group.len(),
+                    idle_p50_us: some(&|u| u.idle_p50_us()),
+                    loaded_p50_us: some(&|u| u.loaded_p50_us()),
+                    loaded_p99_us: some(&|u| u.loaded_p99_us()),
+                    increase_p50_us: some(&|u| u.increase_p50_us()),
+                    rpm: some(&|u| u.rpm()),
+                    loaded_lost_percent: some(&|u| Some(u.loaded_lost_percent()))?,
+                    bulk_bits_per_second: some(&|u| Some(u.bulk_bits_per_second()))?,
+                    files: saved_files(group.iter().map(|(r, _)| *r)),
+                    cell,
+                })
+            })
+            .collect();
+
         Comparison {
             labels,
             throughput,
             rr,
             udp,
+            under_load,
             paths: crate::paths::rows(runs),
         }
     }
@@ -314,6 +380,12 @@ impl Comparison {
                 .filter(|r| r.label == label)
                 .cloned()
                 .collect(),
+            under_load: self
+                .under_load
+                .iter()
+                .filter(|r| r.label == label)
+                .cloned()
+                .collect(),
             paths: self
                 .paths
                 .iter()
@@ -325,7 +397,10 @@ impl Comparison {
 
     /// No rows at all.
     pub fn is_empty(&self) -> bool {
-        self.throughput.is_empty() && self.rr.is_empty() && self.udp.is_empty()
+        self.throughput.is_empty()
+            && self.rr.is_empty()
+            && self.udp.is_empty()
+            && self.under_load.is_empty()
     }
 }
 
@@ -345,4 +420,96 @@ pub(crate) fn labels_in_order(runs: &[Run]) -> Vec<String> {
         }
     }
     labels
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::Kind;
+    use crate::run::fixtures;
+    use crate::run::{DirectionResult, Measure};
+
+    /// A plain throughput run of `-P 1`: the settings of `--under-load up -P 1`.
+    fn plain(label: &str) -> Run {
+        let mut spec = xbench::config::TestSpec::throughput();
+        if let xbench::config::Workload::Throughput(t) = &mut spec.workload {
+            t.direction = xbench::config::Direction::ClientToServer;
+        }
+        Run {
+            path: format!("{label}/tcp-up-P1/run-1.json").into(),
+            label: label.into(),
+            key: CellKey::of_spec(&spec),
+            started_at: String::new(),
+            length_s: Some(5.0),
+            facts: Default::default(),
+            measure: Measure::Throughput(vec![DirectionResult {
+                direction: StreamDirection::ClientToServer,
+                bits_per_second: 900e6,
+                retransmits: 0,
+                rtt_mean_us: None,
+                window_ceiling_bps: None,
+                verdict: None,
+                timeline: vec![],
+            }]),
+        }
+    }
+
+    /// Issue 34: an under-load run was a plain throughput row, its rate averaged with plain
+    /// runs' of the same settings. It now makes an under-load row of its own, with its bulk
+    /// rate there, and the throughput table holds the plain runs alone.
+    #[test]
+    fn under_load_runs_make_their_own_rows_and_leave_the_throughput_table_alone() {
+        let runs = [
+            plain("vpn"),
+            fixtures::run("vpn", 1, 300.0, 20_000.0, 0),
+            fixtures::run("vpn", 2, 340.0, 30_000.0, 2),
+            fixtures::run("peering", 1, 100.0, 1_000.0, 0),
+        ];
+        let c = Comparison::build(&runs);
+        assert_eq!(c.throughput.len(), 1, "{:?}", c.throughput);
+        assert_eq!(c.throughput[0].bits_per_second.mean, 900e6);
+        assert_eq!(c.throughput[0].runs, 1);
+        assert_eq!(c.under_load.len(), 2);
+        let vpn = &c.under_load[0];
+        assert_eq!((vpn.label.as_str(), vpn.runs), ("vpn", 2));
+        assert_eq!(vpn.cell.kind, Kind::UnderLoad);
+        assert_eq!(vpn.cell_name, "P=1 load=up");
+        // Each run's median is its phase's (40 probes from 0.9× to 1.095× the centre, HDR
+        // within 0.1 %): about 1.0× the centre; the mean of two runs' medians.
+        let close = |a: f64, b: f64| (a - b).abs() <= b * 0.002;
+        let idle = vpn.idle_p50_us.unwrap().mean;
+        let loaded = vpn.loaded_p50_us.unwrap().mean;
+        assert!(close(idle, 320.0 * 0.995), "{idle}");
+        assert!(close(loaded, 25_000.0 * 0.995), "{loaded}");
+        assert!(close(vpn.increase_p50_us.unwrap().mean, loaded - idle));
+        assert_eq!(vpn.loaded_p50_us.unwrap().n, 2);
+        assert!(vpn.loaded_p50_us.unwrap().ci95_low.is_some());
+        // 2 lost of 42 in the second run: 4.76 %, 2.38 % over the two.
+        assert!((vpn.loaded_lost_percent.mean - 100.0 / 42.0).abs() < 1e-9);
+        assert_eq!(vpn.bulk_bits_per_second.mean, 95e6);
+        // RPM: 60e6 / 20,000 and / 30,000 µs: 3,000 and 2,000.
+        assert_eq!(vpn.rpm.unwrap().mean, 2_500.0);
+        assert_eq!(vpn.files.len(), 2);
+        assert_eq!(c.for_label("peering").under_load.len(), 1);
+        assert!(!c.is_empty());
+    }
+
+    /// A run whose loaded probes all went unanswered still counts: its loss is in the row,
+    /// and the latency figures are over the runs that have them.
+    #[test]
+    fn a_run_with_no_answered_probe_under_load_keeps_its_loss() {
+        let mut dead = fixtures::run("vpn", 2, 300.0, 20_000.0, 0);
+        if let Measure::UnderLoad(u) = &mut dead.measure {
+            u.probes.udp.loaded = fixtures::phase(&[], 40);
+            u.probes.udp.increase = None;
+            u.probes.responsiveness = None;
+        }
+        let c = Comparison::build(&[fixtures::run("vpn", 1, 300.0, 20_000.0, 0), dead]);
+        let r = &c.under_load[0];
+        assert_eq!(r.runs, 2);
+        assert_eq!(r.loaded_p50_us.unwrap().n, 1);
+        assert_eq!(r.rpm.unwrap().n, 1);
+        assert_eq!(r.loaded_lost_percent.mean, 50.0);
+        assert_eq!(r.loaded_lost_percent.max, 100.0);
+    }
 }

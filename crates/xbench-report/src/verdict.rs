@@ -7,7 +7,8 @@
 //! only when their intervals do not overlap, which is stricter than a t-test at 5 % (two
 //! intervals that just touch differ at about p = 0.006). The figure compared is the one each
 //! kind of cell is chosen by: the receiver's rate (TCP), the median latency (request/response,
-//! lower is better) and the share of datagrams lost (UDP, lower is better). This module words
+//! lower is better), the share of datagrams lost (UDP, lower is better) and the probes' median
+//! latency under load (`--under-load`, lower is better). This module words
 //! verdicts; it does not render them (see `html`) nor test for regressions (see `compare`).
 
 use std::collections::BTreeMap;
@@ -66,8 +67,8 @@ struct Entry<'a> {
     runs: usize,
 }
 
-/// The verdicts of every cell of `c`, throughput first, then request/response, then UDP, each
-/// in table order. Rates are written in `unit` (or scaled to each figure).
+/// The verdicts of every cell of `c`, throughput first, then request/response, then UDP, then
+/// latency under load, each in table order. Rates are written in `unit` (or scaled to each figure).
 pub fn verdicts(c: &Comparison, unit: impl Into<RateScale>) -> Vec<CellVerdict> {
     let unit = unit.into();
     let mut out = Vec::new();
@@ -137,6 +138,28 @@ pub fn verdicts(c: &Comparison, unit: impl Into<RateScale>) -> Vec<CellVerdict> 
             entries,
             Better::LessLoss,
             Fig::Percent,
+        ));
+    }
+
+    // Latency under load: the probes' loaded median, what a user waits for while the path is
+    // busy. A row whose probes all went unanswered under load has no figure to compare.
+    let mut cells: BTreeMap<CellKey, Vec<Entry<'_>>> = BTreeMap::new();
+    for r in &c.under_load {
+        if let Some(stats) = &r.loaded_p50_us {
+            cells.entry(r.cell.clone()).or_default().push(Entry {
+                label: &r.label,
+                stats,
+                runs: r.runs,
+            });
+        }
+    }
+    for (cell, entries) in cells {
+        out.push(word(
+            Kind::UnderLoad,
+            cell.describe(),
+            entries,
+            Better::Lower("median latency under load"),
+            Fig::Micros,
         ));
     }
     out

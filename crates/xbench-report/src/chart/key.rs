@@ -58,6 +58,12 @@ impl<'a> Key<'a> {
                 text: s.name.clone(),
             })
             .collect();
+        if let Some(note) = bands_note(&data.panels[panel].bands) {
+            entries.push(Entry {
+                line: None,
+                text: note,
+            });
+        }
         if entries.iter().any(|e| e.text.contains(['↑', '↓'])) {
             entries.push(Entry {
                 line: None,
@@ -176,6 +182,28 @@ fn width(e: &Entry<'_>) -> i32 {
     } else {
         text
     }
+}
+
+/// What a panel's shading means: `shaded: loaded (dark); ramp (-O), drain (light)`.
+pub(crate) fn bands_note(bands: &[super::Band]) -> Option<String> {
+    if bands.is_empty() {
+        return None;
+    }
+    let names = |strong: bool| {
+        let mut v: Vec<&str> = bands
+            .iter()
+            .filter(|b| b.strong == strong)
+            .map(|b| b.name.as_str())
+            .collect();
+        v.dedup();
+        v.join(", ")
+    };
+    let (dark, light) = (names(true), names(false));
+    Some(match (dark.is_empty(), light.is_empty()) {
+        (false, false) => format!("shaded: {dark} (dark); {light} (light)"),
+        (false, true) => format!("shaded: {dark}"),
+        _ => format!("shaded: {light}"),
+    })
 }
 
 /// Two series that a key shows alike: same name, colour and stroke.

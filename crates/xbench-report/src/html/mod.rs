@@ -36,7 +36,7 @@ use crate::chart::{self, ChartData, ChartKind};
 use crate::load::{DEFAULT_FILE_LIMIT, LoadError, Loaded};
 use crate::run::Run;
 use crate::stats::Stats;
-use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow};
+use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow, UnderLoadRow};
 use crate::units::{RateScale, TimeUnit, number, percent};
 
 /// What the page says beyond the runs themselves.
@@ -170,6 +170,7 @@ pub fn render(loaded: &Loaded, out: &Path, options: &Options) -> String {
     sections.extend(page.tcp_section());
     sections.extend(page.rr_section());
     sections.extend(page.udp_section());
+    sections.extend(page.under_load_section());
     sections.push(page.paths_section());
     sections.extend(page.skipped_section());
     sections.push(page.commands_section());
@@ -265,6 +266,7 @@ impl<'a> Page<'a> {
                     Kind::Rr => "TCP_RR",
                     Kind::Crr => "TCP_CRR",
                     Kind::Udp => "UDP",
+                    Kind::UnderLoad => "under load",
                 };
                 let _ = write!(
                     b,
@@ -374,7 +376,7 @@ impl<'a> Page<'a> {
         let tcp: Vec<Run> = self
             .runs()
             .iter()
-            .filter(|r| !r.is_rr() && !r.is_udp())
+            .filter(|r| !r.is_rr() && !r.is_udp() && !r.is_under_load())
             .cloned()
             .collect();
         let mut b = String::new();
@@ -735,6 +737,122 @@ impl<'a> Page<'a> {
         Some(Section {
             id: "udp",
             title: "UDP loss and jitter".into(),
+            body: b,
+        })
+    }
+
+    // ---- latency under load ------------------------------------------------------------
+
+    fn under_load_section(&self) -> Option<Section> {
+        if self.table.under_load.is_empty() {
+            return None;
+        }
+        let ul: Vec<Run> = self
+            .runs()
+            .iter()
+            .filter(|r| r.is_under_load())
+            .cloned()
+            .collect();
+        let mut b = String::new();
+        if let Some(f) = self.chart(&ul, ChartKind::UnderLoad, "ul-table", "under-load") {
+            b.push_str(&f);
+        }
+        let rows: Vec<&UnderLoadRow> = self.table.under_load.iter().collect();
+        // Each latency column in the unit its largest figure reads best in, as the text table.
+        let unit_of = |f: &dyn Fn(&UnderLoadRow) -> Option<Stats>| {
+            TimeUnit::for_micros(largest(rows.iter().filter_map(|r| f(r).map(|s| s.mean))))
+        };
+        let idle = unit_of(&|r| r.idle_p50_us);
+        let loaded = unit_of(&|r| r.loaded_p50_us);
+        let p99 = unit_of(&|r| r.loaded_p99_us);
+        let incr = unit_of(&|r| r.increase_p50_us);
+        let load = self
+            .options
+            .unit
+            .unit_for(largest(rows.iter().map(|r| r.bulk_bits_per_second.mean)));
+        let (lu, lf) = (load.label(), load.factor());
+        let lat =
+            |u: TimeUnit, s: Option<Stats>| Cell::opt(s.map(|s| s.mean), move |v| u.format(v));
+        let cols: Vec<Column<'_, &UnderLoadRow>> = vec![
+            text_col("cell", |r: &&UnderLoadRow| Cell::text(&r.cell_name)),
+            text_col("path", |r: &&UnderLoadRow| Cell::text(&r.label)),
+            runs_col(|r: &&UnderLoadRow| r.runs),
+            num_col(
+                &format!("idle p50 {}", idle.label()),
+                "the probes' median before the load, mean over runs",
+                move |r: &&UnderLoadRow| lat(idle, r.idle_p50_us),
+            ),
+            num_col(
+                &format!("loaded p50 {}", loaded.label()),
+                "the probes' median under load, mean over runs",
+                move |r: &&UnderLoadRow| lat(loaded, r.loaded_p50_us),
+            ),
+            num_col(
+                &format!("loaded p50 95 % CI {}", loaded.label()),
+                "95 % confidence interval of the mean (Student t); one run has none",
+                move |r: &&UnderLoadRow| match r.loaded_p50_us {
+                    Some(s) => match s.ci95_low.zip(s.ci95_high) {
+                        Some((lo, hi)) => Cell::num(
+                            format!("{}–{}", loaded.format(lo), loaded.format(hi)),
+                            s.mean,
+                        ),
+                        None => Cell::text("-"),
+                    },
+                    None => Cell::text("-"),
+                },
+            ),
+            num_col(
+                &format!("loaded p99 {}", p99.label()),
+                "the probes' 99th percentile under load, mean over runs",
+                move |r: &&UnderLoadRow| lat(p99, r.loaded_p99_us),
+            ),
+            num_col(
+                &format!("increase {}", incr.label()),
+                "what the load added: loaded minus idle median, mean over runs",
+                move |r: &&UnderLoadRow| {
+                    Cell::opt(r.increase_p50_us.map(|s| s.mean), move |v| {
+                        let shown = incr.format(v);
+                        if v < 0.0 { shown } else { format!("+{shown}") }
+                    })
+                },
+            ),
+            num_col(
+                "RPM",
+                "responsiveness under load, round trips a minute, mean over runs",
+                |r: &&UnderLoadRow| Cell::opt(r.rpm.map(|s| s.mean), number),
+            ),
+            num_col(
+                "lost under load",
+                "probes lost in the loaded phase, percent, mean over runs",
+                |r: &&UnderLoadRow| {
+                    Cell::num(
+                        percent(r.loaded_lost_percent.mean),
+                        r.loaded_lost_percent.mean,
+                    )
+                },
+            ),
+            num_col(
+                &format!("load {lu}"),
+                "the bulk streams' receiver rate, all directions summed, mean over runs",
+                move |r: &&UnderLoadRow| {
+                    Cell::num(
+                        number(r.bulk_bits_per_second.mean * lf),
+                        r.bulk_bits_per_second.mean,
+                    )
+                },
+            ),
+        ];
+        b.push_str(&table(
+            "ul-table",
+            "Latency under load per cell and path: the UDP probes' latency idle and under the \
+             bulk streams' load, what the load added, the responsiveness, the probes lost under \
+             load and the load's rate; each run's figure, mean over runs",
+            &cols,
+            &rows,
+        ));
+        Some(Section {
+            id: "under-load",
+            title: "Latency under load".into(),
             body: b,
         })
     }

@@ -178,6 +178,16 @@ fn key(names: &[String], data: &ChartData) -> String {
             esc(name)
         );
     }
+    // What shading means, once for the chart: a note, not a button (there is no line to hide).
+    let mut notes: Vec<String> = data
+        .panels
+        .iter()
+        .filter_map(|p| crate::chart::key::bands_note(&p.bands))
+        .collect();
+    notes.dedup();
+    for n in notes {
+        let _ = write!(s, "<span class=\"kn\">{}</span>", esc(&n));
+    }
     s.push_str("</div>");
     s
 }
@@ -368,6 +378,22 @@ fn plot(
             .collect::<Vec<_>>()
             .join(", "))
     );
+
+    // Shaded stretches (a load's phases), behind the grid and the lines.
+    for b in &panel.bands {
+        let (x0, x1) = (sx(b.from.max(r.x0)), sx(b.to.min(r.x1)));
+        if x1 > x0 {
+            let (red, green, blue) = crate::chart::band_rgb(b);
+            let _ = write!(
+                s,
+                "<rect class=\"band\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{ph:.1}\" \
+                 fill=\"#{red:02x}{green:02x}{blue:02x}\"><title>{}</title></rect>",
+                l.top,
+                x1 - x0,
+                esc(&b.name)
+            );
+        }
+    }
 
     // Grid and y ticks.
     s.push_str("<g class=\"ax\">");
@@ -560,7 +586,11 @@ fn panel_points(panel: &Panel, names: &[String], kind: ChartKind) -> serde_json:
         "xd": panel.x_desc,
         "u": unit_of(&panel.y_desc),
         // What a point's n counts.
-        "nof": if kind == ChartKind::Latency { "transactions" } else { "runs" },
+        "nof": match (kind, &panel.x_axis) {
+            (ChartKind::Latency, _) => "transactions",
+            (ChartKind::UnderLoad, XAxis::Nines) => "probes",
+            _ => "runs",
+        },
         "s": panel.series.iter().map(|s| json!([
             index_of(names, s),
             s.points.iter().map(point).collect::<Vec<_>>(),
@@ -614,6 +644,7 @@ mod tests {
                 y_desc: "Receiver throughput (Mbit/s)".into(),
                 x_axis: XAxis::Categories(vec!["1".into(), "2".into(), "4".into()]),
                 log_y: false,
+                bands: Vec::new(),
                 series: vec![
                     series("peering", 0, &[100.0, 190.0, 380.0]),
                     series("vpn <&>", 1, &[50.0, 60.0, 61.0]),

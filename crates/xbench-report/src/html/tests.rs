@@ -216,3 +216,47 @@ fn a_large_comparison_stays_small() {
         375
     );
 }
+
+/// Issue 34: under-load runs have a section of their own — the chart with the load's phases
+/// shaded and the table — and are neither a TCP throughput row nor in its charts.
+#[test]
+fn under_load_runs_get_their_own_section() {
+    use crate::run::fixtures;
+    let mut l = loaded();
+    l.runs.extend([
+        fixtures::run("vpn <b>", 1, 300.0, 20_000.0, 0),
+        fixtures::run("vpn <b>", 2, 340.0, 30_000.0, 0),
+        fixtures::run("peering", 1, 100.0, 1_000.0, 0),
+    ]);
+    let p = render(&l, Path::new("report.html"), &Options::default());
+    let section = p
+        .split("id=\"under-load\"")
+        .nth(1)
+        .expect("an under-load section");
+    let section = section.split("<section").next().unwrap();
+    assert!(section.contains("Latency under load"), "{section}");
+    assert!(section.contains("id=\"fig-under-load\""), "{section}");
+    assert!(section.contains("class=\"band\""), "{section}");
+    assert!(
+        section.contains("shaded: loaded (dark); ramp (-O), drain (light)"),
+        "{section}"
+    );
+    assert!(section.contains("id=\"ul-table\""), "{section}");
+    for head in [
+        "idle p50 µs",
+        "loaded p50 ms",
+        "increase ms",
+        "RPM",
+        "load Mbit/s",
+    ] {
+        assert!(section.contains(head), "{head} in {section}");
+    }
+    // The label is escaped in the table as everywhere.
+    assert!(section.contains("vpn &lt;b&gt;") && !section.contains("vpn <b>"));
+    // The TCP table counts the plain runs alone: 3 per path and cell, none of these.
+    let tcp = p.split("id=\"tcp-table\"").nth(1).unwrap();
+    let tcp = tcp.split("</table>").next().unwrap();
+    assert!(!tcp.contains("load=up"), "{tcp}");
+    // The headline has a verdict on the loaded median.
+    assert!(p.contains("under load P=1 load=up"), "no verdict");
+}

@@ -123,6 +123,12 @@ pub struct ClientConfig {
     /// transactions are those new connections; `rr.held` says how many held flows still
     /// answered at the end.
     pub connections_only: Option<NonZeroU16>,
+    /// Request/response: time each transaction from when its request was sent, not from when
+    /// a paced one was due. Off (the default), a paced test counts the client's own lateness
+    /// as latency, as it must to avoid coordinated omission; on, it counts the path alone, as
+    /// a latency probe must (irtt's and `--under-load`'s probes): a probe is never held back
+    /// by an earlier one, so the only lateness left is the client host's own scheduling.
+    pub latency_from_send: bool,
 }
 
 /// Which protocol the client speaks to the server.
@@ -157,6 +163,7 @@ impl ClientConfig {
             per_flow: false,
             allow_partial_flows: false,
             connections_only: None,
+            latency_from_send: false,
             trace: None,
         }
     }

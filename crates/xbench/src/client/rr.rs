@@ -229,6 +229,7 @@ impl<'c> Running<'c> {
             config.per_flow,
         );
         acc.keep_opening = keep_opening;
+        acc.from_send = config.latency_from_send;
         let test = Test {
             session,
             config,
@@ -341,6 +342,7 @@ fn spawn_workers(
         },
         per_flow: config.per_flow,
         keep_opening,
+        from_send: config.latency_from_send,
     };
     let n_workers = rr::worker_count(flows);
     let mut shares: Vec<Vec<(u16, Option<std::net::TcpStream>)>> =
@@ -397,6 +399,7 @@ fn spawn_udp_workers(
         timeout,
         stall_timeout: config.stall_timeout.max(timeout.saturating_mul(2)),
         per_flow: config.per_flow,
+        from_send: config.latency_from_send,
     };
     let total = flows.len();
     let n_workers = rr::worker_count(total);
@@ -814,6 +817,9 @@ struct Accumulator {
     udp: Option<UdpCounts>,
     /// `--connections-only`'s openers: failed new connections are counted, not fatal.
     keep_opening: Option<KeepOpening>,
+    /// Latency from each request's send ([`ClientConfig::latency_from_send`]): pacing then
+    /// corrects no coordinated omission.
+    from_send: bool,
     /// Openers: failed new connections after the warm-up.
     failures: Failures,
 }
@@ -834,6 +840,7 @@ impl Accumulator {
             rtt: None,
             udp: spec.udp.map(|_| UdpCounts::default()),
             keep_opening: None,
+            from_send: false,
             failures: Failures::default(),
             flows: (0..n)
                 .map(|_| FlowTotals {
@@ -1089,7 +1096,7 @@ impl Accumulator {
                 seconds: measured_s,
                 transactions_per_second: tps,
                 latency: self.total.stats(),
-                coordinated_omission_corrected: spec.rate_per_flow.is_some(),
+                coordinated_omission_corrected: spec.rate_per_flow.is_some() && !self.from_send,
                 retransmits: self.retransmits,
                 server_retransmits: server.map(|s| s.measured_retransmits),
                 rtt: self.rtt.map(|(min, sum, max, n)| RttStats {

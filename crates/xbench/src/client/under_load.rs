@@ -293,6 +293,9 @@ impl Load {
                 },
             };
             c.per_flow = false;
+            // A probe answers for the path, not for this host's timer: irtt and the
+            // responsiveness draft time a probe from its send too.
+            c.latency_from_send = true;
             c.allow_partial_flows = false;
             c.connections_only = None;
             c.stall_timeout = c

@@ -60,6 +60,9 @@ pub(crate) struct Plan {
     /// `--crr`: a failed connection is counted and the flow goes on (`--connections-only`);
     /// `None`, it ends the flow.
     pub(crate) keep_opening: Option<KeepOpening>,
+    /// Time a paced transaction from when its request was queued, not from when it was due
+    /// ([`crate::ClientConfig::latency_from_send`]: latency probes).
+    pub(crate) from_send: bool,
 }
 
 /// How `--connections-only`'s openers treat a new connection that fails: counted by kind, and
@@ -510,6 +513,7 @@ impl ClientWorker {
         let period = self.plan.period.map(crate::latency::as_ns);
         let req = self.plan.request_len;
         let burst = self.plan.burst;
+        let from_send = self.plan.from_send;
         let f = &mut self.flows[i];
         let mut started = false;
         match f.conn {
@@ -527,7 +531,7 @@ impl ClientWorker {
                     if f.inflight.is_empty() {
                         f.last_progress = now;
                     }
-                    f.inflight.push_back(t);
+                    f.inflight.push_back(if from_send { now } else { t });
                     f.unsent += req;
                     started = true;
                 }
@@ -542,7 +546,7 @@ impl ClientWorker {
                     }
                     _ => return,
                 };
-                f.inflight.push_back(t);
+                f.inflight.push_back(if from_send { now } else { t });
                 f.last_progress = now;
                 if let Err(e) = self.connect(i) {
                     self.stop(i, e, now);
@@ -1130,6 +1134,7 @@ mod tests {
             }),
             per_flow: false,
             keep_opening,
+            from_send: false,
         };
         let control = Arc::new(Control::default());
         let (tx, mut rx) = unbounded_channel();

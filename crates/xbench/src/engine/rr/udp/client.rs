@@ -45,6 +45,9 @@ pub(crate) struct Plan {
     pub(crate) stall_timeout: Duration,
     /// Each flow keeps a [`FlowSketch`] of its own latency (`--per-flow`).
     pub(crate) per_flow: bool,
+    /// Time a paced transaction from when its request was sent, not from when it was due
+    /// ([`crate::ClientConfig::latency_from_send`]: latency probes).
+    pub(crate) from_send: bool,
 }
 
 /// Lost requests a flow remembers, to tell a late response from a duplicate: 4 KiB a flow at
@@ -171,14 +174,14 @@ impl Flow {
 
     /// Takes a response to `seq` that arrived at `now`: its latency, ns, if it answers a
     /// request in flight (the caller records it for the worker).
-    fn response(&mut self, seq: u64, now: u64) -> Option<u64> {
+    fn response(&mut self, seq: u64, now: u64, from_send: bool) -> Option<u64> {
         if let Some(pos) = self.inflight.iter().position(|o| o.seq == seq) {
             let o = self.inflight.remove(pos).unwrap_or(Outstanding {
                 seq,
                 start: now,
                 sent: now,
             });
-            let ns = now.saturating_sub(o.start);
+            let ns = now.saturating_sub(if from_send { o.sent } else { o.start });
             if let Some(sk) = self.sketch.as_mut() {
                 sk.record(ns);
             }
@@ -391,7 +394,7 @@ impl ClientWorker {
             let f = &mut self.flows[i];
             match header.filter(|h| len == want && h.token == f.udp.token) {
                 Some(h) => {
-                    if let Some(ns) = f.response(h.seq, now) {
+                    if let Some(ns) = f.response(h.seq, now, self.plan.from_send) {
                         self.rec.record(ns);
                         if self.plan.period.is_some() {
                             self.schedule(i);
@@ -657,6 +660,7 @@ mod tests {
             timeout: Duration::from_millis(20),
             stall_timeout: Duration::from_secs(5),
             per_flow: false,
+            from_send: false,
         };
         let control = Arc::new(Control::default());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -728,6 +732,30 @@ mod tests {
 
     /// A response that arrives after its request timed out is late, and one answered twice is
     /// a duplicate; neither is a latency sample.
+    /// A paced request sent late (the worker's timer fired 300 ns after it was due) is timed
+    /// from when it was due, unless the test times from the send (latency probes).
+    #[test]
+    fn latency_runs_from_the_due_time_or_from_the_send() {
+        for (from_send, want) in [(false, 1_000), (true, 700)] {
+            let mut f = Flow::new(
+                UdpFlow {
+                    id: 0,
+                    sock: UdpSocket::bind("127.0.0.1:0").unwrap(),
+                    token: TOKEN,
+                },
+                0,
+                true,
+            );
+            f.inflight.push_back(Outstanding {
+                seq: 0,
+                start: 1_000,
+                sent: 1_300,
+            });
+            f.next_seq = 1;
+            assert_eq!(f.response(0, 2_000, from_send), Some(want), "{from_send}");
+        }
+    }
+
     #[test]
     fn late_and_duplicate_responses_are_counted_apart() {
         let mut f = Flow::new(
@@ -747,18 +775,18 @@ mod tests {
             });
         }
         f.next_seq = 3;
-        assert_eq!(f.response(1, 5), Some(5));
+        assert_eq!(f.response(1, 5, false), Some(5));
         assert_eq!(f.expire(25, 20), (1, Some(40)));
         assert_eq!(f.counts.lost, 1);
-        assert_eq!(f.response(0, 30), None, "late");
+        assert_eq!(f.response(0, 30, false), None, "late");
         assert_eq!(
-            f.response(0, 31),
+            f.response(0, 31, false),
             None,
             "a copy of a late one is a duplicate"
         );
-        assert_eq!(f.response(1, 32), None, "answered before");
-        assert_eq!(f.response(7, 33), None, "never sent");
-        assert_eq!(f.response(2, 34), Some(34));
+        assert_eq!(f.response(1, 32, false), None, "answered before");
+        assert_eq!(f.response(7, 33, false), None, "never sent");
+        assert_eq!(f.response(2, 34, false), Some(34));
         assert_eq!(
             (
                 f.counts.late,
@@ -802,9 +830,9 @@ mod tests {
             "{}",
             f.timed_out.capacity()
         );
-        assert_eq!(f.response(n - 1, n + 200), None);
+        assert_eq!(f.response(n - 1, n + 200, false), None);
         assert_eq!(f.counts.late, 1);
-        assert_eq!(f.response(0, n + 200), None);
+        assert_eq!(f.response(0, n + 200, false), None);
         assert_eq!(f.counts.duplicates, 1, "forgotten: counted as a duplicate");
     }
 }
