@@ -224,11 +224,16 @@ fn the_service_unit_passes_systemd_analyze() {
         .env("MANPATH", &man)
         .output()
         .unwrap();
+    // `verify` also loads the machine's other units and warns about them (irtt's Debian
+    // package: "/lib/systemd/system/irtt.service:9: Special user nobody configured"): only
+    // what it says of this unit counts.
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && err.trim().is_empty(),
-        "verify: {err}"
-    );
+    let ours: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter(|l| !l.starts_with('/') || l.starts_with(unit.to_str().unwrap()))
+        .collect();
+    assert!(out.status.success() && ours.is_empty(), "verify: {err}");
 
     let out = Command::new("systemd-analyze")
         .args(["security", "--offline=true", "--threshold=20", "--no-pager"])

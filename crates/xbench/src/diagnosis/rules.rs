@@ -154,10 +154,17 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
         .nothing_queued_pct
         .is_some_and(|p| p >= NOTHING_QUEUED_PCT);
     if v.standing_queue() && !sender_saturated && !app_limited && !reader.behind() {
+        // A reader we cannot see (an iperf3 server) may be the late-ACKing end: likely, then,
+        // and saying so (a starved iperf3 server on a loaded machine: 16 ms "queue" on
+        // loopback, its window never closed).
+        let (confidence, unknowns) = match reader {
+            Reader::Unseen { .. } => (Confidence::Likely, vec![Unknown::ReaderUnseen]),
+            _ => (Confidence::Clear, vec![]),
+        };
         return verdict(
             &v,
             Verdict::PathQueue,
-            Confidence::Clear,
+            confidence,
             &[
                 FigureName::Rate,
                 FigureName::RttMean,
@@ -165,7 +172,7 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
                 FigureName::QueueDelay,
                 FigureName::Retransmits,
             ],
-            vec![],
+            unknowns,
         );
     }
     let window_full = v
@@ -213,14 +220,46 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
             vec![Unknown::Mixed { causes }],
         ),
         Named::Window => window_closed(i, &v, reader, sender_saturated),
-        Named::SendBuffer => verdict(
-            &v,
+        Named::SendBuffer => send_buffer_full(&v, reader),
+        Named::Idle | Named::None => unlimited(i, &v, limits, reader),
+    }
+}
+
+/// The sender was held on a full send buffer the most: the buffer's size, if the rate is about
+/// what it carries per RTT. A buffer whose ceiling is far above the rate filled because its
+/// data was acknowledged late: behind a reader that fell behind, the receiver (a starved
+/// reader on a loaded machine: 8.1 Gbit/s, the buffer's ceiling 55, sender on its buffer 28 %
+/// of the time); otherwise the figures disagree. A rate above the ceiling was never held by
+/// the buffer (see [`SNDBUF_CEILING_OVER`]).
+fn send_buffer_full(v: &Values<'_>, reader: Reader) -> Diagnosis {
+    match v.sndbuf_ceiling_use {
+        Some(u) if u > SNDBUF_CEILING_OVER => {
+            cannot_tell(v, SNDBUF_FIGURES, vec![Unknown::SendBufferExceeded])
+        }
+        Some(u) if u < SNDBUF_CEILING_SHARE && reader.behind() => verdict(
+            v,
+            Verdict::Receiver,
+            Confidence::Likely,
+            &[
+                FigureName::Rate,
+                FigureName::SendBufferCeiling,
+                FigureName::SndbufLimited,
+                FigureName::ReceiveQueue,
+                FigureName::ReaderOnCpu,
+                FigureName::ReaderWaitingForCpu,
+            ],
+            vec![],
+        ),
+        Some(u) if u < SNDBUF_CEILING_SHARE => {
+            cannot_tell(v, SNDBUF_FIGURES, vec![Unknown::FiguresDisagree])
+        }
+        _ => verdict(
+            v,
             Verdict::SendBuffer,
             Confidence::Clear,
             SNDBUF_FIGURES,
             vec![],
         ),
-        Named::Idle | Named::None => unlimited(i, &v, limits, reader),
     }
 }
 
@@ -1101,6 +1140,15 @@ mod tests {
             ..i
         };
         assert_ne!(bbr_probe.diagnose().verdict, Verdict::PathQueue);
+        // Behind an iperf3 server, whose reader reports nothing, a late-ACKing receiver
+        // inflates the RTT alike: the queue is likely, and the note says what is unseen.
+        let unseen = Inputs {
+            reader_thread: None,
+            receive_queue_pct: None,
+            ..i
+        };
+        let d = check(&unseen, Verdict::PathQueue, Some(Confidence::Likely));
+        assert_eq!(d.cannot_tell, vec![Unknown::ReaderUnseen]);
     }
 
     /// Lab, 200 Mbit/s tbf with a 30 KB queue, CUBIC: 134.8 Mbit/s, 3,043 retransmits (5 %).
@@ -1123,6 +1171,30 @@ mod tests {
             ..i
         };
         assert_ne!(few.diagnose().verdict, Verdict::NetworkLoss);
+    }
+
+    /// Loopback, a starved reader on a loaded machine: 8.1 Gbit/s, the sender held on its
+    /// send buffer 28 % of the time, but the buffer carries 55 Gbit/s per RTT: it filled with
+    /// data acknowledged late. The reader that fell behind is the likely limit, not the
+    /// buffer; with the reader keeping up, the figures disagree.
+    #[test]
+    fn a_send_buffer_far_above_the_rate_is_not_the_limit() {
+        let i = Inputs {
+            rate_bps: 8.1e9,
+            sndbuf_bytes: Some(4_194_304.0),
+            rtt_mean_us: Some(607.0),
+            limits: limits(100.0, 0.0, 28.0),
+            reader_thread: Some(thread(3.0, 96.0)),
+            ..base()
+        };
+        check(&i, Verdict::Receiver, Some(Confidence::Likely));
+        let kept_up = Inputs {
+            reader_thread: Some(thread(30.0, 5.0)),
+            ..i
+        };
+        let d = kept_up.diagnose();
+        assert_eq!(d.verdict, Verdict::CannotTell, "{d:?}");
+        assert_eq!(d.cannot_tell, vec![Unknown::FiguresDisagree]);
     }
 
     /// Lab, 40 ms, the client's `net.ipv4.tcp_wmem` capped at 128 KiB, CUBIC: 25 Mbit/s
