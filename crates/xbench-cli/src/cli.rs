@@ -570,6 +570,9 @@ pub(crate) enum ChartArg {
     Timeline,
     /// UDP loss and jitter vs the offered rate (-b), one line per path, 95 % CI bars.
     Udp,
+    /// Latency under load (--under-load): the probes' median over time with the load's
+    /// phases shaded, one line per path, and idle against loaded latency by percentile.
+    UnderLoad,
 }
 
 #[derive(Debug, Args)]
@@ -741,8 +744,9 @@ pub(crate) struct CompareArgs {
 
     /// Figures to check, comma-separated or repeated: throughput, tps, p50, p90, p99, p99.9,
     /// mean, and for UDP cells loss (% of datagrams) and jitter; throughput is a UDP cell's
-    /// received rate. Each is checked in the cells that carry it [default:
-    /// throughput,p99,loss].
+    /// received rate. For --under-load cells, increase (loaded minus idle median) and rpm;
+    /// there p50–p99 and loss are the loaded probes' and throughput the load's. Each is
+    /// checked in the cells that carry it [default: throughput,p99,loss,increase].
     #[arg(long, value_name = "METRIC", value_delimiter = ',', value_parser = parse::metric)]
     pub(crate) metric: Vec<xbench_report::compare::Metric>,
 

@@ -99,4 +99,46 @@ fn a_saved_under_load_sweep_reports_its_own_table_json_and_chart() {
         svg.contains("UDP probes&apos; median per interval"),
         "{svg}"
     );
+
+    // Asked for by name, the same chart; `--ceiling` has no axis on it.
+    let named = tmp.0.join("named.svg");
+    let out = xbench()
+        .args(["report", d, "--chart", "under-load", "--plot"])
+        .arg(&named)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(&named)
+            .unwrap()
+            .contains("median per interval")
+    );
+    let out = xbench()
+        .args([
+            "report",
+            d,
+            "--chart",
+            "under-load",
+            "--ceiling",
+            "1G",
+            "--plot",
+        ])
+        .arg(&named)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("under-load chart has no throughput axis"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -410,8 +410,9 @@ fn compare(
         (xbench_report::chart::ChartKind::Streams, "throughput.svg"),
         (xbench_report::chart::ChartKind::Latency, "latency.svg"),
         (xbench_report::chart::ChartKind::Udp, "udp.svg"),
+        (xbench_report::chart::ChartKind::UnderLoad, "under-load.svg"),
     ] {
-        // A suite without the request/response or UDP test has no such chart to draw.
+        // A suite without the request/response, UDP or under-load test has no such chart.
         let Ok(data) = xbench_report::chart::plan(&loaded.runs, Some(kind), unit) else {
             continue;
         };

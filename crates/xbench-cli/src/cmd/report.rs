@@ -96,6 +96,7 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<Exit> {
             ChartArg::Latency => ChartKind::Latency,
             ChartArg::Timeline => ChartKind::Timeline,
             ChartArg::Udp => ChartKind::Udp,
+            ChartArg::UnderLoad => ChartKind::UnderLoad,
         });
         let mut data = chart::plan(&loaded.runs, kind, args.unit).context("no chart drawn")?;
         if let Some(c) = ceiling {
@@ -174,10 +175,14 @@ fn check_ceiling(args: &ReportArgs) -> Result<(), UsageError> {
     if args.ceiling.is_none() {
         return Ok(());
     }
-    if let Some(c @ (ChartArg::Latency | ChartArg::Udp)) = args.chart {
+    if let Some(c @ (ChartArg::Latency | ChartArg::Udp | ChartArg::UnderLoad)) = args.chart {
         return Err(UsageError(format!(
             "--ceiling is a throughput; the {} chart has no throughput axis to draw it on",
-            if c == ChartArg::Udp { "udp" } else { "latency" }
+            match c {
+                ChartArg::Udp => "udp",
+                ChartArg::UnderLoad => "under-load",
+                _ => "latency",
+            }
         )));
     }
     if args.format == TableFormat::Json && args.plot.is_none() && args.html.is_none() {
