@@ -18,6 +18,10 @@
 //! direction = ["up", "down"]       # up: client sends; down: -R; bidir: --bidir
 //!
 //! [[suite.test]]
+//! under-load = true                # --under-load: latency probes idle, loaded, idle again
+//! direction = "bidir"              # the load: up, down or bidir (flent's RRUL)
+//!
+//! [[suite.test]]
 //! rr = true
 //! rr-size = ["1,1", "64,16K"]      # -r
 //! flows = [1, 4]                   # --flows
@@ -37,6 +41,7 @@ use xbench::config::{
     Direction, EndCondition, FlowCount, MAX_FLOWS, ReceiveMode, RrSpec, SocketOptions, TestSpec,
     ThroughputSpec, Workload,
 };
+use xbench::under_load::UnderLoadSpec;
 use xbench::units::{BitRate, ByteSize};
 use xbench_report::cell::CellKey;
 use xbench_sweep::{SweepError, SweepPlan, Target};
@@ -157,7 +162,12 @@ pub fn expected_run(spec: &TestSpec) -> Duration {
         // Byte counts never come from a suite; count them as the default 10 s.
         EndCondition::Bytes(_) => Duration::from_secs(10),
     };
-    spec.omit + test + RUN_OVERHEAD
+    // Latency under load rests the path before and after its load.
+    let idle = spec
+        .as_throughput()
+        .and_then(|t| t.under_load)
+        .map_or(Duration::ZERO, |u| u.idle * 2);
+    spec.omit + test + idle + RUN_OVERHEAD
 }
 
 impl SuiteTest {
@@ -188,8 +198,8 @@ pub fn hint(message: &str) -> &'static str {
         && (message.contains("`parallel`") || message.contains("`repeat`"));
     if about_suite {
         "\nsuite keys are xbench client's long flags (parallel, window, time, omit, interval, \
-         length, bitrate, no-delay, congestion, set-mss, zerocopy, recv-copy, rr, crr, rr-size, \
-         flows, burst, rate) and direction, repeat, pause"
+         length, bitrate, no-delay, congestion, set-mss, zerocopy, recv-copy, under-load, rr, crr, \
+         rr-size, flows, burst, rate) and direction, repeat, pause"
     } else {
         ""
     }
@@ -260,6 +270,8 @@ struct RawTest {
     zerocopy: bool,
     #[serde(default)]
     recv_copy: bool,
+    #[serde(default)]
+    under_load: bool,
     #[serde(default)]
     rr: bool,
     #[serde(default)]
@@ -454,6 +466,7 @@ impl RawTest {
             ("bitrate", self.bitrate.is_some()),
             ("zerocopy", self.zerocopy),
             ("recv-copy", self.recv_copy),
+            ("under-load", self.under_load),
         ];
         let rr_only = [
             ("rr-size", self.rr_size.is_some()),
@@ -572,6 +585,13 @@ impl RawTest {
             problem,
         };
         let mut t = ThroughputSpec {
+            // The default probes; the load is the test's own streams (4 unless `parallel`
+            // says otherwise, as `xbench client --under-load`).
+            under_load: self.under_load.then(UnderLoadSpec::default),
+            streams: match self.under_load {
+                true => NonZeroU16::MIN.saturating_add(3),
+                false => NonZeroU16::MIN,
+            },
             zerocopy: self.zerocopy,
             receive: if self.recv_copy {
                 ReceiveMode::Copy
@@ -781,6 +801,32 @@ mod tests {
             s.expected_per_path(),
             (Duration::from_secs(5) + RUN_OVERHEAD) * 21
         );
+    }
+
+    /// `under-load = true`: the direction is the load's, four streams unless `parallel` says
+    /// otherwise, its own cell beside a plain test of the same streams, and a run's expected
+    /// length counts the two idle phases. Not with rr.
+    #[test]
+    fn latency_under_load_is_a_test_of_its_own() {
+        let s = suite(
+            "time = 10\n[[test]]\nunder-load = true\ndirection = \"bidir\"\n[[test]]\nparallel = 4\ndirection = \"bidir\"\n",
+        )
+        .unwrap();
+        let cells = s.cells();
+        assert_eq!(cells.len(), 2, "{cells:?}");
+        let t = cells[0].as_throughput().unwrap();
+        assert_eq!(t.under_load, Some(UnderLoadSpec::default()));
+        assert_eq!((t.direction, t.streams.get()), (Direction::Bidir, 4));
+        assert_ne!(
+            CellKey::of_spec(&cells[0]).slug(),
+            CellKey::of_spec(&cells[1]).slug()
+        );
+        assert_eq!(
+            expected_run(&cells[0]) - expected_run(&cells[1]),
+            UnderLoadSpec::default().idle * 2
+        );
+        let e = suite("[[test]]\nrr = true\nunder-load = true\n").unwrap_err();
+        assert!(e.to_string().contains("under-load"), "{e}");
     }
 
     #[test]
