@@ -71,7 +71,8 @@ pub enum Metric {
     Jitter,
     /// What the load added to latency in a latency-under-load cell: the UDP probes' loaded
     /// minus idle median, µs (lower is better). The allowance is relative to the baseline's
-    /// increase, so a path whose queue added nothing allows next to nothing more.
+    /// increase, and at least 100 µs ([`Metric::least_allowance`]): a path whose queue added
+    /// nothing allows a scheduler's noise, not a queue.
     Increase,
     /// Responsiveness under load of a latency-under-load cell, round trips per minute (higher
     /// is better).
@@ -118,6 +119,17 @@ impl Metric {
             Metric::Jitter => "jitter",
             Metric::Increase => "increase",
             Metric::Rpm => "rpm",
+        }
+    }
+
+    /// The least allowance a regression check gives, in the metric's unit, however small the
+    /// baseline: the latency the load adds can be near zero (or below, as noise), where a
+    /// share of it would allow nothing; 100 µs is under what one scheduler slice adds.
+    /// Nothing for the others, whose baselines are never near zero when they mean anything.
+    pub fn least_allowance(self) -> f64 {
+        match self {
+            Metric::Increase => 100.0,
+            _ => 0.0,
         }
     }
 
@@ -202,7 +214,7 @@ impl Metric {
             Metric::Tps => format!("{}/s", number(v)),
             Metric::Loss => crate::units::percent(v),
             Metric::Jitter => xbench::units::format_micros(v * 1e3),
-            Metric::Increase => crate::units::signed_micros(v),
+            Metric::Increase => xbench::units::format_signed_micros(v),
             Metric::Rpm => format!("{} RPM", number(v)),
             _ => xbench::units::format_micros(v),
         }
@@ -823,13 +835,21 @@ fn judge(metric: Metric, b: &[f64], c: &[f64], criteria: &Criteria) -> (Option<f
             TestKind::MannWhitney => mann_whitney_less(x, y).map(|m| m.p_less),
         }
     };
-    let scaled = |v: &[f64], k: f64| -> Vec<f64> { v.iter().map(|x| x * k).collect() };
+    // The baseline moved by the allowance, toward worse: a share of each value's size (so a
+    // negative value, an increase that came out below zero, moves the right way too), at
+    // least the metric's own floor.
     let m = criteria.max_regression;
+    let floor = metric.least_allowance();
+    let worse_by = |v: &[f64], sign: f64| -> Vec<f64> {
+        v.iter()
+            .map(|x| x + sign * (m * x.abs()).max(floor))
+            .collect()
+    };
     // Worse beyond the allowance, and better at all, each as one one-sided test.
     let (p_worse, p_better) = if metric.higher_is_better() {
-        (less(c, &scaled(b, 1.0 - m)), less(b, c))
+        (less(c, &worse_by(b, -1.0)), less(b, c))
     } else {
-        (less(&scaled(b, 1.0 + m), c), less(c, b))
+        (less(&worse_by(b, 1.0), c), less(c, b))
     };
     let Some(p_worse) = p_worse else {
         return insufficient("a value is not a finite number".into());
@@ -1283,5 +1303,34 @@ mod tests {
                 .unwrap()
                 .passed()
         );
+    }
+
+    /// A path whose queue adds nothing has an increase around zero, below it as often as
+    /// above: the allowance must not shrink (or turn) with a negative baseline, and noise of a
+    /// few tens of µs is not a regression; a queue that adds milliseconds still is one.
+    #[test]
+    fn an_increase_near_zero_allows_noise_not_a_queue() {
+        use crate::run::fixtures;
+        let runs = |label: &str, extra_us: f64| -> Vec<Run> {
+            (1..=8)
+                .map(|n| {
+                    // Loaded medians 260–330 µs over a 300 µs idle one: -40 to +30 µs.
+                    let loaded = 260.0 + (n * 10) as f64 + extra_us;
+                    fixtures::run(label, n, 300.0, loaded, 0)
+                })
+                .collect()
+        };
+        let increase = |before: &[Run], after: &[Run]| {
+            let asked = Criteria {
+                metrics: vec![Metric::Increase],
+                ..Criteria::default()
+            };
+            let check = compare(before, after, &asked).unwrap();
+            assert_eq!(check.rows.len(), 1, "{check}");
+            check.rows[0].verdict.clone()
+        };
+        let base = runs("lan", 0.0);
+        assert_eq!(increase(&base, &runs("lan", 40.0)), Verdict::NoRegression);
+        assert_eq!(increase(&base, &runs("lan", 5_000.0)), Verdict::Regressed);
     }
 }

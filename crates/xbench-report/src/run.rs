@@ -386,7 +386,7 @@ impl Run {
                     ms(ul.idle_p50_us()),
                     ms(ul.loaded_p50_us()),
                     ul.increase_p50_us()
-                        .map_or_else(|| "-".into(), crate::units::signed_micros),
+                        .map_or_else(|| "-".into(), xbench::units::format_signed_micros),
                     crate::units::percent(ul.loaded_lost_percent())
                 );
                 if let Some(rpm) = ul.rpm() {

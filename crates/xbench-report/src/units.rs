@@ -20,13 +20,6 @@ pub(crate) fn percent(p: f64) -> String {
     }
 }
 
-/// A latency difference with its sign, so an increase reads as one: `+12.3 ms`, `-114 µs`
-/// (the hyphen-minus every other figure's sign is written with), `+0 µs`.
-pub(crate) fn signed_micros(us: f64) -> String {
-    let sign = if us < 0.0 { "-" } else { "+" };
-    format!("{sign}{}", xbench::units::format_micros(us.abs()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -487,6 +487,13 @@ pub fn format_micros(micros: f64) -> String {
     format!("{} {}", u.format(micros), u.label())
 }
 
+/// A latency difference with its sign, so an increase reads as one: `+12.3 ms`, `-114 µs`
+/// (the hyphen-minus every other figure's sign is written with), `+0 µs`.
+pub fn format_signed_micros(micros: f64) -> String {
+    let sign = if micros < 0.0 { "-" } else { "+" };
+    format!("{sign}{}", format_micros(micros.abs()))
+}
+
 fn parse_size(s: &str, require_unit: bool) -> Result<ByteSize, UnitError> {
     let (num, unit) = split_number(s)?;
     let mult: f64 = match unit {

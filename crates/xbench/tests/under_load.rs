@@ -66,10 +66,14 @@ async fn phases_follow_each_other_and_the_live_timeline_is_the_reports() {
     let ph = ul.phases;
     // The load waits the idle phase, runs -t, and the probes outlast it by another.
     assert!(ph.load_start_s >= 0.6, "{ph:?}");
+    // The loaded phase is the bulk test's measured window: up to where its last interval
+    // ended (at -t, or a little after as the clock read it).
+    let last = r.intervals.last().unwrap();
     assert!(
-        (ph.loaded_end_s - ph.loaded_start_s - 1.0).abs() < 1e-9,
-        "{ph:?}"
+        (ph.loaded_end_s - ph.load_start_s - last.end_s).abs() < 1e-9,
+        "{ph:?} {last:?}"
     );
+    assert!(ph.loaded_end_s - ph.loaded_start_s >= 1.0 - 1e-9, "{ph:?}");
     assert!(ph.idle_after_start_s >= ph.loaded_end_s, "{ph:?}");
     assert!(ph.end_s >= ph.idle_after_start_s + 0.5, "{ph:?}");
     // Every phase has probes, UDP and TCP.
@@ -87,7 +91,19 @@ async fn phases_follow_each_other_and_the_live_timeline_is_the_reports() {
     }
     // Both directions loaded, their streams' RTT sampled, and a responsiveness figure.
     assert_eq!(r.summary.directions.len(), 2);
-    assert!(ul.bulk_srtt.is_some_and(|s| s.count >= 4));
+    // Every measured interval's sending streams, the last one included.
+    let measured: Vec<_> = r.intervals.iter().filter(|iv| !iv.omitted).collect();
+    assert_eq!(measured.len(), 4, "{:?}", r.intervals);
+    let sampled: usize = measured
+        .iter()
+        .map(|iv| {
+            (iv.streams.iter())
+                .filter(|s| s.tcp.is_some_and(|t| t.srtt_us > 0))
+                .count()
+        })
+        .sum();
+    assert!(sampled >= 4 * 4, "{sampled}");
+    assert_eq!(ul.bulk_srtt.map(|s| s.count as usize), Some(sampled));
     let rpm = ul.responsiveness.expect("rpm");
     assert!(rpm.rpm > 0.0 && rpm.tcp_ms.is_some(), "{rpm:?}");
     // 50 probes a second for the whole test, 52 bytes each way.
@@ -178,4 +194,72 @@ async fn a_server_refuses_the_composite_spec_whole() {
         other => panic!("{other:?}"),
     }
     server.stop().await;
+}
+
+/// Runs an under-load test that the user stops `after` its probes started.
+async fn stopped(ul: UnderLoadSpec, after: Duration) -> xbench::report::TestReport {
+    let server = TestServer::start().await;
+    let mut c = server.config();
+    under_load(&mut c, Direction::ClientToServer, ul);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let mut tx = Some(tx);
+    let cancel = async move {
+        if rx.await.is_ok() {
+            tokio::time::sleep(after).await;
+        }
+    };
+    let r = xbench::client::run(
+        &c,
+        &mut |e| {
+            if matches!(e, ClientEvent::Started { .. })
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(());
+            }
+        },
+        cancel,
+    )
+    .await
+    .unwrap();
+    server.stop().await;
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_before_the_load_the_idle_probes_are_still_reported() {
+    // Stopped 0.3 s into a 3 s idle phase: the load never began.
+    let ul = UnderLoadSpec {
+        idle: Duration::from_secs(3),
+        ..quick()
+    };
+    let r = stopped(ul, Duration::from_millis(300)).await;
+    assert_eq!(r.outcome, Outcome::Interrupted);
+    assert!(r.summary.directions.is_empty(), "{:?}", r.summary);
+    let ul = r.under_load.as_ref().expect("under_load figures");
+    let ph = ul.phases;
+    assert!(ph.end_s > 0.0 && ph.load_start_s == ph.end_s, "{ph:?}");
+    assert_eq!(ph.idle_after_start_s, ph.end_s, "{ph:?}");
+    // 50 probes a second for about 0.3 s, all in the idle phase.
+    let idle = ul.udp.idle.latency.expect("idle probes");
+    assert!(idle.count >= 3, "{idle:?}");
+    assert!(ul.udp.loaded.latency.is_none() && ul.udp.idle_after.latency.is_none());
+    assert!(ul.udp.increase.is_none() && ul.responsiveness.is_none());
+    assert!(!ul.timeline.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_under_load_the_phases_stay_in_order() {
+    // Stopped 0.4 s into a 1 s load (or wherever the machine's load puts it): whatever
+    // was measured, the phases follow each other.
+    let r = stopped(quick(), quick().idle + Duration::from_millis(400)).await;
+    assert_eq!(r.outcome, Outcome::Interrupted);
+    let ph = r.under_load.as_ref().expect("under_load figures").phases;
+    let order = [
+        ph.load_start_s,
+        ph.loaded_start_s,
+        ph.loaded_end_s,
+        ph.idle_after_start_s,
+        ph.end_s,
+    ];
+    assert!(order.windows(2).all(|w| w[0] <= w[1]), "{ph:?}");
 }

@@ -322,13 +322,7 @@ fn added(s: &mut String, what: &str, p: &ProbeResults) {
         );
         return;
     };
-    let signed = |v: f64| {
-        if v >= 0.0 {
-            format!("+{}", format_micros(v))
-        } else {
-            format!("−{}", format_micros(-v))
-        }
-    };
+    let signed = xbench::units::format_signed_micros;
     if i.p50_us > 0.0 {
         let _ = writeln!(
             s,

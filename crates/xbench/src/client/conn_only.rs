@@ -120,6 +120,7 @@ pub(super) async fn run(
         Some(keep_opening),
         on_event,
         cancel.as_mut(),
+        std::future::pending(),
         give_up,
     );
     let mut opening = std::pin::pin!(opening);

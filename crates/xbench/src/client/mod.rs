@@ -341,7 +341,17 @@ async fn run_any(
         }
         Workload::Throughput(tp) => bulk::run(session, config, tp, on_event, cancel, give_up).await,
         Workload::RequestResponse(rr) => {
-            let mut report = rr::run(session, config, rr, None, on_event, cancel, give_up).await?;
+            let mut report = rr::run(
+                session,
+                config,
+                rr,
+                None,
+                on_event,
+                cancel,
+                std::future::pending(),
+                give_up,
+            )
+            .await?;
             if let Some((asked, max, why)) = turned_away {
                 rr::turned_away(&mut report, asked, max, why);
             }

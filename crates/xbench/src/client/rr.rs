@@ -44,6 +44,11 @@ use crate::tcp_info;
 /// Runs an accepted request/response test and reports it. With `keep_opening` (a `--crr`
 /// spec: `--connections-only`'s openers) a new connection that fails is counted by kind and
 /// the flow goes on; without, it ends the flow and fails the test.
+///
+/// `end` ends it early as its end condition would (a completed test, its transactions in
+/// flight drained in full: a UDP request until its timeout); `cancel` is the user's
+/// interruption, drained briefly.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run(
     mut session: Session,
     config: &ClientConfig,
@@ -51,9 +56,11 @@ pub(super) async fn run(
     keep_opening: Option<KeepOpening>,
     on_event: OnEvent<'_>,
     cancel: impl Future<Output = ()>,
+    end: impl Future<Output = ()>,
     mut give_up: GiveUp<impl Future<Output = ()>>,
 ) -> Result<TestReport, Error> {
     tokio::pin!(cancel);
+    tokio::pin!(end);
     let flows = spec.flows.as_usize();
     let mut warnings = Vec::new();
     if spec.udp.is_some() {
@@ -94,7 +101,7 @@ pub(super) async fn run(
         }
         let data = Data::Udp(flows, infos);
         let running = Running::start(session, config, spec, data, None, warnings, on_event)?;
-        let ended = running.run(cancel, on_event).await;
+        let ended = running.run(cancel, end, on_event).await;
         let drained = ended.drain(&mut give_up, on_event).await;
         return Ok(drained.collect(&mut give_up, on_event).await.report(spec));
     }
@@ -141,7 +148,7 @@ pub(super) async fn run(
         warnings,
         on_event,
     )?;
-    let ended = running.run(cancel, on_event).await;
+    let ended = running.run(cancel, end, on_event).await;
     let drained = ended.drain(&mut give_up, on_event).await;
     let mut report = drained.collect(&mut give_up, on_event).await.report(spec);
     if let Some(rr) = report.rr.as_mut() {
@@ -248,10 +255,12 @@ impl<'c> Running<'c> {
         })
     }
 
-    /// Runs transactions until the end, the user (`cancel`) or a failure stops them.
-    async fn run<C: Future<Output = ()>>(
+    /// Runs transactions until the end (the end condition or `end`), the user (`cancel`) or
+    /// a failure stops them.
+    async fn run<C: Future<Output = ()>, E: Future<Output = ()>>(
         mut self,
         mut cancel: Pin<&mut C>,
+        mut end: Pin<&mut E>,
         on_event: OnEvent<'_>,
     ) -> Ended<'c> {
         let spec = &self.test.config.spec;
@@ -267,6 +276,7 @@ impl<'c> Running<'c> {
                 biased;
                 () = &mut cancel => { outcome = Outcome::Interrupted; break; }
                 _ = sleep_until_opt(deadline) => break,
+                () = &mut end => break,
                 r = self.reports.recv() => match r {
                     Some(Report::Failed { flow, error }) => {
                         self.test.acc.flow_error(flow, &error);

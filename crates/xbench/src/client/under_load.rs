@@ -83,15 +83,6 @@ pub(super) async fn run(
             let _ = rx.wait_for(|v| *v).await;
         }
     };
-    let either = |a: &watch::Receiver<bool>, b: &watch::Receiver<bool>| {
-        let (a, b) = (fired(a), fired(b));
-        async move {
-            tokio::select! {
-                () = a => {},
-                () = b => {},
-            }
-        }
-    };
 
     let mut udp_events = {
         let tx = tx.clone();
@@ -124,7 +115,8 @@ pub(super) async fn run(
         &udp_rr,
         None,
         &mut udp_events,
-        either(&cancel_rx, &stop_rx),
+        fired(&cancel_rx),
+        fired(&stop_rx),
         GiveUp::new(fired(&give_up_rx)),
     );
     let tcp_rr = load.tcp_rr();
@@ -137,7 +129,8 @@ pub(super) async fn run(
                     &tcp_rr,
                     None,
                     &mut tcp_events,
-                    either(&cancel_rx, &stop_rx),
+                    fired(&cancel_rx),
+                    fired(&stop_rx),
                     GiveUp::new(fired(&give_up_rx)),
                 )
                 .await,
@@ -233,19 +226,54 @@ pub(super) async fn run(
     let udp = udp_res.unwrap_or(Err(Error::Interrupted {
         during: "starting the latency probes",
     }))?;
-    let Some(Some((bulk, done))) = bulk_res else {
-        return Err(Error::Interrupted {
-            during: "the idle phase before the load",
-        });
+    let (bulk, done) = match bulk_res {
+        Some(Some((bulk, done))) => (bulk?, done),
+        // Stopped before the load: what the idle probes measured is the report.
+        _ if cancelled => (no_load(&udp), Instant::now()),
+        _ => {
+            return Err(Error::Interrupted {
+                during: "the idle phase before the load",
+            });
+        }
     };
-    let bulk = bulk?;
-    let tcp = match tcp_res.flatten() {
-        Some(r) => Some(r?),
-        None => None,
+    // A TCP probe that failed leaves the UDP probes' and the load's figures standing: they
+    // are reported, and why the TCP ones are missing said.
+    let (tcp, tcp_failed) = match tcp_res.flatten() {
+        Some(Ok(r)) => (Some(r), None),
+        Some(Err(e)) => (
+            None,
+            Some(format!(
+                "the TCP latency probe failed: {e}; its figures are missing"
+            )),
+        ),
+        None => (None, None),
     };
-    let report = compose(config, &load, &live, udp, tcp, bulk, done, cancelled);
+    let mut report = compose(config, &load, &live, udp, tcp, bulk, done, cancelled);
+    if let Some(w) = tcp_failed {
+        on_event(ClientEvent::Warning(w.clone()));
+        report.warnings.push(w);
+    }
     live.finish(&report, on_event);
     Ok(report)
+}
+
+/// The bulk test's report when the user stopped the test before the load began: nothing
+/// loaded, nothing measured, the probe test's connection and timing.
+fn no_load(udp: &TestReport) -> TestReport {
+    TestReport {
+        streams: Vec::new(),
+        intervals: Vec::new(),
+        summary: crate::report::Summary {
+            directions: Vec::new(),
+            measured_s: 0.0,
+        },
+        rr: None,
+        udp: None,
+        outcome: Outcome::Interrupted,
+        warnings: Vec::new(),
+        under_load: None,
+        ..udp.clone()
+    }
 }
 
 /// The parts' configurations.
@@ -369,16 +397,37 @@ fn compose(
     let t0 = live.t0.unwrap_or(done);
     let secs =
         |t: Option<Instant>| t.map_or(0.0, |t| t.saturating_duration_since(t0).as_secs_f64());
-    let load_start_s = secs(live.load_start);
     let omit_s = config.spec.omit.as_secs_f64();
     let udp_rr = udp.rr.clone().unwrap_or_else(|| empty_rr(&udp));
     let end_s = udp_rr.intervals.last().map_or(0.0, |iv| iv.end_s);
-    let phases = Phases {
-        load_start_s,
-        loaded_start_s: load_start_s + omit_s,
-        loaded_end_s: load_start_s + omit_s + bulk.summary.measured_s,
-        idle_after_start_s: secs(Some(done)),
-        end_s,
+    let phases = match live.load_start {
+        Some(t) => {
+            let load_start_s = secs(Some(t));
+            // The loaded phase ends where the bulk test's last measured interval does: the
+            // window its own figures (and the streams' RTTs) come from.
+            let loaded_end_s = load_start_s
+                + (bulk.intervals.iter().rev())
+                    .find(|iv| !iv.omitted)
+                    .map_or(omit_s + bulk.summary.measured_s, |iv| iv.end_s);
+            // In order even when the user stopped the test under load (the probes then end
+            // with it, and no idle phase follows).
+            let idle_after_start_s = secs(Some(done)).max(loaded_end_s);
+            Phases {
+                load_start_s,
+                loaded_start_s: load_start_s + omit_s,
+                loaded_end_s,
+                idle_after_start_s,
+                end_s: end_s.max(idle_after_start_s),
+            }
+        }
+        // Stopped before the load: the whole timeline is the first idle phase.
+        None => Phases {
+            load_start_s: end_s,
+            loaded_start_s: end_s,
+            loaded_end_s: end_s,
+            idle_after_start_s: end_s,
+            end_s,
+        },
     };
     let tcp_rr = tcp.as_ref().and_then(|t| t.rr.clone());
     let wire = u64::from(PROBE_LEN)
@@ -553,6 +602,10 @@ impl Live {
         self.flush(on_event);
     }
 
+    fn load_start_s(&self) -> f64 {
+        self.secs(self.load_start)
+    }
+
     fn secs(&self, t: Option<Instant>) -> f64 {
         match (self.t0, t) {
             (Some(t0), Some(t)) => t.saturating_duration_since(t0).as_secs_f64(),
@@ -570,6 +623,15 @@ impl Live {
         if self.ul.tcp_probe {
             let tcp_until = self.tcp.last().map_or(0.0, |iv| tcp_offset + iv.end_s);
             until = until.min(tcp_until);
+        }
+        // A probe sent in a row is lost only once its timeout has passed, and counted in the
+        // interval it expired in: a row waits that long (and one probe interval, where the
+        // expiry falls), so the losses it shows are final.
+        until -= self.ul.probe_timeout.as_secs_f64() + PROBE_INTERVAL.as_secs_f64();
+        // The bulk test's latest interval may still be revised by its final results (the
+        // receiver's last counts): its row comes from the report, or once the next one is in.
+        if let Some(last) = self.bulk.last() {
+            until = until.min(self.load_start_s() + last.start_s);
         }
         let load_start_s = self.secs(self.load_start);
         let timeline = Timeline {

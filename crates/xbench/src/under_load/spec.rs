@@ -124,6 +124,19 @@ impl UnderLoadSpec {
                 ),
             );
         }
+        // Every probe its timeout may hold must have room in flight, or probes wait on each
+        // other and the figures read the wait as the path's.
+        let in_flight = (self.probe_rate * self.probe_timeout.as_secs_f64()).ceil() + 1.0;
+        if in_flight > f64::from(MAX_BURST) {
+            return err(
+                "--probe-timeout",
+                format!(
+                    "{} probes a second for {:?} each may hold {in_flight} in flight, more than \
+                     the {MAX_BURST} a flow allows: lower --probe-rate or --probe-timeout",
+                    self.probe_rate, self.probe_timeout
+                ),
+            );
+        }
         Ok(())
     }
 }
@@ -185,6 +198,19 @@ mod tests {
             }),
             "--probe-timeout"
         );
+        // 100 a second for 11 s would need 1,101 in flight: more than a flow's 1,024.
+        let crowded = UnderLoadSpec {
+            probe_rate: MAX_PROBE_RATE,
+            probe_timeout: Duration::from_secs(11),
+            ..d
+        };
+        assert_eq!(bad(crowded), "--probe-timeout");
+        spec_with(UnderLoadSpec {
+            probe_timeout: Duration::from_secs(10),
+            ..crowded
+        })
+        .validate()
+        .unwrap();
         let mut s = spec_with(d);
         s.interval = None;
         assert_eq!(s.validate().unwrap_err().field, "-i");
@@ -199,9 +225,10 @@ mod tests {
         assert_eq!(d.probe_burst().get(), 61);
         let most = UnderLoadSpec {
             probe_rate: MAX_PROBE_RATE,
-            probe_timeout: MAX_PROBE_TIMEOUT,
+            probe_timeout: Duration::from_millis(10_230),
             ..d
         };
+        spec_with(most).validate().unwrap();
         assert_eq!(most.probe_burst().get(), MAX_BURST);
     }
 }

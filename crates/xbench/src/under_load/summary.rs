@@ -58,11 +58,7 @@ pub(crate) fn derive(parts: &Parts<'_>) -> UnderLoadReport {
     let ph = tl.phases;
     let udp = probe_results(&tl.udp, &ph);
     let tcp = tl.tcp.as_ref().map(|t| probe_results(t, &ph));
-    let srtt = bulk_srtt(
-        tl.bulk,
-        ph.load_start_s,
-        (ph.loaded_start_s, ph.loaded_end_s),
-    );
+    let srtt = bulk_srtt(tl.bulk);
     let responsiveness = responsiveness(tl, &ph, &srtt);
     UnderLoadReport {
         phases: ph,
@@ -154,15 +150,13 @@ fn probe_results(part: &ProbePart<'_>, ph: &Phases) -> ProbeResults {
     }
 }
 
-/// The bulk streams' smoothed RTT at the end of every interval inside `window` (timeline
-/// seconds): each sending stream's `TCP_INFO` (the server's for streams it sends).
-fn bulk_srtt(bulk: &[Interval], load_start_s: f64, window: (f64, f64)) -> Distribution {
+/// The bulk streams' smoothed RTT at the end of every measured interval (those after the
+/// `-O` warm-up, the loaded phase's): each sending stream's `TCP_INFO` (the server's for
+/// streams it sends). Chosen by the bulk test's own mark, not by the timeline's clock, so the
+/// last interval, which ends where the measured window does, is never lost to rounding.
+fn bulk_srtt(bulk: &[Interval]) -> Distribution {
     let mut d = Distribution::new();
-    for iv in bulk {
-        let s = (load_start_s + iv.start_s, load_start_s + iv.end_s);
-        if !within(s, window.0, window.1) {
-            continue;
-        }
+    for iv in bulk.iter().filter(|iv| !iv.omitted) {
         record_srtt(iv, &mut d);
     }
     d
