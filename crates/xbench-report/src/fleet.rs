@@ -14,17 +14,22 @@
 //!   and the connection setup (milliseconds against a test of seconds). The fleet's rate is
 //!   the sum of each instance's receiver rate over its window; `seconds` is the longest
 //!   window. Intervals are merged by index (they are relative to each instance's start, so
-//!   index *i* is the same stretch of wall-clock time in every instance); an interval not
+//!   index *i* is the same stretch of wall-clock time in every instance, as far as their
+//!   starts agree: see **Starts**); an interval not
 //!   every instance reported is left out.
 //! - **Request/response latency**: each report carries its HdrHistogram (whole test and per
 //!   interval), so the fleet's percentiles come from the merged histogram — never from
 //!   averaged percentiles, which mean nothing. Transaction rates sum.
 //! - **Fairness** is recomputed over every stream of the fleet; RTT: lowest, highest, and the
 //!   mean weighted by streams.
-//! - **Left out** (`None`), because no sum or mean of the parts means it: the server's CPU
-//!   (one server process serves the whole fleet; each report holds that process's figure),
-//!   CPU per GB and per transaction, sender-limit shares and the window ceiling, and with them
-//!   the diagnosis (each instance's own report keeps its own).
+//! - **CPU**: sums on each side (each report's figures are its own test's threads, the
+//!   server's included), and per GB or per transaction from the sums.
+//! - **Starts**: each instance's start after the earliest is in the merged report's first
+//!   warning, and a spread past a tenth of the interval adds a warning of its own: the windows
+//!   then do not coincide.
+//! - **Left out** (`None`), because no sum or mean of the parts means it: sender-limit shares
+//!   and the window ceiling, and with them the diagnosis (each instance's own report keeps its
+//!   own).
 //!
 //! Not for running anything or reading files.
 
@@ -193,27 +198,24 @@ pub fn merge(parts: &[TestReport], spec: &TestSpec) -> Result<TestReport, FleetE
         Some(_) => Some(merge_rr(parts, &offsets)?),
         None => None,
     };
-    out.cpu = CpuReport {
-        client: CpuUsage {
-            user_s: parts.iter().map(|p| p.cpu.client.user_s).sum(),
-            system_s: parts.iter().map(|p| p.cpu.client.system_s).sum(),
-        },
-        server: None,
-        client_s_per_gb: None,
-        server_s_per_gb: None,
-        client_us_per_transaction: None,
-        server_us_per_transaction: None,
-    };
+    out.cpu = merge_cpu(parts);
+    let starts = Starts::of(parts, spec);
     let mut warnings = vec![format!(
         "fleet of {} client instances started at one instant, merged: {}",
         parts.len(),
         parts
             .iter()
             .enumerate()
-            .map(|(k, p)| format!("#{} {}", k + 1, headline(p)))
+            .map(|(k, p)| format!(
+                "#{} {}{}",
+                k + 1,
+                headline(p),
+                starts.offset(k).unwrap_or_default()
+            ))
             .collect::<Vec<_>>()
             .join("; ")
     )];
+    warnings.extend(starts.warning());
     for (k, p) in parts.iter().enumerate() {
         warnings.extend(
             p.warnings
@@ -223,6 +225,111 @@ pub fn merge(parts: &[TestReport], spec: &TestSpec) -> Result<TestReport, FleetE
     }
     out.warnings = warnings;
     Ok(out)
+}
+
+/// CPU of the fleet's test: the sum of its instances' on each side. Each side's figure in a
+/// report is the CPU time of that test's own threads (`RUSAGE_THREAD`), so the server's
+/// threads for one instance's part are not in another's: one server process serving the
+/// whole fleet spent the sum. Per gigabyte and per transaction come from the sums too (each
+/// instance's bytes or transactions recovered from its own ratio); `None` where an instance
+/// lacks the figure or its ratio cannot be inverted (no CPU at all).
+fn merge_cpu(parts: &[TestReport]) -> CpuReport {
+    let sum = |each: &dyn Fn(&CpuReport) -> Option<CpuUsage>| -> Option<CpuUsage> {
+        parts.iter().try_fold(CpuUsage::default(), |mut acc, p| {
+            acc += each(&p.cpu)?;
+            Some(acc)
+        })
+    };
+    // Σ cpu ÷ Σ (cpu_i ÷ ratio_i): the ratio of the sums, from each instance's ratio.
+    let ratio = |cpu: &dyn Fn(&CpuReport) -> Option<CpuUsage>,
+                 per: &dyn Fn(&CpuReport) -> Option<f64>|
+     -> Option<f64> {
+        let (mut total, mut amount) = (0.0, 0.0);
+        for p in parts {
+            let (c, r) = (cpu(&p.cpu)?.total_s(), per(&p.cpu)?);
+            if !(r > 0.0 && c > 0.0) {
+                return None;
+            }
+            total += c;
+            amount += c / r;
+        }
+        (amount > 0.0).then(|| total / amount)
+    };
+    let client = |c: &CpuReport| Some(c.client);
+    let server = |c: &CpuReport| c.server;
+    CpuReport {
+        client: sum(&client).unwrap_or_default(),
+        server: sum(&server),
+        client_s_per_gb: ratio(&client, &|c| c.client_s_per_gb),
+        server_s_per_gb: ratio(&server, &|c| c.server_s_per_gb),
+        client_us_per_transaction: ratio(&client, &|c| c.client_us_per_transaction),
+        server_us_per_transaction: ratio(&server, &|c| c.server_us_per_transaction),
+    }
+}
+
+/// When each instance's test began (its data started flowing), each on its own clock, and
+/// the spread the merge is judged by.
+struct Starts {
+    /// Seconds after the earliest start, per instance; `None` for a time that cannot be read.
+    after_first: Vec<Option<f64>>,
+    /// A tenth of the reporting interval (of a second without intervals), seconds.
+    allowed: f64,
+}
+
+impl Starts {
+    fn of(parts: &[TestReport], spec: &TestSpec) -> Self {
+        let times: Vec<_> = parts
+            .iter()
+            .map(|p| xbench::time::parse_rfc3339(&p.started_at))
+            .collect();
+        let first = times.iter().flatten().min().copied();
+        let after_first = times
+            .iter()
+            .map(|t| {
+                let d = t.as_ref()?.duration_since(first?).ok()?;
+                Some(d.as_secs_f64())
+            })
+            .collect();
+        let interval = spec.interval.unwrap_or(std::time::Duration::from_secs(1));
+        Starts {
+            after_first,
+            allowed: interval.as_secs_f64() / 10.0,
+        }
+    }
+
+    /// ", started +12 ms": instance `k`'s start after the earliest.
+    fn offset(&self, k: usize) -> Option<String> {
+        let s = (*self.after_first.get(k)?)?;
+        Some(format!(", started +{:.0} ms", s * 1e3))
+    }
+
+    /// The run marked when its instances' windows do not coincide: a spread past a tenth of
+    /// the interval puts each merged interval's parts that far apart in time, and the sum
+    /// of rates measured over different seconds overstates what the path carried at once.
+    fn warning(&self) -> Option<String> {
+        if self.after_first.iter().any(Option::is_none) {
+            return Some(
+                "fleet: an instance's start time could not be read; whether the instances' \
+                 windows coincide is not known"
+                    .into(),
+            );
+        }
+        let spread = self
+            .after_first
+            .iter()
+            .flatten()
+            .copied()
+            .fold(0.0, f64::max);
+        (spread > self.allowed).then(|| {
+            format!(
+                "fleet: the instances started {:.0} ms apart, more than a tenth of the interval \
+                 ({:.0} ms): their windows do not coincide, and the merged rate can overstate \
+                 what the path carried at once; each instance's own report is kept beside it",
+                spread * 1e3,
+                self.allowed * 1e3
+            )
+        })
+    }
 }
 
 /// One instance's figure, for the merged report's first warning.
@@ -594,6 +701,78 @@ mod tests {
         );
         // An instance without counts (an older client): none for the fleet.
         assert_eq!(sum_attempts([Some(a), None].into_iter()), None);
+    }
+
+    /// A completed report of instance `k`, started `after_ms` after 12:00:00 and with the
+    /// CPU `(client, server)` seconds and their ratios to `gb` gigabytes moved.
+    fn part(after_ms: u64, cpu: (f64, f64), gb: f64) -> TestReport {
+        let mut c = xbench::ClientConfig::new("h");
+        c.spec.interval = Some(std::time::Duration::from_secs(1));
+        let at = xbench::time::parse_rfc3339("2026-11-29T12:00:00.000Z").unwrap()
+            + std::time::Duration::from_millis(after_ms);
+        let why = xbench::Error::Interrupted { during: "a test" };
+        let mut r = xbench::client::nothing_measured(&c, at, &why);
+        r.outcome = Outcome::Completed;
+        r.warnings.clear();
+        let usage = |s: f64| CpuUsage {
+            user_s: s / 4.0,
+            system_s: s * 3.0 / 4.0,
+        };
+        r.cpu = CpuReport {
+            client: usage(cpu.0),
+            server: Some(usage(cpu.1)),
+            client_s_per_gb: Some(cpu.0 / gb),
+            server_s_per_gb: Some(cpu.1 / gb),
+            client_us_per_transaction: None,
+            server_us_per_transaction: None,
+        };
+        r
+    }
+
+    /// Each report's CPU is its own test's threads: the fleet's is the sum on both sides,
+    /// and per GB the sums' ratio (not the mean of the ratios).
+    #[test]
+    fn the_fleets_cpu_is_the_sum_of_its_instances_on_both_sides() {
+        let parts = [part(0, (1.0, 2.0), 1.0), part(5, (3.0, 2.0), 3.0)];
+        let m = merge(&parts, &parts[0].spec).unwrap();
+        assert!((m.cpu.client.total_s() - 4.0).abs() < 1e-9, "{:?}", m.cpu);
+        assert!((m.cpu.server.unwrap().total_s() - 4.0).abs() < 1e-9);
+        // 4 s over 4 GB on each side.
+        assert!((m.cpu.client_s_per_gb.unwrap() - 1.0).abs() < 1e-9);
+        assert!((m.cpu.server_s_per_gb.unwrap() - 1.0).abs() < 1e-9);
+        assert_eq!(m.cpu.client_us_per_transaction, None);
+        // A server figure missing from one instance: none for the fleet.
+        let mut older = part(5, (3.0, 2.0), 3.0);
+        older.cpu.server = None;
+        let m = merge(&[parts[0].clone(), older], &parts[0].spec).unwrap();
+        assert_eq!(m.cpu.server, None);
+        assert_eq!(m.cpu.server_s_per_gb, None);
+    }
+
+    /// Each instance's start is in the merged report; a spread past a tenth of the 1 s
+    /// interval marks it.
+    #[test]
+    fn starts_are_recorded_and_a_wide_spread_marks_the_run() {
+        let close = [part(0, (1.0, 1.0), 1.0), part(40, (1.0, 1.0), 1.0)];
+        let m = merge(&close, &close[0].spec).unwrap();
+        assert!(m.warnings[0].contains("#2 "), "{:?}", m.warnings);
+        assert!(m.warnings[0].contains("started +40 ms"), "{:?}", m.warnings);
+        assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
+        let apart = [part(250, (1.0, 1.0), 1.0), part(0, (1.0, 1.0), 1.0)];
+        let m = merge(&apart, &apart[0].spec).unwrap();
+        assert!(m.warnings[0].contains("#1 "), "{:?}", m.warnings);
+        assert!(
+            m.warnings[0].contains("started +250 ms"),
+            "{:?}",
+            m.warnings
+        );
+        assert!(
+            m.warnings
+                .iter()
+                .any(|w| w.contains("started 250 ms apart") && w.contains("(100 ms)")),
+            "{:?}",
+            m.warnings
+        );
     }
 
     #[test]
