@@ -46,6 +46,10 @@ enum Part {
 
 /// Runs a latency-under-load test whose load is `tp` and reports it: the bulk test's report,
 /// with the probes' figures in `under_load`.
+///
+/// In steps: the parts admitted as a group ([`admit`]), then the probes and the load phase
+/// run at once, their events merged into one timeline ([`Running::drive`]), then the report
+/// composed from what each part returned ([`Ended::report`]).
 pub(super) async fn run(
     config: &ClientConfig,
     tp: &ThroughputSpec,
@@ -55,206 +59,316 @@ pub(super) async fn run(
     give_up: GiveUp<impl Future<Output = ()>>,
 ) -> Result<TestReport, Error> {
     let mut cancel = std::pin::pin!(cancel);
-    let mut give_up = give_up;
     let load = Load::new(config, tp, ul);
-    let early = ul.idle <= ADMISSION_LEAD;
-    // The group's admission: the load's place first, then the probes'.
-    let bulk_session = match early {
+    let sessions = admit(&load, cancel.as_mut()).await?;
+    let (tx, rx) = mpsc::unbounded_channel::<(Part, Instant, ClientEvent)>();
+    let signals = Signals::new();
+    let (started_tx, started_rx) = watch::channel(None::<Instant>);
+    let mut udp_events = forward(&tx, Part::Udp, Some(started_tx));
+    let mut tcp_events = forward(&tx, Part::Tcp, None);
+    let mut bulk_events = forward(&tx, Part::Bulk, None);
+    drop(tx);
+
+    let udp_rr = load.udp_rr();
+    let probe = rr::run(
+        sessions.udp,
+        &load.udp,
+        &udp_rr,
+        None,
+        &mut udp_events,
+        fired(&signals.cancel.1),
+        fired(&signals.stop.1),
+        GiveUp::new(fired(&signals.give_up.1)),
+    );
+    let tcp_rr = load.tcp_rr();
+    let tcp_probe = async {
+        let (Some(s), Some(c)) = (sessions.tcp, &load.tcp) else {
+            return None;
+        };
+        let r = rr::run(
+            s,
+            c,
+            &tcp_rr,
+            None,
+            &mut tcp_events,
+            fired(&signals.cancel.1),
+            fired(&signals.stop.1),
+            GiveUp::new(fired(&signals.give_up.1)),
+        );
+        Some(r.await)
+    };
+    let load_phase = load_phase(&load, sessions.bulk, started_rx, &signals, &mut bulk_events);
+    let parts = Running {
+        probe,
+        tcp_probe,
+        load_phase,
+    };
+    let mut live = Live::new(config, ul);
+    let ended = parts
+        .drive(rx, &signals, &mut live, on_event, cancel, give_up)
+        .await;
+    let report = ended.report(config, &load, &live, on_event)?;
+    live.finish(&report, on_event);
+    Ok(report)
+}
+
+/// The parts' sessions, admitted as a group: the load's place first (unless its idle phase is
+/// too long for the server to hold it, [`ADMISSION_LEAD`]), then the probes'.
+struct Sessions {
+    bulk: Option<Session>,
+    udp: Session,
+    tcp: Option<Session>,
+}
+
+async fn admit(
+    load: &Load,
+    mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Result<Sessions, Error> {
+    let bulk = match load.ul.idle <= ADMISSION_LEAD {
         true => {
             Some(interruptible(Session::open(&load.bulk), cancel.as_mut(), "connecting").await?)
         }
         false => None,
     };
-    let udp_session =
-        interruptible(Session::open(&load.udp), cancel.as_mut(), "connecting").await?;
-    let tcp_session = match &load.tcp {
+    let udp = interruptible(Session::open(&load.udp), cancel.as_mut(), "connecting").await?;
+    let tcp = match &load.tcp {
         Some(c) => Some(interruptible(Session::open(c), cancel.as_mut(), "connecting").await?),
         None => None,
     };
+    Ok(Sessions { bulk, udp, tcp })
+}
 
-    let (tx, mut rx) = mpsc::unbounded_channel::<(Part, Instant, ClientEvent)>();
-    let (cancel_tx, cancel_rx) = watch::channel(false);
-    let (give_up_tx, give_up_rx) = watch::channel(false);
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (started_tx, mut started_rx) = watch::channel(None::<Instant>);
-    let fired = |rx: &watch::Receiver<bool>| {
-        let mut rx = rx.clone();
-        async move {
-            let _ = rx.wait_for(|v| *v).await;
-        }
-    };
+/// What the parts are told: the user's stop (`cancel`), a second one (`give_up`), and the
+/// end of the last idle phase (`stop`, which ends the probes as their end condition would).
+struct Signals {
+    cancel: (watch::Sender<bool>, watch::Receiver<bool>),
+    give_up: (watch::Sender<bool>, watch::Receiver<bool>),
+    stop: (watch::Sender<bool>, watch::Receiver<bool>),
+}
 
-    let mut udp_events = {
-        let tx = tx.clone();
-        move |e: ClientEvent| {
-            let at = Instant::now();
-            if matches!(e, ClientEvent::Started { .. }) {
-                started_tx.send_replace(Some(at));
-            }
-            let _ = tx.send((Part::Udp, at, e));
+impl Signals {
+    fn new() -> Self {
+        Signals {
+            cancel: watch::channel(false),
+            give_up: watch::channel(false),
+            stop: watch::channel(false),
         }
-    };
-    let mut tcp_events = {
-        let tx = tx.clone();
-        move |e: ClientEvent| {
-            let _ = tx.send((Part::Tcp, Instant::now(), e));
-        }
-    };
-    let mut bulk_events = {
-        let tx = tx.clone();
-        move |e: ClientEvent| {
-            let _ = tx.send((Part::Bulk, Instant::now(), e));
-        }
-    };
-    drop(tx);
+    }
+}
 
-    let udp_rr = load.udp_rr();
-    let probe = rr::run(
-        udp_session,
-        &load.udp,
-        &udp_rr,
-        None,
-        &mut udp_events,
-        fired(&cancel_rx),
-        fired(&stop_rx),
-        GiveUp::new(fired(&give_up_rx)),
-    );
-    let tcp_rr = load.tcp_rr();
-    let tcp_probe = async {
-        match (tcp_session, &load.tcp) {
-            (Some(s), Some(c)) => Some(
-                rr::run(
-                    s,
-                    c,
-                    &tcp_rr,
-                    None,
-                    &mut tcp_events,
-                    fired(&cancel_rx),
-                    fired(&stop_rx),
-                    GiveUp::new(fired(&give_up_rx)),
-                )
-                .await,
-            ),
-            _ => None,
+/// Resolves once `rx` is set (or its sender is gone).
+fn fired(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + use<> {
+    let mut rx = rx.clone();
+    async move {
+        let _ = rx.wait_for(|v| *v).await;
+    }
+}
+
+/// A part's events onto the timeline's channel, each with when it came; the UDP probe's
+/// start is also the timeline's zero, which the load phase waits for.
+fn forward(
+    tx: &mpsc::UnboundedSender<(Part, Instant, ClientEvent)>,
+    part: Part,
+    started: Option<watch::Sender<Option<Instant>>>,
+) -> impl FnMut(ClientEvent) + Send + use<> {
+    let tx = tx.clone();
+    move |e: ClientEvent| {
+        let at = Instant::now();
+        if let Some(s) = &started
+            && matches!(e, ClientEvent::Started { .. })
+        {
+            s.send_replace(Some(at));
         }
+        let _ = tx.send((part, at, e));
+    }
+}
+
+/// The load phase: waits out the first idle phase from the probes' start, runs the bulk test,
+/// then the second idle phase, and stops the probes. `None` when the user stopped it before
+/// the load began, or the probes never started; else the bulk test's result and when it
+/// ended.
+async fn load_phase(
+    load: &Load,
+    session: Option<Session>,
+    mut started: watch::Receiver<Option<Instant>>,
+    signals: &Signals,
+    events: OnEvent<'_>,
+) -> Option<(Result<TestReport, Error>, Instant)> {
+    let ul = &load.ul;
+    let stop = || {
+        let _ = signals.stop.0.send(true);
     };
-    let bulk_tp = load.bulk_tp();
-    let load_phase = async {
-        // The probes' first interval is the timeline's zero; a probe that never started
-        // leaves nothing to load.
-        let t0 = match started_rx.wait_for(Option::is_some).await {
-            Ok(t) => (*t)?,
-            Err(_) => return None,
-        };
-        let user = fired(&cancel_rx);
-        tokio::pin!(user);
-        let session = match bulk_session {
-            Some(s) => s,
-            None => {
-                let at = t0 + ul.idle.saturating_sub(ADMISSION_LEAD);
-                tokio::select! {
-                    () = tokio::time::sleep_until(at.into()) => {},
-                    () = user.as_mut() => return None,
-                }
-                let open = Session::open(&load.bulk);
-                match interruptible(open, user.as_mut(), "connecting").await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = stop_tx.send(true);
-                        return Some((Err(e), Instant::now()));
-                    }
-                }
-            }
-        };
-        tokio::select! {
-            () = tokio::time::sleep_until((t0 + ul.idle).into()) => {},
-            () = user.as_mut() => return None,
-        }
-        let report = bulk::run(
-            session,
-            &load.bulk,
-            &bulk_tp,
-            &mut bulk_events,
-            fired(&cancel_rx),
-            GiveUp::new(fired(&give_up_rx)),
-        )
-        .await;
-        let done = Instant::now();
-        if report.is_ok() {
-            // The second idle phase, unless the user stops the test first.
+    // The probes' first interval is the timeline's zero; a probe that never started leaves
+    // nothing to load.
+    let Some(t0) = started
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|t| *t)
+    else {
+        stop();
+        return None;
+    };
+    let user = fired(&signals.cancel.1);
+    tokio::pin!(user);
+    let session = match session {
+        Some(s) => s,
+        None => {
+            let at = t0 + ul.idle.saturating_sub(ADMISSION_LEAD);
             tokio::select! {
-                () = tokio::time::sleep_until((done + ul.idle).into()) => {},
-                () = user.as_mut() => {},
+                () = tokio::time::sleep_until(at.into()) => {},
+                () = user.as_mut() => return None,
+            }
+            let open = Session::open(&load.bulk);
+            match interruptible(open, user.as_mut(), "connecting").await {
+                Ok(s) => s,
+                Err(e) => {
+                    stop();
+                    return Some((Err(e), Instant::now()));
+                }
             }
         }
-        let _ = stop_tx.send(true);
-        Some((report, done))
     };
-
-    let mut live = Live::new(config, ul);
-    let mut probe = std::pin::pin!(probe);
-    let mut tcp_probe = std::pin::pin!(tcp_probe);
-    let mut load_phase = std::pin::pin!(load_phase);
-    let (mut udp_res, mut tcp_res, mut bulk_res) = (None, None, None);
-    let (mut cancelled, mut gave_up) = (false, false);
-    loop {
+    tokio::select! {
+        () = tokio::time::sleep_until((t0 + ul.idle).into()) => {},
+        () = user.as_mut() => return None,
+    }
+    let report = bulk::run(
+        session,
+        &load.bulk,
+        &load.bulk_tp(),
+        events,
+        fired(&signals.cancel.1),
+        GiveUp::new(fired(&signals.give_up.1)),
+    )
+    .await;
+    let done = Instant::now();
+    if report.is_ok() {
+        // The second idle phase, unless the user stops the test first.
         tokio::select! {
-            Some((part, at, ev)) = rx.recv() => live.event(part, at, ev, on_event),
-            () = cancel.as_mut(), if !cancelled => {
-                cancelled = true;
-                let _ = cancel_tx.send(true);
+            () = tokio::time::sleep_until((done + ul.idle).into()) => {},
+            () = user.as_mut() => {},
+        }
+    }
+    stop();
+    Some((report, done))
+}
+
+/// The three parts, running.
+struct Running<P, T, L> {
+    probe: P,
+    tcp_probe: T,
+    load_phase: L,
+}
+
+/// What each part returned, and whether the user stopped the test.
+struct Ended {
+    udp: Option<Result<TestReport, Error>>,
+    tcp: Option<Option<Result<TestReport, Error>>>,
+    bulk: Option<Option<(Result<TestReport, Error>, Instant)>>,
+    cancelled: bool,
+}
+
+impl<P, T, L> Running<P, T, L>
+where
+    P: Future<Output = Result<TestReport, Error>>,
+    T: Future<Output = Option<Result<TestReport, Error>>>,
+    L: Future<Output = Option<(Result<TestReport, Error>, Instant)>>,
+{
+    /// Polls the parts until all have ended (or the UDP probe could not start), handing
+    /// their events to the live timeline and the user's stops to the parts.
+    async fn drive(
+        self,
+        mut rx: mpsc::UnboundedReceiver<(Part, Instant, ClientEvent)>,
+        signals: &Signals,
+        live: &mut Live,
+        on_event: OnEvent<'_>,
+        mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
+        mut give_up: GiveUp<impl Future<Output = ()>>,
+    ) -> Ended {
+        let mut probe = std::pin::pin!(self.probe);
+        let mut tcp_probe = std::pin::pin!(self.tcp_probe);
+        let mut load_phase = std::pin::pin!(self.load_phase);
+        let mut e = Ended {
+            udp: None,
+            tcp: None,
+            bulk: None,
+            cancelled: false,
+        };
+        let mut gave_up = false;
+        loop {
+            tokio::select! {
+                Some((part, at, ev)) = rx.recv() => live.event(part, at, ev, on_event),
+                () = cancel.as_mut(), if !e.cancelled => {
+                    e.cancelled = true;
+                    let _ = signals.cancel.0.send(true);
+                }
+                () = give_up.wait(), if e.cancelled && !gave_up => {
+                    gave_up = true;
+                    let _ = signals.give_up.0.send(true);
+                }
+                r = probe.as_mut(), if e.udp.is_none() => e.udp = Some(r),
+                r = tcp_probe.as_mut(), if e.tcp.is_none() => e.tcp = Some(r),
+                r = load_phase.as_mut(), if e.bulk.is_none() => e.bulk = Some(r),
             }
-            () = give_up.wait(), if cancelled && !gave_up => {
-                gave_up = true;
-                let _ = give_up_tx.send(true);
+            // A probe that could not start ends the test: there is no timeline to load.
+            if let Some(Err(_)) = &e.udp {
+                break;
             }
-            r = probe.as_mut(), if udp_res.is_none() => udp_res = Some(r),
-            r = tcp_probe.as_mut(), if tcp_res.is_none() => tcp_res = Some(r),
-            r = load_phase.as_mut(), if bulk_res.is_none() => bulk_res = Some(r),
+            if e.udp.is_some() && e.tcp.is_some() && e.bulk.is_some() {
+                break;
+            }
         }
-        // A probe that could not start ends the test: there is no timeline to load.
-        if let Some(Err(_)) = &udp_res {
-            break;
+        while let Ok((part, at, ev)) = rx.try_recv() {
+            live.event(part, at, ev, on_event);
         }
-        if udp_res.is_some() && tcp_res.is_some() && bulk_res.is_some() {
-            break;
-        }
+        e
     }
-    while let Ok((part, at, ev)) = rx.try_recv() {
-        live.event(part, at, ev, on_event);
-    }
-    let udp = udp_res.unwrap_or(Err(Error::Interrupted {
-        during: "starting the latency probes",
-    }))?;
-    let (bulk, done) = match bulk_res {
-        Some(Some((bulk, done))) => (bulk?, done),
-        // Stopped before the load: what the idle probes measured is the report.
-        _ if cancelled => (no_load(&udp), Instant::now()),
-        _ => {
-            return Err(Error::Interrupted {
-                during: "the idle phase before the load",
-            });
+}
+
+impl Ended {
+    /// The test's report from what the parts returned: an error only when there is nothing
+    /// to report (the probes never ran, the load failed, or the test was stopped for a reason
+    /// other than the user).
+    fn report(
+        self,
+        config: &ClientConfig,
+        load: &Load,
+        live: &Live,
+        on_event: OnEvent<'_>,
+    ) -> Result<TestReport, Error> {
+        let udp = self.udp.unwrap_or(Err(Error::Interrupted {
+            during: "starting the latency probes",
+        }))?;
+        let (bulk, done) = match self.bulk {
+            Some(Some((bulk, done))) => (bulk?, done),
+            // Stopped before the load: what the idle probes measured is the report.
+            _ if self.cancelled => (no_load(&udp), Instant::now()),
+            _ => {
+                return Err(Error::Interrupted {
+                    during: "the idle phase before the load",
+                });
+            }
+        };
+        // A TCP probe that failed leaves the UDP probes' and the load's figures standing:
+        // they are reported, and why the TCP ones are missing said.
+        let (tcp, tcp_failed) = match self.tcp.flatten() {
+            Some(Ok(r)) => (Some(r), None),
+            Some(Err(e)) => (
+                None,
+                Some(format!(
+                    "the TCP latency probe failed: {e}; its figures are missing"
+                )),
+            ),
+            None => (None, None),
+        };
+        let mut report = compose(config, load, live, udp, tcp, bulk, done, self.cancelled);
+        if let Some(w) = tcp_failed {
+            on_event(ClientEvent::Warning(w.clone()));
+            report.warnings.push(w);
         }
-    };
-    // A TCP probe that failed leaves the UDP probes' and the load's figures standing: they
-    // are reported, and why the TCP ones are missing said.
-    let (tcp, tcp_failed) = match tcp_res.flatten() {
-        Some(Ok(r)) => (Some(r), None),
-        Some(Err(e)) => (
-            None,
-            Some(format!(
-                "the TCP latency probe failed: {e}; its figures are missing"
-            )),
-        ),
-        None => (None, None),
-    };
-    let mut report = compose(config, &load, &live, udp, tcp, bulk, done, cancelled);
-    if let Some(w) = tcp_failed {
-        on_event(ClientEvent::Warning(w.clone()));
-        report.warnings.push(w);
+        Ok(report)
     }
-    live.finish(&report, on_event);
-    Ok(report)
 }
 
 /// The bulk test's report when the user stopped the test before the load began: nothing
