@@ -47,10 +47,11 @@ pub(super) struct Udp {
     pub(super) client_addr: SocketAddr,
 }
 
-/// Runs the UDP test of `config` (`tp.udp` is set) from `CREATE_STREAMS` to `IPERF_DONE`.
-///
-/// Over 80 lines: iperf3's states in wire order, with the measurement between
-/// `TEST_RUNNING` and `TEST_END`.
+/// Runs the UDP test of `config` (`tp.udp` is set) from `CREATE_STREAMS` to `IPERF_DONE`, in
+/// iperf3's wire order: the streams opened ([`open`]), `TEST_START` and `TEST_RUNNING`, the
+/// senders started, the window measured until the end mark ([`measure`]), `TEST_END`, each
+/// stream's counts once it has stopped ([`Counted::collect`]), the results exchanged, and
+/// the report ([`report`]).
 pub(super) async fn run(
     udp: Udp,
     config: &ClientConfig,
@@ -68,40 +69,11 @@ pub(super) async fn run(
     let spec = &config.spec;
     let u = tp.udp.unwrap_or_default();
     let len = u.datagram_len as usize;
-    let layout = StreamLayout::new(tp);
-    let window = spec.socket.window;
     let mut warnings = Vec::new();
-    let local = SocketAddr::new(config.bind.unwrap_or(client_addr.ip()), 0);
-    let socks = interruptible(
-        open_streams(local, server_addr, layout.streams(), window, &mut warnings),
-        cancel.as_mut(),
-        "opening the UDP streams",
-    )
-    .await?;
+    let ends = (client_addr, server_addr);
+    let opened = open(config, tp, ends, cancel.as_mut(), &mut warnings).await?;
     for w in &warnings {
         on_event(ClientEvent::Warning(w.clone()));
-    }
-    let mut infos = Vec::with_capacity(socks.len());
-    let mut receivers = Vec::new();
-    let mut senders = Vec::new();
-    for ((id, direction), sock) in layout.iter().zip(socks) {
-        infos.push(StreamInfo {
-            id,
-            direction,
-            client_addr: sock.local_addr().unwrap_or(client_addr),
-            server_addr: sock.peer_addr().unwrap_or(server_addr),
-            client_socket: socket::report(&sock, window),
-            server_socket: super::connect::empty_socket_report(),
-        });
-        match direction {
-            // Receivers read from now: iperf3's server sends as soon as it says TEST_RUNNING.
-            StreamDirection::ServerToClient => receivers.push((
-                id,
-                data::spawn_receiver(sock, len, false)
-                    .map_err(|e| Error::io("starting a UDP stream", e))?,
-            )),
-            StreamDirection::ClientToServer => senders.push((id, sock)),
-        }
     }
     expect_state(&mut ctrl, &addr, State::TestStart, STEP_TIMEOUT).await?;
     expect_state(&mut ctrl, &addr, State::TestRunning, STEP_TIMEOUT).await?;
@@ -111,49 +83,38 @@ pub(super) async fn run(
         EndCondition::Duration(d) => d,
         EndCondition::Bytes(_) => Duration::ZERO,
     };
-    let omit_at = start + spec.omit;
-    let deadline = omit_at + d;
+    let clock = Clock {
+        omit_at: start + spec.omit,
+        deadline: start + spec.omit + d,
+    };
     let per_stream = u.bitrate.map(|b| b / u64::from(tp.streams.get()));
-    let mut streams: Vec<(u16, Role, Iperf3Stream)> = receivers
-        .into_iter()
+    let mut streams: Vec<(u16, Role, Iperf3Stream)> = (opened.receivers.into_iter())
         .map(|(id, h)| (id, Role::Receiver, h))
         .collect();
-    for (id, sock) in senders {
-        let h = data::spawn_sender(sock, len, per_stream, (start, Some(deadline)), false)
+    for (id, sock) in opened.senders {
+        let h = data::spawn_sender(sock, len, per_stream, (start, Some(clock.deadline)), false)
             .map_err(|e| Error::io("starting a UDP stream", e))?;
         streams.push((id, Role::Sender, h));
     }
     streams.sort_by_key(|(id, _, _)| *id);
     on_event(ClientEvent::Started {
         server: iperf3_peer(),
-        streams: infos.clone(),
+        streams: opened.infos.clone(),
     });
-    let snapshot =
-        || -> Vec<Iperf3Counts> { streams.iter().map(|s| s.2.shared.counts()).collect() };
-    let mut base = vec![Iperf3Counts::default(); streams.len()];
-    let mut omitted = spec.omit.is_zero();
-    let mut outcome = Outcome::Completed;
-    let mut byte = [0u8; 1];
-    loop {
-        tokio::select! {
-            biased;
-            () = &mut cancel => { outcome = Outcome::Interrupted; break; }
-            () = tokio::time::sleep_until(deadline.into()) => break,
-            () = tokio::time::sleep_until(omit_at.into()), if !omitted => {
-                base = snapshot();
-                omitted = true;
-            }
-            r = ctrl.read(&mut byte) => {
-                outcome = Outcome::Failed { error: mid_test_end(&mut ctrl, &addr, r, byte[0]).await };
-                break;
-            }
-        }
-    }
+    let (mut outcome, base) = measure(
+        &mut ctrl,
+        &addr,
+        &streams,
+        clock,
+        spec.omit.is_zero(),
+        cancel,
+    )
+    .await;
     // The senders stopped at the end mark on their own, if this comes later.
-    let end = Instant::now().min(deadline);
+    let end = Instant::now().min(clock.deadline);
     let window_s = match outcome {
         Outcome::Completed => d.as_secs_f64(),
-        _ => end.saturating_duration_since(omit_at).as_secs_f64(),
+        _ => end.saturating_duration_since(clock.omit_at).as_secs_f64(),
     };
     for (_, role, h) in &streams {
         if *role == Role::Sender {
@@ -168,32 +129,12 @@ pub(super) async fn run(
     if ended && streams.iter().any(|s| s.1 == Role::Receiver) {
         drain(&streams).await;
     }
-    let mut cpu = CpuUsage::default();
-    let ids_roles: Vec<(u16, Role)> = streams.iter().map(|(id, role, _)| (*id, *role)).collect();
-    // Each stream's counts once its thread has ended: a sender read before its last batch
-    // went out counted one datagram fewer than iperf3's server got (6,625 of 6,624 sent).
-    let mut at_end = Vec::with_capacity(streams.len());
-    for (_, _, h) in streams {
-        let shared = std::sync::Arc::clone(&h.shared);
-        let c = h.join();
-        at_end.push(shared.counts());
-        cpu.user_s += c.user_s;
-        cpu.system_s += c.system_s;
-    }
-    let client = SideUdpResults {
-        streams: ids_roles
-            .iter()
-            .zip(at_end.iter().zip(&base))
-            .map(|(&(id, role), (c, c0))| ours(id, role, c, c0))
-            .collect(),
-        cpu,
-        batching: "iperf3 datagrams, one per system call".into(),
-    };
+    let counted = Counted::collect(streams);
     let server = match ended {
         true => {
-            let ours = results(&ids_roles, &at_end, &base, cpu, window_s);
+            let ours = counted.results(&base, window_s);
             match exchange_results(&mut ctrl, &addr, &ours).await {
-                Ok(r) => Some(theirs(&r, &ids_roles, len)),
+                Ok(r) => Some(theirs(&r, &counted.ids_roles, len)),
                 Err(e) => {
                     outcome = Outcome::Failed {
                         error: e.to_string(),
@@ -211,8 +152,192 @@ pub(super) async fn run(
         let why = format!("the control connection to {addr} failed at the end of the test");
         outcome = super::without_server_results(outcome, "its side's figures", Some(&why));
     }
-    let dirs = layout.directions();
-    let directions = summarize(&dirs, &client, server.as_ref(), window_s, u.bitrate);
+    let measured = Measured {
+        started_at,
+        window_s,
+        outcome,
+        warnings,
+        client: counted.client(&base),
+        server,
+        receivers: counted.ids_roles.iter().any(|(_, r)| *r == Role::Receiver),
+    };
+    Ok(report(config, tp, ends, opened.infos, measured))
+}
+
+/// The streams, opened and described, the receivers already reading (iperf3's server sends
+/// as soon as it says `TEST_RUNNING`), the senders' sockets waiting for it.
+struct Opened {
+    infos: Vec<StreamInfo>,
+    receivers: Vec<(u16, Iperf3Stream)>,
+    senders: Vec<(u16, UdpSocket)>,
+}
+
+async fn open(
+    config: &ClientConfig,
+    tp: &ThroughputSpec,
+    (client_addr, server_addr): (SocketAddr, SocketAddr),
+    cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
+    warnings: &mut Vec<String>,
+) -> Result<Opened, Error> {
+    let len = tp.udp.unwrap_or_default().datagram_len as usize;
+    let layout = StreamLayout::new(tp);
+    let window = config.spec.socket.window;
+    let local = SocketAddr::new(config.bind.unwrap_or(client_addr.ip()), 0);
+    let socks = interruptible(
+        open_streams(local, server_addr, layout.streams(), window, warnings),
+        cancel,
+        "opening the UDP streams",
+    )
+    .await?;
+    let mut o = Opened {
+        infos: Vec::with_capacity(socks.len()),
+        receivers: Vec::new(),
+        senders: Vec::new(),
+    };
+    for ((id, direction), sock) in layout.iter().zip(socks) {
+        o.infos.push(StreamInfo {
+            id,
+            direction,
+            client_addr: sock.local_addr().unwrap_or(client_addr),
+            server_addr: sock.peer_addr().unwrap_or(server_addr),
+            client_socket: socket::report(&sock, window),
+            server_socket: super::connect::empty_socket_report(),
+        });
+        match direction {
+            StreamDirection::ServerToClient => o.receivers.push((
+                id,
+                data::spawn_receiver(sock, len, false)
+                    .map_err(|e| Error::io("starting a UDP stream", e))?,
+            )),
+            StreamDirection::ClientToServer => o.senders.push((id, sock)),
+        }
+    }
+    Ok(o)
+}
+
+/// When the `-O` warm-up ends and when the test does.
+#[derive(Clone, Copy)]
+struct Clock {
+    omit_at: Instant,
+    deadline: Instant,
+}
+
+/// Waits for the end mark, the user or the server, taking the counts at the end of the
+/// warm-up (zero without one); returns how the window ended and those counts.
+async fn measure(
+    ctrl: &mut TcpStream,
+    addr: &str,
+    streams: &[(u16, Role, Iperf3Stream)],
+    clock: Clock,
+    mut omitted: bool,
+    mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> (Outcome, Vec<Iperf3Counts>) {
+    let snapshot =
+        || -> Vec<Iperf3Counts> { streams.iter().map(|s| s.2.shared.counts()).collect() };
+    let mut base = vec![Iperf3Counts::default(); streams.len()];
+    let mut byte = [0u8; 1];
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut cancel => return (Outcome::Interrupted, base),
+            () = tokio::time::sleep_until(clock.deadline.into()) => return (Outcome::Completed, base),
+            () = tokio::time::sleep_until(clock.omit_at.into()), if !omitted => {
+                base = snapshot();
+                omitted = true;
+            }
+            r = ctrl.read(&mut byte) => {
+                let error = mid_test_end(ctrl, addr, r, byte[0]).await;
+                return (Outcome::Failed { error }, base);
+            }
+        }
+    }
+}
+
+/// Each stream's counts once its thread has ended, and the CPU the threads used.
+struct Counted {
+    ids_roles: Vec<(u16, Role)>,
+    at_end: Vec<Iperf3Counts>,
+    cpu: CpuUsage,
+}
+
+impl Counted {
+    /// Stops waiting on each stream's thread, then reads its counts: a sender read before
+    /// its last batch went out counted one datagram fewer than iperf3's server got (6,625 of
+    /// 6,624 sent).
+    fn collect(streams: Vec<(u16, Role, Iperf3Stream)>) -> Self {
+        let ids_roles = streams.iter().map(|(id, role, _)| (*id, *role)).collect();
+        let mut cpu = CpuUsage::default();
+        let mut at_end = Vec::with_capacity(streams.len());
+        for (_, _, h) in streams {
+            let shared = std::sync::Arc::clone(&h.shared);
+            let c = h.join();
+            at_end.push(shared.counts());
+            cpu.user_s += c.user_s;
+            cpu.system_s += c.system_s;
+        }
+        Counted {
+            ids_roles,
+            at_end,
+            cpu,
+        }
+    }
+
+    /// Our side's figures over the window (counts since `base`).
+    fn client(&self, base: &[Iperf3Counts]) -> SideUdpResults {
+        SideUdpResults {
+            streams: (self.ids_roles.iter())
+                .zip(self.at_end.iter().zip(base))
+                .map(|(&(id, role), (c, c0))| ours(id, role, c, c0))
+                .collect(),
+            cpu: self.cpu,
+            batching: "iperf3 datagrams, one per system call".into(),
+        }
+    }
+
+    /// The results iperf3's server is sent.
+    fn results(&self, base: &[Iperf3Counts], window_s: f64) -> Results {
+        results(&self.ids_roles, &self.at_end, base, self.cpu, window_s)
+    }
+}
+
+/// What the window measured, both sides, and how it ended.
+struct Measured {
+    started_at: SystemTime,
+    window_s: f64,
+    outcome: Outcome,
+    warnings: Vec<String>,
+    client: SideUdpResults,
+    server: Option<SideUdpResults>,
+    /// Some stream received (the server→client ones), so ours read on after `TEST_END`.
+    receivers: bool,
+}
+
+/// The test's report.
+fn report(
+    config: &ClientConfig,
+    tp: &ThroughputSpec,
+    (client_addr, server_addr): (SocketAddr, SocketAddr),
+    infos: Vec<StreamInfo>,
+    m: Measured,
+) -> TestReport {
+    let Measured {
+        started_at,
+        window_s,
+        outcome,
+        mut warnings,
+        client,
+        server,
+        receivers,
+    } = m;
+    let layout = StreamLayout::new(tp);
+    let bitrate = tp.udp.unwrap_or_default().bitrate;
+    let directions = summarize(
+        &layout.directions(),
+        &client,
+        server.as_ref(),
+        window_s,
+        bitrate,
+    );
     warnings.extend(directions.iter().filter_map(super::udp::slipped_warning));
     let cpu = CpuReport {
         client: client.cpu,
@@ -222,7 +347,7 @@ pub(super) async fn run(
         client_us_per_transaction: None,
         server_us_per_transaction: None,
     };
-    Ok(TestReport {
+    TestReport {
         schema_version: SCHEMA_VERSION,
         xbench_version: env!("CARGO_PKG_VERSION").to_owned(),
         started_at: rfc3339(started_at),
@@ -245,7 +370,7 @@ pub(super) async fn run(
             intervals: Vec::new(),
             directions,
             // iperf3's server stops counting when it reads TEST_END: no grace for its side.
-            grace_s: match ids_roles.iter().any(|(_, r)| *r == Role::Receiver) {
+            grace_s: match receivers {
                 true => DRAIN.as_secs_f64(),
                 false => 0.0,
             },
@@ -256,7 +381,7 @@ pub(super) async fn run(
         under_load: None,
         hosts: None,
         trace: None,
-    })
+    }
 }
 
 /// Opens the streams one after another, as iperf3's server accepts them: each socket sends a
