@@ -109,10 +109,8 @@ async fn greet(
     })
 }
 
-/// Runs `config`'s test over an iperf3 control connection.
-///
-/// Over 80 lines: iperf3's states from `PARAM_EXCHANGE` to `IPERF_DONE` in wire order, with
-/// the measurement between `TEST_RUNNING` and `TEST_END`.
+/// Runs `config`'s test over an iperf3 control connection: the parameters, then the TCP test
+/// ([`run_tcp`]) or the UDP one ([`super::iperf3_udp::run`]) from `CREATE_STREAMS` on.
 pub(crate) async fn run(
     control: Control,
     config: &ClientConfig,
@@ -145,16 +143,27 @@ pub(crate) async fn run(
         };
         return super::iperf3_udp::run(udp, config, tp, on_event, cancel).await;
     }
+    let ends = (client_addr, server_addr);
+    run_tcp(ctrl, &cookie, ends, config, tp, on_event, cancel).await
+}
+
+/// The TCP test from `CREATE_STREAMS` to `IPERF_DONE`, in iperf3's wire order: the data
+/// connections, `TEST_START` and `TEST_RUNNING`, the window ([`measure`]), `TEST_END`, the
+/// results exchanged and held to what can be true ([`judge`]), the report.
+async fn run_tcp(
+    mut ctrl: TcpStream,
+    cookie: &[u8; COOKIE_LEN],
+    (client_addr, server_addr): (SocketAddr, SocketAddr),
+    config: &ClientConfig,
+    tp: &ThroughputSpec,
+    on_event: OnEvent<'_>,
+    mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Result<TestReport, Error> {
+    let addr = shown(config);
     let layout = StreamLayout::new(tp);
     let mut warnings = Vec::new();
     let data = interruptible(
-        open_data(
-            config,
-            server_addr,
-            &cookie,
-            layout.streams(),
-            &mut warnings,
-        ),
+        open_data(config, server_addr, cookie, layout.streams(), &mut warnings),
         cancel.as_mut(),
         "opening the data connections",
     )
@@ -174,53 +183,28 @@ pub(crate) async fn run(
     let dirs = layout.directions();
     let mut sampler = Sampler::new(start, Schedule::for_spec(&config.spec), group.handles());
     let mut intervals = Vec::new();
-    let mut emit = |iv, on_event: OnEvent<'_>| {
+    let mut emit = |iv| {
         if let Some(iv) = summary::merge_interval(&dirs, Some(&iv), &[]) {
             on_event(ClientEvent::Interval(iv.clone()));
             intervals.push(iv);
         }
     };
-    let spec = &config.spec;
-    let deadline = match spec.end {
-        EndCondition::Duration(d) => Some(start + spec.omit + d),
-        EndCondition::Bytes(_) => None,
-    };
-    let mut outcome = Outcome::Completed;
-    let mut poll = tokio::time::interval(Duration::from_millis(5));
-    let mut byte = [0u8; 1];
-    loop {
-        tokio::select! {
-            biased;
-            () = &mut cancel => { outcome = Outcome::Interrupted; break; }
-            _ = sleep_until_opt(deadline) => break,
-            _ = poll.tick(), if deadline.is_none() => {
-                if let EndCondition::Bytes(n) = spec.end && counted_out(&group, n) {
-                    break;
-                }
-            }
-            r = ctrl.read(&mut byte) => {
-                outcome = Outcome::Failed { error: mid_test_end(&mut ctrl, &addr, r, byte[0]).await };
-                break;
-            }
-            _ = sleep_until_opt(sampler.next_wakeup()) => {
-                if let Some(iv) = sampler.on_wakeup(Instant::now()) {
-                    emit(iv, on_event);
-                }
-            }
-        }
-    }
-    if let (EndCondition::Bytes(_), Outcome::Completed) = (spec.end, &outcome) {
-        // iperf3's server stops counting at TEST_END: let what our senders queued reach it;
-        // the window of a byte count ends with its delivery.
-        let until = Instant::now() + config.drain_timeout;
-        while Instant::now() < until && unsent(&group) > 0 {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    }
+    let running = (&group, start);
+    let mut outcome = measure(
+        &mut ctrl,
+        &addr,
+        config,
+        running,
+        &mut sampler,
+        &mut emit,
+        cancel,
+    )
+    .await;
     let end = Instant::now();
     for iv in sampler.cut(end) {
-        emit(iv, on_event);
+        emit(iv);
     }
+    let spec = &config.spec;
     let window = match (spec.end, &outcome) {
         (EndCondition::Duration(d), Outcome::Completed) => Window::Fixed(d.as_secs_f64()),
         _ => Window::Fixed(
@@ -248,31 +232,8 @@ pub(crate) async fn run(
         },
         false => None,
     };
-    // A peer that reports what cannot be true has none of its figures used.
-    let elapsed = start.elapsed().as_secs_f64();
-    let (server, impossible) =
-        match server.map(|r| (impossible(&r, &client, &layout, spec, elapsed), r)) {
-            Some((None, r)) => (Some(r), None),
-            Some((Some(e), _)) => (None, Some(e)),
-            None => (None, None),
-        };
-    let server = server.map(|r| server_side(&r, &client, &layout, window));
-    if let Some(e) = impossible {
-        warnings.push(format!(
-            "the iperf3 server's results cannot be true, so none of its figures are used: {e}"
-        ));
-        outcome = Outcome::Failed {
-            error: format!("the iperf3 server's results cannot be true: {e}"),
-        };
-    } else if server.is_none() && outcome != Outcome::Interrupted {
-        warnings.push("the iperf3 server's results never arrived: the receiver figures of the client→server streams are missing".into());
-        let why = format!("the control connection to {addr} failed at the end of the test");
-        outcome = super::without_server_results(
-            outcome,
-            "the receiver figures of the client→server streams",
-            Some(&why),
-        );
-    }
+    let ours = (&client, &layout, window);
+    let server = judge(server, ours, config, start, &mut outcome, &mut warnings);
     let summary = summary::summarize(&dirs, &client, server.as_ref(), window);
     let cpu = summary::cpu_report(&client, server.as_ref());
     Ok(TestReport {
@@ -297,6 +258,96 @@ pub(crate) async fn run(
         hosts: None,
         trace: None,
     })
+}
+
+/// Samples intervals until the end mark (the last byte counted out, for `-n`), the user or
+/// the server ends the window; returns how it ended. After a byte count, waits (up to the
+/// drain timeout) for what our senders queued to reach the server, which stops counting at
+/// `TEST_END`: the window of a byte count ends with its delivery.
+async fn measure(
+    ctrl: &mut TcpStream,
+    addr: &str,
+    config: &ClientConfig,
+    (group, start): (&Group, Instant),
+    sampler: &mut Sampler,
+    emit: &mut impl FnMut(crate::report::SideInterval),
+    mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Outcome {
+    let spec = &config.spec;
+    let deadline = match spec.end {
+        EndCondition::Duration(d) => Some(start + spec.omit + d),
+        EndCondition::Bytes(_) => None,
+    };
+    let mut outcome = Outcome::Completed;
+    let mut poll = tokio::time::interval(Duration::from_millis(5));
+    let mut byte = [0u8; 1];
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut cancel => { outcome = Outcome::Interrupted; break; }
+            _ = sleep_until_opt(deadline) => break,
+            _ = poll.tick(), if deadline.is_none() => {
+                if let EndCondition::Bytes(n) = spec.end && counted_out(group, n) {
+                    break;
+                }
+            }
+            r = ctrl.read(&mut byte) => {
+                outcome = Outcome::Failed { error: mid_test_end(ctrl, addr, r, byte[0]).await };
+                break;
+            }
+            _ = sleep_until_opt(sampler.next_wakeup()) => {
+                if let Some(iv) = sampler.on_wakeup(Instant::now()) {
+                    emit(iv);
+                }
+            }
+        }
+    }
+    if let (EndCondition::Bytes(_), Outcome::Completed) = (spec.end, &outcome) {
+        let until = Instant::now() + config.drain_timeout;
+        while Instant::now() < until && unsent(group) > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    outcome
+}
+
+/// The server's side from its results, when they arrived and can be true: a peer that
+/// reports what cannot be true has none of its figures used, and the test fails saying so;
+/// results that never arrived fail it too (unless the user had stopped it).
+fn judge(
+    server: Option<Results>,
+    (client, layout, window): (&SideResults, &StreamLayout, Window),
+    config: &ClientConfig,
+    start: Instant,
+    outcome: &mut Outcome,
+    warnings: &mut Vec<String>,
+) -> Option<SideResults> {
+    let addr = shown(config);
+    let elapsed = start.elapsed().as_secs_f64();
+    let (server, impossible) =
+        match server.map(|r| (impossible(&r, client, layout, &config.spec, elapsed), r)) {
+            Some((None, r)) => (Some(r), None),
+            Some((Some(e), _)) => (None, Some(e)),
+            None => (None, None),
+        };
+    let server = server.map(|r| server_side(&r, client, layout, window));
+    if let Some(e) = impossible {
+        warnings.push(format!(
+            "the iperf3 server's results cannot be true, so none of its figures are used: {e}"
+        ));
+        *outcome = Outcome::Failed {
+            error: format!("the iperf3 server's results cannot be true: {e}"),
+        };
+    } else if server.is_none() && *outcome != Outcome::Interrupted {
+        warnings.push("the iperf3 server's results never arrived: the receiver figures of the client→server streams are missing".into());
+        let why = format!("the control connection to {addr} failed at the end of the test");
+        *outcome = super::without_server_results(
+            outcome.clone(),
+            "the receiver figures of the client→server streams",
+            Some(&why),
+        );
+    }
+    server
 }
 
 /// The first figure of an iperf3 server's results that cannot be true, held to our own

@@ -121,6 +121,16 @@ pub(super) async fn run(
             h.stop();
         }
     }
+    // No datagram of ours may leave after TEST_END: iperf3's server stops counting when it
+    // reads it, so a sender thread that a loaded machine ran late would have its last
+    // datagrams read as lost (seen: "1 lost, but the kernel dropped only 0"). A sender ends
+    // within one send timeout of being told.
+    let until = Instant::now() + crate::engine::udp::socket::RECV_TIMEOUT * 2;
+    while Instant::now() < until
+        && (streams.iter()).any(|(_, role, h)| *role == Role::Sender && !h.finished())
+    {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let state = match outcome {
         Outcome::Completed => State::TestEnd,
         _ => State::ClientTerminate,

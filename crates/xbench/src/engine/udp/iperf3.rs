@@ -97,6 +97,11 @@ impl Iperf3Stream {
         self.shared.stop.store(true, Ordering::Relaxed);
     }
 
+    /// Whether the thread has ended (a sender past its last datagram).
+    pub(crate) fn finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
     /// Stops the thread and waits for it: its CPU time.
     pub(crate) fn join(mut self) -> CpuUsage {
         self.shared.stop.store(true, Ordering::Relaxed);
