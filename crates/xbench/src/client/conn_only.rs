@@ -33,10 +33,11 @@ use crate::config::{EndCondition, FlowCount, RrSpec, SpecError, Workload};
 use crate::engine::rr::client::KeepOpening;
 use crate::error::Error;
 use crate::proto::{Finish, IdCount, Message, Tally};
-use crate::report::{Attempts, HeldFlows, Opening, Outcome, TestReport};
+use crate::report::{Attempts, ConnectionSetup, HeldFlows, Opening, Outcome, TestReport};
 
-/// Runs a `--connections-only` test: holds the spec's flows, opens new connections `openers`
-/// at a time for the test's length, checks the held flows, and reports.
+/// Runs a `--connections-only` test: holds the spec's flows ([`hold`]), opens new
+/// connections `openers` at a time for the test's length ([`open_new`]), checks the held
+/// flows, and reports ([`Holding::conclude`]).
 pub(super) async fn run(
     config: &ClientConfig,
     openers: NonZeroU16,
@@ -46,10 +47,63 @@ pub(super) async fn run(
 ) -> Result<TestReport, Error> {
     let spec = check(config)?;
     let mut cancel = std::pin::pin!(cancel);
-    let mut hold_config = held_config(config, &spec);
+    let mut holding = hold(config, &spec, on_event, cancel.as_mut()).await?;
+    let open_spec = openers_spec(&spec, openers);
+    let mut open_config = config.clone();
+    open_config.connections_only = None;
+    open_config.spec.workload = Workload::RequestResponse(open_spec.clone());
+    let session = interruptible(
+        Session::open(&open_config),
+        cancel.as_mut(),
+        "connecting the openers' test",
+    )
+    .await?;
+    let keep_opening = KeepOpening {
+        timeout: config.connect_timeout,
+    };
+    let opening = rr::run(
+        session,
+        &open_config,
+        &open_spec,
+        Some(keep_opening),
+        on_event,
+        cancel.as_mut(),
+        std::future::pending(),
+        give_up,
+    );
+    let (report, holder_lost) = open_new(opening, &mut holding.holder).await;
+    let mut report = report?;
+    report
+        .warnings
+        .splice(0..0, std::mem::take(&mut holding.warnings));
+    judge_attempts(&mut report);
+    holding.conclude(config, openers, report, holder_lost).await
+}
+
+/// The held flows and their test, and what holding them said.
+struct Holding {
+    /// The held test's control connection.
+    holder: Session,
+    held: Vec<(u16, TcpStream)>,
+    setup: ConnectionSetup,
+    warnings: Vec<String>,
+    /// Asked, taken and why, when the server took fewer flows (`--allow-partial-flows`).
+    turned_away: Option<(u32, u32, String)>,
+}
+
+/// Opens the held test and its flows. As for `--rr`, a server that takes fewer flows refuses,
+/// unless the user asked for those (`--allow-partial-flows`); flows refused or timed out on
+/// the way (a firewall's or a load balancer's connection limit) are counted by kind in
+/// `setup`, and with that flag the rest are held.
+async fn hold(
+    config: &ClientConfig,
+    spec: &RrSpec,
+    on_event: OnEvent<'_>,
+    mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Result<Holding, Error> {
+    let mut hold_config = held_config(config, spec);
     let mut opened =
         interruptible(Session::open(&hold_config), cancel.as_mut(), "connecting").await;
-    // As for --rr: a server that takes fewer flows refuses, unless the user asked for those.
     let mut turned_away = None;
     if let Err(Error::FlowLimit { max, message }) = &opened
         && config.allow_partial_flows
@@ -75,8 +129,6 @@ pub(super) async fn run(
     let mut holder = opened?;
     let wanted = hold_config.spec.as_rr().map_or(0, |r| r.flows.as_usize());
     let mut warnings = Vec::new();
-    // Flows refused or timed out on the way (a firewall's or a load balancer's connection
-    // limit) are counted by kind in `setup`; with --allow-partial-flows the rest are held.
     let (held, setup) = holder
         .connect_partial(
             &hold_config,
@@ -97,104 +149,110 @@ pub(super) async fn run(
     if let Some(e) = super::session::partial_event(&setup) {
         on_event(e);
     }
+    Ok(Holding {
+        holder,
+        held,
+        setup,
+        warnings,
+        turned_away,
+    })
+}
 
-    let open_spec = openers_spec(&spec, openers);
-    let mut open_config = config.clone();
-    open_config.connections_only = None;
-    open_config.spec.workload = Workload::RequestResponse(open_spec.clone());
-    let session = interruptible(
-        Session::open(&open_config),
-        cancel.as_mut(),
-        "connecting the openers' test",
-    )
-    .await?;
-    // The held test's server reports intervals all along; read them so its control
-    // connection never backs up, and notice if it goes away.
-    let keep_opening = KeepOpening {
-        timeout: config.connect_timeout,
-    };
-    let opening = rr::run(
-        session,
-        &open_config,
-        &open_spec,
-        Some(keep_opening),
-        on_event,
-        cancel.as_mut(),
-        std::future::pending(),
-        give_up,
-    );
+/// Runs the openers' test to its end. The held test's server reports intervals all along:
+/// they are read so its control connection never backs up, and its end noticed (`Some(why)`).
+async fn open_new(
+    opening: impl Future<Output = Result<TestReport, Error>>,
+    holder: &mut Session,
+) -> (Result<TestReport, Error>, Option<String>) {
     let mut opening = std::pin::pin!(opening);
     let mut holder_lost: Option<String> = None;
-    let report = loop {
+    loop {
         tokio::select! {
-            r = &mut opening => break r,
+            r = &mut opening => return (r, holder_lost),
             m = holder.rd.next(), if holder_lost.is_none() => match m {
                 Ok(Some(Message::RrInterval(_))) => {}
                 other => holder_lost = Some(ended_by(other, &holder.addr).0),
             },
         }
-    };
-    let mut report = report?;
-    report.warnings.splice(0..0, warnings);
-    judge_attempts(&mut report);
-    // After Ctrl-C the user is waiting: a shorter bound on the held flows' answers.
-    let interrupted = report.outcome == Outcome::Interrupted;
-    let patience = if interrupted {
-        config.stall_timeout.min(Duration::from_secs(2))
-    } else {
-        config.stall_timeout
-    };
-    let checks = check_held(held, patience).await;
-    let mut counts = HeldFlows {
-        held: setup.connected,
-        open_at_end: 0,
-        closed: 0,
-        reset: 0,
-        unanswered: 0,
-        openers: openers.get(),
-    };
-    for (_, c) in &checks {
-        match c {
-            Held::Open => counts.open_at_end += 1,
-            Held::Closed => counts.closed += 1,
-            Held::Reset => counts.reset += 1,
-            Held::Unanswered => counts.unanswered += 1,
-        }
     }
-    match holder_lost {
-        Some(why) => report.warnings.push(format!(
-            "the held flows' control connection ended early: {why}"
-        )),
-        None => finish_held(&mut holder, &checks, interrupted, &mut report.warnings).await,
-    }
-    if counts.open_at_end < counts.held {
-        // As a --rr test whose flows do not all open fails: a connection-rate figure taken
-        // while the path dropped held flows is not the figure asked for.
-        let why = format!(
-            "{} of {} held flows did not answer at the end: {} closed, {} reset, {} \
-             unanswered within {patience:?}",
-            counts.held - counts.open_at_end,
-            counts.held,
-            counts.closed,
-            counts.reset,
-            counts.unanswered
-        );
-        if report.outcome == Outcome::Completed {
-            report.outcome = Outcome::Failed { error: why };
+}
+
+impl Holding {
+    /// The openers' `report` as the test's: each held flow checked with a 1-byte round trip,
+    /// the held test finished, and a test whose held flows did not all answer failed.
+    async fn conclude(
+        self,
+        config: &ClientConfig,
+        openers: NonZeroU16,
+        mut report: TestReport,
+        holder_lost: Option<String>,
+    ) -> Result<TestReport, Error> {
+        let Holding {
+            mut holder,
+            held,
+            setup,
+            turned_away,
+            ..
+        } = self;
+        // After Ctrl-C the user is waiting: a shorter bound on the held flows' answers.
+        let interrupted = report.outcome == Outcome::Interrupted;
+        let patience = if interrupted {
+            config.stall_timeout.min(Duration::from_secs(2))
         } else {
-            report.warnings.push(why);
+            config.stall_timeout
+        };
+        let checks = check_held(held, patience).await;
+        let mut counts = HeldFlows {
+            held: setup.connected,
+            open_at_end: 0,
+            closed: 0,
+            reset: 0,
+            unanswered: 0,
+            openers: openers.get(),
+        };
+        for (_, c) in &checks {
+            match c {
+                Held::Open => counts.open_at_end += 1,
+                Held::Closed => counts.closed += 1,
+                Held::Reset => counts.reset += 1,
+                Held::Unanswered => counts.unanswered += 1,
+            }
         }
+        match holder_lost {
+            Some(why) => report.warnings.push(format!(
+                "the held flows' control connection ended early: {why}"
+            )),
+            None => finish_held(&mut holder, &checks, interrupted, &mut report.warnings).await,
+        }
+        if counts.open_at_end < counts.held {
+            // As a --rr test whose flows do not all open fails: a connection-rate figure
+            // taken while the path dropped held flows is not the figure asked for.
+            let why = format!(
+                "{} of {} held flows did not answer at the end: {} closed, {} reset, {} \
+                 unanswered within {patience:?}",
+                counts.held - counts.open_at_end,
+                counts.held,
+                counts.closed,
+                counts.reset,
+                counts.unanswered
+            );
+            if report.outcome == Outcome::Completed {
+                report.outcome = Outcome::Failed { error: why };
+            } else {
+                report.warnings.push(why);
+            }
+        }
+        // The report speaks of the test asked for: its flows are the held ones.
+        report.spec = config.spec.clone();
+        if let Some(r) = report.rr.as_mut() {
+            r.setup = Some(setup);
+            r.held = Some(counts);
+        }
+        if let Some((asked, max, why)) = turned_away {
+            rr::turned_away(&mut report, asked, max, why);
+        }
+        Ok(report)
     }
-    // The report speaks of the test asked for: its flows are the held ones.
-    report.spec = config.spec.clone();
-    if let Some(r) = report.rr.as_mut() {
-        r.setup = Some(setup);
-        r.held = Some(counts);
-    }
-    if let Some((asked, max, why)) = turned_away {
-        rr::turned_away(&mut report, asked, max, why);
-    }
-    Ok(report)
 }
 
 /// What the openers' failed attempts make of the test: failures are the measurement, so a

@@ -116,29 +116,7 @@ pub(super) async fn run(
         Outcome::Completed => d.as_secs_f64(),
         _ => end.saturating_duration_since(clock.omit_at).as_secs_f64(),
     };
-    for (_, role, h) in &streams {
-        if *role == Role::Sender {
-            h.stop();
-        }
-    }
-    // No datagram of ours may leave after TEST_END: iperf3's server stops counting when it
-    // reads it, so a sender thread that a loaded machine ran late would have its last
-    // datagrams read as lost (seen: "1 lost, but the kernel dropped only 0"). A sender ends
-    // within one send timeout of being told.
-    let until = Instant::now() + crate::engine::udp::socket::RECV_TIMEOUT * 2;
-    while Instant::now() < until
-        && (streams.iter()).any(|(_, role, h)| *role == Role::Sender && !h.finished())
-    {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let state = match outcome {
-        Outcome::Completed => State::TestEnd,
-        _ => State::ClientTerminate,
-    };
-    let ended = outcome == Outcome::Completed && ctrl.write_all(&[state.byte()]).await.is_ok();
-    if ended && streams.iter().any(|s| s.1 == Role::Receiver) {
-        drain(&streams).await;
-    }
+    let ended = end_window(&mut ctrl, &streams, &outcome).await;
     let counted = Counted::collect(streams);
     let server = match ended {
         true => {
@@ -261,6 +239,38 @@ async fn measure(
             }
         }
     }
+}
+
+/// Ends the window on the wire: stops our senders and waits for their threads, then tells
+/// the server `TEST_END` (or, after a failure or Ctrl-C, `CLIENT_TERMINATE`), and lets our
+/// receivers read what is still on its way ([`drain`]). Whether the test ended as iperf3
+/// expects, with its results to come.
+async fn end_window(
+    ctrl: &mut TcpStream,
+    streams: &[(u16, Role, Iperf3Stream)],
+    outcome: &Outcome,
+) -> bool {
+    let senders = || (streams.iter()).filter(|(_, role, _)| *role == Role::Sender);
+    for (_, _, h) in senders() {
+        h.stop();
+    }
+    // No datagram of ours may leave after TEST_END: iperf3's server stops counting when it
+    // reads it, so a sender thread that a loaded machine ran late would have its last
+    // datagrams read as lost (seen: "1 lost, but the kernel dropped only 0"). A sender ends
+    // within one send timeout of being told.
+    let until = Instant::now() + socket::RECV_TIMEOUT * 2;
+    while Instant::now() < until && senders().any(|(_, _, h)| !h.finished()) {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let state = match outcome {
+        Outcome::Completed => State::TestEnd,
+        _ => State::ClientTerminate,
+    };
+    let ended = *outcome == Outcome::Completed && ctrl.write_all(&[state.byte()]).await.is_ok();
+    if ended && streams.iter().any(|s| s.1 == Role::Receiver) {
+        drain(streams).await;
+    }
+    ended
 }
 
 /// Each stream's counts once its thread has ended, and the CPU the threads used.

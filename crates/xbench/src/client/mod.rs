@@ -239,37 +239,23 @@ pub async fn run_with_give_up(
     Ok(report)
 }
 
-/// [`run_with_give_up`] before the diagnosis: picks the protocol and the kind of test.
+/// [`run_with_give_up`] before the diagnosis: picks the protocol and the kind of test, in
+/// one place — latency under load (its parts are xbench tests of their own), an iperf3
+/// server asked for, `--connections-only`, then an xbench server (or an iperf3 one found
+/// where it was not asked for, [`iperf3_instead`]) and the test's kind ([`run_xbench`]).
 async fn run_any(
     config: &ClientConfig,
     on_event: &mut (dyn FnMut(ClientEvent) + Send),
     cancel: impl Future<Output = ()>,
     give_up: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
-    config.spec.validate()?;
-    flow_plan::BindList::check(&config.flow_binds)?;
-    if config.protocol == ServerProtocol::Iperf3
-        && config.flow_binds.len() > 1
-        && matches!(&config.spec.workload, Workload::Throughput(tp) if tp.udp.is_some())
-    {
-        return Err(flow_plan::BindList::iperf3_udp(&config.flow_binds).into());
-    }
+    check_any(config)?;
     // Setup can take a connect timeout or a slow server's answer: Ctrl-C must cut it short too.
     let mut cancel = std::pin::pin!(cancel);
     let give_up = GiveUp::new(give_up);
-    // Latency under load runs its parts as tests of their own (`under_load`), each needing
-    // xbench's server.
     if let Workload::Throughput(tp) = &config.spec.workload
         && let Some(ul) = &tp.under_load
     {
-        if config.protocol == ServerProtocol::Iperf3 {
-            let reason = "its latency probes are xbench's UDP request/response, which an \
-                          iperf3 server (--iperf3) does not run";
-            return Err(Error::Spec(crate::config::SpecError {
-                field: "--under-load",
-                reason: reason.into(),
-            }));
-        }
         return under_load::run(config, tp, ul, on_event, cancel, give_up).await;
     }
     if config.protocol == ServerProtocol::Iperf3 {
@@ -282,64 +268,124 @@ async fn run_any(
     let mut opened = interruptible(Session::open(config), cancel.as_mut(), "connecting").await;
     // With --allow-partial-flows a test over the server's flow limit asks again for the
     // flows it takes; the report counts the rest as refused.
-    let narrowed;
-    let mut config = config;
-    let mut turned_away = None;
-    if let Err(Error::FlowLimit { max, message }) = &opened
-        && config.allow_partial_flows
-        && let Some(fewer) = FlowCount::new(*max)
-    {
-        let mut c = config.clone();
-        if let Workload::RequestResponse(rr) = &mut c.spec.workload {
-            let asked = rr.flows.get();
-            rr.flows = fewer;
-            let why = format!(
-                "the server took {max} of the {asked} flows asked ({message}); measuring those \
-                 {max} (--allow-partial-flows)"
-            );
-            on_event(ClientEvent::Warning(why.clone()));
-            on_event(ClientEvent::PartialFlows {
-                asked,
-                running: *max,
-                server_limit: true,
-            });
-            turned_away = Some((asked, *max, why));
+    let narrowed = match &opened {
+        Err(Error::FlowLimit { max, message }) if config.allow_partial_flows => {
+            narrow(config, *max, message, on_event)
         }
-        narrowed = c;
-        config = &narrowed;
-        opened = interruptible(Session::open(config), cancel.as_mut(), "connecting").await;
-    }
+        _ => None,
+    };
+    let (config, turned_away) = match &narrowed {
+        Some((c, why)) => {
+            opened = interruptible(Session::open(c), cancel.as_mut(), "connecting").await;
+            (c, Some(why.clone()))
+        }
+        None => (config, None),
+    };
     let session = match opened {
         Err(e @ Error::NotXbench { silent: true, .. }) if throughput(&config.spec) => {
-            // iperf3's server reads a 37-byte cookie and says nothing to our 7-byte greeting.
-            match interruptible(
-                async { Ok(iperf3::probe(config, Duration::from_secs(3)).await) },
-                cancel.as_mut(),
-                "checking whether the server is iperf3",
-            )
-            .await?
-            {
-                Some(control) => {
-                    on_event(ClientEvent::Warning(format!(
-                        "{}:{} is an iperf3 server, not xbench: running the test in iperf3's \
-                         protocol (--iperf3 skips this detection)",
-                        config.host, config.port
-                    )));
-                    return iperf3::run(control, config, on_event, cancel).await;
-                }
-                None => return Err(e),
-            }
+            return iperf3_instead(config, e, on_event, cancel).await;
         }
         other => other?,
     };
-    let mut session = session;
+    run_xbench(session, config, turned_away, on_event, cancel, give_up).await
+}
+
+/// What no kind of test may ask for: an invalid spec, a bad `-B` list, a list for an iperf3
+/// UDP test, or latency under load from an iperf3 server.
+fn check_any(config: &ClientConfig) -> Result<(), Error> {
+    config.spec.validate()?;
+    flow_plan::BindList::check(&config.flow_binds)?;
+    let Workload::Throughput(tp) = &config.spec.workload else {
+        return Ok(());
+    };
+    if config.protocol != ServerProtocol::Iperf3 {
+        return Ok(());
+    }
+    if config.flow_binds.len() > 1 && tp.udp.is_some() {
+        return Err(flow_plan::BindList::iperf3_udp(&config.flow_binds).into());
+    }
+    if tp.under_load.is_some() {
+        let reason = "its latency probes are xbench's UDP request/response, which an iperf3 \
+                      server (--iperf3) does not run";
+        return Err(Error::Spec(crate::config::SpecError {
+            field: "--under-load",
+            reason: reason.into(),
+        }));
+    }
+    Ok(())
+}
+
+/// Asked, taken and why, for a test the server took fewer flows of.
+type TurnedAway = (u32, u32, String);
+
+/// The request/response `config` narrowed to the `max` flows the server takes, told to the
+/// user; `None` for a test of another kind or a limit of no flows.
+fn narrow(
+    config: &ClientConfig,
+    max: u32,
+    message: &str,
+    on_event: OnEvent<'_>,
+) -> Option<(ClientConfig, TurnedAway)> {
+    let fewer = FlowCount::new(max)?;
+    let mut c = config.clone();
+    let Workload::RequestResponse(rr) = &mut c.spec.workload else {
+        return None;
+    };
+    let asked = rr.flows.get();
+    rr.flows = fewer;
+    let why = format!(
+        "the server took {max} of the {asked} flows asked ({message}); measuring those {max} \
+         (--allow-partial-flows)"
+    );
+    on_event(ClientEvent::Warning(why.clone()));
+    on_event(ClientEvent::PartialFlows {
+        asked,
+        running: max,
+        server_limit: true,
+    });
+    Some((c, (asked, max, why)))
+}
+
+/// A server that said nothing to xbench's greeting may be iperf3's, which reads a 37-byte
+/// cookie: the test runs in iperf3's protocol if it is, else fails with `e`.
+async fn iperf3_instead(
+    config: &ClientConfig,
+    e: Error,
+    on_event: OnEvent<'_>,
+    mut cancel: Pin<&mut impl Future<Output = ()>>,
+) -> Result<TestReport, Error> {
+    let probe = async { Ok(iperf3::probe(config, Duration::from_secs(3)).await) };
+    let during = "checking whether the server is iperf3";
+    let Some(control) = interruptible(probe, cancel.as_mut(), during).await? else {
+        return Err(e);
+    };
+    on_event(ClientEvent::Warning(format!(
+        "{}:{} is an iperf3 server, not xbench: running the test in iperf3's protocol \
+         (--iperf3 skips this detection)",
+        config.host, config.port
+    )));
+    iperf3::run(control, config, on_event, cancel).await
+}
+
+/// The test on an xbench server's accepted session, by its kind, with the host's facts (and
+/// the path's hops, `--trace`) gathered beside it.
+async fn run_xbench(
+    mut session: Session,
+    config: &ClientConfig,
+    turned_away: Option<TurnedAway>,
+    on_event: OnEvent<'_>,
+    cancel: Pin<&mut impl Future<Output = ()>>,
+    give_up: GiveUp<impl Future<Output = ()>>,
+) -> Result<TestReport, Error> {
     let mut with_host = HostEvents::new(&mut session, config);
     let on_event = &mut |e: ClientEvent| with_host.pass(e, on_event);
-    let report = match &config.spec.workload {
+    let mut report = match &config.spec.workload {
         Workload::Throughput(tp) if tp.udp.is_some() => {
-            udp::run(session, config, tp, on_event, cancel, give_up).await
+            udp::run(session, config, tp, on_event, cancel, give_up).await?
         }
-        Workload::Throughput(tp) => bulk::run(session, config, tp, on_event, cancel, give_up).await,
+        Workload::Throughput(tp) => {
+            bulk::run(session, config, tp, on_event, cancel, give_up).await?
+        }
         Workload::RequestResponse(rr) => {
             let mut report = rr::run(
                 session,
@@ -355,14 +401,11 @@ async fn run_any(
             if let Some((asked, max, why)) = turned_away {
                 rr::turned_away(&mut report, asked, max, why);
             }
-            Ok(report)
+            report
         }
     };
-    let mut report = report;
-    if let Ok(r) = &mut report {
-        r.trace = with_host.finish_trace();
-    }
-    report
+    report.trace = with_host.finish_trace();
+    Ok(report)
 }
 
 /// A throughput test (TCP or UDP), the kind an iperf3 server can run.

@@ -140,10 +140,9 @@ impl Plan {
 pub(super) type Refusal = (i32, i32, String);
 
 /// Runs an iperf3 client's test on `ctrl`, whose cookie has been read. True when the test ran
-/// to its results exchange.
-///
-/// Over 80 lines: iperf3's states, each with its refusal, read top to bottom in the order
-/// they cross the wire.
+/// to its results exchange. In the order iperf3's states cross the wire: the parameters and
+/// the plan ([`agree`]), the test's place, its data connections ([`gather`]), the streams,
+/// `TEST_START` and `TEST_RUNNING`, the window ([`measure`]), the results.
 pub(super) async fn run(
     mut ctrl: TcpStream,
     peer: SocketAddr,
@@ -151,40 +150,8 @@ pub(super) async fn run(
     ctx: Arc<Ctx>,
     slot: HandshakeSlot,
 ) -> bool {
-    let limit = ctx.limits.handshake_timeout;
-    if ctx.psk.is_some() {
-        warn!(
-            %peer,
-            "refused an iperf3 client: this server requires a key (--psk-file), which iperf3 \
-             cannot prove; iperf3 is told access is denied"
-        );
-        ctx.metrics.handshake_failed("auth");
-        let _ = ctrl.write_all(&[State::AccessDenied.byte()]).await;
-        let _ = ctrl.shutdown().await;
+    let Some((params, plan)) = agree(&mut ctrl, peer, &ctx).await else {
         return false;
-    }
-    let _ = ctrl.set_nodelay(true);
-    if send_state(&mut ctrl, State::ParamExchange).await.is_err() {
-        return false;
-    }
-    let params: Params = match wire::read_json(&mut ctrl, limit).await {
-        Ok(p) => p,
-        Err(e) => {
-            let e = bounded(&e.to_string(), 200);
-            info!(%peer, "dropped an iperf3 client: its parameters: {e}");
-            refuse(&mut ctrl, (ierr::RECV_PARAMS, libc::EINVAL, String::new())).await;
-            return false;
-        }
-    };
-    let plan = match plan(&params, &ctx) {
-        Ok(p) => p,
-        Err(r) => {
-            // What xbench does not do, or a limit: its message says which.
-            ctx.metrics.refused("iperf3_request");
-            info!(%peer, "refused an iperf3 client's test: {}", r.2);
-            refuse(&mut ctrl, r).await;
-            return false;
-        }
     };
     let _running = match try_running_guard(&ctx, peer.ip(), plan.need()) {
         Ok(g) => g,
@@ -199,46 +166,10 @@ pub(super) async fn run(
         return super::iperf3_udp::run(ctrl, peer, &plan, &params, &ctx, slot).await;
     }
     let n = plan.to_receive + plan.to_send;
-    let Some((waiting, mut arrivals)) = ctx.iperf3.register(cookie, n) else {
-        info!(%peer, "refused an iperf3 client whose cookie is already in use");
-        refuse(&mut ctrl, (ierr::NEW_TEST, libc::EEXIST, String::new())).await;
+    let Some(conns) = gather(&mut ctrl, peer, cookie, n, &ctx).await else {
         return false;
     };
-    if send_state(&mut ctrl, State::CreateStreams).await.is_err() {
-        return false;
-    }
-    let mut conns = Vec::with_capacity(n);
-    while conns.len() < n {
-        let arrived = tokio::select! {
-            a = tokio::time::timeout(limit, arrivals.recv()) => a,
-            why = gone(&mut ctrl) => {
-                info!(%peer, "dropped an iperf3 client while its data connections opened: {why}");
-                return false;
-            }
-        };
-        match arrived {
-            Ok(Some(c)) => conns.push(c),
-            _ => {
-                info!(
-                    %peer,
-                    "dropped an iperf3 client: {} of its {n} data connections arrived within {limit:?}",
-                    conns.len()
-                );
-                refuse(
-                    &mut ctrl,
-                    (ierr::ACCEPT_STREAM, libc::ETIMEDOUT, String::new()),
-                )
-                .await;
-                return false;
-            }
-        }
-    }
-    drop(waiting);
     drop(slot);
-    // The client connects them one after another; each is read on a task of its own, so they
-    // may arrive here in another order. iperf3's server gives roles in accept order.
-    conns.sort_by_key(|(accepted, _)| *accepted);
-    let conns = conns.into_iter().map(|(_, c)| c).collect();
     let group = match start_streams(conns, &plan) {
         Ok(g) => g,
         Err(m) => {
@@ -248,37 +179,7 @@ pub(super) async fn run(
         }
     };
     let metrics = ctx.metrics.test_started(Protocol::Iperf3, Kind::Tcp);
-    let counters: Vec<(Role, Arc<crate::engine::stream::StreamShared>)> = group
-        .handles()
-        .iter()
-        .map(|h| (h.role, Arc::clone(&h.shared)))
-        .collect();
-    metrics.watch(move || {
-        let sum = |role| -> u64 {
-            counters
-                .iter()
-                .filter(|(r, _)| *r == role)
-                .map(|(_, s)| s.bytes.0.load(std::sync::atomic::Ordering::Relaxed))
-                .sum()
-        };
-        [
-            (Direction::Received, Role::Receiver),
-            (Direction::Sent, Role::Sender),
-        ]
-        .into_iter()
-        .map(|(d, role)| {
-            (
-                Transport::Tcp,
-                d,
-                Moved {
-                    bytes: sum(role),
-                    datagrams: 0,
-                },
-            )
-        })
-        .filter(|(_, _, m)| m.bytes > 0)
-        .collect()
-    });
+    watch_bytes(&metrics, &group);
     let senders: Vec<_> = group
         .of_role(Role::Sender)
         .map(|h| Arc::downgrade(&h.shared) as PacedSocket)
@@ -306,6 +207,121 @@ pub(super) async fn run(
     let completed = exchange_results(&mut ctrl, peer, &plan, &params, measured, cpu).await;
     metrics.finish(if completed { "completed" } else { "failed" }, None);
     completed
+}
+
+/// `PARAM_EXCHANGE`: refuses a client this server cannot let in (it requires a key, which
+/// iperf3 cannot prove), reads the parameters and plans the test, refusing what xbench does
+/// not do or a limit forbids. `None` when the client was refused or went away (logged).
+async fn agree(ctrl: &mut TcpStream, peer: SocketAddr, ctx: &Ctx) -> Option<(Params, Plan)> {
+    if ctx.psk.is_some() {
+        warn!(
+            %peer,
+            "refused an iperf3 client: this server requires a key (--psk-file), which iperf3 \
+             cannot prove; iperf3 is told access is denied"
+        );
+        ctx.metrics.handshake_failed("auth");
+        let _ = ctrl.write_all(&[State::AccessDenied.byte()]).await;
+        let _ = ctrl.shutdown().await;
+        return None;
+    }
+    let _ = ctrl.set_nodelay(true);
+    send_state(ctrl, State::ParamExchange).await.ok()?;
+    let params: Params = match wire::read_json(ctrl, ctx.limits.handshake_timeout).await {
+        Ok(p) => p,
+        Err(e) => {
+            let e = bounded(&e.to_string(), 200);
+            info!(%peer, "dropped an iperf3 client: its parameters: {e}");
+            refuse(ctrl, (ierr::RECV_PARAMS, libc::EINVAL, String::new())).await;
+            return None;
+        }
+    };
+    match plan(&params, ctx) {
+        Ok(p) => Some((params, p)),
+        Err(r) => {
+            // What xbench does not do, or a limit: its message says which.
+            ctx.metrics.refused("iperf3_request");
+            info!(%peer, "refused an iperf3 client's test: {}", r.2);
+            refuse(ctrl, r).await;
+            None
+        }
+    }
+}
+
+/// `CREATE_STREAMS`: the test's `n` data connections, routed here by their cookie as they
+/// arrive, in the order the server accepted them (iperf3's server gives roles in accept
+/// order; each is read on a task of its own, so they may arrive here in another). `None`
+/// when they did not all come within the handshake timeout, or the client went away (logged).
+async fn gather(
+    ctrl: &mut TcpStream,
+    peer: SocketAddr,
+    cookie: [u8; COOKIE_LEN],
+    n: usize,
+    ctx: &Ctx,
+) -> Option<Vec<TcpStream>> {
+    let limit = ctx.limits.handshake_timeout;
+    let Some((waiting, mut arrivals)) = ctx.iperf3.register(cookie, n) else {
+        info!(%peer, "refused an iperf3 client whose cookie is already in use");
+        refuse(ctrl, (ierr::NEW_TEST, libc::EEXIST, String::new())).await;
+        return None;
+    };
+    send_state(ctrl, State::CreateStreams).await.ok()?;
+    let mut conns = Vec::with_capacity(n);
+    while conns.len() < n {
+        let arrived = tokio::select! {
+            a = tokio::time::timeout(limit, arrivals.recv()) => a,
+            why = gone(ctrl) => {
+                info!(%peer, "dropped an iperf3 client while its data connections opened: {why}");
+                return None;
+            }
+        };
+        match arrived {
+            Ok(Some(c)) => conns.push(c),
+            _ => {
+                info!(
+                    %peer,
+                    "dropped an iperf3 client: {} of its {n} data connections arrived within {limit:?}",
+                    conns.len()
+                );
+                refuse(ctrl, (ierr::ACCEPT_STREAM, libc::ETIMEDOUT, String::new())).await;
+                return None;
+            }
+        }
+    }
+    drop(waiting);
+    conns.sort_by_key(|(accepted, _)| *accepted);
+    Some(conns.into_iter().map(|(_, c)| c).collect())
+}
+
+/// The test's bytes, by direction, for the metrics endpoint while it runs.
+fn watch_bytes(metrics: &super::metrics::TestMetrics, group: &Group) {
+    let counters: Vec<(Role, Arc<crate::engine::stream::StreamShared>)> = group
+        .handles()
+        .iter()
+        .map(|h| (h.role, Arc::clone(&h.shared)))
+        .collect();
+    metrics.watch(move || {
+        let sum = |role| -> u64 {
+            counters
+                .iter()
+                .filter(|(r, _)| *r == role)
+                .map(|(_, s)| s.bytes.0.load(Ordering::Relaxed))
+                .sum()
+        };
+        [
+            (Direction::Received, Role::Receiver),
+            (Direction::Sent, Role::Sender),
+        ]
+        .into_iter()
+        .map(|(d, role)| {
+            let moved = Moved {
+                bytes: sum(role),
+                datagrams: 0,
+            };
+            (Transport::Tcp, d, moved)
+        })
+        .filter(|(_, _, m)| m.bytes > 0)
+        .collect()
+    });
 }
 
 /// What the server measured over the window after `-O`.
@@ -350,8 +366,6 @@ impl Figures {
 }
 
 /// Runs the test until the client's `TEST_END`; `None` when it ended any other way (logged).
-///
-/// Over 80 lines: one `select!` over every way a running test ends, side by side.
 async fn measure(
     ctrl: &mut TcpStream,
     peer: SocketAddr,
@@ -359,7 +373,6 @@ async fn measure(
     plan: &Plan,
     ctx: &Ctx,
 ) -> Option<Measured> {
-    let start = Instant::now();
     let handles = group.handles();
     let snapshot = |hs: &[StreamHandle]| -> Vec<(u64, i64)> {
         hs.iter()
@@ -374,72 +387,20 @@ async fn measure(
             .collect()
     };
     let mut base: Vec<(u64, i64)> = vec![(0, 0); handles.len()];
-    let mut omitted = plan.omit.is_zero();
-    let mut window_start = start;
-    // A byte-count test has no length; --max-duration bounds it like any other.
-    let hard_stop = start
-        + match plan.duration.is_zero() {
-            true => ctx.limits.max_duration,
-            false => plan.duration + plan.omit,
-        }
-        + ctx.limits.overrun_grace;
-    let mut abort = ctx.abort.clone();
-    let mut last_total = 0u64;
-    let mut last_move = start;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let mut byte = [0u8; 1];
-    loop {
-        let omit_at = tokio::time::Instant::from_std(start + plan.omit);
-        tokio::select! {
-            r = ctrl.read(&mut byte) => {
-                match r {
-                    Ok(1) => {}
-                    Ok(_) | Err(_) => {
-                        info!(%peer, "an iperf3 client closed its control connection mid-test");
-                        return None;
-                    }
-                }
-                match State::from_byte(byte[0]) {
-                    Some(State::TestEnd) => break,
-                    Some(State::ClientTerminate) => {
-                        info!(%peer, "an iperf3 client ended its test early (interrupted)");
-                        return None;
-                    }
-                    _ => {
-                        info!(%peer, state = byte[0] as i8, "dropped an iperf3 client that sent an unexpected state mid-test");
-                        refuse(ctrl, (ierr::MESSAGE, libc::EINVAL, String::new())).await;
-                        return None;
-                    }
-                }
-            }
-            () = tokio::time::sleep_until(omit_at), if !omitted => {
-                base = snapshot(handles);
-                window_start = Instant::now();
-                omitted = true;
-            }
-            _ = tick.tick() => {
-                let now = Instant::now();
-                let total: u64 = handles.iter().map(|h| h.shared.bytes.0.load(Ordering::Relaxed)).sum();
-                if total != last_total {
-                    last_total = total;
-                    last_move = now;
-                } else if now - last_move >= ctx.limits.idle_timeout {
-                    info!(%peer, "ended an iperf3 test in which no data moved for {:?}", ctx.limits.idle_timeout);
-                    return None;
-                }
-                if now >= hard_stop {
-                    info!(%peer, "cut off an iperf3 test that ran past its end (--max-duration, or its client stalled)");
-                    let _ = send_state(ctrl, State::ServerTerminate).await;
-                    return None;
-                }
-            }
-            _ = abort.changed() => {
-                info!(%peer, "server shutting down: an iperf3 test is cut short");
-                let _ = send_state(ctrl, State::ServerTerminate).await;
-                return None;
-            }
-        }
-    }
+    let progress = || -> u64 {
+        (handles.iter())
+            .map(|h| h.shared.bytes.0.load(Ordering::Relaxed))
+            .sum()
+    };
+    let watch = Watch {
+        peer,
+        what: "iperf3 test",
+        plan,
+        ctx,
+    };
+    let window_start = watch
+        .until_test_end(ctrl, progress, || base = snapshot(handles))
+        .await?;
     let window = Instant::now().saturating_duration_since(window_start);
     // The client wrote its last bytes before TEST_END, on other connections: let the
     // receivers take what has arrived (iperf3's single-threaded server has read it by the time
@@ -480,6 +441,93 @@ async fn measure(
         })
         .collect();
     Some(Measured { window, streams })
+}
+
+/// What watches a running iperf3 test (TCP or UDP) for its end: the client's `TEST_END`
+/// (or its going away), nothing moving for `--idle-timeout`, running past its end (or
+/// `--max-duration`), and the server shutting down.
+pub(super) struct Watch<'a> {
+    pub(super) peer: SocketAddr,
+    /// "iperf3 test" or "iperf3 UDP test", for the log.
+    pub(super) what: &'static str,
+    pub(super) plan: &'a Plan,
+    pub(super) ctx: &'a Ctx,
+}
+
+impl Watch<'_> {
+    /// Waits for the client's `TEST_END`, calling `at_omit` when the `-O` warm-up ends;
+    /// `progress` is any counter that grows while data moves. Returns when the window
+    /// started (the warm-up's end), or `None` when the test ended any other way (logged, and
+    /// the client told where iperf3 reads it).
+    ///
+    /// Over 80 lines: one `select!` over every way a running test ends, side by side.
+    pub(super) async fn until_test_end(
+        &self,
+        ctrl: &mut TcpStream,
+        progress: impl Fn() -> u64,
+        mut at_omit: impl FnMut(),
+    ) -> Option<Instant> {
+        let (peer, what, plan, ctx) = (self.peer, self.what, self.plan, self.ctx);
+        let start = Instant::now();
+        let mut omitted = plan.omit.is_zero();
+        let mut window_start = start;
+        // A byte- or datagram-count test has no length; --max-duration bounds it like any
+        // other.
+        let hard_stop = start
+            + match plan.duration.is_zero() {
+                true => ctx.limits.max_duration,
+                false => plan.duration + plan.omit,
+            }
+            + ctx.limits.overrun_grace;
+        let mut abort = ctx.abort.clone();
+        let mut idle = super::test::Idle::new(0);
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut byte = [0u8; 1];
+        let omit_at = tokio::time::Instant::from_std(start + plan.omit);
+        loop {
+            tokio::select! {
+                r = ctrl.read(&mut byte) => {
+                    if !matches!(r, Ok(1)) {
+                        info!(%peer, "an iperf3 client closed its control connection mid-test");
+                        return None;
+                    }
+                    match State::from_byte(byte[0]) {
+                        Some(State::TestEnd) => return Some(window_start),
+                        Some(State::ClientTerminate) => {
+                            info!(%peer, "an iperf3 client ended its test early (interrupted)");
+                            return None;
+                        }
+                        _ => {
+                            info!(%peer, state = byte[0] as i8, "dropped an iperf3 client that sent an unexpected state mid-test");
+                            refuse(ctrl, (ierr::MESSAGE, libc::EINVAL, String::new())).await;
+                            return None;
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(omit_at), if !omitted => {
+                    at_omit();
+                    window_start = Instant::now();
+                    omitted = true;
+                }
+                _ = tick.tick() => {
+                    if idle.stalled(progress(), ctx.limits.idle_timeout) {
+                        info!(%peer, "ended an {what} in which no data moved for {:?}", ctx.limits.idle_timeout);
+                        return None;
+                    }
+                    if Instant::now() >= hard_stop {
+                        info!(%peer, "cut off an {what} that ran past its end (--max-duration, or its client stalled)");
+                        let _ = send_state(ctrl, State::ServerTerminate).await;
+                        return None;
+                    }
+                }
+                _ = abort.changed() => {
+                    info!(%peer, "server shutting down: an iperf3 test is cut short");
+                    let _ = send_state(ctrl, State::ServerTerminate).await;
+                    return None;
+                }
+            }
+        }
+    }
 }
 
 /// `EXCHANGE_RESULTS` to `IPERF_DONE`.

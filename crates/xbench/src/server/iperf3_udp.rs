@@ -19,14 +19,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::Ctx;
 use super::conn::HandshakeSlot;
-use super::iperf3::{Figures, Measured, Plan, exchange_results, gone, refuse, send_state};
+use super::iperf3::{Figures, Measured, Plan, Watch, exchange_results, gone, refuse, send_state};
 use super::metrics;
 use crate::engine::udp::iperf3::{
     self, CONNECT_MSG, CONNECT_REPLY, Iperf3Counts, Iperf3Stream, OLD_CONNECT_MSG,
@@ -177,9 +176,9 @@ pub(super) fn stream_socket(
 
 /// Runs an iperf3 client's UDP test on `ctrl` from `CREATE_STREAMS`, its parameters checked
 /// (`plan`) and its place among running tests taken. True when it ran to its results exchange.
-///
-/// Over 80 lines: iperf3's states from `CREATE_STREAMS` on, each with its refusal, in the
-/// order they cross the wire.
+/// In the order iperf3's states cross the wire: the streams' hellos ([`streams_said_hello`]),
+/// the receivers, `TEST_START` and `TEST_RUNNING`, the senders ([`start`]), the window
+/// ([`measure`]), the results.
 pub(super) async fn run(
     mut ctrl: TcpStream,
     peer: SocketAddr,
@@ -188,109 +187,13 @@ pub(super) async fn run(
     ctx: &Arc<Ctx>,
     slot: HandshakeSlot,
 ) -> bool {
-    let limit = ctx.limits.handshake_timeout;
-    let n = plan.to_receive + plan.to_send;
-    let Ok(local) = ctrl.local_addr() else {
+    let Some(sockets) = streams_said_hello(&mut ctrl, peer, plan, ctx).await else {
         return false;
     };
-    let deadline = Instant::now() + limit;
-    let claimed = tokio::select! {
-        c = ctx.iperf3_udp.claim(peer.ip(), n, deadline) => c,
-        why = gone(&mut ctrl) => {
-            info!(%peer, "dropped an iperf3 UDP client while it waited for its turn: {why}");
-            return false;
-        }
-    };
-    let Some((claim, mut hellos)) = claimed else {
-        info!(
-            %peer,
-            "refused an iperf3 UDP test: another test from the same address kept waiting for its \
-             streams for {limit:?}"
-        );
-        refuse(&mut ctrl, (ierr::NEW_TEST, libc::EBUSY, String::new())).await;
-        return false;
-    };
-    if send_state(&mut ctrl, State::CreateStreams).await.is_err() {
-        return false;
-    }
-    let mut sockets = Vec::with_capacity(n);
-    let mut seen = Vec::with_capacity(n);
-    let deadline = tokio::time::Instant::now() + limit;
-    while sockets.len() < n {
-        let said = tokio::select! {
-            h = tokio::time::timeout_at(deadline, hellos.recv()) => h,
-            why = gone(&mut ctrl) => {
-                info!(%peer, "dropped an iperf3 UDP client while its streams said hello: {why}");
-                return false;
-            }
-        };
-        let hello = match said {
-            Ok(Some(h)) => h,
-            _ => {
-                info!(
-                    %peer,
-                    "dropped an iperf3 client: {} of its {n} UDP streams said hello within {limit:?}",
-                    sockets.len()
-                );
-                refuse(
-                    &mut ctrl,
-                    (ierr::ACCEPT_STREAM, libc::ETIMEDOUT, String::new()),
-                )
-                .await;
-                return false;
-            }
-        };
-        // A hello repeated before its socket was connected.
-        if seen.contains(&hello.0) {
-            continue;
-        }
-        seen.push(hello.0);
-        match stream_socket(local, hello, plan.socket.window) {
-            Ok(s) => sockets.push(s),
-            Err(e) => {
-                warn!(%peer, "cannot open a UDP stream for an iperf3 client: {e}");
-                refuse(&mut ctrl, (ierr::ACCEPT_STREAM, libc::EIO, String::new())).await;
-                return false;
-            }
-        }
-    }
-    drop(claim);
     drop(slot);
-    // Receivers first, in the order the client opened them, as iperf3's server gives roles;
-    // the senders start once the client is told the test runs.
-    let senders = sockets.split_off(plan.to_receive);
-    let mut streams = Vec::with_capacity(n);
-    for s in sockets {
-        match iperf3::spawn_receiver(s, plan.block_len, plan.counters_64bit) {
-            Ok(h) => streams.push((Role::Receiver, h)),
-            Err(e) => {
-                warn!(%peer, "cannot start a stream thread: {e}");
-                refuse(&mut ctrl, (ierr::NEW_TEST, libc::EIO, String::new())).await;
-                return false;
-            }
-        }
-    }
-    if send_state(&mut ctrl, State::TestStart).await.is_err()
-        || send_state(&mut ctrl, State::TestRunning).await.is_err()
-    {
+    let Some(streams) = start(&mut ctrl, peer, plan, sockets).await else {
         return false;
-    }
-    for s in senders {
-        match iperf3::spawn_sender(
-            s,
-            plan.block_len,
-            plan.rate,
-            (Instant::now(), None),
-            plan.counters_64bit,
-        ) {
-            Ok(h) => streams.push((Role::Sender, h)),
-            Err(e) => {
-                warn!(%peer, "cannot start a stream thread: {e}");
-                refuse(&mut ctrl, (ierr::NEW_TEST, libc::EIO, String::new())).await;
-                return false;
-            }
-        }
-    }
+    };
     info!(
         %peer,
         receive = plan.to_receive,
@@ -301,12 +204,133 @@ pub(super) async fn run(
     let metrics = ctx
         .metrics
         .test_started(metrics::Protocol::Iperf3, metrics::Kind::Udp);
+    watch_datagrams(&metrics, &streams);
+    let measured = measure(&mut ctrl, peer, &streams, plan, ctx).await;
+    let cpu = streams
+        .into_iter()
+        .map(|(_, h)| h.join())
+        .fold((0.0, 0.0), |(u, s), c| (u + c.user_s, s + c.system_s));
+    let completed = match measured {
+        Some(m) => exchange_results(&mut ctrl, peer, plan, params, m, cpu).await,
+        None => false,
+    };
+    metrics.finish(if completed { "completed" } else { "failed" }, None);
+    completed
+}
+
+/// `CREATE_STREAMS`: waits for this address's turn (one UDP test of an address at a time
+/// takes its hellos), tells the client, and opens a socket for each stream whose hello
+/// arrives, in the order they came. `None` when they did not all come within the handshake
+/// timeout or the client went away (logged, and refused where iperf3 reads a refusal).
+async fn streams_said_hello(
+    ctrl: &mut TcpStream,
+    peer: SocketAddr,
+    plan: &Plan,
+    ctx: &Arc<Ctx>,
+) -> Option<Vec<UdpSocket>> {
+    let limit = ctx.limits.handshake_timeout;
+    let n = plan.to_receive + plan.to_send;
+    let local = ctrl.local_addr().ok()?;
+    let claimed = tokio::select! {
+        c = ctx.iperf3_udp.claim(peer.ip(), n, Instant::now() + limit) => c,
+        why = gone(ctrl) => {
+            info!(%peer, "dropped an iperf3 UDP client while it waited for its turn: {why}");
+            return None;
+        }
+    };
+    let Some((_claim, mut hellos)) = claimed else {
+        info!(
+            %peer,
+            "refused an iperf3 UDP test: another test from the same address kept waiting for its \
+             streams for {limit:?}"
+        );
+        refuse(ctrl, (ierr::NEW_TEST, libc::EBUSY, String::new())).await;
+        return None;
+    };
+    send_state(ctrl, State::CreateStreams).await.ok()?;
+    let mut sockets = Vec::with_capacity(n);
+    let mut seen = Vec::with_capacity(n);
+    let deadline = tokio::time::Instant::now() + limit;
+    while sockets.len() < n {
+        let said = tokio::select! {
+            h = tokio::time::timeout_at(deadline, hellos.recv()) => h,
+            why = gone(ctrl) => {
+                info!(%peer, "dropped an iperf3 UDP client while its streams said hello: {why}");
+                return None;
+            }
+        };
+        let Ok(Some(hello)) = said else {
+            info!(
+                %peer,
+                "dropped an iperf3 client: {} of its {n} UDP streams said hello within {limit:?}",
+                sockets.len()
+            );
+            refuse(ctrl, (ierr::ACCEPT_STREAM, libc::ETIMEDOUT, String::new())).await;
+            return None;
+        };
+        // A hello repeated before its socket was connected.
+        if seen.contains(&hello.0) {
+            continue;
+        }
+        seen.push(hello.0);
+        match stream_socket(local, hello, plan.socket.window) {
+            Ok(s) => sockets.push(s),
+            Err(e) => {
+                warn!(%peer, "cannot open a UDP stream for an iperf3 client: {e}");
+                refuse(ctrl, (ierr::ACCEPT_STREAM, libc::EIO, String::new())).await;
+                return None;
+            }
+        }
+    }
+    Some(sockets)
+}
+
+/// Receivers first, in the order the client opened them, as iperf3's server gives roles;
+/// then `TEST_START` and `TEST_RUNNING`, and the senders once the client is told the test
+/// runs. `None` when a thread could not start (refused) or the client went away.
+async fn start(
+    ctrl: &mut TcpStream,
+    peer: SocketAddr,
+    plan: &Plan,
+    mut sockets: Vec<UdpSocket>,
+) -> Option<Vec<(Role, Iperf3Stream)>> {
+    let senders = sockets.split_off(plan.to_receive);
+    let mut streams = Vec::with_capacity(sockets.len() + senders.len());
+    let refused = async |ctrl: &mut TcpStream, e: std::io::Error| {
+        warn!(%peer, "cannot start a stream thread: {e}");
+        refuse(ctrl, (ierr::NEW_TEST, libc::EIO, String::new())).await;
+    };
+    for s in sockets {
+        match iperf3::spawn_receiver(s, plan.block_len, plan.counters_64bit) {
+            Ok(h) => streams.push((Role::Receiver, h)),
+            Err(e) => {
+                refused(ctrl, e).await;
+                return None;
+            }
+        }
+    }
+    send_state(ctrl, State::TestStart).await.ok()?;
+    send_state(ctrl, State::TestRunning).await.ok()?;
+    for s in senders {
+        let at = (Instant::now(), None);
+        match iperf3::spawn_sender(s, plan.block_len, plan.rate, at, plan.counters_64bit) {
+            Ok(h) => streams.push((Role::Sender, h)),
+            Err(e) => {
+                refused(ctrl, e).await;
+                return None;
+            }
+        }
+    }
+    Some(streams)
+}
+
+/// The test's bytes and datagrams, by direction, for the metrics endpoint while it runs. A
+/// receiver's `packets` is its highest sequence number: what it got is that less the gaps.
+fn watch_datagrams(metrics: &metrics::TestMetrics, streams: &[(Role, Iperf3Stream)]) {
     let shared: Vec<(Role, Arc<crate::engine::udp::iperf3::Iperf3Shared>)> = streams
         .iter()
         .map(|(r, h)| (*r, Arc::clone(&h.shared)))
         .collect();
-    // A receiver's `packets` is its highest sequence number: what it got is that less the
-    // gaps.
     metrics.watch(move || {
         let mut out = Vec::new();
         for (d, role) in [
@@ -314,8 +338,7 @@ pub(super) async fn run(
             (metrics::Direction::Sent, Role::Sender),
         ] {
             let mut m = metrics::Moved::default();
-            for c in shared
-                .iter()
+            for c in (shared.iter())
                 .filter(|(r, _)| *r == role)
                 .map(|(_, s)| s.counts())
             {
@@ -331,23 +354,10 @@ pub(super) async fn run(
         }
         out
     });
-    let measured = measure(&mut ctrl, peer, &streams, plan, ctx).await;
-    let cpu = streams
-        .into_iter()
-        .map(|(_, h)| h.join())
-        .fold((0.0, 0.0), |(u, s), c| (u + c.user_s, s + c.system_s));
-    let completed = match measured {
-        Some(m) => exchange_results(&mut ctrl, peer, plan, params, m, cpu).await,
-        None => false,
-    };
-    metrics.finish(if completed { "completed" } else { "failed" }, None);
-    completed
 }
 
-/// Runs the test until the client's `TEST_END`; `None` when it ended any other way (logged).
-///
-/// Over 80 lines: one `select!` over every way a running test ends, side by side, as the TCP
-/// test's.
+/// Runs the test until the client's `TEST_END` ([`Watch`], as the TCP test's); `None` when it
+/// ended any other way (logged).
 async fn measure(
     ctrl: &mut TcpStream,
     peer: SocketAddr,
@@ -355,74 +365,19 @@ async fn measure(
     plan: &Plan,
     ctx: &Ctx,
 ) -> Option<Measured> {
-    let start = Instant::now();
     let snapshot =
         || -> Vec<Iperf3Counts> { streams.iter().map(|(_, h)| h.shared.counts()).collect() };
     let bytes = || -> u64 { streams.iter().map(|(_, h)| h.shared.bytes()).sum() };
     let mut base = vec![Iperf3Counts::default(); streams.len()];
-    let mut omitted = plan.omit.is_zero();
-    let mut window_start = start;
-    // A datagram-count test (-n) has no length; --max-duration bounds it like any other.
-    let hard_stop = start
-        + match plan.duration.is_zero() {
-            true => ctx.limits.max_duration,
-            false => plan.duration + plan.omit,
-        }
-        + ctx.limits.overrun_grace;
-    let mut abort = ctx.abort.clone();
-    let mut last_total = 0u64;
-    let mut last_move = start;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let mut byte = [0u8; 1];
-    let omit_at = tokio::time::Instant::from_std(start + plan.omit);
-    loop {
-        tokio::select! {
-            r = ctrl.read(&mut byte) => {
-                if !matches!(r, Ok(1)) {
-                    info!(%peer, "an iperf3 client closed its control connection mid-test");
-                    return None;
-                }
-                match State::from_byte(byte[0]) {
-                    Some(State::TestEnd) => break,
-                    Some(State::ClientTerminate) => {
-                        info!(%peer, "an iperf3 client ended its test early (interrupted)");
-                        return None;
-                    }
-                    _ => {
-                        info!(%peer, state = byte[0] as i8, "dropped an iperf3 client that sent an unexpected state mid-test");
-                        refuse(ctrl, (ierr::MESSAGE, libc::EINVAL, String::new())).await;
-                        return None;
-                    }
-                }
-            }
-            () = tokio::time::sleep_until(omit_at), if !omitted => {
-                base = snapshot();
-                window_start = Instant::now();
-                omitted = true;
-            }
-            _ = tick.tick() => {
-                let now = Instant::now();
-                let total = bytes();
-                if total != last_total {
-                    last_total = total;
-                    last_move = now;
-                } else if now - last_move >= ctx.limits.idle_timeout {
-                    info!(%peer, "ended an iperf3 UDP test in which no data moved for {:?}", ctx.limits.idle_timeout);
-                    return None;
-                }
-                if now >= hard_stop {
-                    info!(%peer, "cut off an iperf3 UDP test that ran past its end (--max-duration, or its client stalled)");
-                    let _ = send_state(ctrl, State::ServerTerminate).await;
-                    return None;
-                }
-            }
-            _ = abort.changed() => {
-                info!(%peer, "server shutting down: an iperf3 test is cut short");
-                let _ = send_state(ctrl, State::ServerTerminate).await;
-                return None;
-            }
-        }
-    }
+    let watch = Watch {
+        peer,
+        what: "iperf3 UDP test",
+        plan,
+        ctx,
+    };
+    let window_start = watch
+        .until_test_end(ctrl, bytes, || base = snapshot())
+        .await?;
     let window = Instant::now().saturating_duration_since(window_start);
     // The senders' window ends here too: what they would send while the receivers drain is
     // outside it.
