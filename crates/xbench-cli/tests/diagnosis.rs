@@ -231,11 +231,12 @@ fn a_starved_reader_is_the_receiver() {
     // never closed): still the receiver, as likely, saying the losses could be the path's.
     // On a loaded machine the late ACKs may instead fill the sender's buffer, far larger
     // than the rate needs: the receiver again, as likely, from the buffer's figures.
+    // Over loopback every drop is the receiving host's: the receiver too, as likely.
     let losses = d["cannot_tell"]
         .as_array()
         .unwrap()
         .iter()
-        .any(|u| u["kind"] == "losses_or_reader");
+        .any(|u| u["kind"] == "losses_or_reader" || u["kind"] == "loopback_drops");
     let via_buffer = figure(d, "send_buffer_ceiling_bps").is_some();
     let confidence = if losses || via_buffer {
         "likely"

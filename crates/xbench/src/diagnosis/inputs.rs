@@ -58,6 +58,10 @@ pub struct Inputs {
     /// Mean unread bytes in the receive queues as a share of `SO_RCVBUF`, percent (mean over
     /// streams).
     pub receive_queue_pct: Option<f64>,
+    /// The data went over this host's loopback device (the client's route left by it, or the
+    /// server is a loopback address): no network lies between the ends, so a retransmission
+    /// answers a drop of the receiving host's own (its socket's queue or backlog full).
+    pub loopback: bool,
     /// Who sent.
     pub sender: Peer,
     /// Who received.
@@ -150,6 +154,7 @@ impl Inputs {
             sender_thread: all(&|s| s.sender_thread),
             reader_thread: all(&|s| s.receiver_thread),
             receive_queue_pct: queue.and_then(|q| mean(&q)),
+            loopback: over_loopback(report),
             sender,
             receiver,
         })
@@ -158,6 +163,22 @@ impl Inputs {
     /// Runs the rules on these figures.
     pub fn diagnose(&self) -> Diagnosis {
         super::rules::decide(self)
+    }
+}
+
+/// Whether `report`'s data went over loopback: the client's interface is the loopback
+/// device, or (without host facts, as from an older report) every stream's server address
+/// is a loopback address.
+fn over_loopback(report: &TestReport) -> bool {
+    let client_if = (report.hosts.as_ref())
+        .and_then(|h| h.client.as_ref())
+        .and_then(|c| c.interface.as_ref());
+    match client_if {
+        Some(i) => i.driver.as_deref() == Some("loopback"),
+        None => {
+            !report.streams.is_empty()
+                && (report.streams.iter()).all(|s| s.server_addr.ip().is_loopback())
+        }
     }
 }
 

@@ -347,6 +347,10 @@ pub enum Unknown {
     /// Segments were lost while the receiver's queue held unread data: a full receive buffer
     /// drops what arrives, so the losses may be the reader's as well as the path's.
     LossesOrReader,
+    /// Segments were retransmitted over loopback, where no network loses any: the receiving
+    /// host dropped them (its socket's queue or backlog full) at moments its reader fell
+    /// behind, which the reader's averages need not show.
+    LoopbackDrops,
     /// Two limits held the sender for comparable shares of the time; neither is *the* cause.
     Mixed {
         /// The limits, the larger share first.
@@ -394,6 +398,11 @@ impl std::fmt::Display for Unknown {
             Unknown::LossesOrReader => f.write_str(
                 "whether the losses were the path's or the receiver's: its queue held unread \
                  data, and a full receive buffer drops what arrives",
+            ),
+            Unknown::LoopbackDrops => f.write_str(
+                "when the receiver fell behind: over loopback no network loses segments, so \
+                 the retransmitted ones were dropped by the receiving host, at moments its \
+                 reader's averages do not show",
             ),
             Unknown::Mixed { causes } => {
                 let names: Vec<&str> = causes.iter().map(|c| c.name()).collect();
