@@ -147,6 +147,31 @@ fn text_output_explains_the_result() {
     assert!(text.contains("CPU: client"), "{text}");
 }
 
+/// A warning raised while the test runs is printed once: as it happens, and not again from
+/// the report's list at the end (which still holds it, for `--json`). `-w 1G` is past every
+/// kernel's default buffer ceiling, so the kernel grants less and says so.
+#[test]
+fn a_warning_is_printed_once() {
+    let dir = std::env::temp_dir().join(format!("xbench-warn-once-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("run.json");
+    let out = xbench()
+        .args(["client", "-t", "0.5", "-w", "1G", "--json-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let warnings = doc["warnings"].as_array().unwrap();
+    assert!(!warnings.is_empty(), "{stderr}");
+    for w in warnings {
+        let line = format!("warning: {}\n", w.as_str().unwrap());
+        assert_eq!(stderr.matches(&line).count(), 1, "{line} in:\n{stderr}");
+    }
+}
+
 /// Issue 31: `-w 256` said what to write, `-b 100` only "must be at least 8 kbit/s" and
 /// `--ceiling 100` drew a ceiling of 100 bit/s. Every size and rate flag that needs a unit
 /// says what to write instead, in every command.

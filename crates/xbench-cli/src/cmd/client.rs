@@ -56,103 +56,12 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     } else {
         None
     };
-
-    if let Some(u) = config.spec.as_throughput().and_then(|t| t.udp)
-        && u.datagram_len > xbench::config::UNFRAGMENTED_DATAGRAM_LEN
-    {
-        eprintln!(
-            "warning: {}-byte datagrams do not fit a 1500-byte MTU (at most {} bytes of UDP \
-             payload over IPv4): such a path fragments every one, and losing one fragment loses \
-             the datagram",
-            u.datagram_len,
-            xbench::config::UNFRAGMENTED_DATAGRAM_LEN
-        );
-    }
-    let mut text = Text::new(&config.spec).unit(unit).local(local.is_some());
-    let mut rr_text = RrText::default()
-        .local(local.is_some())
-        .connections_only(config.connections_only.is_some());
-    let is_rr = config.spec.as_rr().is_some();
-    let rate = xbench::units::RateScale(unit);
-    let mut udp_text = UdpText::new(&config.spec, rate, local.is_some());
-    let is_udp = config.spec.as_throughput().is_some_and(|t| t.udp.is_some());
-    let mut ul_text = UnderLoadText::new(&config.spec)
-        .unit(unit)
-        .local(local.is_some());
-    let is_ul = config
-        .spec
-        .as_throughput()
-        .is_some_and(|t| t.under_load.is_some());
-    let mut write_err: Option<io::Error> = None;
-    let mut on_event = |ev: ClientEvent| {
-        if write_err.is_some() {
-            return;
-        }
-        let s = match (&ev, &style) {
-            (ClientEvent::Warning(w), _) => {
-                eprintln!("warning: {w}");
-                if style == Style::JsonStream {
-                    json::event_line(&Event::Warning { message: w })
-                } else {
-                    return;
-                }
-            }
-            (
-                ClientEvent::PartialFlows {
-                    asked,
-                    running,
-                    server_limit,
-                },
-                _,
-            ) => {
-                rr_text.partial_flows(*asked, *running, *server_limit);
-                return;
-            }
-            (ClientEvent::Started { server, streams }, Style::Text) if is_ul => {
-                ul_text.started(&config, server, streams)
-            }
-            (ClientEvent::UnderLoadInterval(iv), Style::Text) => ul_text.interval(iv),
-            (ClientEvent::UnderLoadInterval(iv), Style::JsonStream) => {
-                json::event_line(&Event::UnderLoadInterval { interval: iv })
-            }
-            (ClientEvent::Started { .. }, Style::Text) if is_rr => rr_text.started(&config),
-            (ClientEvent::Started { server, streams }, Style::Text) if is_udp => {
-                udp_text.started(&config, server, streams)
-            }
-            (ClientEvent::Started { server, streams }, Style::Text) => {
-                text.started(&config, server, streams)
-            }
-            (ClientEvent::Started { server, streams }, Style::JsonStream) => {
-                json::event_line(&Event::Start {
-                    schema_version: xbench::report::SCHEMA_VERSION,
-                    server,
-                    streams,
-                })
-            }
-            (ClientEvent::Interval(iv), Style::Text) => text.interval(iv),
-            (ClientEvent::Interval(iv), Style::JsonStream) => {
-                json::event_line(&Event::Interval { interval: iv })
-            }
-            (ClientEvent::UdpInterval(iv), Style::Text) => udp_text.interval(iv),
-            (ClientEvent::UdpInterval(iv), Style::JsonStream) => {
-                json::event_line(&Event::UdpInterval { interval: iv })
-            }
-            (ClientEvent::RrInterval(iv), Style::Text) => rr_text.interval(iv),
-            (ClientEvent::RrInterval(iv), Style::JsonStream) => {
-                json::event_line(&Event::RrInterval { interval: iv })
-            }
-            (ClientEvent::Interface(iv), Style::JsonStream) => {
-                json::event_line(&Event::Interface { interval: iv })
-            }
-            _ => return,
-        };
-        if let Err(e) = out(&s) {
-            write_err = Some(e);
-        }
-    };
+    warn_of_fragments(&config);
+    let mut live = Live::new(&config, style.clone(), unit, local.is_some());
     // The cookie is drawn before the test, as iperf3 draws its own.
     let iperf3 = iperf3_json::Context::new();
     let started_at = SystemTime::now();
+    let mut on_event = |ev: ClientEvent| live.event(&config, ev);
     let result = xbench::client::run_with_give_up(&config, &mut on_event, cancel, give_up).await;
     let report = match result {
         Ok(r) => r,
@@ -174,47 +83,208 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
             });
         }
     };
-    // The file first: a closed stdout (`xbench … | head`) must not lose it. A file that cannot
-    // be written (a full disk, a FIFO nobody reads) must not lose the printed results either:
-    // they are printed, then the failure is the exit status.
-    let mut file_err = None;
-    if let Some(path) = &json_file
-        && let Err(e) = write_atomically(path, json::document(&report).as_bytes())
-    {
-        file_err = Some(anyhow::Error::new(e).context(format!("cannot write {}", path.display())));
-    }
-    if let Some(e) = write_err {
-        return Err(e).context("writing results");
-    }
-    if let (Some(path), Some(rr)) = (&hist, &report.rr)
-        && let Err(e) = write_histograms(path, &report, rr)
-    {
-        file_err.get_or_insert(e);
-    }
-    let mut rendered = match &style {
-        Style::Text if is_rr => rr_text.summary(&report),
-        Style::Text if is_udp => udp_text.summary(&report),
-        Style::Text if is_ul => ul_text.summary(&report, unit),
-        Style::Text => Text::new(&config.spec).unit(unit).summary(&report),
-        Style::Json => json::document(&report),
-        Style::Iperf3Json => iperf3_json::document(&report, &iperf3),
-        Style::JsonStream => json::event_line(&Event::End { report: &report }),
-        Style::Fields(fields, format) => netperf::render(&report, &fields.0, *format, unit),
+    let files = Files {
+        json_file: json_file.as_deref(),
+        hist: hist.as_deref(),
     };
-    if style == Style::Text {
-        rendered.push_str(&crate::render::host::text(&report));
-        rendered.push_str(&crate::render::trace::text(&report));
-    }
-    out(&rendered).context("writing results")?;
-    for w in &report.warnings {
-        eprintln!("warning: {w}");
-    }
+    let done = live.finish(&config, &report, &iperf3, files);
     // Last: the results are out before an in-process server's wind-down can delay them.
     stop(local).await;
-    if let Some(e) = file_err {
-        return Err(e);
-    }
+    done?;
     Ok(exit_for(&report))
+}
+
+/// Datagrams larger than a 1500-byte MTU carries whole: said before the test.
+fn warn_of_fragments(config: &xbench::ClientConfig) {
+    if let Some(u) = config.spec.as_throughput().and_then(|t| t.udp)
+        && u.datagram_len > xbench::config::UNFRAGMENTED_DATAGRAM_LEN
+    {
+        eprintln!(
+            "warning: {}-byte datagrams do not fit a 1500-byte MTU (at most {} bytes of UDP \
+             payload over IPv4): such a path fragments every one, and losing one fragment loses \
+             the datagram",
+            u.datagram_len,
+            xbench::config::UNFRAGMENTED_DATAGRAM_LEN
+        );
+    }
+}
+
+/// Where the results are also written: `--json-file` and `--hist`.
+struct Files<'a> {
+    json_file: Option<&'a Path>,
+    hist: Option<&'a Path>,
+}
+
+/// The test as it is printed: the renderer of its kind, live and at the end.
+struct Live {
+    style: Style,
+    unit: Option<xbench::units::ThroughputUnit>,
+    text: Text,
+    rr_text: RrText,
+    udp_text: UdpText,
+    ul_text: UnderLoadText,
+    kind: Kind,
+    /// Warnings already printed as they came: the report's list holds them again.
+    warned: std::collections::HashSet<String>,
+    /// Writing to stdout failed (a closed pipe): nothing more is printed live.
+    write_err: Option<io::Error>,
+}
+
+/// Which renderer a test's output takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Bulk,
+    Rr,
+    Udp,
+    UnderLoad,
+}
+
+impl Live {
+    fn new(
+        config: &xbench::ClientConfig,
+        style: Style,
+        unit: Option<xbench::units::ThroughputUnit>,
+        local: bool,
+    ) -> Self {
+        let spec = &config.spec;
+        let tp = spec.as_throughput();
+        let kind = if spec.as_rr().is_some() {
+            Kind::Rr
+        } else if tp.is_some_and(|t| t.udp.is_some()) {
+            Kind::Udp
+        } else if tp.is_some_and(|t| t.under_load.is_some()) {
+            Kind::UnderLoad
+        } else {
+            Kind::Bulk
+        };
+        Live {
+            style,
+            unit,
+            text: Text::new(spec).unit(unit).local(local),
+            rr_text: RrText::default()
+                .local(local)
+                .connections_only(config.connections_only.is_some()),
+            udp_text: UdpText::new(spec, xbench::units::RateScale(unit), local),
+            ul_text: UnderLoadText::new(spec).unit(unit).local(local),
+            kind,
+            warned: std::collections::HashSet::new(),
+            write_err: None,
+        }
+    }
+
+    /// Prints one event as the style asks.
+    fn event(&mut self, config: &xbench::ClientConfig, ev: ClientEvent) {
+        if self.write_err.is_some() {
+            return;
+        }
+        let (style, kind) = (&self.style, self.kind);
+        let s = match (&ev, style) {
+            (ClientEvent::Warning(w), _) => {
+                eprintln!("warning: {w}");
+                self.warned.insert(w.clone());
+                if *style == Style::JsonStream {
+                    json::event_line(&Event::Warning { message: w })
+                } else {
+                    return;
+                }
+            }
+            (
+                ClientEvent::PartialFlows {
+                    asked,
+                    running,
+                    server_limit,
+                },
+                _,
+            ) => {
+                (self.rr_text).partial_flows(*asked, *running, *server_limit);
+                return;
+            }
+            (ClientEvent::Started { server, streams }, Style::Text) => match kind {
+                Kind::UnderLoad => self.ul_text.started(config, server, streams),
+                Kind::Rr => self.rr_text.started(config),
+                Kind::Udp => self.udp_text.started(config, server, streams),
+                Kind::Bulk => self.text.started(config, server, streams),
+            },
+            (ClientEvent::UnderLoadInterval(iv), Style::Text) => self.ul_text.interval(iv),
+            (ClientEvent::UnderLoadInterval(iv), Style::JsonStream) => {
+                json::event_line(&Event::UnderLoadInterval { interval: iv })
+            }
+            (ClientEvent::Started { server, streams }, Style::JsonStream) => {
+                json::event_line(&Event::Start {
+                    schema_version: xbench::report::SCHEMA_VERSION,
+                    server,
+                    streams,
+                })
+            }
+            (ClientEvent::Interval(iv), Style::Text) => self.text.interval(iv),
+            (ClientEvent::Interval(iv), Style::JsonStream) => {
+                json::event_line(&Event::Interval { interval: iv })
+            }
+            (ClientEvent::UdpInterval(iv), Style::Text) => self.udp_text.interval(iv),
+            (ClientEvent::UdpInterval(iv), Style::JsonStream) => {
+                json::event_line(&Event::UdpInterval { interval: iv })
+            }
+            (ClientEvent::RrInterval(iv), Style::Text) => self.rr_text.interval(iv),
+            (ClientEvent::RrInterval(iv), Style::JsonStream) => {
+                json::event_line(&Event::RrInterval { interval: iv })
+            }
+            (ClientEvent::Interface(iv), Style::JsonStream) => {
+                json::event_line(&Event::Interface { interval: iv })
+            }
+            _ => return,
+        };
+        if let Err(e) = out(&s) {
+            self.write_err = Some(e);
+        }
+    }
+
+    /// The end: the files first — a closed stdout (`xbench … | head`) must not lose them —
+    /// then the summary, then the warnings not yet printed. A file that cannot be written (a
+    /// full disk, a FIFO nobody reads) must not lose the printed results either: they are
+    /// printed, then the failure is the exit status.
+    fn finish(
+        mut self,
+        config: &xbench::ClientConfig,
+        report: &TestReport,
+        iperf3: &iperf3_json::Context,
+        files: Files<'_>,
+    ) -> anyhow::Result<()> {
+        let mut file_err = None;
+        if let Some(path) = files.json_file
+            && let Err(e) = write_atomically(path, json::document(report).as_bytes())
+        {
+            let e = anyhow::Error::new(e).context(format!("cannot write {}", path.display()));
+            file_err = Some(e);
+        }
+        if let Some(e) = self.write_err.take() {
+            return Err(e).context("writing results");
+        }
+        if let (Some(path), Some(rr)) = (files.hist, &report.rr)
+            && let Err(e) = write_histograms(path, report, rr)
+        {
+            file_err.get_or_insert(e);
+        }
+        let unit = self.unit;
+        let mut rendered = match (&self.style, self.kind) {
+            (Style::Text, Kind::Rr) => self.rr_text.summary(report),
+            (Style::Text, Kind::Udp) => self.udp_text.summary(report),
+            (Style::Text, Kind::UnderLoad) => self.ul_text.summary(report, unit),
+            (Style::Text, Kind::Bulk) => Text::new(&config.spec).unit(unit).summary(report),
+            (Style::Json, _) => json::document(report),
+            (Style::Iperf3Json, _) => iperf3_json::document(report, iperf3),
+            (Style::JsonStream, _) => json::event_line(&Event::End { report }),
+            (Style::Fields(fields, format), _) => netperf::render(report, &fields.0, *format, unit),
+        };
+        if self.style == Style::Text {
+            rendered.push_str(&crate::render::host::text(report));
+            rendered.push_str(&crate::render::trace::text(report));
+        }
+        out(&rendered).context("writing results")?;
+        for w in report.warnings.iter().filter(|w| !self.warned.contains(*w)) {
+            eprintln!("warning: {w}");
+        }
+        file_err.map_or(Ok(()), Err)
+    }
 }
 
 async fn stop(local: Option<LocalServer>) {
