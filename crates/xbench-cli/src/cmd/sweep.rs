@@ -44,98 +44,16 @@ pub(crate) async fn run(sweep: Sweep) -> anyhow::Result<Exit> {
     };
     // First Ctrl-C ends the run in progress and the sweep; a second one exits at once.
     let cancel = ctrl_c("the summary");
-
-    let total = plan.run_count();
-    let cells = plan.cells().len();
-    let repeat = plan.repeat.get();
-    // A bar only for a person watching: not into a pipe or file, not around JSON.
-    let bar = (!json && io::stdout().is_terminal()).then(|| progress_bar(total));
-    let mut write_err: Option<io::Error> = None;
-    let mut on_event = |ev: SweepEvent<'_>| {
-        let line = match ev {
-            SweepEvent::Skipped(_) => {
-                if let Some(b) = &bar {
-                    b.dec_length(1);
-                }
-                return;
-            }
-            SweepEvent::Started(p) => {
-                if let Some(b) = &bar {
-                    b.set_message(format!(
-                        "cell {} ({}/{cells}), run {}/{repeat}",
-                        p.key.describe(),
-                        p.cell + 1,
-                        p.repeat
-                    ));
-                }
-                return;
-            }
-            SweepEvent::Pausing(d) => {
-                if let Some(b) = &bar {
-                    b.set_message(format!("pausing {:.0} s", d.as_secs_f64()));
-                }
-                return;
-            }
-            SweepEvent::Client(ClientEvent::Warning(w)) => {
-                suspend(&bar, || eprintln!("warning: {w}"));
-                return;
-            }
-            SweepEvent::Finished {
-                planned,
-                run,
-                saved,
-            } => {
-                if let Some(b) = &bar {
-                    b.inc(1);
-                }
-                let mut s = format!(
-                    "[{:>w$}/{total}] {} run {}/{repeat}: {}",
-                    planned.index + 1,
-                    planned.key.describe(),
-                    planned.repeat,
-                    run.one_line(unit),
-                    w = total.to_string().len()
-                );
-                if let Some(p) = saved {
-                    s.push_str(&format!("  → {}", p.display()));
-                }
-                s
-            }
-            SweepEvent::NotKept { planned, reason } => {
-                if let Some(b) = &bar {
-                    b.inc(1);
-                }
-                format!(
-                    "[{:>w$}/{total}] {} run {}/{repeat}: {reason}",
-                    planned.index + 1,
-                    planned.key.describe(),
-                    planned.repeat,
-                    w = total.to_string().len()
-                )
-            }
-            _ => return,
-        };
-        if json || write_err.is_some() {
-            return;
-        }
-        match &bar {
-            Some(b) => b.println(line),
-            None => {
-                if let Err(e) = out(&format!("{line}\n")) {
-                    write_err = Some(e);
-                }
-            }
-        }
-    };
-    let outcome = xbench_sweep::run(&plan, &mut on_event, cancel).await;
-    if let Some(b) = &bar {
+    let mut progress = Progress::new(&plan, json, unit);
+    let outcome = xbench_sweep::run(&plan, &mut |ev| progress.event(ev), cancel).await;
+    if let Some(b) = &progress.bar {
         b.finish_and_clear();
     }
     if let Some(l) = local {
         l.stop().await;
     }
     let outcome = outcome.map_err(usage_or_failure)?;
-    if let Some(e) = write_err {
+    if let Some(e) = progress.write_err {
         return Err(e).context("writing results");
     }
 
@@ -159,29 +77,160 @@ pub(crate) async fn run(sweep: Sweep) -> anyhow::Result<Exit> {
     let rendered = if json {
         Document::with_sweep(&table, &warnings, summary).to_json()
     } else {
-        let mut s = format!(
-            "\n{label}: {} of {} runs completed in this sweep{}{}\n\n",
-            summary.completed,
-            summary.planned,
-            if summary.skipped > 0 {
-                format!(", {} already saved", summary.skipped)
-            } else {
-                String::new()
-            },
-            if summary.not_kept > 0 {
-                format!(", {} not kept (failed or interrupted)", summary.not_kept)
-            } else {
-                String::new()
-            },
-        );
-        if table.is_empty() {
-            s.push_str("No run completed.\n");
-        } else {
-            s.push_str(&render::render(&table, Format::Text, unit));
-        }
-        s
+        summary_text(&label, summary, &table, unit)
     };
     out(&rendered).context("writing results")?;
+    exit_of(summary, &plan)
+}
+
+/// A sweep as it goes: a progress bar for a person watching (not into a pipe or file, not
+/// around JSON), and one line per finished run.
+struct Progress {
+    bar: Option<ProgressBar>,
+    json: bool,
+    unit: Option<xbench::units::ThroughputUnit>,
+    total: usize,
+    cells: usize,
+    repeat: u32,
+    /// Writing to stdout failed (a closed pipe): nothing more is printed.
+    write_err: Option<io::Error>,
+}
+
+impl Progress {
+    fn new(
+        plan: &xbench_sweep::SweepPlan,
+        json: bool,
+        unit: Option<xbench::units::ThroughputUnit>,
+    ) -> Self {
+        let total = plan.run_count();
+        Progress {
+            bar: (!json && io::stdout().is_terminal()).then(|| progress_bar(total)),
+            json,
+            unit,
+            total,
+            cells: plan.cells().len(),
+            repeat: plan.repeat.get(),
+            write_err: None,
+        }
+    }
+
+    fn event(&mut self, ev: SweepEvent<'_>) {
+        let (total, cells, repeat) = (self.total, self.cells, self.repeat);
+        let bar = &self.bar;
+        let w = total.to_string().len();
+        let line = match ev {
+            SweepEvent::Skipped(_) => {
+                if let Some(b) = bar {
+                    b.dec_length(1);
+                }
+                return;
+            }
+            SweepEvent::Started(p) => {
+                if let Some(b) = bar {
+                    b.set_message(format!(
+                        "cell {} ({}/{cells}), run {}/{repeat}",
+                        p.key.describe(),
+                        p.cell + 1,
+                        p.repeat
+                    ));
+                }
+                return;
+            }
+            SweepEvent::Pausing(d) => {
+                if let Some(b) = bar {
+                    b.set_message(format!("pausing {:.0} s", d.as_secs_f64()));
+                }
+                return;
+            }
+            SweepEvent::Client(ClientEvent::Warning(w)) => {
+                suspend(bar, || eprintln!("warning: {w}"));
+                return;
+            }
+            SweepEvent::Finished {
+                planned,
+                run,
+                saved,
+            } => {
+                if let Some(b) = bar {
+                    b.inc(1);
+                }
+                let mut s = format!(
+                    "[{:>w$}/{total}] {} run {}/{repeat}: {}",
+                    planned.index + 1,
+                    planned.key.describe(),
+                    planned.repeat,
+                    run.one_line(self.unit),
+                );
+                if let Some(p) = saved {
+                    s.push_str(&format!("  → {}", p.display()));
+                }
+                s
+            }
+            SweepEvent::NotKept { planned, reason } => {
+                if let Some(b) = bar {
+                    b.inc(1);
+                }
+                format!(
+                    "[{:>w$}/{total}] {} run {}/{repeat}: {reason}",
+                    planned.index + 1,
+                    planned.key.describe(),
+                    planned.repeat,
+                )
+            }
+            _ => return,
+        };
+        if self.json || self.write_err.is_some() {
+            return;
+        }
+        match bar {
+            Some(b) => b.println(line),
+            None => {
+                if let Err(e) = out(&format!("{line}\n")) {
+                    self.write_err = Some(e);
+                }
+            }
+        }
+    }
+}
+
+/// The text after the runs: how many completed (and were already saved, or not kept), then
+/// the label's table.
+fn summary_text(
+    label: &str,
+    summary: &xbench_sweep::SweepSummary,
+    table: &Comparison,
+    unit: Option<xbench::units::ThroughputUnit>,
+) -> String {
+    let mut s = format!(
+        "\n{label}: {} of {} runs completed in this sweep{}{}\n\n",
+        summary.completed,
+        summary.planned,
+        if summary.skipped > 0 {
+            format!(", {} already saved", summary.skipped)
+        } else {
+            String::new()
+        },
+        if summary.not_kept > 0 {
+            format!(", {} not kept (failed or interrupted)", summary.not_kept)
+        } else {
+            String::new()
+        },
+    );
+    if table.is_empty() {
+        s.push_str("No run completed.\n");
+    } else {
+        s.push_str(&render::render(table, Format::Text, unit));
+    }
+    s
+}
+
+/// The exit status of a sweep that ended as `summary` says: interrupted, stopped by a run
+/// (its error, and where the finished runs are kept), or completed (a failure if a run was
+/// not kept).
+fn exit_of(
+    summary: &xbench_sweep::SweepSummary,
+    plan: &xbench_sweep::SweepPlan,
+) -> anyhow::Result<Exit> {
     match summary.end {
         SweepEnd::Interrupted => Ok(Exit::Interrupted),
         SweepEnd::Failed => {
