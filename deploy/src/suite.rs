@@ -9,6 +9,7 @@
 //! omit = 2           # -O
 //! repeat = 15        # runs of every cell, round-robin over cells and paths
 //! pause = "5s"       # between two runs
+//! trace = true       # --trace on every run: the hops of each path, as mtr shows them
 //!
 //! [[suite.test]]
 //! parallel = [1, 2, 4, 8, 16]   # -P
@@ -59,6 +60,10 @@ pub struct Suite {
     pub pause: Duration,
     /// The tests, one per direction of each `[[suite.test]]`, in file order.
     pub tests: Vec<SuiteTest>,
+    /// `trace = true`: every run probes the hops of its path while it runs (`--trace`), so
+    /// each path's report shows where its RTT is spent (report 003 ran `mtr` beside iperf3
+    /// for that). The probes are a few a second, rate-limited not to disturb the test.
+    pub trace: bool,
 }
 
 /// One test of a suite and the lists it sweeps, as `xbench client` takes them.
@@ -215,6 +220,8 @@ pub(crate) struct RawSuite {
     repeat: Option<u32>,
     pause: Option<TimeValue>,
     #[serde(default)]
+    trace: bool,
+    #[serde(default)]
     test: Vec<RawTest>,
 }
 
@@ -363,6 +370,7 @@ impl RawSuite {
             repeat,
             pause,
             tests,
+            trace: self.trace,
         })
     }
 }

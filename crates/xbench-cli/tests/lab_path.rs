@@ -218,3 +218,50 @@ fn root_lab_a_smaller_mtu_in_the_middle_is_found_or_flagged() {
     assert!(m.mss <= 1348, "{m:?}");
     assert!(m.to_string().contains("black hole"), "{m}");
 }
+
+/// `--trace` is rate-limited so it never disturbs the test: through a routed hop capped at
+/// 100 Mbit/s, runs with and without it, interleaved, read the same rate — the medians within
+/// the spread of the untraced runs (and at least 2 % of the cap, the run-to-run noise of a
+/// tbf cap), and the traced runs' probes answered.
+#[test]
+fn root_lab_trace_does_not_change_the_rate() {
+    let name = "root_lab_trace_does_not_change_the_rate";
+    if !root_or_skip(name) {
+        return;
+    }
+    let _s = serial();
+    const CAP: u64 = 100_000_000;
+    let capped = Impairment {
+        rate_bps: Some(CAP),
+        ..Impairment::default()
+    };
+    let mut p = PathSpec::new(PathKind::Transit).with(capped);
+    p.label = "capped".into();
+    let lab = up(&spec("trace-rate", "xb33r-", vec![p]));
+    let path = &lab.paths()[0];
+    let rate = |r: &TestReport| {
+        let d = &r.summary.directions[0];
+        d.receiver.expect("the receiver's figure").bits_per_second
+    };
+    let (mut plain, mut traced) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        plain.push(rate(&xbench_client(path, &["-t", "3", "-O", "1"])));
+        let r = xbench_client(path, &["-t", "3", "-O", "1", "--trace"]);
+        let t = trace_of(&r);
+        assert!(t.hops.iter().any(|h| h.answered > 0), "{t:#?}");
+        traced.push(rate(&r));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let spread = plain.iter().copied().fold(f64::MIN, f64::max)
+        - plain.iter().copied().fold(f64::MAX, f64::min);
+    let (m_plain, m_traced) = (median(&mut plain), median(&mut traced));
+    eprintln!("without --trace {plain:?}, with {traced:?} bit/s");
+    let allowed = spread.max(CAP as f64 * 0.02);
+    assert!(
+        (m_plain - m_traced).abs() <= allowed,
+        "median {m_traced} with --trace against {m_plain} without; allowed {allowed}"
+    );
+}

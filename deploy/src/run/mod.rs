@@ -149,6 +149,7 @@ pub fn schedule(suite: &Suite, paths: &[RunPath], out: &Path) -> Vec<Planned> {
                 config.port = p.port;
                 config.label = Some(p.label.clone());
                 config.spec = spec.clone();
+                config.trace = suite.trace.then(xbench::trace::TraceConfig::default);
                 let file = layout::run_file(&layout::cell_dir(out, &p.label, &cell), repeat);
                 list.push(Planned {
                     index: list.len(),
@@ -778,6 +779,42 @@ mod tests {
             e.to_string(),
             "path 'peering' (4 client instances), cell tcp-up-P2: parallel = 2 cannot be shared \
              by 4 client instances (each runs at least one); use at least 4, or fewer clients"
+        );
+    }
+
+    /// `trace = true` in the suite: every run's command carries `--trace` (issue 33: deploy's
+    /// runs record the hops); without it, none does.
+    #[test]
+    fn a_suite_that_asks_for_the_hops_traces_every_run() {
+        let text = "time = 1
+[[test]]
+parallel = 2
+[[test]]
+rr = true
+";
+        let argv = |suite: &Suite| -> Vec<Vec<String>> {
+            schedule(suite, &[path(1)], Path::new("/nonexistent"))
+                .iter()
+                .map(|p| command::client_argv(&p.config, None).unwrap())
+                .collect()
+        };
+        let plain = Suite::from_toml(text).unwrap();
+        assert!(!plain.trace);
+        assert!(
+            argv(&plain)
+                .iter()
+                .all(|a| !a.iter().any(|x| x == "--trace"))
+        );
+        let traced = Suite::from_toml(&format!(
+            "trace = true
+{text}"
+        ))
+        .unwrap();
+        let runs = argv(&traced);
+        assert_eq!(runs.len(), 2);
+        assert!(
+            runs.iter().all(|a| a.iter().any(|x| x == "--trace")),
+            "{runs:?}"
         );
     }
 }
