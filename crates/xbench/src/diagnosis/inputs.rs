@@ -62,6 +62,9 @@ pub struct Inputs {
     /// server is a loopback address): no network lies between the ends, so a retransmission
     /// answers a drop of the receiving host's own (its socket's queue or backlog full).
     pub loopback: bool,
+    /// The EC2 allowance that shaped this direction's data, the most-counted one, when an
+    /// end's driver counted it as bearing on the rate ([`crate::report::Bearing::LimitsRate`]).
+    pub allowance: Option<AllowanceHit>,
     /// Who sent.
     pub sender: Peer,
     /// Who received.
@@ -155,6 +158,7 @@ impl Inputs {
             reader_thread: all(&|s| s.receiver_thread),
             receive_queue_pct: queue.and_then(|q| mean(&q)),
             loopback: over_loopback(report),
+            allowance: allowance_hit(report, d.direction),
             sender,
             receiver,
         })
@@ -164,6 +168,41 @@ impl Inputs {
     pub fn diagnose(&self) -> Diagnosis {
         super::rules::decide(self)
     }
+}
+
+/// An allowance exceeded the way this direction's data went.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AllowanceHit {
+    /// Packets the driver counted as shaped.
+    pub exceeded: u64,
+    /// Those as a share of the packets the interface moved that way, percent, when known.
+    pub shaped_pct: Option<f64>,
+}
+
+/// The allowance verdict of `report` that bears on `direction`'s rate: bandwidth out at the
+/// end that sends, in at the end that receives, packets per second at either.
+fn allowance_hit(report: &TestReport, direction: StreamDirection) -> Option<AllowanceHit> {
+    use crate::report::{Allowance, Bearing, End};
+    let (sends, receives) = match direction {
+        StreamDirection::ClientToServer => (End::Client, End::Server),
+        StreamDirection::ServerToClient => (End::Server, End::Client),
+    };
+    (report.hosts.as_ref()?.verdicts.iter())
+        .filter(|v| v.bearing == Bearing::LimitsRate)
+        .filter(|v| match v.allowance {
+            Allowance::BwOut => v.end == sends,
+            Allowance::BwIn => v.end == receives,
+            Allowance::Pps => true,
+            Allowance::Conntrack | Allowance::Linklocal => false,
+        })
+        .max_by_key(|v| v.exceeded)
+        .map(|v| AllowanceHit {
+            exceeded: v.exceeded,
+            shaped_pct: v
+                .packets
+                .filter(|&p| p > 0)
+                .map(|p| v.exceeded as f64 * 100.0 / p as f64),
+        })
 }
 
 /// Whether `report`'s data went over loopback: the client's interface is the loopback
@@ -198,5 +237,57 @@ fn mean_thread(v: &[ThreadTime]) -> ThreadTime {
         on_cpu_pct,
         waiting_for_cpu_pct: (v.iter().map(|t| clamp(t.waiting_for_cpu_pct)).sum::<f64>() / n)
             .min(100.0 - on_cpu_pct),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Allowance, AllowanceVerdict, Bearing, End, Hosts};
+
+    fn report_with(verdicts: Vec<AllowanceVerdict>) -> TestReport {
+        let c = crate::ClientConfig::new("h");
+        let why = crate::Error::Interrupted { during: "a test" };
+        let mut r = crate::client::nothing_measured(&c, std::time::SystemTime::now(), &why);
+        r.hosts = Some(Hosts {
+            client: None,
+            server: None,
+            verdicts,
+            path_mtu: None,
+        });
+        r
+    }
+
+    fn shaped(end: End, allowance: Allowance, exceeded: u64) -> AllowanceVerdict {
+        AllowanceVerdict {
+            end,
+            allowance,
+            exceeded,
+            packets: Some(exceeded * 50),
+            span_s: 10.0,
+            bearing: Bearing::LimitsRate,
+        }
+    }
+
+    /// An allowance bears on a direction where that direction's data went through it:
+    /// bandwidth out at the sender, in at the receiver, packets per second at either end.
+    #[test]
+    fn an_allowance_bears_on_the_direction_its_data_went() {
+        use StreamDirection::{ClientToServer as Up, ServerToClient as Down};
+        let r = report_with(vec![shaped(End::Client, Allowance::BwOut, 12_408)]);
+        let hit = allowance_hit(&r, Up).unwrap();
+        assert_eq!(hit.exceeded, 12_408);
+        assert!((hit.shaped_pct.unwrap() - 2.0).abs() < 1e-9);
+        assert_eq!(allowance_hit(&r, Down), None);
+        let r = report_with(vec![shaped(End::Client, Allowance::BwIn, 7)]);
+        assert_eq!(allowance_hit(&r, Up), None);
+        assert!(allowance_hit(&r, Down).is_some());
+        let r = report_with(vec![shaped(End::Server, Allowance::Pps, 9)]);
+        assert!(allowance_hit(&r, Up).is_some() && allowance_hit(&r, Down).is_some());
+        // Bursts, connections and link-local traffic do not set the rate.
+        let mut bursts = shaped(End::Client, Allowance::BwOut, 3);
+        bursts.bearing = Bearing::Bursts;
+        let r = report_with(vec![bursts, shaped(End::Client, Allowance::Conntrack, 50)]);
+        assert_eq!(allowance_hit(&r, Up), None);
     }
 }

@@ -82,6 +82,10 @@ pub enum Verdict {
     Sender,
     /// Losses on the path: the congestion window set the pace and segments were retransmitted.
     NetworkLoss,
+    /// The instance, not the path: EC2 shaped an end's packets to its allowance (bandwidth
+    /// out at the sender, in at the receiver, or packets per second at either), and its
+    /// driver counted them (`ethtool -S`'s `*_allowance_exceeded`).
+    InstanceAllowance,
     /// The figures do not name one limit; [`Diagnosis::cannot_tell`] says why.
     CannotTell,
 }
@@ -97,6 +101,7 @@ impl Verdict {
             Verdict::SendBuffer => "send buffer",
             Verdict::Sender => "sender CPU or application",
             Verdict::NetworkLoss => "network losses",
+            Verdict::InstanceAllowance => "the instance's allowance",
             Verdict::CannotTell => "cannot tell",
         }
     }
@@ -126,6 +131,10 @@ impl Verdict {
             }
             Verdict::NetworkLoss => {
                 "the path dropped segments and the congestion window set the pace"
+            }
+            Verdict::InstanceAllowance => {
+                "EC2 shaped the instance's packets to its allowance: the rate is the instance's \
+                 limit, not the path's (a larger type, or one not \"up to\", lifts it)"
             }
             Verdict::CannotTell => "the figures do not name one limit",
         }
@@ -254,6 +263,12 @@ pub enum FigureName {
     /// Mean unread bytes in the receive queue as a share of `SO_RCVBUF`.
     #[serde(rename = "receive_queue_pct")]
     ReceiveQueue,
+    /// Packets an end's driver counted as shaped by the EC2 allowance that limits the rate.
+    #[serde(rename = "allowance_exceeded")]
+    AllowanceExceeded,
+    /// Those packets as a share of the packets the interface moved that way.
+    #[serde(rename = "allowance_shaped_pct")]
+    AllowanceShaped,
 }
 
 /// The unit of a figure's value.
@@ -300,6 +315,8 @@ impl FigureName {
             FigureName::ReaderWaitingForCpu => "reading thread waiting for a CPU",
             FigureName::ReaderAsleep => "reading thread waiting for data",
             FigureName::ReceiveQueue => "receive queue full (mean, of SO_RCVBUF)",
+            FigureName::AllowanceExceeded => "packets shaped by the instance's allowance",
+            FigureName::AllowanceShaped => "of the packets that way",
         }
     }
 
@@ -312,7 +329,9 @@ impl FigureName {
             | FigureName::SendBufferCeiling => Unit::BitsPerSecond,
             FigureName::MeanWindow | FigureName::MaxWindow => Unit::Bytes,
             FigureName::RttMean | FigureName::RttBase | FigureName::QueueDelay => Unit::Micros,
-            FigureName::Retransmits | FigureName::WindowSegments => Unit::Count,
+            FigureName::Retransmits
+            | FigureName::WindowSegments
+            | FigureName::AllowanceExceeded => Unit::Count,
             _ => Unit::Percent,
         }
     }

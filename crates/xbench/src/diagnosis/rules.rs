@@ -142,6 +142,24 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
             vec![],
         );
     }
+    // The instance's driver counted its packets shaped to an EC2 allowance, the way this
+    // direction's data went, for at least 1 % of them: whatever TCP's figures show after
+    // that (shaped packets are queued or dropped, so losses and queues follow), they answer
+    // to the instance's limit.
+    if i.allowance.is_some() {
+        return verdict(
+            &v,
+            Verdict::InstanceAllowance,
+            Confidence::Clear,
+            &[
+                FigureName::Rate,
+                FigureName::AllowanceExceeded,
+                FigureName::AllowanceShaped,
+                FigureName::Retransmitted,
+            ],
+            vec![],
+        );
+    }
     let reader = Reader::of(i, &v);
     let sender_saturated = i
         .sender_thread
@@ -812,6 +830,8 @@ impl<'a> Values<'a> {
             FigureName::ReaderWaitingForCpu => i.reader_thread.map(|t| t.waiting_for_cpu_pct),
             FigureName::ReaderAsleep => i.reader_thread.map(|t| t.asleep_pct()),
             FigureName::ReceiveQueue => i.receive_queue_pct,
+            FigureName::AllowanceExceeded => i.allowance.map(|a| a.exceeded as f64),
+            FigureName::AllowanceShaped => i.allowance.and_then(|a| a.shaped_pct),
         }
     }
 
@@ -887,6 +907,7 @@ mod tests {
             reader_thread: Some(thread(1.0, 1.0)),
             receive_queue_pct: Some(0.5),
             loopback: false,
+            allowance: None,
             sender: Peer::Xbench,
             receiver: Peer::Xbench,
         }
@@ -1200,6 +1221,17 @@ mod tests {
         };
         let d = check(&lo, Verdict::Receiver, Some(Confidence::Likely));
         assert_eq!(d.cannot_tell, vec![Unknown::LoopbackDrops]);
+        // The same losses where the sender's driver counted its packets shaped to its
+        // bandwidth allowance: the instance, not the path.
+        let shaped = Inputs {
+            allowance: Some(super::super::inputs::AllowanceHit {
+                exceeded: 12_408,
+                shaped_pct: Some(1.03),
+            }),
+            ..i
+        };
+        let d = check(&shaped, Verdict::InstanceAllowance, Some(Confidence::Clear));
+        assert_eq!(d.figure(FigureName::AllowanceExceeded), Some(12_408.0));
     }
 
     /// Loopback, a starved reader on a loaded machine: 8.1 Gbit/s, the sender held on its
