@@ -892,10 +892,13 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
 /// By percentile: the probes of each phase from the runs' merged HDR histograms, loaded solid
 /// and idle (before the load) dashed in the line's colour, on a log scale as the
 /// request/response latency chart draws them. Left out when no histogram decodes.
+/// The runs of each line (a label's cell), by the label's position.
+type UnderLoadGroups<'a> = BTreeMap<(usize, CellKey), Vec<&'a UnderLoadResult>>;
+
 fn under_load_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
     let labels =
         crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
-    let mut groups: BTreeMap<(usize, CellKey), Vec<&UnderLoadResult>> = BTreeMap::new();
+    let mut groups: UnderLoadGroups<'_> = BTreeMap::new();
     for r in runs {
         let Measure::UnderLoad(u) = &r.measure else {
             continue;
@@ -920,148 +923,13 @@ fn under_load_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             StreamDirection::ClientToServer,
         )
     }));
-    let dir = StreamDirection::ClientToServer;
-
-    // Over time: per line, (start, end, median µs, runs) per row index.
-    type Steps = Vec<(f64, f64, f64, u64)>;
-    let mut rows_of: Vec<(usize, CellKey, Steps)> = Vec::new();
-    for ((li, key), group) in &groups {
-        let most = group
-            .iter()
-            .map(|u| u.probes.timeline.len())
-            .max()
-            .unwrap_or(0);
-        let mut rows = Vec::new();
-        for k in 0..most {
-            let at: Vec<(f64, f64, f64)> = group
-                .iter()
-                .filter_map(|u| {
-                    let row = u.probes.timeline.get(k)?;
-                    Some((row.start_s, row.end_s, row.udp.p50_us?))
-                })
-                .collect();
-            if at.is_empty() {
-                continue;
-            }
-            let n = at.len() as f64;
-            let start = at.iter().map(|a| a.0).sum::<f64>() / n;
-            let end = at.iter().map(|a| a.1).sum::<f64>() / n;
-            let p50 = median(&at.iter().map(|a| a.2).collect::<Vec<_>>());
-            rows.push((start, end, p50, at.len() as u64));
-        }
-        rows_of.push((*li, key.clone(), rows));
-    }
-    let unit = TimeUnit::for_micros(largest(
-        rows_of
-            .iter()
-            .flat_map(|(_, _, rows)| rows.iter().map(|r| r.2)),
-    ));
-    let over_time: Vec<Series> = rows_of
-        .iter()
-        .map(|(li, key, rows)| Series {
-            name: namer.name(&labels[*li], key, dir),
-            colour: namer.colour(&labels[*li], key, dir),
-            dashed: false,
-            markers: false,
-            points: rows
-                .iter()
-                .flat_map(|&(start, end, p50, n)| {
-                    [start, end].map(|x| Point {
-                        x,
-                        y: unit.of_micros(p50),
-                        bar: None,
-                        n: Some(n),
-                    })
-                })
-                .collect(),
-        })
-        .collect();
-    let all: Vec<&UnderLoadResult> = groups.values().flatten().copied().collect();
-    let at = |f: fn(&xbench::under_load::Phases) -> f64| {
-        median(&all.iter().map(|u| f(&u.probes.phases)).collect::<Vec<_>>())
+    let lines = Lines {
+        groups: &groups,
+        labels: &labels,
+        namer: &namer,
     };
-    let (load, loaded, loaded_end, after) = (
-        at(|p| p.load_start_s),
-        at(|p| p.loaded_start_s),
-        at(|p| p.loaded_end_s),
-        at(|p| p.idle_after_start_s),
-    );
-    let bands: Vec<Band> = [
-        (load, loaded, "ramp (-O)", false),
-        (loaded, loaded_end, "loaded", true),
-        (loaded_end, after, "drain", false),
-    ]
-    .into_iter()
-    .filter(|(from, to, _, _)| to > from)
-    .map(|(from, to, name, strong)| Band {
-        from,
-        to,
-        name: name.into(),
-        strong,
-    })
-    .collect();
-    let mut panels = vec![Panel {
-        title: "UDP probes' median per interval".into(),
-        x_desc: "Time since the probes started (s)".into(),
-        y_desc: format!("Latency ({})", unit.label()),
-        x_axis: XAxis::Linear,
-        log_y: false,
-        bands,
-        series: over_time,
-    }];
-
-    // By percentile: idle and loaded, merged over each line's runs.
-    let mut dists: Vec<(usize, CellKey, Distribution, Distribution)> = Vec::new();
-    for ((li, key), group) in &groups {
-        let (mut idle, mut loaded) = (Distribution::new(), Distribution::new());
-        for u in group {
-            // A histogram that does not decode leaves that run out of the curve, not the
-            // chart; an empty one (no probe answered in the phase) adds nothing.
-            if let Ok(d) = Distribution::decode(&u.probes.udp.idle.histogram) {
-                idle.add(&d);
-            }
-            if let Ok(d) = Distribution::decode(&u.probes.udp.loaded.histogram) {
-                loaded.add(&d);
-            }
-        }
-        dists.push((*li, key.clone(), idle, loaded));
-    }
-    let cdf_unit = TimeUnit::for_micros(largest(
-        dists
-            .iter()
-            .filter(|d| d.3.count() > 0)
-            .map(|d| d.3.quantile_ns(0.5) as f64 / 1e3),
-    ));
-    let mut cdf = Vec::new();
-    for (li, key, idle, loaded) in &dists {
-        let name = namer.name(&labels[*li], key, dir);
-        let colour = namer.colour(&labels[*li], key, dir);
-        for (phase, d, dashed) in [("loaded", loaded, false), ("idle", idle, true)] {
-            if d.count() == 0 {
-                continue;
-            }
-            cdf.push(Series {
-                name: format!("{name} {phase}"),
-                colour,
-                dashed,
-                markers: false,
-                points: percentile_points(d, cdf_unit),
-            });
-        }
-    }
-    if !cdf.is_empty() {
-        panels.push(Panel {
-            title: "UDP probes by percentile: loaded (solid) against idle before the load \
-                    (dashed), runs merged"
-                .into(),
-            x_desc: "Percentile".into(),
-            y_desc: format!("Latency ({}, log scale)", cdf_unit.label()),
-            x_axis: XAxis::Nines,
-            log_y: true,
-            bands: Vec::new(),
-            series: cdf,
-        });
-    }
+    let mut panels = vec![lines.over_time()];
+    panels.extend(lines.by_percentile());
     Ok(ChartData {
         kind: ChartKind::UnderLoad,
         title: "Latency under load: probes' median over time, the load's phases shaded".into(),
@@ -1071,6 +939,172 @@ fn under_load_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
         left_out: 0,
         not_drawn: 0,
     })
+}
+
+/// The under-load chart's lines: each label's cell, its runs, its name and colour.
+struct Lines<'a> {
+    groups: &'a UnderLoadGroups<'a>,
+    labels: &'a [String],
+    namer: &'a SeriesNamer,
+}
+
+impl Lines<'_> {
+    fn name(&self, li: usize, key: &CellKey) -> (String, usize) {
+        let dir = StreamDirection::ClientToServer;
+        let label = &self.labels[li];
+        (
+            self.namer.name(label, key, dir),
+            self.namer.colour(label, key, dir),
+        )
+    }
+
+    /// The probes' median per timeline row, each line's runs' median row by row, with the
+    /// load's phases shaded at their median times over all runs.
+    fn over_time(&self) -> Panel {
+        // Per line, (start, end, median µs, runs) per row index.
+        type Steps = Vec<(f64, f64, f64, u64)>;
+        let mut rows_of: Vec<(usize, CellKey, Steps)> = Vec::new();
+        for ((li, key), group) in self.groups {
+            let most = (group.iter())
+                .map(|u| u.probes.timeline.len())
+                .max()
+                .unwrap_or(0);
+            let mut rows = Vec::new();
+            for k in 0..most {
+                let at: Vec<(f64, f64, f64)> = group
+                    .iter()
+                    .filter_map(|u| {
+                        let row = u.probes.timeline.get(k)?;
+                        Some((row.start_s, row.end_s, row.udp.p50_us?))
+                    })
+                    .collect();
+                if at.is_empty() {
+                    continue;
+                }
+                let n = at.len() as f64;
+                let start = at.iter().map(|a| a.0).sum::<f64>() / n;
+                let end = at.iter().map(|a| a.1).sum::<f64>() / n;
+                let p50 = median(&at.iter().map(|a| a.2).collect::<Vec<_>>());
+                rows.push((start, end, p50, at.len() as u64));
+            }
+            rows_of.push((*li, key.clone(), rows));
+        }
+        let unit = TimeUnit::for_micros(largest(
+            (rows_of.iter()).flat_map(|(_, _, rows)| rows.iter().map(|r| r.2)),
+        ));
+        let series = rows_of
+            .iter()
+            .map(|(li, key, rows)| {
+                let (name, colour) = self.name(*li, key);
+                Series {
+                    name,
+                    colour,
+                    dashed: false,
+                    markers: false,
+                    points: rows
+                        .iter()
+                        .flat_map(|&(start, end, p50, n)| {
+                            [start, end].map(|x| Point {
+                                x,
+                                y: unit.of_micros(p50),
+                                bar: None,
+                                n: Some(n),
+                            })
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        Panel {
+            title: "UDP probes' median per interval".into(),
+            x_desc: "Time since the probes started (s)".into(),
+            y_desc: format!("Latency ({})", unit.label()),
+            x_axis: XAxis::Linear,
+            log_y: false,
+            bands: self.bands(),
+            series,
+        }
+    }
+
+    /// The ramp, loaded and drain phases at their median times over every run.
+    fn bands(&self) -> Vec<Band> {
+        let all: Vec<&UnderLoadResult> = self.groups.values().flatten().copied().collect();
+        let at = |f: fn(&xbench::under_load::Phases) -> f64| {
+            median(&all.iter().map(|u| f(&u.probes.phases)).collect::<Vec<_>>())
+        };
+        let (load, loaded, loaded_end, after) = (
+            at(|p| p.load_start_s),
+            at(|p| p.loaded_start_s),
+            at(|p| p.loaded_end_s),
+            at(|p| p.idle_after_start_s),
+        );
+        [
+            (load, loaded, "ramp (-O)", false),
+            (loaded, loaded_end, "loaded", true),
+            (loaded_end, after, "drain", false),
+        ]
+        .into_iter()
+        .filter(|(from, to, _, _)| to > from)
+        .map(|(from, to, name, strong)| Band {
+            from,
+            to,
+            name: name.into(),
+            strong,
+        })
+        .collect()
+    }
+
+    /// Idle and loaded by percentile, each line's runs merged; `None` when no phase of any
+    /// line has an answered probe.
+    fn by_percentile(&self) -> Option<Panel> {
+        let mut dists: Vec<(usize, CellKey, Distribution, Distribution)> = Vec::new();
+        for ((li, key), group) in self.groups {
+            let (mut idle, mut loaded) = (Distribution::new(), Distribution::new());
+            for u in group {
+                // A histogram that does not decode leaves that run out of the curve, not the
+                // chart; an empty one (no probe answered in the phase) adds nothing.
+                if let Ok(d) = Distribution::decode(&u.probes.udp.idle.histogram) {
+                    idle.add(&d);
+                }
+                if let Ok(d) = Distribution::decode(&u.probes.udp.loaded.histogram) {
+                    loaded.add(&d);
+                }
+            }
+            dists.push((*li, key.clone(), idle, loaded));
+        }
+        let unit = TimeUnit::for_micros(largest(
+            (dists.iter())
+                .filter(|d| d.3.count() > 0)
+                .map(|d| d.3.quantile_ns(0.5) as f64 / 1e3),
+        ));
+        let mut cdf = Vec::new();
+        for (li, key, idle, loaded) in &dists {
+            let (name, colour) = self.name(*li, key);
+            for (phase, d, dashed) in [("loaded", loaded, false), ("idle", idle, true)] {
+                if d.count() == 0 {
+                    continue;
+                }
+                cdf.push(Series {
+                    name: format!("{name} {phase}"),
+                    colour,
+                    dashed,
+                    markers: false,
+                    points: percentile_points(d, unit),
+                });
+            }
+        }
+        (!cdf.is_empty()).then(|| Panel {
+            title: "UDP probes by percentile: loaded (solid) against idle before the load \
+                    (dashed), runs merged"
+                .into(),
+            x_desc: "Percentile".into(),
+            y_desc: format!("Latency ({}, log scale)", unit.label()),
+            x_axis: XAxis::Nines,
+            log_y: true,
+            bands: Vec::new(),
+            series: cdf,
+        })
+    }
 }
 
 /// A distribution's latency at percentiles from 0 up to what its count supports (1,000
