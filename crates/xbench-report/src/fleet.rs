@@ -36,8 +36,9 @@
 use xbench::config::{TestSpec, Workload};
 use xbench::latency::Distribution;
 use xbench::report::{
-    Attempts, CpuReport, CpuUsage, DirectionSummary, Fairness, Interval, IntervalSum, Opening,
-    Outcome, Pacing, RrInterval, RrReport, RrSummary, RttStats, Summary, TestReport, Transfer,
+    Attempts, ConnectionSetup, CpuReport, CpuUsage, DirectionSummary, Fairness, HeldFlows,
+    Interval, IntervalSum, Opening, Outcome, Pacing, RrInterval, RrReport, RrSummary, RttStats,
+    Summary, TestReport, Transfer,
 };
 
 /// Largest fleet: 64 instances is already more than any one path needs, and keeps a typo
@@ -546,10 +547,43 @@ fn merged_histogram<'a>(
 
 fn merge_rr(parts: &[TestReport], offsets: &[u16]) -> Result<RrReport, FleetError> {
     let rrs: Vec<&RrReport> = parts.iter().filter_map(|p| p.rr.as_ref()).collect();
-    let first = rrs[0];
+    let flows = rrs
+        .iter()
+        .zip(offsets)
+        .flat_map(|(r, &o)| {
+            r.flows.iter().cloned().map(move |mut f| {
+                f.flow = f.flow.saturating_add(o);
+                f
+            })
+        })
+        .collect();
+    // --connections-only: every instance's openers tried their own new connections.
+    let opening = rrs
+        .iter()
+        .map(|r| r.opening)
+        .collect::<Option<Vec<_>>>()
+        .and_then(|v| {
+            Some(Opening {
+                attempts: sum_attempts(v.iter().map(|o| Some(o.attempts)))?,
+                timeout_s: v.iter().map(|o| o.timeout_s).fold(0.0, f64::max),
+            })
+        });
+    Ok(RrReport {
+        intervals: merge_rr_intervals(&rrs)?,
+        summary: merge_rr_summary(&rrs)?,
+        flows,
+        setup: merge_setup(&rrs),
+        held: merge_held(&rrs),
+        opening,
+    })
+}
+
+/// The fleet's totals: counts and rates summed, latency from the merged histogram, the
+/// longest window.
+fn merge_rr_summary(rrs: &[&RrReport]) -> Result<RrSummary, FleetError> {
     let whole = merged_histogram(rrs.iter().map(|r| &r.summary.histogram), "a test")?;
     let s: Vec<&RrSummary> = rrs.iter().map(|r| &r.summary).collect();
-    let summary = RrSummary {
+    Ok(RrSummary {
         transactions: s.iter().map(|x| x.transactions).sum(),
         seconds: s.iter().map(|x| x.seconds).fold(0.0, f64::max),
         transactions_per_second: s.iter().map(|x| x.transactions_per_second).sum(),
@@ -577,9 +611,13 @@ fn merge_rr(parts: &[TestReport], offsets: &[u16]) -> Result<RrReport, FleetErro
             }),
         histogram: whole.encode(),
         udp: None,
-    };
+    })
+}
+
+/// The intervals every instance reported, by index: counts summed, latency merged.
+fn merge_rr_intervals(rrs: &[&RrReport]) -> Result<Vec<RrInterval>, FleetError> {
     let mut intervals = Vec::new();
-    for iv in &first.intervals {
+    for iv in &rrs[0].intervals {
         let Some(same) = rrs
             .iter()
             .map(|r| r.intervals.iter().find(|x| x.index == iv.index))
@@ -603,74 +641,43 @@ fn merge_rr(parts: &[TestReport], offsets: &[u16]) -> Result<RrReport, FleetErro
             ..iv.clone()
         });
     }
-    let flows = rrs
-        .iter()
-        .zip(offsets)
-        .flat_map(|(r, &o)| {
-            r.flows.iter().cloned().map(move |mut f| {
-                f.flow = f.flow.saturating_add(o);
-                f
-            })
-        })
-        .collect();
-    let setup = rrs
-        .iter()
-        .map(|r| r.setup)
-        .collect::<Option<Vec<_>>>()
-        .map(|v| {
-            let mut a = v[0];
-            for b in &v[1..] {
-                a.requested += b.requested;
-                a.connected += b.connected;
-                a.refused += b.refused;
-                a.timed_out += b.timed_out;
-                a.failed += b.failed;
-                a.seconds = a.seconds.max(b.seconds);
-            }
-            a.per_second = if a.seconds > 0.0 {
-                a.connected as f64 / a.seconds
-            } else {
-                0.0
-            };
-            a
-        });
-    // --connections-only: each instance held its share of the flows and checked them at its
-    // end; the fleet held the sum, with the openers of every instance.
-    let held = rrs
-        .iter()
-        .map(|r| r.held)
-        .collect::<Option<Vec<_>>>()
-        .map(|v| {
-            let mut a = v[0];
-            for b in &v[1..] {
-                a.held += b.held;
-                a.open_at_end += b.open_at_end;
-                a.closed += b.closed;
-                a.reset += b.reset;
-                a.unanswered += b.unanswered;
-                a.openers = a.openers.saturating_add(b.openers);
-            }
-            a
-        });
-    // --connections-only: every instance's openers tried their own new connections.
-    let opening = rrs
-        .iter()
-        .map(|r| r.opening)
-        .collect::<Option<Vec<_>>>()
-        .and_then(|v| {
-            Some(Opening {
-                attempts: sum_attempts(v.iter().map(|o| Some(o.attempts)))?,
-                timeout_s: v.iter().map(|o| o.timeout_s).fold(0.0, f64::max),
-            })
-        });
-    Ok(RrReport {
-        intervals,
-        summary,
-        flows,
-        setup,
-        held,
-        opening,
-    })
+    Ok(intervals)
+}
+
+/// The flows' setup summed over the instances, its rate over the longest setup.
+fn merge_setup(rrs: &[&RrReport]) -> Option<ConnectionSetup> {
+    let v = rrs.iter().map(|r| r.setup).collect::<Option<Vec<_>>>()?;
+    let mut a = *v.first()?;
+    for b in &v[1..] {
+        a.requested += b.requested;
+        a.connected += b.connected;
+        a.refused += b.refused;
+        a.timed_out += b.timed_out;
+        a.failed += b.failed;
+        a.seconds = a.seconds.max(b.seconds);
+    }
+    a.per_second = if a.seconds > 0.0 {
+        a.connected as f64 / a.seconds
+    } else {
+        0.0
+    };
+    Some(a)
+}
+
+/// --connections-only: each instance held its share of the flows and checked them at its
+/// end; the fleet held the sum, with the openers of every instance.
+fn merge_held(rrs: &[&RrReport]) -> Option<HeldFlows> {
+    let v = rrs.iter().map(|r| r.held).collect::<Option<Vec<_>>>()?;
+    let mut a = *v.first()?;
+    for b in &v[1..] {
+        a.held += b.held;
+        a.open_at_end += b.open_at_end;
+        a.closed += b.closed;
+        a.reset += b.reset;
+        a.unanswered += b.unanswered;
+        a.openers = a.openers.saturating_add(b.openers);
+    }
+    Some(a)
 }
 
 /// The instances' attempt counts summed (`--connections-only`); `None` unless all have them.
