@@ -154,9 +154,11 @@ pub async fn run(
             error: None,
         })
         .collect();
-    let mut runs = Vec::new();
+    let mut kept = Kept {
+        runs: Vec::new(),
+        error: None,
+    };
     let mut end = SweepEnd::Completed;
-    let mut error = None;
     let mut ran_one = false;
 
     for (p, record) in schedule.iter().zip(records.iter_mut()) {
@@ -178,62 +180,15 @@ pub async fn run(
             break;
         }
         ran_one = true;
-        on_event(SweepEvent::Started(p));
-        let result = {
-            let mut forward = |ev: ClientEvent| on_event(SweepEvent::Client(ev));
-            let config =
-                plan.target
-                    .client_config(p.spec.clone(), Some(plan.label.clone()), psk.clone());
-            xbench::client::run(&config, &mut forward, cancel.wait()).await
+        let step = One {
+            plan,
+            planned: p,
+            of: schedule.len(),
+            psk: &psk,
         };
-        let report = match result {
-            Ok(r) => r,
-            Err(e) if cancel.fired => {
-                // Ctrl-C while the test was still being set up.
-                record.status = RunStatus::Interrupted;
-                record.error = Some(e.to_string());
-                end = SweepEnd::Interrupted;
-                break;
-            }
-            Err(e) => {
-                record.status = RunStatus::Failed;
-                record.error = Some(e.to_string());
-                error = Some(format!(
-                    "run {} of {} ({}, repeat {}) could not start: {e}",
-                    p.index + 1,
-                    schedule.len(),
-                    p.key.describe(),
-                    p.repeat
-                ));
-                end = SweepEnd::Failed;
-                break;
-            }
-        };
-        match keep(&report, p, &plan.label) {
-            Ok(run) => {
-                if let Some(path) = &p.path
-                    && let Err(e) = save(&report, path)
-                {
-                    record.status = RunStatus::Failed;
-                    error = Some(format!("cannot save {}: {e}", path.display()));
-                    record.error = error.clone();
-                    end = SweepEnd::Failed;
-                    break;
-                }
-                record.status = RunStatus::Completed;
-                record.path = p.path.clone();
-                on_event(SweepEvent::Finished {
-                    planned: p,
-                    run: &run,
-                    saved: p.path.as_deref(),
-                });
-                runs.push(run);
-            }
-            Err((status, reason)) => {
-                record.status = status;
-                record.error = Some(reason.clone());
-                on_event(SweepEvent::NotKept { planned: p, reason });
-            }
+        if let Some(stop) = step.run(record, &mut kept, on_event, &mut cancel).await {
+            end = stop;
+            break;
         }
         if cancel.fired {
             end = SweepEnd::Interrupted;
@@ -252,10 +207,99 @@ pub async fn run(
         skipped: count(RunStatus::Skipped),
         not_kept: count(RunStatus::Failed) + count(RunStatus::Interrupted),
         end,
-        error,
+        error: kept.error,
         runs: records,
     };
-    Ok(SweepOutcome { runs, summary })
+    Ok(SweepOutcome {
+        runs: kept.runs,
+        summary,
+    })
+}
+
+/// What the sweep keeps as it goes: the completed runs' figures, and the error that ended it.
+struct Kept {
+    runs: Vec<Run>,
+    error: Option<String>,
+}
+
+/// One planned run of a sweep.
+struct One<'a> {
+    plan: &'a SweepPlan,
+    planned: &'a PlannedRun,
+    /// Runs in the schedule.
+    of: usize,
+    psk: &'a Option<xbench::auth::Psk>,
+}
+
+impl One<'_> {
+    /// Runs it, saves it and records how it went; `Some(end)` when it ends the sweep (the
+    /// user stopped it, it could not start, or it could not be saved).
+    async fn run<F: Future<Output = ()>>(
+        &self,
+        record: &mut RunRecord,
+        kept: &mut Kept,
+        on_event: &mut (dyn FnMut(SweepEvent<'_>) + Send),
+        cancel: &mut Cancel<F>,
+    ) -> Option<SweepEnd> {
+        let (plan, p) = (self.plan, self.planned);
+        on_event(SweepEvent::Started(p));
+        let result = {
+            let mut forward = |ev: ClientEvent| on_event(SweepEvent::Client(ev));
+            let config = (plan.target).client_config(
+                p.spec.clone(),
+                Some(plan.label.clone()),
+                self.psk.clone(),
+            );
+            xbench::client::run(&config, &mut forward, cancel.wait()).await
+        };
+        let report = match result {
+            Ok(r) => r,
+            Err(e) if cancel.fired => {
+                // Ctrl-C while the test was still being set up.
+                record.status = RunStatus::Interrupted;
+                record.error = Some(e.to_string());
+                return Some(SweepEnd::Interrupted);
+            }
+            Err(e) => {
+                record.status = RunStatus::Failed;
+                record.error = Some(e.to_string());
+                kept.error = Some(format!(
+                    "run {} of {} ({}, repeat {}) could not start: {e}",
+                    p.index + 1,
+                    self.of,
+                    p.key.describe(),
+                    p.repeat
+                ));
+                return Some(SweepEnd::Failed);
+            }
+        };
+        match keep(&report, p, &plan.label) {
+            Ok(run) => {
+                if let Some(path) = &p.path
+                    && let Err(e) = save(&report, path)
+                {
+                    record.status = RunStatus::Failed;
+                    kept.error = Some(format!("cannot save {}: {e}", path.display()));
+                    record.error = kept.error.clone();
+                    return Some(SweepEnd::Failed);
+                }
+                record.status = RunStatus::Completed;
+                record.path = p.path.clone();
+                on_event(SweepEvent::Finished {
+                    planned: p,
+                    run: &run,
+                    saved: p.path.as_deref(),
+                });
+                kept.runs.push(run);
+            }
+            Err((status, reason)) => {
+                record.status = status;
+                record.error = Some(reason.clone());
+                on_event(SweepEvent::NotKept { planned: p, reason });
+            }
+        }
+        None
+    }
 }
 
 /// The run's figures when it completed; otherwise its status and why it is not kept.
