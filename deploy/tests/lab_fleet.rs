@@ -3,8 +3,8 @@
 //! (`--start-at`), each with its share of the streams (`-P 6` = 2 each) or flows, and `run`
 //! merges their reports into the path's one figure. Checked from the saved files, not from
 //! the code that merged them: the merged rate equals the sum of the parts within 1 %, the
-//! sum respects the cap and fills most of it, and no part had the link to itself (they ran
-//! at once, not one after another).
+//! sum respects the cap (they ran at once: one after another, each would have had the cap to
+//! itself, and the parts would sum to three caps) and fills most of it.
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
@@ -135,15 +135,16 @@ fn root_lab_fleet_of_three_merges_into_the_sum_of_its_parts() {
         rx(&merged).bytes,
         parts.iter().map(|p| rx(p).bytes).sum::<u64>()
     );
+    eprintln!("{}", merged.warnings[0]);
+    // They ran at once: one after another, each would have had the cap to itself and the sum
+    // would be three caps. How the cap was shared is TCP's doing, not the fleet's: on a
+    // loaded machine one instance's streams took 102 of 115 Mbit/s from the others'.
     let cap = CAP_BPS as f64;
-    assert!(sum <= cap * 1.03, "the sum {sum} exceeds the cap {cap}");
+    assert!(
+        sum <= cap * 1.03,
+        "the sum {sum} exceeds the cap {cap}: the parts did not share the link"
+    );
     assert!(sum >= cap * 0.6, "the fleet filled only {sum} of {cap}");
-    for b in &parts_bps {
-        assert!(
-            *b <= cap * 0.6,
-            "a part had {b} of {cap}: it did not share the link with the others"
-        );
-    }
     // One instant: the three tests began within a fraction of a second of each other.
     let starts: Vec<_> = parts
         .iter()
