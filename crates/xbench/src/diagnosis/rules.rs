@@ -586,60 +586,7 @@ fn unlimited(i: &Inputs, v: &Values<'_>, limits: Limits, reader: Reader) -> Diag
         };
     }
     if limits.cwnd >= CWND_LIMITED_PCT && v.retransmitted_pct.is_some_and(|p| p >= LOSS_PCT) {
-        // A receiver whose queue held unread data loses what arrives when its buffer is full
-        // (the kernel prunes it): a starved reader on loopback, measured, 2.2 % retransmitted
-        // with the window never closed. The losses may be the path's or the reader's; the
-        // reader's queue says it fell behind, so it is named, as likely.
-        if reader == Reader::Behind {
-            return verdict(
-                v,
-                Verdict::Receiver,
-                Confidence::Likely,
-                &[
-                    FigureName::Rate,
-                    FigureName::ReceiveQueue,
-                    FigureName::ReaderOnCpu,
-                    FigureName::ReaderWaitingForCpu,
-                    FigureName::Retransmitted,
-                    FigureName::CwndLimited,
-                ],
-                vec![Unknown::LossesOrReader],
-            );
-        }
-        // Over loopback nothing is lost on a wire: the receiving host dropped what it could
-        // not queue (seen on a loaded machine: 0.25 % retransmitted, the congestion window
-        // the limit 79 % of the time, the reader's averages keeping up). The receiver, as
-        // likely: its averages did not show the moments it fell behind.
-        if i.loopback {
-            return verdict(
-                v,
-                Verdict::Receiver,
-                Confidence::Likely,
-                &[
-                    FigureName::Rate,
-                    FigureName::Retransmits,
-                    FigureName::Retransmitted,
-                    FigureName::CwndLimited,
-                    FigureName::ReceiveQueue,
-                    FigureName::ReaderOnCpu,
-                    FigureName::ReaderWaitingForCpu,
-                ],
-                vec![Unknown::LoopbackDrops],
-            );
-        }
-        return verdict(
-            v,
-            Verdict::NetworkLoss,
-            Confidence::Clear,
-            &[
-                FigureName::Rate,
-                FigureName::Retransmits,
-                FigureName::Retransmitted,
-                FigureName::CwndLimited,
-                FigureName::RttMean,
-            ],
-            vec![],
-        );
+        return losses(i, v, reader);
     }
     if limits.idle >= SENDER_IDLE_PCT && i.sender_thread.is_none() {
         return verdict(
@@ -664,6 +611,66 @@ fn unlimited(i: &Inputs, v: &Values<'_>, limits: Limits, reader: Reader) -> Diag
             FigureName::SenderAsleep,
         ],
         vec![Unknown::NoLimitFound],
+    )
+}
+
+/// The congestion window set the pace and segments were retransmitted: the network's losses,
+/// unless the receiver had fallen behind (its full buffer drops what arrives) or the path is
+/// loopback, where no network loses anything.
+fn losses(i: &Inputs, v: &Values<'_>, reader: Reader) -> Diagnosis {
+    // A receiver whose queue held unread data loses what arrives when its buffer is full
+    // (the kernel prunes it): a starved reader on loopback, measured, 2.2 % retransmitted
+    // with the window never closed. The losses may be the path's or the reader's; the
+    // reader's queue says it fell behind, so it is named, as likely.
+    if reader == Reader::Behind {
+        return verdict(
+            v,
+            Verdict::Receiver,
+            Confidence::Likely,
+            &[
+                FigureName::Rate,
+                FigureName::ReceiveQueue,
+                FigureName::ReaderOnCpu,
+                FigureName::ReaderWaitingForCpu,
+                FigureName::Retransmitted,
+                FigureName::CwndLimited,
+            ],
+            vec![Unknown::LossesOrReader],
+        );
+    }
+    // Over loopback nothing is lost on a wire: the receiving host dropped what it could
+    // not queue (seen on a loaded machine: 0.25 % retransmitted, the congestion window
+    // the limit 79 % of the time, the reader's averages keeping up). The receiver, as
+    // likely: its averages did not show the moments it fell behind.
+    if i.loopback {
+        return verdict(
+            v,
+            Verdict::Receiver,
+            Confidence::Likely,
+            &[
+                FigureName::Rate,
+                FigureName::Retransmits,
+                FigureName::Retransmitted,
+                FigureName::CwndLimited,
+                FigureName::ReceiveQueue,
+                FigureName::ReaderOnCpu,
+                FigureName::ReaderWaitingForCpu,
+            ],
+            vec![Unknown::LoopbackDrops],
+        );
+    }
+    verdict(
+        v,
+        Verdict::NetworkLoss,
+        Confidence::Clear,
+        &[
+            FigureName::Rate,
+            FigureName::Retransmits,
+            FigureName::Retransmitted,
+            FigureName::CwndLimited,
+            FigureName::RttMean,
+        ],
+        vec![],
     )
 }
 
