@@ -498,12 +498,43 @@ pub(crate) fn table(
 }
 
 fn csv(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>) -> String {
-    let mut out = String::from(
-        "kind,direction,label,cell,tool,streams,window_bytes,request_bytes,response_bytes,flows,\
-         metric,unit,runs,mean,stddev,min,max,ci95_low,ci95_high,cv\n",
-    );
-    let num = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
-    let mut line = |row: &[String], metric: &str, u: &str, s: &Stats| {
+    let mut csv = Csv {
+        out: String::from(
+            "kind,direction,label,cell,tool,streams,window_bytes,request_bytes,response_bytes,\
+             flows,metric,unit,runs,mean,stddev,min,max,ci95_low,ci95_high,cv\n",
+        ),
+        unit,
+    };
+    for r in &c.throughput {
+        csv.throughput(r, ceiling);
+    }
+    for r in &c.rr {
+        csv.rr(r);
+    }
+    for r in &c.udp {
+        csv.udp(r);
+    }
+    for r in &c.under_load {
+        csv.under_load(r);
+    }
+    csv.out
+}
+
+/// The CSV table being written: one line per (row, metric), the row's identifying columns
+/// first.
+struct Csv {
+    out: String,
+    unit: ThroughputUnit,
+}
+
+/// A count column, empty when the cell has none.
+fn count_field(v: Option<u64>) -> String {
+    v.map_or(String::new(), |v| v.to_string())
+}
+
+impl Csv {
+    fn line(&mut self, row: &[String], metric: &str, u: &str, s: &Stats) {
+        let num = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
         let fields: Vec<String> = row
             .iter()
             .cloned()
@@ -521,10 +552,10 @@ fn csv(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>) -> String {
             ])
             .map(|f| csv_field(&f))
             .collect();
-        let _ = writeln!(out, "{}", fields.join(","));
-    };
-    let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
-    for r in &c.throughput {
+        let _ = writeln!(self.out, "{}", fields.join(","));
+    }
+
+    fn throughput(&mut self, r: &ThroughputRow, ceiling: Option<f64>) {
         let k = &r.cell;
         let row = [
             "throughput".to_owned(),
@@ -532,32 +563,26 @@ fn csv(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>) -> String {
             r.label.clone(),
             r.cell_name.clone(),
             tool_name(k),
-            opt(k.streams.map(u64::from)),
-            opt(k.window),
+            count_field(k.streams.map(u64::from)),
+            count_field(k.window),
             String::new(),
             String::new(),
             String::new(),
         ];
-        line(
-            &row,
-            "throughput",
-            unit.label(),
-            &r.bits_per_second.scaled(unit.factor()),
-        );
+        let unit = self.unit;
+        let bps = r.bits_per_second.scaled(unit.factor());
+        self.line(&row, "throughput", unit.label(), &bps);
         if let Some(cap) = ceiling {
-            line(
-                &row,
-                "throughput_of_ceiling",
-                "%",
-                &r.bits_per_second.scaled(100.0 / cap),
-            );
+            let share = r.bits_per_second.scaled(100.0 / cap);
+            self.line(&row, "throughput_of_ceiling", "%", &share);
         }
-        line(&row, "retransmits", "segments", &r.retransmits);
+        self.line(&row, "retransmits", "segments", &r.retransmits);
         if let Some(rtt) = &r.rtt_us {
-            line(&row, "rtt", "us", rtt);
+            self.line(&row, "rtt", "us", rtt);
         }
     }
-    for r in &c.rr {
+
+    fn rr(&mut self, r: &RrRow) {
         let k = &r.cell;
         let row = [
             if k.kind == Kind::Crr { "crr" } else { "rr" }.to_owned(),
@@ -566,23 +591,28 @@ fn csv(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>) -> String {
             r.cell_name.clone(),
             tool_name(k),
             String::new(),
-            opt(k.window),
-            opt(k.request_bytes.map(u64::from)),
-            opt(k.response_bytes.map(u64::from)),
-            opt(k.flows.map(u64::from)),
+            count_field(k.window),
+            count_field(k.request_bytes.map(u64::from)),
+            count_field(k.response_bytes.map(u64::from)),
+            count_field(k.flows.map(u64::from)),
         ];
-        line(&row, "transaction_rate", "1/s", &r.transactions_per_second);
-        line(&row, "min_latency", "us", &r.min_us);
-        line(&row, "mean_latency", "us", &r.mean_us);
-        line(&row, "p50_latency", "us", &r.p50_us);
-        line(&row, "p90_latency", "us", &r.p90_us);
-        line(&row, "p99_latency", "us", &r.p99_us);
-        line(&row, "p99_9_latency", "us", &r.p99_9_us);
-        line(&row, "max_latency", "us", &r.max_us);
-        line(&row, "stddev_latency", "us", &r.stddev_us);
-        line(&row, "retransmits", "segments", &r.retransmits);
+        self.line(&row, "transaction_rate", "1/s", &r.transactions_per_second);
+        for (metric, s) in [
+            ("min_latency", &r.min_us),
+            ("mean_latency", &r.mean_us),
+            ("p50_latency", &r.p50_us),
+            ("p90_latency", &r.p90_us),
+            ("p99_latency", &r.p99_us),
+            ("p99_9_latency", &r.p99_9_us),
+            ("max_latency", &r.max_us),
+            ("stddev_latency", &r.stddev_us),
+        ] {
+            self.line(&row, metric, "us", s);
+        }
+        self.line(&row, "retransmits", "segments", &r.retransmits);
     }
-    for r in &c.udp {
+
+    fn udp(&mut self, r: &UdpRow) {
         let k = &r.cell;
         let row = [
             "udp".to_owned(),
@@ -590,43 +620,34 @@ fn csv(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>) -> String {
             r.label.clone(),
             r.cell_name.clone(),
             tool_name(k),
-            opt(k.streams.map(u64::from)),
-            opt(k.window),
+            count_field(k.streams.map(u64::from)),
+            count_field(k.window),
             String::new(),
             String::new(),
             String::new(),
         ];
-        let f = unit.factor();
-        if let Some(o) = r.offered_bits_per_second {
-            let offered = Stats::of(&vec![o * f; r.runs]);
-            if let Some(offered) = offered {
-                line(&row, "offered_rate", unit.label(), &offered);
-            }
+        let (f, label) = (self.unit.factor(), self.unit.label());
+        if let Some(o) = r.offered_bits_per_second
+            && let Some(offered) = Stats::of(&vec![o * f; r.runs])
+        {
+            self.line(&row, "offered_rate", label, &offered);
         }
-        line(
-            &row,
-            "sent_rate",
-            unit.label(),
-            &r.sent_bits_per_second.scaled(f),
-        );
-        line(
-            &row,
-            "received_rate",
-            unit.label(),
-            &r.received_bits_per_second.scaled(f),
-        );
-        line(&row, "lost", "datagrams", &r.lost);
-        line(&row, "lost_percent", "%", &r.lost_percent);
-        line(&row, "out_of_order", "datagrams", &r.out_of_order);
+        self.line(&row, "sent_rate", label, &r.sent_bits_per_second.scaled(f));
+        let received = r.received_bits_per_second.scaled(f);
+        self.line(&row, "received_rate", label, &received);
+        self.line(&row, "lost", "datagrams", &r.lost);
+        self.line(&row, "lost_percent", "%", &r.lost_percent);
+        self.line(&row, "out_of_order", "datagrams", &r.out_of_order);
         if let Some(d) = &r.duplicates {
-            line(&row, "duplicates", "datagrams", d);
+            self.line(&row, "duplicates", "datagrams", d);
         }
-        line(&row, "jitter", "ms", &r.jitter_ms);
+        self.line(&row, "jitter", "ms", &r.jitter_ms);
         if let Some(d) = &r.rxq_drops {
-            line(&row, "receive_buffer_drops", "datagrams", d);
+            self.line(&row, "receive_buffer_drops", "datagrams", d);
         }
     }
-    for r in &c.under_load {
+
+    fn under_load(&mut self, r: &UnderLoadRow) {
         let k = &r.cell;
         // The load's direction as `--under-load` names it; the streams are per direction.
         let row = [
@@ -642,8 +663,8 @@ fn csv(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>) -> String {
             r.label.clone(),
             r.cell_name.clone(),
             tool_name(k),
-            opt(k.streams.map(u64::from)),
-            opt(k.window),
+            count_field(k.streams.map(u64::from)),
+            count_field(k.window),
             String::new(),
             String::new(),
             String::new(),
@@ -655,21 +676,16 @@ fn csv(c: &Comparison, unit: ThroughputUnit, ceiling: Option<f64>) -> String {
             ("increase_p50_latency", &r.increase_p50_us),
         ] {
             if let Some(s) = s {
-                line(&row, metric, "us", s);
+                self.line(&row, metric, "us", s);
             }
         }
         if let Some(s) = &r.rpm {
-            line(&row, "responsiveness", "RPM", s);
+            self.line(&row, "responsiveness", "RPM", s);
         }
-        line(&row, "loaded_lost_percent", "%", &r.loaded_lost_percent);
-        line(
-            &row,
-            "load_rate",
-            unit.label(),
-            &r.bulk_bits_per_second.scaled(unit.factor()),
-        );
+        self.line(&row, "loaded_lost_percent", "%", &r.loaded_lost_percent);
+        let load = r.bulk_bits_per_second.scaled(self.unit.factor());
+        self.line(&row, "load_rate", self.unit.label(), &load);
     }
-    out
 }
 
 fn dir_name(d: StreamDirection) -> &'static str {
