@@ -194,166 +194,21 @@ impl Comparison {
     /// Groups `runs` into rows and computes each row's statistics.
     pub fn build(runs: &[Run]) -> Comparison {
         let labels = labels_in_order(runs);
-        let label_pos = |l: &str| labels.iter().position(|x| x == l).unwrap_or(usize::MAX);
-
-        type TpGroup<'a> = BTreeMap<(CellKey, StreamDirection, usize), Vec<(&'a Run, usize)>>;
-        let mut tp: TpGroup<'_> = BTreeMap::new();
-        let mut rr: BTreeMap<(CellKey, usize), Vec<&Run>> = BTreeMap::new();
-        type UdpGroup<'a> =
-            BTreeMap<(CellKey, StreamDirection, usize), Vec<(&'a Run, &'a UdpResult)>>;
-        let mut udp: UdpGroup<'_> = BTreeMap::new();
-        type UlGroup<'a> = BTreeMap<(CellKey, usize), Vec<(&'a Run, &'a UnderLoadResult)>>;
-        let mut ul: UlGroup<'_> = BTreeMap::new();
-        for run in runs {
-            match &run.measure {
-                Measure::Throughput(dirs) => {
-                    for (i, d) in dirs.iter().enumerate() {
-                        tp.entry((run.key.clone(), d.direction, label_pos(&run.label)))
-                            .or_default()
-                            .push((run, i));
-                    }
-                }
-                Measure::Rr(_) => rr
-                    .entry((run.key.clone(), label_pos(&run.label)))
-                    .or_default()
-                    .push(run),
-                Measure::Udp(dirs) => {
-                    for d in dirs {
-                        udp.entry((run.key.clone(), d.direction, label_pos(&run.label)))
-                            .or_default()
-                            .push((run, d));
-                    }
-                }
-                Measure::UnderLoad(u) => ul
-                    .entry((run.key.clone(), label_pos(&run.label)))
-                    .or_default()
-                    .push((run, u)),
-            }
-        }
-
-        let throughput = tp
-            .into_iter()
-            .filter_map(|((cell, direction, _), group)| {
-                let dir = |(r, i): &(&Run, usize)| match &r.measure {
-                    Measure::Throughput(d) => d.get(*i).cloned(),
-                    Measure::Rr(_) | Measure::Udp(_) | Measure::UnderLoad(_) => None,
-                };
-                let dirs: Vec<_> = group.iter().filter_map(dir).collect();
-                let bps: Vec<f64> = dirs.iter().map(|d| d.bits_per_second).collect();
-                let retr: Vec<f64> = dirs.iter().map(|d| d.retransmits as f64).collect();
-                let rtt: Vec<f64> = dirs.iter().filter_map(|d| d.rtt_mean_us).collect();
-                Some(ThroughputRow {
-                    label: group.first()?.0.label.clone(),
-                    cell_name: cell.describe(),
-                    cell,
-                    direction,
-                    runs: dirs.len(),
-                    bits_per_second: Stats::of(&bps)?,
-                    retransmits: Stats::of(&retr)?,
-                    rtt_us: Stats::of(&rtt),
-                    limits: count_verdicts(dirs.iter().filter_map(|d| d.verdict)),
-                    files: saved_files(group.iter().map(|(r, _)| *r)),
-                })
-            })
-            .collect();
-
-        let rr = rr
-            .into_iter()
-            .filter_map(|((cell, _), group)| {
-                let results: Vec<_> = group
-                    .iter()
-                    .filter_map(|r| match &r.measure {
-                        Measure::Rr(x) => Some(x),
-                        Measure::Throughput(_) | Measure::Udp(_) | Measure::UnderLoad(_) => None,
-                    })
-                    .collect();
-                let of = |f: &dyn Fn(&crate::run::RrResult) -> f64| {
-                    Stats::of(&results.iter().map(|r| f(r)).collect::<Vec<_>>())
-                };
-                Some(RrRow {
-                    label: group.first()?.label.clone(),
-                    cell_name: cell.describe(),
-                    cell,
-                    runs: results.len(),
-                    transactions_per_second: of(&|r| r.transactions_per_second)?,
-                    min_us: of(&|r| r.min_us)?,
-                    p50_us: of(&|r| r.p50_us)?,
-                    p90_us: of(&|r| r.p90_us)?,
-                    p99_us: of(&|r| r.p99_us)?,
-                    p99_9_us: of(&|r| r.p99_9_us)?,
-                    mean_us: of(&|r| r.mean_us)?,
-                    max_us: of(&|r| r.max_us)?,
-                    stddev_us: of(&|r| r.stddev_us)?,
-                    retransmits: of(&|r| r.retransmits as f64)?,
-                    files: saved_files(group.iter().copied()),
-                })
-            })
-            .collect();
-
-        let udp = udp
-            .into_iter()
-            .filter_map(|((cell, direction, _), group)| {
-                let of = |f: &dyn Fn(&UdpResult) -> f64| {
-                    Stats::of(&group.iter().map(|(_, d)| f(d)).collect::<Vec<_>>())
-                };
-                let some = |f: &dyn Fn(&UdpResult) -> Option<u64>| {
-                    Stats::of(
-                        &group
-                            .iter()
-                            .filter_map(|(_, d)| f(d).map(|v| v as f64))
-                            .collect::<Vec<_>>(),
-                    )
-                };
-                Some(UdpRow {
-                    label: group.first()?.0.label.clone(),
-                    cell_name: cell.describe(),
-                    direction,
-                    runs: group.len(),
-                    // The same in every run of a cell: it is part of the cell's key.
-                    offered_bits_per_second: group.first()?.1.offered_bps,
-                    sent_bits_per_second: of(&|d| d.sent_bps)?,
-                    received_bits_per_second: of(&|d| d.received_bps)?,
-                    lost: of(&|d| d.lost as f64)?,
-                    lost_percent: of(&|d| d.lost_pct)?,
-                    out_of_order: of(&|d| d.out_of_order as f64)?,
-                    duplicates: some(&|d| d.duplicates),
-                    jitter_ms: of(&|d| d.jitter_ms)?,
-                    rxq_drops: some(&|d| d.rxq_drops),
-                    files: saved_files(group.iter().map(|(r, _)| *r)),
-                    cell,
-                })
-            })
-            .collect();
-
-        let under_load = ul
-            .into_iter()
-            .filter_map(|((cell, _), group)| {
-                let some = |f: &dyn Fn(&UnderLoadResult) -> Option<f64>| {
-                    Stats::of(&group.iter().filter_map(|(_, u)| f(u)).collect::<Vec<_>>())
-                };
-                Some(UnderLoadRow {
-                    label: group.first()?.0.label.clone(),
-                    cell_name: cell.describe(),
-                    runs: group.len(),
-                    idle_p50_us: some(&|u| u.idle_p50_us()),
-                    loaded_p50_us: some(&|u| u.loaded_p50_us()),
-                    loaded_p99_us: some(&|u| u.loaded_p99_us()),
-                    increase_p50_us: some(&|u| u.increase_p50_us()),
-                    rpm: some(&|u| u.rpm()),
-                    loaded_lost_percent: some(&|u| Some(u.loaded_lost_percent()))?,
-                    bulk_bits_per_second: some(&|u| Some(u.bulk_bits_per_second()))?,
-                    files: saved_files(group.iter().map(|(r, _)| *r)),
-                    cell,
-                })
-            })
-            .collect();
-
+        let g = Groups::of(runs, &labels);
         Comparison {
+            throughput: (g.tp.into_iter())
+                .filter_map(|((cell, direction, _), group)| throughput_row(cell, direction, &group))
+                .collect(),
+            rr: (g.rr.into_iter())
+                .filter_map(|((cell, _), group)| rr_row(cell, &group))
+                .collect(),
+            udp: (g.udp.into_iter())
+                .filter_map(|((cell, direction, _), group)| udp_row(cell, direction, &group))
+                .collect(),
+            under_load: (g.ul.into_iter())
+                .filter_map(|((cell, _), group)| under_load_row(cell, &group))
+                .collect(),
             labels,
-            throughput,
-            rr,
-            udp,
-            under_load,
             paths: crate::paths::rows(runs),
         }
     }
@@ -402,6 +257,171 @@ impl Comparison {
             && self.udp.is_empty()
             && self.under_load.is_empty()
     }
+}
+
+/// A cell's throughput runs (each run with its direction's index), by cell, direction and
+/// label position.
+type TpGroup<'a> = BTreeMap<(CellKey, StreamDirection, usize), Vec<(&'a Run, usize)>>;
+type UdpGroup<'a> = BTreeMap<(CellKey, StreamDirection, usize), Vec<(&'a Run, &'a UdpResult)>>;
+type UlGroup<'a> = BTreeMap<(CellKey, usize), Vec<(&'a Run, &'a UnderLoadResult)>>;
+
+/// The runs grouped into the table's rows: by cell (and direction), then label.
+struct Groups<'a> {
+    tp: TpGroup<'a>,
+    rr: BTreeMap<(CellKey, usize), Vec<&'a Run>>,
+    udp: UdpGroup<'a>,
+    ul: UlGroup<'a>,
+}
+
+impl<'a> Groups<'a> {
+    fn of(runs: &'a [Run], labels: &[String]) -> Self {
+        let label_pos = |l: &str| labels.iter().position(|x| x == l).unwrap_or(usize::MAX);
+        let mut g = Groups {
+            tp: BTreeMap::new(),
+            rr: BTreeMap::new(),
+            udp: BTreeMap::new(),
+            ul: BTreeMap::new(),
+        };
+        for run in runs {
+            let at = label_pos(&run.label);
+            match &run.measure {
+                Measure::Throughput(dirs) => {
+                    for (i, d) in dirs.iter().enumerate() {
+                        (g.tp.entry((run.key.clone(), d.direction, at)))
+                            .or_default()
+                            .push((run, i));
+                    }
+                }
+                Measure::Rr(_) => g.rr.entry((run.key.clone(), at)).or_default().push(run),
+                Measure::Udp(dirs) => {
+                    for d in dirs {
+                        (g.udp.entry((run.key.clone(), d.direction, at)))
+                            .or_default()
+                            .push((run, d));
+                    }
+                }
+                Measure::UnderLoad(u) => {
+                    g.ul.entry((run.key.clone(), at))
+                        .or_default()
+                        .push((run, u));
+                }
+            }
+        }
+        g
+    }
+}
+
+fn throughput_row(
+    cell: CellKey,
+    direction: StreamDirection,
+    group: &[(&Run, usize)],
+) -> Option<ThroughputRow> {
+    let dir = |(r, i): &(&Run, usize)| match &r.measure {
+        Measure::Throughput(d) => d.get(*i).cloned(),
+        Measure::Rr(_) | Measure::Udp(_) | Measure::UnderLoad(_) => None,
+    };
+    let dirs: Vec<_> = group.iter().filter_map(dir).collect();
+    let bps: Vec<f64> = dirs.iter().map(|d| d.bits_per_second).collect();
+    let retr: Vec<f64> = dirs.iter().map(|d| d.retransmits as f64).collect();
+    let rtt: Vec<f64> = dirs.iter().filter_map(|d| d.rtt_mean_us).collect();
+    Some(ThroughputRow {
+        label: group.first()?.0.label.clone(),
+        cell_name: cell.describe(),
+        cell,
+        direction,
+        runs: dirs.len(),
+        bits_per_second: Stats::of(&bps)?,
+        retransmits: Stats::of(&retr)?,
+        rtt_us: Stats::of(&rtt),
+        limits: count_verdicts(dirs.iter().filter_map(|d| d.verdict)),
+        files: saved_files(group.iter().map(|(r, _)| *r)),
+    })
+}
+
+fn rr_row(cell: CellKey, group: &[&Run]) -> Option<RrRow> {
+    let results: Vec<_> = group
+        .iter()
+        .filter_map(|r| match &r.measure {
+            Measure::Rr(x) => Some(x),
+            Measure::Throughput(_) | Measure::Udp(_) | Measure::UnderLoad(_) => None,
+        })
+        .collect();
+    let of = |f: &dyn Fn(&crate::run::RrResult) -> f64| {
+        Stats::of(&results.iter().map(|r| f(r)).collect::<Vec<_>>())
+    };
+    Some(RrRow {
+        label: group.first()?.label.clone(),
+        cell_name: cell.describe(),
+        cell,
+        runs: results.len(),
+        transactions_per_second: of(&|r| r.transactions_per_second)?,
+        min_us: of(&|r| r.min_us)?,
+        p50_us: of(&|r| r.p50_us)?,
+        p90_us: of(&|r| r.p90_us)?,
+        p99_us: of(&|r| r.p99_us)?,
+        p99_9_us: of(&|r| r.p99_9_us)?,
+        mean_us: of(&|r| r.mean_us)?,
+        max_us: of(&|r| r.max_us)?,
+        stddev_us: of(&|r| r.stddev_us)?,
+        retransmits: of(&|r| r.retransmits as f64)?,
+        files: saved_files(group.iter().copied()),
+    })
+}
+
+fn udp_row(
+    cell: CellKey,
+    direction: StreamDirection,
+    group: &[(&Run, &UdpResult)],
+) -> Option<UdpRow> {
+    let of = |f: &dyn Fn(&UdpResult) -> f64| {
+        Stats::of(&group.iter().map(|(_, d)| f(d)).collect::<Vec<_>>())
+    };
+    let some = |f: &dyn Fn(&UdpResult) -> Option<u64>| {
+        Stats::of(
+            &group
+                .iter()
+                .filter_map(|(_, d)| f(d).map(|v| v as f64))
+                .collect::<Vec<_>>(),
+        )
+    };
+    Some(UdpRow {
+        label: group.first()?.0.label.clone(),
+        cell_name: cell.describe(),
+        direction,
+        runs: group.len(),
+        // The same in every run of a cell: it is part of the cell's key.
+        offered_bits_per_second: group.first()?.1.offered_bps,
+        sent_bits_per_second: of(&|d| d.sent_bps)?,
+        received_bits_per_second: of(&|d| d.received_bps)?,
+        lost: of(&|d| d.lost as f64)?,
+        lost_percent: of(&|d| d.lost_pct)?,
+        out_of_order: of(&|d| d.out_of_order as f64)?,
+        duplicates: some(&|d| d.duplicates),
+        jitter_ms: of(&|d| d.jitter_ms)?,
+        rxq_drops: some(&|d| d.rxq_drops),
+        files: saved_files(group.iter().map(|(r, _)| *r)),
+        cell,
+    })
+}
+
+fn under_load_row(cell: CellKey, group: &[(&Run, &UnderLoadResult)]) -> Option<UnderLoadRow> {
+    let some = |f: &dyn Fn(&UnderLoadResult) -> Option<f64>| {
+        Stats::of(&group.iter().filter_map(|(_, u)| f(u)).collect::<Vec<_>>())
+    };
+    Some(UnderLoadRow {
+        label: group.first()?.0.label.clone(),
+        cell_name: cell.describe(),
+        runs: group.len(),
+        idle_p50_us: some(&|u| u.idle_p50_us()),
+        loaded_p50_us: some(&|u| u.loaded_p50_us()),
+        loaded_p99_us: some(&|u| u.loaded_p99_us()),
+        increase_p50_us: some(&|u| u.increase_p50_us()),
+        rpm: some(&|u| u.rpm()),
+        loaded_lost_percent: some(&|u| Some(u.loaded_lost_percent()))?,
+        bulk_bits_per_second: some(&|u| Some(u.bulk_bits_per_second()))?,
+        files: saved_files(group.iter().map(|(r, _)| *r)),
+        cell,
+    })
 }
 
 /// The files of runs that have one (a sweep without `--save` keeps runs in memory only).
