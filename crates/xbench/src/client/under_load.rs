@@ -15,6 +15,7 @@
 //! Not the figures (`crate::under_load`) nor the parts' own machinery (`bulk`, `rr`).
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
@@ -98,10 +99,13 @@ pub(super) async fn run(
         Some(r.await)
     };
     let load_phase = load_phase(&load, sessions.bulk, started_rx, &signals, &mut bulk_events);
+    // Pinned here and lent to `drive`: moved into it, each part's future would be stored in
+    // this future's state and again in `drive`'s, doubling what every client test's future
+    // takes on its stack (77 against 35 KB, a debug build's test thread overflowed).
     let parts = Running {
-        probe,
-        tcp_probe,
-        load_phase,
+        probe: std::pin::pin!(probe),
+        tcp_probe: std::pin::pin!(tcp_probe),
+        load_phase: std::pin::pin!(load_phase),
     };
     let mut live = Live::new(config, ul);
     let ended = parts
@@ -255,10 +259,10 @@ async fn load_phase(
 }
 
 /// The three parts, running.
-struct Running<P, T, L> {
-    probe: P,
-    tcp_probe: T,
-    load_phase: L,
+struct Running<'a, P, T, L> {
+    probe: Pin<&'a mut P>,
+    tcp_probe: Pin<&'a mut T>,
+    load_phase: Pin<&'a mut L>,
 }
 
 /// What each part returned, and whether the user stopped the test.
@@ -269,7 +273,7 @@ struct Ended {
     cancelled: bool,
 }
 
-impl<P, T, L> Running<P, T, L>
+impl<P, T, L> Running<'_, P, T, L>
 where
     P: Future<Output = Result<TestReport, Error>>,
     T: Future<Output = Option<Result<TestReport, Error>>>,
@@ -286,9 +290,11 @@ where
         mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
         mut give_up: GiveUp<impl Future<Output = ()>>,
     ) -> Ended {
-        let mut probe = std::pin::pin!(self.probe);
-        let mut tcp_probe = std::pin::pin!(self.tcp_probe);
-        let mut load_phase = std::pin::pin!(self.load_phase);
+        let Running {
+            mut probe,
+            mut tcp_probe,
+            mut load_phase,
+        } = self;
         let mut e = Ended {
             udp: None,
             tcp: None,
