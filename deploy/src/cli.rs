@@ -198,6 +198,7 @@ pub(crate) struct ReadyArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("local").args(["lab", "here"]).multiple(false)))]
 pub(crate) struct RunArgs {
     /// Scenario file (TOML).
     pub(crate) file: PathBuf,
@@ -226,8 +227,13 @@ pub(crate) struct RunArgs {
     /// --lab-rate 1G --lab-rate vpn=200M); repeatable. A fleet (`clients = N`) shares it.
     #[arg(long = "lab-rate", value_name = "[LABEL=]RATE", requires = "lab", value_parser = lab_rate)]
     pub(crate) lab_rates: Vec<(Option<String>, u64)>,
-    /// The xbench the lab runs [default: the one beside xbench-deploy].
-    #[arg(long, value_name = "PATH", requires = "lab")]
+    /// Run the paths whose client is your own host (client_address) from this machine,
+    /// instead of printing the command to run there: the upload from your campus or home
+    /// end, as field reports 003 and 004 measured it.
+    #[arg(long)]
+    pub(crate) here: bool,
+    /// The xbench the lab or --here runs [default: the one beside xbench-deploy].
+    #[arg(long, value_name = "PATH", requires = "local")]
     pub(crate) xbench: Option<PathBuf>,
 }
 
@@ -261,6 +267,10 @@ pub(crate) struct AllArgs {
     pub(crate) ready: ReadyArgs,
     #[command(flatten)]
     pub(crate) profile: ProfileArgs,
+    /// Run the paths whose client is your own host (client_address) from this machine, with
+    /// the xbench `run --here` would use (the one beside xbench-deploy).
+    #[arg(long)]
+    pub(crate) here: bool,
 }
 
 fn positive_duration(s: &str) -> Result<Duration, String> {

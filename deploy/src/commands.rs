@@ -13,6 +13,7 @@ use xbench_deploy::aws::accelerator::NoAccelerators;
 use xbench_deploy::aws::{Aws, AwsSettings, Timing};
 use xbench_deploy::binary::{self, XbenchBinary};
 use xbench_deploy::cost::PriceTable;
+use xbench_deploy::run::here::{self, Here, HereOptions};
 use xbench_deploy::run::lab::{LabOptions, LabRun};
 use xbench_deploy::run::remote::SsmExecutor;
 use xbench_deploy::run::{self, Executor, RunOptions, RunPath, RunSummary};
@@ -397,6 +398,20 @@ pub(crate) async fn run(c: &Common, a: RunArgs) -> Result<Exit> {
     let outputs = outputs_for(&state_dir(c), &scenario, a.run_id.as_deref())?;
     let d = deployer(c, None).await?;
     let (exec, paths) = SsmExecutor::new(&d, &outputs)?;
+    if a.here {
+        let xbench = a.xbench.clone().unwrap_or_else(binary::default_path);
+        let (here, paths) = run_here(&d, &outputs, &exec, paths, xbench).await?;
+        return measure(
+            &suite,
+            &paths,
+            &here,
+            &a.out,
+            a.resume,
+            a.report.unit,
+            &stop,
+        )
+        .await;
+    }
     measure(
         &suite,
         &paths,
@@ -407,6 +422,28 @@ pub(crate) async fn run(c: &Common, a: RunArgs) -> Result<Exit> {
         &stop,
     )
     .await
+}
+
+/// `--here`: your host's paths run on this machine ([`xbench_deploy::run::here`]), with the
+/// run's key from Parameter Store when a server of the run is dialled; says where each runs.
+#[allow(clippy::print_stdout)]
+async fn run_here<'a>(
+    d: &Deployer,
+    outputs: &Outputs,
+    inner: &'a dyn run::Executor,
+    paths: Vec<RunPath>,
+    xbench: PathBuf,
+) -> Result<(Here<'a>, Vec<RunPath>)> {
+    let opts = HereOptions {
+        xbench,
+        dir: d.state_dir().here_dir(&outputs.run_id),
+        key: here::run_key(d, outputs).await?,
+    };
+    let (here, paths) = Here::new(inner, outputs, paths, opts)?;
+    for (label, note) in here.notes() {
+        println!("{label}: {note}");
+    }
+    Ok((here, paths))
 }
 
 #[allow(clippy::print_stdout)]
@@ -463,6 +500,14 @@ pub(crate) async fn all(c: &Common, a: AllArgs) -> Result<Exit> {
         Ok(Exit::Interrupted)
     } else {
         match SsmExecutor::new(&d, &outputs) {
+            Ok((exec, paths)) if a.here => {
+                match run_here(&d, &outputs, &exec, paths, binary::default_path()).await {
+                    Ok((here, paths)) => {
+                        measure(&suite, &paths, &here, &a.out, false, a.report.unit, &stop).await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
             Ok((exec, paths)) => {
                 measure(&suite, &paths, &exec, &a.out, false, a.report.unit, &stop).await
             }

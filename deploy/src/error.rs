@@ -260,6 +260,10 @@ pub enum Error {
         /// Whether the input (or a missing permission or program) is the cause.
         usage: bool,
     },
+    /// `run --here` cannot run your host's paths on this machine (no such path, no xbench,
+    /// no key).
+    #[error("--here: {0}")]
+    Here(String),
     /// The results could not be written or read back.
     #[error("{path}: {message}")]
     Results {
@@ -342,6 +346,7 @@ impl Error {
                 | Error::Fleet { .. }
                 | Error::VcpuQuota { .. }
                 | Error::Lab { usage: true, .. }
+                | Error::Here(_)
         )
     }
 

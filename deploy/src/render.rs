@@ -161,6 +161,15 @@ fn cost(
             suite.runs_per_path() * paths,
             hms(t),
         );
+        match yours(plan) {
+            0 => {}
+            n => {
+                let _ = writeln!(
+                    out,
+                    "  {n} of the paths have your host as client: `run --here` (or `all --here`) on that host measures them; without it they are printed as commands, not run"
+                );
+            }
+        }
         out.push_str(&data(plan, scenario, suite, aws_bandwidth, hosts));
     }
     out
@@ -279,11 +288,17 @@ fn burst_warnings(
     out
 }
 
-/// Paths whose client this tool runs (not your own host).
+/// Paths `run` measures: every path, those whose client is your own host included (they run
+/// there with `--here`, [`yours`]).
 fn runnable(plan: &Plan) -> usize {
+    plan.paths.len()
+}
+
+/// Paths whose client is your own host: measured only by `run --here` on that host.
+fn yours(plan: &Plan) -> usize {
     plan.paths
         .iter()
-        .filter(|p| matches!(p.client, xbench_deploy::plan::PathClient::Host(_)))
+        .filter(|p| !matches!(p.client, xbench_deploy::plan::PathClient::Host(_)))
         .count()
 }
 

@@ -326,6 +326,12 @@ impl StateDir {
         self.dir.join(run.as_str()).join(format!("home-{path}.psk"))
     }
 
+    /// Where `run --here` keeps the clients' output and the run's key while it runs your
+    /// host's paths on this machine ([`crate::run::here`]).
+    pub fn here_dir(&self, run: &RunId) -> PathBuf {
+        self.dir.join(run.as_str()).join("here")
+    }
+
     /// Where the swanctl configuration for your end of vpn path `path` is written (mode 0600).
     pub fn home_config_file(&self, run: &RunId, path: &str) -> PathBuf {
         self.dir

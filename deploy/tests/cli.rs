@@ -537,10 +537,44 @@ fn shipped_examples_plan() {
         if path.extension().is_some_and(|e| e == "toml") {
             let r = cmd(dir.path(), None, &["plan", &path.display().to_string()]);
             assert_eq!(r.code, 0, "{}: {}", path.display(), r.stderr);
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            // Issue 32: the home and campus ends are measured (with --here), not "0 runs
+            // over 0 path(s)".
+            let yours = match name.as_str() {
+                "report-003-home-over-ipsec-with-accelerator.toml" => {
+                    Some("20 runs over 2 path(s)")
+                }
+                "report-004-campus-existing-host.toml" => Some("24 runs over 2 path(s)"),
+                _ => None,
+            };
+            if let Some(runs) = yours {
+                assert!(r.stdout.contains(runs), "{name}: {}", r.stdout);
+                assert!(r.stdout.contains("`run --here`"), "{name}: {}", r.stdout);
+            }
             seen += 1;
         }
     }
-    assert!(seen >= 2);
+    assert!(seen >= 7);
+}
+
+/// `--xbench` on `run` is for a client on this machine: with neither `--lab` nor `--here` it
+/// is refused rather than ignored, and the two cannot be combined.
+#[test]
+fn run_xbench_needs_lab_or_here() {
+    let dir = TempDir::new("here-flags");
+    let file = write(&dir, "s.toml", &two_regions("k", PCX));
+    for args in [
+        &["run", &file, "--out", "o", "--xbench", "/bin/true"][..],
+        &["run", &file, "--out", "o", "--lab", "--here"][..],
+    ] {
+        let r = cmd(dir.path(), None, args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("--lab") && r.stderr.contains("--here"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
 }
 
 #[test]

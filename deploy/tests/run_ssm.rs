@@ -270,3 +270,131 @@ async fn run_command_calls_against_moto() {
         "{online:?}"
     );
 }
+
+/// `run --here` (issue 32, field reports 003 and 004): a path whose client is your own host
+/// (`client_address`) runs on this machine, with the run's key fetched from Parameter Store,
+/// beside a path whose client is a host of the run, which still goes through Run Command.
+/// Without it the path is only printed as a command to run by hand. The key file exists
+/// while the executor does, readable by its owner only, and is gone after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn here_runs_your_own_hosts_paths_on_this_machine_with_the_runs_key() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use xbench_deploy::run::here::{self, Here, HereOptions};
+
+    let moto = moto_or_skip!();
+    let state = TempDir::new("state");
+    let work = TempDir::new("work");
+    let text = format!(
+        "{}{SUITE}",
+        one_region(
+            "runhere",
+            "[[path]]\nkind = \"peering\"\nclient = \"a\"\nserver = \"b\"\n[[path]]\nkind = \"existing\"\nlabel = \"from-campus\"\nclient_address = \"198.51.100.20\"\nserver = \"b\"\n",
+        )
+    );
+    let scenario = Scenario::from_toml(&text).unwrap();
+    let suite = scenario.suite.clone().unwrap();
+    let plan = Plan::build(&scenario, &PriceTable::shipped()).unwrap();
+    let (d, _, _) = moto.deployer(state.path()).await;
+    let mut outputs = d
+        .up(&scenario, &plan, &up_options(state.path()), pending())
+        .await
+        .unwrap();
+    // The server of both paths is an xbench server here, with the run's own key.
+    let key = here::run_key(&d, &outputs)
+        .await
+        .unwrap()
+        .expect("up stored the key");
+    let psk = work.path().join("psk");
+    std::fs::write(&psk, &key).unwrap();
+    let port = free_port();
+    let _server = server(&psk, port);
+    for p in &mut outputs.paths {
+        p.target = Ipv4Addr::LOCALHOST;
+        p.port = port;
+    }
+    let hosts = Arc::new(FakeRunCommand::local_shell());
+    let (d_run, _, _) = moto.deployer_with(state.path(), hosts.clone()).await;
+    let (exec, paths) = SsmExecutor::new(&d_run, &outputs).unwrap();
+    let exec = exec.with_layout(HostLayout {
+        xbench: xbench_bin().display().to_string(),
+        psk: psk.display().to_string(),
+    });
+    let campus = |ps: &[run::RunPath]| ps.iter().find(|p| p.label == "from-campus").cloned();
+    let without = campus(&paths).unwrap();
+    assert!(
+        without
+            .unavailable
+            .as_deref()
+            .unwrap()
+            .contains("your host"),
+        "{without:?}"
+    );
+
+    let dir = state.path().join("here");
+    let opts = HereOptions {
+        xbench: xbench_bin(),
+        dir: dir.clone(),
+        key: Some(key),
+    };
+    let (local, paths) = Here::new(&exec, &outputs, paths, opts).unwrap();
+    let notes = local.notes();
+    assert_eq!(campus(&paths).unwrap().unavailable, None);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].1.contains("not an address of this machine"),
+        "198.51.100.20 is not ours: {notes:?}"
+    );
+    let key_file = dir.join("here.psk");
+    let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let out = work.path().join("results");
+    let mut events = Vec::new();
+    let summary = run::run(
+        &suite,
+        &paths,
+        &local,
+        &RunOptions::new(&out),
+        &mut |e| events.push(format!("{e:?}")),
+        pending(),
+    )
+    .await
+    .unwrap();
+    for p in &summary.paths {
+        assert_eq!((p.collected, p.planned), (4, 4), "{}: {events:#?}", p.label);
+    }
+    let r: xbench::report::TestReport = serde_json::from_slice(
+        &std::fs::read(out.join("from-campus").join("tcp-up-P2").join("run-2.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r.label.as_deref(), Some("from-campus"));
+    // Only the peering path's runs (and its MTU question) went through Run Command; the
+    // campus path's MTU was read here.
+    let sent = hosts.sent();
+    assert_eq!(sent.len(), 4 + 1, "{sent:#?}");
+    let mtu: xbench_deploy::run::mtu::PathMtu = serde_json::from_slice(
+        &std::fs::read(out.join("from-campus").join(run::MTU_FILE)).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(mtu.interface.as_deref(), Some("lo"), "{mtu:?}");
+    drop(local);
+    assert!(!key_file.exists(), "the key is removed with the executor");
+
+    // A run without a path of yours is refused with --here, naming why.
+    let (exec, paths) = SsmExecutor::new(&d_run, &outputs).unwrap();
+    let mine: Vec<_> = paths.into_iter().filter(|p| p.label == "peering").collect();
+    let mut only = outputs.clone();
+    only.paths.retain(|p| p.label == "peering");
+    let opts = HereOptions {
+        xbench: xbench_bin(),
+        dir,
+        key: None,
+    };
+    let e = Here::new(&exec, &only, mine, opts).unwrap_err();
+    assert!(e.to_string().contains("no path of this run"), "{e}");
+    assert!(e.is_bad_input());
+
+    d.down(&outputs.run_id, &[]).await.unwrap();
+    let left = moto.leftovers().await;
+    assert!(left.is_empty(), "left after down: {left:#?}");
+}

@@ -231,49 +231,11 @@ impl LabRun {
         let dir = self.lab.state_dir();
         let out_file = dir.join(format!("deploy-client-{}-{instance}.json", info.label));
         let err_file = dir.join(format!("deploy-client-{}-{instance}.err", info.label));
-        let mut c = Command::new(&self.xbench);
-        c.args(argv)
-            .stdin(Stdio::null())
-            .stdout(File::create(&out_file).map_err(|e| e.to_string())?)
-            .stderr(File::create(&err_file).map_err(|e| e.to_string())?);
-        let mut child = netns::spawn_in(&info.client_netns, &mut c, Detach::No)
-            .map_err(|e| format!("cannot start xbench client in {}: {e}", info.client_netns))?;
-        // Killed if this future is dropped (Ctrl-C) or runs past its limit.
-        let mut guard = KillOnDrop(Some(&mut child));
-        let start = Instant::now();
-        let status = loop {
-            match guard.0.as_mut().map(|c| c.try_wait()) {
-                Some(Ok(Some(status))) => break status,
-                Some(Ok(None)) => {}
-                Some(Err(e)) => return Err(e.to_string()),
-                None => return Err("the client is gone".into()),
-            }
-            if start.elapsed() > limit {
-                return Err(format!("the client ran past {} s", limit.as_secs()));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        guard.0 = None;
-        let bytes = std::fs::read(&out_file).map_err(|e| e.to_string())?;
-        if bytes.is_empty() {
-            let err = std::fs::read_to_string(&err_file).unwrap_or_default();
-            return Err(format!(
-                "xbench client exited with {status}: {}",
-                err.trim().lines().last().unwrap_or("no output")
-            ));
-        }
-        Ok(bytes)
-    }
-}
-
-struct KillOnDrop<'a>(Option<&'a mut Child>);
-
-impl Drop for KillOnDrop<'_> {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        super::child::run(&self.xbench, argv, (&out_file, &err_file), limit, |c| {
+            netns::spawn_in(&info.client_netns, c, Detach::No)
+                .map_err(|e| std::io::Error::other(format!("in {}: {e}", info.client_netns)))
+        })
+        .await
     }
 }
 

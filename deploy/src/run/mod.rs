@@ -15,6 +15,8 @@
 //! row is given up; the others go on, and the report marks it. Not for printing: events go to
 //! the caller.
 
+mod child;
+pub mod here;
 pub mod lab;
 pub mod mtu;
 pub mod remote;

@@ -81,7 +81,8 @@ impl<'a> SsmExecutor<'a> {
                     None
                 }
                 None => Some(format!(
-                    "its client is your host{}: run `{} --save DIR` there{}",
+                    "its client is your host{}: measure it with `run --here` on that host, or \
+                     run `{} --save DIR` there{}",
                     p.run_on.map(|a| format!(" {a}")).unwrap_or_default(),
                     p.command,
                     if p.authenticated {
