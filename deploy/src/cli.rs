@@ -139,6 +139,10 @@ pub(crate) struct SuiteArgs {
     /// Run every cell N times instead of the suite's repeat.
     #[arg(long, value_name = "N")]
     pub(crate) repeat: Option<NonZeroU32>,
+    /// Start repeat N (N-1) x DURATION after the first (e.g. 4h), instead of the suite's
+    /// `every`: repeats spread over hours or days; `run --resume` keeps the schedule.
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub(crate) every: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -281,7 +285,7 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Seconds (`2`, `0.5`) or with a unit (`500ms`, `2m`), whole milliseconds.
+/// Seconds (`2`, `0.5`) or with a unit (`500ms`, `2m`, `4h`), whole milliseconds.
 fn duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let split = t
@@ -295,7 +299,8 @@ fn duration(s: &str) -> Result<Duration, String> {
         "" | "s" => v * 1e3,
         "ms" => v,
         "m" | "min" => v * 60e3,
-        u => return Err(format!("unknown time unit `{u}`; use ms, s or m")),
+        "h" => v * 3600e3,
+        u => return Err(format!("unknown time unit `{u}`; use ms, s, m or h")),
     };
     if !(0.0..=7.0 * 24.0 * 3600e3).contains(&ms) {
         return Err(format!("`{t}` is out of range"));

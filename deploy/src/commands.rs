@@ -83,7 +83,7 @@ fn load(file: &Path, suite: Option<&SuiteArgs>) -> Result<(Scenario, Plan)> {
         scenario.suite = scenario
             .suite
             .take()
-            .map(|s| s.with_overrides(a.time, a.repeat));
+            .map(|s| s.with_overrides(a.time, a.repeat).with_every(a.every));
     }
     run::check_scenario_fleets(&scenario)
         .with_context(|| format!("scenario {}", file.display()))?;
@@ -91,7 +91,40 @@ fn load(file: &Path, suite: Option<&SuiteArgs>) -> Result<(Scenario, Plan)> {
     let plan = Plan::build(&scenario, &prices)
         .map_err(Error::from)
         .with_context(|| format!("scenario {}", file.display()))?;
+    if let Some(s) = &scenario.suite {
+        check_span(s, &scenario, plan.paths.len())
+            .with_context(|| format!("scenario {}", file.display()))?;
+    }
     Ok((scenario, plan))
+}
+
+/// A suite must end before the hosts stop themselves (`ttl_hours`, on their own clocks):
+/// otherwise its last repeats fail on hosts that are gone. `every` with one repeat spreads
+/// nothing, and is refused as a mistake.
+fn check_span(s: &Suite, scenario: &Scenario, paths: usize) -> Result<()> {
+    if s.every.is_some() && s.repeat.get() == 1 {
+        return Err(BadInput(
+            "every spreads a suite's repeats over time, but it has one repeat: set repeat (or --repeat)"
+                .into(),
+        )
+        .into());
+    }
+    let span = s.expected(paths);
+    let ttl = Duration::from_secs(u64::from(scenario.ttl_hours) * 3600);
+    if span > ttl {
+        let need = span.as_secs().div_ceil(3600) + 1;
+        return Err(BadInput(format!(
+            "the suite takes about {} over {paths} path(s){}, but the hosts stop themselves after ttl_hours = {}: set ttl_hours to at least {need}",
+            render::hms(span),
+            match s.every {
+                Some(e) => format!(" ({} repeats, one every {})", s.repeat, render::hms(e)),
+                None => String::new(),
+            },
+            scenario.ttl_hours
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// The binary to upload, when the scenario uploads one: inspected, and refused when built

@@ -453,6 +453,10 @@ impl Progress {
             RunEvent::FleetNote { label, note } | RunEvent::PathNote { label, note } => {
                 format!("path {label}: {note}")
             }
+            RunEvent::Waiting { repeat, of, until } => format!(
+                "waiting until {} for repeat {repeat} of {of} (the suite's `every`; Ctrl-C stops, the same command with --resume keeps the schedule)",
+                xbench_deploy::state::format_time(*until)
+            ),
             RunEvent::Skipped(_) | RunEvent::Pausing(_) => return,
             _ => return,
         };

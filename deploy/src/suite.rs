@@ -9,6 +9,7 @@
 //! omit = 2           # -O
 //! repeat = 15        # runs of every cell, round-robin over cells and paths
 //! pause = "5s"       # between two runs
+//! every = "4h"       # repeat N starts (N-1) x 4 h after the first: report 000's 15 runs over 3 days
 //! trace = true       # --trace on every run: the hops of each path, as mtr shows them
 //!
 //! [[suite.test]]
@@ -58,6 +59,11 @@ pub struct Suite {
     pub repeat: NonZeroU32,
     /// Wait between two runs.
     pub pause: Duration,
+    /// `every = "4h"`: repeat `n` starts no sooner than `(n - 1) × every` after the first
+    /// began, so a cell's repeats sample different hours (report 000 spread its 15 runs over
+    /// three days: a suite run in one sitting measures one afternoon 15 times). `run --resume`
+    /// keeps the schedule across restarts. `None`: each repeat starts when the last ends.
+    pub every: Option<Duration>,
     /// The tests, one per direction of each `[[suite.test]]`, in file order.
     pub tests: Vec<SuiteTest>,
     /// `trace = true`: every run probes the hops of its path while it runs (`--trace`), so
@@ -125,6 +131,14 @@ impl Suite {
         self.tests.iter().flat_map(SuiteTest::cells).collect()
     }
 
+    /// The same suite with `--every` applied (see [`Suite::every`]).
+    pub fn with_every(mut self, every: Option<Duration>) -> Suite {
+        if every.is_some() {
+            self.every = every;
+        }
+        self
+    }
+
     /// The same suite with `--time` and `--repeat` applied.
     pub fn with_overrides(mut self, time: Option<Duration>, repeat: Option<NonZeroU32>) -> Suite {
         if let Some(t) = time {
@@ -152,11 +166,22 @@ impl Suite {
         self.cells().len() * self.repeat.get() as usize
     }
 
-    /// How long the whole suite takes over `paths` paths, one run at a time.
+    /// How long the whole suite takes over `paths` paths, one run at a time: with `every`,
+    /// from the first repeat's start to the last one's end (the hosts are up, and billed,
+    /// in between).
     pub fn expected(&self, paths: usize) -> Duration {
         let n = u32::try_from(paths).unwrap_or(u32::MAX);
         let runs = u32::try_from(self.runs_per_path()).unwrap_or(u32::MAX);
-        self.expected_per_path() * n + self.pause * runs.saturating_mul(n).saturating_sub(1)
+        let all =
+            self.expected_per_path() * n + self.pause * runs.saturating_mul(n).saturating_sub(1);
+        let Some(every) = self.every else {
+            return all;
+        };
+        let repeats = self.repeat.get();
+        // One repeat, and the pause before the next.
+        let round = all / repeats;
+        let step = every.max(round + self.pause);
+        step.saturating_mul(repeats - 1) + round
     }
 }
 
@@ -204,7 +229,7 @@ pub fn hint(message: &str) -> &'static str {
     if about_suite {
         "\nsuite keys are xbench client's long flags (parallel, window, time, omit, interval, \
          length, bitrate, no-delay, congestion, set-mss, zerocopy, recv-copy, under-load, rr, crr, \
-         rr-size, flows, burst, rate) and direction, repeat, pause"
+         rr-size, flows, burst, rate) and direction, repeat, pause, every"
     } else {
         ""
     }
@@ -219,6 +244,7 @@ pub(crate) struct RawSuite {
     interval: Option<TimeValue>,
     repeat: Option<u32>,
     pause: Option<TimeValue>,
+    every: Option<TimeValue>,
     #[serde(default)]
     trace: bool,
     #[serde(default)]
@@ -345,6 +371,19 @@ impl RawSuite {
             Some(p) => time(0, "pause", p)?,
             None => Duration::ZERO,
         };
+        let every = match &self.every {
+            Some(e) => Some(time(0, "every", e)?)
+                .filter(|e| !e.is_zero())
+                .map(Some)
+                .ok_or_else(|| bad("every", "must be longer than 0"))?,
+            None => None,
+        };
+        if every.is_some() && repeat.get() == 1 {
+            return Err(bad(
+                "every",
+                "spreads repeats over time, but repeat is 1: set repeat (e.g. repeat = 15)",
+            ));
+        }
         if self.test.is_empty() {
             return Err(SuiteError::Empty);
         }
@@ -369,6 +408,7 @@ impl RawSuite {
         Ok(Suite {
             repeat,
             pause,
+            every,
             tests,
             trace: self.trace,
         })
@@ -835,6 +875,31 @@ mod tests {
         );
         let e = suite("[[test]]\nrr = true\nunder-load = true\n").unwrap_err();
         assert!(e.to_string().contains("under-load"), "{e}");
+    }
+
+    /// `every` spreads the repeats: the suite then spans (repeat - 1) x every and the last
+    /// repeat; a repeat longer than `every` pushes the next one back instead of overlapping.
+    #[test]
+    fn every_spreads_repeats_and_the_span_counts_the_wait() {
+        let s =
+            suite("time = 10\nrepeat = 3\nevery = \"1h\"\n[[test]]\nparallel = [1, 2]\n").unwrap();
+        assert_eq!(s.every, Some(Duration::from_secs(3600)));
+        // 2 cells x 14 s = 28 s a repeat on one path.
+        assert_eq!(s.expected(1), Duration::from_secs(2 * 3600 + 28));
+        let tight = s.clone().with_every(Some(Duration::from_secs(10)));
+        assert_eq!(tight.expected(1), Duration::from_secs(3 * 28));
+        assert_eq!(
+            s.clone().with_every(None),
+            s,
+            "no --every keeps the suite's"
+        );
+        for (text, problem) in [
+            ("every = 0\nrepeat = 2\n", "longer than 0"),
+            ("every = \"1h\"\n", "repeat is 1"),
+        ] {
+            let e = suite(&format!("{text}[[test]]\nparallel = 1\n")).unwrap_err();
+            assert!(e.to_string().contains(problem), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -557,6 +557,40 @@ fn shipped_examples_plan() {
     assert!(seen >= 7);
 }
 
+/// Repeats spread over time (issue 32, report 000's 15 runs over 3 days): `every` makes the
+/// suite span (repeat - 1) x every, priced as hours the hosts are up; a schedule that outlives
+/// the hosts' ttl_hours is refused naming the ttl it needs, and `every` with one repeat is
+/// refused as the mistake it is.
+#[test]
+fn plan_prices_repeats_spread_over_time_and_refuses_what_outlives_the_hosts() {
+    let suite =
+        "[suite]\ntime = 10\nrepeat = 3\nevery = \"2h\"\n[[suite.test]]\nparallel = [1, 2]\n";
+    let text = format!(
+        "{}{suite}",
+        two_regions("every", PCX).replace("ttl_hours = 2", "ttl_hours = 6")
+    );
+    let out = plan_ok(&text);
+    // Two repeats later than the first by 2 h each, plus the last repeat's 28 s.
+    assert!(
+        out.contains("one `run` of the suite: 6 runs over 1 path(s), about 4 h 00 min"),
+        "{out}"
+    );
+    let short = format!("{}{suite}", two_regions("every", PCX));
+    refused(
+        &short,
+        &[
+            "3 repeats, one every 2 h 00 min",
+            "ttl_hours = 2",
+            "set ttl_hours to at least 6",
+        ],
+    );
+    let once = format!(
+        "{}[suite]\nevery = \"1h\"\n[[suite.test]]\nparallel = 1\n",
+        two_regions("every", PCX)
+    );
+    refused(&once, &["every", "repeat is 1"]);
+}
+
 /// `--xbench` on `run` is for a client on this machine: with neither `--lab` nor `--here` it
 /// is refused rather than ignored, and the two cannot be combined.
 #[test]

@@ -16,6 +16,7 @@
 //! the caller.
 
 mod child;
+pub mod every;
 pub mod here;
 pub mod lab;
 pub mod mtu;
@@ -209,6 +210,15 @@ pub enum RunEvent<'a> {
     },
     /// Waiting between runs.
     Pausing(Duration),
+    /// Waiting for a repeat's time (the suite's `every`).
+    Waiting {
+        /// The repeat, from 1.
+        repeat: u32,
+        /// Repeats in all.
+        of: u32,
+        /// When it is due.
+        until: std::time::SystemTime,
+    },
     /// A note about a fleet (its clocks' offsets).
     FleetNote {
         /// The path's label.
@@ -287,6 +297,10 @@ pub async fn run(
     let plan = schedule(suite, paths, &opts.out);
     check_fleets(&plan, paths)?;
     let done = prepare_out(&opts.out, &plan, opts.resume)?;
+    let spread = suite
+        .every
+        .map(|e| every::Spread::start(&opts.out, e, opts.resume))
+        .transpose()?;
     let mut state = Progress::new(paths, &plan, &done);
     let mut cancel = Cancel(Box::pin(cancel), false);
     for (label, reason) in paths
@@ -317,7 +331,22 @@ pub async fn run(
         if state.paths[p.path].given_up.is_some() {
             continue;
         }
-        if state.ran > 0 && !suite.pause.is_zero() {
+        let waited = match &spread {
+            Some(s) if s.wait(p.repeat, std::time::SystemTime::now()).is_some() => {
+                on_event(RunEvent::Waiting {
+                    repeat: p.repeat,
+                    of: suite.repeat.get(),
+                    until: s.due(p.repeat),
+                });
+                tokio::select! {
+                    () = s.until_due(p.repeat) => {}
+                    () = cancel.wait() => {}
+                }
+                true
+            }
+            _ => false,
+        };
+        if state.ran > 0 && !waited && !suite.pause.is_zero() {
             on_event(RunEvent::Pausing(suite.pause));
             tokio::select! {
                 () = tokio::time::sleep(suite.pause) => {}
@@ -782,6 +811,88 @@ mod tests {
             "path 'peering' (4 client instances), cell tcp-up-P2: parallel = 2 cannot be shared \
              by 4 client instances (each runs at least one); use at least 4, or fewer clients"
         );
+    }
+
+    /// An executor whose every run fails at once, noting when it was asked.
+    struct Failing(std::sync::Mutex<Vec<std::time::SystemTime>>);
+
+    impl Executor for Failing {
+        fn execute<'a>(
+            &'a self,
+            _path: &'a RunPath,
+            _instance: usize,
+            _argv: &'a [String],
+            _limit: Duration,
+        ) -> BoxFuture<'a, Result<Vec<u8>, String>> {
+            self.0.lock().unwrap().push(std::time::SystemTime::now());
+            Box::pin(async { Err("no host".to_owned()) })
+        }
+
+        fn psk_file(&self, _path: &RunPath) -> Option<String> {
+            None
+        }
+    }
+
+    /// `every`: the second repeat waits for its time, announced with when it is due; a
+    /// `--resume` after that time keeps the schedule and runs what is due at once.
+    #[tokio::test]
+    async fn a_repeat_waits_for_its_time_and_a_resume_keeps_the_schedule() {
+        let out = std::env::temp_dir().join(format!("xbench-every-run-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let suite =
+            Suite::from_toml("time = 1\nrepeat = 2\nevery = 3\n[[test]]\nparallel = 1\n").unwrap();
+        let exec = Failing(std::sync::Mutex::new(Vec::new()));
+        let mut opts = RunOptions::new(&out);
+        opts.give_up_after = 10;
+        let mut waits = Vec::new();
+        let paths = [path(1)];
+        let mut on_event = |e: RunEvent<'_>| {
+            if let RunEvent::Waiting { repeat, of, until } = e {
+                waits.push((repeat, of, until));
+            }
+        };
+        run(
+            &suite,
+            &paths,
+            &exec,
+            &opts,
+            &mut on_event,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+        let asked = exec.0.lock().unwrap().clone();
+        assert_eq!(asked.len(), 2);
+        assert_eq!(waits.len(), 1, "{waits:?}");
+        let (repeat, of, until) = waits[0];
+        assert_eq!((repeat, of), (2, 2));
+        assert!(asked[1] >= until, "{asked:?} {until:?}");
+        // The anchor is when the schedule began, in whole seconds, before the first run: the
+        // second is due at most 3 s after the first was asked for.
+        let gap = until.duration_since(asked[0]).unwrap();
+        assert!(gap <= Duration::from_secs(3), "{gap:?}");
+
+        // Resumed after both repeats were due: nothing waits.
+        waits.clear();
+        opts.resume = true;
+        let mut on_event = |e: RunEvent<'_>| {
+            if let RunEvent::Waiting { repeat, of, until } = e {
+                waits.push((repeat, of, until));
+            }
+        };
+        run(
+            &suite,
+            &paths,
+            &exec,
+            &opts,
+            &mut on_event,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+        assert!(waits.is_empty(), "{waits:?}");
+        assert_eq!(exec.0.lock().unwrap().len(), 4);
+        std::fs::remove_dir_all(&out).unwrap();
     }
 
     /// `trace = true` in the suite: every run's command carries `--trace` (issue 33: deploy's
