@@ -1185,14 +1185,20 @@ fn runs_col<'a, R>(n: impl Fn(&R) -> usize + 'a) -> Column<'a, R> {
 }
 
 /// A 95 % confidence interval column: `(statistics, factor to the shown unit)`.
+/// Every figure with an interval here (rates, latencies, loss, jitter) cannot be negative:
+/// a Student-t bound below 0 (a small mean with a wide spread) is shown as 0, not as a
+/// negative loss or rate.
 fn ci_col<'a, R>(head: &str, s: impl Fn(&R) -> (Stats, f64) + 'a) -> Column<'a, R> {
     num_col(
         head,
-        "95 % confidence interval of the mean (Student t); one run has none",
+        "95 % confidence interval of the mean (Student t, bounded below by 0); one run has none",
         move |r: &R| {
             let (s, f) = s(r);
             match s.ci95_low.zip(s.ci95_high) {
-                Some((lo, hi)) => Cell::num(format!("{}–{}", number(lo * f), number(hi * f)), lo),
+                Some((lo, hi)) => {
+                    let lo = lo.max(0.0);
+                    Cell::num(format!("{}–{}", number(lo * f), number(hi * f)), lo)
+                }
                 None => Cell::text("-"),
             }
         },

@@ -260,3 +260,20 @@ fn under_load_runs_get_their_own_section() {
     // The headline has a verdict on the loaded median.
     assert!(p.contains("under load P=1 load=up"), "no verdict");
 }
+
+/// A small mean with a wide spread (1, 1 and 1,000 Mbit/s) has a Student-t interval whose low
+/// end is below 0: the page shows 0, never a negative rate (or loss, or jitter).
+#[test]
+fn an_interval_is_never_below_zero() {
+    let mut l = loaded();
+    l.runs = [1.0, 1.0, 1000.0]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| tp("lossy", 1, *m, i))
+        .collect();
+    let p = render(&l, Path::new("report.html"), &Options::default());
+    let tcp = p.split("id=\"tcp-table\"").nth(1).unwrap();
+    let tcp = tcp.split("</table>").next().unwrap();
+    assert!(tcp.contains(">0–"), "{tcp}");
+    assert!(!tcp.contains(">-") && !tcp.contains(">−"), "{tcp}");
+}
