@@ -620,8 +620,26 @@ fn unlimited(i: &Inputs, v: &Values<'_>, limits: Limits, reader: Reader) -> Diag
 fn losses(i: &Inputs, v: &Values<'_>, reader: Reader) -> Diagnosis {
     // A receiver whose queue held unread data loses what arrives when its buffer is full
     // (the kernel prunes it): a starved reader on loopback, measured, 2.2 % retransmitted
-    // with the window never closed. The losses may be the path's or the reader's; the
-    // reader's queue says it fell behind, so it is named, as likely.
+    // with the window never closed. Over loopback no path loses anything, so the drops are
+    // the receiving host's and the reader fell behind: the receiver, clearly.
+    if reader == Reader::Behind && i.loopback {
+        return verdict(
+            v,
+            Verdict::Receiver,
+            Confidence::Clear,
+            &[
+                FigureName::Rate,
+                FigureName::ReceiveQueue,
+                FigureName::ReaderOnCpu,
+                FigureName::ReaderWaitingForCpu,
+                FigureName::Retransmitted,
+                FigureName::CwndLimited,
+            ],
+            vec![],
+        );
+    }
+    // Elsewhere the losses may be the path's or the reader's; the reader's queue says it
+    // fell behind, so it is named, as likely.
     if reader == Reader::Behind {
         return verdict(
             v,
@@ -1228,6 +1246,24 @@ mod tests {
         };
         let d = check(&lo, Verdict::Receiver, Some(Confidence::Likely));
         assert_eq!(d.cannot_tell, vec![Unknown::LoopbackDrops]);
+        // A reader seen to fall behind (waiting for a CPU 96 % of the time): on a network
+        // the losses may be the path's or its own, so the receiver is likely; over loopback,
+        // where no path loses anything, the receiver is clear.
+        let behind = Inputs {
+            reader_thread: Some(thread(3.0, 96.0)),
+            ..i
+        };
+        let d = check(&behind, Verdict::Receiver, Some(Confidence::Likely));
+        assert_eq!(d.cannot_tell, vec![Unknown::LossesOrReader]);
+        let d = check(
+            &Inputs {
+                loopback: true,
+                ..behind
+            },
+            Verdict::Receiver,
+            Some(Confidence::Clear),
+        );
+        assert!(d.cannot_tell.is_empty(), "{:?}", d.cannot_tell);
         // The same losses where the sender's driver counted its packets shaped to its
         // bandwidth allowance: the instance, not the path.
         let shaped = Inputs {
