@@ -285,27 +285,14 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Seconds (`2`, `0.5`) or with a unit (`500ms`, `2m`, `4h`), whole milliseconds.
+/// Seconds (`2`, `0.5`) or with a unit (`500ms`, `2m`, `4h`: xbench's own time parser,
+/// [`xbench::units::parse_duration`]), up to a week, in whole milliseconds.
 fn duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{t}` is not a time like 2, 500ms or 1m"))?;
-    let ms = match unit.trim() {
-        "" | "s" => v * 1e3,
-        "ms" => v,
-        "m" | "min" => v * 60e3,
-        "h" => v * 3600e3,
-        u => return Err(format!("unknown time unit `{u}`; use ms, s, m or h")),
-    };
-    if !(0.0..=7.0 * 24.0 * 3600e3).contains(&ms) {
-        return Err(format!("`{t}` is out of range"));
+    let d = xbench::units::parse_duration(s).map_err(|e| e.to_string())?;
+    if d > Duration::from_secs(7 * 24 * 3600) {
+        return Err(format!("`{}` is out of range (at most a week)", s.trim()));
     }
-    Ok(Duration::from_millis(ms.round() as u64))
+    Ok(Duration::from_millis((d.as_secs_f64() * 1e3).round() as u64))
 }
 
 fn lab_delay(s: &str) -> Result<(Option<String>, Duration), String> {

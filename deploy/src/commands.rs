@@ -91,34 +91,29 @@ fn load(file: &Path, suite: Option<&SuiteArgs>) -> Result<(Scenario, Plan)> {
     let plan = Plan::build(&scenario, &prices)
         .map_err(Error::from)
         .with_context(|| format!("scenario {}", file.display()))?;
-    if let Some(s) = &scenario.suite {
-        check_span(s, &scenario, plan.paths.len())
-            .with_context(|| format!("scenario {}", file.display()))?;
-    }
     Ok((scenario, plan))
 }
 
-/// A suite must end before the hosts stop themselves (`ttl_hours`, on their own clocks):
-/// otherwise its last repeats fail on hosts that are gone. `every` with one repeat spreads
-/// nothing, and is refused as a mistake.
-fn check_span(s: &Suite, scenario: &Scenario, paths: usize) -> Result<()> {
-    if s.every.is_some() && s.repeat.get() == 1 {
-        return Err(BadInput(
-            "every spreads a suite's repeats over time, but it has one repeat: set repeat (or --repeat)"
-                .into(),
-        )
-        .into());
-    }
+/// A suite must end before the hosts stop themselves (`ttl_hours` after `up`, on their own
+/// clocks), with a quarter of an hour for `up` and its readiness checks: otherwise its last
+/// repeats fail on hosts that are gone. Not for `run --lab` (no hosts) or `policy`.
+fn check_span(scenario: &Scenario, plan: &Plan, file: &Path) -> Result<()> {
+    let Some(s) = &scenario.suite else {
+        return Ok(());
+    };
+    let paths = plan.paths.len();
     let span = s.expected(paths);
-    let ttl = Duration::from_secs(u64::from(scenario.ttl_hours) * 3600);
-    if span > ttl {
-        let need = span.as_secs().div_ceil(3600) + 1;
+    let need = (span + UP_ALLOWANCE).as_secs().div_ceil(3600);
+    if u64::from(scenario.ttl_hours) < need {
         return Err(BadInput(format!(
-            "the suite takes about {} over {paths} path(s){}, but the hosts stop themselves after ttl_hours = {}: set ttl_hours to at least {need}",
+            "scenario {}: the suite takes about {} over {paths} path(s){}, and `up` a quarter of an hour or so, but the hosts stop themselves after ttl_hours = {}: set ttl_hours to at least {need}",
+            file.display(),
             render::hms(span),
             match s.every {
-                Some(e) => format!(" ({} repeats, one every {})", s.repeat, render::hms(e)),
-                None => String::new(),
+                Some(e) if s.repeat.get() > 1 => {
+                    format!(" ({} repeats, one every {})", s.repeat, render::hms(e))
+                }
+                _ => String::new(),
             },
             scenario.ttl_hours
         ))
@@ -126,6 +121,9 @@ fn check_span(s: &Suite, scenario: &Scenario, paths: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// What `up` and its readiness checks take before a suite starts, for [`check_span`].
+const UP_ALLOWANCE: Duration = Duration::from_secs(15 * 60);
 
 /// The binary to upload, when the scenario uploads one: inspected, and refused when built
 /// for another architecture than the instance types' names tell; one that needs a newer
@@ -154,6 +152,7 @@ fn binary_note(scenario: &Scenario, plan: &Plan, a: &BinaryArgs) -> Result<Binar
 #[allow(clippy::print_stdout)] // the plan is the command's output
 pub(crate) async fn plan(c: &Common, a: PlanArgs) -> Result<Exit> {
     let (scenario, plan) = load(&a.file, Some(&a.suite))?;
+    check_span(&scenario, &plan, &a.file)?;
     let note = binary_note(&scenario, &plan, &a.binary)?;
     let pre = if a.check {
         let d = deployer(c, None).await?;
@@ -276,6 +275,7 @@ const ABANDONED_TEARDOWN: &str =
 #[allow(clippy::print_stdout)] // prompt and results
 pub(crate) async fn up(c: &Common, a: UpArgs) -> Result<Exit> {
     let (scenario, plan) = load(&a.file, None)?;
+    check_span(&scenario, &plan, &a.file)?;
     if c.skip_accelerators && plan.needs_accelerator_api() {
         return Err(BadInput(
             "the scenario has accelerator paths, but --skip-accelerators switches Global Accelerator off".into(),
@@ -412,7 +412,7 @@ fn suite_of(scenario: &Scenario) -> Result<Suite> {
 }
 
 pub(crate) async fn run(c: &Common, a: RunArgs) -> Result<Exit> {
-    let (scenario, _plan) = load(&a.file, Some(&a.suite))?;
+    let (scenario, plan) = load(&a.file, Some(&a.suite))?;
     let suite = suite_of(&scenario)?;
     let stop = Interrupts::new("stopping after the run in progress", "abandoned");
     if a.lab {
@@ -427,6 +427,7 @@ pub(crate) async fn run(c: &Common, a: RunArgs) -> Result<Exit> {
         tokio::task::spawn_blocking(move || drop(lab)).await.ok();
         return exit;
     }
+    check_span(&scenario, &plan, &a.file)?;
     // The run must exist before credentials are asked for.
     let outputs = outputs_for(&state_dir(c), &scenario, a.run_id.as_deref())?;
     let d = deployer(c, None).await?;
@@ -467,10 +468,18 @@ async fn run_here<'a>(
     paths: Vec<RunPath>,
     xbench: PathBuf,
 ) -> Result<(Here<'a>, Vec<RunPath>)> {
+    let needs_key = outputs
+        .paths
+        .iter()
+        .any(|p| p.client_host.is_none() && p.authenticated);
+    let key = match needs_key {
+        true => here::run_key(d, outputs).await?,
+        false => None,
+    };
     let opts = HereOptions {
         xbench,
         dir: d.state_dir().here_dir(&outputs.run_id),
-        key: here::run_key(d, outputs).await?,
+        key,
     };
     let (here, paths) = Here::new(inner, outputs, paths, opts)?;
     for (label, note) in here.notes() {
@@ -482,7 +491,12 @@ async fn run_here<'a>(
 #[allow(clippy::print_stdout)]
 pub(crate) async fn all(c: &Common, a: AllArgs) -> Result<Exit> {
     let (scenario, plan) = load(&a.file, Some(&a.suite))?;
+    check_span(&scenario, &plan, &a.file)?;
     let suite = suite_of(&scenario)?;
+    // Found now rather than after paying for the hosts, as the results directory is.
+    if a.here {
+        here::check_before_up(&plan, &binary::default_path())?;
+    }
     if c.skip_accelerators && plan.needs_accelerator_api() {
         return Err(BadInput(
             "the scenario has accelerator paths, but --skip-accelerators switches Global Accelerator off".into(),

@@ -454,7 +454,7 @@ impl Progress {
                 format!("path {label}: {note}")
             }
             RunEvent::Waiting { repeat, of, until } => format!(
-                "waiting until {} for repeat {repeat} of {of} (the suite's `every`; Ctrl-C stops, the same command with --resume keeps the schedule)",
+                "waiting until {} for repeat {repeat} of {of} (the suite's `every`; Ctrl-C stops: `run ... --resume` continues on the schedule, under `all` only with --keep)",
                 xbench_deploy::state::format_time(*until)
             ),
             RunEvent::Skipped(_) | RunEvent::Pausing(_) => return,

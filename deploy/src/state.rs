@@ -340,8 +340,19 @@ impl StateDir {
     }
 
     /// Removes the keys and configurations of a run's VPN ends (after `down`: the gateways
-    /// they pair with are gone). Files already gone are fine.
+    /// they pair with are gone), and what `run --here` left (a key, if it was killed). Files
+    /// already gone are fine.
     pub fn remove_home_files(&self, run: &RunId) -> Result<(), Error> {
+        let here = self.here_dir(run);
+        match std::fs::remove_dir_all(&here) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::StateFile {
+                    path: here.display().to_string(),
+                    message: err.to_string(),
+                });
+            }
+            _ => {}
+        }
         let dir = self.dir.join(run.as_str());
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return Ok(());

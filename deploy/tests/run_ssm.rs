@@ -344,7 +344,8 @@ async fn here_runs_your_own_hosts_paths_on_this_machine_with_the_runs_key() {
         notes[0].1.contains("not an address of this machine"),
         "198.51.100.20 is not ours: {notes:?}"
     );
-    let key_file = dir.join("here.psk");
+    // A directory of this process's own.
+    let key_file = dir.join(std::process::id().to_string()).join("here.psk");
     let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 

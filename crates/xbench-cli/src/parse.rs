@@ -9,34 +9,10 @@ use xbench::units::ByteSize;
 
 use crate::cli::PathArg;
 
-/// Seconds as iperf3 takes them (`10`, `0.5`), or with a unit (`500ms`, `10s`, `2m`, `1h`).
+/// Seconds as iperf3 takes them (`10`, `0.5`), or with a unit (`500ms`, `10s`, `2m`, `1h`):
+/// the library's one time parser ([`xbench::units::parse_duration`]).
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t.starts_with('-') {
-        return Err(format!(
-            "`{t}` is negative; give a time like 10, 10s or 500ms"
-        ));
-    }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{t}` is not a time; give seconds like 10, or 500ms, 2m, 1h"))?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" => v,
-        "ms" => v / 1e3,
-        "us" | "µs" => v / 1e6,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        u => {
-            return Err(format!(
-                "unknown time unit `{u}` in `{t}`; use us, ms, s, m or h"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{t}` is out of range"))
+    xbench::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// A duration that must be greater than zero (`-t`).

@@ -186,6 +186,59 @@ impl fmt::Display for BitRate {
     }
 }
 
+/// Why a time did not parse; the message names what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TimeError {
+    /// A leading minus sign.
+    #[error("`{0}` is negative; give a time like 10, 10s or 500ms")]
+    Negative(String),
+    /// The number part is not a number.
+    #[error("`{0}` is not a time; give seconds like 10, or 500ms, 2m, 1h")]
+    NotATime(String),
+    /// A suffix that is not a time unit.
+    #[error("unknown time unit `{unit}` in `{value}`; use us, ms, s, m or h")]
+    UnknownUnit {
+        /// The whole input.
+        value: String,
+        /// The suffix that was not understood.
+        unit: String,
+    },
+    /// Too long for a [`std::time::Duration`].
+    #[error("`{0}` is out of range")]
+    OutOfRange(String),
+}
+
+/// A time as people type it: seconds as iperf3 takes them (`10`, `0.5`), or with a unit
+/// (`250us`, `500ms`, `10s`, `2m`, `1h`). The one parser of times for every crate — `-t 2m` on
+/// the command line, `time = "2m"` in a deploy suite and `--every 4h` mean the same — callers
+/// add their own bounds (a test's length, whole milliseconds).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, TimeError> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(TimeError::Negative(t.to_owned()));
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| TimeError::NotATime(t.to_owned()))?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        u => {
+            return Err(TimeError::UnknownUnit {
+                value: t.to_owned(),
+                unit: u.to_owned(),
+            });
+        }
+    };
+    std::time::Duration::try_from_secs_f64(secs).map_err(|_| TimeError::OutOfRange(t.to_owned()))
+}
+
 /// Formats bits per second in the decimal bit unit that suits it, three significant digits:
 /// `9.41 Gbit/s`, `157 Mbit/s`, `512 bit/s`.
 pub fn format_bits_per_second(bps: f64) -> String {
@@ -545,6 +598,41 @@ fn to_u64(v: f64, s: &str) -> Result<u64, UnitError> {
 
 #[cfg(test)]
 mod tests {
+
+    /// Every unit, the same instant whatever its spelling, and the three ways to get it wrong
+    /// named as such.
+    #[test]
+    fn times_parse_in_every_unit_and_say_what_is_wrong() {
+        use std::time::Duration;
+        for (text, want) in [
+            ("10", Duration::from_secs(10)),
+            ("0.5", Duration::from_millis(500)),
+            (" 500ms ", Duration::from_millis(500)),
+            ("250us", Duration::from_micros(250)),
+            ("250µs", Duration::from_micros(250)),
+            ("10s", Duration::from_secs(10)),
+            ("10sec", Duration::from_secs(10)),
+            ("2m", Duration::from_secs(120)),
+            ("2min", Duration::from_secs(120)),
+            ("4h", Duration::from_secs(4 * 3600)),
+        ] {
+            assert_eq!(parse_duration(text), Ok(want), "{text}");
+        }
+        assert!(matches!(parse_duration("-1"), Err(TimeError::Negative(_))));
+        assert!(matches!(
+            parse_duration("soon"),
+            Err(TimeError::NotATime(_))
+        ));
+        assert_eq!(
+            parse_duration("10x").unwrap_err().to_string(),
+            "unknown time unit `x` in `10x`; use us, ms, s, m or h"
+        );
+        assert!(matches!(
+            parse_duration(&format!("{}h", u64::MAX)),
+            Err(TimeError::OutOfRange(_))
+        ));
+    }
+
     use super::*;
 
     #[test]

@@ -25,6 +25,8 @@ const STEP: Duration = Duration::from_secs(60);
 struct Anchor {
     /// When the first repeat began (RFC 3339 UTC).
     first_repeat_started: String,
+    /// The spacing then, seconds (for people reading the file: a resume takes the suite's).
+    every_s: f64,
 }
 
 /// A `run`'s schedule of repeats.
@@ -36,8 +38,10 @@ pub struct Spread {
 
 impl Spread {
     /// The schedule of the results in `out`: the anchor an earlier `run` left there when
-    /// resuming, else now (written there).
-    pub fn start(out: &Path, every: Duration, resume: bool) -> Result<Spread, Error> {
+    /// resuming, else one that makes `next` (the first repeat not yet collected, from 1) due
+    /// now — a resumed run whose anchor was lost waits for no repeat it has no reason to —
+    /// written there.
+    pub fn start(out: &Path, every: Duration, resume: bool, next: u32) -> Result<Spread, Error> {
         let file = out.join(SCHEDULE_FILE);
         let unreadable = |message: String| Error::Results {
             path: file.display().to_string(),
@@ -55,13 +59,22 @@ impl Spread {
         let secs = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let anchor = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        let before = every.saturating_mul(next.saturating_sub(1));
+        let anchor = now.checked_sub(before).unwrap_or(now);
         let a = Anchor {
             first_repeat_started: format_time(anchor),
+            every_s: every.as_secs_f64(),
         };
         let json = serde_json::to_vec_pretty(&a).map_err(|e| Error::Internal(e.to_string()))?;
         write_file_atomically(&file, &json).map_err(|e| unreadable(e.to_string()))?;
         Ok(Spread { anchor, every })
+    }
+
+    /// Removes the schedule a `run` without `every` would otherwise leave for a later
+    /// `--resume --every` to pick up.
+    pub fn forget(out: &Path) {
+        let _ = std::fs::remove_file(out.join(SCHEDULE_FILE));
     }
 
     /// When repeat `repeat` (from 1) may start.
@@ -102,16 +115,21 @@ mod tests {
     fn repeats_are_due_from_one_anchor_that_a_resume_keeps() {
         let d = dir("anchor");
         let every = Duration::from_secs(4 * 3600);
-        let s = Spread::start(&d, every, false).unwrap();
+        let s = Spread::start(&d, every, false, 1).unwrap();
         assert_eq!(s.due(3).duration_since(s.due(1)).unwrap(), every * 2);
         assert_eq!(s.wait(1, s.due(1)), None);
         assert_eq!(s.wait(2, s.due(1)), Some(every));
         assert_eq!(s.wait(2, s.due(2) + Duration::from_secs(1)), None);
-        let resumed = Spread::start(&d, every, true).unwrap();
+        let resumed = Spread::start(&d, every, true, 3).unwrap();
         assert_eq!(resumed, s);
         std::thread::sleep(Duration::from_millis(1100));
-        let fresh = Spread::start(&d, every, false).unwrap();
+        let fresh = Spread::start(&d, every, false, 1).unwrap();
         assert!(fresh.due(1) > s.due(1), "{fresh:?} {s:?}");
+        // A resume without the file (lost) makes the first repeat not collected due now.
+        Spread::forget(&d);
+        let lost = Spread::start(&d, every, true, 3).unwrap();
+        assert_eq!(lost.wait(3, SystemTime::now()), None);
+        assert!(lost.wait(4, SystemTime::now()).is_some());
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! The run's key, for a server this tool made, comes from Parameter Store (the operator may
 //! read `/xbench/<run>/*`) into a file only its owner can read, removed when the executor is
-//! dropped. Not for running servers: your own host as a path's *server* runs `xbench server`
+//! dropped; a process killed before that (a second Ctrl-C, SIGKILL) leaves it in the run's
+//! state directory, which `down` clears. Not for running servers: your own host as a path's *server* runs `xbench server`
 //! as it always has.
 
 use std::collections::BTreeSet;
@@ -47,7 +48,8 @@ impl std::fmt::Debug for Here<'_> {
 pub struct HereOptions {
     /// The `xbench` to run.
     pub xbench: PathBuf,
-    /// Where the runs' output and the key file go (created if missing).
+    /// Where the runs' output and the key file go, in a directory per process (created if
+    /// missing; `down` removes it all).
     pub dir: PathBuf,
     /// The run's key, when a path run here dials a server this tool made.
     pub key: Option<String>,
@@ -63,13 +65,6 @@ impl<'a> Here<'a> {
         paths: Vec<RunPath>,
         opts: HereOptions,
     ) -> Result<(Self, Vec<RunPath>), Error> {
-        if !xbench_lab::sys::cmd::is_executable(&opts.xbench) {
-            return Err(Error::Here(format!(
-                "it runs xbench on this machine, but {} is not an executable xbench \
-                 (build it: cargo build --release -p xbench-cli; or pass --xbench PATH)",
-                opts.xbench.display()
-            )));
-        }
         let ours: Vec<&crate::state::PathOutput> = out
             .paths
             .iter()
@@ -95,7 +90,12 @@ impl<'a> Here<'a> {
                 "no path of this run has your host as its client (client_address)".into(),
             ));
         }
-        std::fs::create_dir_all(&opts.dir).map_err(|e| io_error(&opts.dir, &e))?;
+        check_xbench(&opts.xbench)?;
+        // A directory of this process's own: two `run --here` of one run share nothing, and
+        // the key of one is not removed under the other.
+        let dir = opts.dir.join(std::process::id().to_string());
+        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, &e))?;
+        let opts = HereOptions { dir, ..opts };
         let key = match (needs_key, opts.key) {
             (false, _) => None,
             (true, Some(k)) => Some(KeyFile::write(&opts.dir.join("here.psk"), &k)?),
@@ -142,6 +142,33 @@ impl<'a> Here<'a> {
         })
         .await
     }
+}
+
+/// What `all --here` checks before it creates anything: that some path of `plan` has your
+/// host as its client, and that the xbench to run here can run.
+pub fn check_before_up(plan: &crate::plan::Plan, xbench: &Path) -> Result<(), Error> {
+    let yours = plan
+        .paths
+        .iter()
+        .any(|p| !matches!(p.client, crate::plan::PathClient::Host(_)));
+    if !yours {
+        return Err(Error::Here(
+            "no path of this scenario has your host as its client (client_address)".into(),
+        ));
+    }
+    check_xbench(xbench)
+}
+
+fn check_xbench(xbench: &Path) -> Result<(), Error> {
+    if xbench_lab::sys::cmd::is_executable(xbench) {
+        return Ok(());
+    }
+    Err(Error::Here(format!(
+        "it runs xbench on this machine, but {} is not an executable xbench (build it beside \
+         xbench-deploy: cargo build --release -p xbench-cli; `run --here` also takes --xbench \
+         PATH)",
+        xbench.display()
+    )))
 }
 
 /// The run's key from Parameter Store, from the first of the run's regions that has it
@@ -261,6 +288,10 @@ impl KeyFile {
 impl Drop for KeyFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        // The process's directory, now empty of secrets; the clients' output may stay.
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 

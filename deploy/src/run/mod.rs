@@ -297,10 +297,18 @@ pub async fn run(
     let plan = schedule(suite, paths, &opts.out);
     check_fleets(&plan, paths)?;
     let done = prepare_out(&opts.out, &plan, opts.resume)?;
-    let spread = suite
-        .every
-        .map(|e| every::Spread::start(&opts.out, e, opts.resume))
-        .transpose()?;
+    let next = plan
+        .iter()
+        .find(|p| !done.contains(&p.index))
+        .map_or(1, |p| p.repeat);
+    let spread = match suite.every {
+        Some(e) => Some(every::Spread::start(&opts.out, e, opts.resume, next)?),
+        None if !opts.resume => {
+            every::Spread::forget(&opts.out);
+            None
+        }
+        None => None,
+    };
     let mut state = Progress::new(paths, &plan, &done);
     let mut cancel = Cancel(Box::pin(cancel), false);
     for (label, reason) in paths
