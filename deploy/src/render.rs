@@ -166,7 +166,10 @@ fn cost(
             n => {
                 let _ = writeln!(
                     out,
-                    "  {n} of the paths have your host as client: `run --here` (or `all --here`) on that host measures them; without it they are printed as commands, not run"
+                    "  {n} of the {paths} paths {} your host as client: `run --here` (or `all --here`) on that host measures {}; without it {} printed as a command, not run",
+                    if n == 1 { "has" } else { "have" },
+                    if n == 1 { "it" } else { "them" },
+                    if n == 1 { "it is" } else { "they are" },
                 );
             }
         }
