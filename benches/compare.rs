@@ -2,7 +2,9 @@
 //!
 //! Throughput: `xbench` against Debian's `iperf3` at `-P 1`, `4`, `16` and `128`: receiver
 //! Gbit/s and CPU-seconds per GB at each end, xbench in both receive modes (discarding in the
-//! kernel, its default, and copying with `--recv-copy`, as iperf3 3.12 always does). Latency: `xbench --rr` against `sockperf ping-pong --tcp`
+//! kernel, its default, and copying with `--recv-copy`, as iperf3 3.12 always does), and
+//! beside the physical limit in the same two modes: `tcp_reference.c`, a thread per stream of
+//! plain blocking `send`/`recv` (MSG_TRUNC when discarding), compiled here like the CRR loop. Latency: `xbench --rr` against `sockperf ping-pong --tcp`
 //! (with `--full-rtt`, so both report the round trip) and `qperf tcp_lat` (which reports half
 //! the round trip; doubled here), 14-byte messages (sockperf's minimum); `--crr` rate beside,
 //! with and without `--psk-file` (which signs and checks every connection's greeting), and
@@ -92,6 +94,16 @@ struct Bulk {
     server_s_per_gb: f64,
 }
 
+/// The tools of the throughput part, in table order: iperf3 (the baseline of issue 20's bars),
+/// xbench in both receive modes, and the bare C loop in both (issue 36's physical limit).
+const BULK_TOOLS: [&str; 5] = [
+    "iperf3",
+    "xbench",
+    "xbench --recv-copy",
+    "C loop, discarding",
+    "C loop, copying",
+];
+
 fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>) {
     if !installed("iperf3") {
         println!(
@@ -100,36 +112,52 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
         return;
     }
     println!("\nThroughput, client → server, receiver figures (median of {rounds})");
+    let reference = build_c_reference("tcp_reference", "C reference TCP loop");
     let streams = stream_counts();
-    let mut results: Vec<[Vec<Bulk>; 3]> = streams.iter().map(|_| Default::default()).collect();
+    let mut results: Vec<[Vec<Bulk>; 5]> = streams.iter().map(|_| Default::default()).collect();
     for round in 0..rounds {
         for (i, &p) in streams.iter().enumerate() {
             // Alternate who goes first so neither always runs on a machine the other warmed.
-            let order: [usize; 3] = if round % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
+            let mut order = [0, 1, 2, 3, 4];
+            if round % 2 == 1 {
+                order.reverse();
+            }
             for tool in order {
-                let m = match tool {
-                    0 => run_iperf3(p, secs),
-                    1 => run_xbench_bulk(xbench, p, secs, false),
-                    _ => run_xbench_bulk(xbench, p, secs, true),
+                let m = match (tool, &reference) {
+                    (0, _) => run_iperf3(p, secs),
+                    (1, _) => run_xbench_bulk(xbench, p, secs, false),
+                    (2, _) => run_xbench_bulk(xbench, p, secs, true),
+                    (3, Some(c)) => run_tcp_reference(c, p, secs, false),
+                    (4, Some(c)) => run_tcp_reference(c, p, secs, true),
+                    _ => continue,
                 };
                 match m {
                     Ok(m) => results[i][tool].push(m),
-                    Err(e) => eprintln!("  round {round}, -P {p}, tool {tool}: {e}"),
+                    Err(e) => eprintln!("  round {round}, -P {p}, {}: {e}", BULK_TOOLS[tool]),
                 }
             }
         }
         eprintln!("  round {} of {rounds} done", round + 1);
     }
     println!(
-        "{:>4}  {:<22} {:>9} {:>12} {:>12} {:>8} {:>9}",
-        "-P", "tool", "Gbit/s", "client s/GB", "server s/GB", "ratio", "bar"
+        "{:>4}  {:<22} {:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}",
+        "-P",
+        "tool",
+        "Gbit/s",
+        "client s/GB",
+        "server s/GB",
+        "÷ iperf3",
+        "bar",
+        "÷ C loop",
+        "CPU ÷ C"
     );
     for (i, &p) in streams.iter().enumerate() {
         let med = |v: &[Bulk], f: fn(&Bulk) -> f64| median(v.iter().map(f).collect());
+        let cpu = |v: &[Bulk]| med(v, |b| b.client_s_per_gb) + med(v, |b| b.server_s_per_gb);
         let iperf = &results[i][0];
         let base = med(iperf, |b| b.gbps);
         let bar = if p == 1 { 1.0 } else { 1.3 };
-        for (tool, name) in [(0, "iperf3"), (1, "xbench"), (2, "xbench --recv-copy")] {
+        for (tool, name) in BULK_TOOLS.iter().enumerate() {
             let v = &results[i][tool];
             if v.is_empty() {
                 continue;
@@ -137,15 +165,13 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
             let g = med(v, |b| b.gbps);
             let (c, s) = (med(v, |b| b.client_s_per_gb), med(v, |b| b.server_s_per_gb));
             let ratio = g / base;
-            let verdict = if tool == 0 {
+            let verdict = if tool == 0 || tool >= 3 {
                 String::new()
             } else {
                 // Issue 20's bars: CPU per GB moved (client + server) at most 0.9× iperf3's,
                 // and one stream at least as fast as iperf3 in both receive modes (xbench
                 // copying against iperf3 copying is the like-for-like case).
-                let cpu_ok = c + s
-                    <= (med(iperf, |b| b.client_s_per_gb) + med(iperf, |b| b.server_s_per_gb))
-                        * 0.9;
+                let cpu_ok = c + s <= cpu(iperf) * 0.9;
                 let ok = ratio >= bar && cpu_ok;
                 if !ok && (tool == 1 || p == 1) {
                     misses.push(format!(
@@ -159,12 +185,78 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
                 }
                 format!("{} ≥{bar}×", if ok { "met" } else { "MISSED" })
             };
+            // Issue 36's bars: within 3 % of the bare loop in the same receive mode, CPU per
+            // GB within 10 % of its.
+            let against_c = match tool {
+                1 | 2 => Some(&results[i][tool + 2]).filter(|c| !c.is_empty()),
+                _ => None,
+            };
+            let (vs_c, cpu_vs_c) = match against_c {
+                Some(loop_) => {
+                    let (r, k) = (g / med(loop_, |b| b.gbps), (c + s) / cpu(loop_));
+                    if r < 0.97 || k > 1.1 {
+                        misses.push(format!(
+                            "-P {p}: {name} {r:.2}× the C loop's rate (bar 0.97×), {k:.2}× its CPU per GB (bar 1.1×)"
+                        ));
+                    }
+                    (format!("{r:.2}×"), format!("{k:.2}×"))
+                }
+                None => (String::new(), String::new()),
+            };
             println!(
-                "{:>4}  {:<22} {:>9.2} {:>12.3} {:>12.3} {:>7.2}× {:>9}",
-                p, name, g, c, s, ratio, verdict
+                "{:>4}  {:<22} {:>9.2} {:>12.3} {:>12.3} {:>8.2}× {:>9} {:>9} {:>9}",
+                p, name, g, c, s, ratio, verdict, vs_c, cpu_vs_c
             );
         }
     }
+}
+
+/// The bare C loop (`tcp_reference.c`) with `streams` streams for `secs`, the receiver
+/// copying or discarding; the rate is what the receiver got over the sender's time.
+fn run_tcp_reference(bin: &PathBuf, streams: usize, secs: u64, copy: bool) -> Result<Bulk, String> {
+    let port = free_port();
+    let mode = if copy { "copy" } else { "trunc" };
+    let server = Command::new(bin)
+        .args(["server", &port.to_string(), &streams.to_string(), mode])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    wait_listening(port)?;
+    let client = Command::new(bin)
+        .args([
+            "client",
+            &port.to_string(),
+            &streams.to_string(),
+            &secs.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let (out, client_cpu) = finish(client)?;
+    let (got, server_cpu) = finish(server)?;
+    let words = |b: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(b)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    let (sent, got) = (words(&out), words(&got));
+    let field = |w: &[String], k: &str| -> Result<f64, String> {
+        w.iter()
+            .position(|x| x == k)
+            .and_then(|i| w.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("tcp_reference printed {w:?}, no {k}"))
+    };
+    let bytes = field(&got, "bytes")?;
+    let seconds = field(&sent, "seconds")?;
+    Ok(Bulk {
+        gbps: bytes * 8.0 / seconds / 1e9,
+        client_s_per_gb: client_cpu / (bytes / 1e9),
+        server_s_per_gb: server_cpu / (bytes / 1e9),
+    })
 }
 
 /// The throughput part's `-P` values: `XBENCH_BENCH_STREAMS`, a comma list, or all four.
@@ -548,26 +640,32 @@ fn run_xbench_rr(
 /// Compiles `crr_reference.c` next to the release binaries; `None` (and a line saying why)
 /// when there is no C compiler.
 fn build_crr_reference() -> Option<PathBuf> {
+    build_c_reference("crr_reference", "C reference CRR loop")
+}
+
+/// Compiles `benches/NAME.c` (with threads) next to the release binaries; `None` (and a line
+/// saying why) when there is no C compiler.
+fn build_c_reference(name: &str, what: &str) -> Option<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let target = std::env::var("CARGO_TARGET_DIR")
         .map_or_else(|_| root.join("../target"), PathBuf::from)
         .join("release");
     let _ = std::fs::create_dir_all(&target);
-    let out = target.join("crr_reference");
+    let out = target.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = Command::new(&cc)
-        .args(["-O2", "-o"])
+        .args(["-O2", "-pthread", "-o"])
         .arg(&out)
-        .arg(root.join("crr_reference.c"))
+        .arg(root.join(format!("{name}.c")))
         .status();
     match built {
         Ok(s) if s.success() => Some(out),
         Ok(s) => {
-            println!("  C reference CRR loop: `{cc}` failed ({s}): skipped");
+            println!("  {what}: `{cc}` failed ({s}): skipped");
             None
         }
         Err(e) => {
-            println!("  C reference CRR loop: no C compiler `{cc}` ({e}): skipped");
+            println!("  {what}: no C compiler `{cc}` ({e}): skipped");
             None
         }
     }
