@@ -4,19 +4,24 @@
 //! Gbit/s and CPU-seconds per GB at each end, xbench in both receive modes (discarding in the
 //! kernel, its default, and copying with `--recv-copy`, as iperf3 3.12 always does), and
 //! beside the physical limit in the same two modes: `tcp_reference.c`, a thread per stream of
-//! plain blocking `send`/`recv` (MSG_TRUNC when discarding), compiled here like the CRR loop. Latency: `xbench --rr` against `sockperf ping-pong --tcp`
-//! (with `--full-rtt`, so both report the round trip) and `qperf tcp_lat` (which reports half
-//! the round trip; doubled here), 14-byte messages (sockperf's minimum); `--crr` rate beside,
-//! with and without `--psk-file` (which signs and checks every connection's greeting), and
-//! beside the physical limit for that test: `crr_reference.c`, a plain blocking C loop of
-//! connect, send, receive, close against a blocking accept-and-answer server, compiled here
-//! with the system C compiler (`CC`, else `cc`). UDP:
-//! `xbench -u` against `iperf3 -u` and, unpaced, beside `udp_reference.c` (the fastest plain
-//! loop the kernel offers: UDP_SEGMENT batches out, UDP_GRO and recvmmsg in), unpaced at 64
-//! and 1,400 bytes (received datagrams/s) and
-//! paced at `-b 1G` with 1,400 bytes (delivered rate and loss), with each end's CPU per
-//! datagram (the client's per datagram sent, the server's per datagram received); the servers
-//! run as processes of their own so their CPU is measured apart.
+//! plain blocking `send`/`recv` (MSG_TRUNC when discarding).
+//!
+//! Latency: `xbench --rr` against `sockperf ping-pong --tcp` (with `--full-rtt`, so both
+//! report the round trip) and `qperf tcp_lat` (which reports half the round trip; doubled
+//! here), 14-byte messages (sockperf's minimum); `--crr` rate beside, with and without
+//! `--psk-file` (which signs and checks every connection's greeting), and beside the physical
+//! limit for that test: `crr_reference.c`, a plain blocking C loop of connect, send, receive,
+//! close against a blocking accept-and-answer server.
+//!
+//! UDP: `xbench -u` against `iperf3 -u`, unpaced at 64 and 1,400 bytes (received
+//! datagrams/s) and paced at `-b 1G` with 1,400 bytes (delivered rate and loss), with each
+//! end's CPU per datagram (the client's per datagram sent, the server's per datagram
+//! received); the servers run as processes of their own so their CPU is measured apart. The
+//! unpaced cases also run `udp_reference.c`, the fastest plain loop the kernel offers
+//! (UDP_SEGMENT batches out, UDP_GRO and recvmmsg in, as the newest iperf3's `--gsro`).
+//!
+//! The C loops are compiled here with the system C compiler (`CC`, else `cc`); without one
+//! their rows are skipped.
 //!
 //! These machines are noisy, so absolute figures wander: every configuration runs once per
 //! round, the tools alternate in each round (interleaved, so drift hits both alike), and the
