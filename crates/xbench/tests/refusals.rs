@@ -230,3 +230,26 @@ async fn cannot_listen_names_every_address_tried_and_why() {
     assert!(e.contains(&format!("127.0.0.1:{port}")), "{e}");
     assert!(!e.contains("[::]"), "{e}");
 }
+
+/// `--crr` flows that cannot all have a 4-tuple to the server's port are refused by the
+/// library before it dials anything: a listener that would have been the server sees no
+/// connection. (Found after the server had accepted, the test used to fail half set up.)
+#[tokio::test]
+async fn flows_beyond_the_port_space_are_refused_before_the_server_is_asked() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let mut config = xbench::ClientConfig::new("127.0.0.1");
+    config.port = listener.local_addr().unwrap().port();
+    let mut spec = TestSpec::request_response();
+    if let Workload::RequestResponse(rr) = &mut spec.workload {
+        rr.connect_per_transaction = true;
+        rr.flows = xbench::config::FlowCount::new(60_000).unwrap();
+    }
+    spec.end = EndCondition::Duration(Duration::from_secs(1));
+    config.spec = spec;
+    let e = xbench::client::run(&config, &mut |_| {}, std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("do not fit"), "{e}");
+    assert!(listener.accept().is_err(), "the server was dialled");
+}

@@ -295,6 +295,18 @@ async fn run_any(
 fn check_any(config: &ClientConfig) -> Result<(), Error> {
     config.spec.validate()?;
     flow_plan::BindList::check(&config.flow_binds)?;
+    if let Workload::RequestResponse(rr) = &config.spec.workload
+        && rr.udp.is_none()
+    {
+        // TCP flows that cannot all have a 4-tuple to the server's port are refused before
+        // the server is asked: found after it had accepted, the test failed half set up (the
+        // CLI checked first, programs linking the library did not).
+        flow_plan::FlowPlan::new(
+            rr.flows.as_usize(),
+            &connect::sources(config),
+            flow_plan::PortRange::current_or_default(),
+        )?;
+    }
     let Workload::Throughput(tp) = &config.spec.workload else {
         return Ok(());
     };
