@@ -364,7 +364,7 @@ pub async fn run(
         if cancel.1 {
             break;
         }
-        on_event(state.started(p, &plan));
+        on_event(state.started(p, &plan, spread.as_ref()));
         let begun = Instant::now();
         let result = tokio::select! {
             r = one_run(exec, path, p) => Some(r),
@@ -716,18 +716,35 @@ impl Progress {
         }
     }
 
-    fn started<'a>(&self, p: &'a Planned, plan: &[Planned]) -> RunEvent<'a> {
+    fn started<'a>(
+        &self,
+        p: &'a Planned,
+        plan: &[Planned],
+        spread: Option<&every::Spread>,
+    ) -> RunEvent<'a> {
         let done =
             self.skipped + self.collected_now + self.paths.iter().map(|s| s.failed).sum::<usize>();
         let left: Vec<&Planned> = plan[p.index..]
             .iter()
             .filter(|r| self.paths[r.path].given_up.is_none() && !self.done.contains(&r.index))
             .collect();
-        let eta = if self.ran > 0 {
-            self.run_time / self.ran * u32::try_from(left.len()).unwrap_or(u32::MAX)
-        } else {
-            left.iter().map(|r| expected_run(&r.config.spec)).sum()
+        let per_run = |runs: &[&Planned]| -> Duration {
+            if self.ran > 0 {
+                self.run_time / self.ran * u32::try_from(runs.len()).unwrap_or(u32::MAX)
+            } else {
+                runs.iter().map(|r| expected_run(&r.config.spec)).sum()
+            }
         };
+        let mut eta = per_run(&left);
+        // Spread repeats: the last cannot end before it is due and then run.
+        if let (Some(s), Some(last)) = (spread, left.iter().map(|r| r.repeat).max()) {
+            let its: Vec<&Planned> = left.iter().copied().filter(|r| r.repeat == last).collect();
+            let wait = s
+                .due(last)
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
+            eta = eta.max(wait + per_run(&its));
+        }
         RunEvent::Started {
             planned: p,
             done,
@@ -900,6 +917,34 @@ mod tests {
         .unwrap();
         assert!(waits.is_empty(), "{waits:?}");
         assert_eq!(exec.0.lock().unwrap().len(), 4);
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// The ETA counts the wait for the last repeat: 2 repeats an hour apart are an hour away
+    /// from done, not two runs.
+    #[test]
+    fn the_eta_waits_for_the_last_repeat() {
+        let out = std::env::temp_dir().join(format!("xbench-every-eta-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).unwrap();
+        let suite =
+            Suite::from_toml("time = 1\nrepeat = 2\nevery = \"1h\"\n[[test]]\nparallel = 1\n")
+                .unwrap();
+        let paths = [path(1)];
+        let plan = schedule(&suite, &paths, &out);
+        let state = Progress::new(&paths, &plan, &BTreeSet::new());
+        let spread = every::Spread::start(&out, Duration::from_secs(3600), false, 1).unwrap();
+        let eta = |s: Option<&every::Spread>| match state.started(&plan[0], &plan, s) {
+            RunEvent::Started { eta, .. } => eta,
+            _ => unreachable!(),
+        };
+        // Two runs of a 1 s test and its overhead.
+        assert_eq!(eta(None), Duration::from_secs(10));
+        let spread_eta = eta(Some(&spread));
+        assert!(
+            spread_eta > Duration::from_secs(3590) && spread_eta <= Duration::from_secs(3605),
+            "{spread_eta:?}"
+        );
         std::fs::remove_dir_all(&out).unwrap();
     }
 
