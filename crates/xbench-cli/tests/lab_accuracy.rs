@@ -259,9 +259,12 @@ fn realtime_thread() {
 /// counter also counts the control connection's retransmits (its Finish message can be lost
 /// too), which xbench rightly does not call the test's; so the client runs in this process,
 /// the test holds a duplicate of the control socket, and the equality checked is
-/// `RetransSegs delta = xbench's retransmits + the control socket's own`. The counter is read
-/// when data starts (the `Started` event) and right after the test returns, before any late
-/// FIN retransmission of the closing sockets (at least one 200 ms RTO away) could land.
+/// `RetransSegs delta = xbench's retransmits + the control socket's own`, exactly — or one more
+/// per data connection at most. The counter is read when data starts (the `Started` event)
+/// and after the test returns; xbench's last reading of each connection comes when the
+/// server's results are in, before the client's close. A segment retransmitted between the
+/// two (a FIN, or its repeat when the ACK of it was lost: 429 against 428 once in CI, at 1 %
+/// loss each way) is the kernel's and not in the report.
 #[test]
 fn root_lab_loss_1pct_retransmits_equal_client_netns_retrans_segs() {
     if !root_or_skip("root_lab_loss_1pct_retransmits_equal_client_netns_retrans_segs") {
@@ -334,10 +337,13 @@ fn root_lab_loss_1pct_retransmits_equal_client_netns_retrans_segs() {
         stats.b_to_a.packets_in
     );
     assert!(xb > 0, "no retransmits at 1 % loss");
-    assert_eq!(
-        after - before,
-        xb + u64::from(ctrl),
-        "client namespace RetransSegs delta vs xbench's {xb} + control connection's {ctrl}"
+    let counted = xb + u64::from(ctrl);
+    let connections = report.streams.len() as u64;
+    assert!(
+        (counted..=counted + connections).contains(&(after - before)),
+        "client namespace RetransSegs delta {} vs xbench's {xb} + control connection's {ctrl} \
+         (+ at most one after the last reading per data connection, {connections})",
+        after - before
     );
     let lost = stats.a_to_b.lost as f64 / stats.a_to_b.packets_in as f64;
     assert!((0.007..0.013).contains(&lost), "line dropped {lost}");
@@ -439,17 +445,22 @@ fn check_window_limited(lab: &Lab, congestion: &str) {
     );
     // "Window ÷ RTT" with the window the receiver actually advertised (the report's ceiling):
     // Linux doubles SO_RCVBUF (256 KiB → 512 KiB of buffer) and advertises the share of it
-    // that its skb overhead leaves (`scaling_ratio`, about 0.6–0.9), so `-w 256K` gives an
-    // advertised window between 1.0 and 1.8 × 256 KiB — as with iperf3's `-w`. The ceiling
-    // uses the mean advertised window (a regression test: it once used the largest, and a
-    // window that dipped when the loaded receiver read late put the rate at 72 % of it).
+    // that its skb overhead leaves (`scaling_ratio`: payload over the buffers' true size of
+    // what it received, usually 0.6–0.9, but 0.39 on one CI run, where the delay line's TUN
+    // device handed over each 1.5 KB packet in a larger buffer: 202,701 B advertised, 40.2
+    // Mbit/s against a 40.1 Mbit/s ceiling). So `-w 256K` gives an advertised window between
+    // about 0.75 and 1.8 × 256 KiB — as with iperf3's `-w` — and the accuracy checked is
+    // against the window advertised. The ceiling uses the mean advertised window (a
+    // regression test: it once used the largest, and a window that dipped when the loaded
+    // receiver read late put the rate at 72 % of it).
     assert!(
         (0.88 * ceiling.bits_per_second..=1.05 * ceiling.bits_per_second).contains(&bps),
         "{bps} vs the advertised window over the RTT, {}",
         ceiling.bits_per_second
     );
+    // `-w` was applied: without it the default buffers grow far past 1.8 × 256 KiB.
     assert!(
-        (0.9 * nominal..=1.8 * nominal).contains(&bps),
+        (0.5 * nominal..=1.8 * nominal).contains(&bps),
         "{bps} vs 256 KiB / 40 ms = {nominal}"
     );
     assert!(
