@@ -243,22 +243,8 @@ fn run_tcp_reference(bin: &PathBuf, streams: usize, secs: u64, copy: bool) -> Re
         .map_err(|e| e.to_string())?;
     let (out, client_cpu) = finish(client)?;
     let (got, server_cpu) = finish(server)?;
-    let words = |b: &[u8]| -> Vec<String> {
-        String::from_utf8_lossy(b)
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect()
-    };
-    let (sent, got) = (words(&out), words(&got));
-    let field = |w: &[String], k: &str| -> Result<f64, String> {
-        w.iter()
-            .position(|x| x == k)
-            .and_then(|i| w.get(i + 1))
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| format!("tcp_reference printed {w:?}, no {k}"))
-    };
-    let bytes = field(&got, "bytes")?;
-    let seconds = field(&sent, "seconds")?;
+    let bytes = field("tcp_reference", &got, "bytes")?;
+    let seconds = field("tcp_reference", &out, "seconds")?;
     Ok(Bulk {
         gbps: bytes * 8.0 / seconds / 1e9,
         client_s_per_gb: client_cpu / (bytes / 1e9),
@@ -865,15 +851,7 @@ fn run_udp_reference(bin: &PathBuf, len: u32, secs: u64) -> Result<Datagrams, St
         .map_err(|e| e.to_string())?;
     let (out, client_cpu) = finish(client)?;
     let (got, server_cpu) = finish(server)?;
-    let field = |b: &[u8], k: &str| -> Result<f64, String> {
-        let text = String::from_utf8_lossy(b);
-        let w: Vec<&str> = text.split_whitespace().collect();
-        w.iter()
-            .position(|x| *x == k)
-            .and_then(|i| w.get(i + 1))
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| format!("udp_reference printed {text:?}, no {k}"))
-    };
+    let field = |b: &[u8], k: &str| field("udp_reference", b, k);
     let (sent, seconds) = (field(&out, "datagrams")?, field(&out, "seconds")?);
     let (received, bytes) = (field(&got, "datagrams")?, field(&got, "bytes")?);
     if received == 0.0 || sent == 0.0 {
@@ -963,6 +941,19 @@ fn run_xbench_udp(xbench: &PathBuf, len: u32, rate: &str, secs: u64) -> Result<D
 
 // ---------------------------------------------------------------------------------------------
 // Plumbing
+
+/// The number after the word `key` in what a C reference loop (`program`) printed, e.g.
+/// `bytes` in "bytes 6255673344 seconds 1.000491".
+fn field(program: &str, printed: &[u8], key: &str) -> Result<f64, String> {
+    let text = String::from_utf8_lossy(printed);
+    let mut words = text.split_whitespace();
+    words
+        .by_ref()
+        .find(|w| *w == key)
+        .and_then(|_| words.next())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{program} printed {text:?}, no {key}"))
+}
 
 fn installed(cmd: &str) -> bool {
     Command::new("sh")
