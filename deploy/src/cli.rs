@@ -246,6 +246,11 @@ pub(crate) struct ReportArgs {
     /// Throughput unit of the report: Mbit/s, Gbit/s, MB/s, MiB/s…, or iperf3's -f letters.
     #[arg(long, value_name = "UNIT", default_value = "Mbit/s", value_parser = unit)]
     pub(crate) unit: xbench_report::ThroughputUnit,
+    /// Keep a fleet's run whose instances started more than a tenth of the interval apart,
+    /// merged and marked with a warning, instead of failing it (its instances' windows do not
+    /// coincide, so the sum can overstate what the path carried at once).
+    #[arg(long)]
+    pub(crate) keep_fleet_spread: bool,
 }
 
 #[derive(Debug, Args)]

@@ -22,8 +22,8 @@ use xbench_deploy::state::{Outputs, RunId, StateDir, parse_time, write_json};
 use xbench_deploy::{Deployer, Error, Plan, Scenario, Suite};
 
 use crate::cli::{
-    AllArgs, BinaryArgs, Common, DownArgs, GcArgs, PlanArgs, PolicyArgs, ReadyArgs, RunArgs,
-    SuiteArgs, UpArgs,
+    AllArgs, BinaryArgs, Common, DownArgs, GcArgs, PlanArgs, PolicyArgs, ReadyArgs, ReportArgs,
+    RunArgs, SuiteArgs, UpArgs,
 };
 use crate::exit::{BadInput, Exit};
 use crate::render::{self, BinaryNote};
@@ -373,11 +373,15 @@ async fn measure(
     exec: &dyn Executor,
     out: &Path,
     resume: bool,
-    unit: xbench_report::ThroughputUnit,
+    report: &ReportArgs,
     stop: &Interrupts,
 ) -> Result<Exit> {
+    let unit = report.unit;
     let mut opts = RunOptions::new(out);
     opts.resume = resume;
+    if report.keep_fleet_spread {
+        opts.fleet_spread = xbench_report::fleet::SpreadPolicy::Mark;
+    }
     println!("{}", render::run_intro(suite, paths, out));
     let mut lines = render::Progress::new(unit);
     let mut on_event = |e: run::RunEvent<'_>| lines.event(&e);
@@ -423,7 +427,7 @@ pub(crate) async fn run(c: &Common, a: RunArgs) -> Result<Exit> {
         let (lab, paths) = tokio::task::spawn_blocking(move || LabRun::start(&s, &opts))
             .await
             .context("building the lab")??;
-        let exit = measure(&suite, &paths, &lab, &a.out, a.resume, a.report.unit, &stop).await;
+        let exit = measure(&suite, &paths, &lab, &a.out, a.resume, &a.report, &stop).await;
         tokio::task::spawn_blocking(move || drop(lab)).await.ok();
         return exit;
     }
@@ -435,27 +439,9 @@ pub(crate) async fn run(c: &Common, a: RunArgs) -> Result<Exit> {
     if a.here {
         let xbench = a.xbench.clone().unwrap_or_else(binary::default_path);
         let (here, paths) = run_here(&d, &outputs, &exec, paths, xbench).await?;
-        return measure(
-            &suite,
-            &paths,
-            &here,
-            &a.out,
-            a.resume,
-            a.report.unit,
-            &stop,
-        )
-        .await;
+        return measure(&suite, &paths, &here, &a.out, a.resume, &a.report, &stop).await;
     }
-    measure(
-        &suite,
-        &paths,
-        &exec,
-        &a.out,
-        a.resume,
-        a.report.unit,
-        &stop,
-    )
-    .await
+    measure(&suite, &paths, &exec, &a.out, a.resume, &a.report, &stop).await
 }
 
 /// `--here`: your host's paths run on this machine ([`xbench_deploy::run::here`]), with the
@@ -550,13 +536,13 @@ pub(crate) async fn all(c: &Common, a: AllArgs) -> Result<Exit> {
             Ok((exec, paths)) if a.here => {
                 match run_here(&d, &outputs, &exec, paths, binary::default_path()).await {
                     Ok((here, paths)) => {
-                        measure(&suite, &paths, &here, &a.out, false, a.report.unit, &stop).await
+                        measure(&suite, &paths, &here, &a.out, false, &a.report, &stop).await
                     }
                     Err(e) => Err(e),
                 }
             }
             Ok((exec, paths)) => {
-                measure(&suite, &paths, &exec, &a.out, false, a.report.unit, &stop).await
+                measure(&suite, &paths, &exec, &a.out, false, &a.report, &stop).await
             }
             Err(e) => Err(e.into()),
         }

@@ -145,7 +145,10 @@ fn root_lab_fleet_of_three_merges_into_the_sum_of_its_parts() {
         "the sum {sum} exceeds the cap {cap}: the parts did not share the link"
     );
     assert!(sum >= cap * 0.6, "the fleet filled only {sum} of {cap}");
-    // One instant: the three tests began within a fraction of a second of each other.
+    // One instant: the three tests began within a tenth of the interval of each other (a
+    // wider spread is refused by the merge, and the run would have failed). Each client
+    // connected ahead of the instant and asked for its test at it, so what is left is the
+    // test's own setup on a loaded machine.
     let starts: Vec<_> = parts
         .iter()
         .map(|p| xbench::time::parse_rfc3339(&p.started_at).unwrap())
@@ -156,7 +159,8 @@ fn root_lab_fleet_of_three_merges_into_the_sum_of_its_parts() {
         .unwrap()
         .duration_since(*starts.iter().min().unwrap())
         .unwrap();
-    assert!(spread < Duration::from_millis(500), "{spread:?}");
+    eprintln!("the three instances' data started within {spread:?}");
+    assert!(spread <= Duration::from_millis(100), "{spread:?}");
     assert_eq!(merged.streams.len(), 6);
 
     // Request/response: --flows 3 over 3 clients; latency from the merged histograms.

@@ -290,9 +290,10 @@ pub(crate) struct ClientArgs {
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse::positive_duration)]
     pub(crate) connect_timeout: Duration,
 
-    /// Wait until this wall-clock instant (Unix seconds, fractions allowed) before
-    /// connecting, so clients on several machines start together (xbench-deploy's fleets).
-    /// Refused more than 5 s in the past or more than an hour ahead.
+    /// Start the test at this wall-clock instant (Unix seconds, fractions allowed), so that
+    /// clients on several machines measure one window (xbench-deploy's fleets): the client
+    /// connects and completes its handshake up to 5 s ahead, then asks for the test at the
+    /// instant. Refused more than 5 s in the past or more than an hour ahead.
     #[arg(long, value_name = "UNIX_SECS", value_parser = parse::start_at)]
     pub(crate) start_at: Option<std::time::SystemTime>,
 

@@ -25,8 +25,12 @@
 //! - **CPU**: sums on each side (each report's figures are its own test's threads, the
 //!   server's included), and per GB or per transaction from the sums.
 //! - **Starts**: each instance's start after the earliest is in the merged report's first
-//!   warning, and a spread past a tenth of the interval adds a warning of its own: the windows
-//!   then do not coincide.
+//!   warning. A spread past a tenth of the interval means the windows do not coincide: the
+//!   merge is refused ([`FleetError::Spread`]), or with [`SpreadPolicy::Mark`] merged with a
+//!   warning of its own. The spread is the clocks' and the test's setup (one round trip to
+//!   `Accepted`, one to open the data connections): the client connects and proves itself
+//!   ahead of the common instant and asks for the test at it
+//!   ([`xbench::ClientConfig::start_at`]).
 //! - **Left out** (`None`), because no sum or mean of the parts means it: sender-limit shares
 //!   and the window ceiling, and with them the diagnosis (each instance's own report keeps its
 //!   own).
@@ -67,6 +71,30 @@ pub enum FleetError {
     /// The parts do not belong together.
     #[error("the fleet's reports cannot be merged: {0}")]
     Mismatch(String),
+    /// The instances' windows do not coincide: they began further apart than a tenth of the
+    /// interval, so a merged interval would add up rates of different seconds.
+    #[error(
+        "the fleet's instances started {spread_ms:.0} ms apart, more than a tenth of the interval ({allowed_ms:.0} ms): their windows do not coincide, and their sum would overstate what the path carried at once; check the instances' clocks (chrony), or keep such runs marked (--keep-fleet-spread)"
+    )]
+    Spread {
+        /// The latest start after the earliest, milliseconds.
+        spread_ms: f64,
+        /// A tenth of the interval, milliseconds.
+        allowed_ms: f64,
+    },
+}
+
+/// What [`merge_with`] does with instances that started too far apart to share a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SpreadPolicy {
+    /// Refuse the merge ([`FleetError::Spread`]): a sum over misaligned windows is not the
+    /// path's figure. Also refused: a start time that cannot be read.
+    #[default]
+    Refuse,
+    /// Merge, and mark the report with a warning that names the spread (the instances' own
+    /// reports are kept beside it by whoever saves them).
+    Mark,
 }
 
 /// How `total` streams (or flows) are spread over `instances`: as evenly as possible, the
@@ -135,6 +163,15 @@ fn pick(total: u32, instances: u16, k: usize, what: &'static str) -> Result<u32,
 /// with one naming the fleet and each instance's figure, so a reader of the single file sees
 /// it is a merge.
 pub fn merge(parts: &[TestReport], spec: &TestSpec) -> Result<TestReport, FleetError> {
+    merge_with(parts, spec, SpreadPolicy::Refuse)
+}
+
+/// [`merge`], with a choice of what a wide start spread does ([`SpreadPolicy`]).
+pub fn merge_with(
+    parts: &[TestReport],
+    spec: &TestSpec,
+    spread: SpreadPolicy,
+) -> Result<TestReport, FleetError> {
     let Some(first) = parts.first() else {
         return Err(FleetError::Mismatch("no reports".into()));
     };
@@ -201,6 +238,11 @@ pub fn merge(parts: &[TestReport], spec: &TestSpec) -> Result<TestReport, FleetE
     };
     out.cpu = merge_cpu(parts);
     let starts = Starts::of(parts, spec);
+    if spread == SpreadPolicy::Refuse
+        && let Some(e) = starts.refusal()
+    {
+        return Err(e);
+    }
     let mut warnings = vec![format!(
         "fleet of {} client instances started at one instant, merged: {}",
         parts.len(),
@@ -304,6 +346,26 @@ impl Starts {
         Some(format!(", started +{:.0} ms", s * 1e3))
     }
 
+    /// The latest start after the earliest, seconds; `None` when a start cannot be read.
+    fn spread(&self) -> Option<f64> {
+        self.after_first
+            .iter()
+            .try_fold(0.0, |m: f64, s| Some(m.max((*s)?)))
+    }
+
+    /// Why the merge is refused: the spread is past a tenth of the interval, or unknown.
+    fn refusal(&self) -> Option<FleetError> {
+        let Some(spread) = self.spread() else {
+            let why = "an instance's start time cannot be read, so whether the windows \
+                       coincide is not known";
+            return Some(FleetError::Mismatch(why.into()));
+        };
+        (spread > self.allowed).then_some(FleetError::Spread {
+            spread_ms: spread * 1e3,
+            allowed_ms: self.allowed * 1e3,
+        })
+    }
+
     /// The run marked when its instances' windows do not coincide: a spread past a tenth of
     /// the interval puts each merged interval's parts that far apart in time, and the sum
     /// of rates measured over different seconds overstates what the path carried at once.
@@ -315,12 +377,7 @@ impl Starts {
                     .into(),
             );
         }
-        let spread = self
-            .after_first
-            .iter()
-            .flatten()
-            .copied()
-            .fold(0.0, f64::max);
+        let spread = self.spread().unwrap_or_default();
         (spread > self.allowed).then(|| {
             format!(
                 "fleet: the instances started {:.0} ms apart, more than a tenth of the interval \
@@ -757,16 +814,27 @@ mod tests {
     }
 
     /// Each instance's start is in the merged report; a spread past a tenth of the 1 s
-    /// interval marks it.
+    /// interval is refused, or with [`SpreadPolicy::Mark`] marks the run.
     #[test]
-    fn starts_are_recorded_and_a_wide_spread_marks_the_run() {
+    fn starts_are_recorded_and_a_wide_spread_is_refused_or_marked() {
         let close = [part(0, (1.0, 1.0), 1.0), part(40, (1.0, 1.0), 1.0)];
         let m = merge(&close, &close[0].spec).unwrap();
         assert!(m.warnings[0].contains("#2 "), "{:?}", m.warnings);
         assert!(m.warnings[0].contains("started +40 ms"), "{:?}", m.warnings);
         assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
         let apart = [part(250, (1.0, 1.0), 1.0), part(0, (1.0, 1.0), 1.0)];
-        let m = merge(&apart, &apart[0].spec).unwrap();
+        match merge(&apart, &apart[0].spec) {
+            Err(e @ FleetError::Spread { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains("250 ms apart"), "{msg}");
+                assert!(msg.contains("(100 ms)"), "{msg}");
+            }
+            other => panic!("a 250 ms spread merged: {other:?}"),
+        }
+        // 100 ms is the bound itself, and is kept.
+        let edge = [part(0, (1.0, 1.0), 1.0), part(100, (1.0, 1.0), 1.0)];
+        assert!(merge(&edge, &edge[0].spec).is_ok());
+        let m = merge_with(&apart, &apart[0].spec, SpreadPolicy::Mark).unwrap();
         assert!(m.warnings[0].contains("#1 "), "{:?}", m.warnings);
         assert!(
             m.warnings[0].contains("started +250 ms"),

@@ -33,8 +33,9 @@ use serde::Serialize;
 use xbench::ClientConfig;
 use xbench::report::{Outcome, TestReport};
 use xbench_report::cell::CellKey;
+use xbench_report::fleet::{self, FleetError, SpreadPolicy};
+use xbench_report::layout;
 use xbench_report::run::Run;
-use xbench_report::{fleet, layout};
 
 use crate::aws::BoxFuture;
 use crate::command;
@@ -110,6 +111,10 @@ pub struct RunOptions {
     pub resume: bool,
     /// Failed runs in a row after which a path is given up.
     pub give_up_after: u32,
+    /// A fleet whose instances started too far apart: refused (the default; the run is
+    /// failed, its instances' reports kept, and run again by `--resume`) or merged and marked
+    /// (`--keep-fleet-spread`).
+    pub fleet_spread: SpreadPolicy,
 }
 
 impl RunOptions {
@@ -119,6 +124,7 @@ impl RunOptions {
             out: out.into(),
             resume: false,
             give_up_after: 3,
+            fleet_spread: SpreadPolicy::Refuse,
         }
     }
 }
@@ -367,7 +373,7 @@ pub async fn run(
         on_event(state.started(p, &plan, spread.as_ref()));
         let begun = Instant::now();
         let result = tokio::select! {
-            r = one_run(exec, path, p) => Some(r),
+            r = one_run(exec, path, p, opts.fleet_spread) => Some(r),
             () = cancel.wait() => None,
         };
         let Some(result) = result else {
@@ -442,6 +448,7 @@ async fn one_run(
     exec: &dyn Executor,
     path: &RunPath,
     p: &Planned,
+    spread: SpreadPolicy,
 ) -> Result<Result<Collected, String>, Error> {
     let psk = exec.psk_file(path);
     // The suite's cells were checked against the same rules when it was loaded.
@@ -499,8 +506,18 @@ async fn one_run(
             Err(why) => return Ok(Err(format!("client instance {}: {why}", k + 1))),
         }
     }
-    let merged = match fleet::merge(&reports, &p.config.spec) {
+    let merged = match fleet::merge_with(&reports, &p.config.spec, spread) {
         Ok(m) => m,
+        Err(e @ FleetError::Spread { .. }) => {
+            // Not the path's figure, but what each instance measured is kept: a refused
+            // run's parts are beside where its merged report would have been.
+            for (k, part) in parts.iter().enumerate() {
+                save(&layout::fleet_part_file(&p.file, k + 1), part)?;
+            }
+            let dir = layout::fleet_part_file(&p.file, 1);
+            let dir = dir.parent().unwrap_or(&p.file).display();
+            return Ok(Err(format!("{e} (each instance's report is in {dir})")));
+        }
         Err(e) => return Ok(Err(e.to_string())),
     };
     let bytes = serde_json::to_vec_pretty(&merged).map_err(|e| Error::Internal(e.to_string()))?;
@@ -856,6 +873,125 @@ mod tests {
         fn psk_file(&self, _path: &RunPath) -> Option<String> {
             None
         }
+    }
+
+    /// A fleet whose instances each run a real test against an in-process server, their
+    /// reports' starts put `apart` after one another (instance k at `base` + k × `apart`).
+    struct Staggered {
+        configs: Vec<ClientConfig>,
+        base: std::time::SystemTime,
+        apart: Duration,
+    }
+
+    impl Executor for Staggered {
+        fn execute<'a>(
+            &'a self,
+            _path: &'a RunPath,
+            instance: usize,
+            _argv: &'a [String],
+            _limit: Duration,
+        ) -> BoxFuture<'a, Result<Vec<u8>, String>> {
+            Box::pin(async move {
+                let config = &self.configs[instance];
+                let mut r = xbench::client::run(config, &mut |_| {}, std::future::pending())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let k = u32::try_from(instance).unwrap();
+                r.started_at = xbench::time::rfc3339(self.base + self.apart * k);
+                Ok(serde_json::to_vec(&r).unwrap())
+            })
+        }
+
+        fn psk_file(&self, _path: &RunPath) -> Option<String> {
+            None
+        }
+    }
+
+    /// Issue 32: a fleet whose instances started further apart than a tenth of the interval
+    /// is refused, its instances' reports kept; `--resume` with `--keep-fleet-spread`
+    /// (`SpreadPolicy::Mark`) collects the same run merged and marked.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fleet_that_started_apart_is_refused_and_its_parts_kept() {
+        let out = std::env::temp_dir().join(format!("xbench-spread-run-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let server = xbench::LocalServer::start(None).await.unwrap();
+        let suite = Suite::from_toml("time = 0.5\ninterval = 1\n[[test]]\nparallel = 2\n").unwrap();
+        let mut fleet = path(2);
+        fleet.target = "127.0.0.1".into();
+        fleet.port = server.port();
+        fleet.authenticated = false;
+        let paths = [fleet];
+        let plan = schedule(&suite, &paths, &out);
+        let configs = (0..2)
+            .map(|k| {
+                let mut c = plan[0].config.clone();
+                c.spec = fleet::share_spec(&c.spec, 2, k).unwrap();
+                c
+            })
+            .collect();
+        let exec = Staggered {
+            configs,
+            base: std::time::SystemTime::now(),
+            apart: Duration::from_millis(250),
+        };
+        let mut opts = RunOptions::new(&out);
+        let mut failed = Vec::new();
+        let mut on_event = |e: RunEvent<'_>| {
+            if let RunEvent::Failed { reason, .. } = e {
+                failed.push(reason);
+            }
+        };
+        let summary = run(
+            &suite,
+            &paths,
+            &exec,
+            &opts,
+            &mut on_event,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+        assert!(!summary.complete(), "{summary:?}");
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(failed[0].contains("started 250 ms apart"), "{}", failed[0]);
+        assert!(failed[0].contains("run-1.fleet"), "{}", failed[0]);
+        assert!(!plan[0].file.exists());
+        for k in 1..=2 {
+            assert!(layout::fleet_part_file(&plan[0].file, k).exists());
+        }
+
+        opts.resume = true;
+        opts.fleet_spread = SpreadPolicy::Mark;
+        let mut collected = 0;
+        let mut on_event = |e: RunEvent<'_>| match e {
+            RunEvent::Collected { .. } => collected += 1,
+            RunEvent::Failed { reason, .. } => panic!("{reason}"),
+            _ => {}
+        };
+        let summary = run(
+            &suite,
+            &paths,
+            &exec,
+            &opts,
+            &mut on_event,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+        assert!(summary.complete(), "{summary:?}");
+        assert_eq!(collected, 1);
+        let merged: TestReport =
+            serde_json::from_slice(&std::fs::read(&plan[0].file).unwrap()).unwrap();
+        assert!(
+            merged
+                .warnings
+                .iter()
+                .any(|w| w.contains("started 250 ms apart")),
+            "{:?}",
+            merged.warnings
+        );
+        server.stop().await.unwrap();
+        std::fs::remove_dir_all(&out).unwrap();
     }
 
     /// `every`: the second repeat waits for its time, announced with when it is due; a

@@ -33,12 +33,6 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
         unit,
         start_at,
     } = test;
-    // Before Ctrl-C is taken over: interrupted while waiting, there is nothing to save.
-    if let Some(at) = start_at
-        && let Ok(wait) = at.duration_since(SystemTime::now())
-    {
-        tokio::time::sleep(wait).await;
-    }
     if let Some(rr) = spec.as_rr() {
         crate::flow_space::ensure(&target, rr, rr.flows.get())?;
         // --connections-only holds its flows and opens new connections beside them.
@@ -48,6 +42,8 @@ pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     // First, so that no Ctrl-C meets the default action (exit without a file).
     let (cancel, give_up) = ctrl_c_twice()?;
     let mut config = target.client_config(spec, label, psk);
+    // The library connects ahead of it and holds, so that setup is out of a fleet's spread.
+    config.start_at = start_at;
     // No host: an in-process server on a free loopback port.
     let local = if target.host.is_none() {
         let l = LocalServer::start(config.psk.clone()).await?;

@@ -129,7 +129,20 @@ pub struct ClientConfig {
     /// a latency probe must (irtt's and `--under-load`'s probes): a probe is never held back
     /// by an earlier one, so the only lateness left is the client host's own scheduling.
     pub latency_from_send: bool,
+    /// Start the test's data at this wall-clock instant (`--start-at`), so that clients on
+    /// several machines measure one window (xbench-deploy's fleets). The client connects and
+    /// completes the handshake [`START_HOLD`] ahead, holds there, and asks for the test at the
+    /// instant: the connect, the name lookup and the key proof are then out of the instances'
+    /// spread, which is left to their clocks and to the test's own setup (a round trip to
+    /// `Accepted`, one to open the data connections). An iperf3 server is dialled at the
+    /// instant. An instant already past starts at once.
+    pub start_at: Option<SystemTime>,
 }
+
+/// How long before [`ClientConfig::start_at`] the client connects and holds: enough for a
+/// name lookup, a connect and the handshake on a loaded machine and a long path, and well
+/// inside the server's 10 s wait for the test's `Start`.
+pub const START_HOLD: Duration = Duration::from_secs(5);
 
 /// Which protocol the client speaks to the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -165,6 +178,7 @@ impl ClientConfig {
             connections_only: None,
             latency_from_send: false,
             trace: None,
+            start_at: None,
         }
     }
 }
@@ -253,6 +267,16 @@ async fn run_any(
     // Setup can take a connect timeout or a slow server's answer: Ctrl-C must cut it short too.
     let mut cancel = std::pin::pin!(cancel);
     let give_up = GiveUp::new(give_up);
+    if let Some(at) = config.start_at {
+        // xbench sessions hold after their handshake until the instant (`Session::open`); an
+        // iperf3 server is dialled at it.
+        let lead = match config.protocol {
+            ServerProtocol::Iperf3 => Duration::ZERO,
+            ServerProtocol::Detect => START_HOLD,
+        };
+        let until = at.checked_sub(lead).unwrap_or(at);
+        interruptible(wait_until(until), cancel.as_mut(), "waiting for --start-at").await?;
+    }
     if let Workload::Throughput(tp) = &config.spec.workload
         && let Some(ul) = &tp.under_load
     {
@@ -366,6 +390,10 @@ async fn iperf3_instead(
     on_event: OnEvent<'_>,
     mut cancel: Pin<&mut impl Future<Output = ()>>,
 ) -> Result<TestReport, Error> {
+    if let Some(at) = config.start_at {
+        let during = "waiting for --start-at";
+        interruptible(wait_until(at), cancel.as_mut(), during).await?;
+    }
     let probe = async { Ok(iperf3::probe(config, Duration::from_secs(3)).await) };
     let during = "checking whether the server is iperf3";
     let Some(control) = interruptible(probe, cancel.as_mut(), during).await? else {
@@ -594,6 +622,15 @@ impl<F: Future<Output = ()>> GiveUp<F> {
 
 /// Runs one setup step unless `cancel` fires first, which yields [`Error::Interrupted`].
 /// Dropping the step closes whatever it opened; the server sees a client that went away.
+/// Sleeps until the wall clock reads `at` (at once if it is past). An `Ok` future, for
+/// [`interruptible`].
+pub(crate) async fn wait_until(at: SystemTime) -> Result<(), Error> {
+    if let Ok(wait) = at.duration_since(SystemTime::now()) {
+        tokio::time::sleep(wait).await;
+    }
+    Ok(())
+}
+
 pub(crate) async fn interruptible<T>(
     step: impl Future<Output = Result<T, Error>>,
     cancel: Pin<&mut impl Future<Output = ()>>,

@@ -67,6 +67,11 @@ impl Session {
         // The server's host report comes just before its results, whatever the workload.
         rd.set_aside(|m| matches!(m, Message::Host(_)));
         let (server, key) = handshake(&mut rd, &mut wr, &addr, config.psk.as_ref()).await?;
+        // A fleet's common start: connected and proven, the test is asked for at the instant
+        // (a later session of the same test, its instant past, asks at once).
+        if let Some(at) = config.start_at {
+            super::wait_until(at).await?;
+        }
         send(
             &mut wr,
             &Message::Start(Box::new(config.spec.clone())),
