@@ -567,6 +567,11 @@ fn accept_loop(
     loop {
         match accept(l) {
             Ok((sock, peer)) => {
+                // Its greeting is often here already (a loaded server finds connections
+                // queued); if not, it is a few µs away.
+                let Some(sock) = conn::attach_at_once(sock, peer, ctx) else {
+                    continue;
+                };
                 wait_for_first_bytes(&sock);
                 let Some(sock) = conn::attach_at_once(sock, peer, ctx) else {
                     continue;
