@@ -364,6 +364,20 @@ mod tests {
         assert!(Answerer::new(1, MAX_RESPONSE + 1).is_none());
     }
 
+    /// Every answer is counted once in the CPU charge: the first 64 read one by one, then one
+    /// in 16 standing for 16, so the weights of any whole number of samples add up to the
+    /// answers they cover.
+    #[test]
+    fn the_cpu_samples_stand_for_every_answer() {
+        let t = Tally::new(1);
+        let weights: Vec<Option<u64>> = (0..64 + 16 * 3).map(|_| t.sample()).collect();
+        assert!(weights[..64].iter().all(|w| *w == Some(1)));
+        assert_eq!(weights[64], Some(16));
+        assert!(weights[65..80].iter().all(Option::is_none));
+        assert_eq!(weights.iter().flatten().sum::<u64>(), 64 + 16 * 3);
+        assert_eq!(weights.iter().flatten().count(), 64 + 3);
+    }
+
     #[test]
     fn a_stopped_test_answers_nothing() {
         let (mut c, s) = pair();
