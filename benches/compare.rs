@@ -28,6 +28,11 @@
 //! table shows medians and the ratio of medians. CPU comes from the kernel's rusage of each
 //! process (client and server alike for every tool), not from the tools' own reports.
 //!
+//! `XBENCH_BENCH_BUSY=N` runs N busy loops (threads of this process, one spin each) for
+//! the whole bench, so the tools are measured on a loaded machine as well as an idle one
+//! (issue 36's CRR under load: `XBENCH_BENCH_BUSY=2 cargo bench -p xbench-benches --bench
+//! compare -- latency`).
+//!
 //! `XBENCH_BENCH_ROUNDS` (default 5) and `XBENCH_BENCH_SECS` (default 5) set the size;
 //! `XBENCH_BENCH_STREAMS` (default `1,4,16,128`) the throughput part's stream counts;
 //! `XBENCH_BENCH_STRICT=1` exits non-zero when a bar is missed; `XBENCH_BENCH_ONLY=throughput`,
@@ -62,10 +67,16 @@ fn main() {
         std::process::exit(2);
     }
     let xbench = build_xbench();
+    let busy: usize = env_or("XBENCH_BENCH_BUSY", 0);
+    let _busy = Busy::start(busy);
     println!(
-        "xbench comparison on loopback: {rounds} interleaved rounds of {secs} s per configuration, {} CPUs, {}",
+        "xbench comparison on loopback: {rounds} interleaved rounds of {secs} s per configuration, {} CPUs, {}{}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        load_average()
+        load_average(),
+        match busy {
+            0 => String::new(),
+            n => format!(", {n} busy loops beside (XBENCH_BENCH_BUSY)"),
+        }
     );
     let mut misses = Vec::new();
     if only.is_empty() || only == "throughput" {
@@ -583,6 +594,41 @@ fn run_qperf(secs: u64) -> Result<Rtt, String> {
         mean_us: 2.0 * v * scale,
         p99_us: None,
     })
+}
+
+/// Busy loops beside the bench (`XBENCH_BENCH_BUSY`): threads that spin until dropped. They
+/// are this process's, so they count in no tool's CPU (each tool is a child process measured
+/// by its own rusage).
+struct Busy {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start(n: usize) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = std::sync::Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_add(1));
+                    }
+                })
+            })
+            .collect();
+        Busy { stop, threads }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 /// One `--rr` (or `--crr`) run: the round trip, and the transaction rate.

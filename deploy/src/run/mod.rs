@@ -317,25 +317,7 @@ pub async fn run(
     };
     let mut state = Progress::new(paths, &plan, &done);
     let mut cancel = Cancel(Box::pin(cancel), false);
-    for (label, reason) in paths
-        .iter()
-        .filter_map(|p| p.unavailable.as_ref().map(|r| (p.label.as_str(), r)))
-    {
-        state.give_up(label, reason.clone(), on_event);
-    }
-    for path in paths
-        .iter()
-        .filter(|p| p.clients > 1 && p.unavailable.is_none())
-    {
-        match exec.check_clocks(path).await {
-            Ok(Some(note)) => on_event(RunEvent::FleetNote {
-                label: &path.label,
-                note,
-            }),
-            Ok(None) => {}
-            Err(why) => state.give_up(&path.label, why, on_event),
-        }
-    }
+    give_up_unrunnable(paths, exec, &mut state, on_event).await;
     for p in &plan {
         if done.contains(&p.index) {
             on_event(RunEvent::Skipped(p));
@@ -382,56 +364,110 @@ pub async fn run(
         let result = result?;
         state.ran += 1;
         state.run_time += begun.elapsed();
-        match result {
-            Ok(Collected { bytes, run, parts }) => {
-                for (k, part) in parts.iter().enumerate() {
-                    save(&layout::fleet_part_file(&p.file, k + 1), part)?;
-                }
-                save(&p.file, &bytes)?;
-                state.collected(p);
-                on_event(RunEvent::Collected {
-                    planned: p,
-                    run: &run,
-                });
-            }
-            Err(reason) => {
-                let give_up = state.failed(p, &reason, opts.give_up_after);
-                on_event(RunEvent::Failed {
-                    planned: p,
-                    reason: reason.clone(),
-                });
-                if give_up {
-                    let why = format!(
-                        "{} runs in a row failed, the last: {reason}",
-                        opts.give_up_after
-                    );
-                    state.give_up(&path.label, why, on_event);
-                }
-            }
-        }
+        record(result, p, &path.label, opts, &mut state, on_event)?;
     }
     if !cancel.1 {
-        for path in paths.iter().filter(|p| p.unavailable.is_none()) {
-            let note = match exec.path_mtu(path).await {
-                None => continue,
-                Some(Ok(m)) => {
-                    let json = serde_json::to_vec_pretty(&m)
-                        .map_err(|e| Error::Internal(e.to_string()))?;
-                    save(&opts.out.join(&path.label).join(MTU_FILE), &json)?;
-                    m.line()
-                }
-                Some(Err(why)) => format!("MTU not read: {why}"),
-            };
-            on_event(RunEvent::PathNote {
-                label: &path.label,
-                note,
-            });
-        }
+        save_path_mtus(paths, exec, &opts.out, on_event).await?;
     }
     let summary = state.finish(cancel.1);
     let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Internal(e.to_string()))?;
     save(&opts.out.join(SUMMARY_FILE), &json)?;
     Ok(summary)
+}
+
+/// Paths `run` cannot measure, given up before the first run: those the executor found
+/// unavailable, and fleets whose clocks disagree (a fleet's clock note is passed on).
+async fn give_up_unrunnable(
+    paths: &[RunPath],
+    exec: &dyn Executor,
+    state: &mut Progress,
+    on_event: &mut (dyn FnMut(RunEvent<'_>) + Send),
+) {
+    for (label, reason) in paths
+        .iter()
+        .filter_map(|p| p.unavailable.as_ref().map(|r| (p.label.as_str(), r)))
+    {
+        state.give_up(label, reason.clone(), on_event);
+    }
+    for path in paths
+        .iter()
+        .filter(|p| p.clients > 1 && p.unavailable.is_none())
+    {
+        match exec.check_clocks(path).await {
+            Ok(Some(note)) => on_event(RunEvent::FleetNote {
+                label: &path.label,
+                note,
+            }),
+            Ok(None) => {}
+            Err(why) => state.give_up(&path.label, why, on_event),
+        }
+    }
+}
+
+/// Keeps a collected run (a fleet's parts beside it), or counts a failed one, giving its
+/// path up after [`RunOptions::give_up_after`] in a row.
+fn record(
+    result: Result<Collected, String>,
+    p: &Planned,
+    label: &str,
+    opts: &RunOptions,
+    state: &mut Progress,
+    on_event: &mut (dyn FnMut(RunEvent<'_>) + Send),
+) -> Result<(), Error> {
+    match result {
+        Ok(Collected { bytes, run, parts }) => {
+            for (k, part) in parts.iter().enumerate() {
+                save(&layout::fleet_part_file(&p.file, k + 1), part)?;
+            }
+            save(&p.file, &bytes)?;
+            state.collected(p);
+            on_event(RunEvent::Collected {
+                planned: p,
+                run: &run,
+            });
+        }
+        Err(reason) => {
+            let give_up = state.failed(p, &reason, opts.give_up_after);
+            on_event(RunEvent::Failed {
+                planned: p,
+                reason: reason.clone(),
+            });
+            if give_up {
+                let why = format!(
+                    "{} runs in a row failed, the last: {reason}",
+                    opts.give_up_after
+                );
+                state.give_up(label, why, on_event);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each measurable path's MTU facts, saved beside its cells ([`MTU_FILE`]) and announced.
+async fn save_path_mtus(
+    paths: &[RunPath],
+    exec: &dyn Executor,
+    out: &Path,
+    on_event: &mut (dyn FnMut(RunEvent<'_>) + Send),
+) -> Result<(), Error> {
+    for path in paths.iter().filter(|p| p.unavailable.is_none()) {
+        let note = match exec.path_mtu(path).await {
+            None => continue,
+            Some(Ok(m)) => {
+                let json =
+                    serde_json::to_vec_pretty(&m).map_err(|e| Error::Internal(e.to_string()))?;
+                save(&out.join(&path.label).join(MTU_FILE), &json)?;
+                m.line()
+            }
+            Some(Err(why)) => format!("MTU not read: {why}"),
+        };
+        on_event(RunEvent::PathNote {
+            label: &path.label,
+            note,
+        });
+    }
+    Ok(())
 }
 
 /// A run's report (a fleet's merged one), its figures, and a fleet's parts in instance
