@@ -27,10 +27,11 @@
 //! - **Starts**: each instance's start after the earliest is in the merged report's first
 //!   warning. A spread past a tenth of the interval means the windows do not coincide: the
 //!   merge is refused ([`FleetError::Spread`]), or with [`SpreadPolicy::Mark`] merged with a
-//!   warning of its own. The spread is the clocks' and the test's setup (one round trip to
-//!   `Accepted`, one to open the data connections): the client connects and proves itself
-//!   ahead of the common instant and asks for the test at it
-//!   ([`xbench::ClientConfig::start_at`]).
+//!   warning of its own. The spread is the clocks' and the test's setup after the instant
+//!   (a round trip to `Accepted`, the data connections or flows opening): the client
+//!   connects and proves itself ahead of the common instant and asks for the test at it
+//!   ([`xbench::ClientConfig::start_at`] says what else a test of several sessions sets up
+//!   after it).
 //! - **Left out** (`None`), because no sum or mean of the parts means it: sender-limit shares
 //!   and the window ceiling, and with them the diagnosis (each instance's own report keeps its
 //!   own).

@@ -129,13 +129,20 @@ pub struct ClientConfig {
     /// a latency probe must (irtt's and `--under-load`'s probes): a probe is never held back
     /// by an earlier one, so the only lateness left is the client host's own scheduling.
     pub latency_from_send: bool,
-    /// Start the test's data at this wall-clock instant (`--start-at`), so that clients on
-    /// several machines measure one window (xbench-deploy's fleets). The client connects and
-    /// completes the handshake [`START_HOLD`] ahead, holds there, and asks for the test at the
-    /// instant: the connect, the name lookup and the key proof are then out of the instances'
-    /// spread, which is left to their clocks and to the test's own setup (a round trip to
-    /// `Accepted`, one to open the data connections). An iperf3 server is dialled at the
-    /// instant. An instant already past starts at once.
+    /// Start the test at this wall-clock instant (`--start-at`), so that clients on several
+    /// machines measure one window (xbench-deploy's fleets). The client connects and
+    /// completes the handshake [`START_HOLD`] ahead, holds there, and asks for the test at
+    /// the instant: the name lookup, the connect and the key proof are then out of the
+    /// instances' spread. What stays in it, after their clocks' offset, is the test's own
+    /// setup: a round trip to `Accepted` and the opening of its data connections (for
+    /// `--rr`/`--crr`, every flow; many flows take several rounds). Tests of several
+    /// sessions hold their first one: `--under-load` its bulk session, so the probe
+    /// sessions' setup is in the spread, and `--connections-only` its held flows, so the
+    /// openers' session's is; a session asked again after a server's flow limit
+    /// (`allow_partial_flows`) sets up after the instant too. With
+    /// [`ServerProtocol::Iperf3`] the server is dialled at the instant; a server found to
+    /// be iperf3 after the hold is dialled when that is found, after the instant. An
+    /// instant already past starts at once.
     pub start_at: Option<SystemTime>,
 }
 
@@ -620,8 +627,6 @@ impl<F: Future<Output = ()>> GiveUp<F> {
     }
 }
 
-/// Runs one setup step unless `cancel` fires first, which yields [`Error::Interrupted`].
-/// Dropping the step closes whatever it opened; the server sees a client that went away.
 /// Sleeps until the wall clock reads `at` (at once if it is past). An `Ok` future, for
 /// [`interruptible`].
 pub(crate) async fn wait_until(at: SystemTime) -> Result<(), Error> {
@@ -631,6 +636,8 @@ pub(crate) async fn wait_until(at: SystemTime) -> Result<(), Error> {
     Ok(())
 }
 
+/// Runs one setup step unless `cancel` fires first, which yields [`Error::Interrupted`].
+/// Dropping the step closes whatever it opened; the server sees a client that went away.
 pub(crate) async fn interruptible<T>(
     step: impl Future<Output = Result<T, Error>>,
     cancel: Pin<&mut impl Future<Output = ()>>,

@@ -288,12 +288,12 @@ impl Handoff {
         if self.targets.is_empty() {
             return;
         }
-        let arrived = match &self.answerer {
-            Some(a) => match a.answer(flow, &conn, &self.control) {
+        let (conn, arrived) = match &self.answerer {
+            Some(a) => match a.answer(flow, conn, &self.control) {
                 Outcome::Finished => return,
-                Outcome::Unfinished(arrived) => arrived,
+                Outcome::Unfinished(conn, arrived) => (conn, arrived),
             },
-            None => Arrived::default(),
+            None => (conn, Arrived::default()),
         };
         let admitted = self
             .control
