@@ -124,6 +124,12 @@ pub fn share_spec(spec: &TestSpec, instances: u16, k: usize) -> Result<TestSpec,
             if t.udp.is_some() {
                 return Err(FleetError::NotMergeable("UDP"));
             }
+            // Each instance's probes measure its own path under the fleet's load; which of
+            // them, or what mix, is the fleet's latency under load is not this merge's to
+            // pick, and it would keep the first's alone.
+            if t.under_load.is_some() {
+                return Err(FleetError::NotMergeable("latency-under-load"));
+            }
             let share = pick(u32::from(t.streams.get()), instances, k, "parallel")?;
             t.streams = std::num::NonZeroU16::new(narrow(share)).ok_or_else(too_few)?;
         }
@@ -877,5 +883,19 @@ mod tests {
         assert_eq!(parts, vec![3, 3, 2, 2]);
         let e = share_spec(&spec, 11, 0).unwrap_err();
         assert!(e.to_string().contains("parallel = 10"), "{e}");
+    }
+
+    /// Latency under load is refused before anything runs: the merge would keep the first
+    /// instance's probes as the fleet's.
+    #[test]
+    fn latency_under_load_is_not_split_over_a_fleet() {
+        let mut spec = TestSpec::throughput();
+        if let Workload::Throughput(t) = &mut spec.workload {
+            t.streams = std::num::NonZeroU16::new(4).unwrap();
+            t.under_load = Some(xbench::under_load::UnderLoadSpec::default());
+        }
+        let e = share_spec(&spec, 2, 0).unwrap_err();
+        assert_eq!(e, FleetError::NotMergeable("latency-under-load"));
+        assert!(e.to_string().contains("not run by fleets"), "{e}");
     }
 }
