@@ -11,7 +11,6 @@ mod conn_only;
 mod connect;
 pub mod flow_plan;
 mod iperf3;
-mod iperf3_udp;
 mod rr;
 mod session;
 mod udp;

@@ -7,7 +7,7 @@
 //! One blocking thread per stream on a socket connected to the other end, publishing
 //! cumulative counters; the iperf3 session (the server's, or `xbench client --iperf3`'s) takes
 //! differences at `-O`. Not xbench's own UDP datagrams ([`super::wire`]) nor how the sockets
-//! are found (`server::iperf3_udp`, `client::iperf3_udp`).
+//! are found (`server::iperf3_udp`, `client::iperf3::udp`).
 
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -6,7 +6,7 @@
 //! client→server streams are the iperf3 server's.
 //!
 //! No live intervals (iperf3's server sends none) and no `-n`. Not the parameter exchange
-//! ([`super::iperf3`]). This module prints nothing.
+//! ([`super`]). This module prints nothing.
 
 use std::future::Future;
 use std::net::{SocketAddr, UdpSocket};
@@ -15,8 +15,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::iperf3::{STEP_TIMEOUT, expect_state, iperf3_peer, mid_test_end, shown};
-use super::{ClientConfig, ClientEvent, OnEvent, interruptible};
+use super::steps::{STEP_TIMEOUT, expect_state, iperf3_peer, mid_test_end, shown};
+use crate::client::{ClientConfig, ClientEvent, OnEvent, interruptible};
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::engine::udp::iperf3::{
     self as data, CONNECT_MSG, CONNECT_REPLY, Iperf3Counts, Iperf3Stream, OLD_CONNECT_REPLY,
@@ -138,7 +138,7 @@ pub(super) async fn run(
             "the iperf3 server's results never arrived: its side's figures are missing".into(),
         );
         let why = format!("the control connection to {addr} failed at the end of the test");
-        outcome = super::without_server_results(outcome, "its side's figures", Some(&why));
+        outcome = crate::client::without_server_results(outcome, "its side's figures", Some(&why));
     }
     let measured = Measured {
         started_at,
@@ -189,7 +189,7 @@ async fn open(
             client_addr: sock.local_addr().unwrap_or(client_addr),
             server_addr: sock.peer_addr().unwrap_or(server_addr),
             client_socket: socket::report(&sock, window),
-            server_socket: super::connect::empty_socket_report(),
+            server_socket: crate::client::connect::empty_socket_report(),
         });
         match direction {
             StreamDirection::ServerToClient => o.receivers.push((
@@ -358,7 +358,11 @@ fn report(
         window_s,
         bitrate,
     );
-    warnings.extend(directions.iter().filter_map(super::udp::slipped_warning));
+    warnings.extend(
+        directions
+            .iter()
+            .filter_map(crate::client::udp::slipped_warning),
+    );
     let cpu = CpuReport {
         client: client.cpu,
         server: server.as_ref().map(|s| s.cpu),
