@@ -8,6 +8,7 @@
 //! `schema/report.schema.json`; change both together. How sides are merged lives in `summary`.
 
 mod host;
+mod interval_log;
 mod trace;
 mod udp;
 
@@ -19,6 +20,7 @@ use crate::config::{StreamDirection, TestSpec};
 use crate::latency::{FlowLatency, LatencyStats};
 
 pub use host::*;
+pub use interval_log::interval_log;
 pub use trace::*;
 pub use udp::*;
 
@@ -502,7 +504,7 @@ pub struct DirectionSummary {
     /// What limited the rate, derived from the figures above by [`crate::diagnosis`]; `None`
     /// in a report that has not been diagnosed (documents written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub diagnosis: Option<crate::diagnosis::Diagnosis>,
+    pub diagnosis: Option<crate::diagnosis::model::Diagnosis>,
 }
 
 /// Totals of a test.

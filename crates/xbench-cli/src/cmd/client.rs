@@ -329,7 +329,7 @@ fn exit_for(r: &TestReport) -> Exit {
 /// `--hist FILE`: the interval log at FILE and the percentile distribution at FILE.hgrm,
 /// both in the formats HdrHistogram's own tools read.
 fn write_histograms(path: &Path, report: &TestReport, rr: &RrReport) -> anyhow::Result<()> {
-    let log = xbench::latency::interval_log(report, rr)
+    let log = xbench::report::interval_log(report, rr)
         .with_context(|| format!("cannot encode the histograms for {}", path.display()))?;
     write_atomically(path, log.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;

@@ -14,9 +14,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::cancel::GiveUp;
+use super::config::ClientConfig;
 use super::connect::empty_socket_report;
+use super::event::{ClientEvent, OnEvent};
 use super::session::{ReportBody, Session, ended_by, send};
-use super::{ClientConfig, ClientEvent, GiveUp, OnEvent};
 use crate::check;
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::control::sleep_until_opt;
@@ -355,7 +357,7 @@ impl<'c> Ended<'c> {
                 _ = tokio::time::sleep_until(limits.results_deadline.into()) => {
                     if server_results.is_none() {
                         let waited = limits.results_deadline.saturating_duration_since(ended_at);
-                        missing_why = Some(super::results_timed_out(&addr, waited));
+                        missing_why = Some(super::outcome::results_timed_out(&addr, waited));
                     }
                     break;
                 }
@@ -526,7 +528,7 @@ fn judge(
     missing_why: &Option<String>,
 ) -> Outcome {
     let Some(server) = server else {
-        return super::without_server_results(
+        return super::outcome::without_server_results(
             outcome,
             &missing_server_figures(dirs),
             missing_why.as_deref(),

@@ -27,8 +27,11 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::cancel::{GiveUp, interruptible};
+use super::config::ClientConfig;
+use super::event::{ClientEvent, OnEvent};
+use super::rr;
 use super::session::{Session, ended_by, send};
-use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, interruptible, rr};
 use crate::config::{EndCondition, FlowCount, RrSpec, SpecError, Workload};
 use crate::engine::rr::client::KeepOpening;
 use crate::error::Error;

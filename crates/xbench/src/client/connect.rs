@@ -15,8 +15,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
+use super::config::{AddressFamily, ClientConfig};
 use super::flow_plan::{FlowPlan, PortRange};
-use super::{AddressFamily, ClientConfig};
 use crate::engine::sockopt;
 use crate::error::{Error, connect_hint};
 use crate::proto::DataHello;

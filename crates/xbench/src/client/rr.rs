@@ -18,9 +18,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
+use super::cancel::{GiveUp, interruptible};
+use super::config::ClientConfig;
+use super::event::{ClientEvent, OnEvent};
 use super::flow_plan::{FlowPlan, PortRange};
 use super::session::{ReportBody, Session, ended_by, send};
-use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, interruptible};
 use crate::check;
 use crate::config::{EndCondition, RrSpec, StreamDirection};
 use crate::control::sleep_until_opt;
@@ -629,7 +631,7 @@ impl<'c> Drained<'c> {
                     }
                     Err(_) => {
                         t.warnings.push(format!("{addr} did not send its results"));
-                        missing_why = Some(super::results_timed_out(&addr, RESULTS_WAIT));
+                        missing_why = Some(super::outcome::results_timed_out(&addr, RESULTS_WAIT));
                         break;
                     }
                     _ => {
@@ -714,7 +716,7 @@ impl Collected<'_> {
         };
         let outcome = match server {
             Some(_) => outcome,
-            None => super::without_server_results(
+            None => super::outcome::without_server_results(
                 outcome,
                 "the server's counts (the transactions it answered, by flow, which show it \
                  answered only what this client asked) and its CPU time",

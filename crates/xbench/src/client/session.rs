@@ -13,8 +13,9 @@ use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
+use super::cancel::interruptible;
+use super::config::ClientConfig;
 use super::connect::{connect_any, open_data, open_some, resolve, setup_error};
-use super::{ClientConfig, interruptible};
 use crate::auth::{Nonce, Psk, SessionKey};
 use crate::control::keepalive;
 use crate::error::Error;
@@ -70,7 +71,7 @@ impl Session {
         // A fleet's common start: connected and proven, the test is asked for at the instant
         // (a later session of the same test, its instant past, asks at once).
         if let Some(at) = config.start_at {
-            super::wait_until(at).await?;
+            super::cancel::wait_until(at).await?;
         }
         send(
             &mut wr,
@@ -435,9 +436,9 @@ async fn authenticate(
 }
 
 /// The event of a setup that opened fewer flows than asked, under `--allow-partial-flows`.
-pub(crate) fn partial_event(setup: &ConnectionSetup) -> Option<super::ClientEvent> {
+pub(crate) fn partial_event(setup: &ConnectionSetup) -> Option<super::event::ClientEvent> {
     // At most MAX_FLOWS each, which fits.
-    (setup.connected < setup.requested).then_some(super::ClientEvent::PartialFlows {
+    (setup.connected < setup.requested).then_some(super::event::ClientEvent::PartialFlows {
         asked: setup.requested as u32,
         running: setup.connected as u32,
         server_limit: false,

@@ -19,9 +19,11 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::task::JoinSet;
 
 use super::bulk::gave_up_warning;
+use super::cancel::{GiveUp, interruptible};
+use super::config::ClientConfig;
+use super::event::{ClientEvent, OnEvent};
 use super::flow_plan::round_robin;
 use super::session::{ReportBody, Session, ended_by, send};
-use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, interruptible};
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec, UdpSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::udp::clock::UdpClock;
@@ -405,7 +407,7 @@ impl<'c> Ended<'c> {
                     }
                 },
                 _ = tokio::time::sleep_until(results_until.into()) => {
-                    missing_why = Some(super::results_timed_out(&addr, GRACE + r.config.drain_timeout));
+                    missing_why = Some(super::outcome::results_timed_out(&addr, GRACE + r.config.drain_timeout));
                     break;
                 }
                 () = &mut cancel, if !interrupted => { outcome = Outcome::Interrupted; break; }
@@ -469,7 +471,7 @@ impl Drained<'_> {
             outcome = Outcome::Failed { error: e };
         }
         if server.is_none() {
-            outcome = super::without_server_results(
+            outcome = super::outcome::without_server_results(
                 outcome,
                 "the server's side of the figures (what it received of the client→server \
                  streams, what it sent of the server→client ones)",

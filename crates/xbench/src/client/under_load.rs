@@ -20,8 +20,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
+use super::cancel::{GiveUp, interruptible};
+use super::config::ClientConfig;
+use super::event::{ClientEvent, OnEvent};
 use super::session::Session;
-use super::{ClientConfig, ClientEvent, GiveUp, OnEvent, bulk, interruptible, rr};
+use super::{bulk, rr};
 use crate::config::{
     EndCondition, RrSpec, SocketOptions, TestSpec, ThroughputSpec, UdpRrSpec, Workload,
 };

@@ -4,8 +4,6 @@
 use crate::config::{StreamDirection, Workload};
 use crate::report::{SenderLimits, TestReport, ThreadTime};
 
-use super::Diagnosis;
-
 /// Who ran one end of a direction, which says what that end can report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peer {
@@ -162,11 +160,6 @@ impl Inputs {
             sender,
             receiver,
         })
-    }
-
-    /// Runs the rules on these figures.
-    pub fn diagnose(&self) -> Diagnosis {
-        super::rules::decide(self)
     }
 }
 

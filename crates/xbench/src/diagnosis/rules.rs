@@ -10,7 +10,7 @@
 //! holds the sender [`LIMIT_PCT`] of the time and twice as long as any other limit.
 
 use super::inputs::Inputs;
-use super::{Confidence, Diagnosis, Figure, FigureName, Unknown, Verdict};
+use super::model::{Confidence, Diagnosis, Figure, FigureName, Unknown, Verdict};
 
 /// A rate at or above this share of the pacing asked (`-b` × streams) is the cap's. The
 /// kernel paces whole packets, headers included (a 1448-byte segment is 96.5 % of its

@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use crate::client::config::ClientConfig;
 use crate::client::connect::{connect_any, resolve};
+use crate::client::event::OnEvent;
 use crate::client::flow_plan::BindList;
-use crate::client::{ClientConfig, OnEvent};
 use crate::config::{Direction, EndCondition, SpecError, ThroughputSpec, Workload};
 use crate::error::Error;
 use crate::proto::iperf3::{self as wire, COOKIE_LEN, Params, State};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-use crate::client::ClientConfig;
+use crate::client::config::ClientConfig;
 use crate::error::Error;
 use crate::proto::ErrorCode;
 use crate::proto::iperf3::State;

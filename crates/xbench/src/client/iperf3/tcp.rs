@@ -16,9 +16,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::check;
+use crate::client::cancel::interruptible;
+use crate::client::config::ClientConfig;
 use crate::client::connect::connect_one;
+use crate::client::event::{ClientEvent, OnEvent};
 use crate::client::flow_plan::round_robin;
-use crate::client::{ClientConfig, ClientEvent, OnEvent, interruptible};
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::group::Group;
@@ -231,7 +233,7 @@ fn judge(
     } else if server.is_none() && *outcome != Outcome::Interrupted {
         warnings.push("the iperf3 server's results never arrived: the receiver figures of the client→server streams are missing".into());
         let why = format!("the control connection to {addr} failed at the end of the test");
-        *outcome = crate::client::without_server_results(
+        *outcome = crate::client::outcome::without_server_results(
             outcome.clone(),
             "the receiver figures of the client→server streams",
             Some(&why),

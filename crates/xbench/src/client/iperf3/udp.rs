@@ -16,7 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::steps::{STEP_TIMEOUT, expect_state, iperf3_peer, mid_test_end, shown};
-use crate::client::{ClientConfig, ClientEvent, OnEvent, interruptible};
+use crate::client::cancel::interruptible;
+use crate::client::config::ClientConfig;
+use crate::client::event::{ClientEvent, OnEvent};
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::engine::udp::iperf3::{
     self as data, CONNECT_MSG, CONNECT_REPLY, Iperf3Counts, Iperf3Stream, OLD_CONNECT_REPLY,
@@ -138,7 +140,11 @@ pub(super) async fn run(
             "the iperf3 server's results never arrived: its side's figures are missing".into(),
         );
         let why = format!("the control connection to {addr} failed at the end of the test");
-        outcome = crate::client::without_server_results(outcome, "its side's figures", Some(&why));
+        outcome = crate::client::outcome::without_server_results(
+            outcome,
+            "its side's figures",
+            Some(&why),
+        );
     }
     let measured = Measured {
         started_at,
