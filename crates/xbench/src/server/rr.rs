@@ -93,8 +93,8 @@ fn start_workers(t: &mut Test, rr_spec: &RrSpec, window: Option<u64>) -> Result<
     }
     let control = Arc::new(Control {
         at_once: match plan.one_per_connection {
-            true => rr::at_once::Tally::new(flows),
-            false => rr::at_once::Tally::default(),
+            true => rr::tally::Tally::new(flows),
+            false => rr::tally::Tally::default(),
         },
         send_budget: budget,
         ..Control::default()

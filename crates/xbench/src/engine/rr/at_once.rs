@@ -7,18 +7,18 @@
 //!
 //! The figures of connections answered here are kept in atomics per flow, which the first
 //! worker adds to its own at every snapshot; so is the CPU time spent here, so the test is
-//! still charged for answering its transactions. That time is sampled (see [`CPU_SAMPLE`]):
+//! still charged for answering its transactions. That time is sampled (see [`super::tally`]):
 //! read around every answer, the thread's clock cost two system calls of the seven an
 //! answered connection otherwise makes here.
 
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
+use super::tally::FlowTally;
 use super::{Control, STOPPED, TcpTrack};
 use crate::engine::cpu::thread_cpu;
-use crate::report::CpuUsage;
 
 /// Largest response answered at once: a fresh socket's send buffer takes it whole (the
 /// smallest `tcp_wmem` default is 16 KiB). Larger ones go to the workers, which can wait for
@@ -33,113 +33,6 @@ pub(crate) struct Arrived {
     /// Response bytes still to send; non-zero only when the request was complete, and then
     /// counted here already.
     pub(crate) owed: u64,
-}
-
-/// Figures of the connections answered at once, per flow since the last snapshot, and the
-/// CPU time spent on them.
-#[derive(Debug, Default)]
-pub(crate) struct Tally {
-    flows: Vec<FlowTally>,
-    user_ns: AtomicU64,
-    system_ns: AtomicU64,
-    /// Connections offered to the accept path (answered or handed on), for
-    /// [`Tally::sample`].
-    answered: AtomicU64,
-}
-
-/// The first this many connections answered at once have their CPU time read one by one;
-/// after them, one in [`CPU_SAMPLE`], which stands for itself and the ones it skipped.
-const CPU_EXACT: u64 = 64;
-
-/// One connection in this many has its CPU time read once [`CPU_EXACT`] have been: the
-/// accept path's answers are alike (the same request and response on a fresh connection),
-/// so thousands of them per second make the sampled sum's error negligible, and the two
-/// `getrusage` calls per connection were the largest cost of the path after the exchange's
-/// own (issue 36: 11 system calls per answered connection, 2 of them these). The sum stays
-/// right on average; what it costs is variance: where a thread's clock advances in ticks
-/// (kernels without full per-task accounting), one sample in 16 catches a tick or nothing,
-/// weighted 16, so a short interval's server CPU figure wanders more than the test's.
-const CPU_SAMPLE: u64 = 16;
-
-#[derive(Debug, Default)]
-struct FlowTally {
-    connections: AtomicU64,
-    transactions: AtomicU64,
-    retransmits: AtomicU64,
-    /// Smoothed RTT of the latest connection closed, µs; 0 for none.
-    srtt_us: AtomicU32,
-}
-
-/// What one flow's connections answered at once added up to, taken by [`Tally::take`].
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Taken {
-    pub(crate) connections: u64,
-    pub(crate) transactions: u64,
-    pub(crate) retransmits: u64,
-    pub(crate) srtt_us: Option<u32>,
-}
-
-impl Tally {
-    /// A tally for flows `0..flows`.
-    pub(crate) fn new(flows: usize) -> Self {
-        Tally {
-            flows: (0..flows).map(|_| FlowTally::default()).collect(),
-            ..Tally::default()
-        }
-    }
-
-    /// Each flow's figures since the last call (flows with nothing new left out), and the CPU
-    /// time spent since then.
-    pub(crate) fn take(&self) -> (Vec<(u16, Taken)>, CpuUsage) {
-        let mut out = Vec::new();
-        for (i, f) in self.flows.iter().enumerate() {
-            let connections = f.connections.swap(0, Ordering::Relaxed);
-            let transactions = f.transactions.swap(0, Ordering::Relaxed);
-            let retransmits = f.retransmits.swap(0, Ordering::Relaxed);
-            let srtt = f.srtt_us.load(Ordering::Relaxed);
-            if connections + transactions + retransmits > 0 {
-                out.push((
-                    i as u16,
-                    Taken {
-                        connections,
-                        transactions,
-                        retransmits,
-                        srtt_us: (srtt > 0).then_some(srtt),
-                    },
-                ));
-            }
-        }
-        let ns = |a: &AtomicU64| a.swap(0, Ordering::Relaxed) as f64 / 1e9;
-        let cpu = CpuUsage {
-            user_s: ns(&self.user_ns),
-            system_s: ns(&self.system_ns),
-        };
-        (out, cpu)
-    }
-
-    fn flow(&self, flow: u16) -> Option<&FlowTally> {
-        self.flows.get(usize::from(flow))
-    }
-
-    /// Whether this answer's CPU time is read, and how many answers it stands for.
-    fn sample(&self) -> Option<u64> {
-        let n = self.answered.fetch_add(1, Ordering::Relaxed);
-        match n {
-            n if n < CPU_EXACT => Some(1),
-            n if n % CPU_SAMPLE == 0 => Some(CPU_SAMPLE),
-            _ => None,
-        }
-    }
-
-    /// Charges the time since `before`, `weight` times (a sampled answer's share).
-    fn charge(&self, before: CpuUsage, weight: u64) {
-        let after = thread_cpu();
-        let ns = |s: f64| (s.max(0.0) * 1e9) as u64 * weight;
-        self.user_ns
-            .fetch_add(ns(after.user_s - before.user_s), Ordering::Relaxed);
-        self.system_ns
-            .fetch_add(ns(after.system_s - before.system_s), Ordering::Relaxed);
-    }
 }
 
 /// The sizes of a test's exchanges, and a response's worth of bytes to send.
@@ -298,6 +191,7 @@ mod tests {
     use std::net::TcpListener;
 
     use super::*;
+    use crate::engine::rr::tally::Tally;
 
     /// A connected pair: (client end, server end, non-blocking as the accept path makes it).
     fn pair() -> (TcpStream, TcpStream) {
@@ -384,20 +278,6 @@ mod tests {
             Outcome::Unfinished(_, Arrived { rx: 0, owed: 0 })
         ));
         assert!(Answerer::new(1, MAX_RESPONSE + 1).is_none());
-    }
-
-    /// Every answer is counted once in the CPU charge: the first 64 read one by one, then one
-    /// in 16 standing for 16, so the weights of any whole number of samples add up to the
-    /// answers they cover.
-    #[test]
-    fn the_cpu_samples_stand_for_every_answer() {
-        let t = Tally::new(1);
-        let weights: Vec<Option<u64>> = (0..64 + 16 * 3).map(|_| t.sample()).collect();
-        assert!(weights[..64].iter().all(|w| *w == Some(1)));
-        assert_eq!(weights[64], Some(16));
-        assert!(weights[65..80].iter().all(Option::is_none));
-        assert_eq!(weights.iter().flatten().sum::<u64>(), 64 + 16 * 3);
-        assert_eq!(weights.iter().flatten().count(), 64 + 3);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub(crate) mod at_once;
 pub(crate) mod client;
 pub(crate) mod poll;
 pub(crate) mod server;
+pub(crate) mod tally;
 pub(crate) mod udp;
 pub(crate) mod workers;
 
@@ -43,7 +44,7 @@ pub(crate) struct Control {
     pub(crate) live: std::sync::atomic::AtomicUsize,
     /// `--crr` connections answered where they were accepted ([`Handoff::give`]), per flow;
     /// empty for other tests. The first server worker takes them into its snapshots.
-    pub(crate) at_once: at_once::Tally,
+    pub(crate) at_once: tally::Tally,
     /// Server: the test's share of `--max-send-rate`, which every answer is paced by; `None`
     /// without a cap (and on the client).
     pub(crate) send_budget: Option<Arc<crate::engine::send_budget::SendBudget>>,

@@ -130,21 +130,3 @@ fn delta(stream: u16, role: Role, a: &Counts, b: &Counts) -> SideUdpStream {
         error: None,
     }
 }
-
-/// A stream's totals over the window: what was sent inside it, and what of that arrived.
-pub(crate) fn totals(stream: u16, role: Role, c: &Counts, error: Option<String>) -> SideUdpStream {
-    SideUdpStream {
-        stream,
-        role,
-        datagrams: c.measured.datagrams,
-        bytes: c.measured.bytes,
-        lost: c.lost,
-        out_of_order: c.measured.out_of_order,
-        duplicates: c.measured.duplicates,
-        jitter_ms: c.jitter_ns / 1e6,
-        rxq_drops: c.rxq_drops,
-        slipped: c.measured.slipped,
-        ignored: c.ignored,
-        error,
-    }
-}

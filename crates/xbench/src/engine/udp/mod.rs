@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use self::stats::Counts;
-use crate::report::Role;
+use crate::report::{Role, SideUdpStream};
 
 /// What a stream thread and its controller share.
 #[derive(Debug, Default)]
@@ -86,7 +86,25 @@ impl Drop for UdpStream {
 /// still in flight are received, not lost.
 pub(crate) const GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Stops and joins every stream: each one's totals over the window (see [`clock::totals`]),
+/// A stream's totals over the window: what was sent inside it, and what of that arrived.
+fn totals(stream: u16, role: Role, c: &Counts, error: Option<String>) -> SideUdpStream {
+    SideUdpStream {
+        stream,
+        role,
+        datagrams: c.measured.datagrams,
+        bytes: c.measured.bytes,
+        lost: c.lost,
+        out_of_order: c.measured.out_of_order,
+        duplicates: c.measured.duplicates,
+        jitter_ms: c.jitter_ns / 1e6,
+        rxq_drops: c.rxq_drops,
+        slipped: c.measured.slipped,
+        ignored: c.ignored,
+        error,
+    }
+}
+
+/// Stops and joins every stream: each one's totals over the window (see [`totals`]),
 /// and the CPU time of all of them. `streams` is emptied.
 pub(crate) fn collect(
     streams: &mut Vec<UdpStream>,
@@ -106,7 +124,7 @@ pub(crate) fn collect(
                 }
                 Err(e) => Some(e),
             };
-            clock::totals(id, role, &shared.counts(), error)
+            totals(id, role, &shared.counts(), error)
         })
         .collect();
     out.sort_by_key(|s| s.stream);
