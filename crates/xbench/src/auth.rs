@@ -242,7 +242,7 @@ macro_rules! hex_serde {
     ($t:ident, $n:expr) => {
         impl serde::Serialize for $t {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(&crate::proto::to_hex(&self.0))
+                s.serialize_str(&crate::hex::to_hex(&self.0))
             }
         }
 
@@ -250,7 +250,7 @@ macro_rules! hex_serde {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = String::deserialize(d)?;
                 let mut b = [0u8; $n];
-                crate::proto::from_hex(&s, &mut b)
+                crate::hex::from_hex(&s, &mut b)
                     .map(|()| $t(b))
                     .ok_or_else(|| {
                         serde::de::Error::custom(concat!("expected ", $n, " bytes of hex"))

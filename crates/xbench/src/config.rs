@@ -494,19 +494,6 @@ impl TestSpec {
         Ok(())
     }
 
-    /// Total number of data connections the test opens.
-    pub fn connection_count(&self) -> usize {
-        match &self.workload {
-            // UDP streams open no connection; their sockets prove themselves by datagram.
-            Workload::Throughput(t) if t.udp.is_some() => 0,
-            Workload::Throughput(t) => crate::proto::StreamLayout::new(t).streams(),
-            // --crr connections arrive during the test, one per transaction; UDP flows open
-            // none.
-            Workload::RequestResponse(r) if r.connect_per_transaction || r.udp.is_some() => 0,
-            Workload::RequestResponse(r) => r.flows.as_usize(),
-        }
-    }
-
     /// The throughput settings, if this is a throughput test.
     pub fn as_throughput(&self) -> Option<&ThroughputSpec> {
         match &self.workload {

@@ -60,6 +60,7 @@ pub mod diagnosis;
 mod engine;
 mod error;
 pub mod file;
+mod hex;
 pub mod host;
 pub mod latency;
 pub mod proto;

@@ -224,7 +224,7 @@ impl Session {
         }
         for h in hellos {
             let theirs = ready.greetings.get(usize::from(h.id));
-            if theirs.map(String::as_str) != Some(proto::to_hex(&h.tag).as_str()) {
+            if theirs.map(String::as_str) != Some(crate::hex::to_hex(&h.tag).as_str()) {
                 return Err(Error::ForeignConnection {
                     addr: self.addr.clone(),
                     id: h.id,

@@ -6,9 +6,7 @@
 //! other side allocate more than [`MAX_FRAME_LEN`]. [`FrameDecoder`] is the sans-I/O form that
 //! the fuzz target drives; the async helpers in the parent module use the same checks.
 
-use std::io;
-use std::time::Duration;
-
+use super::error::ProtoError;
 use super::message::Message;
 
 /// Largest control message accepted, in bytes. Most messages are a few KiB (a final result with
@@ -18,46 +16,6 @@ use super::message::Message;
 /// what a hostile peer can make us allocate; a server reads far less from a client until a
 /// test of that many flows asks for it.
 pub const MAX_FRAME_LEN: u32 = 8 << 20;
-
-/// What can go wrong reading the protocol; every variant says what the peer did.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProtoError {
-    /// The connection did not start with `XBNC`.
-    #[error("peer is not speaking the xbench protocol (bad magic bytes)")]
-    BadMagic,
-    /// The preamble's channel byte is unknown.
-    #[error("unknown channel byte {0:#04x} in preamble")]
-    BadChannel(u8),
-    /// A frame length above the cap.
-    #[error("control message of {len} bytes exceeds the {max}-byte limit")]
-    Oversized {
-        /// Announced length.
-        len: u32,
-        /// The cap.
-        max: u32,
-    },
-    /// A zero-length frame (never sent by a correct peer).
-    #[error("empty control message")]
-    Empty,
-    /// The stream ended inside a frame.
-    #[error(
-        "connection closed in the middle of a control message ({received} bytes of it received)"
-    )]
-    Truncated {
-        /// Bytes of the unfinished frame that did arrive.
-        received: usize,
-    },
-    /// The body is not a message this version understands.
-    #[error("malformed control message: {0}")]
-    Malformed(String),
-    /// Nothing arrived in time.
-    #[error("no control message within {0:?}")]
-    Timeout(Duration),
-    /// The socket failed.
-    #[error("control connection failed: {1}")]
-    Io(io::ErrorKind, String),
-}
 
 /// Encodes one message as a frame.
 pub fn encode(msg: &Message) -> Result<Vec<u8>, ProtoError> {

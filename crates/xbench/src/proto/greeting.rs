@@ -7,7 +7,7 @@
 
 use std::io;
 
-use super::ProtoError;
+use super::error::ProtoError;
 use crate::auth::{DATA_TAG_LEN, DataTag, SessionKey};
 
 /// First four bytes of every xbench connection.
@@ -198,13 +198,13 @@ impl Cookie {
 
     /// Lower-case hex, as carried in JSON.
     pub fn to_hex(self) -> String {
-        super::to_hex(&self.0)
+        crate::hex::to_hex(&self.0)
     }
 
     /// Parses lower- or upper-case hex.
     pub fn from_hex(s: &str) -> Option<Self> {
         let mut b = [0u8; COOKIE_LEN];
-        super::from_hex(s, &mut b).map(|()| Cookie(b))
+        crate::hex::from_hex(s, &mut b).map(|()| Cookie(b))
     }
 }
 

@@ -5,7 +5,7 @@
 //! Not the streams themselves (the engine runs them) nor how their figures are merged
 //! ([`crate::summary`], which takes [`StreamLayout::directions`]).
 
-use crate::config::{Direction, StreamDirection, ThroughputSpec};
+use crate::config::{Direction, StreamDirection, TestSpec, ThroughputSpec, Workload};
 use crate::summary::Directions;
 
 /// The stream ids of a throughput test and the way each one's data flows: `-P` client-to-server
@@ -61,6 +61,23 @@ impl StreamLayout {
     /// The layout as the map [`crate::summary`] merges by.
     pub fn directions(self) -> Directions {
         self.iter().collect()
+    }
+}
+
+/// Here rather than in `config` because the count is the layout's: `config` describes a test
+/// and knows no wire layout.
+impl TestSpec {
+    /// Total number of data connections the test opens.
+    pub fn connection_count(&self) -> usize {
+        match &self.workload {
+            // UDP streams open no connection; their sockets prove themselves by datagram.
+            Workload::Throughput(t) if t.udp.is_some() => 0,
+            Workload::Throughput(t) => StreamLayout::new(t).streams(),
+            // --crr connections arrive during the test, one per transaction; UDP flows open
+            // none.
+            Workload::RequestResponse(r) if r.connect_per_transaction || r.udp.is_some() => 0,
+            Workload::RequestResponse(r) => r.flows.as_usize(),
+        }
     }
 }
 

@@ -35,7 +35,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Cookie;
+use super::greeting::Cookie;
 use crate::auth::{Nonce, Proof};
 use crate::config::TestSpec;
 use crate::report::{

@@ -15,6 +15,7 @@
 //!
 //! This module is the protocol only: it does not open sockets, time anything or run tests.
 
+mod error;
 pub mod frame;
 pub mod frontend;
 pub mod greeting;
@@ -28,7 +29,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-pub use frame::{FrameDecoder, MAX_FRAME_LEN, ProtoError};
+pub use error::ProtoError;
+pub use frame::{FrameDecoder, MAX_FRAME_LEN};
 pub use greeting::*;
 pub use layout::StreamLayout;
 pub use message::*;
@@ -40,22 +42,6 @@ pub const DEFAULT_PORT: u16 = 5201;
 /// What this build calls itself in [`Hello`] and [`Welcome`]: name and version.
 pub(crate) fn software() -> String {
     format!("xbench {}", env!("CARGO_PKG_VERSION"))
-}
-
-/// Lower-case hex of `bytes`.
-pub(crate) fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Fills `out` from exactly `2 × out.len()` hex digits.
-pub(crate) fn from_hex(s: &str, out: &mut [u8]) -> Option<()> {
-    if s.len() != out.len() * 2 || !s.is_ascii() {
-        return None;
-    }
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(())
 }
 
 /// Writes one framed message.

@@ -463,7 +463,7 @@ impl Collecting {
             rd: conn.rd,
             wr: conn.wr,
             conns,
-            greetings: greetings.iter().map(|t| proto::to_hex(t)).collect(),
+            greetings: greetings.iter().map(|t| crate::hex::to_hex(t)).collect(),
             data,
             registration,
             running: Some(running),
