@@ -539,27 +539,64 @@ pub fn write(data: &ChartData, path: &Path) -> Result<(), ChartError> {
 
 // ---- series from runs --------------------------------------------------------------------
 
+/// One run's figures at a point of a sweep chart: bits/s, RTT µs, and the window ceiling it
+/// measured, bits/s.
+type SweepRun = (f64, Option<f64>, Option<f64>);
+
+/// A sweep chart's runs: series key (label index, other settings, direction) → swept value →
+/// the runs there.
+type SweepGroups = BTreeMap<(usize, CellKey, StreamDirection), BTreeMap<u64, Vec<SweepRun>>>;
+
 /// Throughput vs one swept dimension: a series per (label, other settings, direction).
 fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartData, ChartError> {
-    let name = if dim == Dimension::Streams {
-        "streams"
-    } else {
-        "window"
-    };
-    let x_of = |r: &Run| match dim {
-        Dimension::Streams => r.key.streams.map(u64::from),
-        Dimension::Window => r.key.window,
-    };
-    // series key → x value → per-run (bits/s, RTT µs, measured window ceiling bits/s)
-    type Groups = BTreeMap<
-        (usize, CellKey, StreamDirection),
-        BTreeMap<u64, Vec<(f64, Option<f64>, Option<f64>)>>,
-    >;
     let labels =
         crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
-    let mut groups: Groups = BTreeMap::new();
+    let groups = sweep_groups(runs, dim, &labels);
+    if groups.is_empty() {
+        return Err(ChartError::Nothing {
+            kind: if dim == Dimension::Streams {
+                "streams"
+            } else {
+                "window"
+            },
+            reason: if dim == Dimension::Window {
+                "no throughput run set a window (-w)".into()
+            } else {
+                "no throughput runs".into()
+            },
+        });
+    }
+    let xs = x_values(&groups);
+    let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
+    let namer = SeriesNamer::new(
+        groups
+            .keys()
+            .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
+    );
+    let unit = scale.unit_for(largest(groups.values().flat_map(|by_x| {
+        by_x.values()
+            .filter_map(|vals| Stats::of(&vals.iter().map(|v| v.0).collect::<Vec<_>>()))
+            .map(|s| s.mean)
+    })));
+    let mut series = Vec::new();
+    for ((li, rest, dir), by_x) in &groups {
+        let name = namer.name(&labels[*li], rest, *dir);
+        let colour = namer.colour(&labels[*li], rest, *dir);
+        series.extend(sweep_series(name, colour, by_x, &pos, dim, unit.factor()));
+    }
+    Ok(sweep_data(dim, &xs, unit, series))
+}
+
+/// The throughput runs that set `dim`, grouped into a sweep chart's series and points; a run
+/// without the dimension is left out. Apart so that [`sweep_chart`] reads as its steps.
+fn sweep_groups(runs: &[&Run], dim: Dimension, labels: &[String]) -> SweepGroups {
+    let mut groups = SweepGroups::new();
     for r in runs {
-        let Some(x) = x_of(r) else { continue };
+        let x = match dim {
+            Dimension::Streams => r.key.streams.map(u64::from),
+            Dimension::Window => r.key.window,
+        };
+        let Some(x) = x else { continue };
         let Measure::Throughput(dirs) = &r.measure else {
             continue;
         };
@@ -573,87 +610,87 @@ fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartD
                 .push((d.bits_per_second, d.rtt_mean_us, d.window_ceiling_bps));
         }
     }
-    if groups.is_empty() {
-        return Err(ChartError::Nothing {
-            kind: name,
-            reason: if dim == Dimension::Window {
-                "no throughput run set a window (-w)".into()
-            } else {
-                "no throughput runs".into()
-            },
+    groups
+}
+
+/// Every x value of a chart's groups, once, in order: the categories of its x axis, shared
+/// by the sweep and UDP charts.
+fn x_values<K, V>(groups: &BTreeMap<K, BTreeMap<u64, V>>) -> Vec<u64> {
+    let mut v: Vec<u64> = groups.values().flat_map(|m| m.keys().copied()).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// One series of a sweep chart: its line of means with 95 % CI bars (rates times `f`, the
+/// unit's factor) and, on a window chart, the window ÷ RTT ceiling dashed beside it; the two
+/// share their points' x, so they are built together.
+fn sweep_series(
+    name: String,
+    colour: usize,
+    by_x: &BTreeMap<u64, Vec<SweepRun>>,
+    pos: &impl Fn(u64) -> f64,
+    dim: Dimension,
+    f: f64,
+) -> Vec<Series> {
+    let mut points = Vec::new();
+    let mut ceiling = Vec::new();
+    for (x, vals) in by_x {
+        let bps: Vec<f64> = vals.iter().map(|v| v.0).collect();
+        let Some(s) = Stats::of(&bps) else { continue };
+        points.push(Point {
+            x: pos(*x),
+            y: s.mean * f,
+            bar: s.ci95_low.zip(s.ci95_high).map(|(lo, hi)| (lo * f, hi * f)),
+            n: Some(s.n as u64),
         });
-    }
-    let xs: Vec<u64> = {
-        let mut v: Vec<u64> = groups.values().flat_map(|m| m.keys().copied()).collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    };
-    let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
-    let namer = SeriesNamer::new(
-        groups
-            .keys()
-            .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
-    );
-    let unit = scale.unit_for(largest(groups.values().flat_map(|by_x| {
-        by_x.values()
-            .filter_map(|vals| Stats::of(&vals.iter().map(|v| v.0).collect::<Vec<_>>()))
-            .map(|s| s.mean)
-    })));
-    let f = unit.factor();
-    let mut series = Vec::new();
-    for ((li, rest, dir), by_x) in &groups {
-        let name = namer.name(&labels[*li], rest, *dir);
-        let colour = namer.colour(&labels[*li], rest, *dir);
-        let mut points = Vec::new();
-        let mut ceiling = Vec::new();
-        for (x, vals) in by_x {
-            let bps: Vec<f64> = vals.iter().map(|v| v.0).collect();
-            let Some(s) = Stats::of(&bps) else { continue };
-            points.push(Point {
+        if dim == Dimension::Window
+            && let Some(c) = window_ceiling(*x, vals)
+        {
+            ceiling.push(Point {
                 x: pos(*x),
-                y: s.mean * f,
-                bar: s.ci95_low.zip(s.ci95_high).map(|(lo, hi)| (lo * f, hi * f)),
-                n: Some(s.n as u64),
-            });
-            // The window the receiver really advertised, over the RTT, as each run measured
-            // it; for runs without that (iperf3's), the asked size over the RTT.
-            let measured: Vec<f64> = vals.iter().filter_map(|v| v.2).collect();
-            let rtts: Vec<f64> = vals.iter().filter_map(|v| v.1).collect();
-            let ceiling_bps = match Stats::of(&measured) {
-                Some(m) if measured.len() == vals.len() => Some(m.mean),
-                _ => Stats::of(&rtts)
-                    .filter(|s| s.mean > 0.0)
-                    .map(|rtt| *x as f64 * 8.0 / (rtt.mean * 1e-6)),
-            };
-            if dim == Dimension::Window
-                && let Some(c) = ceiling_bps
-            {
-                ceiling.push(Point {
-                    x: pos(*x),
-                    y: c * f,
-                    bar: None,
-                    n: Some(vals.len() as u64),
-                });
-            }
-        }
-        series.push(Series {
-            name: name.clone(),
-            colour,
-            dashed: false,
-            markers: true,
-            points,
-        });
-        if !ceiling.is_empty() {
-            series.push(Series {
-                name: format!("{name} ceiling"),
-                colour,
-                dashed: true,
-                markers: false,
-                points: ceiling,
+                y: c * f,
+                bar: None,
+                n: Some(vals.len() as u64),
             });
         }
     }
+    let mut series = vec![Series {
+        name: name.clone(),
+        colour,
+        dashed: false,
+        markers: true,
+        points,
+    }];
+    if !ceiling.is_empty() {
+        series.push(Series {
+            name: format!("{name} ceiling"),
+            colour,
+            dashed: true,
+            markers: false,
+            points: ceiling,
+        });
+    }
+    series
+}
+
+/// The ceiling of the runs at window `window` (bytes), bits/s: the window the receiver
+/// really advertised, over the RTT, as each run measured it; for runs without that
+/// (iperf3's), the asked size over the RTT. Apart: it is the chart's one rule about windows.
+fn window_ceiling(window: u64, vals: &[SweepRun]) -> Option<f64> {
+    let measured: Vec<f64> = vals.iter().filter_map(|v| v.2).collect();
+    let rtts: Vec<f64> = vals.iter().filter_map(|v| v.1).collect();
+    match Stats::of(&measured) {
+        Some(m) if measured.len() == vals.len() => Some(m.mean),
+        _ => Stats::of(&rtts)
+            .filter(|s| s.mean > 0.0)
+            .map(|rtt| window as f64 * 8.0 / (rtt.mean * 1e-6)),
+    }
+}
+
+/// A sweep chart's one panel around `series`: the titles and x categories `dim` calls for,
+/// the only part of the chart that differs between streams and windows.
+fn sweep_data(dim: Dimension, xs: &[u64], unit: ThroughputUnit, series: Vec<Series>) -> ChartData {
     let (title, x_desc, cats) = match dim {
         Dimension::Streams => (
             "Throughput vs parallel streams (mean of runs, bars: 95 % CI)".to_owned(),
@@ -667,7 +704,7 @@ fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartD
             xs.iter().map(|w| short_size(*w)).collect(),
         ),
     };
-    Ok(ChartData {
+    ChartData {
         kind: if dim == Dimension::Streams {
             ChartKind::Streams
         } else {
@@ -687,7 +724,7 @@ fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartD
         }],
         left_out: 0,
         not_drawn: 0,
-    })
+    }
 }
 
 /// UDP loss and jitter vs the offered rate (`-b`): two panels, a line per (label, other
@@ -729,12 +766,7 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             reason: "no UDP runs (xbench client -u, iperf3 -u -J)".into(),
         });
     }
-    let xs: Vec<u64> = {
-        let mut v: Vec<u64> = groups.values().flat_map(|m| m.keys().copied()).collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    };
+    let xs = x_values(&groups);
     let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
     let namer = SeriesNamer::new(
         groups

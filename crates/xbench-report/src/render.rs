@@ -110,8 +110,29 @@ pub fn render_with_ceiling(
     }
 }
 
+/// The text and Markdown tables: a section per kind of test, in the order a reader meets them.
 fn sections(c: &Comparison, scale: RateScale, ceiling: Option<f64>, md: bool) -> String {
     let mut out = String::new();
+    throughput_sections(&mut out, c, scale, ceiling, md);
+    rr_sections(&mut out, c, md);
+    udp_sections(&mut out, c, scale, md);
+    under_load_section(&mut out, &c.under_load, scale, md);
+    if !c.paths.is_empty() {
+        crate::paths::table_into(&mut out, &c.paths, md);
+    }
+    out
+}
+
+/// Throughput rows per direction: the receiver's rate over runs with its spread, and with
+/// `ceiling` each mean's share of the link's capacity. A function per kind of test, as
+/// [`udp_sections`].
+fn throughput_sections(
+    out: &mut String,
+    c: &Comparison,
+    scale: RateScale,
+    ceiling: Option<f64>,
+    md: bool,
+) {
     for dir in [
         StreamDirection::ClientToServer,
         StreamDirection::ServerToClient,
@@ -171,8 +192,13 @@ fn sections(c: &Comparison, scale: RateScale, ceiling: Option<f64>, md: bool) ->
                 cells
             })
             .collect();
-        table(&mut out, &title, &head, body, md);
+        table(out, &title, &head, body, md);
     }
+}
+
+/// Request/response rows, TCP_RR then TCP_CRR: each run's latency figures and rate, then,
+/// when some cell ran more than once, their spread over runs.
+fn rr_sections(out: &mut String, c: &Comparison, md: bool) {
     for kind in [Kind::Rr, Kind::Crr] {
         let rows: Vec<&RrRow> = c.rr.iter().filter(|r| r.cell.kind == kind).collect();
         if rows.is_empty() {
@@ -186,75 +212,88 @@ fn sections(c: &Comparison, scale: RateScale, ceiling: Option<f64>, md: bool) ->
         // netperf's figures (min/mean/max/stddev) beside the percentiles, as each run
         // measured them; the spread over runs in a table of its own.
         let t = TimeUnit::for_micros(largest(rows.iter().map(|r| r.p50_us.mean)));
-        let title = format!(
-            "{name}: latency in {}, and rate in transactions/s; each run's figure, mean over runs",
-            t.label()
-        );
-        let head = [
-            "cell", "label", "runs", "min", "mean", "p50", "p90", "p99", "max", "stddev", "rate",
-            "retr",
-        ];
-        let body = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.cell_name.clone(),
-                    r.label.clone(),
-                    r.runs.to_string(),
-                    t.format(r.min_us.mean),
-                    t.format(r.mean_us.mean),
-                    t.format(r.p50_us.mean),
-                    t.format(r.p90_us.mean),
-                    t.format(r.p99_us.mean),
-                    t.format(r.max_us.mean),
-                    t.format(r.stddev_us.mean),
-                    number(r.transactions_per_second.mean),
-                    number(r.retransmits.mean),
-                ]
-            })
-            .collect();
-        table(&mut out, &title, &head, body, md);
+        rr_figures(out, name, t, &rows, md);
         // One run has no spread: a table of dashes says nothing.
         if rows.iter().all(|r| r.runs < 2) {
             continue;
         }
-        let title = format!(
-            "{name}: spread over runs, latency in {}; 95 % CI of the mean (Student t)",
-            t.label()
-        );
-        let head = [
-            "cell",
-            "label",
-            "runs",
-            "p50 95 % CI",
-            "p99 95 % CI",
-            "rate 95 % CI",
-            "rate stddev",
-            "rate CV",
-        ];
-        let body = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.cell_name.clone(),
-                    r.label.clone(),
-                    r.runs.to_string(),
-                    ci(&r.p50_us.scaled(t.of_micros(1.0))),
-                    ci(&r.p99_us.scaled(t.of_micros(1.0))),
-                    ci(&r.transactions_per_second),
-                    opt(r.transactions_per_second.stddev),
-                    cv(&r.transactions_per_second),
-                ]
-            })
-            .collect();
-        table(&mut out, &title, &head, body, md);
+        rr_spread(out, name, t, &rows, md);
     }
-    udp_sections(&mut out, c, scale, md);
-    under_load_section(&mut out, &c.under_load, scale, md);
-    if !c.paths.is_empty() {
-        crate::paths::table_into(&mut out, &c.paths, md);
-    }
-    out
+}
+
+/// The request/response table of each run's figures (latency in `t`), mean over runs: what
+/// netperf prints, beside the percentiles.
+fn rr_figures(out: &mut String, name: &str, t: TimeUnit, rows: &[&RrRow], md: bool) {
+    let title = format!(
+        "{name}: latency in {}, and rate in transactions/s; each run's figure, mean over runs",
+        t.label()
+    );
+    let head = [
+        "cell", "label", "runs", "min", "mean", "p50", "p90", "p99", "max", "stddev", "rate",
+        "retr",
+    ];
+    rr_table(out, &title, &head, rows, md, |r| {
+        vec![
+            t.format(r.min_us.mean),
+            t.format(r.mean_us.mean),
+            t.format(r.p50_us.mean),
+            t.format(r.p90_us.mean),
+            t.format(r.p99_us.mean),
+            t.format(r.max_us.mean),
+            t.format(r.stddev_us.mean),
+            number(r.transactions_per_second.mean),
+            number(r.retransmits.mean),
+        ]
+    });
+}
+
+/// The request/response table of the spread over runs (latency in `t`): confidence
+/// intervals and variation, which a table of means hides.
+fn rr_spread(out: &mut String, name: &str, t: TimeUnit, rows: &[&RrRow], md: bool) {
+    let title = format!(
+        "{name}: spread over runs, latency in {}; 95 % CI of the mean (Student t)",
+        t.label()
+    );
+    let head = [
+        "cell",
+        "label",
+        "runs",
+        "p50 95 % CI",
+        "p99 95 % CI",
+        "rate 95 % CI",
+        "rate stddev",
+        "rate CV",
+    ];
+    rr_table(out, &title, &head, rows, md, |r| {
+        vec![
+            ci(&r.p50_us.scaled(t.of_micros(1.0))),
+            ci(&r.p99_us.scaled(t.of_micros(1.0))),
+            ci(&r.transactions_per_second),
+            opt(r.transactions_per_second.stddev),
+            cv(&r.transactions_per_second),
+        ]
+    });
+}
+
+/// A request/response table: each row's cell, label and runs, then the cells `figures` gives
+/// it; the one row layout both request/response tables share.
+fn rr_table(
+    out: &mut String,
+    title: &str,
+    head: &[&str],
+    rows: &[&RrRow],
+    md: bool,
+    figures: impl Fn(&RrRow) -> Vec<String>,
+) {
+    let body = rows
+        .iter()
+        .map(|r| {
+            let mut cells = vec![r.cell_name.clone(), r.label.clone(), r.runs.to_string()];
+            cells.extend(figures(r));
+            cells
+        })
+        .collect();
+    table(out, title, head, body, md);
 }
 
 /// UDP rows per direction: offered vs sent vs received rate, loss (count and %), reordering,

@@ -20,8 +20,8 @@
 mod facts;
 mod markup;
 mod svg;
+mod tcp_state;
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
@@ -29,7 +29,7 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 use xbench::config::StreamDirection;
 
-use self::facts::{RunFacts, TcpFacts, merge_unknown};
+use self::facts::{RunFacts, merge_unknown};
 use self::markup::{Cell, Column, esc, href, num_col, table, text_col};
 use crate::cell::{CellKey, Kind};
 use crate::chart::{self, ChartData, ChartKind};
@@ -868,7 +868,7 @@ impl<'a> Page<'a> {
                 "<section class=\"path\" id=\"path-{li}\"><h3>{}</h3>",
                 esc(label)
             );
-            b.push_str(&self.tcp_state(li, &runs));
+            b.push_str(&tcp_state::of_path(li, &runs, self.options.unit));
             b.push_str(&warnings(&runs));
             b.push_str(&unknown(&runs));
             b.push_str(&self.run_list(li, &runs));
@@ -879,149 +879,6 @@ impl<'a> Page<'a> {
             title: "Each path: TCP state, warnings and runs".into(),
             body: b,
         }
-    }
-
-    /// The sender's TCP state per cell and direction: what explains each rate.
-    fn tcp_state(&self, li: usize, runs: &[(&Run, &RunFacts)]) -> String {
-        struct Row {
-            cell: String,
-            direction: StreamDirection,
-            facts: Vec<TcpFacts>,
-        }
-        let mut rows: Vec<Row> = Vec::new();
-        let mut by: BTreeMap<(CellKey, StreamDirection), usize> = BTreeMap::new();
-        for (run, f) in runs {
-            for t in &f.tcp {
-                let i = *by.entry((run.key.clone(), t.direction)).or_insert_with(|| {
-                    rows.push(Row {
-                        cell: run.key.describe(),
-                        direction: t.direction,
-                        facts: Vec::new(),
-                    });
-                    rows.len() - 1
-                });
-                rows[i].facts.push(t.clone());
-            }
-        }
-        if rows.is_empty() {
-            return String::new();
-        }
-        // Table order: by cell, as the comparison sorts them.
-        let mut keyed: Vec<((CellKey, StreamDirection), Row)> = Vec::new();
-        let mut rows_opt: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
-        for (k, i) in by {
-            if let Some(r) = rows_opt[i].take() {
-                keyed.push((k, r));
-            }
-        }
-        let rows: Vec<Row> = keyed.into_iter().map(|(_, r)| r).collect();
-        let rtt = TimeUnit::for_micros(largest(
-            rows.iter()
-                .flat_map(|r| r.facts.iter().filter_map(|f| f.rtt_us.map(|x| x.1))),
-        ));
-        let mean = |r: &Row, g: &dyn Fn(&TcpFacts) -> Option<f64>| -> Option<f64> {
-            let v: Vec<f64> = r.facts.iter().filter_map(g).collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-        };
-        let unit = self.options.unit;
-        let both = both_directions(rows.iter().map(|r| r.direction));
-        let mut cols: Vec<Column<'_, Row>> = vec![text_col("cell", |r: &Row| Cell::text(&r.cell))];
-        if both {
-            cols.push(text_col("direction", |r: &Row| {
-                Cell::text(r.direction.label())
-            }));
-        }
-        cols.extend([
-            runs_col(|r: &Row| r.facts.len()),
-            num_col(
-                "retr / run",
-                "segments retransmitted per run, mean",
-                move |r: &Row| Cell::opt(mean(r, &|f| Some(f.retransmits as f64)), number),
-            ),
-            num_col(
-                &format!("RTT min {}", rtt.label()),
-                "smallest smoothed RTT of any run",
-                move |r: &Row| {
-                    let v = r
-                        .facts
-                        .iter()
-                        .filter_map(|f| f.rtt_us.map(|x| x.0))
-                        .fold(f64::INFINITY, f64::min);
-                    Cell::opt(v.is_finite().then_some(v), |v| rtt.format(v))
-                },
-            ),
-            num_col(
-                &format!("RTT mean {}", rtt.label()),
-                "mean smoothed RTT, mean over runs",
-                move |r: &Row| Cell::opt(mean(r, &|f| f.rtt_us.map(|x| x.1)), |v| rtt.format(v)),
-            ),
-            num_col(
-                &format!("RTT max {}", rtt.label()),
-                "largest smoothed RTT of any run",
-                move |r: &Row| {
-                    let v = r
-                        .facts
-                        .iter()
-                        .filter_map(|f| f.rtt_us.map(|x| x.2))
-                        .fold(f64::NEG_INFINITY, f64::max);
-                    Cell::opt(v.is_finite().then_some(v), |v| rtt.format(v))
-                },
-            ),
-            num_col(
-                "max cwnd",
-                "largest congestion window of any stream, any run",
-                |r: &Row| {
-                    let v = r.facts.iter().filter_map(|f| f.max_cwnd_bytes).max();
-                    Cell::opt(v.map(|v| v as f64), |v| bytes(v as u64))
-                },
-            ),
-            num_col(
-                "busy %",
-                "share of the time the senders had data in flight, mean",
-                move |r: &Row| {
-                    Cell::opt(mean(r, &|f| f.limits.map(|l| l.0)), |v| {
-                        format!("{} %", number(v))
-                    })
-                },
-            ),
-            num_col(
-                "rwnd-limited %",
-                "share of the time the receive window held the senders back, mean",
-                move |r: &Row| {
-                    Cell::opt(mean(r, &|f| f.limits.map(|l| l.1)), |v| {
-                        format!("{} %", number(v))
-                    })
-                },
-            ),
-            num_col(
-                "sndbuf-limited %",
-                "share of the time the send buffer held the senders back, mean",
-                move |r: &Row| {
-                    Cell::opt(mean(r, &|f| f.limits.map(|l| l.2)), |v| {
-                        format!("{} %", number(v))
-                    })
-                },
-            ),
-            num_col(
-                "window-limited runs",
-                "runs the receive window limited",
-                |r: &Row| {
-                    let n = r.facts.iter().filter(|f| f.window_limited).count();
-                    Cell::num(format!("{n} of {}", r.facts.len()), n as f64)
-                },
-            ),
-            num_col(
-                "window ceiling",
-                "what the advertised window allows over the RTT, mean",
-                move |r: &Row| Cell::opt(mean(r, &|f| f.ceiling_bps), |v| unit.show(v)),
-            ),
-        ]);
-        table(
-            &format!("tcp-state-{li}"),
-            "The senders' TCP state, from the kernel's TCP_INFO",
-            &cols,
-            &rows,
-        )
     }
 
     /// Every run of a path, linked to its file.

@@ -330,19 +330,65 @@ fn plot(
     l: &Layout,
     tall: bool,
 ) -> String {
-    let r = ranges(panel);
-    let height = if tall { l.height * 0.8 } else { l.height };
-    let (pw, ph) = (l.width - l.left - l.right, height - l.top - l.bottom);
-    let sx = |x: f64| l.left + (x - r.x0) / (r.x1 - r.x0) * pw;
-    let sy = |y: f64| {
+    let f = Frame::new(panel, l, tall);
+    let mut s = svg_open(id, pi, data, panel, &f);
+    bands(&mut s, panel, &f);
+    axes(&mut s, panel, &f);
+    for series in &panel.series {
+        series_group(&mut s, series, names, &f);
+    }
+    s.push_str("<circle class=\"hl\" r=\"6\" cx=\"-99\" cy=\"-99\"/></svg>");
+    s
+}
+
+/// A panel's plot area in one layout and the mapping from figures to its pixels: what every
+/// step of [`plot`] draws with, computed once.
+struct Frame<'l> {
+    l: &'l Layout,
+    r: Ranges,
+    /// The whole SVG's height: shorter when a chart stacks several panels.
+    height: f64,
+    /// The plot area's width and height, inside the margins.
+    pw: f64,
+    ph: f64,
+}
+
+impl<'l> Frame<'l> {
+    /// `panel` in layout `l`; `tall` when the chart stacks several panels.
+    fn new(panel: &Panel, l: &'l Layout, tall: bool) -> Self {
+        let height = if tall { l.height * 0.8 } else { l.height };
+        Frame {
+            l,
+            r: ranges(panel),
+            height,
+            pw: l.width - l.left - l.right,
+            ph: height - l.top - l.bottom,
+        }
+    }
+
+    /// `x` in pixels from the left.
+    fn sx(&self, x: f64) -> f64 {
+        let (l, r) = (self.l, &self.r);
+        l.left + (x - r.x0) / (r.x1 - r.x0) * self.pw
+    }
+
+    /// `y` in pixels from the top; on a log axis, a figure below the axis sits on it.
+    fn sy(&self, y: f64) -> f64 {
+        let (l, r) = (self.l, &self.r);
         let f = if r.log {
             let y = y.max(r.y0);
             (y.log10() - r.y0.log10()) / (r.y1.log10() - r.y0.log10())
         } else {
             (y - r.y0) / (r.y1 - r.y0)
         };
-        l.top + (1.0 - f) * ph
-    };
+        l.top + (1.0 - f) * self.ph
+    }
+}
+
+/// The `<svg>` tag, with the mapping the page script reads to place a hovered point, and its
+/// `<title>` for screen readers: apart from the drawing, which a reader only sees.
+fn svg_open(id: &str, pi: usize, data: &ChartData, panel: &Panel, f: &Frame<'_>) -> String {
+    let (l, r, height, pw, ph) = (f.l, &f.r, f.height, f.pw, f.ph);
     let title_id = format!("{id}-{pi}-{}", l.class);
     let mut s = String::new();
     let _ = write!(
@@ -378,51 +424,35 @@ fn plot(
             .collect::<Vec<_>>()
             .join(", "))
     );
+    s
+}
 
-    // Shaded stretches (a load's phases), behind the grid and the lines.
+/// Shaded stretches (a load's phases): drawn first, so they sit behind the grid and the lines.
+fn bands(s: &mut String, panel: &Panel, f: &Frame<'_>) {
     for b in &panel.bands {
-        let (x0, x1) = (sx(b.from.max(r.x0)), sx(b.to.min(r.x1)));
+        let (x0, x1) = (f.sx(b.from.max(f.r.x0)), f.sx(b.to.min(f.r.x1)));
         if x1 > x0 {
             let (red, green, blue) = crate::chart::band_rgb(b);
             let _ = write!(
                 s,
-                "<rect class=\"band\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{ph:.1}\" \
+                "<rect class=\"band\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
                  fill=\"#{red:02x}{green:02x}{blue:02x}\"><title>{}</title></rect>",
-                l.top,
+                f.l.top,
                 x1 - x0,
+                f.ph,
                 esc(&b.name)
             );
         }
     }
+}
 
-    // Grid and y ticks.
+/// The grid, both axes with their ticks and descriptions: everything of a panel but its data,
+/// drawn under the lines.
+fn axes(s: &mut String, panel: &Panel, f: &Frame<'_>) {
+    let (l, pw, ph) = (f.l, f.pw, f.ph);
     s.push_str("<g class=\"ax\">");
-    let y_ticks: Vec<(f64, String)> = if r.log {
-        let (d0, d1) = (r.y0.log10().round() as i32, r.y1.log10().round() as i32);
-        let mut t = Vec::new();
-        for d in d0..=d1 {
-            let v = 10f64.powi(d);
-            t.push((v, tick_label(v, v.min(1.0))));
-            // With few decades, 2 and 5 between them help read a value.
-            if d1 - d0 <= 2 && d < d1 {
-                for m in [2.0, 5.0] {
-                    t.push((v * m, tick_label(v * m, (v * m).min(1.0))));
-                }
-            }
-        }
-        t
-    } else {
-        let step = nice_step(r.y1 - r.y0, l.y_ticks);
-        let mut t = Vec::new();
-        let mut v = (r.y0 / step).ceil() * step;
-        while v <= r.y1 + step * 1e-9 {
-            t.push((v, tick_label(v, step)));
-            v += step;
-        }
-        t
-    };
-    for (v, label) in &y_ticks {
-        let y = sy(*v);
+    for (v, label) in &y_ticks(f) {
+        let y = f.sy(*v);
         let _ = write!(
             s,
             "<line class=\"grid\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
@@ -434,36 +464,9 @@ fn plot(
             esc(label)
         );
     }
-    // X ticks.
-    let x_ticks: Vec<(f64, String)> = match &panel.x_axis {
-        XAxis::Categories(c) => {
-            // Every label that fits: a phone gets every other one when they would touch.
-            let widest = c.iter().map(|x| x.chars().count()).max().unwrap_or(1) as f64;
-            let spacing = pw / c.len().max(1) as f64;
-            let every = ((widest * l.font * 0.62 + 4.0) / spacing).ceil().max(1.0) as usize;
-            c.iter()
-                .enumerate()
-                .filter(|(i, _)| i % every == 0)
-                .map(|(i, name)| (i as f64, name.clone()))
-                .collect()
-        }
-        XAxis::Nines => (r.x0.round() as i64..=r.x1.round() as i64)
-            .map(|k| (k as f64, nines_label(k as f64)))
-            .collect(),
-        XAxis::Linear => {
-            let step = nice_step(r.x1 - r.x0, l.x_ticks);
-            let mut t = Vec::new();
-            let mut v = (r.x0 / step).ceil() * step;
-            while v <= r.x1 + step * 1e-9 {
-                t.push((v, tick_label(v, step)));
-                v += step;
-            }
-            t
-        }
-    };
     let base = l.top + ph;
-    for (v, label) in &x_ticks {
-        let x = sx(*v);
+    for (v, label) in &x_ticks(panel, f) {
+        let x = f.sx(*v);
         let _ = write!(
             s,
             "<line class=\"tk\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{base:.1}\" y2=\"{:.1}\"/>\
@@ -489,73 +492,132 @@ fn plot(
          <text class=\"desc\" transform=\"rotate(-90)\" x=\"{:.1}\" y=\"{:.1}\" \
          text-anchor=\"middle\">{}</text></g>",
         l.left + pw / 2.0,
-        height - 8.0,
+        f.height - 8.0,
         esc(&panel.x_desc),
         -(l.top + ph / 2.0),
         l.font + 2.0,
         esc(&panel.y_desc)
     );
+}
 
-    // The lines.
-    for series in &panel.series {
-        let c = colour(series.colour);
-        let _ = write!(s, "<g class=\"s\" data-s=\"{}\">", index_of(names, series));
-        let mut d = String::new();
-        for (i, p) in series.points.iter().enumerate() {
-            let _ = write!(
-                d,
-                "{}{:.1} {:.1}",
-                if i == 0 { "M" } else { "L" },
-                sx(p.x),
-                sy(p.y)
-            );
-        }
-        let dash = if series.dashed {
-            " stroke-dasharray=\"7 4\""
-        } else {
-            ""
-        };
-        let _ = write!(
-            s,
-            "<path d=\"{d}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"{dash}/>"
-        );
-        let bars: String = series
-            .points
-            .iter()
-            .filter_map(|p| {
-                let (lo, hi) = p.bar?;
-                let x = sx(p.x);
-                let cap = |y: f64| format!("M{:.1} {y:.1}H{:.1}", x - 4.0, x + 4.0);
-                // An end past the axis is cut there, without its cap: the interval goes on.
-                let (y0, low_cap) = if lo < r.y0 {
-                    (sy(r.y0), String::new())
-                } else {
-                    (sy(lo), cap(sy(lo)))
-                };
-                let y1 = sy(hi);
-                Some(format!("M{x:.1} {y0:.1}V{y1:.1}{low_cap}{}", cap(y1)))
-            })
-            .collect();
-        if !bars.is_empty() {
-            let _ = write!(
-                s,
-                "<path class=\"bar\" d=\"{bars}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.3\"/>"
-            );
-        }
-        if series.markers {
-            for p in &series.points {
-                let _ = write!(
-                    s,
-                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{c}\"/>",
-                    sx(p.x),
-                    sy(p.y)
-                );
+/// The y axis's ticks and their labels: each decade on a log axis, round steps on a linear one.
+fn y_ticks(f: &Frame<'_>) -> Vec<(f64, String)> {
+    let r = &f.r;
+    if !r.log {
+        return linear_ticks(r.y0, r.y1, f.l.y_ticks);
+    }
+    let (d0, d1) = (r.y0.log10().round() as i32, r.y1.log10().round() as i32);
+    let mut t = Vec::new();
+    for d in d0..=d1 {
+        let v = 10f64.powi(d);
+        t.push((v, tick_label(v, v.min(1.0))));
+        // With few decades, 2 and 5 between them help read a value.
+        if d1 - d0 <= 2 && d < d1 {
+            for m in [2.0, 5.0] {
+                t.push((v * m, tick_label(v * m, (v * m).min(1.0))));
             }
         }
-        s.push_str("</g>");
     }
-    s.push_str("<circle class=\"hl\" r=\"6\" cx=\"-99\" cy=\"-99\"/></svg>");
-    s
+    t
+}
+
+/// The x axis's ticks and their labels, as its kind reads: categories, nines or figures.
+fn x_ticks(panel: &Panel, f: &Frame<'_>) -> Vec<(f64, String)> {
+    let (l, r) = (f.l, &f.r);
+    match &panel.x_axis {
+        XAxis::Categories(c) => {
+            // Every label that fits: a phone gets every other one when they would touch.
+            let widest = c.iter().map(|x| x.chars().count()).max().unwrap_or(1) as f64;
+            let spacing = f.pw / c.len().max(1) as f64;
+            let every = ((widest * l.font * 0.62 + 4.0) / spacing).ceil().max(1.0) as usize;
+            c.iter()
+                .enumerate()
+                .filter(|(i, _)| i % every == 0)
+                .map(|(i, name)| (i as f64, name.clone()))
+                .collect()
+        }
+        XAxis::Nines => (r.x0.round() as i64..=r.x1.round() as i64)
+            .map(|k| (k as f64, nines_label(k as f64)))
+            .collect(),
+        XAxis::Linear => linear_ticks(r.x0, r.x1, l.x_ticks),
+    }
+}
+
+/// Ticks at a round step, about `target` of them, from `lo` to `hi`: one rule for both axes.
+fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<(f64, String)> {
+    let step = nice_step(hi - lo, target);
+    let mut t = Vec::new();
+    let mut v = (lo / step).ceil() * step;
+    while v <= hi + step * 1e-9 {
+        t.push((v, tick_label(v, step)));
+        v += step;
+    }
+    t
+}
+
+/// One series as a group the page script can hide: its line, its error bars, its markers.
+fn series_group(s: &mut String, series: &Series, names: &[String], f: &Frame<'_>) {
+    let c = colour(series.colour);
+    let _ = write!(s, "<g class=\"s\" data-s=\"{}\">", index_of(names, series));
+    let mut d = String::new();
+    for (i, p) in series.points.iter().enumerate() {
+        let _ = write!(
+            d,
+            "{}{:.1} {:.1}",
+            if i == 0 { "M" } else { "L" },
+            f.sx(p.x),
+            f.sy(p.y)
+        );
+    }
+    let dash = if series.dashed {
+        " stroke-dasharray=\"7 4\""
+    } else {
+        ""
+    };
+    let _ = write!(
+        s,
+        "<path d=\"{d}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"{dash}/>"
+    );
+    let bars = error_bars(series, f);
+    if !bars.is_empty() {
+        let _ = write!(
+            s,
+            "<path class=\"bar\" d=\"{bars}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.3\"/>"
+        );
+    }
+    if series.markers {
+        for p in &series.points {
+            let _ = write!(
+                s,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{c}\"/>",
+                f.sx(p.x),
+                f.sy(p.y)
+            );
+        }
+    }
+    s.push_str("</g>");
+}
+
+/// The path data of a series' error bars, empty when it has none; apart from
+/// [`series_group`] for its own rule: a bar that leaves the axis is cut there, without a cap.
+fn error_bars(series: &Series, f: &Frame<'_>) -> String {
+    series
+        .points
+        .iter()
+        .filter_map(|p| {
+            let (lo, hi) = p.bar?;
+            let x = f.sx(p.x);
+            let cap = |y: f64| format!("M{:.1} {y:.1}H{:.1}", x - 4.0, x + 4.0);
+            // An end past the axis is cut there, without its cap: the interval goes on.
+            let (y0, low_cap) = if lo < f.r.y0 {
+                (f.sy(f.r.y0), String::new())
+            } else {
+                (f.sy(lo), cap(f.sy(lo)))
+            };
+            let y1 = f.sy(hi);
+            Some(format!("M{x:.1} {y0:.1}V{y1:.1}{low_cap}{}", cap(y1)))
+        })
+        .collect()
 }
 
 /// A panel's points for the page script: per series its index in the key and its points as
