@@ -341,7 +341,8 @@ fn best_against_others(
     }
 }
 
-/// Why `best` and `other` are, or cannot be, told apart, as a clause names it.
+/// Why `best` and `other` are, or cannot be, told apart, as a clause names it. Apart from
+/// `best_against_others` to keep each clause's format on one screen.
 fn why_not(s: Separation, best: &Entry<'_>, other: &Entry<'_>) -> String {
     match s {
         Separation::Apart => "95 % CIs apart".to_owned(),
@@ -357,7 +358,8 @@ fn why_not(s: Separation, best: &Entry<'_>, other: &Entry<'_>) -> String {
     }
 }
 
-/// An entry's 95 % confidence interval as a range, when it has one (two runs or more).
+/// An entry's 95 % confidence interval as a range, when it has one (two runs or more). One
+/// reading for the two sentences that show intervals.
 fn ci95(stats: &Stats, fig: Fig) -> Option<String> {
     stats
         .ci95_low
@@ -365,7 +367,7 @@ fn ci95(stats: &Stats, fig: Fig) -> Option<String> {
         .map(|(lo, hi)| fig.range(lo, hi))
 }
 
-/// The paths' labels, in the entries' order.
+/// The paths' labels, in the entries' order, for the sentences that name every path.
 fn labels<'a>(entries: &[Entry<'a>]) -> Vec<&'a str> {
     entries.iter().map(|e| e.label).collect()
 }

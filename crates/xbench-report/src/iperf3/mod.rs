@@ -168,7 +168,8 @@ fn measured_intervals<'a>(
 }
 
 /// The `side` object (`sender` for TCP, `udp` for UDP) of each of `end.streams` that went the
-/// way the client sending or not says: how a direction finds its own streams' totals.
+/// way the client sending or not says: how a direction finds its own streams' totals (TCP's
+/// RTTs, UDP's out-of-order counts).
 fn end_streams<'a>(
     v: &'a Value,
     side: &'a str,
@@ -181,7 +182,7 @@ fn end_streams<'a>(
 }
 
 /// The elements of a JSON array; none when it is missing or not an array, as iperf3 leaves
-/// out what it did not measure.
+/// out what it did not measure. One spelling for the four arrays read.
 fn items(v: &Value) -> &[Value] {
     v.as_array().map(Vec::as_slice).unwrap_or_default()
 }

@@ -22,7 +22,8 @@ pub(super) fn run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> 
     finish(v, path, label, key, Measure::Throughput(dirs))
 }
 
-/// One direction's figures; only the receiver's rate is required.
+/// One direction's figures; only the receiver's rate is required. Apart from `run` because
+/// a `--bidir` test has two.
 fn direction(v: &Value, part: &Part) -> Result<DirectionResult, String> {
     let end = &v["end"];
     let suffix = part.suffix;
@@ -55,7 +56,8 @@ fn mean_rtt(v: &Value, client_sends: bool) -> Option<f64> {
 }
 
 /// The direction's intervals: the sum's rate and retransmits, and the congestion window of
-/// each stream this end sent (the other end's streams carry none).
+/// each stream this end sent (the other end's streams carry none). Apart from `direction`
+/// because it reads `intervals`, not `end`.
 fn timeline(v: &Value, part: &Part) -> Vec<TimelinePoint> {
     measured_intervals(v, part)
         .filter_map(|(sum, streams)| {

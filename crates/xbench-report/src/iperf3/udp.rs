@@ -43,7 +43,8 @@ pub(super) fn run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> 
     finish(v, path, label, key, Measure::Udp(dirs))
 }
 
-/// One direction's figures; the receiver's datagram counts and jitter are required.
+/// One direction's figures; the receiver's datagram counts and jitter are required. Apart
+/// from `run` because a `--bidir` test has two.
 fn direction(v: &Value, part: &Part, offered: u64) -> Result<UdpResult, String> {
     let end = &v["end"];
     let suffix = part.suffix;
@@ -92,7 +93,8 @@ fn direction(v: &Value, part: &Part, offered: u64) -> Result<UdpResult, String> 
 }
 
 /// The direction's intervals. The receiver's carry its loss and jitter; the sender's only
-/// counts, so those two stay empty there.
+/// counts, so those two stay empty there. Apart from `direction` because it reads
+/// `intervals`, not `end`.
 fn timeline(v: &Value, part: &Part) -> Vec<UdpTimelinePoint> {
     measured_intervals(v, part)
         .filter_map(|(s, _)| {
