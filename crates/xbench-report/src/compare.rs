@@ -580,85 +580,18 @@ impl RegressionCheck {
             percent(c.confidence),
             percent(c.max_regression),
         );
-        let head = [
-            "path",
-            "cell",
-            "metric",
-            "baseline",
-            "candidate",
-            "change",
-            "p",
-            "verdict",
-        ];
-        let body: Vec<[String; 8]> = self
-            .rows
-            .iter()
-            .map(|r| {
-                let side = |s: &Side| match s.centre(r.test) {
-                    Some(v) => format!(
-                        "{} {} (n={})",
-                        if r.test == TestKind::Welch {
-                            "mean"
-                        } else {
-                            "median"
-                        },
-                        r.metric.format(v),
-                        s.values.len()
-                    ),
-                    None => "none".to_owned(),
-                };
-                let path = if r.baseline.label == r.candidate.label {
-                    r.baseline.label.clone()
-                } else {
-                    format!("{} → {}", r.baseline.label, r.candidate.label)
-                };
-                [
-                    path,
-                    r.cell_name.clone(),
-                    r.metric.name().to_owned(),
-                    side(&r.baseline),
-                    side(&r.candidate),
-                    r.change
-                        .map_or_else(String::new, |ch| format!("{:+.1} %", ch * 100.0)),
-                    r.p_regression.map_or_else(String::new, format_p),
-                    r.verdict.short().to_owned(),
-                ]
-            })
-            .collect();
-        let widths: Vec<usize> = (0..head.len())
-            .map(|i| {
-                body.iter()
-                    .map(|r| r[i].chars().count())
-                    .chain([head[i].chars().count()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |cells: Vec<&str>| {
-            let mut s = String::new();
-            for (i, cell) in cells.iter().enumerate() {
-                if i > 0 {
-                    s.push_str("  ");
-                }
-                let pad = " ".repeat(widths[i].saturating_sub(cell.chars().count()));
-                // Figures right-aligned, words left-aligned.
-                if (5..=6).contains(&i) {
-                    s.push_str(&pad);
-                    s.push_str(cell);
-                } else {
-                    s.push_str(cell);
-                    s.push_str(&pad);
-                }
-            }
-            s.trim_end().to_owned()
-        };
-        let _ = writeln!(out, "{}", line(head.to_vec()));
-        for r in &body {
-            let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
-        }
+        let body: Vec<[String; 8]> = self.rows.iter().map(Row::cells).collect();
+        out.push_str(&aligned(&TEXT_HEAD, &body));
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");
         }
+        self.write_outcome(&mut out);
+        out
+    }
+
+    /// The text's end: how the check came out, what regressed and what could not be decided.
+    /// Apart from `to_text` because it reads the outcome, not the rows' figures.
+    fn write_outcome(&self, out: &mut String) {
         let regressed: Vec<&Row> = self.regressions().collect();
         let undecided: Vec<&Row> = self.undecided().collect();
         match self.outcome() {
@@ -694,7 +627,6 @@ impl RegressionCheck {
         for r in undecided {
             let _ = writeln!(out, "  - {}", r.describe());
         }
-        out
     }
 }
 
@@ -741,6 +673,41 @@ impl Row {
             let _ = write!(s, ": {reason}");
         }
         s
+    }
+
+    /// The row as the verdict table's cells, under [`TEXT_HEAD`]: each side's centre, the
+    /// change and p as figures, the verdict in a word. Apart from `to_text` because it knows
+    /// one row, not the table.
+    fn cells(&self) -> [String; 8] {
+        let side = |s: &Side| match s.centre(self.test) {
+            Some(v) => format!(
+                "{} {} (n={})",
+                if self.test == TestKind::Welch {
+                    "mean"
+                } else {
+                    "median"
+                },
+                self.metric.format(v),
+                s.values.len()
+            ),
+            None => "none".to_owned(),
+        };
+        let path = if self.baseline.label == self.candidate.label {
+            self.baseline.label.clone()
+        } else {
+            format!("{} → {}", self.baseline.label, self.candidate.label)
+        };
+        [
+            path,
+            self.cell_name.clone(),
+            self.metric.name().to_owned(),
+            side(&self.baseline),
+            side(&self.candidate),
+            self.change
+                .map_or_else(String::new, |ch| format!("{:+.1} %", ch * 100.0)),
+            self.p_regression.map_or_else(String::new, format_p),
+            self.verdict.short().to_owned(),
+        ]
     }
 }
 
@@ -874,6 +841,56 @@ pub(crate) fn median(v: &[f64]) -> f64 {
     } else {
         (s[n / 2 - 1] + s[n / 2]) / 2.0
     }
+}
+
+/// The verdict table's column headings; [`Row::cells`] fills one line of them.
+const TEXT_HEAD: [&str; 8] = [
+    "path",
+    "cell",
+    "metric",
+    "baseline",
+    "candidate",
+    "change",
+    "p",
+    "verdict",
+];
+
+/// `head` and `body` as aligned columns, one line each, figures (change and p) right-aligned
+/// and words left-aligned. Apart from `to_text` because it knows the layout, not the check.
+fn aligned(head: &[&str; 8], body: &[[String; 8]]) -> String {
+    let widths: Vec<usize> = (0..head.len())
+        .map(|i| {
+            body.iter()
+                .map(|r| r[i].chars().count())
+                .chain([head[i].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            let pad = " ".repeat(widths[i].saturating_sub(cell.chars().count()));
+            // Figures right-aligned, words left-aligned.
+            if (5..=6).contains(&i) {
+                s.push_str(&pad);
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                s.push_str(&pad);
+            }
+        }
+        s.trim_end().to_owned()
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", line(head.to_vec()));
+    for r in body {
+        let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
+    }
+    out
 }
 
 fn percent(f: f64) -> String {

@@ -184,6 +184,7 @@ enum Better {
     LessLoss,
 }
 
+/// The verdict on one cell: its only path's figure, or the best path against each other.
 fn word(
     kind: Kind,
     cell_name: String,
@@ -191,29 +192,11 @@ fn word(
     better: Better,
     fig: Fig,
 ) -> CellVerdict {
-    let show = |v: f64| fig.one(v);
     let at = format!("at {cell_name}");
-    let n_runs = |e: &Entry<'_>| format!("{} run{}", e.runs, if e.runs == 1 { "" } else { "s" });
     if let [only] = entries.as_slice() {
-        let ci = only
-            .stats
-            .ci95_low
-            .zip(only.stats.ci95_high)
-            .map(|(lo, hi)| format!(", 95 % CI {}", fig.range(lo, hi)))
-            .unwrap_or_default();
-        let what = match better {
-            Better::Higher => "receiver rate",
-            Better::Lower(what) => what,
-            Better::LessLoss => "datagrams lost",
-        };
         return CellVerdict {
             kind,
-            sentence: format!(
-                "Only {} measured {at}: {what} {} ({}{ci}); nothing to compare it with.",
-                only.label,
-                show(only.stats.mean),
-                n_runs(only)
-            ),
+            sentence: only_one(only, &at, better, fig),
             cell_name,
             decided: false,
         };
@@ -225,6 +208,19 @@ fn word(
             entries.sort_by(|a, b| a.stats.mean.total_cmp(&b.stats.mean));
         }
     }
+    if let Better::LessLoss = better
+        && entries.iter().all(|e| e.stats.max == 0.0)
+    {
+        return CellVerdict {
+            kind,
+            sentence: format!(
+                "No path lost a datagram {at}: {} (every run).",
+                join_and(&labels(&entries))
+            ),
+            cell_name,
+            decided: false,
+        };
+    }
     let best = &entries[0];
     let others = &entries[1..];
     let seps: Vec<Separation> = others
@@ -232,94 +228,10 @@ fn word(
         .map(|o| separation(best.stats, o.stats))
         .collect();
     let decided = seps.contains(&Separation::Apart);
-    let why_not = |s: Separation, o: &Entry<'_>| match s {
-        Separation::Apart => "95 % CIs apart".to_owned(),
-        Separation::Overlap => "cannot tell: 95 % CIs overlap".to_owned(),
-        Separation::NoInterval => format!(
-            "cannot tell: {} has a single run, so no confidence interval",
-            if best.runs == 1 { best.label } else { o.label }
-        ),
-    };
-
-    if let Better::LessLoss = better
-        && entries.iter().all(|e| e.stats.max == 0.0)
-    {
-        let names: Vec<&str> = entries.iter().map(|e| e.label).collect();
-        return CellVerdict {
-            kind,
-            sentence: format!(
-                "No path lost a datagram {at}: {} (every run).",
-                join_and(&names)
-            ),
-            cell_name,
-            decided: false,
-        };
-    }
-
-    let clauses: Vec<String> = others
-        .iter()
-        .zip(&seps)
-        .map(|(o, s)| match better {
-            Better::Higher => format!(
-                "{} {} ({})",
-                ratio(best.stats.mean, o.stats.mean),
-                o.label,
-                why_not(*s, o)
-            ),
-            Better::Lower(_) => format!(
-                "{}'s is {} ({}; {})",
-                o.label,
-                ratio(o.stats.mean, best.stats.mean),
-                show(o.stats.mean),
-                why_not(*s, o)
-            ),
-            Better::LessLoss => format!("{} {} ({})", o.label, show(o.stats.mean), why_not(*s, o)),
-        })
-        .collect();
     let sentence = if !decided && seps.iter().all(|s| *s == Separation::Overlap) {
-        let names: Vec<&str> = entries.iter().map(|e| e.label).collect();
-        let figures: Vec<String> = entries
-            .iter()
-            .map(|e| {
-                let ci = e
-                    .stats
-                    .ci95_low
-                    .zip(e.stats.ci95_high)
-                    .map(|(lo, hi)| format!(" ({})", fig.range(lo, hi)))
-                    .unwrap_or_default();
-                format!("{} {}{ci}", e.label, show(e.stats.mean))
-            })
-            .collect();
-        let what = match better {
-            Better::Higher => "receiver rate",
-            Better::Lower(what) => what,
-            Better::LessLoss => "loss",
-        };
-        format!(
-            "Cannot tell {} apart {at}: their 95 % CIs overlap ({what}: {}).",
-            join_and(&names),
-            figures.join(", ")
-        )
+        cannot_tell(&entries, &at, better, fig)
     } else {
-        match better {
-            Better::Higher => format!(
-                "{} delivers {} {at}.",
-                best.label,
-                join_and(&clauses.iter().map(String::as_str).collect::<Vec<_>>())
-            ),
-            Better::Lower(what) => format!(
-                "{}'s {what} is {} {at}; {}.",
-                best.label,
-                show(best.stats.mean),
-                clauses.join("; ")
-            ),
-            Better::LessLoss => format!(
-                "{} lost {} of its datagrams {at}; {}.",
-                best.label,
-                show(best.stats.mean),
-                clauses.join("; ")
-            ),
-        }
+        best_against_others(best, others, &seps, &at, better, fig)
     };
     CellVerdict {
         kind,
@@ -327,6 +239,137 @@ fn word(
         sentence,
         decided,
     }
+}
+
+/// The sentence for a cell one path measured: its figure and interval, and that there is
+/// nothing to compare. Apart from `word` because it shares nothing with the comparing wording.
+fn only_one(only: &Entry<'_>, at: &str, better: Better, fig: Fig) -> String {
+    let ci = ci95(only.stats, fig)
+        .map(|range| format!(", 95 % CI {range}"))
+        .unwrap_or_default();
+    let what = match better {
+        Better::Higher => "receiver rate",
+        Better::Lower(what) => what,
+        Better::LessLoss => "datagrams lost",
+    };
+    format!(
+        "Only {} measured {at}: {what} {} ({} run{}{ci}); nothing to compare it with.",
+        only.label,
+        fig.one(only.stats.mean),
+        only.runs,
+        if only.runs == 1 { "" } else { "s" }
+    )
+}
+
+/// The sentence when every other path's interval overlaps the best's: each path's figure and
+/// interval, so a reader sees why. Apart from `word` because no path leads in it.
+fn cannot_tell(entries: &[Entry<'_>], at: &str, better: Better, fig: Fig) -> String {
+    let figures: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            let ci = ci95(e.stats, fig)
+                .map(|range| format!(" ({range})"))
+                .unwrap_or_default();
+            format!("{} {}{ci}", e.label, fig.one(e.stats.mean))
+        })
+        .collect();
+    let what = match better {
+        Better::Higher => "receiver rate",
+        Better::Lower(what) => what,
+        Better::LessLoss => "loss",
+    };
+    format!(
+        "Cannot tell {} apart {at}: their 95 % CIs overlap ({what}: {}).",
+        join_and(&labels(entries)),
+        figures.join(", ")
+    )
+}
+
+/// The sentence naming the best path and each other path against it, with whether the two
+/// can be told apart (`seps`, one per other path). Apart from `word` because each kind of
+/// figure words it differently.
+fn best_against_others(
+    best: &Entry<'_>,
+    others: &[Entry<'_>],
+    seps: &[Separation],
+    at: &str,
+    better: Better,
+    fig: Fig,
+) -> String {
+    let show = |v: f64| fig.one(v);
+    let clauses: Vec<String> = others
+        .iter()
+        .zip(seps)
+        .map(|(o, s)| {
+            let why = why_not(*s, best, o);
+            match better {
+                Better::Higher => {
+                    format!(
+                        "{} {} ({why})",
+                        ratio(best.stats.mean, o.stats.mean),
+                        o.label
+                    )
+                }
+                Better::Lower(_) => format!(
+                    "{}'s is {} ({}; {why})",
+                    o.label,
+                    ratio(o.stats.mean, best.stats.mean),
+                    show(o.stats.mean)
+                ),
+                Better::LessLoss => format!("{} {} ({why})", o.label, show(o.stats.mean)),
+            }
+        })
+        .collect();
+    match better {
+        Better::Higher => format!(
+            "{} delivers {} {at}.",
+            best.label,
+            join_and(&clauses.iter().map(String::as_str).collect::<Vec<_>>())
+        ),
+        Better::Lower(what) => format!(
+            "{}'s {what} is {} {at}; {}.",
+            best.label,
+            show(best.stats.mean),
+            clauses.join("; ")
+        ),
+        Better::LessLoss => format!(
+            "{} lost {} of its datagrams {at}; {}.",
+            best.label,
+            show(best.stats.mean),
+            clauses.join("; ")
+        ),
+    }
+}
+
+/// Why `best` and `other` are, or cannot be, told apart, as a clause names it. Apart from
+/// `best_against_others` to keep each clause's format on one screen.
+fn why_not(s: Separation, best: &Entry<'_>, other: &Entry<'_>) -> String {
+    match s {
+        Separation::Apart => "95 % CIs apart".to_owned(),
+        Separation::Overlap => "cannot tell: 95 % CIs overlap".to_owned(),
+        Separation::NoInterval => format!(
+            "cannot tell: {} has a single run, so no confidence interval",
+            if best.runs == 1 {
+                best.label
+            } else {
+                other.label
+            }
+        ),
+    }
+}
+
+/// An entry's 95 % confidence interval as a range, when it has one (two runs or more). One
+/// reading for the two sentences that show intervals.
+fn ci95(stats: &Stats, fig: Fig) -> Option<String> {
+    stats
+        .ci95_low
+        .zip(stats.ci95_high)
+        .map(|(lo, hi)| fig.range(lo, hi))
+}
+
+/// The paths' labels, in the entries' order, for the sentences that name every path.
+fn labels<'a>(entries: &[Entry<'a>]) -> Vec<&'a str> {
+    entries.iter().map(|e| e.label).collect()
 }
 
 /// How a cell's figure is written.

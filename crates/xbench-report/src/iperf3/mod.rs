@@ -8,6 +8,12 @@
 //! comes from iperf3's `--title` when it was given. A document `xbench client --json-format
 //! iperf3` wrote (its `start.version` names xbench) is xbench's measurement and joins xbench's
 //! cells, not iperf3's. This module does not walk directories.
+//!
+//! What TCP and UDP files share (the test's streams and directions, the interval walk, the
+//! run's key and header) is here; each protocol's figures are read in `tcp` and `udp`.
+
+mod tcp;
+mod udp;
 
 use std::path::PathBuf;
 
@@ -15,7 +21,7 @@ use serde_json::Value;
 use xbench::config::StreamDirection;
 
 use crate::cell::{CellKey, Kind, TestDirection, Tool};
-use crate::run::{DirectionResult, Measure, Run, TimelinePoint, UdpResult, UdpTimelinePoint};
+use crate::run::{Measure, Run};
 
 /// Whether a JSON document looks like iperf3's `-J` output: a `start` with a `test_start`, and
 /// an `end`.
@@ -28,117 +34,91 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
     if let Some(e) = v.get("error").and_then(Value::as_str) {
         return Err(format!("iperf3 reported an error: {e}"));
     }
-    let start = &v["start"];
-    let ts = &start["test_start"];
-    let protocol = ts["protocol"].as_str().unwrap_or("TCP");
-    if protocol == "UDP" {
-        return udp_run(v, path, label);
-    }
-    if protocol != "TCP" {
-        return Err(format!(
+    match v["start"]["test_start"]["protocol"]
+        .as_str()
+        .unwrap_or("TCP")
+    {
+        "TCP" => tcp::run(v, path, label),
+        "UDP" => udp::run(v, path, label),
+        protocol => Err(format!(
             "an iperf3 {protocol} test; only TCP and UDP results can be compared"
-        ));
+        )),
     }
-    let streams = ts["num_streams"]
-        .as_u64()
-        .and_then(|n| u16::try_from(n).ok())
-        .filter(|n| *n > 0)
-        .ok_or("no stream count in start.test_start.num_streams")?;
-    let end = &v["end"];
-    let reverse = ts["reverse"].as_u64().unwrap_or(0) != 0;
-    // iperf3 3.7+ writes `bidir` in test_start; 3.12 does not, but always adds the reverse sums.
-    let bidir =
-        ts["bidir"].as_u64().unwrap_or(0) != 0 || end.get("sum_received_bidir_reverse").is_some();
-    let direction = match (bidir, reverse) {
-        (true, _) => TestDirection::Bidir,
-        (false, true) => TestDirection::ServerToClient,
-        (false, false) => TestDirection::ClientToServer,
-    };
-    let window = start["sock_bufsize"].as_u64().filter(|w| *w > 0);
+}
 
-    // (direction, end sums suffix, interval sum key, whether the client sent it).
-    let forward = if reverse {
-        StreamDirection::ServerToClient
-    } else {
-        StreamDirection::ClientToServer
-    };
-    let mut parts = vec![(forward, "", "sum", !reverse)];
-    if bidir {
-        parts.push((
-            StreamDirection::ServerToClient,
-            "_bidir_reverse",
-            "sum_bidir_reverse",
-            false,
-        ));
-    }
-    let mut dirs = Vec::new();
-    for (dir, suffix, iv_key, client_sends) in parts {
-        let received = &end[format!("sum_received{suffix}")];
-        let bps = received["bits_per_second"]
-            .as_f64()
-            .ok_or_else(|| format!("no end.sum_received{suffix}.bits_per_second"))?;
-        let retransmits = end[format!("sum_sent{suffix}")]["retransmits"]
+/// What `start.test_start` says of the test as a whole. Apart from the protocols' figures
+/// because TCP and UDP files write it the same way.
+struct Test {
+    /// `-P`.
+    streams: u16,
+    /// The cell's direction.
+    direction: TestDirection,
+    /// The directions measured: the forward one, and with `--bidir` the server's.
+    parts: Vec<Part>,
+}
+
+/// One direction measured, and where iperf3 put its figures.
+struct Part {
+    direction: StreamDirection,
+    /// The suffix of its sums in `end` and in each interval: `""`, or `"_bidir_reverse"`.
+    suffix: &'static str,
+    /// Whether the client sent it: which streams' sender-side figures are this direction's.
+    client_sends: bool,
+}
+
+impl Test {
+    /// Reads the test; `reverse_sum` is the `end` sum only a `--bidir` test has (TCP and UDP
+    /// name it differently).
+    fn read(v: &Value, reverse_sum: &str) -> Result<Test, String> {
+        let ts = &v["start"]["test_start"];
+        let streams = ts["num_streams"]
             .as_u64()
-            .unwrap_or(0);
-        // Per-stream sender RTTs; iperf3 writes 0 where it has none (the server's side).
-        let rtts: Vec<f64> = end["streams"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .filter(|s| s["sender"]["sender"].as_bool() == Some(client_sends))
-            .filter_map(|s| s["sender"]["mean_rtt"].as_f64())
-            .filter(|r| *r > 0.0)
-            .collect();
-        let rtt_mean_us = (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64);
-        let timeline = v["intervals"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .filter(|iv| !iv[iv_key]["omitted"].as_bool().unwrap_or(false))
-            .filter_map(|iv| {
-                let sum = &iv[iv_key];
-                let streams = iv["streams"]
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                let mine = streams
-                    .iter()
-                    .filter(|s| s["sender"].as_bool() == Some(client_sends));
-                Some(TimelinePoint {
-                    start_s: sum["start"].as_f64().unwrap_or(0.0),
-                    end_s: sum["end"].as_f64()?,
-                    bits_per_second: sum["bits_per_second"].as_f64()?,
-                    retransmits: sum["retransmits"].as_u64().unwrap_or(0),
-                    cwnd_bytes: mine.filter_map(|s| s["snd_cwnd"].as_u64()).collect(),
-                })
-            })
-            .collect();
-        dirs.push(DirectionResult {
-            direction: dir,
-            bits_per_second: bps,
-            retransmits,
-            rtt_mean_us,
-            window_ceiling_bps: None,
-            // iperf3's JSON lacks the limited times, threads and queues a verdict rests on.
-            verdict: None,
-            timeline,
-        });
+            .and_then(|n| u16::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .ok_or("no stream count in start.test_start.num_streams")?;
+        let reverse = ts["reverse"].as_u64().unwrap_or(0) != 0;
+        // iperf3 3.7+ writes `bidir` in test_start; 3.12 does not, but always adds the reverse
+        // sums.
+        let bidir = ts["bidir"].as_u64().unwrap_or(0) != 0 || v["end"].get(reverse_sum).is_some();
+        let direction = match (bidir, reverse) {
+            (true, _) => TestDirection::Bidir,
+            (false, true) => TestDirection::ServerToClient,
+            (false, false) => TestDirection::ClientToServer,
+        };
+        let forward = if reverse {
+            StreamDirection::ServerToClient
+        } else {
+            StreamDirection::ClientToServer
+        };
+        let mut parts = vec![Part {
+            direction: forward,
+            suffix: "",
+            client_sends: !reverse,
+        }];
+        if bidir {
+            parts.push(Part {
+                direction: StreamDirection::ServerToClient,
+                suffix: "_bidir_reverse",
+                client_sends: false,
+            });
+        }
+        Ok(Test {
+            streams,
+            direction,
+            parts,
+        })
     }
-    let measure = Measure::Throughput(dirs);
-    crate::run::check_figures(&measure).map_err(|e| e.to_string())?;
-    Ok(Run {
-        path,
-        label: title_or(v, label),
-        key: CellKey {
-            kind: Kind::Throughput,
-            direction: Some(direction),
+
+    /// The cell's key as far as TCP and UDP share it; UDP adds its datagram size and rate.
+    fn key(&self, v: &Value, kind: Kind) -> CellKey {
+        CellKey {
+            kind,
+            direction: Some(self.direction),
             tool: tool_of(v),
             datagram_bytes: None,
             bitrate: None,
-            streams: Some(streams),
-            window,
+            streams: Some(self.streams),
+            window: v["start"]["sock_bufsize"].as_u64().filter(|w| *w > 0),
             request_bytes: None,
             response_bytes: None,
             flows: None,
@@ -147,7 +127,24 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
             mss: None,
             congestion: None,
             tcp_probe: None,
-        },
+        }
+    }
+}
+
+/// The run of `key` measuring `measure`, refused when a figure cannot be true. The last step of
+/// both protocols: the header (label, start, length) is read alike.
+fn finish(
+    v: &Value,
+    path: PathBuf,
+    label: &str,
+    key: CellKey,
+    measure: Measure,
+) -> Result<Run, String> {
+    crate::run::check_figures(&measure).map_err(|e| e.to_string())?;
+    Ok(Run {
+        path,
+        label: title_or(v, label),
+        key,
         started_at: started_at(v),
         length_s: v["start"]["test_start"]["duration"]
             .as_f64()
@@ -157,152 +154,37 @@ pub fn to_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
     })
 }
 
-/// An iperf3 `-u` test. iperf3's `-b` (`target_bitrate`) is per stream; the cell's offered
-/// rate is the total, as xbench's. The receiver's figures (jitter, loss, datagrams) are in
-/// `end.sum` (3.1 and later), the two ends' rates in `end.sum_sent` and `end.sum_received`
-/// (3.7 and later; older files give the receiver's rate from the loss). iperf3 counts no
-/// duplicates and no receive-buffer drops: those are left empty, not zero.
-fn udp_run(v: &Value, path: PathBuf, label: &str) -> Result<Run, String> {
-    let start = &v["start"];
-    let ts = &start["test_start"];
-    let streams = ts["num_streams"]
-        .as_u64()
-        .and_then(|n| u16::try_from(n).ok())
-        .filter(|n| *n > 0)
-        .ok_or("no stream count in start.test_start.num_streams")?;
-    let reverse = ts["reverse"].as_u64().unwrap_or(0) != 0;
-    let end = &v["end"];
-    let bidir = ts["bidir"].as_u64().unwrap_or(0) != 0 || end.get("sum_bidir_reverse").is_some();
-    let direction = match (bidir, reverse) {
-        (true, _) => TestDirection::Bidir,
-        (false, true) => TestDirection::ServerToClient,
-        (false, false) => TestDirection::ClientToServer,
-    };
-    let datagram = ts["blksize"]
-        .as_u64()
-        .and_then(|n| u32::try_from(n).ok())
-        .filter(|n| *n > 0)
-        .ok_or("no datagram size in start.test_start.blksize")?;
-    // 0 is iperf3's unpaced (`-b 0`), as xbench's.
-    let per_stream = ts["target_bitrate"]
-        .as_u64()
-        .or_else(|| start["target_bitrate"].as_u64())
-        .unwrap_or(0);
-    let offered = per_stream.saturating_mul(u64::from(streams));
-    let forward = if reverse {
-        StreamDirection::ServerToClient
-    } else {
-        StreamDirection::ClientToServer
-    };
-    let mut parts = vec![(forward, "", !reverse)];
-    if bidir {
-        parts.push((StreamDirection::ServerToClient, "_bidir_reverse", false));
-    }
-    let mut dirs = Vec::new();
-    for (dir, suffix, client_sends) in parts {
-        let sum = &end[format!("sum{suffix}")];
-        let field = |k: &str| {
-            sum[k]
-                .as_f64()
-                .ok_or_else(|| format!("no end.sum{suffix}.{k}"))
-        };
-        let packets = field("packets")?.max(0.0);
-        // iperf3 counts a late datagram as lost and then as not lost: the figure can go
-        // below zero, and is then none.
-        let lost = field("lost_packets")?.max(0.0).min(packets);
-        let jitter_ms = field("jitter_ms")?;
-        let lost_pct = if packets > 0.0 {
-            lost / packets * 100.0
-        } else {
-            0.0
-        };
-        let sent = &end[format!("sum_sent{suffix}")];
-        let received = &end[format!("sum_received{suffix}")];
-        let sent_bps = sent["bits_per_second"]
-            .as_f64()
-            .or_else(|| sum["bits_per_second"].as_f64())
-            .ok_or_else(|| format!("no end.sum{suffix}.bits_per_second"))?;
-        let received_bps = received["bits_per_second"]
-            .as_f64()
-            .unwrap_or(sent_bps * (1.0 - lost_pct / 100.0));
-        let sent_datagrams = sent["packets"].as_f64().unwrap_or(packets).max(0.0) as u64;
-        let out_of_order = end["streams"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .map(|s| &s["udp"])
-            .filter(|s| s["sender"].as_bool() == Some(client_sends))
-            .filter_map(|s| s["out_of_order"].as_u64())
-            .sum();
-        let iv_key = format!("sum{suffix}");
-        let timeline = v["intervals"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .map(|iv| &iv[&iv_key])
-            .filter(|s| !s["omitted"].as_bool().unwrap_or(false))
-            .filter_map(|s| {
-                // The receiver's intervals carry its loss and jitter; the sender's only counts.
-                let receiver = s["sender"].as_bool() == Some(false);
-                Some(UdpTimelinePoint {
-                    start_s: s["start"].as_f64().unwrap_or(0.0),
-                    end_s: s["end"].as_f64()?,
-                    bits_per_second: s["bits_per_second"].as_f64()?,
-                    lost: s["lost_packets"]
-                        .as_i64()
-                        .filter(|_| receiver)
-                        .map(|l| l.max(0) as u64),
-                    jitter_ms: s["jitter_ms"].as_f64().filter(|_| receiver),
-                })
-            })
-            .collect();
-        dirs.push(UdpResult {
-            direction: dir,
-            offered_bps: (offered > 0).then_some(offered as f64),
-            sent_bps,
-            received_bps,
-            sent_datagrams,
-            received_datagrams: (packets - lost) as u64,
-            lost: lost as u64,
-            lost_pct,
-            out_of_order,
-            duplicates: None,
-            jitter_ms,
-            rxq_drops: None,
-            timeline,
-        });
-    }
-    let measure = Measure::Udp(dirs);
-    crate::run::check_figures(&measure).map_err(|e| e.to_string())?;
-    Ok(Run {
-        path,
-        label: title_or(v, label),
-        key: CellKey {
-            kind: Kind::Udp,
-            direction: Some(direction),
-            tool: tool_of(v),
-            datagram_bytes: Some(datagram),
-            bitrate: Some(offered),
-            streams: Some(streams),
-            window: start["sock_bufsize"].as_u64().filter(|w| *w > 0),
-            request_bytes: None,
-            response_bytes: None,
-            flows: None,
-            burst: None,
-            rate: None,
-            mss: None,
-            congestion: None,
-            tcp_probe: None,
-        },
-        started_at: started_at(v),
-        length_s: v["start"]["test_start"]["duration"]
-            .as_f64()
-            .filter(|d| *d > 0.0),
-        facts: Default::default(),
-        measure,
-    })
+/// `part`'s sum and the streams of each interval, those in the `-O` warm-up left out: one
+/// rule for TCP and UDP, so both keep the measured window alone.
+fn measured_intervals<'a>(
+    v: &'a Value,
+    part: &Part,
+) -> impl Iterator<Item = (&'a Value, &'a [Value])> + use<'a> {
+    let key = format!("sum{}", part.suffix);
+    items(&v["intervals"])
+        .iter()
+        .map(move |iv| (&iv[&key], items(&iv["streams"])))
+        .filter(|(sum, _)| !sum["omitted"].as_bool().unwrap_or(false))
+}
+
+/// The `side` object (`sender` for TCP, `udp` for UDP) of each of `end.streams` that went the
+/// way the client sending or not says: how a direction finds its own streams' totals (TCP's
+/// RTTs, UDP's out-of-order counts).
+fn end_streams<'a>(
+    v: &'a Value,
+    side: &'a str,
+    client_sends: bool,
+) -> impl Iterator<Item = &'a Value> {
+    items(&v["end"]["streams"])
+        .iter()
+        .map(move |s| &s[side])
+        .filter(move |s| s["sender"].as_bool() == Some(client_sends))
+}
+
+/// The elements of a JSON array; none when it is missing or not an array, as iperf3 leaves
+/// out what it did not measure. One spelling for the four arrays read.
+fn items(v: &Value) -> &[Value] {
+    v.as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
 fn started_at(v: &Value) -> String {
@@ -312,7 +194,6 @@ fn started_at(v: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// iperf3's `--title`, else `label`.
 /// Who measured: `xbench client --json-format iperf3` writes `xbench 0.1.0 (iperf 3.12 JSON)`
 /// as the version, and its runs join xbench's cells.
 fn tool_of(v: &Value) -> Tool {
@@ -326,6 +207,7 @@ fn tool_of(v: &Value) -> Tool {
     }
 }
 
+/// iperf3's `--title`, else `label`.
 fn title_or(v: &Value, label: &str) -> String {
     v["title"]
         .as_str()
