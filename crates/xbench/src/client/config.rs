@@ -50,10 +50,10 @@ pub struct ClientConfig {
     /// Local addresses the data are spread over, round-robin (`-B a,b,…`): TCP flows and
     /// streams (`--rr`, `--crr` flows' every connection, `--connections-only`'s held flows and
     /// openers, `-P` streams, iperf3 TCP streams) and UDP sockets (`-u`, `--rr -u`); flow or
-    /// stream `i` from address `(i + 1) mod n` ([`flow_plan::round_robin`]). Empty:
+    /// stream `i` from address `(i + 1) mod n` ([`super::flow_plan::round_robin`]). Empty:
     /// [`Self::bind`] alone. Each address brings a whole ephemeral port range, so more flows
-    /// than one range holds need more of them (see [`flow_plan`]). The first should be
-    /// [`Self::bind`]. An iperf3 UDP test refuses a list ([`flow_plan::BindList`]).
+    /// than one range holds need more of them (see [`super::flow_plan`]). The first should be
+    /// [`Self::bind`]. An iperf3 UDP test refuses a list ([`super::flow_plan::BindList`]).
     pub flow_binds: Vec<IpAddr>,
     /// Most data connections being opened at once (`--max-connecting`): the rest wait for one
     /// to finish its handshake. Bounds what the flows put in the server's SYN and accept
@@ -84,11 +84,11 @@ pub struct ClientConfig {
     pub per_flow: bool,
     /// Request/response: when the server takes fewer flows than asked (its `--max-flows`),
     /// run the flows it takes and say so in the report (`--allow-partial-flows`), instead of
-    /// failing with [`Error::FlowLimit`]. Off by default: a test that silently ran fewer
+    /// failing with [`crate::error::Error::FlowLimit`]. Off by default: a test that silently ran fewer
     /// flows than asked would measure a different load.
     pub allow_partial_flows: bool,
     /// Probe the hops of the test's path while it runs (`--trace`): the report's
-    /// [`TestReport::trace`]. `None`: no probes.
+    /// [`crate::report::TestReport::trace`]. `None`: no probes.
     pub trace: Option<crate::trace::TraceConfig>,
     /// Request/response over TCP: `Some(k)` makes the test a connection-rate test
     /// (`--connections-only`, `--openers k`): the spec's `flows` are opened and held for the

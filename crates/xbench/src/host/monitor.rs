@@ -120,7 +120,7 @@ impl Drop for Monitor {
     }
 }
 
-/// Restarts a [`Monitor`]'s span: see [`Monitor::restart`].
+/// Restarts a [`Monitor`]'s span: see [`Self::restart`].
 #[derive(Debug, Clone)]
 pub(crate) struct Restarter(Arc<Mutex<Option<Sampler>>>);
 

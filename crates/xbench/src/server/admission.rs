@@ -11,8 +11,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Ctx;
 use super::budget::{Need, Reservation};
+use super::context::Ctx;
 use crate::config::{EndCondition, StreamDirection, TestSpec, Workload};
 use crate::proto::{ErrorCode, StreamLayout};
 

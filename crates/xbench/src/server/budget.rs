@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::Limits;
+use super::config::Limits;
 
 /// Descriptors tests may never take from the pool, kept for new connections' handshakes (at
 /// most a quarter of the pool, and no more than `--max-handshakes`): twice what a client

@@ -16,7 +16,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::governor::{Governor, PacedSocket, Share};
 use super::metrics::{Direction, Moved, Transport};
-use super::session::SessionEnd;
+use super::test::SessionEnd;
 use super::test::{Idle, Test, TestEnd, log_test, on_control};
 use crate::check;
 use crate::config::{EndCondition, StreamDirection, TestSpec, ThroughputSpec};
@@ -173,7 +173,8 @@ impl Measuring {
             .of_role(Role::Sender)
             .map(|h| Arc::downgrade(&h.shared) as PacedSocket)
             .collect();
-        let share = (!senders.is_empty()).then(|| Governor::join(&t.ctx, senders, tp.bitrate));
+        let share =
+            (!senders.is_empty()).then(|| Governor::join(&t.ctx.governor, senders, tp.bitrate));
         let schedule = Schedule::for_spec(spec);
         // Our senders' clock starts as `Ready` leaves: their first bytes reach the client as it
         // reads `Ready` and starts its own.

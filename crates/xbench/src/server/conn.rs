@@ -5,12 +5,12 @@
 //! something else (dropped). Also the `--allow` list, which is checked here.
 //!
 //! Every read here is bounded by the handshake timeout, and a connection holds one of
-//! [`Limits::max_handshakes`](super::Limits::max_handshakes) slots while it reads. Not the
+//! [`Limits::max_handshakes`](super::config::Limits::max_handshakes) slots while it reads. Not the
 //! session itself, nor the accept loop that spawns these. The one exception waits for
 //! nothing: [`attach_at_once`], which the accepting thread calls on a data connection whose
 //! whole greeting has already arrived (and which may answer a `--crr` request there too).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,8 +18,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, info, warn};
 
-use super::budget::{Busy, Handshake};
-use super::{Ctx, iperf3, session};
+use super::context::Ctx;
+use super::slot::HandshakeSlot;
+use super::{iperf3, session};
 use crate::proto::frontend::{self, Frontend};
 use crate::proto::iperf3::{COOKIE_LEN, State as Iperf3State};
 use crate::proto::{
@@ -32,23 +33,6 @@ use crate::proto::{
 pub(super) enum ConnEnd {
     TestCompleted,
     Other,
-}
-
-/// Holds one of [`Limits::max_handshakes`](super::Limits::max_handshakes), and one of the
-/// descriptors of the server's budget, until the connection has said what it is.
-#[derive(Debug)]
-pub(crate) struct HandshakeSlot {
-    /// Given back to the budget when the slot is dropped.
-    _held: Handshake,
-}
-
-impl HandshakeSlot {
-    /// A slot for a connection from `peer`, if the limit, the address's share of it and the
-    /// descriptors allow; why not, otherwise.
-    pub(super) fn take(ctx: &Arc<Ctx>, peer: IpAddr) -> Result<Self, Busy> {
-        let held = ctx.budget.handshake(peer)?;
-        Ok(HandshakeSlot { _held: held })
-    }
 }
 
 /// Serves one accepted connection to its end; `accepted` numbers connections in the order
@@ -100,8 +84,8 @@ pub(super) async fn handle(
     }
     match pre.channel {
         Channel::Control => match session::run(stream, peer, pre.version, ctx, slot).await {
-            session::SessionEnd::Completed => ConnEnd::TestCompleted,
-            session::SessionEnd::Other => ConnEnd::Other,
+            super::test::SessionEnd::Completed => ConnEnd::TestCompleted,
+            super::test::SessionEnd::Other => ConnEnd::Other,
         },
         Channel::Data => {
             attach_data(stream, peer, &ctx).await;

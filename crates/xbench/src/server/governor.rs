@@ -77,13 +77,13 @@ impl Member {
 /// A sending test's place in the share; leaving (drop) hands its share back.
 #[derive(Debug)]
 pub(crate) struct Share {
-    ctx: Arc<super::Ctx>,
+    governor: Arc<Governor>,
     id: u64,
 }
 
 impl Drop for Share {
     fn drop(&mut self) {
-        self.ctx.governor.leave(self.id);
+        self.governor.leave(self.id);
     }
 }
 
@@ -120,12 +120,12 @@ impl Governor {
 
     /// Adds a test's sending streams, each a stream of its own, and rebalances everyone.
     pub(crate) fn join(
-        ctx: &Arc<super::Ctx>,
+        governor: &Arc<Governor>,
         sockets: Vec<PacedSocket>,
         asked: Option<u64>,
     ) -> Share {
         Self::add(
-            ctx,
+            governor,
             Member {
                 sockets,
                 asked,
@@ -139,12 +139,12 @@ impl Governor {
     /// among `sockets`, when its answers are large enough to pace them too), and rebalances
     /// everyone.
     pub(crate) fn join_as_one(
-        ctx: &Arc<super::Ctx>,
+        governor: &Arc<Governor>,
         sockets: Vec<PacedSocket>,
         budget: Arc<SendBudget>,
     ) -> Share {
         Self::add(
-            ctx,
+            governor,
             Member {
                 sockets,
                 asked: None,
@@ -154,8 +154,8 @@ impl Governor {
         )
     }
 
-    fn add(ctx: &Arc<super::Ctx>, member: Member) -> Share {
-        let g = &ctx.governor;
+    fn add(governor: &Arc<Governor>, member: Member) -> Share {
+        let g = governor;
         let id = {
             let mut inner = g.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let id = inner.next;
@@ -165,7 +165,7 @@ impl Governor {
             id
         };
         Share {
-            ctx: Arc::clone(ctx),
+            governor: Arc::clone(governor),
             id,
         }
     }

@@ -20,7 +20,9 @@ use std::net::SocketAddr;
 
 use tokio::net::UdpSocket;
 
-use crate::proto::{DataHello, PathCheck};
+use crate::proto::{
+    DATA_GREETING_LEN, DATA_HELLO_LEN, DataHello, PREAMBLE_LEN, PathCheck, Preamble,
+};
 
 /// How many bytes an unproven address may be sent for each byte received from it. QUIC allows
 /// 3 (its Initial packets must fit a TLS handshake); a challenge fits in 1.
@@ -101,8 +103,20 @@ pub(super) async fn prove(
         }
         // The client repeats its greeting until `Ready`: each repeat pays for a challenge, in
         // case the last one (or its answer) was lost.
-        send = super::udp::parse_hello(datagram).is_some_and(|h| h == *hello);
+        send = parse_hello(datagram).is_some_and(|h| h == *hello);
     }
+}
+
+/// A datagram that is a data greeting of this protocol version, decoded.
+pub(super) fn parse_hello(b: &[u8]) -> Option<DataHello> {
+    if b.len() != DATA_GREETING_LEN {
+        return None;
+    }
+    let pre = Preamble::decode(b.first_chunk::<PREAMBLE_LEN>()?).ok()?;
+    if pre.channel != crate::proto::Channel::Data || pre.version != crate::proto::PROTOCOL_VERSION {
+        return None;
+    }
+    Some(DataHello::decode(b.last_chunk::<DATA_HELLO_LEN>()?))
 }
 
 #[cfg(test)]

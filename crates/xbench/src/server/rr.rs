@@ -17,7 +17,7 @@ use tracing::debug;
 
 use super::governor::{Governor, PACED_RR_ANSWER, PacedSocket, Share};
 use super::metrics;
-use super::session::SessionEnd;
+use super::test::SessionEnd;
 use super::test::{Idle, Test, TestEnd, log_test, on_control};
 use crate::check;
 use crate::config::{RrSpec, TestSpec};
@@ -84,7 +84,7 @@ fn start_workers(t: &mut Test, rr_spec: &RrSpec, window: Option<u64>) -> Result<
             .iter()
             .filter(|_| rr_spec.response_len.get() >= PACED_RR_ANSWER)
             .map(|(_, s)| Arc::downgrade(s) as PacedSocket);
-        Governor::join_as_one(&t.ctx, sockets.collect(), Arc::clone(b))
+        Governor::join_as_one(&t.ctx.governor, sockets.collect(), Arc::clone(b))
     });
     let mut shares: Vec<Vec<(u16, Arc<std::net::TcpStream>)>> =
         (0..n_workers).map(|_| Vec::new()).collect();
@@ -163,7 +163,7 @@ fn start_udp_workers(
     let budget = send_budget(t);
     let share = budget
         .as_ref()
-        .map(|b| Governor::join_as_one(&t.ctx, Vec::new(), Arc::clone(b)));
+        .map(|b| Governor::join_as_one(&t.ctx.governor, Vec::new(), Arc::clone(b)));
     let control = Arc::new(Control {
         send_budget: budget,
         ..Control::default()

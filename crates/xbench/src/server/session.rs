@@ -19,14 +19,14 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tracing::info;
 
-use super::Ctx;
 use super::admission::{RunningGuard, admit, need, try_running_guard};
-use super::conn::HandshakeSlot;
+use super::context::Ctx;
 use super::gate::{Claims, Gate};
 use super::metrics;
 use super::peer_text::bounded;
 use super::registry::{DataConn, Registration};
-use super::test::Test;
+use super::slot::HandshakeSlot;
+use super::test::{SessionEnd, Test, describe};
 use crate::auth::{DATA_TAG_LEN, DataTag, Nonce, SessionKey};
 use crate::config::{StreamDirection, TestSpec, Workload};
 use crate::control::keepalive;
@@ -35,13 +35,6 @@ use crate::proto::{
     self, Accepted, Channel, ErrorCode, ErrorMsg, Message, MessageReader, Missing,
     PROTOCOL_VERSION, Preamble, ProtoError, StreamLayout, Welcome,
 };
-
-/// How a session ended, for `--one-off`.
-#[derive(Debug)]
-pub(super) enum SessionEnd {
-    Completed,
-    Other,
-}
 
 /// Runs a control session whose preamble (of protocol `version`) has been read.
 pub(super) async fn run(
@@ -480,7 +473,7 @@ impl Collecting {
         &mut self,
         hellos: super::udp::Hellos,
         deadline: Instant,
-    ) -> Result<Vec<super::udp::UdpConn>, Closed> {
+    ) -> Result<Vec<super::test::UdpConn>, Closed> {
         let mut abort = self.conn.ctx.abort.clone();
         let (peer, cookie) = (self.conn.peer, self.cookie);
         let progress = hellos.progress();
@@ -612,15 +605,5 @@ impl Collecting {
         );
         info!(peer = %self.conn.peer, "aborted a test: {msg}");
         self.conn.refuse(ErrorCode::Timeout, msg).await
-    }
-}
-
-/// What a control read that was not the expected message amounts to, for the log.
-pub(super) fn describe(m: Result<Option<Message>, proto::ProtoError>) -> String {
-    match m {
-        Ok(None) => "it closed the connection".into(),
-        Ok(Some(m)) => format!("`{}` message out of order", m.kind()),
-        // A parse error may quote what the peer sent.
-        Err(e) => bounded(&e.to_string(), 200),
     }
 }

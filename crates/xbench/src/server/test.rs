@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,12 +16,13 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tracing::info;
 
-use super::Ctx;
 use super::admission::RunningGuard;
 use super::budget::Reservation;
+use super::context::Ctx;
 use super::metrics::TestMetrics;
+use super::peer_text::bounded;
 use super::registry::{DataConn, Registration};
-use super::session::{SessionEnd, describe};
+use crate::auth::DataTag;
 use crate::config::{EndCondition, TestSpec, Workload};
 use crate::host::Monitor;
 use crate::proto::{self, ErrorCode, ErrorMsg, Message, MessageReader, Tally};
@@ -82,7 +84,7 @@ pub(super) struct Test {
     /// Once the results are out, the control connection's descriptor alone.
     pub(super) control: Option<Reservation>,
     /// A UDP test's sockets, each connected to the address that proved it is the client's.
-    pub(super) udp: Vec<super::udp::UdpConn>,
+    pub(super) udp: Vec<UdpConn>,
     /// The test's place in the server's counters (`--metrics`).
     pub(super) metrics: TestMetrics,
     /// Reads our interface over the test, for a client that reads [`Message::Host`].
@@ -336,4 +338,24 @@ pub(super) fn log_test(
         stream_errors,
         "test ended"
     );
+}
+
+/// A stream's socket, connected to the client's address, and its greeting's tag.
+pub(super) type UdpConn = (u16, UdpSocket, DataTag);
+
+/// How a session ended, for `--one-off`.
+#[derive(Debug)]
+pub(super) enum SessionEnd {
+    Completed,
+    Other,
+}
+
+/// What a control read that was not the expected message amounts to, for the log.
+pub(super) fn describe(m: Result<Option<Message>, proto::ProtoError>) -> String {
+    match m {
+        Ok(None) => "it closed the connection".into(),
+        Ok(Some(m)) => format!("`{}` message out of order", m.kind()),
+        // A parse error may quote what the peer sent.
+        Err(e) => bounded(&e.to_string(), 200),
+    }
 }

@@ -24,23 +24,18 @@ use tokio::task::JoinSet;
 use tracing::info;
 
 use super::gate::{Claims, Gate, Refusal};
-use super::session::SessionEnd;
-use super::test::{Idle, Test, TestEnd, log_test, on_control};
+use super::path::parse_hello;
+use super::test::SessionEnd;
+use super::test::{Idle, Test, TestEnd, UdpConn, log_test, on_control};
 use super::{metrics, path};
-use crate::auth::{DataTag, SessionKey};
+use crate::auth::SessionKey;
 use crate::config::{StreamDirection, TestSpec, ThroughputSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::udp::clock::UdpClock;
 use crate::engine::udp::sender::SendPlan;
 use crate::engine::udp::{self, GRACE, UdpStream, receiver, sender, socket, wire};
-use crate::proto::{
-    Cookie, DATA_GREETING_LEN, DATA_HELLO_LEN, DataHello, Message, PREAMBLE_LEN, Preamble, Ready,
-    StreamLayout,
-};
+use crate::proto::{Cookie, Message, Ready, StreamLayout};
 use crate::report::{Role, SideUdpResults, SocketReport};
-
-/// A stream's socket, connected to the client's address, and its greeting's tag.
-pub(super) type UdpConn = (u16, UdpSocket, DataTag);
 
 /// A UDP test's sockets, one per stream, before the client's greetings.
 pub(super) struct Hellos {
@@ -281,18 +276,6 @@ async fn hello(
     let s = sock.into_std()?;
     s.set_nonblocking(false)?;
     Ok((id, s, h.tag))
-}
-
-/// A datagram that is a data greeting of this protocol version, decoded.
-pub(super) fn parse_hello(b: &[u8]) -> Option<DataHello> {
-    if b.len() != DATA_GREETING_LEN {
-        return None;
-    }
-    let pre = Preamble::decode(b.first_chunk::<PREAMBLE_LEN>()?).ok()?;
-    if pre.channel != crate::proto::Channel::Data || pre.version != crate::proto::PROTOCOL_VERSION {
-        return None;
-    }
-    Some(DataHello::decode(b.last_chunk::<DATA_HELLO_LEN>()?))
 }
 
 /// Runs an admitted UDP test to its end and reports it.
@@ -574,6 +557,7 @@ fn progress(streams: impl Iterator<Item = (Role, u64, u64)>) -> metrics::Progres
 mod tests {
     use super::*;
     use crate::auth::{Nonce, Psk};
+    use crate::proto::DataHello;
     use crate::proto::PathCheck;
 
     fn key(psk: &[u8]) -> SessionKey {

@@ -34,7 +34,7 @@ pub(crate) struct Workers {
     pub(crate) workers: Vec<Worker>,
 }
 
-/// Answers new `--crr` connections on the calling thread when it can ([`at_once`]), and gives
+/// Answers new `--crr` connections on the calling thread when it can ([`super::at_once`]), and gives
 /// the rest to server workers, round robin; callable from any thread (the accept path uses
 /// it directly).
 #[derive(Debug)]
