@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use xbench_benches::harness::{
-    build_xbench, env_or, free_port, load_average, median, wait_listening,
+    build_xbench, env_or, free_port, load_average, median, report_bars, wait_listening,
 };
 
 fn main() {
@@ -88,18 +88,7 @@ fn main() {
     if only.is_empty() || only == "udp" {
         udp(&xbench, rounds, secs, &mut misses);
     }
-    println!("\nat the end: {}", load_average());
-    if misses.is_empty() {
-        println!("\nall bars met");
-    } else {
-        println!("\nbars missed:");
-        for m in &misses {
-            println!("  - {m}");
-        }
-        if std::env::var("XBENCH_BENCH_STRICT").is_ok_and(|v| v == "1") {
-            std::process::exit(1);
-        }
-    }
+    report_bars(&misses);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -346,66 +335,113 @@ struct Rtt {
     p99_us: Option<f64>,
 }
 
+/// The tools of the latency part's round-trip table, in table order: sockperf is the baseline
+/// of issue 20's bars.
+const RTT_TOOLS: [&str; 3] = ["sockperf ping-pong", "qperf tcp_lat", "xbench --rr"];
+
+/// What the latency part's rounds measured.
+#[derive(Debug, Default)]
+struct LatencyRuns {
+    /// Round trips, one list per tool of [`RTT_TOOLS`].
+    rtt: [Vec<Rtt>; 3],
+    /// `--crr` transactions per second, without and with `--psk-file`.
+    crr: Vec<f64>,
+    crr_keyed: Vec<f64>,
+    /// The C reference loop's transactions per second.
+    crr_ref: Vec<f64>,
+}
+
 fn latency(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>) {
     println!("\nRequest/response round trip, one flow, 14-byte messages (median of {rounds})");
-    let tools: [(&str, bool); 3] = [
-        ("sockperf ping-pong", installed("sockperf")),
-        ("qperf tcp_lat", installed("qperf")),
-        ("xbench --rr", true),
-    ];
-    for (name, ok) in &tools {
+    let have = [installed("sockperf"), installed("qperf"), true];
+    for (name, ok) in RTT_TOOLS.iter().zip(have) {
         if !ok {
             println!("  {name}: not installed, skipped");
         }
     }
-    let mut results: [Vec<Rtt>; 3] = Default::default();
-    let mut crr = Vec::new();
-    let mut crr_keyed = Vec::new();
-    let mut crr_ref = Vec::new();
+    let mut runs = LatencyRuns::default();
     let reference = build_crr_reference();
     let key = std::env::temp_dir().join(format!("xbench-bench-{}.key", std::process::id()));
     std::fs::write(&key, "a benchmark key, long enough\n").unwrap();
     for round in 0..rounds {
-        let order: [usize; 3] = if round % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
-        for t in order {
-            if !tools[t].1 {
-                continue;
-            }
-            let m = match t {
-                0 => run_sockperf(secs),
-                1 => run_qperf(secs),
-                _ => run_xbench_rr(xbench, secs, false, None).map(|(r, _)| r),
-            };
-            match m {
-                Ok(m) => results[t].push(m),
-                Err(e) => eprintln!("  round {round}, {}: {e}", tools[t].0),
-            }
-        }
-        // Keyed and unkeyed alternate too (the difference is one MAC per connection), and
-        // the C reference loop goes first or last in turn.
-        let keyed_first = round % 2 == 1;
-        if let (Some(r), true) = (&reference, keyed_first) {
-            match run_crr_reference(r, secs) {
-                Ok(rate) => crr_ref.push(rate),
-                Err(e) => eprintln!("  round {round}, C reference CRR loop: {e}"),
-            }
-        }
-        for keyed in [keyed_first, !keyed_first] {
-            let k = keyed.then_some(key.as_path());
-            match run_xbench_rr(xbench, secs, true, k) {
-                Ok((_, rate)) if keyed => crr_keyed.push(rate),
-                Ok((_, rate)) => crr.push(rate),
-                Err(e) => eprintln!("  round {round}, xbench --crr (key: {keyed}): {e}"),
-            }
-        }
-        if let (Some(r), false) = (&reference, keyed_first) {
-            match run_crr_reference(r, secs) {
-                Ok(rate) => crr_ref.push(rate),
-                Err(e) => eprintln!("  round {round}, C reference CRR loop: {e}"),
-            }
-        }
+        rtt_round(xbench, secs, round, have, &mut runs.rtt);
+        crr_round(xbench, secs, round, reference.as_ref(), &key, &mut runs);
         eprintln!("  round {} of {rounds} done", round + 1);
     }
+    rtt_table(&runs.rtt, misses);
+    let _ = std::fs::remove_file(&key);
+    crr_lines(runs, misses);
+}
+
+/// One round of the round-trip tools that are `installed`, in turn forwards and backwards
+/// (interleaved, so drift hits all alike). Apart from [`latency`], as each part of a round is.
+fn rtt_round(
+    xbench: &PathBuf,
+    secs: u64,
+    round: usize,
+    installed: [bool; 3],
+    results: &mut [Vec<Rtt>; 3],
+) {
+    let order: [usize; 3] = if round.is_multiple_of(2) {
+        [0, 1, 2]
+    } else {
+        [2, 1, 0]
+    };
+    for t in order {
+        if !installed[t] {
+            continue;
+        }
+        let m = match t {
+            0 => run_sockperf(secs),
+            1 => run_qperf(secs),
+            _ => run_xbench_rr(xbench, secs, false, None).map(|(r, _)| r),
+        };
+        match m {
+            Ok(m) => results[t].push(m),
+            Err(e) => eprintln!("  round {round}, {}: {e}", RTT_TOOLS[t]),
+        }
+    }
+}
+
+/// One round of `--crr`, keyed and unkeyed, and the C reference loop (`reference`, when it
+/// built). Keyed and unkeyed alternate too (the difference is one MAC per connection), and
+/// the C reference loop goes first or last in turn.
+fn crr_round(
+    xbench: &PathBuf,
+    secs: u64,
+    round: usize,
+    reference: Option<&PathBuf>,
+    key: &std::path::Path,
+    runs: &mut LatencyRuns,
+) {
+    let keyed_first = round % 2 == 1;
+    let run_reference = |crr_ref: &mut Vec<f64>| {
+        if let Some(r) = reference {
+            match run_crr_reference(r, secs) {
+                Ok(rate) => crr_ref.push(rate),
+                Err(e) => eprintln!("  round {round}, C reference CRR loop: {e}"),
+            }
+        }
+    };
+    if keyed_first {
+        run_reference(&mut runs.crr_ref);
+    }
+    for keyed in [keyed_first, !keyed_first] {
+        let k = keyed.then_some(key);
+        match run_xbench_rr(xbench, secs, true, k) {
+            Ok((_, rate)) if keyed => runs.crr_keyed.push(rate),
+            Ok((_, rate)) => runs.crr.push(rate),
+            Err(e) => eprintln!("  round {round}, xbench --crr (key: {keyed}): {e}"),
+        }
+    }
+    if !keyed_first {
+        run_reference(&mut runs.crr_ref);
+    }
+}
+
+/// The round-trip table: each tool's median mean RTT and p99 beside sockperf's, and a miss
+/// where xbench's breaks issue 20's bars.
+fn rtt_table(results: &[Vec<Rtt>; 3], misses: &mut Vec<String>) {
     println!(
         "{:<22} {:>14} {:>14} {:>12}   p99 of each round, µs (quartiles)",
         "tool", "mean RTT µs", "p99 RTT µs", "vs sockperf"
@@ -414,7 +450,7 @@ fn latency(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>)
     let sock_mean =
         (!results[0].is_empty()).then(|| median(results[0].iter().map(|r| r.mean_us).collect()));
     let sock_p99 = quartiles(p99s(&results[0]));
-    for (t, (name, _)) in tools.iter().enumerate() {
+    for (t, name) in RTT_TOOLS.iter().enumerate() {
         let v = &results[t];
         if v.is_empty() {
             continue;
@@ -431,36 +467,58 @@ fn latency(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>)
             q.map_or_else(String::new, |q| format!("{:.0} – {:.0}", q.0, q.2)),
         );
         if t == 2 {
-            if let Some(s) = sock_mean
-                && mean > 1.1 * s
-            {
-                misses.push(format!(
-                    "xbench --rr mean RTT {:.2}× sockperf's (bar 1.1×)",
-                    mean / s
-                ));
-            }
-            // On an idle VM a round's p99 is a handful of slow wake-ups, and it swings by 2×
-            // from round to round for either tool: a worse median whose quartiles overlap
-            // sockperf's is noise, not a regression.
-            if let (Some(sp), Some(xp)) = (sock_p99, q)
-                && xp.1 > sp.1
-            {
-                if xp.0 <= sp.2 {
-                    println!(
-                        "{:<22} p99 median above sockperf's, but inside its round-to-round spread",
-                        ""
-                    );
-                } else {
-                    misses.push(format!(
-                        "xbench --rr p99 {:.1} µs, worse than sockperf's {:.1} µs beyond the \
-                         rounds' spread",
-                        xp.1, sp.1
-                    ));
-                }
-            }
+            rr_bars(mean, q, sock_mean, sock_p99, misses);
         }
     }
-    let _ = std::fs::remove_file(&key);
+}
+
+/// Issue 20's bars for `xbench --rr` (its median mean RTT `mean` and its rounds' p99
+/// quartiles `q`) against sockperf's: apart from the table it checks.
+fn rr_bars(
+    mean: f64,
+    q: Option<(f64, f64, f64)>,
+    sock_mean: Option<f64>,
+    sock_p99: Option<(f64, f64, f64)>,
+    misses: &mut Vec<String>,
+) {
+    if let Some(s) = sock_mean
+        && mean > 1.1 * s
+    {
+        misses.push(format!(
+            "xbench --rr mean RTT {:.2}× sockperf's (bar 1.1×)",
+            mean / s
+        ));
+    }
+    // On an idle VM a round's p99 is a handful of slow wake-ups, and it swings by 2×
+    // from round to round for either tool: a worse median whose quartiles overlap
+    // sockperf's is noise, not a regression.
+    if let (Some(sp), Some(xp)) = (sock_p99, q)
+        && xp.1 > sp.1
+    {
+        if xp.0 <= sp.2 {
+            println!(
+                "{:<22} p99 median above sockperf's, but inside its round-to-round spread",
+                ""
+            );
+        } else {
+            misses.push(format!(
+                "xbench --rr p99 {:.1} µs, worse than sockperf's {:.1} µs beyond the \
+                 rounds' spread",
+                xp.1, sp.1
+            ));
+        }
+    }
+}
+
+/// The CRR lines: the C reference loop's rate, `--crr`'s beside it (a miss under issue 20's
+/// bar), and the keyed rate beside the unkeyed.
+fn crr_lines(runs: LatencyRuns, misses: &mut Vec<String>) {
+    let LatencyRuns {
+        crr,
+        crr_keyed,
+        crr_ref,
+        ..
+    } = runs;
     if !crr_ref.is_empty() {
         println!(
             "{:<22} {:>14}   (blocking C loop: connect, send, receive, close; the limit)",

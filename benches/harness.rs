@@ -1,6 +1,6 @@
 //! What the process-level benches (`compare`, `rr_flows`) share: building the shipped binary,
-//! finding a port and waiting for a server on it, reading the machine's load, and the
-//! medians their interleaved rounds report.
+//! finding a port and waiting for a server on it, reading the machine's load, the medians
+//! their interleaved rounds report, and the bars missed.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -98,5 +98,24 @@ pub fn median(mut v: Vec<f64>) -> f64 {
         v[n / 2]
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The bench's closing lines: the machine's load at the end, and the bars missed (`misses`)
+/// or that all were met; with `XBENCH_BENCH_STRICT=1`, exits 1 when one was missed. Shared, so
+/// every bench ends and fails alike.
+#[allow(clippy::print_stdout)] // a benchmark reports on the terminal
+pub fn report_bars(misses: &[String]) {
+    println!("\nat the end: {}", load_average());
+    if misses.is_empty() {
+        println!("\nall bars met");
+    } else {
+        println!("\nbars missed:");
+        for m in misses {
+            println!("  - {m}");
+        }
+        if std::env::var("XBENCH_BENCH_STRICT").is_ok_and(|v| v == "1") {
+            std::process::exit(1);
+        }
     }
 }

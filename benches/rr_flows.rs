@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use xbench_benches::harness::{
-    build_xbench, env_or, free_port, load_average, median, wait_listening,
+    build_xbench, env_or, free_port, load_average, median, report_bars, wait_listening,
 };
 
 /// Issue 22's memory bar: bytes each flow may add to either end's peak RSS.
@@ -59,16 +59,7 @@ const CPU_BAR_FLOWS: u32 = 16_384;
 fn main() {
     let rounds: usize = env_or("XBENCH_BENCH_ROUNDS", 3).max(1);
     let secs: u64 = env_or("XBENCH_BENCH_SECS", 5).max(1);
-    let flows: Vec<u32> = std::env::var("XBENCH_BENCH_FLOWS")
-        .unwrap_or_else(|_| "1,1000,4096,16384".into())
-        .split(',')
-        .map(|n| {
-            n.trim().parse().unwrap_or_else(|_| {
-                eprintln!("XBENCH_BENCH_FLOWS: `{n}` is not a number of flows");
-                std::process::exit(2);
-            })
-        })
-        .collect();
+    let flows = flows_from_env();
     // `cargo bench` passes `--bench`; everything else after `--` is the client's.
     let extra: Vec<String> = std::env::args()
         .skip(1)
@@ -88,11 +79,70 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load_average()
     );
+    let (results, failures) = run_rounds(&xbench, &flows, rounds, secs, &extra);
+    let medians: Vec<Option<Row>> = results.iter().map(|v| Row::median(v)).collect();
+    let base = flows
+        .iter()
+        .position(|&n| n == 1)
+        .and_then(|i| medians[i].clone());
+    print_header();
+    let mut misses = Vec::new();
+    for (&n, m) in flows.iter().zip(&medians) {
+        let Some(r) = m else {
+            println!("{n:>6} not run");
+            continue;
+        };
+        print_row(n, r, base.as_ref(), &mut misses);
+        if n > 1
+            && let Some(b) = &base
+        {
+            print_cpu_ratios(n, r, b, &mut misses);
+        }
+    }
+    for (n, e) in failures {
+        let none_ran = flows
+            .iter()
+            .zip(&medians)
+            .any(|(&f, m)| f == n && m.is_none());
+        if none_ran {
+            misses.push(format!("{n} flows: not run: {e}"));
+        }
+    }
+    if base.is_none() {
+        println!("(no 1-flow row: per-flow memory and the CPU ratio are not computed)");
+    }
+    report_bars(&misses);
+}
+
+/// The rows' flow counts, from `XBENCH_BENCH_FLOWS` (exits 2 on a word that is not a
+/// number): apart from [`main`] so the knob's parsing reads on its own.
+fn flows_from_env() -> Vec<u32> {
+    std::env::var("XBENCH_BENCH_FLOWS")
+        .unwrap_or_else(|_| "1,1000,4096,16384".into())
+        .split(',')
+        .map(|n| {
+            n.trim().parse().unwrap_or_else(|_| {
+                eprintln!("XBENCH_BENCH_FLOWS: `{n}` is not a number of flows");
+                std::process::exit(2);
+            })
+        })
+        .collect()
+}
+
+/// Every row `rounds` times, interleaved: each row's figures, in `flows`' order, and the
+/// first error of each row that failed. Apart from [`main`], which reports on them.
+fn run_rounds(
+    xbench: &Path,
+    flows: &[u32],
+    rounds: usize,
+    secs: u64,
+    extra: &[String],
+) -> (Vec<Vec<Row>>, Vec<(u32, String)>) {
     let mut results: Vec<Vec<Row>> = flows.iter().map(|_| Vec::new()).collect();
     let mut failures: Vec<(u32, String)> = Vec::new();
     for round in 0..rounds {
         for (i, &n) in flows.iter().enumerate() {
-            match run_row(&xbench, n, secs, &extra) {
+            match run_row(xbench, n, secs, extra) {
                 Ok(r) => results[i].push(r),
                 Err(e) => {
                     eprintln!("  round {}, {n} flows: {e}", round + 1);
@@ -104,11 +154,11 @@ fn main() {
         }
         eprintln!("  round {} of {rounds} done", round + 1);
     }
-    let medians: Vec<Option<Row>> = results.iter().map(|v| Row::median(v)).collect();
-    let base = flows
-        .iter()
-        .position(|&n| n == 1)
-        .and_then(|i| medians[i].clone());
+    (results, failures)
+}
+
+/// The table's two heading lines.
+fn print_header() {
     println!(
         "\n{:>6} {:>9} {:>12} {:>12} {:>12} {:>12} {:>13} {:>13} {:>14} {:>14}",
         "flows",
@@ -126,105 +176,80 @@ fn main() {
         "{:>82}",
         "(CPU per transaction from the workers' start; setup per flow before it)"
     );
-    let mut misses = Vec::new();
-    for (&n, m) in flows.iter().zip(&medians) {
-        let Some(r) = m else {
-            println!("{n:>6} not run");
-            continue;
-        };
-        let per_flow = |now: f64, one: f64| (now - one) / f64::from(n - 1);
-        let (cf, sf) = match (&base, n > 1) {
-            (Some(b), true) => (
-                Some(per_flow(r.client_peak, b.client_peak)),
-                Some(per_flow(r.server_peak, b.server_peak)),
-            ),
-            _ => (None, None),
-        };
-        let kib = |v: Option<f64>| v.map_or(String::new(), |b| format!("{:.1} KiB", b / 1024.0));
-        println!(
-            "{n:>6} {:>9.0} {:>8.1} MiB {:>8.1} MiB {:>12} {:>12} {:>13.2} {:>13.2} {:>14.1} {:>14.1}",
-            r.tps,
-            r.client_peak / MIB,
-            r.server_peak / MIB,
-            kib(cf),
-            kib(sf),
-            r.client_us_per_tx,
-            r.server_us_per_tx,
-            r.client_setup_us_per_flow,
-            r.server_setup_us_per_flow
-        );
-        println!(
-            "{:>6} whole process, setup included: client {:.2} µs/tx, server {:.2} µs/tx",
-            "", r.client_whole_us_per_tx, r.server_whole_us_per_tx
-        );
-        for (side, v) in [("client", cf), ("server", sf)] {
-            if let Some(b) = v
-                && b > RSS_PER_FLOW_BAR
-            {
-                misses.push(format!(
-                    "{n} flows: each flow adds {:.1} KiB to the {side}'s peak RSS (bar: 8 KiB)",
-                    b / 1024.0
-                ));
-            }
-        }
-        if n > 1
-            && let Some(b) = &base
+}
+
+/// Row `r` of `n` flows: its figures, the RSS each flow adds over the 1-flow row `base`, and
+/// a miss for each end over the memory bar. Apart from the CPU ratios, its own bar.
+fn print_row(n: u32, r: &Row, base: Option<&Row>, misses: &mut Vec<String>) {
+    let per_flow = |now: f64, one: f64| (now - one) / f64::from(n - 1);
+    let (cf, sf) = match (base, n > 1) {
+        (Some(b), true) => (
+            Some(per_flow(r.client_peak, b.client_peak)),
+            Some(per_flow(r.server_peak, b.server_peak)),
+        ),
+        _ => (None, None),
+    };
+    let kib = |v: Option<f64>| v.map_or(String::new(), |b| format!("{:.1} KiB", b / 1024.0));
+    println!(
+        "{n:>6} {:>9.0} {:>8.1} MiB {:>8.1} MiB {:>12} {:>12} {:>13.2} {:>13.2} {:>14.1} {:>14.1}",
+        r.tps,
+        r.client_peak / MIB,
+        r.server_peak / MIB,
+        kib(cf),
+        kib(sf),
+        r.client_us_per_tx,
+        r.server_us_per_tx,
+        r.client_setup_us_per_flow,
+        r.server_setup_us_per_flow
+    );
+    println!(
+        "{:>6} whole process, setup included: client {:.2} µs/tx, server {:.2} µs/tx",
+        "", r.client_whole_us_per_tx, r.server_whole_us_per_tx
+    );
+    for (side, v) in [("client", cf), ("server", sf)] {
+        if let Some(b) = v
+            && b > RSS_PER_FLOW_BAR
         {
-            for (side, now, one, whole) in [
-                (
-                    "client",
-                    r.client_us_per_tx,
-                    b.client_us_per_tx,
-                    r.client_whole_us_per_tx / b.client_whole_us_per_tx,
-                ),
-                (
-                    "server",
-                    r.server_us_per_tx,
-                    b.server_us_per_tx,
-                    r.server_whole_us_per_tx / b.server_whole_us_per_tx,
-                ),
-            ] {
-                let ratio = now / one;
-                let bar = if n == CPU_BAR_FLOWS {
-                    format!(" (bar: ≤ {CPU_RATIO_BAR}×)")
-                } else {
-                    String::new()
-                };
-                println!(
-                    "       {side} CPU per transaction {ratio:.2}× the 1-flow row's{bar}; \
-                     {whole:.2}× with setup"
-                );
-                if n == CPU_BAR_FLOWS && ratio > CPU_RATIO_BAR {
-                    misses.push(format!(
-                        "{n} flows: {side} CPU per transaction {ratio:.2}× the 1-flow row's \
-                         (bar: {CPU_RATIO_BAR}×)"
-                    ));
-                }
-            }
+            misses.push(format!(
+                "{n} flows: each flow adds {:.1} KiB to the {side}'s peak RSS (bar: 8 KiB)",
+                b / 1024.0
+            ));
         }
     }
-    for (n, e) in failures {
-        let none_ran = flows
-            .iter()
-            .zip(&medians)
-            .any(|(&f, m)| f == n && m.is_none());
-        if none_ran {
-            misses.push(format!("{n} flows: not run: {e}"));
-        }
-    }
-    if base.is_none() {
-        println!("(no 1-flow row: per-flow memory and the CPU ratio are not computed)");
-    }
-    println!("\nat the end: {}", load_average());
-    if misses.is_empty() {
-        println!("\nall bars met");
-    } else {
-        println!("\nbars missed:");
-        for m in &misses {
-            println!("  - {m}");
-        }
-        if std::env::var("XBENCH_BENCH_STRICT").is_ok_and(|v| v == "1") {
-            std::process::exit(1);
+}
+
+/// Each end's CPU per transaction in row `r` of `n` flows over the 1-flow row `b`'s, and a
+/// miss where it breaks the CPU bar at [`CPU_BAR_FLOWS`].
+fn print_cpu_ratios(n: u32, r: &Row, b: &Row, misses: &mut Vec<String>) {
+    for (side, now, one, whole) in [
+        (
+            "client",
+            r.client_us_per_tx,
+            b.client_us_per_tx,
+            r.client_whole_us_per_tx / b.client_whole_us_per_tx,
+        ),
+        (
+            "server",
+            r.server_us_per_tx,
+            b.server_us_per_tx,
+            r.server_whole_us_per_tx / b.server_whole_us_per_tx,
+        ),
+    ] {
+        let ratio = now / one;
+        let bar = if n == CPU_BAR_FLOWS {
+            format!(" (bar: ≤ {CPU_RATIO_BAR}×)")
+        } else {
+            String::new()
+        };
+        println!(
+            "       {side} CPU per transaction {ratio:.2}× the 1-flow row's{bar}; \
+             {whole:.2}× with setup"
+        );
+        if n == CPU_BAR_FLOWS && ratio > CPU_RATIO_BAR {
+            misses.push(format!(
+                "{n} flows: {side} CPU per transaction {ratio:.2}× the 1-flow row's \
+                 (bar: {CPU_RATIO_BAR}×)"
+            ));
         }
     }
 }

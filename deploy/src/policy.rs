@@ -603,111 +603,19 @@ const BUCKETS: &str = "arn:aws:s3:::xbench-xb-*";
 /// resource type spelled out.
 pub fn operator_policy(features: &Features) -> Value {
     let actions = features.actions();
-    let of = |prefix: &str| -> Vec<&str> {
-        actions
-            .iter()
-            .copied()
-            .filter(|a| a.starts_with(prefix))
-            .collect()
-    };
-    let pick = |list: &[&'static str]| -> Vec<&'static str> {
-        list.iter()
-            .copied()
-            .filter(|a| actions.contains(a))
-            .collect()
-    };
     let mut statements = vec![json!({
         "Sid": "Ec2RunNetworkAndHosts",
         "Effect": "Allow",
-        "Action": of("ec2:"),
+        "Action": starting_with(&actions, "ec2:"),
         "Resource": "*"
     })];
-    let ssm_key = pick(&[
-        "ssm:PutParameter",
-        "ssm:AddTagsToResource",
-        "ssm:DeleteParameter",
-        "ssm:GetParameter",
-        "ssm:ListTagsForResource",
-    ]);
-    statements.push(json!({
-        "Sid": "SsmTheRunsKeys",
-        "Effect": "Allow",
-        "Action": ssm_key,
-        "Resource": "arn:aws:ssm:*:*:parameter/xbench/*"
-    }));
-    statements.push(json!({
-        "Sid": "SsmPublicAmiParameters",
-        "Effect": "Allow",
-        "Action": ["ssm:GetParameter"],
-        "Resource": "arn:aws:ssm:*::parameter/aws/service/*"
-    }));
-    statements.push(json!({
-        "Sid": "SsmRunCommandOnTheHosts",
-        "Effect": "Allow",
-        "Action": ["ssm:SendCommand"],
-        "Resource": [
-            "arn:aws:ssm:*::document/AWS-RunShellScript",
-            "arn:aws:ec2:*:*:instance/*"
-        ]
-    }));
-    statements.push(json!({
-        "Sid": "SsmReadsWithoutResources",
-        "Effect": "Allow",
-        "Action": pick(&[
-            "ssm:DescribeParameters",
-            "ssm:DescribeInstanceInformation",
-            "ssm:GetCommandInvocation",
-            "ssm:CancelCommand",
-        ]),
-        "Resource": "*"
-    }));
-    statements.push(json!({
-        "Sid": "S3TheRunsBuckets",
-        "Effect": "Allow",
-        "Action": of("s3:").into_iter().filter(|a| *a != "s3:ListAllMyBuckets").collect::<Vec<_>>(),
-        "Resource": [BUCKETS, format!("{BUCKETS}/*")]
-    }));
-    statements.push(json!({
-        "Sid": "S3FindTheRunsBuckets",
-        "Effect": "Allow",
-        "Action": ["s3:ListAllMyBuckets"],
-        "Resource": "*"
-    }));
-    let iam_scoped: Vec<&str> = of("iam:")
-        .into_iter()
-        .filter(|a| {
-            !matches!(
-                *a,
-                "iam:PassRole" | "iam:ListRoles" | "iam:CreateServiceLinkedRole"
-            )
-        })
-        .collect();
-    statements.push(json!({
-        "Sid": "IamTheHostsRoleAndProfile",
-        "Effect": "Allow",
-        "Action": iam_scoped,
-        "Resource": [
-            "arn:aws:iam::*:role/xbench/*",
-            "arn:aws:iam::*:instance-profile/xbench/*"
-        ]
-    }));
-    statements.push(json!({
-        "Sid": "IamFindTheRoles",
-        "Effect": "Allow",
-        "Action": ["iam:ListRoles"],
-        "Resource": "*"
-    }));
-    statements.push(json!({
-        "Sid": "IamPassTheHostsRoleToEc2",
-        "Effect": "Allow",
-        "Action": ["iam:PassRole"],
-        "Resource": if features.existing_profile { "arn:aws:iam::*:role/*" } else { "arn:aws:iam::*:role/xbench/*" },
-        "Condition": { "StringEquals": { "iam:PassedToService": "ec2.amazonaws.com" } }
-    }));
+    statements.extend(ssm_statements(&actions));
+    statements.extend(s3_statements(&actions));
+    statements.extend(iam_statements(&actions, features.existing_profile));
     statements.push(json!({
         "Sid": "GlobalAccelerator",
         "Effect": "Allow",
-        "Action": of("globalaccelerator:"),
+        "Action": starting_with(&actions, "globalaccelerator:"),
         "Resource": "*"
     }));
     if features.accelerator {
@@ -726,6 +634,132 @@ pub fn operator_policy(features: &Features) -> Value {
         "Resource": "*"
     }));
     json!({ "Version": "2012-10-17", "Statement": statements })
+}
+
+/// The `actions` of one service (`prefix`: `ec2:`), in order.
+fn starting_with<'a>(actions: &BTreeSet<&'a str>, prefix: &str) -> Vec<&'a str> {
+    actions
+        .iter()
+        .copied()
+        .filter(|a| a.starts_with(prefix))
+        .collect()
+}
+
+/// The actions of `list` that are among `actions`, in `list`'s order: a statement scoped to
+/// one resource lists only what the features need.
+fn present(actions: &BTreeSet<&'static str>, list: &[&'static str]) -> Vec<&'static str> {
+    list.iter()
+        .copied()
+        .filter(|a| actions.contains(a))
+        .collect()
+}
+
+/// [`operator_policy`]'s SSM statements: the run's keys, AWS's public AMI parameters, Run
+/// Command on the hosts, and the reads IAM cannot scope. One function per service, so each
+/// service's scoping reads on its own.
+fn ssm_statements(actions: &BTreeSet<&'static str>) -> Vec<Value> {
+    let ssm_key = present(
+        actions,
+        &[
+            "ssm:PutParameter",
+            "ssm:AddTagsToResource",
+            "ssm:DeleteParameter",
+            "ssm:GetParameter",
+            "ssm:ListTagsForResource",
+        ],
+    );
+    vec![
+        json!({
+            "Sid": "SsmTheRunsKeys",
+            "Effect": "Allow",
+            "Action": ssm_key,
+            "Resource": "arn:aws:ssm:*:*:parameter/xbench/*"
+        }),
+        json!({
+            "Sid": "SsmPublicAmiParameters",
+            "Effect": "Allow",
+            "Action": ["ssm:GetParameter"],
+            "Resource": "arn:aws:ssm:*::parameter/aws/service/*"
+        }),
+        json!({
+            "Sid": "SsmRunCommandOnTheHosts",
+            "Effect": "Allow",
+            "Action": ["ssm:SendCommand"],
+            "Resource": [
+                "arn:aws:ssm:*::document/AWS-RunShellScript",
+                "arn:aws:ec2:*:*:instance/*"
+            ]
+        }),
+        json!({
+            "Sid": "SsmReadsWithoutResources",
+            "Effect": "Allow",
+            "Action": present(actions, &[
+                "ssm:DescribeParameters",
+                "ssm:DescribeInstanceInformation",
+                "ssm:GetCommandInvocation",
+                "ssm:CancelCommand",
+            ]),
+            "Resource": "*"
+        }),
+    ]
+}
+
+/// [`operator_policy`]'s S3 statements: the run's buckets, and listing buckets to find them.
+/// Apart, as [`ssm_statements`] is.
+fn s3_statements(actions: &BTreeSet<&'static str>) -> Vec<Value> {
+    vec![
+        json!({
+            "Sid": "S3TheRunsBuckets",
+            "Effect": "Allow",
+            "Action": starting_with(actions, "s3:").into_iter().filter(|a| *a != "s3:ListAllMyBuckets").collect::<Vec<_>>(),
+            "Resource": [BUCKETS, format!("{BUCKETS}/*")]
+        }),
+        json!({
+            "Sid": "S3FindTheRunsBuckets",
+            "Effect": "Allow",
+            "Action": ["s3:ListAllMyBuckets"],
+            "Resource": "*"
+        }),
+    ]
+}
+
+/// [`operator_policy`]'s IAM statements: the hosts' role and profile (path `/xbench/`),
+/// listing roles, and passing the hosts' role (any role with `existing_profile`) to EC2 only.
+/// Apart, as [`ssm_statements`] is.
+fn iam_statements(actions: &BTreeSet<&'static str>, existing_profile: bool) -> Vec<Value> {
+    let iam_scoped: Vec<&str> = starting_with(actions, "iam:")
+        .into_iter()
+        .filter(|a| {
+            !matches!(
+                *a,
+                "iam:PassRole" | "iam:ListRoles" | "iam:CreateServiceLinkedRole"
+            )
+        })
+        .collect();
+    vec![
+        json!({
+            "Sid": "IamTheHostsRoleAndProfile",
+            "Effect": "Allow",
+            "Action": iam_scoped,
+            "Resource": [
+                "arn:aws:iam::*:role/xbench/*",
+                "arn:aws:iam::*:instance-profile/xbench/*"
+            ]
+        }),
+        json!({
+            "Sid": "IamFindTheRoles",
+            "Effect": "Allow",
+            "Action": ["iam:ListRoles"],
+            "Resource": "*"
+        }),
+        json!({
+            "Sid": "IamPassTheHostsRoleToEc2",
+            "Effect": "Allow",
+            "Action": ["iam:PassRole"],
+            "Resource": if existing_profile { "arn:aws:iam::*:role/*" } else { "arn:aws:iam::*:role/xbench/*" },
+            "Condition": { "StringEquals": { "iam:PassedToService": "ec2.amazonaws.com" } }
+        }),
+    ]
 }
 
 /// The SSM agent's own needs: AWS's managed `AmazonSSMManagedInstanceCore` without its

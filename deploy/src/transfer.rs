@@ -11,11 +11,11 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use xbench::config::{Direction, EndCondition, Workload};
+use xbench::config::{Direction, EndCondition, TestSpec, Workload};
 
 use crate::cost::PriceTable;
-use crate::plan::{PathClient, Plan};
-use crate::scenario::{End, PathKind, Scenario};
+use crate::plan::{PathClient, PathPlan, Plan};
+use crate::scenario::{End, PathKind, PathSpec, Scenario, VpcSpec};
 use crate::suite::Suite;
 
 /// The bandwidth assumed for a type the table does not list, Gbit/s.
@@ -143,111 +143,25 @@ pub fn estimate(
         let Some(spec) = scenario.paths.iter().find(|s| s.label == p.label) else {
             continue;
         };
-        let region_of = |end: &End| match end {
-            End::Vpc(v) => scenario
-                .vpcs
-                .iter()
-                .find(|x| &x.name == v)
-                .map(|x| x.region.clone()),
-            End::Address(_) => None,
-        };
-        let type_of = |end: &End| match end {
-            End::Vpc(v) => scenario
-                .vpcs
-                .iter()
-                .find(|x| &x.name == v)
-                .map(|x| scenario.instance_type_for(x).to_owned()),
-            End::Address(_) => None,
-        };
-        let (cr, sr) = (region_of(&spec.client), region_of(&spec.server));
-        let clients = f64::from(spec.clients.max(1));
-        let mut bw = |end: &End, n: f64| {
-            type_of(end).map(|t| {
-                let b = bandwidth(&t, table, aws);
-                if b.source == "assumed" && !assumed.contains(&t) {
-                    assumed.push(t.clone());
-                }
-                (b.baseline * n, b.burst * n, t)
-            })
-        };
-        let c = bw(&spec.client, clients);
-        let s = bw(&spec.server, 1.0);
-        // The slower end limits (your host's link is unknown: the AWS end's figure stands).
-        let (base, burst, basis) = match (&c, &s) {
-            (Some(c), Some(s)) if c.0 <= s.0 => (c.0, c.1.min(s.1), format!("{} client", c.2)),
-            (Some(_), Some(s)) | (None, Some(s)) => (s.0, s.1, format!("{} server", s.2)),
-            (Some(c), None) => (c.0, c.1, format!("{} client", c.2)),
-            (None, None) => (0.0, 0.0, "no instance of this tool".into()),
-        };
-        let basis = if spec.clients > 1 {
-            format!("{basis} x {} (fleet)", spec.clients)
-        } else {
-            basis
-        };
-        let (mut cs, mut sc, mut secs) = (0.0, 0.0, 0.0);
-        for cell in &cells {
-            let Workload::Throughput(t) = &cell.workload else {
-                continue;
-            };
-            let seconds = match cell.end {
-                EndCondition::Duration(d) => d.as_secs_f64() + cell.omit.as_secs_f64(),
-                EndCondition::Bytes(_) => 0.0,
-            };
-            let streams = f64::from(t.streams.get());
-            let paced = match &t.udp {
-                Some(u) => u.bitrate.map(|b| b as f64 / 1e9),
-                None => t.bitrate.map(|b| b as f64 * streams / 1e9),
-            };
-            let rate = paced.map_or(base, |p| p.min(base));
-            let gb = match cell.end {
-                EndCondition::Bytes(n) => n as f64 / 1e9,
-                EndCondition::Duration(_) => rate * seconds / 8.0,
-            } * repeat;
-            secs += seconds * repeat;
-            match t.direction {
-                Direction::ClientToServer => cs += gb,
-                Direction::ServerToClient => sc += gb,
-                Direction::Bidir => {
-                    cs += gb;
-                    sc += gb;
-                }
-            }
-        }
-        let scale = if base > 0.0 { burst / base } else { 1.0 };
-        let lines = charges(
-            &p.label,
-            spec.kind,
-            spec.hybrid.is_some(),
-            matches!(p.client, PathClient::Address(_)),
-            spec.home.as_ref().is_some_and(|h| h.accelerator),
-            (cr.as_deref(), sr.as_deref()),
-            (cs, sc),
-            table,
+        let regions = (
+            region_of(scenario, &spec.client),
+            region_of(scenario, &spec.server),
         );
-        if cr.is_none() || sr.is_none() {
-            yours.push(p.label.clone());
-        }
-        if lines.is_empty() && cs + sc > 0.0 && cr.is_some() && cr == sr {
-            out.notes.push(format!(
-                "{}: {} within one region moves {:.1} GB at no transfer charge (within an AZ; across AZs $0.01/GB each way)",
-                p.label,
-                spec.kind_label(),
-                cs + sc
-            ));
-        }
-        for l in lines {
-            out.total += l.total();
-            out.total_at_burst += l.total() * scale;
-            out.lines.push(l);
-        }
-        out.paths.push(PathData {
+        let (base, burst, basis) = path_rate(scenario, spec, table, aws, &mut assumed);
+        let (cs, sc, seconds) = volumes(&cells, repeat, base);
+        let data = PathData {
             path: p.label.clone(),
             client_to_server_gb: cs,
             server_to_client_gb: sc,
             rate_gbps: (base, burst),
-            seconds: secs,
+            seconds,
             basis,
-        });
+        };
+        if regions.0.is_none() || regions.1.is_none() {
+            yours.push(p.label.clone());
+        }
+        price_path(&mut out, p, spec, regions, &data, table);
+        out.paths.push(data);
     }
     if !yours.is_empty() {
         out.notes.push(format!(
@@ -262,6 +176,132 @@ pub fn estimate(
         ));
     }
     out
+}
+
+/// The VPC at `end`, if it is one of the scenario's (not your host's address).
+fn vpc_of<'a>(scenario: &'a Scenario, end: &End) -> Option<&'a VpcSpec> {
+    match end {
+        End::Vpc(v) => scenario.vpc(v),
+        End::Address(_) => None,
+    }
+}
+
+/// The region of `end`'s VPC: apart, as the charges need it as well as the rate.
+fn region_of(scenario: &Scenario, end: &End) -> Option<String> {
+    vpc_of(scenario, end).map(|x| x.region.clone())
+}
+
+/// A path's rate, Gbit/s, at baseline and at burst, and what it rests on: the slower end's
+/// bandwidth, the client's times its fleet. Types the table lacks are added to `assumed`.
+/// Apart from [`estimate`] so the choice of rate reads on its own.
+fn path_rate(
+    scenario: &Scenario,
+    spec: &PathSpec,
+    table: &PriceTable,
+    aws: &BTreeMap<String, Bandwidth>,
+    assumed: &mut Vec<String>,
+) -> (f64, f64, String) {
+    let clients = f64::from(spec.clients.max(1));
+    let mut bw = |end: &End, n: f64| {
+        vpc_of(scenario, end).map(|x| {
+            let t = scenario.instance_type_for(x).to_owned();
+            let b = bandwidth(&t, table, aws);
+            if b.source == "assumed" && !assumed.contains(&t) {
+                assumed.push(t.clone());
+            }
+            (b.baseline * n, b.burst * n, t)
+        })
+    };
+    let c = bw(&spec.client, clients);
+    let s = bw(&spec.server, 1.0);
+    // The slower end limits (your host's link is unknown: the AWS end's figure stands).
+    let (base, burst, basis) = match (&c, &s) {
+        (Some(c), Some(s)) if c.0 <= s.0 => (c.0, c.1.min(s.1), format!("{} client", c.2)),
+        (Some(_), Some(s)) | (None, Some(s)) => (s.0, s.1, format!("{} server", s.2)),
+        (Some(c), None) => (c.0, c.1, format!("{} client", c.2)),
+        (None, None) => (0.0, 0.0, "no instance of this tool".into()),
+    };
+    let basis = if spec.clients > 1 {
+        format!("{basis} x {} (fleet)", spec.clients)
+    } else {
+        basis
+    };
+    (base, burst, basis)
+}
+
+/// GB client → server and server → client, and seconds, that the throughput `cells` move
+/// over `repeat` runs at `base` Gbit/s (or their pacing, when lower): the suite's side of the
+/// estimate, apart from the path's.
+fn volumes(cells: &[TestSpec], repeat: f64, base: f64) -> (f64, f64, f64) {
+    let (mut cs, mut sc, mut secs) = (0.0, 0.0, 0.0);
+    for cell in cells {
+        let Workload::Throughput(t) = &cell.workload else {
+            continue;
+        };
+        let seconds = match cell.end {
+            EndCondition::Duration(d) => d.as_secs_f64() + cell.omit.as_secs_f64(),
+            EndCondition::Bytes(_) => 0.0,
+        };
+        let streams = f64::from(t.streams.get());
+        let paced = match &t.udp {
+            Some(u) => u.bitrate.map(|b| b as f64 / 1e9),
+            None => t.bitrate.map(|b| b as f64 * streams / 1e9),
+        };
+        let rate = paced.map_or(base, |p| p.min(base));
+        let gb = match cell.end {
+            EndCondition::Bytes(n) => n as f64 / 1e9,
+            EndCondition::Duration(_) => rate * seconds / 8.0,
+        } * repeat;
+        secs += seconds * repeat;
+        match t.direction {
+            Direction::ClientToServer => cs += gb,
+            Direction::ServerToClient => sc += gb,
+            Direction::Bidir => {
+                cs += gb;
+                sc += gb;
+            }
+        }
+    }
+    (cs, sc, secs)
+}
+
+/// Adds the charges of path `p`'s `data` to `out` (lines, totals at baseline and burst), or a
+/// note where a path within one region moves data at no charge. Apart from [`estimate`],
+/// which gathers the figures this prices.
+fn price_path(
+    out: &mut DataEstimate,
+    p: &PathPlan,
+    spec: &PathSpec,
+    (cr, sr): (Option<String>, Option<String>),
+    data: &PathData,
+    table: &PriceTable,
+) {
+    let (cs, sc) = (data.client_to_server_gb, data.server_to_client_gb);
+    let (base, burst) = data.rate_gbps;
+    let scale = if base > 0.0 { burst / base } else { 1.0 };
+    let lines = charges(
+        &p.label,
+        spec.kind,
+        spec.hybrid.is_some(),
+        matches!(p.client, PathClient::Address(_)),
+        spec.home.as_ref().is_some_and(|h| h.accelerator),
+        (cr.as_deref(), sr.as_deref()),
+        (cs, sc),
+        table,
+    );
+    if lines.is_empty() && cs + sc > 0.0 && cr.is_some() && cr == sr {
+        out.notes.push(format!(
+            "{}: {} within one region moves {:.1} GB at no transfer charge (within an AZ; across AZs $0.01/GB each way)",
+            p.label,
+            spec.kind_label(),
+            cs + sc
+        ));
+    }
+    for l in lines {
+        out.total += l.total();
+        out.total_at_burst += l.total() * scale;
+        out.lines.push(l);
+    }
 }
 
 /// The per-GB charges of one path's data, by kind.

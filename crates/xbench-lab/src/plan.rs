@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::{Backend, Impairment, LabSpec, PathKind, SERVER_PORT};
+use crate::spec::{Backend, Impairment, LabSpec, PathKind, PathSpec, SERVER_PORT};
 
 /// Most paths one lab can have (the address plan gives each 8 /24s of 198.18.0.0/16).
 pub const MAX_PATHS: usize = 32;
@@ -202,11 +202,10 @@ pub(crate) fn tbf_for(rate_bps: u64, delay: Duration, queue: Option<u64>) -> Tbf
 /// Builds the plan. `netem_available` says whether the kernel has `sch_netem` (asked only when
 /// the backend is `Auto`; `Netem` without it is refused by the caller before planning).
 pub(crate) fn plan(spec: &LabSpec, netem_available: bool) -> Plan {
-    let p = &spec.prefix;
-    let client_ns = format!("{p}c");
+    let client_ns = format!("{}c", spec.prefix);
     let mut plan = Plan {
         client_ns: client_ns.clone(),
-        namespaces: vec![(client_ns.clone(), false)],
+        namespaces: vec![(client_ns, false)],
         links: Vec::new(),
         routes: Vec::new(),
         qdiscs: Vec::new(),
@@ -216,162 +215,217 @@ pub(crate) fn plan(spec: &LabSpec, netem_available: bool) -> Plan {
         paths: Vec::new(),
     };
     for (i, path) in spec.paths.iter().enumerate() {
-        let ns = |role: &str| format!("{p}{}-{role}", path.label);
-        let imp = path.impairment;
-        let wan = if imp.is_none() {
-            None
-        } else if !imp.needs_delay_line() {
-            Some(Wan::Veth { netem: false })
+        plan_path(&mut plan, spec, i, path, netem_available);
+    }
+    plan
+}
+
+/// Adds path `i`'s namespaces, links, routes, impairments, tunnel and server to `plan`. Apart
+/// from [`plan`] so each path reads as the steps that build it.
+fn plan_path(plan: &mut Plan, spec: &LabSpec, i: usize, path: &PathSpec, netem_available: bool) {
+    let ns = |role: &str| format!("{}{}-{role}", spec.prefix, path.label);
+    let imp = path.impairment;
+    let wan = wan_for(&imp, spec.backend, netem_available);
+    let mut nets = (0u8..8).map(|k| Net {
+        addr: Ipv4Addr::new(198, 18, (i as u8) * 8 + k, 0),
+        len: 24,
+    });
+    let mut next_net = || {
+        // Invariant: a path uses at most 5 links (vpn: 2 inner + 3 underlay) of its 8 /24s.
+        nets.next()
+            .expect("a path has 8 networks and uses at most 5")
+    };
+
+    let (inner, under) = chains(path.kind, wan, &plan.client_ns, &ns);
+    let path_ns = add_namespaces(plan, &inner, &under);
+
+    let vpn_net = Net {
+        addr: Ipv4Addr::new(198, 19, i as u8, 0),
+        len: 24,
+    };
+    let inner_links = link_chain(&inner, &path.label, &mut next_net, vpn_net);
+    let under_links = link_chain(&under, &path.label, &mut next_net, vpn_net);
+    for links in [&inner_links, &under_links] {
+        plan.routes.extend(chain_routes(links));
+    }
+    let seed = spec.seed ^ fnv1a(path.label.as_bytes());
+    for links in [&inner_links, &under_links] {
+        impair(plan, links, &path.label, imp, wan, seed);
+    }
+    if path.kind == PathKind::Vpn {
+        let ga_under = under_links[0].a.addr;
+        let gb_under = under_links[under_links.len() - 1].b.addr;
+        if let (Some(a), Some(b)) = (ga_under, gb_under) {
+            plan.vpns.push(VpnPlan {
+                label: path.label.clone(),
+                ga: (ns("ga"), a),
+                gb: (ns("gb"), b),
+                dev: "vpn".into(),
+            });
+        }
+    }
+    add_server(plan, path, wan, &ns("s"), &inner_links, path_ns);
+    plan.links.extend(inner_links);
+    plan.links.extend(under_links);
+}
+
+/// How a path's WAN segment is made, if it has one: apart from [`plan_path`] because the
+/// choice between netem and the delay line is a rule of its own.
+fn wan_for(imp: &Impairment, backend: Backend, netem_available: bool) -> Option<Wan> {
+    if imp.is_none() {
+        None
+    } else if !imp.needs_delay_line() {
+        Some(Wan::Veth { netem: false })
+    } else {
+        match backend {
+            // netem reorders by its own model; the lab's reordering is the delay line's.
+            Backend::Netem if imp.reorder == 0.0 => Some(Wan::Veth { netem: true }),
+            Backend::Netem | Backend::DelayLine => Some(Wan::Tun),
+            Backend::Auto if netem_available && imp.jitter.is_zero() && imp.reorder == 0.0 => {
+                Some(Wan::Veth { netem: true })
+            }
+            Backend::Auto => Some(Wan::Tun),
+        }
+    }
+}
+
+/// The chain that carries the test's packets, client first, and the chain under the VPN
+/// tunnel (empty unless the path is a VPN): the path's shape by its kind, kept apart from the
+/// addressing that follows.
+fn chains(
+    kind: PathKind,
+    wan: Option<Wan>,
+    client_ns: &str,
+    ns: &dyn Fn(&str) -> String,
+) -> (Vec<Hop>, Vec<Hop>) {
+    let mut inner: Vec<Hop> = vec![Hop::node(client_ns, "c")];
+    let mut under: Vec<Hop> = Vec::new();
+    match kind {
+        PathKind::Direct => {
+            push_wan(&mut inner, wan, ns);
+            inner.push(Hop::node(&ns("s"), "s"));
+        }
+        PathKind::Transit => {
+            inner.push(Hop::node(&ns("r"), "r"));
+            push_wan(&mut inner, wan, ns);
+            inner.push(Hop::node(&ns("s"), "s"));
+        }
+        PathKind::Vpn => {
+            inner.push(Hop::node(&ns("ga"), "ga"));
+            inner.push(Hop::vpn(&ns("gb"), "gb"));
+            inner.push(Hop::node(&ns("s"), "s"));
+            under.push(Hop::node(&ns("ga"), "ga"));
+            push_wan(&mut under, wan, ns);
+            under.push(Hop::node(&ns("gb"), "gb"));
+        }
+    }
+    (inner, under)
+}
+
+/// Adds the chains' namespaces (the hub excluded) to `plan` once each, and returns them in
+/// order: a VPN's gateways sit on both chains, so the two are merged here.
+fn add_namespaces(plan: &mut Plan, inner: &[Hop], under: &[Hop]) -> Vec<String> {
+    let mut path_ns = Vec::new();
+    for h in inner.iter().skip(1).chain(under.iter()) {
+        if !path_ns.contains(&h.ns) {
+            path_ns.push(h.ns.clone());
+            // Everything between the hub and the server forwards.
+            plan.namespaces.push((h.ns.clone(), h.role != "s"));
+        }
+    }
+    path_ns
+}
+
+/// Adds the qdiscs and the delay line of a chain's WAN segment to `plan` (nothing for a chain
+/// without one): where the impairment sits is a decision of its own, explained here.
+fn impair(
+    plan: &mut Plan,
+    links: &[Link],
+    label: &str,
+    imp: Impairment,
+    wan: Option<Wan>,
+    seed: u64,
+) {
+    for (k, l) in links.iter().enumerate() {
+        if !is_wan(l) {
+            continue;
+        }
+        let tbf = imp.rate_bps.map(|r| tbf_for(r, imp.delay, imp.queue_bytes));
+        let netem = (wan == Some(Wan::Veth { netem: true })).then_some(imp);
+        // The cap sits on the WAN devices themselves for a veth WAN, and on the hops
+        // just after a delay line (wb toward the server, wa toward the client): the
+        // line then sees the senders' TSO packets whole, not tbf's MTU-sized output,
+        // and a fixed delay before a bottleneck is the same path to TCP as one after.
+        let ends: Vec<&End> = if l.kind == LinkKind::DelayTun {
+            let (Some(before), Some(after)) =
+                (k.checked_sub(1).map(|i| &links[i]), links.get(k + 1))
+            else {
+                continue; // a WAN segment always has a hop on each side
+            };
+            vec![&before.b, &after.a]
         } else {
-            match spec.backend {
-                // netem reorders by its own model; the lab's reordering is the delay line's.
-                Backend::Netem if imp.reorder == 0.0 => Some(Wan::Veth { netem: true }),
-                Backend::Netem | Backend::DelayLine => Some(Wan::Tun),
-                Backend::Auto if netem_available && imp.jitter.is_zero() && imp.reorder == 0.0 => {
-                    Some(Wan::Veth { netem: true })
-                }
-                Backend::Auto => Some(Wan::Tun),
-            }
+            vec![&l.a, &l.b]
         };
-        let mut nets = (0u8..8).map(|k| Net {
-            addr: Ipv4Addr::new(198, 18, (i as u8) * 8 + k, 0),
-            len: 24,
-        });
-        let mut next_net = || {
-            // Invariant: a path uses at most 5 links (vpn: 2 inner + 3 underlay) of its 8 /24s.
-            nets.next()
-                .expect("a path has 8 networks and uses at most 5")
-        };
-
-        // The chain that carries the test's packets, client first.
-        let mut inner: Vec<Hop> = vec![Hop::node(&client_ns, "c")];
-        // The chain under the VPN tunnel, if any.
-        let mut under: Vec<Hop> = Vec::new();
-        match path.kind {
-            PathKind::Direct => {
-                push_wan(&mut inner, wan, &ns);
-                inner.push(Hop::node(&ns("s"), "s"));
-            }
-            PathKind::Transit => {
-                inner.push(Hop::node(&ns("r"), "r"));
-                push_wan(&mut inner, wan, &ns);
-                inner.push(Hop::node(&ns("s"), "s"));
-            }
-            PathKind::Vpn => {
-                inner.push(Hop::node(&ns("ga"), "ga"));
-                inner.push(Hop::vpn(&ns("gb"), "gb"));
-                inner.push(Hop::node(&ns("s"), "s"));
-                under.push(Hop::node(&ns("ga"), "ga"));
-                push_wan(&mut under, wan, &ns);
-                under.push(Hop::node(&ns("gb"), "gb"));
-            }
-        }
-        let mut path_ns = Vec::new();
-        for h in inner.iter().skip(1).chain(under.iter()) {
-            if !path_ns.contains(&h.ns) {
-                path_ns.push(h.ns.clone());
-                // Everything between the hub and the server forwards.
-                plan.namespaces.push((h.ns.clone(), h.role != "s"));
-            }
-        }
-
-        let vpn_net = Net {
-            addr: Ipv4Addr::new(198, 19, i as u8, 0),
-            len: 24,
-        };
-        let inner_links = link_chain(&inner, &path.label, &mut next_net, vpn_net);
-        let under_links = link_chain(&under, &path.label, &mut next_net, vpn_net);
-        for links in [&inner_links, &under_links] {
-            plan.routes.extend(chain_routes(links));
-        }
-
-        for links in [&inner_links, &under_links] {
-            for (k, l) in links.iter().enumerate() {
-                if !is_wan(l) {
-                    continue;
-                }
-                let tbf = imp.rate_bps.map(|r| tbf_for(r, imp.delay, imp.queue_bytes));
-                let netem = (wan == Some(Wan::Veth { netem: true })).then_some(imp);
-                // The cap sits on the WAN devices themselves for a veth WAN, and on the hops
-                // just after a delay line (wb toward the server, wa toward the client): the
-                // line then sees the senders' TSO packets whole, not tbf's MTU-sized output,
-                // and a fixed delay before a bottleneck is the same path to TCP as one after.
-                let ends: Vec<&End> = if l.kind == LinkKind::DelayTun {
-                    let (Some(before), Some(after)) =
-                        (k.checked_sub(1).map(|i| &links[i]), links.get(k + 1))
-                    else {
-                        continue; // a WAN segment always has a hop on each side
-                    };
-                    vec![&before.b, &after.a]
-                } else {
-                    vec![&l.a, &l.b]
-                };
-                if tbf.is_some() || netem.is_some() {
-                    for e in ends {
-                        plan.qdiscs.push(Qdisc {
-                            ns: e.ns.clone(),
-                            dev: e.dev.clone(),
-                            tbf,
-                            netem,
-                        });
-                    }
-                }
-                if l.kind == LinkKind::DelayTun {
-                    let base = spec.seed ^ fnv1a(path.label.as_bytes());
-                    plan.delay_lines.push(DelayLinePlan {
-                        label: path.label.clone(),
-                        a: l.a.clone(),
-                        b: l.b.clone(),
-                        impairment: imp,
-                        seeds: [base, base.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15],
-                    });
-                }
-            }
-        }
-        if path.kind == PathKind::Vpn {
-            let ga_under = under_links[0].a.addr;
-            let gb_under = under_links[under_links.len() - 1].b.addr;
-            if let (Some(a), Some(b)) = (ga_under, gb_under) {
-                plan.vpns.push(VpnPlan {
-                    label: path.label.clone(),
-                    ga: (ns("ga"), a),
-                    gb: (ns("gb"), b),
-                    dev: "vpn".into(),
+        if tbf.is_some() || netem.is_some() {
+            for e in ends {
+                plan.qdiscs.push(Qdisc {
+                    ns: e.ns.clone(),
+                    dev: e.dev.clone(),
+                    tbf,
+                    netem,
                 });
             }
         }
-        let first = &inner_links[0];
-        let last = &inner_links[inner_links.len() - 1];
-        let (client_addr, server_addr) = (
-            first.a.addr.unwrap_or(Ipv4Addr::UNSPECIFIED),
-            last.b.addr.unwrap_or(Ipv4Addr::UNSPECIFIED),
-        );
-        plan.servers.push(ServerPlan {
-            label: path.label.clone(),
-            ns: ns("s"),
-            addr: server_addr,
-            port: SERVER_PORT,
-        });
-        plan.paths.push(PathInfo {
-            label: path.label.clone(),
-            kind: path.kind,
-            impairment: imp,
-            impairment_by: match wan {
-                Some(Wan::Tun) => Some(Backend::DelayLine),
-                Some(Wan::Veth { netem: true }) => Some(Backend::Netem),
-                _ => None,
-            },
-            client_netns: client_ns.clone(),
-            server_netns: ns("s"),
-            client_addr,
-            server_addr,
-            server_port: SERVER_PORT,
-            netns: path_ns,
-        });
-        plan.links.extend(inner_links);
-        plan.links.extend(under_links);
+        if l.kind == LinkKind::DelayTun {
+            plan.delay_lines.push(DelayLinePlan {
+                label: label.to_owned(),
+                a: l.a.clone(),
+                b: l.b.clone(),
+                impairment: imp,
+                seeds: [seed, seed.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15],
+            });
+        }
     }
-    plan
+}
+
+/// Adds the path's server and what the path offers a test to `plan`, from the ends of its
+/// inner chain: the path's public face, apart from how it is built.
+fn add_server(
+    plan: &mut Plan,
+    path: &PathSpec,
+    wan: Option<Wan>,
+    server_ns: &str,
+    inner_links: &[Link],
+    netns: Vec<String>,
+) {
+    let first = &inner_links[0];
+    let last = &inner_links[inner_links.len() - 1];
+    let (client_addr, server_addr) = (
+        first.a.addr.unwrap_or(Ipv4Addr::UNSPECIFIED),
+        last.b.addr.unwrap_or(Ipv4Addr::UNSPECIFIED),
+    );
+    plan.servers.push(ServerPlan {
+        label: path.label.clone(),
+        ns: server_ns.to_owned(),
+        addr: server_addr,
+        port: SERVER_PORT,
+    });
+    plan.paths.push(PathInfo {
+        label: path.label.clone(),
+        kind: path.kind,
+        impairment: path.impairment,
+        impairment_by: match wan {
+            Some(Wan::Tun) => Some(Backend::DelayLine),
+            Some(Wan::Veth { netem: true }) => Some(Backend::Netem),
+            _ => None,
+        },
+        client_netns: plan.client_ns.clone(),
+        server_netns: server_ns.to_owned(),
+        client_addr,
+        server_addr,
+        server_port: SERVER_PORT,
+        netns,
+    });
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

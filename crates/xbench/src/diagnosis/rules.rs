@@ -366,113 +366,126 @@ fn window_closed(i: &Inputs, v: &Values<'_>, reader: Reader, sender_saturated: b
         );
     }
     match reader {
-        Reader::Behind if sender_saturated => {
-            // Neither end ever waited on the other: both were short of CPU.
-            unknowns.push(Unknown::Mixed {
-                causes: vec![Verdict::Receiver, Verdict::Sender],
-            });
-            cannot_tell(
-                v,
-                &[
-                    FigureName::Rate,
-                    FigureName::RwndLimited,
-                    FigureName::ReaderOnCpu,
-                    FigureName::ReaderWaitingForCpu,
-                    FigureName::SenderOnCpu,
-                    FigureName::SenderWaitingForCpu,
-                ],
-                unknowns,
-            )
-        }
-        Reader::Behind => verdict(
+        Reader::Behind => reader_behind(v, sender_saturated, unknowns),
+        Reader::KeptUp => reader_kept_up(i, v, comparable, unknowns),
+        Reader::Unseen { shrunk } => reader_unseen(v, shrunk, comparable, unknowns),
+    }
+}
+
+/// [`window_closed`] behind a reader that left data unread: the receiver, unless the sender
+/// was short of CPU as well. One function per kind of reader, so each reads as its own rule.
+fn reader_behind(v: &Values<'_>, sender_saturated: bool, mut unknowns: Vec<Unknown>) -> Diagnosis {
+    if sender_saturated {
+        // Neither end ever waited on the other: both were short of CPU.
+        unknowns.push(Unknown::Mixed {
+            causes: vec![Verdict::Receiver, Verdict::Sender],
+        });
+        return cannot_tell(
             v,
-            Verdict::Receiver,
-            Confidence::Clear,
             &[
                 FigureName::Rate,
                 FigureName::RwndLimited,
-                FigureName::WindowCeiling,
-                FigureName::RateOfCeiling,
-                FigureName::ReceiveQueue,
                 FigureName::ReaderOnCpu,
                 FigureName::ReaderWaitingForCpu,
+                FigureName::SenderOnCpu,
+                FigureName::SenderWaitingForCpu,
             ],
             unknowns,
-        ),
-        // The reader kept up and the window still closed, the rate within reach of window ÷
-        // RTT: the window's size (a jittery path's mean RTT puts a full window's rate at 80 %
-        // of its ceiling: measured over the lab's delay line, `-w 256K`).
-        Reader::KeptUp
-            if comparable && v.ceiling_use.is_some_and(|u| u >= RECEIVER_CEILING_SHARE) =>
-        {
-            verdict(
-                v,
-                Verdict::ReceiveWindow,
-                Confidence::Clear,
-                WINDOW_FIGURES,
-                unknowns,
-            )
-        }
-        Reader::KeptUp => {
-            let asleep = i.reader_thread.is_none_or(|t| t.asleep_pct() >= ASLEEP_PCT);
-            unknowns.push(if asleep {
-                Unknown::FiguresDisagree
-            } else {
-                Unknown::Mixed {
-                    causes: vec![Verdict::ReceiveWindow, Verdict::Receiver],
-                }
-            });
-            cannot_tell(
-                v,
-                &[
-                    FigureName::Rate,
-                    FigureName::RwndLimited,
-                    FigureName::RateOfCeiling,
-                    FigureName::MeanWindow,
-                    FigureName::ReaderAsleep,
-                    FigureName::ReceiveQueue,
-                ],
-                unknowns,
-            )
-        }
-        Reader::Unseen { shrunk } => {
-            unknowns.push(Unknown::ReaderUnseen);
-            if shrunk || v.ceiling_use.is_some_and(|u| u <= RECEIVER_CEILING_SHARE) {
-                return verdict(
-                    v,
-                    Verdict::Receiver,
-                    Confidence::Likely,
-                    &[
-                        FigureName::Rate,
-                        FigureName::RwndLimited,
-                        FigureName::WindowCeiling,
-                        FigureName::RateOfCeiling,
-                        FigureName::MeanWindow,
-                        FigureName::MaxWindow,
-                        FigureName::SenderIdle,
-                    ],
-                    unknowns,
-                );
-            }
-            if comparable {
-                unknowns.push(Unknown::Mixed {
-                    causes: vec![Verdict::ReceiveWindow, Verdict::Receiver],
-                });
-            }
-            cannot_tell(
-                v,
-                &[
-                    FigureName::Rate,
-                    FigureName::RwndLimited,
-                    FigureName::WindowCeiling,
-                    FigureName::RateOfCeiling,
-                    FigureName::MeanWindow,
-                    FigureName::MaxWindow,
-                ],
-                unknowns,
-            )
-        }
+        );
     }
+    verdict(
+        v,
+        Verdict::Receiver,
+        Confidence::Clear,
+        &[
+            FigureName::Rate,
+            FigureName::RwndLimited,
+            FigureName::WindowCeiling,
+            FigureName::RateOfCeiling,
+            FigureName::ReceiveQueue,
+            FigureName::ReaderOnCpu,
+            FigureName::ReaderWaitingForCpu,
+        ],
+        unknowns,
+    )
+}
+
+/// [`window_closed`] behind a reader that kept up: the window's size where the rate is within
+/// reach of its ceiling, else the figures cannot tell. Apart, as [`reader_behind`] is.
+fn reader_kept_up(
+    i: &Inputs,
+    v: &Values<'_>,
+    comparable: bool,
+    mut unknowns: Vec<Unknown>,
+) -> Diagnosis {
+    // The reader kept up and the window still closed, the rate within reach of window ÷
+    // RTT: the window's size (a jittery path's mean RTT puts a full window's rate at 80 %
+    // of its ceiling: measured over the lab's delay line, `-w 256K`).
+    if comparable && v.ceiling_use.is_some_and(|u| u >= RECEIVER_CEILING_SHARE) {
+        return verdict(
+            v,
+            Verdict::ReceiveWindow,
+            Confidence::Clear,
+            WINDOW_FIGURES,
+            unknowns,
+        );
+    }
+    let asleep = i.reader_thread.is_none_or(|t| t.asleep_pct() >= ASLEEP_PCT);
+    unknowns.push(if asleep {
+        Unknown::FiguresDisagree
+    } else {
+        Unknown::Mixed {
+            causes: vec![Verdict::ReceiveWindow, Verdict::Receiver],
+        }
+    });
+    cannot_tell(
+        v,
+        &[
+            FigureName::Rate,
+            FigureName::RwndLimited,
+            FigureName::RateOfCeiling,
+            FigureName::MeanWindow,
+            FigureName::ReaderAsleep,
+            FigureName::ReceiveQueue,
+        ],
+        unknowns,
+    )
+}
+
+/// [`window_closed`] behind a reader that reports nothing (an iperf3 server): likely the
+/// receiver where the window shrank or its ceiling is far above the rate, else cannot tell.
+/// Apart, as [`reader_behind`] is.
+fn reader_unseen(
+    v: &Values<'_>,
+    shrunk: bool,
+    comparable: bool,
+    mut unknowns: Vec<Unknown>,
+) -> Diagnosis {
+    unknowns.push(Unknown::ReaderUnseen);
+    // The window's figures; a verdict on the reader cites the sender's idle time beside them.
+    let window = [
+        FigureName::Rate,
+        FigureName::RwndLimited,
+        FigureName::WindowCeiling,
+        FigureName::RateOfCeiling,
+        FigureName::MeanWindow,
+        FigureName::MaxWindow,
+    ];
+    if shrunk || v.ceiling_use.is_some_and(|u| u <= RECEIVER_CEILING_SHARE) {
+        return verdict(
+            v,
+            Verdict::Receiver,
+            Confidence::Likely,
+            &[&window[..], &[FigureName::SenderIdle]].concat(),
+            unknowns,
+        );
+    }
+    if comparable {
+        unknowns.push(Unknown::Mixed {
+            causes: vec![Verdict::ReceiveWindow, Verdict::Receiver],
+        });
+    }
+    cannot_tell(v, &window, unknowns)
 }
 
 /// What a window-size verdict rests on.
