@@ -740,38 +740,14 @@ fn rr_size(s: &str) -> Result<(NonZeroU32, NonZeroU32), String> {
     Ok((one(req)?, one(resp)?))
 }
 
-/// Transactions per second per flow: a number, or the gap between them (`"10ms"`) as
-/// `xbench client --rate` takes it.
+/// Transactions per second per flow: a number, or as `xbench client --rate` takes it (`"1.5k"`,
+/// a gap `"10ms"`), by the same parser and bounds.
 fn rate_value(v: &NumberOrText) -> Result<f64, String> {
-    let tps = match v {
-        NumberOrText::Number(n) => *n,
-        NumberOrText::Text(t) => {
-            let t = t.trim();
-            if let Some(ms) = t.strip_suffix("ms") {
-                1e3 / ms
-                    .trim()
-                    .parse::<f64>()
-                    .map_err(|_| format!("`{t}` is not a gap like \"10ms\""))?
-            } else if let Some(us) = t.strip_suffix("us") {
-                1e6 / us
-                    .trim()
-                    .parse::<f64>()
-                    .map_err(|_| format!("`{t}` is not a gap like \"500us\""))?
-            } else if let Some(s) = t.strip_suffix('s') {
-                1.0 / s
-                    .trim()
-                    .parse::<f64>()
-                    .map_err(|_| format!("`{t}` is not a gap like \"1s\""))?
-            } else {
-                t.parse::<f64>()
-                    .map_err(|_| format!("`{t}` is not a rate (200) or a gap (\"10ms\")"))?
-            }
-        }
-    };
-    if !tps.is_finite() || tps <= 0.0 {
-        return Err("must be above 0".into());
+    match v {
+        NumberOrText::Number(n) => xbench::config::rate_per_flow(*n, &n.to_string()),
+        NumberOrText::Text(t) => xbench::config::parse_rate_per_flow(t),
     }
-    Ok(tps)
+    .map_err(|e| e.to_string())
 }
 
 /// The suite key for the flag the library names in a [`xbench::config::SpecError`].

@@ -198,31 +198,7 @@ pub(crate) fn burst(s: &str) -> Result<NonZeroU32, String> {
 /// Pacing, per flow: transactions per second (`200`, `1.5k`) or the gap between them
 /// (`10ms`, as netperf's `-w`). Returns transactions per second.
 pub(crate) fn rate(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let tps = if t.ends_with('s') {
-        let gap = duration(t)?;
-        if gap.is_zero() {
-            return Err("the time between transactions must be above 0".into());
-        }
-        1.0 / gap.as_secs_f64()
-    } else {
-        let (num, mult) = match t.strip_suffix(['k', 'K']) {
-            Some(n) => (n, 1e3),
-            None => (t, 1.0),
-        };
-        let v: f64 = num.trim().parse().map_err(|_| {
-            format!("`{t}` is not a rate; give transactions per second (200) or a gap (10ms)")
-        })?;
-        v * mult
-    };
-    let max = xbench::config::MAX_RATE_PER_FLOW;
-    if !tps.is_finite() || tps <= 0.0 {
-        return Err(format!("`{t}` must be above 0"));
-    }
-    if tps > max {
-        return Err(format!("at most {max} transactions per second per flow"));
-    }
-    Ok(tps)
+    xbench::config::parse_rate_per_flow(s).map_err(|e| e.to_string())
 }
 
 /// A comma-separated list of values for a sweep (`-P 1,2,4,8`), each parsed as the single

@@ -27,6 +27,65 @@ pub const MAX_RR_LEN: u32 = 16 << 20;
 pub const MAX_BURST: u32 = 1024;
 /// Highest pacing rate per flow (transactions per second).
 pub const MAX_RATE_PER_FLOW: f64 = 10_000_000.0;
+/// Why a request/response pacing rate (`--rate`, a suite's `rate`) was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RateError {
+    /// Neither a number of transactions per second nor a gap between them.
+    #[error("`{0}` is not a rate; give transactions per second (200) or a gap (10ms)")]
+    NotARate(String),
+    /// A gap that is not a time.
+    #[error(transparent)]
+    Gap(#[from] crate::units::TimeError),
+    /// A gap of nothing: an endless rate.
+    #[error("the time between transactions must be above 0")]
+    ZeroGap,
+    /// Zero, negative or not finite.
+    #[error("`{0}` must be above 0")]
+    NotPositive(String),
+    /// Above [`MAX_RATE_PER_FLOW`].
+    #[error("at most {MAX_RATE_PER_FLOW} transactions per second per flow")]
+    TooHigh,
+}
+
+/// A pacing rate per flow as people type it: transactions per second (`200`, `1.5k`) or the
+/// gap between them (`10ms`, `500us`, as netperf's `-w`), checked by [`rate_per_flow`]. The one
+/// parser of rates for `xbench client --rate` and deploy's suite files.
+pub fn parse_rate_per_flow(s: &str) -> Result<f64, RateError> {
+    let t = s.trim();
+    let tps = if t.ends_with('s') {
+        let gap = crate::units::parse_duration(t)?;
+        if gap.is_zero() {
+            return Err(RateError::ZeroGap);
+        }
+        1.0 / gap.as_secs_f64()
+    } else {
+        let (num, mult) = match t.strip_suffix(['k', 'K']) {
+            Some(n) => (n, 1e3),
+            None => (t, 1.0),
+        };
+        let v: f64 = num
+            .trim()
+            .parse()
+            .map_err(|_| RateError::NotARate(t.to_owned()))?;
+        v * mult
+    };
+    rate_per_flow(tps, t)
+}
+
+/// `tps` transactions per second per flow if a test can pace at it: above 0 and at most
+/// [`MAX_RATE_PER_FLOW`]; `shown` is how the user wrote it. The rule the parser, the builder
+/// ([`crate::LatencyBuilder::rate`]) and deploy's suites share.
+pub fn rate_per_flow(tps: f64, shown: &str) -> Result<f64, RateError> {
+    if !tps.is_finite() || tps <= 0.0 {
+        return Err(RateError::NotPositive(shown.to_owned()));
+    }
+    if tps > MAX_RATE_PER_FLOW {
+        return Err(RateError::TooHigh);
+    }
+    Ok(tps)
+}
+
 /// Longest test a spec may describe (a week); servers cap this far lower by default.
 pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
 
@@ -698,6 +757,22 @@ pub(crate) fn is_congestion_name(c: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One parser and one bound for every way a rate comes in: the CLI's `--rate`, a suite's
+    /// `rate = "1.5k"` or `rate = 200`, and the builder.
+    #[test]
+    fn rates_per_flow_parse_and_bound_alike() {
+        assert_eq!(parse_rate_per_flow("1.5k"), Ok(1500.0));
+        assert_eq!(parse_rate_per_flow(" 200 "), Ok(200.0));
+        assert_eq!(parse_rate_per_flow("10ms"), Ok(100.0));
+        assert_eq!(parse_rate_per_flow("0ms"), Err(RateError::ZeroGap));
+        assert_eq!(parse_rate_per_flow("2m"), Err(RateError::NotARate("2m".into())));
+        assert!(matches!(parse_rate_per_flow("5xs"), Err(RateError::Gap(_))));
+        assert_eq!(parse_rate_per_flow("-5"), Err(RateError::NotPositive("-5".into())));
+        assert_eq!(parse_rate_per_flow("20000k"), Err(RateError::TooHigh));
+        assert_eq!(rate_per_flow(f64::NAN, "NaN"), Err(RateError::NotPositive("NaN".into())));
+        assert_eq!(rate_per_flow(MAX_RATE_PER_FLOW, "max"), Ok(MAX_RATE_PER_FLOW));
+    }
 
     #[test]
     fn flow_count_takes_1_to_65536_as_a_json_number_and_nothing_else() {

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use crate::client::ClientConfig;
 use crate::config::{
-    Direction, EndCondition, FlowCount, MAX_BLOCK_LEN, MAX_BURST, MAX_FLOWS, MAX_RATE_PER_FLOW,
-    MAX_RR_LEN, MAX_STREAMS, MIN_INTERVAL, ReceiveMode, RrSpec, SpecError, TestSpec,
-    ThroughputSpec, UDP_HEADER_LEN, UdpRrSpec, Workload,
+    Direction, EndCondition, FlowCount, MAX_BLOCK_LEN, MAX_BURST, MAX_FLOWS, MAX_RR_LEN,
+    MAX_STREAMS, MIN_INTERVAL, ReceiveMode, RrSpec, SpecError, TestSpec, ThroughputSpec,
+    UDP_HEADER_LEN, UdpRrSpec, Workload,
 };
 
 /// Where a test's builder starts.
@@ -312,14 +312,8 @@ impl LatencyBuilder {
     /// measured from each transaction's intended start, so stalls are not hidden.
     pub fn rate(mut self, per_flow_per_second: f64) -> Self {
         let r = per_flow_per_second;
-        if !r.is_finite() || r <= 0.0 {
-            self.common
-                .refuse("--rate", format!("`{r}` must be above 0"));
-        } else if r > MAX_RATE_PER_FLOW {
-            self.common.refuse(
-                "--rate",
-                format!("at most {MAX_RATE_PER_FLOW} transactions per second per flow"),
-            );
+        if let Err(e) = crate::config::rate_per_flow(r, &r.to_string()) {
+            self.common.refuse("--rate", e.to_string());
         }
         self.rr.rate_per_flow = Some(r);
         self
