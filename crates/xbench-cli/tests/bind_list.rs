@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{Netns, root_or_skip};
+use common::{Netns, NsListener, root_or_skip};
 
 const LIST: &str = "127.0.0.1,127.0.0.2,127.0.0.3";
 
@@ -78,46 +78,10 @@ impl Netns {
     }
 }
 
-/// A server in `ns` on 127.0.0.1:5201 (`xbench server`, or `iperf3 -s`), killed on drop.
-struct Server(Child);
-
-impl Server {
-    fn xbench(ns: &Netns) -> Self {
-        Self::start(
-            ns,
-            env!("CARGO_BIN_EXE_xbench"),
-            &["server", "-B", "127.0.0.1", "-p", "5201"],
-        )
-    }
-
-    fn iperf3(ns: &Netns) -> Self {
-        Self::start(ns, "iperf3", &["-s", "-B", "127.0.0.1", "-p", "5201"])
-    }
-
-    fn start(ns: &Netns, program: &str, args: &[&str]) -> Self {
-        let child = ns
-            .command(program)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Server(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while ns.run(&["ss", "-H", "-n", "-l", "-t"]).trim().is_empty() {
-            assert!(Instant::now() < deadline, "{program} did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // `ip netns exec` execs the program: this is the server's own pid.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// `xbench server` on 127.0.0.1:5201 in `ns`.
+fn xbench_server(ns: &Netns) -> NsListener {
+    let args = ["server", "-B", "127.0.0.1", "-p", "5201"];
+    ns.listening(env!("CARGO_BIN_EXE_xbench"), &args, "127.0.0.1:5201")
 }
 
 fn addr(last: u8) -> IpAddr {
@@ -190,7 +154,7 @@ fn root_netns_held_tcp_flows_and_streams_come_from_each_bind_address_in_turn() {
         ("-P", &["-P", "5", "-b", "10M"][..]),
     ] {
         let ns = Netns::new("xbbind-held");
-        let _server = Server::xbench(&ns);
+        let _server = xbench_server(&ns);
         let mut a = vec!["-p", "5201", "-B", LIST, "-t", "3"];
         a.extend_from_slice(args);
         let doc = held(&ns, &a, &five, false, name);
@@ -208,7 +172,7 @@ fn root_netns_held_tcp_flows_and_streams_come_from_each_bind_address_in_turn() {
     // --connections-only: 2 held flows (.2, .3) and 2 openers (.2, .3) on two control
     // connections from .1; the openers' connections end in the server's TIME_WAIT.
     let ns = Netns::new("xbbind-conn");
-    let _server = Server::xbench(&ns);
+    let _server = xbench_server(&ns);
     let a = [
         "-p",
         "5201",
@@ -234,7 +198,11 @@ fn root_netns_held_tcp_flows_and_streams_come_from_each_bind_address_in_turn() {
     let iperf3 = Command::new("iperf3").arg("--version").output();
     if iperf3.is_ok_and(|o| o.status.success()) {
         let ns = Netns::new("xbbind-ip3");
-        let _server = Server::iperf3(&ns);
+        let _server = ns.listening(
+            "iperf3",
+            &["-s", "-B", "127.0.0.1", "-p", "5201"],
+            "127.0.0.1:5201",
+        );
         let a = ["-p", "5201", "--iperf3", "-B", LIST, "-P", "5", "-t", "3"];
         held(&ns, &a, &five, false, "--iperf3 -P 5");
         // A UDP test against a server found to be iperf3's refuses the list there.
@@ -265,7 +233,7 @@ fn root_netns_crr_flows_open_every_connection_from_their_own_bind_address() {
         return;
     }
     let ns = Netns::new("xbbind-crr");
-    let _server = Server::xbench(&ns);
+    let _server = xbench_server(&ns);
     let child = ns.client(&["-p", "5201", "-B", LIST, "--crr", "--flows", "2", "-t", "1"]);
     let doc = finished(child, "--crr");
     let flows = doc["rr"]["flows"].as_array().unwrap();
@@ -296,7 +264,7 @@ fn root_netns_udp_streams_and_flows_come_from_each_bind_address_in_turn() {
         let ns = Netns::new("xbbind-udp");
         let mut a = vec!["-p", "5201", "-B", LIST, "-t", "2"];
         a.extend_from_slice(args);
-        let server = Server::xbench(&ns);
+        let server = xbench_server(&ns);
         let child = ns.client(&a);
         // Each of the server's stream sockets is connected to its client socket.
         let deadline = Instant::now() + Duration::from_secs(3);
@@ -347,7 +315,7 @@ fn root_netns_crr_flows_beyond_one_address_ports_are_refused_and_a_second_addres
     }
     let ns = Netns::new("xbbind-crrspace");
     ns.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=61000 61019"]);
-    let _server = Server::xbench(&ns);
+    let _server = xbench_server(&ns);
     let run = |extra: &[&str]| {
         let mut a = vec!["-p", "5201", "--crr", "--flows", "30", "-t", "1"];
         a.extend_from_slice(extra);
@@ -389,7 +357,7 @@ fn root_netns_a_crr_connection_without_a_port_names_the_port_space() {
     // Six ports: a --rr test's control connection and four flows hold five of them, the
     // --crr test's control connection the sixth, and its first connection finds none.
     ns.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=61000 61005"]);
-    let _server = Server::xbench(&ns);
+    let _server = xbench_server(&ns);
     let holder = ns.client(&["-p", "5201", "--rr", "--flows", "4", "-t", "6"]);
     let deadline = Instant::now() + Duration::from_secs(3);
     while ns.server_peers("ESTAB").values().sum::<usize>() < 5 {

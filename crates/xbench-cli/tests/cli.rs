@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{assert_usage_errors, assert_valid, signal, xbench};
+use common::{ServerProc, assert_usage_errors, assert_valid, signal, xbench};
 
 fn schema() -> Value {
     let text = include_str!("../../xbench/schema/report.schema.json");
@@ -270,68 +270,6 @@ fn unreachable_servers_get_one_actionable_line_and_exit_1() {
     );
 }
 
-/// A server process on a port it chose itself (port 0, read back from its log), killed on
-/// drop. Its log lines are collected for assertions.
-struct ServerProc {
-    child: std::process::Child,
-    port: u16,
-    log: std::sync::mpsc::Receiver<String>,
-}
-
-impl ServerProc {
-    fn start(extra: &[&str]) -> Self {
-        Self::spawn(&["server", "-B", "127.0.0.1", "-p", "0"], extra)
-    }
-
-    /// A server started with `args` as written (e.g. iperf3's `-s`), then `extra`.
-    fn spawn(args: &[&str], extra: &[&str]) -> Self {
-        let mut child = xbench()
-            .args(args)
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, log) = std::sync::mpsc::channel();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stderr.lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let until = Instant::now() + Duration::from_secs(10);
-        let port = loop {
-            let line = log
-                .recv_timeout(until.saturating_duration_since(Instant::now()))
-                .expect("server logs its address");
-            if let Some(addr) = line.split("listening on ").nth(1) {
-                break addr.trim().rsplit(':').next().unwrap().parse().unwrap();
-            }
-        };
-        ServerProc { child, port, log }
-    }
-
-    fn port(&self) -> String {
-        self.port.to_string()
-    }
-
-    /// Stops the server and waits, so its whole log has been read.
-    fn child_kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn a_server_process_serves_clients_and_stops_cleanly_on_sigterm() {
     let mut server = ServerProc::start(&[]);
@@ -376,7 +314,7 @@ fn a_server_process_serves_clients_and_stops_cleanly_on_sigterm() {
 /// HOST` and `xbench client -c HOST` test against HOST, instead of "unexpected argument".
 #[test]
 fn iperf3_mode_flags_serve_and_test_as_iperf3_users_type_them() {
-    let mut server = ServerProc::spawn(&["-s", "-B", "127.0.0.1", "-p", "0"], &[]);
+    let mut server = ServerProc::spawn(xbench(), &["-s", "-B", "127.0.0.1", "-p", "0"], &[]);
     let port = server.port();
     let common = ["-p", &port, "-t", "0.3", "--json"];
     for args in [
@@ -394,7 +332,7 @@ fn iperf3_mode_flags_serve_and_test_as_iperf3_users_type_them() {
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(doc["server_addr"], format!("127.0.0.1:{port}"), "{args:?}");
     }
-    server.child_kill();
+    server.kill();
     assert_usage_errors(
         &[],
         &[
@@ -446,7 +384,7 @@ fn per_flow_latency_is_reported_only_when_asked() {
             }
         }
     }
-    server.child_kill();
+    server.kill();
 }
 
 /// `xbench` with its open-file limit set to `soft`/`hard` before it starts.
@@ -551,7 +489,7 @@ fn a_low_soft_file_limit_is_raised_for_many_flows() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    server.child_kill();
+    server.kill();
 }
 
 #[test]
@@ -1022,7 +960,7 @@ fn a_locked_down_server_serves_only_key_holders() {
         assert_eq!(out.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&out.stderr).contains(needle));
     }
-    server.child_kill();
+    server.kill();
     let log: Vec<String> = server.log.try_iter().collect();
     assert!(
         log.iter()

@@ -6,12 +6,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
-use std::sync::mpsc::channel;
-use std::time::Duration;
-
-use common::{assert_usage_errors, assert_valid, xbench};
+use common::{ServerProc, assert_usage_errors, assert_valid, xbench};
 use serde_json::Value;
 
 fn schema() -> Value {
@@ -111,44 +106,6 @@ fn the_text_output_names_connections_held_flows_and_setup_latency() {
         text.contains("setup µs (connect()") || text.contains("setup ms (connect()"),
         "{text}"
     );
-}
-
-/// `xbench server ARGS` on a free loopback port; killed on drop.
-struct ServerProc {
-    child: Child,
-    port: u16,
-}
-
-impl ServerProc {
-    fn start(args: &[&str]) -> Self {
-        let mut child = xbench()
-            .args(["server", "-B", "127.0.0.1", "-p", "0"])
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in stderr.lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(addr.trim().rsplit(':').next().unwrap().parse().unwrap());
-                }
-            }
-        });
-        let port = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("server logs its address");
-        ServerProc { child, port }
-    }
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

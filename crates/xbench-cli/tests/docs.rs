@@ -13,12 +13,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use common::TempDir;
+use common::{ServerProc, TempDir};
 
 /// One runnable block: where it is, and its lines.
 #[derive(Debug)]
@@ -119,44 +117,6 @@ fn shortened(line: &str, port: u16) -> String {
     out.join(" ")
 }
 
-/// An `xbench server` on a free loopback port, killed on drop.
-struct Server {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Server {
-    fn start() -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_xbench"))
-            .args(["server", "-B", "127.0.0.1", "-p", "0"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut log = BufReader::new(child.stderr.take().unwrap()).lines();
-        let until = Instant::now() + Duration::from_secs(30);
-        let port = loop {
-            assert!(
-                Instant::now() < until,
-                "the server never said where it listens"
-            );
-            let line = log.next().expect("server log").unwrap();
-            if let Some(addr) = line.split("listening on ").nth(1) {
-                break addr.trim().rsplit(':').next().unwrap().parse().unwrap();
-            }
-        };
-        // Keep reading its log, so a full pipe never stalls it.
-        std::thread::spawn(move || for _ in log {});
-        Server { child, port }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn shortening_keeps_the_command_and_bounds_its_time() {
     assert_eq!(
@@ -178,7 +138,7 @@ fn shortening_keeps_the_command_and_bounds_its_time() {
 
 #[test]
 fn every_runnable_example_of_the_manual_runs() {
-    let server = Server::start();
+    let server = ServerProc::start(&[]);
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_xbench")).parent().unwrap();
     let path = format!(
         "{}:{}",

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{TempDir, assert_valid, signal, xbench};
+use common::{ServerProc, TempDir, assert_valid, signal, xbench};
 
 fn schema() -> Value {
     serde_json::from_str(include_str!("../../xbench/schema/report.schema.json")).unwrap()
@@ -137,7 +137,7 @@ fn two_ctrl_c_close_together_still_write_the_json_file() {
 fn a_second_ctrl_c_stops_waiting_for_a_server_that_does_not_answer() {
     let dir = TempDir::new("second-ctrl-c");
     for (name, args, rr) in [("tp", &[][..], false), ("rr", &["--rr"][..], true)] {
-        let server = ServerProc::start();
+        let server = ServerProc::start(&[]);
         let file = dir.0.join(format!("{name}.json"));
         let mut child = xbench()
             .args(["client", "127.0.0.1", "-p", &server.port.to_string()])
@@ -254,43 +254,6 @@ fn ctrl_c_while_connecting_writes_an_interrupted_document_with_nothing_measured(
     }
 }
 
-/// `xbench server` on a free loopback port, killed on drop.
-struct ServerProc {
-    child: Child,
-    port: u16,
-}
-
-impl ServerProc {
-    fn start() -> Self {
-        let mut child = xbench()
-            .args(["server", "-B", "127.0.0.1", "-p", "0"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in stderr.lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(addr.trim().rsplit(':').next().unwrap().parse().unwrap());
-                }
-            }
-        });
-        let port = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("server logs its address");
-        ServerProc { child, port }
-    }
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn a_server_that_dies_names_the_missing_figures_by_direction() {
     let dir = TempDir::new("server-dies");
@@ -317,7 +280,7 @@ fn a_server_that_dies_names_the_missing_figures_by_direction() {
             &["server→client"][..],
         ),
     ] {
-        let mut server = ServerProc::start();
+        let mut server = ServerProc::start(&[]);
         let file = dir.0.join(format!("{name}.json"));
         let mut child = xbench()
             .args(["client", "127.0.0.1", "-p", &server.port.to_string()])
@@ -389,7 +352,7 @@ fn a_stopped_server_is_a_failed_test_that_says_what_is_missing() {
     .map(|(name, args, missing)| {
         let file = dir.0.join(format!("{name}.json"));
         std::thread::spawn(move || {
-            let server = ServerProc::start();
+            let server = ServerProc::start(&[]);
             let mut child = xbench()
                 .args(["client", "127.0.0.1", "-p", &server.port.to_string()])
                 .args(["-t", "2", "--json-stream", "--json-file"])

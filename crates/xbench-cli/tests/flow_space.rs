@@ -14,51 +14,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::channel;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 use serde_json::Value;
 
-use common::{Netns, root_or_skip};
-
-/// `xbench server` in `ns` on 127.0.0.1:5201 (outside the narrowed range), killed on drop.
-struct Server(Child);
-
-impl Server {
-    fn start(ns: &Netns) -> Self {
-        let xbench = env!("CARGO_BIN_EXE_xbench");
-        let mut child = ns
-            .command(xbench)
-            .args(["server", "-B", "127.0.0.1", "-p", "5201"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in stderr.lines() {
-                let Ok(line) = line else { break };
-                if line.contains("listening on ") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        let server = Server(child);
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("server logs its address");
-        server
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // `ip netns exec` execs the program: this is the server's own pid.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{Netns, ServerProc, root_or_skip};
 
 /// `iptables` in `ns`, which must succeed.
 fn iptables(ns: &Netns, rule: &[&str]) {
@@ -94,7 +55,11 @@ fn root_netns_flows_beyond_one_address_ports_are_refused_and_a_second_address_ca
     let started = Instant::now();
     let ns = Netns::new("xbflows");
     ns.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=61000 61059"]);
-    let _server = Server::start(&ns);
+    let _server = ServerProc::spawn(
+        ns.command(env!("CARGO_BIN_EXE_xbench")),
+        &["server", "-B", "127.0.0.1", "-p", "5201"],
+        &[],
+    );
     let xbench = env!("CARGO_BIN_EXE_xbench");
     let client = |extra: &[&str]| {
         ns.command(xbench)
@@ -206,7 +171,11 @@ fn root_netns_a_connection_limit_refuses_flows_counted_by_kind_held_with_allow_p
         rule
     };
     iptables(&ns, &limit(&["REJECT", "--reject-with", "tcp-reset"]));
-    let _server = Server::start(&ns);
+    let _server = ServerProc::spawn(
+        ns.command(env!("CARGO_BIN_EXE_xbench")),
+        &["server", "-B", "127.0.0.1", "-p", "5201"],
+        &[],
+    );
     let xbench = env!("CARGO_BIN_EXE_xbench");
     let client = |extra: &[&str]| {
         ns.command(xbench)
@@ -363,7 +332,11 @@ fn root_netns_openers_count_refused_timed_out_and_reset_connections_and_go_on() 
     }
     let started = Instant::now();
     let ns = Netns::new("xbopeners");
-    let _server = Server::start(&ns);
+    let _server = ServerProc::spawn(
+        ns.command(env!("CARGO_BIN_EXE_xbench")),
+        &["server", "-B", "127.0.0.1", "-p", "5201"],
+        &[],
+    );
     let xbench = env!("CARGO_BIN_EXE_xbench");
     let client = |extra: &[&str]| {
         ns.command(xbench)

@@ -9,76 +9,24 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::xbench;
+use common::{ServerProc, xbench};
 
-struct ServerProc {
-    child: Child,
-    port: u16,
-    metrics: String,
-    _log: Receiver<String>,
-}
-
-impl ServerProc {
-    fn start(extra: &[&str]) -> Self {
-        let mut child = xbench()
-            .args([
-                "server",
-                "-B",
-                "127.0.0.1",
-                "-p",
-                "0",
-                "--metrics",
-                "127.0.0.1:0",
-            ])
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (tx, log) = channel();
-        std::thread::spawn(move || {
-            for line in stderr.lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let until = Instant::now() + Duration::from_secs(30);
-        let (mut port, mut metrics) = (None, None);
-        while port.is_none() || metrics.is_none() {
-            let line = log
-                .recv_timeout(until.saturating_duration_since(Instant::now()))
-                .expect("the server logs its addresses");
-            if let Some(a) = line.split("listening on ").nth(1) {
-                port = a.trim().rsplit(':').next().and_then(|p| p.parse().ok());
-            }
-            if let Some(a) = line.split("metrics at http://").nth(1) {
-                metrics = a.trim().strip_suffix("/metrics").map(str::to_owned);
-            }
-        }
-        ServerProc {
-            child,
-            port: port.unwrap(),
-            metrics: metrics.unwrap(),
-            _log: log,
-        }
-    }
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A server with its metrics endpoint on a port of its own: the process and the endpoint's
+/// `host:port`.
+fn start(extra: &[&str]) -> (ServerProc, String) {
+    let mut server = ServerProc::start(&[&["--metrics", "127.0.0.1:0"][..], extra].concat());
+    let metrics = server
+        .wait_for("metrics at http://", Duration::from_secs(30))
+        .expect("the server logs its metrics address");
+    let metrics = metrics.trim().strip_suffix("/metrics").unwrap().to_owned();
+    (server, metrics)
 }
 
 /// One HTTP request to the metrics endpoint: (status line, headers, body); an empty status
@@ -122,8 +70,8 @@ fn value(m: &BTreeMap<(String, String), f64>, name: &str, labels: &str) -> f64 {
 
 #[test]
 fn metrics_agree_with_the_tests_own_figures() {
-    let server = ServerProc::start(&["--max-streams", "8"]);
-    let addr = server.metrics.clone();
+    let (server, metrics) = start(&["--max-streams", "8"]);
+    let addr = metrics.clone();
     let before = scrape(&addr);
     assert_eq!(
         value(&before, "xbench_tests_active", "protocol=\"xbench\""),
@@ -265,7 +213,7 @@ fn metrics_agree_with_the_tests_own_figures() {
 /// descriptor pool: `budget::Busy`) is a failed handshake, reason `busy`.
 #[test]
 fn a_connection_the_handshake_budget_refuses_counts_as_busy() {
-    let server = ServerProc::start(&["--max-handshakes", "1", "--max-flows", "1"]);
+    let (server, metrics) = start(&["--max-handshakes", "1", "--max-flows", "1"]);
     let target = format!("127.0.0.1:{}", server.port);
     // Silent, so it holds the one slot for the handshake timeout (10 s); the second finds
     // none.
@@ -278,7 +226,7 @@ fn a_connection_the_handshake_budget_refuses_counts_as_busy() {
     let _ = refused.read_to_end(&mut Vec::new());
     let until = Instant::now() + Duration::from_secs(30);
     loop {
-        let m = scrape(&server.metrics);
+        let m = scrape(&metrics);
         let busy = value(&m, "xbench_handshakes_failed_total", "reason=\"busy\"");
         if busy >= 1.0 {
             break;
@@ -290,8 +238,8 @@ fn a_connection_the_handshake_budget_refuses_counts_as_busy() {
 
 #[test]
 fn metrics_are_closed_to_clients_outside_allow() {
-    let server = ServerProc::start(&["--allow", "10.0.0.0/8"]);
-    let (status, _, body) = get(&server.metrics, "/metrics", OPENMETRICS);
+    let (_server, metrics) = start(&["--allow", "10.0.0.0/8"]);
+    let (status, _, body) = get(&metrics, "/metrics", OPENMETRICS);
     assert_eq!(
         (status.as_str(), body.as_str()),
         ("", ""),

@@ -19,9 +19,8 @@
 mod common;
 
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
-use common::{Netns, root_or_skip};
+use common::{Netns, NsListener, root_or_skip};
 
 /// IPv4 + UDP headers and a path check's 23 bytes: every datagram a victim may see.
 const CHALLENGE_ON_WIRE: u64 = 20 + 8 + 23;
@@ -33,8 +32,8 @@ fn root_netns_no_udp_mode_reflects_onto_a_spoofed_source_and_nat_still_works() {
         return;
     }
     let lab = Lab::up();
-    let _open = Server::start(&lab.srv, &["-B", "10.79.0.1"]);
-    let _allow = Server::start(&lab.srv, &["-B", "10.79.0.6", "--allow", "10.79.0.2/32"]);
+    let _open = xbench_server(&lab.srv, &["-B", "10.79.0.1"]);
+    let _allow = xbench_server(&lab.srv, &["-B", "10.79.0.6", "--allow", "10.79.0.2/32"]);
     let xb = env!("CARGO_BIN_EXE_xbench");
     let modes: [&[&str]; 3] = [
         &["-u", "-R", "-b", "100M", "-t", "2"],
@@ -263,37 +262,11 @@ impl Lab {
     }
 }
 
-/// An `xbench server` in `ns`, killed on drop.
-struct Server(Child);
-
-impl Server {
-    fn start(ns: &Netns, args: &[&str]) -> Self {
-        let child = ns
-            .command(env!("CARGO_BIN_EXE_xbench"))
-            .arg("server")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Server(child);
-        let addr = format!("{}:5201", args[1]);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !ns.run(&["ss", "-H", "-n", "-l", "-t"]).contains(&addr) {
-            assert!(
-                Instant::now() < deadline,
-                "the server on {addr} did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // `ip netns exec` execs the program: this is the server's own pid.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// `xbench server` with `args` (`-B ADDR` first) in `ns`, once it listens on ADDR:5201.
+fn xbench_server(ns: &Netns, args: &[&str]) -> NsListener {
+    let on = format!("{}:5201", args[1]);
+    let argv: Vec<&str> = std::iter::once("server")
+        .chain(args.iter().copied())
+        .collect();
+    ns.listening(env!("CARGO_BIN_EXE_xbench"), &argv, &on)
 }

@@ -7,12 +7,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::channel;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_usage_errors, signal, xbench};
+use common::{ServerProc, assert_usage_errors, signal, xbench};
 use serde_json::Value;
 
 #[test]
@@ -35,68 +33,40 @@ fn a_rate_no_clock_reaches_is_a_usage_error_naming_the_flag_and_the_range() {
     );
 }
 
-/// `xbench server ARGS` on a free loopback port; killed on drop.
-struct ServerProc {
-    child: Child,
-    port: u16,
-}
-
-impl ServerProc {
-    fn start(args: &[&str]) -> Self {
-        Self::spawn(xbench(), args)
-    }
-
-    /// A server that may open at most `nofile` files (soft and hard `RLIMIT_NOFILE`).
-    fn with_open_files(nofile: u64, args: &[&str]) -> Self {
-        use std::os::unix::process::CommandExt;
-        let mut c = xbench();
-        // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
-        unsafe {
-            c.pre_exec(move || {
-                let lim = libc::rlimit {
-                    rlim_cur: nofile,
-                    rlim_max: nofile,
-                };
-                match libc::setrlimit(libc::RLIMIT_NOFILE, &lim) {
-                    0 => Ok(()),
-                    _ => Err(std::io::Error::last_os_error()),
-                }
-            });
-        }
-        Self::spawn(c, args)
-    }
-
-    fn spawn(mut command: Command, args: &[&str]) -> Self {
-        let mut child = command
-            .args(["server", "-B", "127.0.0.1", "-p", "0"])
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in stderr.lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(addr.trim().rsplit(':').next().unwrap().parse().unwrap());
-                }
+/// A server that may open at most `nofile` files (soft and hard `RLIMIT_NOFILE`).
+fn with_open_files(nofile: u64, args: &[&str]) -> ServerProc {
+    use std::os::unix::process::CommandExt;
+    let mut c = xbench();
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        c.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: nofile,
+                rlim_max: nofile,
+            };
+            match libc::setrlimit(libc::RLIMIT_NOFILE, &lim) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
             }
         });
-        let port = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("server logs its address");
-        ServerProc { child, port }
     }
+    ServerProc::spawn(c, &["server", "-B", "127.0.0.1", "-p", "0"], args)
 }
 
-impl ServerProc {
+/// What these tests do with a server process beyond the shared [`ServerProc`]'s.
+trait Descriptors {
     /// Descriptors the server holds now.
+    fn open_fds(&self) -> usize;
+    /// Waits up to 30 s for the server to hold at least `n` descriptors.
+    fn wait_for_fds(&self, n: usize);
+    fn client(&self, local: &str, args: &[&str]) -> Command;
+}
+
+impl Descriptors for ServerProc {
     fn open_fds(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).map_or(0, |d| d.count())
     }
 
-    /// Waits up to 30 s for the server to hold at least `n` descriptors.
     fn wait_for_fds(&self, n: usize) {
         let until = Instant::now() + Duration::from_secs(30);
         while self.open_fds() < n {
@@ -109,7 +79,6 @@ impl ServerProc {
         }
     }
 
-    /// `xbench client` against this server from `local` (a -B list), with `args`.
     fn client(&self, local: &str, args: &[&str]) -> Command {
         let mut c = xbench();
         c.args([
@@ -122,13 +91,6 @@ impl ServerProc {
         ])
         .args(args);
         c
-    }
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -246,7 +208,7 @@ fn allow_partial_flows_measures_the_flows_the_server_takes_and_counts_the_rest_r
 fn a_test_beyond_the_servers_descriptors_is_refused_and_the_next_client_still_runs() {
     // --client-share 100%: what one client may hold is the server's whole budget, so this is
     // the total (1,200 descriptors: 944 less 236 kept for new connections) at work.
-    let server = ServerProc::with_open_files(
+    let server = with_open_files(
         1200,
         &[
             "--max-flows",
@@ -297,8 +259,7 @@ fn a_test_beyond_the_servers_descriptors_is_refused_and_the_next_client_still_ru
 #[test]
 fn one_address_cannot_take_every_descriptor_and_another_still_runs_its_test() {
     // 708 descriptors for tests, 354 an address.
-    let server =
-        ServerProc::with_open_files(1200, &["--max-flows", "1000", "--max-handshakes", "1024"]);
+    let server = with_open_files(1200, &["--max-flows", "1000", "--max-handshakes", "1024"]);
     let rr = ["--rr", "--flows", "300", "-i", "0"];
     let mut first = server
         .client("127.0.0.2,127.0.0.3", &rr)

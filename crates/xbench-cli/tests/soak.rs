@@ -6,7 +6,8 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a failed assertion
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,42 +15,20 @@ use xbench::config::Direction;
 use xbench::report::Outcome;
 use xbench::{ClientConfig, EndCondition, TestSpec, Workload};
 
+use common::ServerProc;
+
 /// Resident memory may grow by this much over the soak: allocator caches and the runtime's
 /// pools settle at a few MiB; a leak per test (say 2 KiB × 2,200 tests) would show as more.
 const RSS_BOUND_MIB: u64 = 48;
 
-struct Server {
-    child: Child,
-    port: u16,
+/// What the soak reads of the server process: its open descriptors or threads, and its
+/// resident memory.
+trait Footprint {
+    fn proc_count(&self, dir: &str) -> usize;
+    fn rss_kib(&self) -> u64;
 }
 
-impl Server {
-    fn start() -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_xbench"))
-            .args(["server", "-B", "127.0.0.1", "-p", "0"])
-            .args([
-                "--max-tests",
-                "64",
-                "--max-tests-per-client",
-                "64",
-                "--idle-timeout",
-                "5",
-            ])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let port = loop {
-            let l = lines.next().expect("server logs its address").unwrap();
-            if let Some(a) = l.split("listening on ").nth(1) {
-                break a.trim().rsplit(':').next().unwrap().parse().unwrap();
-            }
-        };
-        // Keep draining the log so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, port }
-    }
-
+impl Footprint for ServerProc {
     fn proc_count(&self, dir: &str) -> usize {
         std::fs::read_dir(format!("/proc/{}/{dir}", self.child.id()))
             .unwrap()
@@ -67,11 +46,16 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The soak's server: room for every test it runs at once, and a short idle timeout.
+fn start_server() -> ServerProc {
+    ServerProc::start(&[
+        "--max-tests",
+        "64",
+        "--max-tests-per-client",
+        "64",
+        "--idle-timeout",
+        "5",
+    ])
 }
 
 /// A tiny deterministic generator: the seed is printed, so a failure can be replayed.
@@ -116,7 +100,7 @@ fn quick_test(port: u16, i: u64) -> ClientConfig {
 #[test]
 #[ignore = "soak: about a minute; run with --ignored"]
 fn soak_2000_tests_and_200_killed_clients_leave_no_trace() {
-    let server = Server::start();
+    let server = start_server();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let run = |c: ClientConfig| {
         rt.block_on(xbench::client::run(&c, &mut |_| {}, std::future::pending()))

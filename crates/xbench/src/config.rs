@@ -766,12 +766,24 @@ mod tests {
         assert_eq!(parse_rate_per_flow(" 200 "), Ok(200.0));
         assert_eq!(parse_rate_per_flow("10ms"), Ok(100.0));
         assert_eq!(parse_rate_per_flow("0ms"), Err(RateError::ZeroGap));
-        assert_eq!(parse_rate_per_flow("2m"), Err(RateError::NotARate("2m".into())));
+        assert_eq!(
+            parse_rate_per_flow("2m"),
+            Err(RateError::NotARate("2m".into()))
+        );
         assert!(matches!(parse_rate_per_flow("5xs"), Err(RateError::Gap(_))));
-        assert_eq!(parse_rate_per_flow("-5"), Err(RateError::NotPositive("-5".into())));
+        assert_eq!(
+            parse_rate_per_flow("-5"),
+            Err(RateError::NotPositive("-5".into()))
+        );
         assert_eq!(parse_rate_per_flow("20000k"), Err(RateError::TooHigh));
-        assert_eq!(rate_per_flow(f64::NAN, "NaN"), Err(RateError::NotPositive("NaN".into())));
-        assert_eq!(rate_per_flow(MAX_RATE_PER_FLOW, "max"), Ok(MAX_RATE_PER_FLOW));
+        assert_eq!(
+            rate_per_flow(f64::NAN, "NaN"),
+            Err(RateError::NotPositive("NaN".into()))
+        );
+        assert_eq!(
+            rate_per_flow(MAX_RATE_PER_FLOW, "max"),
+            Ok(MAX_RATE_PER_FLOW)
+        );
     }
 
     #[test]

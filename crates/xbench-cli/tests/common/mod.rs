@@ -1,16 +1,112 @@
-//! Shared by the tests that run the `xbench` binary: the binary itself, a temporary directory
-//! removed on drop, signals to a child, and JSON Schema checks. Each test binary uses part.
+//! Shared by the tests that run the `xbench` binary: the binary itself, a server process of
+//! it, a temporary directory removed on drop, signals to a child, and JSON Schema checks.
+//! Each test binary uses part.
 
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 /// The `xbench` binary of this build.
 pub(crate) fn xbench() -> Command {
     Command::new(env!("CARGO_BIN_EXE_xbench"))
+}
+
+/// An `xbench server` process for one test: its port read from its "listening on" line, its
+/// log kept line by line for the test to read ([`ServerProc::log`]), and killed and reaped on
+/// drop, so no server outlives the test that started it whatever the test's end.
+pub(crate) struct ServerProc {
+    pub(crate) child: Child,
+    pub(crate) port: u16,
+    /// The lines read while waiting for the port, then the rest as they come.
+    pub(crate) early: Vec<String>,
+    pub(crate) log: Receiver<String>,
+}
+
+impl ServerProc {
+    /// `xbench server -B 127.0.0.1 -p 0` and `extra`: a free port on loopback.
+    pub(crate) fn start(extra: &[&str]) -> Self {
+        Self::spawn(xbench(), &["server", "-B", "127.0.0.1", "-p", "0"], extra)
+    }
+
+    /// `command` (the binary with whatever the test set on it) run with `args`, then `extra`.
+    /// Waits up to 30 s for the port: a loaded machine starts a process slowly, and only a
+    /// server that never listens fails here.
+    pub(crate) fn spawn(mut command: Command, args: &[&str], extra: &[&str]) -> Self {
+        let mut child = command
+            .args(args)
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let (tx, log) = channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = ServerProc {
+            child,
+            port: 0,
+            early: Vec::new(),
+            log,
+        };
+        let addr = server
+            .wait_for("listening on ", Duration::from_secs(30))
+            .expect("server logs its address");
+        server.port = addr.trim().rsplit(':').next().unwrap().parse().unwrap();
+        server
+    }
+
+    /// What follows `marker` on the first line of the log that has it, waiting up to `limit`
+    /// for it; lines read on the way are kept in [`Self::early`].
+    pub(crate) fn wait_for(&mut self, marker: &str, limit: Duration) -> Option<String> {
+        let after = |line: &String| line.split(marker).nth(1).map(str::to_owned);
+        if let Some(found) = self.early.iter().find_map(after) {
+            return Some(found);
+        }
+        let until = Instant::now() + limit;
+        loop {
+            let line = self
+                .log
+                .recv_timeout(until.saturating_duration_since(Instant::now()))
+                .ok()?;
+            let found = after(&line);
+            self.early.push(line);
+            if found.is_some() {
+                return found;
+            }
+        }
+    }
+
+    /// The port as a command-line argument.
+    pub(crate) fn port(&self) -> String {
+        self.port.to_string()
+    }
+
+    /// Stops the server and reaps it, so its whole log has been written (the reader thread
+    /// takes a moment more to pass the last lines on).
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// A fresh directory under the system's temp dir, removed on drop.
@@ -102,6 +198,39 @@ impl Netns {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.0, program]);
         c
+    }
+
+    /// `program` with `args` run inside the namespace, its output dropped, once `ss` there
+    /// lists a listening TCP socket on `on` (`host:port`); up to 10 s.
+    pub(crate) fn listening(&self, program: &str, args: &[&str], on: &str) -> NsListener {
+        let child = self
+            .command(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let listener = NsListener(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.run(&["ss", "-H", "-n", "-l", "-t"]).contains(on) {
+            assert!(
+                Instant::now() < deadline,
+                "{program} did not listen on {on}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        listener
+    }
+}
+
+/// A program listening in a namespace ([`Netns::listening`]), killed on drop: `ip netns exec`
+/// execs the program, so the child is the program itself.
+pub(crate) struct NsListener(pub(crate) Child);
+
+impl Drop for NsListener {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
