@@ -121,6 +121,20 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
     println!("\nThroughput, client → server, receiver figures (median of {rounds})");
     let reference = build_c_reference("tcp_reference", "C reference TCP loop");
     let streams = stream_counts();
+    let results = bulk_rounds(xbench, rounds, secs, &streams, reference.as_ref());
+    bulk_table(&streams, &results, misses);
+}
+
+/// Every round of the throughput part: each stream count, each tool of [`BULK_TOOLS`] in turn
+/// forwards and backwards (the C loop where `reference` built). Apart from [`throughput`], as
+/// the table is.
+fn bulk_rounds(
+    xbench: &PathBuf,
+    rounds: usize,
+    secs: u64,
+    streams: &[usize],
+    reference: Option<&PathBuf>,
+) -> Vec<[Vec<Bulk>; 5]> {
     let mut results: Vec<[Vec<Bulk>; 5]> = streams.iter().map(|_| Default::default()).collect();
     for round in 0..rounds {
         for (i, &p) in streams.iter().enumerate() {
@@ -130,7 +144,7 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
                 order.reverse();
             }
             for tool in order {
-                let m = match (tool, &reference) {
+                let m = match (tool, reference) {
                     (0, _) => run_iperf3(p, secs),
                     (1, _) => run_xbench_bulk(xbench, p, secs, false),
                     (2, _) => run_xbench_bulk(xbench, p, secs, true),
@@ -146,6 +160,12 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
         }
         eprintln!("  round {} of {rounds} done", round + 1);
     }
+    results
+}
+
+/// The throughput table: each tool's medians per stream count beside iperf3's and the C
+/// loop's, and a miss where xbench breaks a bar.
+fn bulk_table(streams: &[usize], results: &[[Vec<Bulk>; 5]], misses: &mut Vec<String>) {
     println!(
         "{:>4}  {:<22} {:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}",
         "-P",
@@ -163,7 +183,6 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
         let cpu = |v: &[Bulk]| med(v, |b| b.client_s_per_gb) + med(v, |b| b.server_s_per_gb);
         let iperf = &results[i][0];
         let base = med(iperf, |b| b.gbps);
-        let bar = if p == 1 { 1.0 } else { 1.3 };
         for (tool, name) in BULK_TOOLS.iter().enumerate() {
             let v = &results[i][tool];
             if v.is_empty() {
@@ -172,26 +191,7 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
             let g = med(v, |b| b.gbps);
             let (c, s) = (med(v, |b| b.client_s_per_gb), med(v, |b| b.server_s_per_gb));
             let ratio = g / base;
-            let verdict = if tool == 0 || tool >= 3 {
-                String::new()
-            } else {
-                // Issue 20's bars: CPU per GB moved (client + server) at most 0.9× iperf3's,
-                // and one stream at least as fast as iperf3 in both receive modes (xbench
-                // copying against iperf3 copying is the like-for-like case).
-                let cpu_ok = c + s <= cpu(iperf) * 0.9;
-                let ok = ratio >= bar && cpu_ok;
-                if !ok && (tool == 1 || p == 1) {
-                    misses.push(format!(
-                        "-P {p}: {name} {ratio:.2}× iperf3 (bar {bar}×){}",
-                        if cpu_ok {
-                            ""
-                        } else {
-                            ", CPU per GB above 0.9× iperf3's"
-                        }
-                    ));
-                }
-                format!("{} ≥{bar}×", if ok { "met" } else { "MISSED" })
-            };
+            let verdict = bulk_verdict(tool, p, name, ratio, c + s, cpu(iperf), misses);
             // Issue 36's bars: within 3 % of the bare loop in the same receive mode, CPU per
             // GB within 10 % of its.
             let against_c = match tool {
@@ -215,6 +215,41 @@ fn throughput(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<Strin
                 p, name, g, c, s, ratio, verdict, vs_c, cpu_vs_c
             );
         }
+    }
+}
+
+/// Issue 20's bar for `tool` (xbench in one receive mode; none for the others) at `-P p`:
+/// its rate `ratio`× iperf3's, and its CPU per GB `cpu` (client + server) against iperf3's
+/// `iperf_cpu`. A miss is kept for the default mode, and for both at one stream.
+fn bulk_verdict(
+    tool: usize,
+    p: usize,
+    name: &str,
+    ratio: f64,
+    cpu: f64,
+    iperf_cpu: f64,
+    misses: &mut Vec<String>,
+) -> String {
+    let bar = if p == 1 { 1.0 } else { 1.3 };
+    if tool == 0 || tool >= 3 {
+        String::new()
+    } else {
+        // Issue 20's bars: CPU per GB moved (client + server) at most 0.9× iperf3's,
+        // and one stream at least as fast as iperf3 in both receive modes (xbench
+        // copying against iperf3 copying is the like-for-like case).
+        let cpu_ok = cpu <= iperf_cpu * 0.9;
+        let ok = ratio >= bar && cpu_ok;
+        if !ok && (tool == 1 || p == 1) {
+            misses.push(format!(
+                "-P {p}: {name} {ratio:.2}× iperf3 (bar {bar}×){}",
+                if cpu_ok {
+                    ""
+                } else {
+                    ", CPU per GB above 0.9× iperf3's"
+                }
+            ));
+        }
+        format!("{} ≥{bar}×", if ok { "met" } else { "MISSED" })
     }
 }
 
@@ -832,13 +867,26 @@ fn udp(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>) {
          (median of {rounds})"
     );
     let reference = build_c_reference("udp_reference", "C reference UDP loop");
+    let results = udp_rounds(xbench, rounds, secs, reference.as_ref());
+    udp_table(&results, misses);
+}
+
+/// Every round of the UDP part: each of [`UDP_CASES`], iperf3, xbench and (unpaced, where
+/// `reference` built) the C loop in turn forwards and backwards. Apart from [`udp`], as the
+/// table is.
+fn udp_rounds(
+    xbench: &PathBuf,
+    rounds: usize,
+    secs: u64,
+    reference: Option<&PathBuf>,
+) -> Vec<[Vec<Datagrams>; 3]> {
     let mut results: Vec<[Vec<Datagrams>; 3]> =
         UDP_CASES.iter().map(|_| Default::default()).collect();
     for round in 0..rounds {
         for (i, &(len, rate)) in UDP_CASES.iter().enumerate() {
             let order: [usize; 3] = if round % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
             for tool in order {
-                let m = match (tool, &reference) {
+                let m = match (tool, reference) {
                     (0, _) => run_iperf3_udp(len, rate, secs),
                     (1, _) => run_xbench_udp(xbench, len, rate, secs),
                     // The loop is unpaced: the physical limit of the unpaced cases.
@@ -853,6 +901,12 @@ fn udp(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>) {
         }
         eprintln!("  round {} of {rounds} done", round + 1);
     }
+    results
+}
+
+/// The UDP table: each tool's medians per case beside iperf3's and the C loop's, and a miss
+/// where xbench breaks a bar.
+fn udp_table(results: &[[Vec<Datagrams>; 3]], misses: &mut Vec<String>) {
     println!(
         "{:>6} {:>4}  {:<14} {:>12} {:>8} {:>7} {:>11} {:>11} {:>8} {:>6} {:>9}",
         "-l",
@@ -878,26 +932,7 @@ fn udp(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>) {
             let per_s = med(v, |d| d.per_s);
             let (gbps, loss) = (med(v, |d| d.gbps), med(v, |d| d.lost_pct));
             let ratio = per_s / base;
-            let verdict = if tool != 1 {
-                String::new()
-            } else if rate == "0" {
-                let ok = ratio >= 1.5;
-                if !ok {
-                    misses.push(format!(
-                        "UDP -l {len} unpaced: xbench {ratio:.2}× iperf3's datagrams/s (bar 1.5×)"
-                    ));
-                }
-                format!("{} ≥1.5×", if ok { "met" } else { "MISSED" })
-            } else {
-                let ok = (gbps - 1.0).abs() <= 0.01 && loss == 0.0;
-                if !ok {
-                    misses.push(format!(
-                        "UDP -b 1G: xbench delivered {gbps:.3} Gbit/s with {loss:.3} % loss (bar: \
-                         within 1 % of 1 Gbit/s, no loss)"
-                    ));
-                }
-                format!("{} ±1 %", if ok { "met" } else { "MISSED" })
-            };
+            let verdict = udp_verdict(tool, len, rate, ratio, gbps, loss, misses);
             // Issue 36's bar: received datagrams/s at least 0.95× the bare GSO/GRO loop's.
             let vs_c = match &results[i][2] {
                 c if tool == 1 && !c.is_empty() => {
@@ -926,6 +961,39 @@ fn udp(xbench: &PathBuf, rounds: usize, secs: u64, misses: &mut Vec<String>) {
                 vs_c
             );
         }
+    }
+}
+
+/// Issue 16's bar for `tool` (xbench; none for the others) with `len`-byte datagrams at
+/// `-b rate`: unpaced, its datagrams/s `ratio`× iperf3's; paced, its rate `gbps` and `loss`.
+fn udp_verdict(
+    tool: usize,
+    len: u32,
+    rate: &str,
+    ratio: f64,
+    gbps: f64,
+    loss: f64,
+    misses: &mut Vec<String>,
+) -> String {
+    if tool != 1 {
+        String::new()
+    } else if rate == "0" {
+        let ok = ratio >= 1.5;
+        if !ok {
+            misses.push(format!(
+                "UDP -l {len} unpaced: xbench {ratio:.2}× iperf3's datagrams/s (bar 1.5×)"
+            ));
+        }
+        format!("{} ≥1.5×", if ok { "met" } else { "MISSED" })
+    } else {
+        let ok = (gbps - 1.0).abs() <= 0.01 && loss == 0.0;
+        if !ok {
+            misses.push(format!(
+                "UDP -b 1G: xbench delivered {gbps:.3} Gbit/s with {loss:.3} % loss (bar: \
+                 within 1 % of 1 Gbit/s, no loss)"
+            ));
+        }
+        format!("{} ±1 %", if ok { "met" } else { "MISSED" })
     }
 }
 

@@ -312,66 +312,7 @@ fn run_row(xbench: &Path, flows: u32, secs: u64, extra: &[String]) -> Result<Row
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("starting the server: {e}"))?;
-    let result = (|| {
-        wait_listening(port)?;
-        let client = Command::new(xbench)
-            .args(["client", "127.0.0.1", "-p", &port.to_string()])
-            // `--crr` is a mode of its own; anything else (-u, --per-flow) goes with --rr.
-            .args((!extra.iter().any(|a| a == "--crr")).then_some("--rr"))
-            .args([
-                "--flows",
-                &flows.to_string(),
-                "-t",
-                &secs.to_string(),
-                "--json",
-            ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting the client: {e}"))?;
-        let watching = Arc::new(AtomicBool::new(true));
-        let setup = watch_setup(client.id(), server.id(), Arc::clone(&watching));
-        let finished = finish(client);
-        watching.store(false, Ordering::Relaxed);
-        let (c_setup, s_setup) = setup.join().unwrap_or((None, None));
-        let (out, err, ok, c_cpu, c_peak) = finished?;
-        if !ok {
-            let err = String::from_utf8_lossy(&err);
-            return Err(format!("the client failed: {}", last_line(&err)));
-        }
-        let doc: Value =
-            serde_json::from_slice(&out).map_err(|e| format!("the client's JSON: {e}"))?;
-        let s = &doc["rr"]["summary"];
-        let tx = s["total_transactions"]
-            .as_f64()
-            .ok_or("no transaction count")?;
-        if tx < 1.0 {
-            return Err("no transaction completed".into());
-        }
-        // The server's last answers are a few scheduler slices behind the client's exit.
-        std::thread::sleep(Duration::from_millis(300));
-        let (s_peak, s_cpu) = proc_figures(server.id())?;
-        let (Some(c_setup), Some(s_setup)) = (c_setup, s_setup) else {
-            return Err(
-                "no request/response worker thread appeared at one end (a thread \
-                        named xb-rr-…), so its setup could not be told from its run"
-                    .into(),
-            );
-        };
-        let n = f64::from(flows);
-        Ok(Row {
-            tps: s["transactions_per_second"].as_f64().unwrap_or(0.0),
-            client_peak: c_peak,
-            server_peak: s_peak,
-            client_us_per_tx: (c_cpu - c_setup).max(0.0) * 1e6 / tx,
-            server_us_per_tx: (s_cpu - s_setup).max(0.0) * 1e6 / tx,
-            client_setup_us_per_flow: c_setup * 1e6 / n,
-            server_setup_us_per_flow: s_setup * 1e6 / n,
-            client_whole_us_per_tx: c_cpu * 1e6 / tx,
-            server_whole_us_per_tx: s_cpu * 1e6 / tx,
-        })
-    })();
+    let result = measure_row(xbench, port, flows, secs, extra, &server);
     let _ = server.kill();
     let _ = server.wait();
     if result.is_err()
@@ -384,6 +325,76 @@ fn run_row(xbench: &Path, flows: u32, secs: u64, extra: &[String]) -> Result<Row
         }
     }
     result
+}
+
+/// The client's test against `server` (listening on `port`, or about to) and the row's
+/// figures from both ends: [`run_row`]'s measuring, apart from starting and stopping the
+/// server around it.
+fn measure_row(
+    xbench: &Path,
+    port: u16,
+    flows: u32,
+    secs: u64,
+    extra: &[String],
+    server: &Child,
+) -> Result<Row, String> {
+    wait_listening(port)?;
+    let client = Command::new(xbench)
+        .args(["client", "127.0.0.1", "-p", &port.to_string()])
+        // `--crr` is a mode of its own; anything else (-u, --per-flow) goes with --rr.
+        .args((!extra.iter().any(|a| a == "--crr")).then_some("--rr"))
+        .args([
+            "--flows",
+            &flows.to_string(),
+            "-t",
+            &secs.to_string(),
+            "--json",
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting the client: {e}"))?;
+    let watching = Arc::new(AtomicBool::new(true));
+    let setup = watch_setup(client.id(), server.id(), Arc::clone(&watching));
+    let finished = finish(client);
+    watching.store(false, Ordering::Relaxed);
+    let (c_setup, s_setup) = setup.join().unwrap_or((None, None));
+    let (out, err, ok, c_cpu, c_peak) = finished?;
+    if !ok {
+        let err = String::from_utf8_lossy(&err);
+        return Err(format!("the client failed: {}", last_line(&err)));
+    }
+    let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("the client's JSON: {e}"))?;
+    let s = &doc["rr"]["summary"];
+    let tx = s["total_transactions"]
+        .as_f64()
+        .ok_or("no transaction count")?;
+    if tx < 1.0 {
+        return Err("no transaction completed".into());
+    }
+    // The server's last answers are a few scheduler slices behind the client's exit.
+    std::thread::sleep(Duration::from_millis(300));
+    let (s_peak, s_cpu) = proc_figures(server.id())?;
+    let (Some(c_setup), Some(s_setup)) = (c_setup, s_setup) else {
+        return Err(
+            "no request/response worker thread appeared at one end (a thread \
+                    named xb-rr-…), so its setup could not be told from its run"
+                .into(),
+        );
+    };
+    let n = f64::from(flows);
+    Ok(Row {
+        tps: s["transactions_per_second"].as_f64().unwrap_or(0.0),
+        client_peak: c_peak,
+        server_peak: s_peak,
+        client_us_per_tx: (c_cpu - c_setup).max(0.0) * 1e6 / tx,
+        server_us_per_tx: (s_cpu - s_setup).max(0.0) * 1e6 / tx,
+        client_setup_us_per_flow: c_setup * 1e6 / n,
+        server_setup_us_per_flow: s_setup * 1e6 / n,
+        client_whole_us_per_tx: c_cpu * 1e6 / tx,
+        server_whole_us_per_tx: s_cpu * 1e6 / tx,
+    })
 }
 
 /// The server's peak RSS (`VmHWM`, bytes) and CPU seconds (user + system) so far.

@@ -529,24 +529,48 @@ pub(crate) async fn all(c: &Common, a: AllArgs) -> Result<Exit> {
             !a.ready.skip_ready
         )
     );
-    let measured = if stop.fired() {
+    let measured = measure_all(&d, &outputs, &a, &suite, &stop).await;
+    delete_after(&d, &outputs, &a, measured).await
+}
+
+/// `all`'s measuring, on the hosts `up` just made (`--here`: your host's paths on this
+/// machine): skipped when Ctrl-C came during `up`.
+async fn measure_all(
+    d: &Deployer,
+    outputs: &Outputs,
+    a: &AllArgs,
+    suite: &Suite,
+    stop: &Interrupts,
+) -> Result<Exit> {
+    if stop.fired() {
         Ok(Exit::Interrupted)
     } else {
-        match SsmExecutor::new(&d, &outputs) {
+        match SsmExecutor::new(d, outputs) {
             Ok((exec, paths)) if a.here => {
-                match run_here(&d, &outputs, &exec, paths, binary::default_path()).await {
+                match run_here(d, outputs, &exec, paths, binary::default_path()).await {
                     Ok((here, paths)) => {
-                        measure(&suite, &paths, &here, &a.out, false, &a.report, &stop).await
+                        measure(suite, &paths, &here, &a.out, false, &a.report, stop).await
                     }
                     Err(e) => Err(e),
                 }
             }
             Ok((exec, paths)) => {
-                measure(&suite, &paths, &exec, &a.out, false, &a.report, &stop).await
+                measure(suite, &paths, &exec, &a.out, false, &a.report, stop).await
             }
             Err(e) => Err(e.into()),
         }
-    };
+    }
+}
+
+/// `all`'s end: the hosts kept (`--keep`, with how to go on), else deleted; the measuring's
+/// result `measured` is returned, with a failed deletion added to it.
+#[allow(clippy::print_stdout)]
+async fn delete_after(
+    d: &Deployer,
+    outputs: &Outputs,
+    a: &AllArgs,
+    measured: Result<Exit>,
+) -> Result<Exit> {
     if a.keep {
         println!(
             "\nhosts kept (--keep): run again with `xbench-deploy run {} --out {} --run-id {} --resume`; delete with `xbench-deploy down {}`",

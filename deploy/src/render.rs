@@ -63,48 +63,7 @@ pub(crate) fn plan(
         describe_suite(scenario.suite.as_ref(), plan)
     );
     if let Some(pre) = pre {
-        let _ = writeln!(out, "\nchecked with AWS");
-        let mut nets: Vec<_> = pre.network_performance.iter().collect();
-        nets.sort();
-        for ((region, ty), perf) in nets {
-            let ami = pre
-                .amis
-                .get(&(region.clone(), ty.clone()))
-                .map(String::as_str)
-                .unwrap_or("?");
-            let enhanced = pre
-                .enhanced_networking
-                .get(&(region.clone(), ty.clone()))
-                .copied()
-                .unwrap_or("ENA");
-            let _ = writeln!(
-                out,
-                "  {ty} in {region}: enhanced networking {enhanced}, network {}, AMI {ami}",
-                perf.as_deref().unwrap_or("unknown")
-            );
-        }
-        let mut gateways: Vec<_> = pre.gateway_amis.iter().collect();
-        gateways.sort();
-        for ((region, ty), ami) in gateways {
-            let _ = writeln!(
-                out,
-                "  IPsec gateways: {ami} ({ty} in {region}; gateway_ami = {})",
-                match &scenario.gateway_ami {
-                    xbench_deploy::scenario::AmiChoice::Ubuntu2404 => "ubuntu-24.04".to_owned(),
-                    xbench_deploy::scenario::AmiChoice::AmazonLinux2023 => "al2023".to_owned(),
-                    xbench_deploy::scenario::AmiChoice::SsmParameter(p) => format!("ssm:{p}"),
-                    xbench_deploy::scenario::AmiChoice::Id(id) => id.clone(),
-                }
-            );
-        }
-        let mut zones: Vec<_> = pre.zones.iter().collect();
-        zones.sort();
-        for (vpc, zone) in zones {
-            let _ = writeln!(out, "  vpc {vpc} in zone {zone}");
-        }
-        for q in &pre.quotas {
-            let _ = writeln!(out, "  vCPUs in {}", q.line());
-        }
+        out.push_str(&checked_with_aws(pre, scenario));
     }
     let aws_bandwidth = pre.map(|p| p.bandwidth.clone()).unwrap_or_default();
     out.push_str(&cost(plan, scenario, &aws_bandwidth));
@@ -113,6 +72,55 @@ pub(crate) fn plan(
         "\nself-stop\n  every instance powers itself off at the run's deletion-due time (up + ttl_hours = {} h) on its own clock, and is launched with InstanceInitiatedShutdownBehavior=terminate: a run nobody tears down (a laptop asleep during `all`, a lost state directory) stops billing then; what bills without an instance (Transit Gateway attachments, accelerators) waits for `down` or `gc`",
         scenario.ttl_hours
     );
+    out
+}
+
+/// The section of what AWS answered (`plan --check`): per instance type its networking and
+/// AMI, the IPsec gateways' AMIs, each VPC's zone and the vCPU quotas.
+fn checked_with_aws(pre: &Preflight, scenario: &Scenario) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\nchecked with AWS");
+    let mut nets: Vec<_> = pre.network_performance.iter().collect();
+    nets.sort();
+    for ((region, ty), perf) in nets {
+        let ami = pre
+            .amis
+            .get(&(region.clone(), ty.clone()))
+            .map(String::as_str)
+            .unwrap_or("?");
+        let enhanced = pre
+            .enhanced_networking
+            .get(&(region.clone(), ty.clone()))
+            .copied()
+            .unwrap_or("ENA");
+        let _ = writeln!(
+            out,
+            "  {ty} in {region}: enhanced networking {enhanced}, network {}, AMI {ami}",
+            perf.as_deref().unwrap_or("unknown")
+        );
+    }
+    let mut gateways: Vec<_> = pre.gateway_amis.iter().collect();
+    gateways.sort();
+    for ((region, ty), ami) in gateways {
+        let _ = writeln!(
+            out,
+            "  IPsec gateways: {ami} ({ty} in {region}; gateway_ami = {})",
+            match &scenario.gateway_ami {
+                xbench_deploy::scenario::AmiChoice::Ubuntu2404 => "ubuntu-24.04".to_owned(),
+                xbench_deploy::scenario::AmiChoice::AmazonLinux2023 => "al2023".to_owned(),
+                xbench_deploy::scenario::AmiChoice::SsmParameter(p) => format!("ssm:{p}"),
+                xbench_deploy::scenario::AmiChoice::Id(id) => id.clone(),
+            }
+        );
+    }
+    let mut zones: Vec<_> = pre.zones.iter().collect();
+    zones.sort();
+    for (vpc, zone) in zones {
+        let _ = writeln!(out, "  vpc {vpc} in zone {zone}");
+    }
+    for q in &pre.quotas {
+        let _ = writeln!(out, "  vCPUs in {}", q.line());
+    }
     out
 }
 

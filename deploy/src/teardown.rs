@@ -286,45 +286,7 @@ impl Deployer {
     ) -> Vec<Leftover> {
         let mut left = Vec::new();
         for region in regions {
-            let r = self.aws.region(region);
-            match discover_retrying(&r, sel, &p.timing()).await {
-                Ok(inv) => {
-                    for (kind, found) in inv.all() {
-                        for f in found {
-                            left.push(Leftover {
-                                region: region.clone(),
-                                kind: kind.to_owned(),
-                                id: f.id.clone(),
-                                detail: f.state.clone(),
-                            });
-                        }
-                    }
-                    for (kind, why) in &inv.unlisted {
-                        if uses.tgw {
-                            left.push(Leftover {
-                                region: region.clone(),
-                                kind: "not searched:".into(),
-                                id: (*kind).to_owned(),
-                                detail: Some(why.clone()),
-                            });
-                        }
-                    }
-                }
-                Err(e) => left.push(Leftover::unsearched(region, "the region", &e)),
-            }
-            match retry_value(&p.timing(), || ssm::find_psks(&r, sel)).await {
-                Ok(found) => {
-                    for (run, _) in found {
-                        left.push(Leftover {
-                            region: region.clone(),
-                            kind: "ssm parameter".into(),
-                            id: ssm::psk_parameter(&run),
-                            detail: None,
-                        });
-                    }
-                }
-                Err(e) => left.push(Leftover::unsearched(region, "parameter store", &e)),
-            }
+            self.remaining_in(region, sel, uses, p, &mut left).await;
         }
         let api = self.accelerators.as_ref();
         match retry_value(&p.timing(), || accelerator::find(api, sel)).await {
@@ -358,6 +320,57 @@ impl Deployer {
             Err(e) => left.push(Leftover::unsearched("global", "iam roles", &e)),
         }
         left
+    }
+
+    /// What of `sel` is still in `region` (instances, networks, parameters), added to `left`:
+    /// [`Self::remaining`]'s search of one region, apart from the global services after it.
+    async fn remaining_in(
+        &self,
+        region: &str,
+        sel: &Selector,
+        uses: &Uses,
+        p: &Progress,
+        left: &mut Vec<Leftover>,
+    ) {
+        let r = self.aws.region(region);
+        match discover_retrying(&r, sel, &p.timing()).await {
+            Ok(inv) => {
+                for (kind, found) in inv.all() {
+                    for f in found {
+                        left.push(Leftover {
+                            region: region.to_owned(),
+                            kind: kind.to_owned(),
+                            id: f.id.clone(),
+                            detail: f.state.clone(),
+                        });
+                    }
+                }
+                for (kind, why) in &inv.unlisted {
+                    if uses.tgw {
+                        left.push(Leftover {
+                            region: region.to_owned(),
+                            kind: "not searched:".into(),
+                            id: (*kind).to_owned(),
+                            detail: Some(why.clone()),
+                        });
+                    }
+                }
+            }
+            Err(e) => left.push(Leftover::unsearched(region, "the region", &e)),
+        }
+        match retry_value(&p.timing(), || ssm::find_psks(&r, sel)).await {
+            Ok(found) => {
+                for (run, _) in found {
+                    left.push(Leftover {
+                        region: region.to_owned(),
+                        kind: "ssm parameter".into(),
+                        id: ssm::psk_parameter(&run),
+                        detail: None,
+                    });
+                }
+            }
+            Err(e) => left.push(Leftover::unsearched(region, "parameter store", &e)),
+        }
     }
 
     /// Regions to search: those given, those the state file names, else every region; and

@@ -316,6 +316,8 @@ fn charges(
     (cs, sc): (f64, f64),
     t: &PriceTable,
 ) -> Vec<DataLine> {
+    // Long on purpose: one match over every path kind, each arm that kind's priced lines in
+    // printed order; the arms share the line builder, the cross-region lines and both figures.
     let line = |what: String, gb: f64, per_gb: f64| DataLine {
         path: label.to_owned(),
         what,

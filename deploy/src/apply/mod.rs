@@ -158,6 +158,17 @@ impl Deployer {
             self.check_binary(scenario, plan, &pre, bin)?;
         }
         pre.quotas = self.check_quotas(plan, &vcpus).await?;
+        pre.zones = self.pick_zones(scenario, plan).await?;
+        Ok(pre)
+    }
+
+    /// Each VPC's zone: the scenario's, else one AWS offers its hosts' instance type in.
+    async fn pick_zones(
+        &self,
+        scenario: &Scenario,
+        plan: &Plan,
+    ) -> Result<HashMap<String, String>, Error> {
+        let mut zones = HashMap::new();
         for v in &plan.vpcs {
             let zone = match &v.az {
                 Some(z) => z.clone(),
@@ -171,9 +182,9 @@ impl Deployer {
                     ec2::pick_zone(&self.aws.region(&v.region), &ty).await?
                 }
             };
-            pre.zones.insert(v.name.clone(), zone);
+            zones.insert(v.name.clone(), zone);
         }
-        Ok(pre)
+        Ok(zones)
     }
 
     /// Per region, the plan's standard-family vCPUs against the account's quota; refuses a

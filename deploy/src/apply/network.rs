@@ -327,23 +327,7 @@ impl Build<'_> {
             .get(subnet)
             .cloned()
             .ok_or_else(|| Error::Internal(format!("no subnet {subnet} in {vpc}")))?;
-        let target_id = match target {
-            RouteTarget::InternetGateway => ids.igw.clone(),
-            RouteTarget::Peering(k) => self
-                .ids()
-                .peerings
-                .get(k)
-                .cloned()
-                .ok_or_else(|| Error::Internal(format!("no peering {k}")))?,
-            RouteTarget::TransitGateway => self
-                .ids()
-                .tgws
-                .get(&r.region)
-                .map(|t| t.0.clone())
-                .ok_or_else(|| Error::Internal(format!("no transit gateway in {}", r.region)))?,
-            RouteTarget::GatewayHost(h) => self.host_ids(h)?.eni,
-            RouteTarget::YourGateway(g) => g.id().to_owned(),
-        };
+        let target_id = self.route_target_id(&ids, &r.region, target)?;
         macro_rules! with_target {
             ($req:expr) => {
                 match target {
@@ -393,6 +377,33 @@ impl Build<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// The id `target` stands for in the VPC of `ids` (in `region`): apart from [`Self::route`],
+    /// which points a route at it.
+    fn route_target_id(
+        &self,
+        ids: &VpcIds,
+        region: &str,
+        target: &RouteTarget,
+    ) -> Result<String, Error> {
+        Ok(match target {
+            RouteTarget::InternetGateway => ids.igw.clone(),
+            RouteTarget::Peering(k) => self
+                .ids()
+                .peerings
+                .get(k)
+                .cloned()
+                .ok_or_else(|| Error::Internal(format!("no peering {k}")))?,
+            RouteTarget::TransitGateway => self
+                .ids()
+                .tgws
+                .get(region)
+                .map(|t| t.0.clone())
+                .ok_or_else(|| Error::Internal(format!("no transit gateway in {region}")))?,
+            RouteTarget::GatewayHost(h) => self.host_ids(h)?.eni,
+            RouteTarget::YourGateway(g) => g.id().to_owned(),
+        })
     }
 
     pub(super) async fn peering(

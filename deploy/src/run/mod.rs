@@ -303,18 +303,7 @@ pub async fn run(
     let plan = schedule(suite, paths, &opts.out);
     check_fleets(&plan, paths)?;
     let done = prepare_out(&opts.out, &plan, opts.resume)?;
-    let next = plan
-        .iter()
-        .find(|p| !done.contains(&p.index))
-        .map_or(1, |p| p.repeat);
-    let spread = match suite.every {
-        Some(e) => Some(every::Spread::start(&opts.out, e, opts.resume, next)?),
-        None if !opts.resume => {
-            every::Spread::forget(&opts.out);
-            None
-        }
-        None => None,
-    };
+    let spread = spread_repeats(suite, opts, &plan, &done)?;
     let mut state = Progress::new(paths, &plan, &done);
     let mut cancel = Cancel(Box::pin(cancel), false);
     give_up_unrunnable(paths, exec, &mut state, on_event).await;
@@ -373,6 +362,29 @@ pub async fn run(
     let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Internal(e.to_string()))?;
     save(&opts.out.join(SUMMARY_FILE), &json)?;
     Ok(summary)
+}
+
+/// The schedule that spreads the repeats (`suite.every`), anchored for the first repeat not
+/// yet collected; without one, a fresh run forgets an earlier run's schedule.
+fn spread_repeats(
+    suite: &Suite,
+    opts: &RunOptions,
+    plan: &[Planned],
+    done: &BTreeSet<usize>,
+) -> Result<Option<every::Spread>, Error> {
+    let next = plan
+        .iter()
+        .find(|p| !done.contains(&p.index))
+        .map_or(1, |p| p.repeat);
+    let spread = match suite.every {
+        Some(e) => Some(every::Spread::start(&opts.out, e, opts.resume, next)?),
+        None if !opts.resume => {
+            every::Spread::forget(&opts.out);
+            None
+        }
+        None => None,
+    };
+    Ok(spread)
 }
 
 /// Paths `run` cannot measure, given up before the first run: those the executor found
@@ -525,9 +537,21 @@ async fn one_run(
         .map(|(k, argv)| exec.execute(path, k, argv, limit))
         .collect();
     let results = join_all(futures).await;
+    merge_fleet(results, &configs, p, spread)
+}
+
+/// A fleet run's reports (`results`, in instance order, each run with its share `configs`)
+/// checked, kept as parts and merged into the path's report: apart from [`one_run`], which
+/// starts the instances. `Err` only for what stops the whole `run`.
+fn merge_fleet(
+    results: Vec<Result<Vec<u8>, String>>,
+    configs: &[ClientConfig],
+    p: &Planned,
+    spread: SpreadPolicy,
+) -> Result<Result<Collected, String>, Error> {
     let mut reports = Vec::new();
     let mut parts = Vec::new();
-    for (k, (r, config)) in results.into_iter().zip(&configs).enumerate() {
+    for (k, (r, config)) in results.into_iter().zip(configs).enumerate() {
         let part = Planned {
             config: config.clone(),
             ..p.clone()
