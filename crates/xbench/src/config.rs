@@ -442,8 +442,8 @@ impl TestSpec {
 
     /// Checks every bound; the server calls this on what a client sent.
     ///
-    /// Longer than most: a flat list of checks, one per bound, each naming its flag, so every
-    /// bound and its message can be read in one place.
+    /// The checks common to every test here, in order, then the workload's own
+    /// (`check_rr`, `check_throughput`); each names its flag.
     pub fn validate(&self) -> Result<(), SpecError> {
         let err = |field, reason: String| Err(SpecError { field, reason });
         match self.end {
@@ -494,63 +494,9 @@ impl TestSpec {
             );
         }
         match &self.workload {
-            Workload::RequestResponse(r) => {
-                // --flows is 1..=MAX_FLOWS by its type (FlowCount); no check needed.
-                if r.request_len.get() > MAX_RR_LEN || r.response_len.get() > MAX_RR_LEN {
-                    return err(
-                        "-r",
-                        format!(
-                            "requests and responses are at most {} MiB",
-                            MAX_RR_LEN >> 20
-                        ),
-                    );
-                }
-                if r.burst.get() > MAX_BURST {
-                    return err("--burst", format!("at most {MAX_BURST} in flight per flow"));
-                }
-                if r.connect_per_transaction && r.burst.get() > 1 {
-                    return err(
-                        "--burst",
-                        "--crr carries one transaction per connection; use --flows for \
-                         concurrency"
-                            .into(),
-                    );
-                }
-                if let Some(rate) = r.rate_per_flow {
-                    check_rate(rate, self.end)?;
-                }
-                if let Some(u) = &r.udp {
-                    check_udp_rr(r, u)?;
-                }
-                if matches!(self.end, EndCondition::Bytes(_)) {
-                    return err(
-                        "-n",
-                        "request/response tests run for a time (-t), not a byte count".into(),
-                    );
-                }
-            }
-            Workload::Throughput(t) => {
-                if t.streams.get() > MAX_STREAMS {
-                    return err("-P", format!("at most {MAX_STREAMS} streams"));
-                }
-                if let Some(ul) = &t.under_load {
-                    ul.validate(self, t)?;
-                }
-                if let Some(u) = &t.udp {
-                    return check_udp(u, t.streams.get(), self.end);
-                }
-                if t.bitrate.is_some_and(|b| b < 8_000) {
-                    return err("-b", "a bitrate must be at least 8 kbit/s".into());
-                }
-                if t.block_len.get() > MAX_BLOCK_LEN {
-                    return err(
-                        "-l",
-                        format!("block length must be at most {} MiB", MAX_BLOCK_LEN >> 20),
-                    );
-                }
-            }
+            Workload::RequestResponse(r) => check_rr(r, self.end),
+            Workload::Throughput(t) => check_throughput(t, self),
         }
-        Ok(())
     }
 
     /// The throughput settings, if this is a throughput test.
@@ -568,6 +514,63 @@ impl TestSpec {
             Workload::Throughput(_) => None,
         }
     }
+}
+
+/// The bounds of a request/response test: message sizes, burst, rate, UDP, and a time.
+fn check_rr(r: &RrSpec, end: EndCondition) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    // --flows is 1..=MAX_FLOWS by its type (FlowCount); no check needed.
+    if r.request_len.get() > MAX_RR_LEN || r.response_len.get() > MAX_RR_LEN {
+        return err(
+            "-r",
+            format!(
+                "requests and responses are at most {} MiB",
+                MAX_RR_LEN >> 20
+            ),
+        );
+    }
+    if r.burst.get() > MAX_BURST {
+        return err("--burst", format!("at most {MAX_BURST} in flight per flow"));
+    }
+    if r.connect_per_transaction && r.burst.get() > 1 {
+        return err(
+            "--burst",
+            "--crr carries one transaction per connection; use --flows for \
+             concurrency"
+                .into(),
+        );
+    }
+    if let Some(rate) = r.rate_per_flow {
+        check_rate(rate, end)?;
+    }
+    if let Some(u) = &r.udp {
+        check_udp_rr(r, u)?;
+    }
+    timed(end, "request/response")
+}
+
+/// The bounds of a throughput test: streams, the test under load, UDP, bitrate, block length.
+fn check_throughput(t: &ThroughputSpec, spec: &TestSpec) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    if t.streams.get() > MAX_STREAMS {
+        return err("-P", format!("at most {MAX_STREAMS} streams"));
+    }
+    if let Some(ul) = &t.under_load {
+        ul.validate(spec, t)?;
+    }
+    if let Some(u) = &t.udp {
+        return check_udp(u, t.streams.get(), spec.end);
+    }
+    if t.bitrate.is_some_and(|b| b < 8_000) {
+        return err("-b", "a bitrate must be at least 8 kbit/s".into());
+    }
+    if t.block_len.get() > MAX_BLOCK_LEN {
+        return err(
+            "-l",
+            format!("block length must be at most {} MiB", MAX_BLOCK_LEN >> 20),
+        );
+    }
+    Ok(())
 }
 
 /// Bounds of a UDP test: a datagram that holds the header and fits an IP packet, a rate of at
@@ -597,11 +600,16 @@ fn check_udp(u: &UdpSpec, streams: u16, end: EndCondition) -> Result<(), SpecErr
             ),
         );
     }
+    timed(end, "UDP")
+}
+
+/// Refuses a byte count (`-n`) for `what` tests, which run for a time.
+fn timed(end: EndCondition, what: &str) -> Result<(), SpecError> {
     if matches!(end, EndCondition::Bytes(_)) {
-        return err(
-            "-n",
-            "UDP tests run for a time (-t), not a byte count".into(),
-        );
+        return Err(SpecError {
+            field: "-n",
+            reason: format!("{what} tests run for a time (-t), not a byte count"),
+        });
     }
     Ok(())
 }

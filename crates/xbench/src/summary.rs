@@ -57,75 +57,9 @@ pub fn merge_interval(
     server: &[SideInterval],
 ) -> Option<Interval> {
     let first = client.or(server.first())?;
-    let span = |s: &SideInterval| s.end_s - s.start_s;
     let client = client.map(std::slice::from_ref).unwrap_or_default();
-    let mut streams = Vec::with_capacity(dirs.len());
-    for (&id, &direction) in dirs {
-        let (sender_side, receiver_side) = match direction {
-            StreamDirection::ClientToServer => (client, server),
-            StreamDirection::ServerToClient => (server, client),
-        };
-        let sent = find_stream(sender_side, id);
-        let received = find_stream(receiver_side, id);
-        if sent.is_none() && received.is_none() {
-            continue;
-        }
-        streams.push(StreamInterval {
-            stream: id,
-            direction,
-            sent: sent.map_or_else(Transfer::default, |(s, x)| Transfer::new(x.bytes, span(s))),
-            received: received.map(|(s, x)| Transfer::new(x.bytes, span(s))),
-            tcp: sent.and_then(|(_, x)| x.tcp),
-        });
-    }
-    let mut sum = Vec::new();
-    for direction in distinct(dirs) {
-        let of_dir: Vec<&StreamInterval> = streams
-            .iter()
-            .filter(|s| s.direction == direction)
-            .collect();
-        if of_dir.is_empty() {
-            continue;
-        }
-        let sender_side = match direction {
-            StreamDirection::ClientToServer => client,
-            StreamDirection::ServerToClient => server,
-        };
-        let sent_bytes = of_dir.iter().map(|s| s.sent.bytes).sum();
-        // Every stream of a direction sits on the same clock of its end, so one span serves.
-        let received = if of_dir.iter().all(|s| s.received.is_some()) {
-            of_dir
-                .iter()
-                .filter_map(|s| s.received)
-                .map(|t| t.seconds)
-                .reduce(f64::max)
-                .map(|secs| {
-                    Transfer::new(
-                        of_dir
-                            .iter()
-                            .filter_map(|s| s.received)
-                            .map(|t| t.bytes)
-                            .sum(),
-                        secs,
-                    )
-                })
-        } else {
-            None
-        };
-        let sent_span = of_dir
-            .iter()
-            .find_map(|s| find_stream(sender_side, s.stream).map(|(side, _)| span(side)))
-            .unwrap_or(0.0);
-        sum.push(IntervalSum {
-            direction,
-            sent: Transfer::new(sent_bytes, sent_span),
-            received,
-            retransmits: of_dir
-                .iter()
-                .filter_map(|s| s.tcp.map(|t| t.retransmits))
-                .sum(),
-        });
-    }
+    let streams = stream_intervals(dirs, client, server);
+    let sum = sums(dirs, &streams, client, server);
     Some(Interval {
         index: first.index,
         start_s: first.start_s,
@@ -539,6 +473,97 @@ pub fn cpu_report(client: &SideResults, server: Option<&SideResults>) -> CpuRepo
         client_us_per_transaction: None,
         server_us_per_transaction: None,
     }
+}
+/// Each stream's figures in one interval: what its sender's side sent and its receiver's
+/// side received; a stream neither side reported is left out.
+fn stream_intervals(
+    dirs: &Directions,
+    client: &[SideInterval],
+    server: &[SideInterval],
+) -> Vec<StreamInterval> {
+    let mut streams = Vec::with_capacity(dirs.len());
+    for (&id, &direction) in dirs {
+        let (sender_side, receiver_side) = match direction {
+            StreamDirection::ClientToServer => (client, server),
+            StreamDirection::ServerToClient => (server, client),
+        };
+        let sent = find_stream(sender_side, id);
+        let received = find_stream(receiver_side, id);
+        if sent.is_none() && received.is_none() {
+            continue;
+        }
+        streams.push(StreamInterval {
+            stream: id,
+            direction,
+            sent: sent.map_or_else(Transfer::default, |(s, x)| Transfer::new(x.bytes, span(s))),
+            received: received.map(|(s, x)| Transfer::new(x.bytes, span(s))),
+            tcp: sent.and_then(|(_, x)| x.tcp),
+        });
+    }
+    streams
+}
+
+/// Each direction's sums in one interval, from its streams' figures.
+fn sums(
+    dirs: &Directions,
+    streams: &[StreamInterval],
+    client: &[SideInterval],
+    server: &[SideInterval],
+) -> Vec<IntervalSum> {
+    let mut sum = Vec::new();
+    for direction in distinct(dirs) {
+        let of_dir: Vec<&StreamInterval> = streams
+            .iter()
+            .filter(|s| s.direction == direction)
+            .collect();
+        if of_dir.is_empty() {
+            continue;
+        }
+        let sender_side = match direction {
+            StreamDirection::ClientToServer => client,
+            StreamDirection::ServerToClient => server,
+        };
+        let sent_bytes = of_dir.iter().map(|s| s.sent.bytes).sum();
+        // Every stream of a direction sits on the same clock of its end, so one span serves.
+        let received = if of_dir.iter().all(|s| s.received.is_some()) {
+            of_dir
+                .iter()
+                .filter_map(|s| s.received)
+                .map(|t| t.seconds)
+                .reduce(f64::max)
+                .map(|secs| {
+                    Transfer::new(
+                        of_dir
+                            .iter()
+                            .filter_map(|s| s.received)
+                            .map(|t| t.bytes)
+                            .sum(),
+                        secs,
+                    )
+                })
+        } else {
+            None
+        };
+        let sent_span = of_dir
+            .iter()
+            .find_map(|s| find_stream(sender_side, s.stream).map(|(side, _)| span(side)))
+            .unwrap_or(0.0);
+        sum.push(IntervalSum {
+            direction,
+            sent: Transfer::new(sent_bytes, sent_span),
+            received,
+            retransmits: of_dir
+                .iter()
+                .filter_map(|s| s.tcp.map(|t| t.retransmits))
+                .sum(),
+        });
+    }
+    sum
+}
+
+/// How long one side's interval lasted, in seconds.
+fn span(s: &SideInterval) -> f64 {
+    s.end_s - s.start_s
 }
 
 fn find_stream(side: &[SideInterval], id: u16) -> Option<(&SideInterval, &SideStreamInterval)> {

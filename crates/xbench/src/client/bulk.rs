@@ -295,6 +295,8 @@ impl<'c> Ended<'c> {
         give_up: &mut GiveUp<G>,
         on_event: OnEvent<'_>,
     ) -> Drained<'c> {
+        // Long on purpose: one select loop whose arms share the wait's state (server results, why
+        // they are missing, receivers done, drain over, outcome) until both ends have finished.
         let Ended {
             running: mut r,
             mut outcome,

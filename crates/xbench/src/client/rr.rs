@@ -73,31 +73,7 @@ pub(super) async fn run(
         if let Some(w) = round_trip(&session, &[]).and_then(|rtt| unreachable_rate(spec, rtt)) {
             warnings.push(w);
         }
-        let window = config.spec.socket.window;
-        let mut flows = Vec::with_capacity(socks.len());
-        let mut infos = Vec::with_capacity(socks.len());
-        for (id, (sock, hello)) in socks.into_iter().enumerate() {
-            rr::udp::size_socket(&sock, window, &mut warnings);
-            let report = socket::report(&sock, window);
-            infos.push(StreamInfo {
-                id: id as u16,
-                // Requests go this way; each flow's socket carries both.
-                direction: StreamDirection::ClientToServer,
-                client_addr: sock.local_addr().unwrap_or(session.client_addr),
-                server_addr: sock.peer_addr().unwrap_or(session.server_addr),
-                server_socket: ready
-                    .sockets
-                    .get(id)
-                    .cloned()
-                    .unwrap_or_else(|| report.clone()),
-                client_socket: report,
-            });
-            flows.push(UdpFlow {
-                id: id as u16,
-                sock,
-                token: wire::token(&hello.tag),
-            });
-        }
+        let (flows, infos) = udp_flows(&session, config, socks, &ready, &mut warnings);
         for w in &warnings {
             on_event(ClientEvent::Warning(w.clone()));
         }
@@ -107,32 +83,15 @@ pub(super) async fn run(
         let drained = ended.drain(&mut give_up, on_event).await;
         return Ok(drained.collect(&mut give_up, on_event).await.report(spec));
     }
-    // --crr opens its connections as it goes.
-    let persistent = if spec.connect_per_transaction {
-        0
-    } else {
-        flows
-    };
-    // Flows refused or timed out on the way are counted by kind in `setup`; with
-    // --allow-partial-flows the rest run.
-    let (conns, setup) = session
-        .connect_partial(
-            config,
-            persistent,
-            config.allow_partial_flows,
-            &mut warnings,
-            cancel.as_mut(),
-        )
-        .await?;
-    warnings.extend(super::session::partial_warning(
-        &setup,
-        "flows",
-        "measuring",
-    ));
-    if let Some(e) = super::session::partial_event(&setup) {
-        on_event(e);
-    }
-    let setup = (!spec.connect_per_transaction).then_some(setup);
+    let (conns, setup) = connect(
+        &mut session,
+        config,
+        spec,
+        &mut warnings,
+        on_event,
+        cancel.as_mut(),
+    )
+    .await?;
     if let Some(w) = round_trip(&session, &conns).and_then(|rtt| unreachable_rate(spec, rtt)) {
         warnings.push(w);
     }
@@ -157,6 +116,85 @@ pub(super) async fn run(
         rr.setup = setup;
     }
     Ok(report)
+}
+
+/// Sizes each flow's UDP socket and describes it: the flows to run, and their streams for
+/// the report (the server's sockets as its `Ready` described them).
+fn udp_flows(
+    session: &Session,
+    config: &ClientConfig,
+    socks: Vec<(std::net::UdpSocket, crate::proto::DataHello)>,
+    ready: &crate::proto::Ready,
+    warnings: &mut Vec<String>,
+) -> (Vec<UdpFlow>, Vec<StreamInfo>) {
+    let window = config.spec.socket.window;
+    let mut flows = Vec::with_capacity(socks.len());
+    let mut infos = Vec::with_capacity(socks.len());
+    for (id, (sock, hello)) in socks.into_iter().enumerate() {
+        rr::udp::size_socket(&sock, window, warnings);
+        let report = socket::report(&sock, window);
+        infos.push(StreamInfo {
+            id: id as u16,
+            // Requests go this way; each flow's socket carries both.
+            direction: StreamDirection::ClientToServer,
+            client_addr: sock.local_addr().unwrap_or(session.client_addr),
+            server_addr: sock.peer_addr().unwrap_or(session.server_addr),
+            server_socket: ready
+                .sockets
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| report.clone()),
+            client_socket: report,
+        });
+        flows.push(UdpFlow {
+            id: id as u16,
+            sock,
+            token: wire::token(&hello.tag),
+        });
+    }
+    (flows, infos)
+}
+
+/// Opens the flows' TCP connections: none for --crr, which opens its own as it goes. Flows
+/// refused or timed out on the way are counted by kind in the setup returned (none for
+/// --crr); with --allow-partial-flows the rest run, and the user is told.
+async fn connect(
+    session: &mut Session,
+    config: &ClientConfig,
+    spec: &RrSpec,
+    warnings: &mut Vec<String>,
+    on_event: OnEvent<'_>,
+    cancel: Pin<&mut impl Future<Output = ()>>,
+) -> Result<
+    (
+        Vec<(u16, std::net::TcpStream)>,
+        Option<crate::report::ConnectionSetup>,
+    ),
+    Error,
+> {
+    let persistent = if spec.connect_per_transaction {
+        0
+    } else {
+        spec.flows.as_usize()
+    };
+    let (conns, setup) = session
+        .connect_partial(
+            config,
+            persistent,
+            config.allow_partial_flows,
+            warnings,
+            cancel,
+        )
+        .await?;
+    warnings.extend(super::session::partial_warning(
+        &setup,
+        "flows",
+        "measuring",
+    ));
+    if let Some(e) = super::session::partial_event(&setup) {
+        on_event(e);
+    }
+    Ok((conns, (!spec.connect_per_transaction).then_some(setup)))
 }
 
 /// Records in `report` the flows the server's limit (`max` of `asked`) turned away under
@@ -456,6 +494,8 @@ impl<'c> Ended<'c> {
         give_up: &mut GiveUp<G>,
         on_event: OnEvent<'_>,
     ) -> Drained<'c> {
+        // Long on purpose: one select loop whose arms share the drain's state (workers done,
+        // abandoned, deadline, outcome, last flows and latency) until every worker has reported.
         let Ended {
             running: mut r,
             mut outcome,
@@ -940,6 +980,8 @@ impl Accumulator {
 
     /// Merges one interval's snapshots and adds them to the totals.
     fn absorb(&mut self, p: Pending, on_event: OnEvent<'_>) {
+        // Long on purpose: one pass over an interval's flows adds to its sums, each flow's
+        // totals and the test's totals at once; apart, each would walk the flows again.
         let dist = &p.latency;
         let mut transactions = 0;
         let mut retransmits = 0;

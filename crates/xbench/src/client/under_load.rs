@@ -523,35 +523,8 @@ fn compose(
     let omit_s = config.spec.omit.as_secs_f64();
     let udp_rr = udp.rr.clone().unwrap_or_else(|| empty_rr(&udp));
     let end_s = udp_rr.intervals.last().map_or(0.0, |iv| iv.end_s);
-    let phases = match live.load_start {
-        Some(t) => {
-            let load_start_s = secs(Some(t));
-            // The loaded phase ends where the bulk test's last measured interval does: the
-            // window its own figures (and the streams' RTTs) come from.
-            let loaded_end_s = load_start_s
-                + (bulk.intervals.iter().rev())
-                    .find(|iv| !iv.omitted)
-                    .map_or(omit_s + bulk.summary.measured_s, |iv| iv.end_s);
-            // In order even when the user stopped the test under load (the probes then end
-            // with it, and no idle phase follows).
-            let idle_after_start_s = secs(Some(done)).max(loaded_end_s);
-            Phases {
-                load_start_s,
-                loaded_start_s: load_start_s + omit_s,
-                loaded_end_s,
-                idle_after_start_s,
-                end_s: end_s.max(idle_after_start_s),
-            }
-        }
-        // Stopped before the load: the whole timeline is the first idle phase.
-        None => Phases {
-            load_start_s: end_s,
-            loaded_start_s: end_s,
-            loaded_end_s: end_s,
-            idle_after_start_s: end_s,
-            end_s,
-        },
-    };
+    let load_start_s = live.load_start.map(|t| secs(Some(t)));
+    let phases = phases(load_start_s, secs(Some(done)), omit_s, end_s, &bulk);
     let tcp_rr = tcp.as_ref().and_then(|t| t.rr.clone());
     let wire = u64::from(PROBE_LEN)
         + match udp.streams.first().map(|s| s.server_addr.is_ipv4()) {
@@ -601,6 +574,46 @@ fn compose(
     report.warnings.extend(probe_warnings);
     report.under_load = Some(figures);
     report
+}
+
+/// The test's phases on the probes' timeline, in seconds from its start: the load's start
+/// (`None` when stopped before it), the test's end (`done_s`) and the probes' last interval
+/// (`end_s`).
+fn phases(
+    load_start_s: Option<f64>,
+    done_s: f64,
+    omit_s: f64,
+    end_s: f64,
+    bulk: &TestReport,
+) -> Phases {
+    match load_start_s {
+        Some(load_start_s) => {
+            // The loaded phase ends where the bulk test's last measured interval does: the
+            // window its own figures (and the streams' RTTs) come from.
+            let loaded_end_s = load_start_s
+                + (bulk.intervals.iter().rev())
+                    .find(|iv| !iv.omitted)
+                    .map_or(omit_s + bulk.summary.measured_s, |iv| iv.end_s);
+            // In order even when the user stopped the test under load (the probes then end
+            // with it, and no idle phase follows).
+            let idle_after_start_s = done_s.max(loaded_end_s);
+            Phases {
+                load_start_s,
+                loaded_start_s: load_start_s + omit_s,
+                loaded_end_s,
+                idle_after_start_s,
+                end_s: end_s.max(idle_after_start_s),
+            }
+        }
+        // Stopped before the load: the whole timeline is the first idle phase.
+        None => Phases {
+            load_start_s: end_s,
+            loaded_start_s: end_s,
+            loaded_end_s: end_s,
+            idle_after_start_s: end_s,
+            end_s,
+        },
+    }
 }
 
 /// A probe's outcome as the test's: the stop that ends its last idle phase is how it

@@ -2,7 +2,7 @@
 //! numbers, each `None` where the report does not hold it. Gathering only; the rules decide.
 
 use crate::config::{StreamDirection, Workload};
-use crate::report::{SenderLimits, TestReport, ThreadTime};
+use crate::report::{DirectionSummary, SenderLimits, TcpTotals, TestReport, ThreadTime};
 
 /// Who ran one end of a direction, which says what that end can report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,14 +79,7 @@ impl Inputs {
             return None;
         }
         let d = report.summary.directions.get(index)?;
-        let server = match &report.server {
-            Some(p) if p.software.starts_with("iperf3") => Peer::Iperf3,
-            _ => Peer::Xbench,
-        };
-        let (sender, receiver) = match d.direction {
-            StreamDirection::ClientToServer => (Peer::Xbench, server),
-            StreamDirection::ServerToClient => (server, Peer::Xbench),
-        };
+        let (sender, receiver) = peers(report, d.direction);
         let tcps: Vec<_> = d.per_stream.iter().filter_map(|s| s.tcp.as_ref()).collect();
         let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
         let windows: Vec<f64> = tcps.iter().filter_map(|t| t.mean_snd_wnd_bytes).collect();
@@ -100,25 +93,12 @@ impl Inputs {
             .map(|t| f64::from(t.mss))
             .collect();
         let mss_bytes = mean(&mss);
-        let base = tcps
-            .iter()
-            .filter_map(|t| t.min_rtt_us)
-            .filter(|&r| r > 0)
-            .min()
-            .or(d.rtt.map(|r| r.min_us))
-            .map(f64::from);
+        let base = base_rtt_us(&tcps, d);
         let all = |f: &dyn Fn(&crate::report::StreamSummary) -> Option<ThreadTime>| {
             let v: Option<Vec<ThreadTime>> = d.per_stream.iter().map(f).collect();
             v.filter(|v| !v.is_empty()).map(|v| mean_thread(&v))
         };
-        let queue: Option<Vec<f64>> = d
-            .per_stream
-            .iter()
-            .map(|s| {
-                let q = s.receive_queue?;
-                (q.rcvbuf_bytes > 0).then(|| q.mean_bytes / q.rcvbuf_bytes as f64 * 100.0)
-            })
-            .collect();
+        let queue = receive_queue_pcts(d);
         // Nothing to diagnose without either end's figure (a test whose figures never arrived).
         let rate_bps = d.receiver.or(d.sender)?.bits_per_second;
         Some(Inputs {
@@ -170,6 +150,40 @@ pub struct AllowanceHit {
     pub exceeded: u64,
     /// Those as a share of the packets the interface moved that way, percent, when known.
     pub shaped_pct: Option<f64>,
+}
+
+/// Which program sends and which receives in this direction: xbench, or an iperf3 server.
+fn peers(report: &TestReport, direction: StreamDirection) -> (Peer, Peer) {
+    let server = match &report.server {
+        Some(p) if p.software.starts_with("iperf3") => Peer::Iperf3,
+        _ => Peer::Xbench,
+    };
+    match direction {
+        StreamDirection::ClientToServer => (Peer::Xbench, server),
+        StreamDirection::ServerToClient => (server, Peer::Xbench),
+    }
+}
+
+/// The path's base RTT in µs: the least of the streams' minimum RTTs, else the direction's.
+fn base_rtt_us(tcps: &[&TcpTotals], d: &DirectionSummary) -> Option<f64> {
+    tcps.iter()
+        .filter_map(|t| t.min_rtt_us)
+        .filter(|&r| r > 0)
+        .min()
+        .or(d.rtt.map(|r| r.min_us))
+        .map(f64::from)
+}
+
+/// Each stream's mean receive queue as a percentage of its receive buffer; `None` unless
+/// every stream has one.
+fn receive_queue_pcts(d: &DirectionSummary) -> Option<Vec<f64>> {
+    d.per_stream
+        .iter()
+        .map(|s| {
+            let q = s.receive_queue?;
+            (q.rcvbuf_bytes > 0).then(|| q.mean_bytes / q.rcvbuf_bytes as f64 * 100.0)
+        })
+        .collect()
 }
 
 /// The allowance verdict of `report` that bears on `direction`'s rate: bandwidth out at the

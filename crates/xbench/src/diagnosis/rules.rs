@@ -128,37 +128,8 @@ pub const LOSS_PCT: f64 = 0.1;
 /// limits, the sender's thread, losses.
 pub(super) fn decide(i: &Inputs) -> Diagnosis {
     let v = Values::of(i);
-    if i.rate_bps <= 0.0 {
-        return cannot_tell(&v, &[FigureName::Rate], vec![Unknown::NoLimitFound]);
-    }
-    if let Some(asked) = i.pacing_asked_bps
-        && i.rate_bps >= PACING_SHARE * asked
-    {
-        return verdict(
-            &v,
-            Verdict::Pacing,
-            Confidence::Clear,
-            &[FigureName::Rate, FigureName::PacingAsked],
-            vec![],
-        );
-    }
-    // The instance's driver counted its packets shaped to an EC2 allowance, the way this
-    // direction's data went, for at least 1 % of them: whatever TCP's figures show after
-    // that (shaped packets are queued or dropped, so losses and queues follow), they answer
-    // to the instance's limit.
-    if i.allowance.is_some() {
-        return verdict(
-            &v,
-            Verdict::InstanceAllowance,
-            Confidence::Clear,
-            &[
-                FigureName::Rate,
-                FigureName::AllowanceExceeded,
-                FigureName::AllowanceShaped,
-                FigureName::Retransmitted,
-            ],
-            vec![],
-        );
+    if let Some(d) = before_tcp(i, &v) {
+        return d;
     }
     let reader = Reader::of(i, &v);
     let sender_saturated = i
@@ -223,24 +194,71 @@ pub(super) fn decide(i: &Inputs) -> Diagnosis {
     }
     let limits = Limits::of(i);
     match limits.named() {
-        Named::Mixed(causes) => cannot_tell(
-            &v,
-            &[
-                FigureName::Rate,
-                FigureName::RwndLimited,
-                FigureName::SndbufLimited,
-                FigureName::SenderIdle,
-                FigureName::RateOfCeiling,
-                FigureName::SenderOnCpu,
-                FigureName::SenderWaitingForCpu,
-                FigureName::ReaderAsleep,
-            ],
-            vec![Unknown::Mixed { causes }],
-        ),
+        Named::Mixed(causes) => mixed(&v, causes),
         Named::Window => window_closed(i, &v, reader, sender_saturated),
         Named::SendBuffer => send_buffer_full(&v, reader),
         Named::Idle | Named::None => unlimited(i, &v, limits, reader),
     }
+}
+
+/// The rungs above TCP's own figures: no rate at all, the pacing asked for, an EC2
+/// allowance. `None` when none of them holds.
+fn before_tcp(i: &Inputs, v: &Values<'_>) -> Option<Diagnosis> {
+    if i.rate_bps <= 0.0 {
+        return Some(cannot_tell(
+            v,
+            &[FigureName::Rate],
+            vec![Unknown::NoLimitFound],
+        ));
+    }
+    if let Some(asked) = i.pacing_asked_bps
+        && i.rate_bps >= PACING_SHARE * asked
+    {
+        return Some(verdict(
+            v,
+            Verdict::Pacing,
+            Confidence::Clear,
+            &[FigureName::Rate, FigureName::PacingAsked],
+            vec![],
+        ));
+    }
+    // The instance's driver counted its packets shaped to an EC2 allowance, the way this
+    // direction's data went, for at least 1 % of them: whatever TCP's figures show after
+    // that (shaped packets are queued or dropped, so losses and queues follow), they answer
+    // to the instance's limit.
+    if i.allowance.is_some() {
+        return Some(verdict(
+            v,
+            Verdict::InstanceAllowance,
+            Confidence::Clear,
+            &[
+                FigureName::Rate,
+                FigureName::AllowanceExceeded,
+                FigureName::AllowanceShaped,
+                FigureName::Retransmitted,
+            ],
+            vec![],
+        ));
+    }
+    None
+}
+
+/// More than one limit held the sender for long: named, and no verdict.
+fn mixed(v: &Values<'_>, causes: Vec<Verdict>) -> Diagnosis {
+    cannot_tell(
+        v,
+        &[
+            FigureName::Rate,
+            FigureName::RwndLimited,
+            FigureName::SndbufLimited,
+            FigureName::SenderIdle,
+            FigureName::RateOfCeiling,
+            FigureName::SenderOnCpu,
+            FigureName::SenderWaitingForCpu,
+            FigureName::ReaderAsleep,
+        ],
+        vec![Unknown::Mixed { causes }],
+    )
 }
 
 /// The sender was held on a full send buffer the most: the buffer's size, if the rate is about
@@ -513,17 +531,6 @@ const SNDBUF_FIGURES: &[FigureName] = &[
 /// Neither window nor buffer held the sender back: its own thread, losses, or its idle time
 /// say who set the pace, in that order.
 fn unlimited(i: &Inputs, v: &Values<'_>, limits: Limits, reader: Reader) -> Diagnosis {
-    const SENDER_FIGURES: &[FigureName] = &[
-        FigureName::Rate,
-        FigureName::SenderOnCpu,
-        FigureName::SenderWaitingForCpu,
-        FigureName::SenderAsleep,
-        FigureName::SenderIdle,
-        FigureName::NothingQueued,
-        FigureName::SendBufferCeiling,
-        FigureName::RwndLimited,
-        FigureName::SndbufLimited,
-    ];
     if let Some(t) = i.sender_thread
         && t.runnable_pct() >= SATURATED_PCT
     {
@@ -538,65 +545,7 @@ fn unlimited(i: &Inputs, v: &Values<'_>, limits: Limits, reader: Reader) -> Diag
     if i.nothing_queued_pct
         .is_some_and(|p| p >= NOTHING_QUEUED_PCT)
     {
-        // TCP had room and nothing to send: the application did not write. Blocked on a
-        // buffer that carries about the rate per RTT, the buffer held it; wanting a CPU most
-        // of the time, the CPU did. A sender starved of CPU also sleeps on a buffer far larger
-        // than the rate needs, waiting for the ACKs its busy CPU processes late (loopback,
-        // measured: asleep 50–83 %, waiting for a CPU 17–50 %, the buffer's ceiling a
-        // thousand times the rate).
-        let buffer_full = v
-            .sndbuf_ceiling_use
-            .is_none_or(|u| (SNDBUF_CEILING_SHARE..=SNDBUF_CEILING_OVER).contains(&u));
-        let buffer_exceeded = v
-            .sndbuf_ceiling_use
-            .is_some_and(|u| u > SNDBUF_CEILING_OVER);
-        return match i.sender_thread {
-            // Asleep, but not on a buffer that the rate shows was never full.
-            Some(t) if t.asleep_pct() >= ASLEEP_PCT && buffer_exceeded => {
-                cannot_tell(v, SNDBUF_FIGURES, vec![Unknown::SendBufferExceeded])
-            }
-            Some(t) if t.asleep_pct() >= ASLEEP_PCT && buffer_full => verdict(
-                v,
-                Verdict::SendBuffer,
-                Confidence::Clear,
-                SNDBUF_FIGURES,
-                vec![],
-            ),
-            Some(t) if t.asleep_pct() < ASLEEP_PCT => verdict(
-                v,
-                Verdict::Sender,
-                Confidence::Clear,
-                SENDER_FIGURES,
-                vec![],
-            ),
-            Some(t) if t.waiting_for_cpu_pct >= STARVED_WAIT_PCT => verdict(
-                v,
-                Verdict::Sender,
-                Confidence::Likely,
-                SENDER_FIGURES,
-                vec![Unknown::SenderSleepUnexplained],
-            ),
-            Some(_) => cannot_tell(
-                v,
-                SENDER_FIGURES,
-                vec![
-                    Unknown::Mixed {
-                        causes: vec![Verdict::SendBuffer, Verdict::Sender],
-                    },
-                    Unknown::SenderSleepUnexplained,
-                ],
-            ),
-            None => cannot_tell(
-                v,
-                SNDBUF_FIGURES,
-                vec![
-                    Unknown::Mixed {
-                        causes: vec![Verdict::SendBuffer, Verdict::Sender],
-                    },
-                    Unknown::SenderThreadUnseen,
-                ],
-            ),
-        };
+        return not_written(i, v);
     }
     if limits.cwnd >= CWND_LIMITED_PCT && v.retransmitted_pct.is_some_and(|p| p >= LOSS_PCT) {
         return losses(i, v, reader);
@@ -625,6 +574,83 @@ fn unlimited(i: &Inputs, v: &Values<'_>, limits: Limits, reader: Reader) -> Diag
         ],
         vec![Unknown::NoLimitFound],
     )
+}
+
+/// The figures a verdict on the sending application cites.
+const SENDER_FIGURES: &[FigureName] = &[
+    FigureName::Rate,
+    FigureName::SenderOnCpu,
+    FigureName::SenderWaitingForCpu,
+    FigureName::SenderAsleep,
+    FigureName::SenderIdle,
+    FigureName::NothingQueued,
+    FigureName::SendBufferCeiling,
+    FigureName::RwndLimited,
+    FigureName::SndbufLimited,
+];
+
+/// TCP had room and nothing to send: which of the send buffer and the sender's CPU held the
+/// application back, from its thread's time.
+fn not_written(i: &Inputs, v: &Values<'_>) -> Diagnosis {
+    // TCP had room and nothing to send: the application did not write. Blocked on a
+    // buffer that carries about the rate per RTT, the buffer held it; wanting a CPU most
+    // of the time, the CPU did. A sender starved of CPU also sleeps on a buffer far larger
+    // than the rate needs, waiting for the ACKs its busy CPU processes late (loopback,
+    // measured: asleep 50–83 %, waiting for a CPU 17–50 %, the buffer's ceiling a
+    // thousand times the rate).
+    let buffer_full = v
+        .sndbuf_ceiling_use
+        .is_none_or(|u| (SNDBUF_CEILING_SHARE..=SNDBUF_CEILING_OVER).contains(&u));
+    let buffer_exceeded = v
+        .sndbuf_ceiling_use
+        .is_some_and(|u| u > SNDBUF_CEILING_OVER);
+    match i.sender_thread {
+        // Asleep, but not on a buffer that the rate shows was never full.
+        Some(t) if t.asleep_pct() >= ASLEEP_PCT && buffer_exceeded => {
+            cannot_tell(v, SNDBUF_FIGURES, vec![Unknown::SendBufferExceeded])
+        }
+        Some(t) if t.asleep_pct() >= ASLEEP_PCT && buffer_full => verdict(
+            v,
+            Verdict::SendBuffer,
+            Confidence::Clear,
+            SNDBUF_FIGURES,
+            vec![],
+        ),
+        Some(t) if t.asleep_pct() < ASLEEP_PCT => verdict(
+            v,
+            Verdict::Sender,
+            Confidence::Clear,
+            SENDER_FIGURES,
+            vec![],
+        ),
+        Some(t) if t.waiting_for_cpu_pct >= STARVED_WAIT_PCT => verdict(
+            v,
+            Verdict::Sender,
+            Confidence::Likely,
+            SENDER_FIGURES,
+            vec![Unknown::SenderSleepUnexplained],
+        ),
+        Some(_) => cannot_tell(
+            v,
+            SENDER_FIGURES,
+            vec![
+                Unknown::Mixed {
+                    causes: vec![Verdict::SendBuffer, Verdict::Sender],
+                },
+                Unknown::SenderSleepUnexplained,
+            ],
+        ),
+        None => cannot_tell(
+            v,
+            SNDBUF_FIGURES,
+            vec![
+                Unknown::Mixed {
+                    causes: vec![Verdict::SendBuffer, Verdict::Sender],
+                },
+                Unknown::SenderThreadUnseen,
+            ],
+        ),
+    }
 }
 
 /// The congestion window set the pace and segments were retransmitted: the network's losses,

@@ -345,39 +345,7 @@ impl Sampler {
         let total = end.map_or_else(|| tr.shared.bytes.0.load(Ordering::Relaxed), |e| e.bytes);
         let ended = end.map_or(now, |e| e.ended);
         let measure_start = self.start + self.schedule.omit();
-        // Up to the end mark: the cut, or (no cut) the stream's own last byte.
-        let (to_mark, info_at_mark, window_end, after_end) = match (self.cut, tr.mark) {
-            (Some(cut), Some(mark)) => {
-                // A sender's mark counts what TCP had transmitted, which a qdisc's refusal can
-                // count twice; never more than the sender handed over.
-                let mark = EndMark {
-                    bytes: mark.bytes.min(total),
-                    ..mark
-                };
-                let bytes = total.saturating_sub(mark.bytes);
-                let retrans = |i: Option<TcpInfo>| i.map_or(0, |i| i.total_retrans);
-                let after_end = match tr.role {
-                    Role::Receiver => AfterEnd {
-                        bytes,
-                        seconds: if bytes > 0 {
-                            ended
-                                .saturating_duration_since(self.start + cut)
-                                .as_secs_f64()
-                        } else {
-                            0.0
-                        },
-                        ..AfterEnd::default()
-                    },
-                    Role::Sender => AfterEnd {
-                        sent_bytes: bytes,
-                        retransmits: u64::from(retrans(tr.last).saturating_sub(retrans(mark.info))),
-                        ..AfterEnd::default()
-                    },
-                };
-                (mark.bytes, mark.info, self.start + cut, after_end)
-            }
-            _ => (total, tr.last, ended, AfterEnd::default()),
-        };
+        let (to_mark, info_at_mark, window_end, after_end) = self.to_mark(tr, total, ended);
         let after_end = match tr.role {
             // `finish` has just sampled the connection.
             Role::Sender => AfterEnd {
@@ -423,6 +391,48 @@ impl Sampler {
             receive_queue: (tr.role == Role::Receiver && self.measuring)
                 .then(|| tr.queue.stats())
                 .flatten(),
+        }
+    }
+
+    /// Up to the end mark: the cut, or (no cut) the stream's own last byte. The bytes and the
+    /// TCP figures there, when the window ends, and what moved after it.
+    fn to_mark(
+        &self,
+        tr: &Track,
+        total: u64,
+        ended: Instant,
+    ) -> (u64, Option<TcpInfo>, Instant, AfterEnd) {
+        match (self.cut, tr.mark) {
+            (Some(cut), Some(mark)) => {
+                // A sender's mark counts what TCP had transmitted, which a qdisc's refusal can
+                // count twice; never more than the sender handed over.
+                let mark = EndMark {
+                    bytes: mark.bytes.min(total),
+                    ..mark
+                };
+                let bytes = total.saturating_sub(mark.bytes);
+                let retrans = |i: Option<TcpInfo>| i.map_or(0, |i| i.total_retrans);
+                let after_end = match tr.role {
+                    Role::Receiver => AfterEnd {
+                        bytes,
+                        seconds: if bytes > 0 {
+                            ended
+                                .saturating_duration_since(self.start + cut)
+                                .as_secs_f64()
+                        } else {
+                            0.0
+                        },
+                        ..AfterEnd::default()
+                    },
+                    Role::Sender => AfterEnd {
+                        sent_bytes: bytes,
+                        retransmits: u64::from(retrans(tr.last).saturating_sub(retrans(mark.info))),
+                        ..AfterEnd::default()
+                    },
+                };
+                (mark.bytes, mark.info, self.start + cut, after_end)
+            }
+            _ => (total, tr.last, ended, AfterEnd::default()),
         }
     }
 

@@ -127,6 +127,8 @@ impl Metrics {
     /// Every counter as text: OpenMetrics 1.0 when `openmetrics`, else the Prometheus text
     /// format 0.0.4 (which names counters by their `_total` samples and has no `# EOF`).
     pub(crate) fn render(&self, openmetrics: bool) -> String {
+        // Long on purpose: one /metrics document, its families in exposition order, all read under
+        // one lock of the counters (so the families agree); a table of families, each a few lines.
         let m = self.lock();
         let mut moved = m.moved.clone();
         let mut active: BTreeMap<Protocol, u64> = BTreeMap::new();

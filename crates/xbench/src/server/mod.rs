@@ -136,18 +136,7 @@ impl Server {
     /// Serves until `shutdown` resolves (or, with `one_off`, until one test completes).
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let (abort_tx, abort_rx) = watch::channel(false);
-        let ctx = Arc::new(Ctx {
-            limits: self.config.limits.clone(),
-            psk: self.config.psk.clone(),
-            allow: self.config.allow.clone(),
-            budget: Arc::new(Budget::new(&self.config.limits)),
-            governor: Arc::new(Governor::new(self.config.limits.max_send_rate)),
-            registry: Arc::new(Registry::default()),
-            abort: abort_rx,
-            iperf3: Arc::default(),
-            iperf3_udp: Arc::default(),
-            metrics: Arc::default(),
-        });
+        let ctx = context(&self.config, abort_rx);
         // Stopped with the server: aborted when this function returns, whichever way.
         let _metrics = self.metrics.map(|l| {
             AbortOnDrop(tokio::spawn(metrics::serve(
@@ -157,18 +146,7 @@ impl Server {
             )))
         });
         log_budget(&ctx.budget, &ctx.limits);
-        let (conn_tx, mut conn_rx) = mpsc::channel::<(std::net::TcpStream, SocketAddr)>(64);
-        let mut accepting = Vec::new();
-        for l in self.listeners {
-            match Acceptor::spawn(l, conn_tx.clone(), Arc::clone(&ctx)) {
-                Ok(a) => accepting.push(a),
-                Err(e) => {
-                    stop_accepting(accepting, conn_rx).await;
-                    return Err(Error::io("cannot start a thread to accept connections", e));
-                }
-            }
-        }
-        drop(conn_tx);
+        let (accepting, mut conn_rx) = start_accepting(self.listeners, &ctx).await?;
         let mut acceptors = JoinSet::new();
         for u in self.udp {
             acceptors.spawn(iperf3::serve(u, Arc::clone(&ctx.iperf3_udp)));
@@ -227,26 +205,7 @@ impl Server {
         stop_accepting(accepting, conn_rx).await;
         acceptors.shutdown().await;
         refusals.shutdown().await;
-        // Let running tests finish, then cut the rest short, telling their clients why.
-        if !conns.is_empty() {
-            let grace = self.config.shutdown_grace;
-            if tokio::time::timeout(grace, drain(&mut conns))
-                .await
-                .is_err()
-            {
-                info!(
-                    running = conns.len(),
-                    "shutdown grace of {grace:?} over: stopping running tests"
-                );
-                let _ = abort_tx.send(true);
-                if tokio::time::timeout(Duration::from_secs(5), drain(&mut conns))
-                    .await
-                    .is_err()
-                {
-                    conns.shutdown().await;
-                }
-            }
-        }
+        wind_down(&mut conns, self.config.shutdown_grace, &abort_tx).await;
         Ok(())
     }
 }
@@ -261,6 +220,65 @@ impl Drop for AbortOnDrop {
 }
 
 /// Says what the budgets are, and warns of a `--max-flows` no client can have.
+/// What every session shares, from the server's configuration; `abort` turns true when the
+/// shutdown grace is over.
+fn context(config: &ServerConfig, abort: watch::Receiver<bool>) -> Arc<Ctx> {
+    Arc::new(Ctx {
+        limits: config.limits.clone(),
+        psk: config.psk.clone(),
+        allow: config.allow.clone(),
+        budget: Arc::new(Budget::new(&config.limits)),
+        governor: Arc::new(Governor::new(config.limits.max_send_rate)),
+        registry: Arc::new(Registry::default()),
+        abort,
+        iperf3: Arc::default(),
+        iperf3_udp: Arc::default(),
+        metrics: Arc::default(),
+    })
+}
+
+/// A new connection from an accepting thread, and who it came from.
+type Accepted = (std::net::TcpStream, SocketAddr);
+
+/// Starts a thread accepting on each listener; they hand their connections to the receiver
+/// returned. On failure the threads already started are stopped first.
+async fn start_accepting(
+    listeners: Vec<Listener>,
+    ctx: &Arc<Ctx>,
+) -> Result<(Vec<Acceptor>, mpsc::Receiver<Accepted>), Error> {
+    let (conn_tx, conn_rx) = mpsc::channel::<Accepted>(64);
+    let mut accepting = Vec::new();
+    for l in listeners {
+        match Acceptor::spawn(l, conn_tx.clone(), Arc::clone(ctx)) {
+            Ok(a) => accepting.push(a),
+            Err(e) => {
+                stop_accepting(accepting, conn_rx).await;
+                return Err(Error::io("cannot start a thread to accept connections", e));
+            }
+        }
+    }
+    drop(conn_tx);
+    Ok((accepting, conn_rx))
+}
+
+/// Lets running tests finish within `grace`, then cuts the rest short, telling their clients
+/// why (`abort`), and waits 5 s more before dropping them.
+async fn wind_down(conns: &mut JoinSet<ConnEnd>, grace: Duration, abort: &watch::Sender<bool>) {
+    if !conns.is_empty() && tokio::time::timeout(grace, drain(conns)).await.is_err() {
+        info!(
+            running = conns.len(),
+            "shutdown grace of {grace:?} over: stopping running tests"
+        );
+        let _ = abort.send(true);
+        if tokio::time::timeout(Duration::from_secs(5), drain(conns))
+            .await
+            .is_err()
+        {
+            conns.shutdown().await;
+        }
+    }
+}
+
 fn log_budget(budget: &Budget, limits: &Limits) {
     let s = budget.sizes();
     info!(

@@ -424,6 +424,13 @@ impl Collecting {
         if !udp.is_empty() {
             self.greetings = udp.iter().map(|(_, _, tag)| *tag).collect();
         }
+        Ok(self.into_test(udp))
+    }
+
+    /// The test, every connection collected: its control connection, data connections and
+    /// UDP sockets, counted in the metrics as started, and our interface watched for a
+    /// client that reads it.
+    fn into_test(self, udp: Vec<super::test::UdpConn>) -> (Test, TestSpec) {
         let Collecting {
             conn,
             client,
@@ -464,7 +471,7 @@ impl Collecting {
             udp,
             host,
         };
-        Ok((test, spec))
+        (test, spec)
     }
 
     /// Waits for every UDP stream's greeting, watching the control connection as

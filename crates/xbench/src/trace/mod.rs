@@ -114,6 +114,8 @@ fn run(
     config: TraceConfig,
     stop: &AtomicBool,
 ) -> TraceReport {
+    // Long on purpose: the TTL walk is one state machine: the pace, the current TTL, the silent
+    // streak and the tallies change together on every probe's answer.
     let start = Instant::now();
     let mut report = TraceReport {
         protocol,

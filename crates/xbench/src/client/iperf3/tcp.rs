@@ -51,6 +51,8 @@ pub(super) async fn run(
     on_event: OnEvent<'_>,
     mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> Result<TestReport, Error> {
+    // Long on purpose: iperf3's client protocol in its order (data connections, TEST_START,
+    // TEST_RUNNING, measure, TEST_END, EXCHANGE_RESULTS, judge); each step's locals feed the next.
     let addr = shown(config);
     let layout = StreamLayout::new(tp);
     let mut warnings = Vec::new();

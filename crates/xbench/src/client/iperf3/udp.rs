@@ -61,6 +61,8 @@ pub(super) async fn run(
     on_event: OnEvent<'_>,
     cancel: impl Future<Output = ()>,
 ) -> Result<TestReport, Error> {
+    // Long on purpose: iperf3's UDP client protocol in its order (sockets, TEST_START,
+    // TEST_RUNNING, senders, measure, end, EXCHANGE_RESULTS); each step's locals feed the next.
     tokio::pin!(cancel);
     let Udp {
         mut ctrl,

@@ -82,6 +82,8 @@ impl Answerer {
 
     /// [`Self::answer`]'s exchange; `conn` is closed as this returns, unless handed back.
     fn exchange(&self, conn: TcpStream, control: &Control, tally: &FlowTally) -> Outcome {
+        // Long on purpose: the --crr accept path; the request's recv, the response's send and
+        // the close run in one pass on the accepting thread, with no call boundary between.
         let fd = conn.as_raw_fd();
         let mut token = [0u8; 64];
         // SAFETY: with MSG_TRUNC the kernel discards TCP data without writing to the buffer

@@ -28,6 +28,7 @@ use self::control::{Plan, Refusal, client_version, exchange_results, refuse, sen
 pub(crate) use self::streams_udp::{listen, serve};
 use self::tcp::{gather, measure, start_streams, watch_bytes};
 use super::admission::try_running_guard;
+use super::config::Limits;
 use super::context::Ctx;
 use super::governor::{Governor, PacedSocket};
 use super::metrics::{Kind, Protocol};
@@ -148,79 +149,11 @@ async fn agree(ctrl: &mut TcpStream, peer: SocketAddr, ctx: &Ctx) -> Option<(Par
 /// Checks an iperf3 client's parameters against what this server does and allows.
 fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
     let l = &ctx.limits;
-    let no = |errno: i32, why: String| Err((ierr::NEW_TEST, errno, why));
-    if p.sctp.is_some() {
-        return no(
-            libc::EPROTONOSUPPORT,
-            "iperf3's SCTP tests are not served here (TCP and UDP only)".into(),
-        );
-    }
+    refuse_unserved(p)?;
     let udp = p.udp.unwrap_or(false);
-    if p.authtoken.is_some() {
-        return no(
-            libc::EACCES,
-            "the client sent iperf3 RSA credentials, which this server does not check".into(),
-        );
-    }
-    if let Some(c) = p.congestion.as_deref().filter(|c| !is_congestion_name(c)) {
-        return no(
-            libc::EINVAL,
-            format!(
-                "the client asks for congestion control \"{}\", which is not a congestion \
-                 control's name (like cubic or bbr)",
-                bounded(c, 32)
-            ),
-        );
-    }
-    let reverse = p.reverse.unwrap_or(false);
-    let bidir = p.bidirectional.unwrap_or(false);
-    if p.parallel == 0 {
-        return no(libc::EINVAL, "the client asks for 0 streams".into());
-    }
-    let per_dir = usize::try_from(p.parallel).unwrap_or(usize::MAX);
-    let (to_receive, to_send) = match (bidir, reverse) {
-        (true, _) => (per_dir, per_dir),
-        (false, true) => (0, per_dir),
-        (false, false) => (per_dir, 0),
-    };
-    let total = to_receive.saturating_add(to_send);
-    if total > usize::from(l.max_streams) {
-        return no(
-            libc::EINVAL,
-            format!(
-                "the test asks for {total} data connections; this server allows at most {} \
-                 (--max-streams)",
-                l.max_streams
-            ),
-        );
-    }
-    let (default_len, min_len, max_len) = match udp {
-        // iperf3's UDP default; its header; the largest IPv4 UDP payload.
-        true => (1460, 16, u64::from(l.max_block_len).min(65_507)),
-        false => (128 * 1024, 1, u64::from(l.max_block_len)),
-    };
-    let block = p.len.unwrap_or(default_len);
-    if block < min_len || block > max_len {
-        return no(
-            libc::EINVAL,
-            format!(
-                "the test asks for {block}-byte blocks; this server allows {min_len} to \
-                 {max_len} (--max-block-len)"
-            ),
-        );
-    }
-    let duration = Duration::from_secs(p.time);
-    let omit = Duration::from_secs(p.omit);
-    if duration.saturating_add(omit) > l.max_duration {
-        return no(
-            libc::EINVAL,
-            format!(
-                "the test asks for {:?}; this server allows at most {:?} (--max-duration)",
-                duration.saturating_add(omit),
-                l.max_duration
-            ),
-        );
-    }
+    let (to_receive, to_send) = streams(p, l)?;
+    let block = block_len(p, udp, l)?;
+    let (duration, omit) = test_time(p, l)?;
     let rate = p.bandwidth.filter(|b| *b > 0);
     if to_send > 0 && udp {
         // The governor cannot slow a UDP sender down once it runs: the whole test must fit.
@@ -263,4 +196,101 @@ fn plan(p: &Params, ctx: &Ctx) -> Result<Plan, Refusal> {
         omit,
         server_output: p.get_server_output.is_some_and(|g| g != 0),
     })
+}
+
+/// A refusal of a new test: iperf3's code for it, the errno its client prints, and why.
+fn no<T>(errno: i32, why: String) -> Result<T, Refusal> {
+    Err((ierr::NEW_TEST, errno, why))
+}
+
+/// Refuses what this server does not serve: SCTP, RSA credentials, a congestion control
+/// that is not a name.
+fn refuse_unserved(p: &Params) -> Result<(), Refusal> {
+    if p.sctp.is_some() {
+        return no(
+            libc::EPROTONOSUPPORT,
+            "iperf3's SCTP tests are not served here (TCP and UDP only)".into(),
+        );
+    }
+    if p.authtoken.is_some() {
+        return no(
+            libc::EACCES,
+            "the client sent iperf3 RSA credentials, which this server does not check".into(),
+        );
+    }
+    if let Some(c) = p.congestion.as_deref().filter(|c| !is_congestion_name(c)) {
+        return no(
+            libc::EINVAL,
+            format!(
+                "the client asks for congestion control \"{}\", which is not a congestion \
+                 control's name (like cubic or bbr)",
+                bounded(c, 32)
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The data connections the server receives on and sends on, within --max-streams.
+fn streams(p: &Params, l: &Limits) -> Result<(usize, usize), Refusal> {
+    let reverse = p.reverse.unwrap_or(false);
+    let bidir = p.bidirectional.unwrap_or(false);
+    if p.parallel == 0 {
+        return no(libc::EINVAL, "the client asks for 0 streams".into());
+    }
+    let per_dir = usize::try_from(p.parallel).unwrap_or(usize::MAX);
+    let (to_receive, to_send) = match (bidir, reverse) {
+        (true, _) => (per_dir, per_dir),
+        (false, true) => (0, per_dir),
+        (false, false) => (per_dir, 0),
+    };
+    let total = to_receive.saturating_add(to_send);
+    if total > usize::from(l.max_streams) {
+        return no(
+            libc::EINVAL,
+            format!(
+                "the test asks for {total} data connections; this server allows at most {} \
+                 (--max-streams)",
+                l.max_streams
+            ),
+        );
+    }
+    Ok((to_receive, to_send))
+}
+
+/// The block length in bytes (iperf3's default when unset), within --max-block-len.
+fn block_len(p: &Params, udp: bool, l: &Limits) -> Result<u64, Refusal> {
+    let (default_len, min_len, max_len) = match udp {
+        // iperf3's UDP default; its header; the largest IPv4 UDP payload.
+        true => (1460, 16, u64::from(l.max_block_len).min(65_507)),
+        false => (128 * 1024, 1, u64::from(l.max_block_len)),
+    };
+    let block = p.len.unwrap_or(default_len);
+    if block < min_len || block > max_len {
+        return no(
+            libc::EINVAL,
+            format!(
+                "the test asks for {block}-byte blocks; this server allows {min_len} to \
+                 {max_len} (--max-block-len)"
+            ),
+        );
+    }
+    Ok(block)
+}
+
+/// The test's time and omitted time, together within --max-duration.
+fn test_time(p: &Params, l: &Limits) -> Result<(Duration, Duration), Refusal> {
+    let duration = Duration::from_secs(p.time);
+    let omit = Duration::from_secs(p.omit);
+    if duration.saturating_add(omit) > l.max_duration {
+        return no(
+            libc::EINVAL,
+            format!(
+                "the test asks for {:?}; this server allows at most {:?} (--max-duration)",
+                duration.saturating_add(omit),
+                l.max_duration
+            ),
+        );
+    }
+    Ok((duration, omit))
 }
