@@ -95,36 +95,7 @@ pub(crate) fn resolve(mut a: ClientArgs) -> Result<Plan, UsageError> {
     }
     a.rr |= a.connections_only;
     let sweep = wants_sweep(&a);
-    if sweep && a.connections_only {
-        return Err(UsageError(
-            "--connections-only runs one test: give one value of --flows and -w, without \
-             --repeat or --save"
-                .into(),
-        ));
-    }
-    if sweep {
-        refuse_single_test_outputs(&a)?;
-        if a.udp && a.rr {
-            return Err(UsageError(
-                "UDP request/response tests (--rr -u) cannot be swept yet: give one value of -P, \
-                 -w, -r and --flows"
-                    .into(),
-            ));
-        }
-    }
-    if !a.udp {
-        refuse_udp_lists(&a)?;
-    }
-    refuse_unit_without_rates(&a)?;
-    refuse_iperf3_json_without_its_shape(&a)?;
-    if a.rr && a.udp && a.bitrate.is_some() {
-        return Err(UsageError(
-            "-b sets a UDP throughput test's rate; --rr -u runs transactions: pace them with \
-             --rate"
-                .into(),
-        ));
-    }
-    refuse_unusable_bind_lists(&a)?;
+    refuse_conflicts(&a, sweep)?;
     let target = target(&a);
     let spec = spec(&a)?;
     if a.iperf3 {
@@ -152,6 +123,54 @@ pub(crate) fn resolve(mut a: ClientArgs) -> Result<Plan, UsageError> {
             unit: a.unit,
         }));
     }
+    sweep_plan(a, target, spec, psk)
+}
+
+/// Refuses what cannot run together: a sweep of a single connection-rate test or of UDP
+/// request/response, UDP lists without -u, a unit without rates, the iperf3 JSON shape for
+/// what it cannot hold, -b with --rr -u, and bind lists that cannot be used.
+fn refuse_conflicts(a: &ClientArgs, sweep: bool) -> Result<(), UsageError> {
+    if sweep && a.connections_only {
+        return Err(UsageError(
+            "--connections-only runs one test: give one value of --flows and -w, without \
+             --repeat or --save"
+                .into(),
+        ));
+    }
+    if sweep {
+        refuse_single_test_outputs(a)?;
+        if a.udp && a.rr {
+            return Err(UsageError(
+                "UDP request/response tests (--rr -u) cannot be swept yet: give one value of -P, \
+                 -w, -r and --flows"
+                    .into(),
+            ));
+        }
+    }
+    if !a.udp {
+        refuse_udp_lists(a)?;
+    }
+    refuse_unit_without_rates(a)?;
+    refuse_iperf3_json_without_its_shape(a)?;
+    if a.rr && a.udp && a.bitrate.is_some() {
+        return Err(UsageError(
+            "-b sets a UDP throughput test's rate; --rr -u runs transactions: pace them with \
+             --rate"
+                .into(),
+        ));
+    }
+    refuse_unusable_bind_lists(a)?;
+    Ok(())
+}
+
+/// The sweep's plan from the arguments (lists, --repeat, --save), labelled by --label or
+/// the host, and checked.
+fn sweep_plan(
+    a: ClientArgs,
+    target: Target,
+    spec: TestSpec,
+    psk: Option<Psk>,
+) -> Result<Plan, UsageError> {
     let label = match (a.label, &target.host) {
         (Some(l), _) => l,
         (None, None) => "local".to_owned(),
@@ -420,79 +439,15 @@ fn style(a: &ClientArgs) -> Style {
 /// The test the flags describe; a list's first value stands for the list (a sweep sets each
 /// cell's).
 fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
-    let direction = if let Some(d) = a.under_load {
-        d.direction()
-    } else if a.bidir {
-        Direction::Bidir
-    } else if a.reverse {
-        Direction::ServerToClient
-    } else {
-        Direction::ClientToServer
-    };
     let end = match (a.time, a.bytes) {
         (_, Some(b)) => EndCondition::Bytes(b.0),
         (Some(t), None) => EndCondition::Duration(t),
         (None, None) => EndCondition::Duration(Duration::from_secs(10)),
     };
     let workload = if a.rr || a.crr {
-        // A UDP request or response holds at least xbench's header.
-        let least = if a.udp {
-            NonZeroU32::new(xbench::config::UDP_HEADER_LEN).unwrap_or(NonZeroU32::MIN)
-        } else {
-            NonZeroU32::MIN
-        };
-        let (request_len, response_len) = a.rr_size.first().copied().unwrap_or((least, least));
-        Workload::RequestResponse(RrSpec {
-            request_len,
-            response_len,
-            flows: a
-                .flows
-                .as_ref()
-                .and_then(|l| l.first())
-                .unwrap_or(FlowCount::MIN),
-            burst: a.burst.unwrap_or(NonZeroU32::MIN),
-            connect_per_transaction: a.crr,
-            rate_per_flow: a.rate,
-            udp: a.udp.then(|| UdpRrSpec {
-                timeout: a.rr_timeout.unwrap_or(UdpRrSpec::default().timeout),
-            }),
-        })
+        rr_workload(a)
     } else {
-        let mut tp =
-            ThroughputSpec {
-                streams: a.parallel.as_ref().and_then(|l| l.first()).unwrap_or(
-                    match a.under_load {
-                        // A load of one stream is no load for most paths: flent's RRUL runs four
-                        // each way.
-                        Some(_) => UNDER_LOAD_STREAMS,
-                        None => NonZeroU16::MIN,
-                    },
-                ),
-                direction,
-                zerocopy: a.zerocopy,
-                // TCP's -b is per stream already: RATE/stream means the same.
-                bitrate: a
-                    .bitrate
-                    .as_ref()
-                    .map(Bitrates::first)
-                    .filter(|b| *b > 0 && !a.udp),
-                receive: if a.recv_copy {
-                    ReceiveMode::Copy
-                } else {
-                    ReceiveMode::Discard
-                },
-                ..ThroughputSpec::default()
-            };
-        if let Some(l) = a.length.as_ref().and_then(|l| l.first()) {
-            tp.block_len = l;
-        }
-        if a.udp {
-            tp.udp = Some(udp_spec(a, tp.streams));
-        }
-        if a.under_load.is_some() {
-            tp.under_load = Some(under_load_spec(a));
-        }
-        Workload::Throughput(tp)
+        throughput_workload(a)
     };
     let spec = TestSpec {
         workload,
@@ -510,6 +465,83 @@ fn spec(a: &ClientArgs) -> Result<TestSpec, UsageError> {
     spec.validate()
         .map_err(|e| UsageError(format!("invalid value for {}: {}", e.field, e.reason)))?;
     Ok(spec)
+}
+
+/// The request/response workload (--rr, --crr, --connections-only): sizes, flows, burst and
+/// pacing, over UDP with -u.
+fn rr_workload(a: &ClientArgs) -> Workload {
+    // A UDP request or response holds at least xbench's header.
+    let least = if a.udp {
+        NonZeroU32::new(xbench::config::UDP_HEADER_LEN).unwrap_or(NonZeroU32::MIN)
+    } else {
+        NonZeroU32::MIN
+    };
+    let (request_len, response_len) = a.rr_size.first().copied().unwrap_or((least, least));
+    Workload::RequestResponse(RrSpec {
+        request_len,
+        response_len,
+        flows: a
+            .flows
+            .as_ref()
+            .and_then(|l| l.first())
+            .unwrap_or(FlowCount::MIN),
+        burst: a.burst.unwrap_or(NonZeroU32::MIN),
+        connect_per_transaction: a.crr,
+        rate_per_flow: a.rate,
+        udp: a.udp.then(|| UdpRrSpec {
+            timeout: a.rr_timeout.unwrap_or(UdpRrSpec::default().timeout),
+        }),
+    })
+}
+
+/// The throughput workload (TCP, UDP with -u, or the bulk load of --under-load) in the
+/// direction the flags ask for.
+fn throughput_workload(a: &ClientArgs) -> Workload {
+    let direction = if let Some(d) = a.under_load {
+        d.direction()
+    } else if a.bidir {
+        Direction::Bidir
+    } else if a.reverse {
+        Direction::ServerToClient
+    } else {
+        Direction::ClientToServer
+    };
+    let mut tp = ThroughputSpec {
+        streams: a
+            .parallel
+            .as_ref()
+            .and_then(|l| l.first())
+            .unwrap_or(match a.under_load {
+                // A load of one stream is no load for most paths: flent's RRUL runs four
+                // each way.
+                Some(_) => UNDER_LOAD_STREAMS,
+                None => NonZeroU16::MIN,
+            }),
+        direction,
+        zerocopy: a.zerocopy,
+        // TCP's -b is per stream already: RATE/stream means the same.
+        bitrate: a
+            .bitrate
+            .as_ref()
+            .map(Bitrates::first)
+            .filter(|b| *b > 0 && !a.udp),
+        receive: if a.recv_copy {
+            ReceiveMode::Copy
+        } else {
+            ReceiveMode::Discard
+        },
+        ..ThroughputSpec::default()
+    };
+    if let Some(l) = a.length.as_ref().and_then(|l| l.first()) {
+        tp.block_len = l;
+    }
+    if a.udp {
+        tp.udp = Some(udp_spec(a, tp.streams));
+    }
+    if a.under_load.is_some() {
+        tp.under_load = Some(under_load_spec(a));
+    }
+    Workload::Throughput(tp)
 }
 
 /// `--under-load`'s phases and probes: the flags given, the defaults for the rest.

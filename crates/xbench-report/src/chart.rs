@@ -294,81 +294,8 @@ pub fn plan(
     let (ul, runs): (Vec<&Run>, Vec<&Run>) = runs.iter().partition(|r| r.is_under_load());
     let (udp, runs): (Vec<&Run>, Vec<&Run>) = runs.into_iter().partition(|r| r.is_udp());
     let (rr, tp): (Vec<&Run>, Vec<&Run>) = runs.into_iter().partition(|r| r.is_rr());
-    let kind = match kind {
-        Some(k) => k,
-        None if !ul.is_empty() => {
-            let others: Vec<&Run> = tp.iter().chain(&rr).chain(&udp).copied().collect();
-            if !others.is_empty() {
-                return Err(ChartError::MixedUnderLoad {
-                    under_load: some_files(&ul),
-                    other: some_files(&others),
-                });
-            }
-            ChartKind::UnderLoad
-        }
-        None if !udp.is_empty() => {
-            let (other_kind, other, other_chart) = if !tp.is_empty() {
-                ("TCP throughput", &tp, "streams/window/timeline")
-            } else {
-                ("request/response", &rr, "latency")
-            };
-            if !other.is_empty() {
-                return Err(ChartError::MixedUdp {
-                    udp: some_files(&udp),
-                    other_kind,
-                    other: some_files(other),
-                    other_chart,
-                });
-            }
-            ChartKind::Udp
-        }
-        None => {
-            if !rr.is_empty() && !tp.is_empty() {
-                return Err(ChartError::Mixed {
-                    rr: some_files(&rr),
-                    throughput: some_files(&tp),
-                });
-            }
-            if !rr.is_empty() {
-                ChartKind::Latency
-            } else if distinct(&tp, |r| r.key.streams) > 1 {
-                ChartKind::Streams
-            } else if distinct(&tp, |r| r.key.window) > 1 {
-                ChartKind::Window
-            } else {
-                ChartKind::Timeline
-            }
-        }
-    };
-    if matches!(
-        kind,
-        ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
-    ) && tp.is_empty()
-        && !ul.is_empty()
-    {
-        return Err(ChartError::Nothing {
-            kind: kind.name(),
-            reason: format!(
-                "it draws TCP throughput runs, and these are latency-under-load runs ({}); \
-                 without --chart they get their own chart",
-                some_files(&ul)
-            ),
-        });
-    }
-    if matches!(
-        kind,
-        ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
-    ) && tp.is_empty()
-        && !udp.is_empty()
-    {
-        return Err(ChartError::Nothing {
-            kind: kind.name(),
-            reason: format!(
-                "it draws TCP throughput runs, and these are UDP ({}); use --chart udp",
-                some_files(&udp)
-            ),
-        });
-    }
+    let kind = chosen_kind(kind, &tp, &rr, &udp, &ul)?;
+    drawable(kind, &tp, &udp, &ul)?;
     let (mine, others) = match kind {
         ChartKind::Latency => (rr, tp.len() + udp.len() + ul.len()),
         ChartKind::Udp => (udp, tp.len() + rr.len() + ul.len()),
@@ -387,6 +314,100 @@ pub fn plan(
     data.left_out = others;
     data.subtitle = subtitle;
     Ok(data)
+}
+
+/// The chart `plan` draws: `kind` if given, else the one the runs call for. Runs of kinds that
+/// cannot share a chart (latency under load, UDP, request/response beside TCP) are an error
+/// naming some files of each.
+fn chosen_kind(
+    kind: Option<ChartKind>,
+    tp: &[&Run],
+    rr: &[&Run],
+    udp: &[&Run],
+    ul: &[&Run],
+) -> Result<ChartKind, ChartError> {
+    let kind = match kind {
+        Some(k) => k,
+        None if !ul.is_empty() => {
+            let others: Vec<&Run> = tp.iter().chain(rr).chain(udp).copied().collect();
+            if !others.is_empty() {
+                return Err(ChartError::MixedUnderLoad {
+                    under_load: some_files(ul),
+                    other: some_files(&others),
+                });
+            }
+            ChartKind::UnderLoad
+        }
+        None if !udp.is_empty() => {
+            let (other_kind, other, other_chart) = if !tp.is_empty() {
+                ("TCP throughput", tp, "streams/window/timeline")
+            } else {
+                ("request/response", rr, "latency")
+            };
+            if !other.is_empty() {
+                return Err(ChartError::MixedUdp {
+                    udp: some_files(udp),
+                    other_kind,
+                    other: some_files(other),
+                    other_chart,
+                });
+            }
+            ChartKind::Udp
+        }
+        None => {
+            if !rr.is_empty() && !tp.is_empty() {
+                return Err(ChartError::Mixed {
+                    rr: some_files(rr),
+                    throughput: some_files(tp),
+                });
+            }
+            if !rr.is_empty() {
+                ChartKind::Latency
+            } else if distinct(tp, |r| r.key.streams) > 1 {
+                ChartKind::Streams
+            } else if distinct(tp, |r| r.key.window) > 1 {
+                ChartKind::Window
+            } else {
+                ChartKind::Timeline
+            }
+        }
+    };
+    Ok(kind)
+}
+
+/// An error when `kind` draws TCP throughput and there is none, only latency-under-load or UDP
+/// runs: the message says which chart those take.
+fn drawable(kind: ChartKind, tp: &[&Run], udp: &[&Run], ul: &[&Run]) -> Result<(), ChartError> {
+    if matches!(
+        kind,
+        ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
+    ) && tp.is_empty()
+        && !ul.is_empty()
+    {
+        return Err(ChartError::Nothing {
+            kind: kind.name(),
+            reason: format!(
+                "it draws TCP throughput runs, and these are latency-under-load runs ({}); \
+                 without --chart they get their own chart",
+                some_files(ul)
+            ),
+        });
+    }
+    if matches!(
+        kind,
+        ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
+    ) && tp.is_empty()
+        && !udp.is_empty()
+    {
+        return Err(ChartError::Nothing {
+            kind: kind.name(),
+            reason: format!(
+                "it draws TCP throughput runs, and these are UDP ({}); use --chart udp",
+                some_files(udp)
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// What a reader of a report needs under the title: `24 runs × 2 s, 2026-11-27, paths:
@@ -732,34 +753,9 @@ fn sweep_data(dim: Dimension, xs: &[u64], unit: ThroughputUnit, series: Vec<Seri
 /// offered rates as `-b` writes them, in order (unpaced last: it offers whatever the sender
 /// can).
 fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
-    // series key → offered rate → per-run (lost %, jitter ms)
-    type Groups = BTreeMap<(usize, CellKey, StreamDirection), BTreeMap<u64, Vec<(f64, f64)>>>;
     let labels =
         crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
-    let mut groups: Groups = BTreeMap::new();
-    for r in runs {
-        let Measure::Udp(dirs) = &r.measure else {
-            continue;
-        };
-        // Unpaced (0) sorts after every rate.
-        let x = match r.key.bitrate {
-            Some(0) | None => u64::MAX,
-            Some(b) => b,
-        };
-        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
-        let rest = CellKey {
-            bitrate: None,
-            ..r.key.clone()
-        };
-        for d in dirs {
-            groups
-                .entry((li, rest.clone(), d.direction))
-                .or_default()
-                .entry(x)
-                .or_default()
-                .push((d.lost_pct, d.jitter_ms));
-        }
-    }
+    let groups = udp_groups(runs, &labels);
     if groups.is_empty() {
         return Err(ChartError::Nothing {
             kind: "udp",
@@ -767,40 +763,7 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
         });
     }
     let xs = x_values(&groups);
-    let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
-    let namer = SeriesNamer::new(
-        groups
-            .keys()
-            .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
-    );
-    let mut loss = Vec::new();
-    let mut jitter = Vec::new();
-    for ((li, rest, dir), by_x) in &groups {
-        let line = |points| Series {
-            name: namer.name(&labels[*li], rest, *dir),
-            colour: namer.colour(&labels[*li], rest, *dir),
-            dashed: false,
-            markers: true,
-            points,
-        };
-        let point = |x: u64, values: Vec<f64>| {
-            let s = Stats::of(&values)?;
-            Some(Point {
-                x: pos(x),
-                y: s.mean,
-                bar: s.ci95_low.zip(s.ci95_high),
-                n: Some(s.n as u64),
-            })
-        };
-        let mut l = Vec::new();
-        let mut j = Vec::new();
-        for (x, vals) in by_x {
-            l.extend(point(*x, vals.iter().map(|v| v.0).collect()));
-            j.extend(point(*x, vals.iter().map(|v| v.1).collect()));
-        }
-        loss.push(line(l));
-        jitter.push(line(j));
-    }
+    let (loss, mut jitter) = udp_series(&groups, &labels, &xs);
     let cats = xs
         .iter()
         .map(|x| {
@@ -843,6 +806,79 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
         left_out: 0,
         not_drawn: 0,
     })
+}
+
+/// UDP runs' figures by line of the chart: series key (label index, the cell without its
+/// rate, direction) → offered rate → per-run (lost %, jitter ms).
+type UdpGroups = BTreeMap<(usize, CellKey, StreamDirection), BTreeMap<u64, Vec<(f64, f64)>>>;
+
+/// Each UDP run's (lost %, jitter ms) per direction, grouped by line and offered rate.
+fn udp_groups(runs: &[&Run], labels: &[String]) -> UdpGroups {
+    let mut groups: UdpGroups = BTreeMap::new();
+    for r in runs {
+        let Measure::Udp(dirs) = &r.measure else {
+            continue;
+        };
+        // Unpaced (0) sorts after every rate.
+        let x = match r.key.bitrate {
+            Some(0) | None => u64::MAX,
+            Some(b) => b,
+        };
+        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        let rest = CellKey {
+            bitrate: None,
+            ..r.key.clone()
+        };
+        for d in dirs {
+            groups
+                .entry((li, rest.clone(), d.direction))
+                .or_default()
+                .entry(x)
+                .or_default()
+                .push((d.lost_pct, d.jitter_ms));
+        }
+    }
+    groups
+}
+
+/// The loss and jitter lines of a UDP chart (jitter in ms), a point per offered rate in `xs`:
+/// the mean of the runs with its 95 % CI.
+fn udp_series(groups: &UdpGroups, labels: &[String], xs: &[u64]) -> (Vec<Series>, Vec<Series>) {
+    let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
+    let namer = SeriesNamer::new(
+        groups
+            .keys()
+            .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
+    );
+    let mut loss = Vec::new();
+    let mut jitter = Vec::new();
+    for ((li, rest, dir), by_x) in groups {
+        let line = |points| Series {
+            name: namer.name(&labels[*li], rest, *dir),
+            colour: namer.colour(&labels[*li], rest, *dir),
+            dashed: false,
+            markers: true,
+            points,
+        };
+        let point = |x: u64, values: Vec<f64>| {
+            let s = Stats::of(&values)?;
+            Some(Point {
+                x: pos(x),
+                y: s.mean,
+                bar: s.ci95_low.zip(s.ci95_high),
+                n: Some(s.n as u64),
+            })
+        };
+        let mut l = Vec::new();
+        let mut j = Vec::new();
+        for (x, vals) in by_x {
+            l.extend(point(*x, vals.iter().map(|v| v.0).collect()));
+            j.extend(point(*x, vals.iter().map(|v| v.1).collect()));
+        }
+        loss.push(line(l));
+        jitter.push(line(j));
+    }
+    (loss, jitter)
 }
 
 /// Latency by percentile: a curve per (label, cell) from the runs' merged histograms.
@@ -1762,6 +1798,47 @@ where
     DB: DrawingBackend,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
+    draw_mesh(&mut chart, p)?;
+    let categories = matches!(p.x_axis, XAxis::Categories(_));
+
+    // Shaded stretches first, so that every line and the grid's labels stay on top.
+    chart
+        .draw_series(
+            p.bands
+                .iter()
+                .map(|b| Rectangle::new([(b.from, y_lo), (b.to, y_hi)], band_colour(b).filled())),
+        )
+        .map_err(draw_err)?;
+
+    // Categories: shift each path's points a little sideways so error bars do not overlap.
+    let measured: Vec<&Series> = p.series.iter().filter(|s| !s.dashed).collect();
+    let dodge = |s: &Series| -> f64 {
+        if !categories || measured.len() < 2 {
+            return 0.0;
+        }
+        let i = measured
+            .iter()
+            .position(|m| std::ptr::eq(*m, s))
+            .map_or(0.0, |i| i as f64);
+        (i - (measured.len() - 1) as f64 / 2.0) * (0.3 / measured.len() as f64).min(0.06)
+    };
+    for s in &p.series {
+        draw_line(&mut chart, s, dodge(s))?;
+    }
+
+    draw_end_names(area, &chart, p, &dodge)
+}
+
+/// The grid, the axes' labels and their descriptions: categories (UDP's offered rates) by name
+/// and without light lines between them, nines (99 %, 99.9 %) only where whole.
+fn draw_mesh<DB, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
+    p: &Panel,
+) -> Result<(), ChartError>
+where
+    DB: DrawingBackend,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
     let x_fmt = |x: &f64| -> String {
         match &p.x_axis {
             XAxis::Categories(c) => {
@@ -1800,62 +1877,50 @@ where
         .bold_line_style(RGBColor(210, 210, 210))
         .draw()
         .map_err(draw_err)?;
+    Ok(())
+}
 
-    // Shaded stretches first, so that every line and the grid's labels stay on top.
-    chart
-        .draw_series(
-            p.bands
-                .iter()
-                .map(|b| Rectangle::new([(b.from, y_lo), (b.to, y_hi)], band_colour(b).filled())),
-        )
-        .map_err(draw_err)?;
-
-    // Categories: shift each path's points a little sideways so error bars do not overlap.
-    let measured: Vec<&Series> = p.series.iter().filter(|s| !s.dashed).collect();
-    let dodge = |s: &Series| -> f64 {
-        if !categories || measured.len() < 2 {
-            return 0.0;
-        }
-        let i = measured
-            .iter()
-            .position(|m| std::ptr::eq(*m, s))
-            .map_or(0.0, |i| i as f64);
-        (i - (measured.len() - 1) as f64 / 2.0) * (0.3 / measured.len() as f64).min(0.06)
-    };
-    for s in &p.series {
-        let c = colour(s.colour);
-        let dx = dodge(s);
-        let pts: Vec<(f64, f64)> = s.points.iter().map(|q| (q.x + dx, q.y)).collect();
-        if s.dashed {
-            chart
-                .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, c.stroke_width(2)))
-                .map_err(draw_err)?;
-        } else {
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                .map_err(draw_err)?;
-        }
-        if s.markers {
-            chart
-                .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 4, c.filled())))
-                .map_err(draw_err)?;
-        }
+/// One series: its line (dashed for a reference), its markers and its error bars, moved `dx`
+/// sideways.
+fn draw_line<DB, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
+    s: &Series,
+    dx: f64,
+) -> Result<(), ChartError>
+where
+    DB: DrawingBackend,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let c = colour(s.colour);
+    let pts: Vec<(f64, f64)> = s.points.iter().map(|q| (q.x + dx, q.y)).collect();
+    if s.dashed {
         chart
-            .draw_series(s.points.iter().filter_map(|q| {
-                let (lo, hi) = q.bar?;
-                Some(ErrorBar::new_vertical(
-                    q.x + dx,
-                    lo,
-                    q.y,
-                    hi,
-                    c.stroke_width(2),
-                    12,
-                ))
-            }))
+            .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, c.stroke_width(2)))
+            .map_err(draw_err)?;
+    } else {
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
             .map_err(draw_err)?;
     }
-
-    draw_end_names(area, &chart, p, &dodge)
+    if s.markers {
+        chart
+            .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 4, c.filled())))
+            .map_err(draw_err)?;
+    }
+    chart
+        .draw_series(s.points.iter().filter_map(|q| {
+            let (lo, hi) = q.bar?;
+            Some(ErrorBar::new_vertical(
+                q.x + dx,
+                lo,
+                q.y,
+                hi,
+                c.stroke_width(2),
+                12,
+            ))
+        }))
+        .map_err(draw_err)?;
+    Ok(())
 }
 
 /// Names at the lines' ends, nudged apart so that two close lines stay readable. When they

@@ -450,8 +450,44 @@ pub fn compare(
         return Err(CriteriaError::Confidence(criteria.confidence));
     }
     let mut notes = Vec::new();
+    let pairs = label_pairs(baseline, candidate, &mut notes);
+    let explicit = !criteria.metrics.is_empty();
+    let metrics = metrics_of(criteria);
+    let mut rows = Vec::new();
+    for (b_label, c_label) in &pairs {
+        let of = |runs: &[Run], label: &str| -> Vec<Run> {
+            runs.iter().filter(|r| r.label == label).cloned().collect()
+        };
+        let (b_runs, c_runs) = (of(baseline, b_label), of(candidate, c_label));
+        notes.extend(crate::paths::compare_notes(
+            b_label, &b_runs, c_label, &c_runs,
+        ));
+        rows.extend(cell_rows(
+            (b_label, &b_runs),
+            (c_label, &c_runs),
+            &metrics,
+            criteria,
+        ));
+    }
+    if explicit {
+        notes.extend(uncarried(&metrics, &rows));
+    }
+    Ok(RegressionCheck {
+        criteria: criteria.clone(),
+        rows,
+        notes,
+    })
+}
+
+/// The paths compared, baseline label with candidate label: each label with itself, or the
+/// two when each side holds one path under different labels (with a note saying so).
+fn label_pairs(
+    baseline: &[Run],
+    candidate: &[Run],
+    notes: &mut Vec<String>,
+) -> Vec<(String, String)> {
     let (bl, cl) = (labels_in_order(baseline), labels_in_order(candidate));
-    let pairs: Vec<(String, String)> = match (bl.as_slice(), cl.as_slice()) {
+    match (bl.as_slice(), cl.as_slice()) {
         ([b], [c]) if b != c => {
             notes.push(format!(
                 "each side holds one path: baseline `{b}` is compared with candidate `{c}`"
@@ -463,7 +499,12 @@ pub fn compare(
             all.extend(cl.iter().filter(|c| !bl.contains(c)).cloned());
             all.into_iter().map(|l| (l.clone(), l)).collect()
         }
-    };
+    }
+}
+
+/// The metrics compared, sorted and once each: the criteria's, or by default throughput,
+/// p99, loss and the latency increase under load.
+fn metrics_of(criteria: &Criteria) -> Vec<Metric> {
     let explicit = !criteria.metrics.is_empty();
     let mut metrics = if explicit {
         criteria.metrics.clone()
@@ -477,42 +518,50 @@ pub fn compare(
     };
     metrics.sort();
     metrics.dedup();
+    metrics
+}
+
+/// One row per cell (and direction) either path measured and metric that applies to it:
+/// the baseline's runs against the candidate's.
+fn cell_rows(
+    (b_label, b_runs): (&str, &[Run]),
+    (c_label, c_runs): (&str, &[Run]),
+    metrics: &[Metric],
+    criteria: &Criteria,
+) -> Vec<Row> {
     let mut rows = Vec::new();
-    for (b_label, c_label) in &pairs {
-        let of = |runs: &[Run], label: &str| -> Vec<Run> {
-            runs.iter().filter(|r| r.label == label).cloned().collect()
-        };
-        let (b_runs, c_runs) = (of(baseline, b_label), of(candidate, c_label));
-        notes.extend(crate::paths::compare_notes(
-            b_label, &b_runs, c_label, &c_runs,
-        ));
-        let groups: BTreeSet<(CellKey, Option<StreamDirection>)> =
-            b_runs.iter().chain(&c_runs).flat_map(groups_of).collect();
-        for (cell, direction) in groups {
-            for &metric in &metrics {
-                if !metric.applies_to(cell.kind) {
-                    continue;
-                }
-                let side = |runs: &[Run], label: &str| Side {
-                    label: label.to_owned(),
-                    values: runs
-                        .iter()
-                        .filter(|r| r.key == cell)
-                        .filter_map(|r| metric.value(r, direction))
-                        .collect(),
-                };
-                rows.push(decide(
-                    &cell,
-                    direction,
-                    metric,
-                    side(&b_runs, b_label),
-                    side(&c_runs, c_label),
-                    criteria,
-                ));
+    let groups: BTreeSet<(CellKey, Option<StreamDirection>)> =
+        b_runs.iter().chain(c_runs).flat_map(groups_of).collect();
+    for (cell, direction) in groups {
+        for &metric in metrics {
+            if !metric.applies_to(cell.kind) {
+                continue;
             }
+            let side = |runs: &[Run], label: &str| Side {
+                label: label.to_owned(),
+                values: runs
+                    .iter()
+                    .filter(|r| r.key == cell)
+                    .filter_map(|r| metric.value(r, direction))
+                    .collect(),
+            };
+            rows.push(decide(
+                &cell,
+                direction,
+                metric,
+                side(b_runs, b_label),
+                side(c_runs, c_label),
+                criteria,
+            ));
         }
     }
-    for &metric in metrics.iter().filter(|_| explicit) {
+    rows
+}
+
+/// A note for each metric asked for that no row carries, saying which runs it applies to.
+fn uncarried(metrics: &[Metric], rows: &[Row]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for &metric in metrics {
         if !rows.iter().any(|r| r.metric == metric) {
             notes.push(format!(
                 "{metric}: no cell of the runs carries it ({})",
@@ -529,11 +578,7 @@ pub fn compare(
             ));
         }
     }
-    Ok(RegressionCheck {
-        criteria: criteria.clone(),
-        rows,
-        notes,
-    })
+    notes
 }
 
 impl RegressionCheck {

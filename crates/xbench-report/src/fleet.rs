@@ -182,6 +182,48 @@ pub fn merge_with(
     let Some(first) = parts.first() else {
         return Err(FleetError::Mismatch("no reports".into()));
     };
+    check_mergeable(parts, first)?;
+    let mut out = first.clone();
+    out.spec = spec.clone();
+    out.started_at = parts
+        .iter()
+        .map(|p| p.started_at.clone())
+        .min()
+        .unwrap_or_default();
+    out.client_addr = None;
+
+    // Streams are numbered per instance from 0; the fleet numbers them on.
+    let offsets = stream_offsets(parts);
+    out.streams = parts
+        .iter()
+        .zip(&offsets)
+        .flat_map(|(p, &o)| {
+            p.streams.iter().cloned().map(move |mut s| {
+                s.id = s.id.saturating_add(o);
+                s
+            })
+        })
+        .collect();
+    out.summary = merge_summary(parts, &offsets)?;
+    out.intervals = merge_intervals(parts, &offsets);
+    out.rr = match first.rr {
+        Some(_) => Some(merge_rr(parts, &offsets)?),
+        None => None,
+    };
+    out.cpu = merge_cpu(parts);
+    let starts = Starts::of(parts, spec);
+    if spread == SpreadPolicy::Refuse
+        && let Some(e) = starts.refusal()
+    {
+        return Err(e);
+    }
+    out.warnings = fleet_warnings(parts, &starts);
+    Ok(out)
+}
+
+/// An error unless every part completed, none is UDP, and all are request/response or all
+/// throughput (like `first`).
+fn check_mergeable(parts: &[TestReport], first: &TestReport) -> Result<(), FleetError> {
     for (k, p) in parts.iter().enumerate() {
         match &p.outcome {
             Outcome::Completed => {}
@@ -207,16 +249,11 @@ pub fn merge_with(
             ));
         }
     }
-    let mut out = first.clone();
-    out.spec = spec.clone();
-    out.started_at = parts
-        .iter()
-        .map(|p| p.started_at.clone())
-        .min()
-        .unwrap_or_default();
-    out.client_addr = None;
+    Ok(())
+}
 
-    // Streams are numbered per instance from 0; the fleet numbers them on.
+/// Where each part's stream numbers start in the fleet's: instances number theirs from 0.
+fn stream_offsets(parts: &[TestReport]) -> Vec<u16> {
     let mut offsets = Vec::with_capacity(parts.len());
     let mut next = 0u16;
     for p in parts {
@@ -227,29 +264,12 @@ pub fn merge_with(
             .max(p.rr.as_ref().map_or(0, |r| r.flows.len()));
         next = next.saturating_add(u16::try_from(n).unwrap_or(u16::MAX));
     }
-    out.streams = parts
-        .iter()
-        .zip(&offsets)
-        .flat_map(|(p, &o)| {
-            p.streams.iter().cloned().map(move |mut s| {
-                s.id = s.id.saturating_add(o);
-                s
-            })
-        })
-        .collect();
-    out.summary = merge_summary(parts, &offsets)?;
-    out.intervals = merge_intervals(parts, &offsets);
-    out.rr = match first.rr {
-        Some(_) => Some(merge_rr(parts, &offsets)?),
-        None => None,
-    };
-    out.cpu = merge_cpu(parts);
-    let starts = Starts::of(parts, spec);
-    if spread == SpreadPolicy::Refuse
-        && let Some(e) = starts.refusal()
-    {
-        return Err(e);
-    }
+    offsets
+}
+
+/// The merged report's warnings: what was merged (each instance's headline and start offset),
+/// the start spread's warning, then each instance's own warnings, named by instance.
+fn fleet_warnings(parts: &[TestReport], starts: &Starts) -> Vec<String> {
     let mut warnings = vec![format!(
         "fleet of {} client instances started at one instant, merged: {}",
         parts.len(),
@@ -273,8 +293,7 @@ pub fn merge_with(
                 .map(|w| format!("instance {}: {w}", k + 1)),
         );
     }
-    out.warnings = warnings;
-    Ok(out)
+    warnings
 }
 
 /// CPU of the fleet's test: the sum of its instances' on each side. Each side's figure in a

@@ -78,91 +78,93 @@ pub fn verdicts(c: &Comparison, unit: impl Into<RateScale>) -> Vec<CellVerdict> 
     };
 
     let tcp_both = both_ways(&mut c.throughput.iter().map(|r| r.direction));
-    let mut cells: BTreeMap<(CellKey, StreamDirection), Vec<Entry<'_>>> = BTreeMap::new();
-    for r in &c.throughput {
-        cells
-            .entry((r.cell.clone(), r.direction))
-            .or_default()
-            .push(Entry {
+    out.extend(word_cells(
+        &c.throughput,
+        |r| {
+            let e = Entry {
                 label: &r.label,
                 stats: &r.bits_per_second,
                 runs: r.runs,
-            });
-    }
-    for ((cell, dir), entries) in cells {
-        let name = cell_name(&cell, dir, tcp_both);
-        out.push(word(
-            Kind::Throughput,
-            name,
-            entries,
-            Better::Higher,
-            Fig::Rate(unit),
-        ));
-    }
+            };
+            Some(((r.cell.clone(), r.direction), e))
+        },
+        |(cell, dir)| (Kind::Throughput, cell_name(&cell, dir, tcp_both)),
+        Better::Higher,
+        Fig::Rate(unit),
+    ));
 
-    let mut cells: BTreeMap<CellKey, Vec<Entry<'_>>> = BTreeMap::new();
-    for r in &c.rr {
-        cells.entry(r.cell.clone()).or_default().push(Entry {
-            label: &r.label,
-            stats: &r.p50_us,
-            runs: r.runs,
-        });
-    }
-    for (cell, entries) in cells {
-        out.push(word(
-            cell.kind,
-            cell.describe(),
-            entries,
-            Better::Lower("median latency"),
-            Fig::Micros,
-        ));
-    }
+    out.extend(word_cells(
+        &c.rr,
+        |r| {
+            let e = Entry {
+                label: &r.label,
+                stats: &r.p50_us,
+                runs: r.runs,
+            };
+            Some((r.cell.clone(), e))
+        },
+        |cell: CellKey| (cell.kind, cell.describe()),
+        Better::Lower("median latency"),
+        Fig::Micros,
+    ));
 
     let udp_both = both_ways(&mut c.udp.iter().map(|r| r.direction));
-    let mut cells: BTreeMap<(CellKey, StreamDirection), Vec<Entry<'_>>> = BTreeMap::new();
-    for r in &c.udp {
-        cells
-            .entry((r.cell.clone(), r.direction))
-            .or_default()
-            .push(Entry {
+    out.extend(word_cells(
+        &c.udp,
+        |r| {
+            let e = Entry {
                 label: &r.label,
                 stats: &r.lost_percent,
                 runs: r.runs,
-            });
-    }
-    for ((cell, dir), entries) in cells {
-        let name = cell_name(&cell, dir, udp_both);
-        out.push(word(
-            Kind::Udp,
-            name,
-            entries,
-            Better::LessLoss,
-            Fig::Percent,
-        ));
-    }
+            };
+            Some(((r.cell.clone(), r.direction), e))
+        },
+        |(cell, dir)| (Kind::Udp, cell_name(&cell, dir, udp_both)),
+        Better::LessLoss,
+        Fig::Percent,
+    ));
 
     // Latency under load: the probes' loaded median, what a user waits for while the path is
     // busy. A row whose probes all went unanswered under load has no figure to compare.
-    let mut cells: BTreeMap<CellKey, Vec<Entry<'_>>> = BTreeMap::new();
-    for r in &c.under_load {
-        if let Some(stats) = &r.loaded_p50_us {
-            cells.entry(r.cell.clone()).or_default().push(Entry {
+    out.extend(word_cells(
+        &c.under_load,
+        |r| {
+            let stats = r.loaded_p50_us.as_ref()?;
+            let e = Entry {
                 label: &r.label,
                 stats,
                 runs: r.runs,
-            });
-        }
-    }
-    for (cell, entries) in cells {
-        out.push(word(
-            Kind::UnderLoad,
-            cell.describe(),
-            entries,
-            Better::Lower("median latency under load"),
-            Fig::Micros,
-        ));
-    }
+            };
+            Some((r.cell.clone(), e))
+        },
+        |cell: CellKey| (Kind::UnderLoad, cell.describe()),
+        Better::Lower("median latency under load"),
+        Fig::Micros,
+    ));
     out
+}
+
+/// Groups `rows` into cells by the key `entry` gives each (cells in key order, rows in table
+/// order within a cell; a row with no figure is left out) and words one verdict per cell,
+/// named by `name`. The one grouping every kind of cell shares.
+fn word_cells<'a, R, K: Ord>(
+    rows: &'a [R],
+    entry: impl Fn(&'a R) -> Option<(K, Entry<'a>)>,
+    name: impl Fn(K) -> (Kind, String),
+    better: Better,
+    fig: Fig,
+) -> Vec<CellVerdict> {
+    let mut cells: BTreeMap<K, Vec<Entry<'a>>> = BTreeMap::new();
+    for (key, e) in rows.iter().filter_map(entry) {
+        cells.entry(key).or_default().push(e);
+    }
+    cells
+        .into_iter()
+        .map(|(key, entries)| {
+            let (kind, cell_name) = name(key);
+            word(kind, cell_name, entries, better, fig)
+        })
+        .collect()
 }
 
 fn cell_name(cell: &CellKey, dir: StreamDirection, both_ways: bool) -> String {

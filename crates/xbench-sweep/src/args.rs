@@ -115,6 +115,8 @@ impl Args {
     }
 
     fn target(&mut self, t: &Target) -> Result<(), RenderError> {
+        // Long on purpose: one destructuring of every Target field, each written in flag
+        // order; split, a field added to Target could go unwritten without a compile error.
         // Destructured whole: a field added to Target does not compile until it is written.
         let Target {
             host,

@@ -5,7 +5,7 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use xbench::config::{TestSpec, Workload};
+use xbench::config::{RrSpec, TestSpec, ThroughputSpec, Workload};
 use xbench_report::cell::CellKey;
 use xbench_report::layout;
 
@@ -238,75 +238,89 @@ impl SweepPlan {
             let mut c = self.spec.clone();
             c.socket.window = w;
             match &c.workload {
-                Workload::Throughput(t) => {
-                    let streams = if self.streams.is_empty() {
-                        vec![t.streams]
-                    } else {
-                        self.streams.clone()
-                    };
-                    // (datagram size, rate) as listed; `None`: the spec's own.
-                    let udp: Vec<(Option<u32>, Option<u64>)> = match &t.udp {
-                        None => vec![(None, None)],
-                        Some(_) => {
-                            let lens: Vec<Option<u32>> = if self.datagram_lens.is_empty() {
-                                vec![None]
-                            } else {
-                                self.datagram_lens.iter().copied().map(Some).collect()
-                            };
-                            let rates: Vec<Option<u64>> = if self.bitrates.is_empty() {
-                                vec![None]
-                            } else {
-                                self.bitrates.iter().copied().map(Some).collect()
-                            };
-                            lens.iter()
-                                .flat_map(|l| rates.iter().map(move |r| (*l, *r)))
-                                .collect()
-                        }
-                    };
-                    for (len, rate) in udp {
-                        for &p in &streams {
-                            let mut c = c.clone();
-                            if let Workload::Throughput(t) = &mut c.workload {
-                                t.streams = p;
-                                if let Some(u) = &mut t.udp {
-                                    if let Some(l) = len {
-                                        u.datagram_len = l;
-                                        t.block_len = block_len(l, t.block_len);
-                                    }
-                                    if let Some(r) = rate {
-                                        u.bitrate = total_rate(r, self.bitrate_per_stream, p);
-                                    }
-                                }
-                            }
-                            out.push(c);
-                        }
-                    }
-                }
-                Workload::RequestResponse(r) => {
-                    let sizes = if self.rr_sizes.is_empty() {
-                        vec![(r.request_len, r.response_len)]
-                    } else {
-                        self.rr_sizes.clone()
-                    };
-                    let flows = if self.flows.is_empty() {
-                        vec![r.flows]
-                    } else {
-                        self.flows.clone()
-                    };
-                    for &(q, s) in &sizes {
-                        for &f in &flows {
-                            let mut c = c.clone();
-                            if let Workload::RequestResponse(r) = &mut c.workload {
-                                r.request_len = q;
-                                r.response_len = s;
-                                r.flows = f;
-                            }
-                            out.push(c);
-                        }
-                    }
-                }
+                Workload::Throughput(t) => out.extend(self.throughput_cells(&c, t)),
+                Workload::RequestResponse(r) => out.extend(self.rr_cells(&c, r)),
                 // A workload kind this crate does not know: run it as given.
                 _ => out.push(c),
+            }
+        }
+        out
+    }
+
+    /// A throughput spec's cells: each UDP (datagram size, rate) pair, then each stream count.
+    fn throughput_cells(&self, c: &TestSpec, t: &ThroughputSpec) -> Vec<TestSpec> {
+        let mut out = Vec::new();
+        let streams = if self.streams.is_empty() {
+            vec![t.streams]
+        } else {
+            self.streams.clone()
+        };
+        for (len, rate) in self.udp_points(t) {
+            for &p in &streams {
+                let mut c = c.clone();
+                if let Workload::Throughput(t) = &mut c.workload {
+                    t.streams = p;
+                    if let Some(u) = &mut t.udp {
+                        if let Some(l) = len {
+                            u.datagram_len = l;
+                            t.block_len = block_len(l, t.block_len);
+                        }
+                        if let Some(r) = rate {
+                            u.bitrate = total_rate(r, self.bitrate_per_stream, p);
+                        }
+                    }
+                }
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// The UDP (datagram size, rate) pairs as listed, sizes outermost; `None`: the spec's own.
+    /// One `(None, None)` for TCP.
+    fn udp_points(&self, t: &ThroughputSpec) -> Vec<(Option<u32>, Option<u64>)> {
+        match &t.udp {
+            None => vec![(None, None)],
+            Some(_) => {
+                let lens: Vec<Option<u32>> = if self.datagram_lens.is_empty() {
+                    vec![None]
+                } else {
+                    self.datagram_lens.iter().copied().map(Some).collect()
+                };
+                let rates: Vec<Option<u64>> = if self.bitrates.is_empty() {
+                    vec![None]
+                } else {
+                    self.bitrates.iter().copied().map(Some).collect()
+                };
+                lens.iter()
+                    .flat_map(|l| rates.iter().map(move |r| (*l, *r)))
+                    .collect()
+            }
+        }
+    }
+
+    /// A request/response spec's cells: each (request, response) size, then each flow count.
+    fn rr_cells(&self, c: &TestSpec, r: &RrSpec) -> Vec<TestSpec> {
+        let mut out = Vec::new();
+        let sizes = if self.rr_sizes.is_empty() {
+            vec![(r.request_len, r.response_len)]
+        } else {
+            self.rr_sizes.clone()
+        };
+        let flows = if self.flows.is_empty() {
+            vec![r.flows]
+        } else {
+            self.flows.clone()
+        };
+        for &(q, s) in &sizes {
+            for &f in &flows {
+                let mut c = c.clone();
+                if let Workload::RequestResponse(r) = &mut c.workload {
+                    r.request_len = q;
+                    r.response_len = s;
+                    r.flows = f;
+                }
+                out.push(c);
             }
         }
         out

@@ -143,17 +143,7 @@ pub async fn run(
     let done = prepare_dir(plan, &schedule)?;
     let mut cancel = Cancel::new(cancel);
 
-    let mut records: Vec<RunRecord> = schedule
-        .iter()
-        .map(|p| RunRecord {
-            cell: p.key.describe(),
-            cell_dir: p.key.slug(),
-            repeat: p.repeat,
-            status: RunStatus::NotRun,
-            path: None,
-            error: None,
-        })
-        .collect();
+    let mut records = records_of(&schedule);
     let mut kept = Kept {
         runs: Vec::new(),
         error: None,
@@ -196,24 +186,50 @@ pub async fn run(
         }
     }
 
-    let count = |s: RunStatus| records.iter().filter(|r| r.status == s).count();
-    let summary = SweepSummary {
-        label: plan.label.clone(),
-        dir: plan.save.clone(),
-        cells: plan.cells().len(),
-        repeat: plan.repeat.get(),
-        planned: schedule.len(),
-        completed: count(RunStatus::Completed),
-        skipped: count(RunStatus::Skipped),
-        not_kept: count(RunStatus::Failed) + count(RunStatus::Interrupted),
-        end,
-        error: kept.error,
-        runs: records,
-    };
+    let summary = summary(plan, schedule.len(), records, end, kept.error);
     Ok(SweepOutcome {
         runs: kept.runs,
         summary,
     })
+}
+
+/// A record per planned run, in schedule order, each not run yet.
+fn records_of(schedule: &[PlannedRun]) -> Vec<RunRecord> {
+    schedule
+        .iter()
+        .map(|p| RunRecord {
+            cell: p.key.describe(),
+            cell_dir: p.key.slug(),
+            repeat: p.repeat,
+            status: RunStatus::NotRun,
+            path: None,
+            error: None,
+        })
+        .collect()
+}
+
+/// The sweep's summary: `records` counted by status, beside how it ended and why.
+fn summary(
+    plan: &SweepPlan,
+    planned: usize,
+    records: Vec<RunRecord>,
+    end: SweepEnd,
+    error: Option<String>,
+) -> SweepSummary {
+    let count = |s: RunStatus| records.iter().filter(|r| r.status == s).count();
+    SweepSummary {
+        label: plan.label.clone(),
+        dir: plan.save.clone(),
+        cells: plan.cells().len(),
+        repeat: plan.repeat.get(),
+        planned,
+        completed: count(RunStatus::Completed),
+        skipped: count(RunStatus::Skipped),
+        not_kept: count(RunStatus::Failed) + count(RunStatus::Interrupted),
+        end,
+        error,
+        runs: records,
+    }
 }
 
 /// What the sweep keeps as it goes: the completed runs' figures, and the error that ended it.

@@ -258,44 +258,13 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
         .and_then(|()| xbench::file::check_dir_writable(&a.out))
         .map_err(|e| UsageError(format!("--out {}: {e}", a.out.display())))?;
     // Run on the lab `xbench lab up` left, or build one for this run.
-    let existing = LabState::load(&a.place.state_dir)
-        .map_err(lab_error)?
-        .is_some();
-    let lab = if existing {
-        if a.topology.given() {
-            bail!(UsageError(format!(
-                "a lab is already up (state in {}); run without path options to use it, or \
-                 `xbench lab down` first",
-                a.place.state_dir.display()
-            )));
-        }
-        Lab::attach(&a.place.state_dir, &command)
-            .map_err(lab_error)
-            .context("cannot use the lab that is up")?
-    } else {
-        let spec = lab_spec(&a.topology, &a.place)?;
-        match Lab::up(&spec, cancel) {
-            Err(LabError::Cancelled) => return Ok(Exit::Interrupted),
-            r => r.map_err(lab_error).context("cannot build the lab")?,
-        }
+    let Some(lab) = open_lab(a, cancel, &command)? else {
+        return Ok(Exit::Interrupted);
     };
     let exe = std::env::current_exe().context("cannot find the xbench executable")?;
     out(&paths_table(lab.paths())).context("writing output")?;
 
-    let mut failed = Vec::new();
-    'paths: for p in lab.paths() {
-        let mut target = Target::new(p.server_addr.to_string());
-        target.port = p.server_port;
-        for c in suite(a, &target, &p.label) {
-            if cancel.load(Ordering::Relaxed) {
-                break 'paths;
-            }
-            out(&format!("\n{} — {}\n", p.label, c.name)).context("writing output")?;
-            if let Err(e) = run_case(&exe, p, &c, a.time, cancel) {
-                failed.push(format!("{} {}: {e}", p.label, c.name));
-            }
-        }
-    }
+    let failed = run_cases(a, &lab, &exe, cancel)?;
     let mut s = String::new();
     for p in lab.paths() {
         if let Some(d) = lab.delay_line_stats(&p.label) {
@@ -303,22 +272,7 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
         }
     }
     out(&s).context("writing output")?;
-    // What each path emulates, for the web page's table of where each path was measured.
-    let notes: Vec<xbench_report::html::PathNote> = lab
-        .paths()
-        .iter()
-        .flat_map(|p| {
-            [
-                ("lab path", p.kind.to_string()),
-                ("emulated", describe(&p.impairment, p.impairment_by)),
-            ]
-            .map(|(name, value)| xbench_report::html::PathNote {
-                label: p.label.clone(),
-                name: name.into(),
-                value,
-            })
-        })
-        .collect();
+    let notes = path_notes(&lab);
     drop(lab); // a lab built for this run is removed here
     compare(&a.out, a.unit, notes)?;
     for f in &failed {
@@ -331,6 +285,76 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
         return Ok(Exit::Failure);
     }
     Ok(Exit::Success)
+}
+
+/// The lab `xbench lab up` left, or one built for this run from the path options; `None`
+/// when the build was cancelled. Path options with a lab up are a usage error.
+fn open_lab(a: &RunArgs, cancel: &AtomicBool, command: &str) -> anyhow::Result<Option<Lab>> {
+    let existing = LabState::load(&a.place.state_dir)
+        .map_err(lab_error)?
+        .is_some();
+    let lab = if existing {
+        if a.topology.given() {
+            bail!(UsageError(format!(
+                "a lab is already up (state in {}); run without path options to use it, or \
+                 `xbench lab down` first",
+                a.place.state_dir.display()
+            )));
+        }
+        Lab::attach(&a.place.state_dir, command)
+            .map_err(lab_error)
+            .context("cannot use the lab that is up")?
+    } else {
+        let spec = lab_spec(&a.topology, &a.place)?;
+        match Lab::up(&spec, cancel) {
+            Err(LabError::Cancelled) => return Ok(None),
+            r => r.map_err(lab_error).context("cannot build the lab")?,
+        }
+    };
+    Ok(Some(lab))
+}
+
+/// Runs the suite on every path of `lab` in turn, until `cancel`; the cases that failed,
+/// each named by path and case.
+fn run_cases(
+    a: &RunArgs,
+    lab: &Lab,
+    exe: &Path,
+    cancel: &AtomicBool,
+) -> anyhow::Result<Vec<String>> {
+    let mut failed = Vec::new();
+    'paths: for p in lab.paths() {
+        let mut target = Target::new(p.server_addr.to_string());
+        target.port = p.server_port;
+        for c in suite(a, &target, &p.label) {
+            if cancel.load(Ordering::Relaxed) {
+                break 'paths;
+            }
+            out(&format!("\n{} — {}\n", p.label, c.name)).context("writing output")?;
+            if let Err(e) = run_case(exe, p, &c, a.time, cancel) {
+                failed.push(format!("{} {}: {e}", p.label, c.name));
+            }
+        }
+    }
+    Ok(failed)
+}
+
+/// What each path emulates, for the web page's table of where each path was measured.
+fn path_notes(lab: &Lab) -> Vec<xbench_report::html::PathNote> {
+    lab.paths()
+        .iter()
+        .flat_map(|p| {
+            [
+                ("lab path", p.kind.to_string()),
+                ("emulated", describe(&p.impairment, p.impairment_by)),
+            ]
+            .map(|(name, value)| xbench_report::html::PathNote {
+                label: p.label.clone(),
+                name: name.into(),
+                value,
+            })
+        })
+        .collect()
 }
 
 /// Runs one sweep of the suite as `xbench client` in the path's client namespace (a process of

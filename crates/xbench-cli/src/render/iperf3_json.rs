@@ -590,7 +590,44 @@ fn udp_interval(iv: &UdpInterval, tp: &ThroughputSpec) -> IntervalOut {
 fn udp_end(r: &TestReport, tp: &ThroughputSpec) -> End {
     let seconds = r.summary.measured_s;
     let dirs: &[UdpDirectionSummary] = r.udp.as_ref().map_or(&[], |u| &u.directions);
-    let base = |bytes: u64, bits_per_second: f64, sender: bool| Span {
+    let streams = udp_streams(dirs, seconds);
+    let figures = |d: StreamDirection| {
+        dirs.iter()
+            .find(|s| s.direction == d)
+            .map(|s| s.figures)
+            .unwrap_or_default()
+    };
+    let fwd = forward(tp);
+    let f = figures(fwd);
+    let mine = client_sends(fwd);
+    let (sum_sent, sum_received) = udp_sums(&f, mine, seconds);
+    let reverse = bidir_reverse(tp).map(|d| {
+        let f = figures(d);
+        let (sent, received) = udp_sums(&f, false, seconds);
+        (udp_combined(&f, false, seconds), sent, received)
+    });
+    let (sum_bidir_reverse, sum_sent_bidir_reverse, sum_received_bidir_reverse) = match reverse {
+        Some((a, b, c)) => (Some(a), Some(b), Some(c)),
+        None => (None, None, None),
+    };
+    End {
+        streams,
+        sum: Some(udp_combined(&f, mine, seconds)),
+        sum_bidir_reverse,
+        sum_sent,
+        sum_received,
+        sum_sent_bidir_reverse,
+        sum_received_bidir_reverse,
+        cpu_utilization_percent: cpu(r),
+        sender_tcp_congestion: None,
+        receiver_tcp_congestion: None,
+    }
+}
+
+/// A UDP span over the whole measured window: `bytes` at `bits_per_second`, from the sender's
+/// side or the receiver's.
+fn udp_span(seconds: f64, bytes: u64, bits_per_second: f64, sender: bool) -> Span {
+    Span {
         start: 0.0,
         end: seconds,
         seconds,
@@ -598,19 +635,45 @@ fn udp_end(r: &TestReport, tp: &ThroughputSpec) -> End {
         bits_per_second,
         sender,
         ..Span::default()
+    }
+}
+
+/// iperf3's combined view of a stream or direction: the sender's bytes and rate, the
+/// receiver's jitter and losses, `packets` the datagrams sent.
+fn udp_combined(f: &UdpFigures, sender: bool, seconds: f64) -> Span {
+    let rx = f.received.unwrap_or_default();
+    Span {
+        jitter_ms: Some(rx.jitter_ms),
+        lost_packets: Some(rx.lost),
+        packets: Some(f.sent.datagrams),
+        lost_percent: Some(rx.lost_pct),
+        ..udp_span(seconds, f.sent.bytes, f.sent.bits_per_second, sender)
+    }
+}
+
+/// A direction's `sum_sent` (the sender's count, no loss) and `sum_received` (the receiver's
+/// count with its jitter and losses), as iperf3 writes them.
+fn udp_sums(f: &UdpFigures, sender: bool, seconds: f64) -> (Span, Span) {
+    let rx = f.received.unwrap_or_default();
+    let sent = Span {
+        jitter_ms: Some(0.0),
+        lost_packets: Some(0),
+        packets: Some(f.sent.datagrams),
+        lost_percent: Some(0.0),
+        ..udp_span(seconds, f.sent.bytes, f.sent.bits_per_second, sender)
     };
-    // iperf3's combined view of a stream or direction: the sender's bytes and rate, the
-    // receiver's jitter and losses, `packets` the datagrams sent.
-    let combined = |f: &UdpFigures, sender: bool| {
-        let rx = f.received.unwrap_or_default();
-        Span {
-            jitter_ms: Some(rx.jitter_ms),
-            lost_packets: Some(rx.lost),
-            packets: Some(f.sent.datagrams),
-            lost_percent: Some(rx.lost_pct),
-            ..base(f.sent.bytes, f.sent.bits_per_second, sender)
-        }
+    let received = Span {
+        jitter_ms: Some(rx.jitter_ms),
+        lost_packets: Some(rx.lost),
+        packets: Some(f.sent.datagrams),
+        lost_percent: Some(rx.lost_pct),
+        ..udp_span(seconds, rx.count.bytes, rx.count.bits_per_second, sender)
     };
+    (sent, received)
+}
+
+/// Each UDP stream's combined view, by stream number.
+fn udp_streams(dirs: &[UdpDirectionSummary], seconds: f64) -> Vec<EndStream> {
     let mut streams: Vec<(u16, EndStream)> = dirs
         .iter()
         .flat_map(|d| &d.per_stream)
@@ -618,7 +681,7 @@ fn udp_end(r: &TestReport, tp: &ThroughputSpec) -> End {
             let udp = Span {
                 socket: Some(s.stream),
                 out_of_order: Some(s.figures.received.map_or(0, |rx| rx.out_of_order)),
-                ..combined(&s.figures, client_sends(s.direction))
+                ..udp_combined(&s.figures, client_sends(s.direction), seconds)
             };
             (
                 s.stream,
@@ -631,67 +694,7 @@ fn udp_end(r: &TestReport, tp: &ThroughputSpec) -> End {
         })
         .collect();
     streams.sort_by_key(|(id, _)| *id);
-    let figures = |d: StreamDirection| {
-        dirs.iter()
-            .find(|s| s.direction == d)
-            .map(|s| s.figures)
-            .unwrap_or_default()
-    };
-    let fwd = forward(tp);
-    let f = figures(fwd);
-    let mine = client_sends(fwd);
-    let rx = f.received.unwrap_or_default();
-    let sum_sent = Span {
-        jitter_ms: Some(0.0),
-        lost_packets: Some(0),
-        packets: Some(f.sent.datagrams),
-        lost_percent: Some(0.0),
-        ..base(f.sent.bytes, f.sent.bits_per_second, mine)
-    };
-    let sum_received = Span {
-        jitter_ms: Some(rx.jitter_ms),
-        lost_packets: Some(rx.lost),
-        packets: Some(f.sent.datagrams),
-        lost_percent: Some(rx.lost_pct),
-        ..base(rx.count.bytes, rx.count.bits_per_second, mine)
-    };
-    let reverse = bidir_reverse(tp).map(|d| {
-        let f = figures(d);
-        let rx = f.received.unwrap_or_default();
-        (
-            combined(&f, false),
-            Span {
-                jitter_ms: Some(0.0),
-                lost_packets: Some(0),
-                packets: Some(f.sent.datagrams),
-                lost_percent: Some(0.0),
-                ..base(f.sent.bytes, f.sent.bits_per_second, false)
-            },
-            Span {
-                jitter_ms: Some(rx.jitter_ms),
-                lost_packets: Some(rx.lost),
-                packets: Some(f.sent.datagrams),
-                lost_percent: Some(rx.lost_pct),
-                ..base(rx.count.bytes, rx.count.bits_per_second, false)
-            },
-        )
-    });
-    let (sum_bidir_reverse, sum_sent_bidir_reverse, sum_received_bidir_reverse) = match reverse {
-        Some((a, b, c)) => (Some(a), Some(b), Some(c)),
-        None => (None, None, None),
-    };
-    End {
-        streams: streams.into_iter().map(|(_, s)| s).collect(),
-        sum: Some(combined(&f, mine)),
-        sum_bidir_reverse,
-        sum_sent,
-        sum_received,
-        sum_sent_bidir_reverse,
-        sum_received_bidir_reverse,
-        cpu_utilization_percent: cpu(r),
-        sender_tcp_congestion: None,
-        receiver_tcp_congestion: None,
-    }
+    streams.into_iter().map(|(_, s)| s).collect()
 }
 
 /// iperf3's CPU percentages: CPU-seconds over the test's wall-clock seconds. xbench measures

@@ -5,7 +5,9 @@
 use std::fmt::Write as _;
 
 use xbench::latency::LatencyStats;
-use xbench::report::{ConnectionSetup, RrInterval, RrSummary, RrUdpSummary, TestReport};
+use xbench::report::{
+    ConnectionSetup, Pacing, RrFlowSummary, RrInterval, RrSummary, RrUdpSummary, TestReport,
+};
 use xbench::units::{ByteSize, TimeUnit, count, format_micros, number};
 use xbench::{ClientConfig, TestSpec};
 
@@ -167,16 +169,10 @@ impl RrText {
             None => s.push_str("  no transaction completed\n"),
         }
         if let Some(p) = sum.pacing {
-            let _ = writeln!(
-                s,
-                "  paced: asked {}/s, achieved {}/s{}; latency is measured from each transaction's intended send time (coordinated-omission corrected)",
-                per_second(p.asked_per_second),
-                per_second(p.achieved_per_second),
-                if p.kept_up {
-                    ""
-                } else {
-                    " — could not keep up"
-                }
+            paced_line(
+                &mut s,
+                &p,
+                "latency is measured from each transaction's intended send time",
             );
         }
         if let Some(u) = &sum.udp {
@@ -185,54 +181,9 @@ impl RrText {
             tcp_lines(&mut s, sum);
         }
         if (2..=16).contains(&flows) {
-            for f in &rr.flows {
-                let _ = write!(
-                    s,
-                    "  [{:>3}] {:>10} transactions",
-                    f.flow,
-                    count(f.transactions)
-                );
-                if let Some(l) = f.latency {
-                    let _ = write!(
-                        s,
-                        "  mean {}  p99 {}  max {}",
-                        format_micros(l.mean_us),
-                        format_micros(l.p99_us),
-                        format_micros(l.max_us)
-                    );
-                }
-                if let Some(lost) = f.lost {
-                    let _ = write!(s, "  lost {}", count(lost));
-                }
-                if let Some(e) = &f.error {
-                    let _ = write!(s, "  error: {e}");
-                }
-                s.push('\n');
-            }
+            flow_lines(&mut s, &rr.flows);
         }
-        let cpu = &r.cpu;
-        let per = |v: Option<f64>| {
-            v.map_or_else(String::new, |v| {
-                format!(" ({}/transaction)", format_micros(v))
-            })
-        };
-        let _ = write!(
-            s,
-            "CPU: client {:.2} s{}",
-            cpu.client.total_s(),
-            per(cpu.client_us_per_transaction)
-        );
-        match cpu.server {
-            Some(sv) => {
-                let _ = writeln!(
-                    s,
-                    ", server {:.2} s{}",
-                    sv.total_s(),
-                    per(cpu.server_us_per_transaction)
-                );
-            }
-            None => s.push_str(", server: no report\n"),
-        }
+        cpu_line(&mut s, r, "CPU:", "transaction");
         s.push_str(&outcome_line(r));
         s
     }
@@ -451,16 +402,10 @@ fn connections_only_summary(s: &mut String, r: &TestReport, h: &xbench::report::
         None => s.push_str("  no new connection completed\n"),
     }
     if let Some(p) = sum.pacing {
-        let _ = writeln!(
+        paced_line(
             s,
-            "  paced: asked {}/s, achieved {}/s{}; setup latency is measured from each connection's intended start (coordinated-omission corrected)",
-            per_second(p.asked_per_second),
-            per_second(p.achieved_per_second),
-            if p.kept_up {
-                ""
-            } else {
-                " — could not keep up"
-            }
+            &p,
+            "setup latency is measured from each connection's intended start",
         );
     }
     if let Some(c) = &rr.setup {
@@ -475,15 +420,66 @@ fn connections_only_summary(s: &mut String, r: &TestReport, h: &xbench::report::
         count(h.reset),
         count(h.unanswered),
     );
+    cpu_line(s, r, "CPU of the openers:", "connection");
+    s.push_str(&outcome_line(r));
+}
+
+/// The paced test's line: the rate asked and achieved, and from when `measured` (the
+/// latency, or the setup latency) counts.
+fn paced_line(s: &mut String, p: &Pacing, measured: &str) {
+    let _ = writeln!(
+        s,
+        "  paced: asked {}/s, achieved {}/s{}; {measured} (coordinated-omission corrected)",
+        per_second(p.asked_per_second),
+        per_second(p.achieved_per_second),
+        if p.kept_up {
+            ""
+        } else {
+            " — could not keep up"
+        }
+    );
+}
+
+/// One line per flow: its transactions, latency, losses and error.
+fn flow_lines(s: &mut String, flows: &[RrFlowSummary]) {
+    for f in flows {
+        let _ = write!(
+            s,
+            "  [{:>3}] {:>10} transactions",
+            f.flow,
+            count(f.transactions)
+        );
+        if let Some(l) = f.latency {
+            let _ = write!(
+                s,
+                "  mean {}  p99 {}  max {}",
+                format_micros(l.mean_us),
+                format_micros(l.p99_us),
+                format_micros(l.max_us)
+            );
+        }
+        if let Some(lost) = f.lost {
+            let _ = write!(s, "  lost {}", count(lost));
+        }
+        if let Some(e) = &f.error {
+            let _ = write!(s, "  error: {e}");
+        }
+        s.push('\n');
+    }
+}
+
+/// The CPU line after `head`: each side's CPU time, and per `per_what` (transaction or
+/// connection) where the report has it.
+fn cpu_line(s: &mut String, r: &TestReport, head: &str, per_what: &str) {
     let cpu = &r.cpu;
     let per = |v: Option<f64>| {
         v.map_or_else(String::new, |v| {
-            format!(" ({}/connection)", format_micros(v))
+            format!(" ({}/{per_what})", format_micros(v))
         })
     };
     let _ = write!(
         s,
-        "CPU of the openers: client {:.2} s{}",
+        "{head} client {:.2} s{}",
         cpu.client.total_s(),
         per(cpu.client_us_per_transaction)
     );
@@ -498,7 +494,6 @@ fn connections_only_summary(s: &mut String, r: &TestReport, h: &xbench::report::
         }
         None => s.push_str(", server: no report\n"),
     }
-    s.push_str(&outcome_line(r));
 }
 
 /// Message sizes as people write them: exact bytes when small.

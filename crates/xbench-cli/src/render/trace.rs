@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use xbench::report::{TestReport, TraceProtocol, TraceReport};
+use xbench::report::{Hop, TestReport, TraceProtocol, TraceReport};
 use xbench::units::count;
 
 /// The trace block, or nothing for a test without `--trace`.
@@ -24,40 +24,63 @@ fn block(t: &TraceReport) -> String {
         count(t.probes),
         t.seconds
     );
-    let rows: Vec<[String; 9]> = t
-        .hops
-        .iter()
-        .map(|h| {
-            let ms = |us: f64| format!("{:.2}", us / 1000.0);
-            let (min, p50, p90, max) = h.rtt.map_or_else(
-                || ("-".into(), "-".into(), "-".into(), "-".into()),
-                |r| (ms(r.min_us), ms(r.p50_us), ms(r.p90_us), ms(r.max_us)),
-            );
-            let mut address = h
-                .address
-                .map_or_else(|| "???".to_owned(), |a| a.to_string());
-            if h.destination {
-                address.push_str(" (server)");
-            }
-            if !h.other_addresses.is_empty() {
-                let _ = write!(address, " +{} more", h.other_addresses.len());
-            }
-            [
-                h.ttl.to_string(),
-                address,
-                h.name.clone().unwrap_or_else(|| "-".into()),
-                format!("{:.1} %", h.loss_percent),
-                count(h.sent),
-                min,
-                p50,
-                p90,
-                max,
-            ]
-        })
-        .collect();
+    let rows: Vec<[String; 9]> = t.hops.iter().map(hop_row).collect();
     let head = [
         "hop", "address", "name", "loss", "sent", "min ms", "p50 ms", "p90 ms", "max ms",
     ];
+    table(&mut s, &head, &rows);
+    match (t.routed_hops(), &t.error) {
+        (_, Some(e)) => {
+            let _ = writeln!(s, "  {e}");
+        }
+        (Some(n), None) => {
+            let _ = writeln!(
+                s,
+                "  {} between the ends",
+                match n {
+                    0 => "no router".to_owned(),
+                    1 => "1 router".to_owned(),
+                    n => format!("{n} routers"),
+                }
+            );
+        }
+        (None, None) => s.push_str("  the server did not answer the probes\n"),
+    }
+    s
+}
+
+/// One hop's row: TTL, address (with the server and other addresses marked), name, loss,
+/// probes sent and RTT min/p50/p90/max in ms.
+fn hop_row(h: &Hop) -> [String; 9] {
+    let ms = |us: f64| format!("{:.2}", us / 1000.0);
+    let (min, p50, p90, max) = h.rtt.map_or_else(
+        || ("-".into(), "-".into(), "-".into(), "-".into()),
+        |r| (ms(r.min_us), ms(r.p50_us), ms(r.p90_us), ms(r.max_us)),
+    );
+    let mut address = h
+        .address
+        .map_or_else(|| "???".to_owned(), |a| a.to_string());
+    if h.destination {
+        address.push_str(" (server)");
+    }
+    if !h.other_addresses.is_empty() {
+        let _ = write!(address, " +{} more", h.other_addresses.len());
+    }
+    [
+        h.ttl.to_string(),
+        address,
+        h.name.clone().unwrap_or_else(|| "-".into()),
+        format!("{:.1} %", h.loss_percent),
+        count(h.sent),
+        min,
+        p50,
+        p90,
+        max,
+    ]
+}
+
+/// The rows under `head`, aligned: address and name to the left, figures to the right.
+fn table(s: &mut String, head: &[&str; 9], rows: &[[String; 9]]) {
     let width = |i: usize| {
         rows.iter()
             .map(|r| r[i].chars().count())
@@ -80,27 +103,9 @@ fn block(t: &TraceReport) -> String {
         l.trim_end().to_owned()
     };
     let _ = writeln!(s, "{}", line(head.to_vec()));
-    for r in &rows {
+    for r in rows {
         let _ = writeln!(s, "{}", line(r.iter().map(String::as_str).collect()));
     }
-    match (t.routed_hops(), &t.error) {
-        (_, Some(e)) => {
-            let _ = writeln!(s, "  {e}");
-        }
-        (Some(n), None) => {
-            let _ = writeln!(
-                s,
-                "  {} between the ends",
-                match n {
-                    0 => "no router".to_owned(),
-                    1 => "1 router".to_owned(),
-                    n => format!("{n} routers"),
-                }
-            );
-        }
-        (None, None) => s.push_str("  the server did not answer the probes\n"),
-    }
-    s
 }
 
 #[cfg(test)]

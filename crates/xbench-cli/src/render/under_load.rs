@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use xbench::config::{Direction, StreamDirection, Workload};
 use xbench::report::{PeerInfo, StreamInfo, TestReport};
-use xbench::under_load::{PhaseLatency, ProbeResults, RowBulk, RowLatency, TimelineRow};
+use xbench::under_load::{
+    PhaseLatency, ProbeResults, RowBulk, RowLatency, TimelineRow, UnderLoadReport,
+};
 use xbench::units::{ByteSize, RateScale, ThroughputUnit, count, format_micros};
 use xbench::{ClientConfig, TestSpec};
 
@@ -138,71 +140,82 @@ impl UnderLoadText {
                 phase_table(&mut s, t);
                 added(&mut s, "the TCP probes", t);
             }
-            match &ul.bulk_srtt {
-                Some(b) => {
-                    let _ = writeln!(
-                        s,
-                        "The bulk streams' own smoothed RTT under load (TCP_INFO, {} samples): \
-                         p50 {}, p90 {}, p99 {}, max {}",
-                        count(b.count),
-                        format_micros(b.p50_us),
-                        format_micros(b.p90_us),
-                        format_micros(b.p99_us),
-                        format_micros(b.max_us)
-                    );
-                }
-                None => s.push_str("The bulk streams reported no RTT under load.\n"),
-            }
-            match &ul.responsiveness {
-                Some(x) => {
-                    let foreign = match x.tcp_ms {
-                        Some(t) => {
-                            format!("UDP {} and TCP {} probes averaged", ms(x.udp_ms), ms(t))
-                        }
-                        None => format!("UDP probes {}", ms(x.udp_ms)),
-                    };
-                    let _ = writeln!(
-                        s,
-                        "Responsiveness: {} RPM — foreign {} RPM ({foreign}), self {} RPM (bulk \
-                         sRTT {}); each a trimmed mean of the loaded phase, slowest 5 % left out \
-                         (draft-ietf-ippm-responsiveness)",
-                        count(x.rpm.round() as u64),
-                        count(x.foreign_rpm.round() as u64),
-                        count(x.self_rpm.round() as u64),
-                        ms(x.self_ms),
-                    );
-                }
-                None => s.push_str(
-                    "Responsiveness: not measured (no probe or no bulk RTT in the loaded phase)\n",
-                ),
-            }
-            let pl = &ul.probe_load;
-            let _ = writeln!(
-                s,
-                "The probes' own load: {}/s, {} each way (IP and UDP headers included){}",
-                xbench::units::number(pl.probes_per_second),
-                RateScale::AUTO.show(pl.bits_per_second),
-                pl.share_of_bulk_percent
-                    .map_or_else(String::new, |p| format!(
-                        ", {} % of the bulk rate",
-                        xbench::units::number(p)
-                    ))
-            );
-            let ph = &ul.phases;
-            let _ = write!(
-                s,
-                "Phases: idle 0.00–{:.2} s, ramp to {:.2} s, loaded to {:.2} s, drained by {:.2} s",
-                ph.load_start_s, ph.loaded_start_s, ph.loaded_end_s, ph.idle_after_start_s,
-            );
-            // An interrupted test ends before its second idle phase begins.
-            if ph.end_s > ph.idle_after_start_s {
-                let _ = write!(s, ", idle to {:.2} s", ph.end_s);
-            }
+            rtt_lines(&mut s, ul);
+            load_and_phases(&mut s, ul);
             s.push('\n');
             s.push('\n');
         }
         s.push_str(&Text::new(&r.spec).unit(unit).summary(r));
         s
+    }
+}
+
+/// Under load, the bulk streams' own smoothed RTT and the responsiveness (RPM) with what it
+/// is made of.
+fn rtt_lines(s: &mut String, ul: &UnderLoadReport) {
+    match &ul.bulk_srtt {
+        Some(b) => {
+            let _ = writeln!(
+                s,
+                "The bulk streams' own smoothed RTT under load (TCP_INFO, {} samples): \
+                 p50 {}, p90 {}, p99 {}, max {}",
+                count(b.count),
+                format_micros(b.p50_us),
+                format_micros(b.p90_us),
+                format_micros(b.p99_us),
+                format_micros(b.max_us)
+            );
+        }
+        None => s.push_str("The bulk streams reported no RTT under load.\n"),
+    }
+    match &ul.responsiveness {
+        Some(x) => {
+            let foreign = match x.tcp_ms {
+                Some(t) => {
+                    format!("UDP {} and TCP {} probes averaged", ms(x.udp_ms), ms(t))
+                }
+                None => format!("UDP probes {}", ms(x.udp_ms)),
+            };
+            let _ = writeln!(
+                s,
+                "Responsiveness: {} RPM — foreign {} RPM ({foreign}), self {} RPM (bulk \
+                 sRTT {}); each a trimmed mean of the loaded phase, slowest 5 % left out \
+                 (draft-ietf-ippm-responsiveness)",
+                count(x.rpm.round() as u64),
+                count(x.foreign_rpm.round() as u64),
+                count(x.self_rpm.round() as u64),
+                ms(x.self_ms),
+            );
+        }
+        None => s.push_str(
+            "Responsiveness: not measured (no probe or no bulk RTT in the loaded phase)\n",
+        ),
+    }
+}
+
+/// What the probes themselves loaded the path with, and when each phase began and ended.
+fn load_and_phases(s: &mut String, ul: &UnderLoadReport) {
+    let pl = &ul.probe_load;
+    let _ = writeln!(
+        s,
+        "The probes' own load: {}/s, {} each way (IP and UDP headers included){}",
+        xbench::units::number(pl.probes_per_second),
+        RateScale::AUTO.show(pl.bits_per_second),
+        pl.share_of_bulk_percent
+            .map_or_else(String::new, |p| format!(
+                ", {} % of the bulk rate",
+                xbench::units::number(p)
+            ))
+    );
+    let ph = &ul.phases;
+    let _ = write!(
+        s,
+        "Phases: idle 0.00–{:.2} s, ramp to {:.2} s, loaded to {:.2} s, drained by {:.2} s",
+        ph.load_start_s, ph.loaded_start_s, ph.loaded_end_s, ph.idle_after_start_s,
+    );
+    // An interrupted test ends before its second idle phase begins.
+    if ph.end_s > ph.idle_after_start_s {
+        let _ = write!(s, ", idle to {:.2} s", ph.end_s);
     }
 }
 

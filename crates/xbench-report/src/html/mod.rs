@@ -449,6 +449,8 @@ impl<'a> Page<'a> {
     }
 
     fn throughput_table(&self) -> String {
+        // Long on purpose: the TCP table's columns in page order, the optional ones (direction,
+        // share of the ceiling) in their place; split, a reader would lose the column order.
         let rows: Vec<&ThroughputRow> = self.table.throughput.iter().collect();
         let unit = self
             .options
@@ -545,11 +547,41 @@ impl<'a> Page<'a> {
         if self.table.rr.is_empty() {
             return None;
         }
-        let rr: Vec<Run> = self.runs().iter().filter(|r| r.is_rr()).cloned().collect();
+        Some(self.kind_section(
+            ("rr", "Request/response latency"),
+            Run::is_rr,
+            (ChartKind::Latency, "rr-table", "latency"),
+            Self::rr_table,
+        ))
+    }
+
+    /// The section of one kind of run: the chart of the runs `of_kind` picks (when it draws
+    /// anything) above the kind's `table`.
+    fn kind_section(
+        &self,
+        (id, title): (&'static str, &str),
+        of_kind: fn(&Run) -> bool,
+        (kind, table_id, chart_id): (ChartKind, &str, &str),
+        table: fn(&Self) -> String,
+    ) -> Section {
+        let runs: Vec<Run> = self.runs().iter().filter(|r| of_kind(r)).cloned().collect();
         let mut b = String::new();
-        if let Some(f) = self.chart(&rr, ChartKind::Latency, "rr-table", "latency") {
+        if let Some(f) = self.chart(&runs, kind, table_id, chart_id) {
             b.push_str(&f);
         }
+        b.push_str(&table(self));
+        Section {
+            id,
+            title: title.into(),
+            body: b,
+        }
+    }
+
+    /// The request/response table: rate, latency percentiles and netperf's figures per cell and
+    /// path, latencies in the unit the largest median reads best in.
+    fn rr_table(&self) -> String {
+        // Long on purpose: the table's 17 columns in page order, all in the one time unit
+        // chosen above; split, a column's place and its unit would be read in two places.
         let rows: Vec<&RrRow> = self.table.rr.iter().collect();
         let t = TimeUnit::for_micros(largest(rows.iter().map(|r| r.p50_us.mean)));
         let tl = t.label();
@@ -627,18 +659,13 @@ impl<'a> Page<'a> {
                 |r: &&RrRow| Cell::num(number(r.retransmits.mean), r.retransmits.mean),
             ),
         ];
-        b.push_str(&table(
+        table(
             "rr-table",
             "Request/response latency and rate per cell and path: each run's figure, mean over \
              runs, with 95 % confidence intervals (Student t)",
             &cols,
             &rows,
-        ));
-        Some(Section {
-            id: "rr",
-            title: "Request/response latency".into(),
-            body: b,
-        })
+        )
     }
 
     // ---- UDP ---------------------------------------------------------------------------
@@ -647,11 +674,20 @@ impl<'a> Page<'a> {
         if self.table.udp.is_empty() {
             return None;
         }
-        let udp: Vec<Run> = self.runs().iter().filter(|r| r.is_udp()).cloned().collect();
-        let mut b = String::new();
-        if let Some(f) = self.chart(&udp, ChartKind::Udp, "udp-table", "udp") {
-            b.push_str(&f);
-        }
+        Some(self.kind_section(
+            ("udp", "UDP loss and jitter"),
+            Run::is_udp,
+            (ChartKind::Udp, "udp-table", "udp"),
+            Self::udp_table,
+        ))
+    }
+
+    /// The UDP table: offered and received rate, loss, jitter, reordering and drops per cell
+    /// and path, rates and jitter in the units their largest figures read best in.
+    fn udp_table(&self) -> String {
+        // Long on purpose: the table's columns in page order (direction only when both ran),
+        // with the rate and jitter units chosen above; split, a column's place and its unit
+        // would be read apart.
         let rows: Vec<&UdpRow> = self.table.udp.iter().collect();
         let unit = self
             .options
@@ -727,18 +763,13 @@ impl<'a> Page<'a> {
                 |r: &&UdpRow| Cell::opt(r.rxq_drops.map(|d| d.mean), number),
             ),
         ]);
-        b.push_str(&table(
+        table(
             "udp-table",
             "UDP per cell and path: offered and received rate, loss and jitter, mean over runs \
              with 95 % confidence intervals (Student t)",
             &cols,
             &rows,
-        ));
-        Some(Section {
-            id: "udp",
-            title: "UDP loss and jitter".into(),
-            body: b,
-        })
+        )
     }
 
     // ---- latency under load ------------------------------------------------------------
@@ -747,16 +778,19 @@ impl<'a> Page<'a> {
         if self.table.under_load.is_empty() {
             return None;
         }
-        let ul: Vec<Run> = self
-            .runs()
-            .iter()
-            .filter(|r| r.is_under_load())
-            .cloned()
-            .collect();
-        let mut b = String::new();
-        if let Some(f) = self.chart(&ul, ChartKind::UnderLoad, "ul-table", "under-load") {
-            b.push_str(&f);
-        }
+        Some(self.kind_section(
+            ("under-load", "Latency under load"),
+            Run::is_under_load,
+            (ChartKind::UnderLoad, "ul-table", "under-load"),
+            Self::under_load_table,
+        ))
+    }
+
+    /// The latency-under-load table: idle and loaded latency, increase, RPM, loss and load per
+    /// cell and path, each latency column in its own unit.
+    fn under_load_table(&self) -> String {
+        // Long on purpose: the table's 11 columns in page order, each latency column with the
+        // unit chosen for it above; split, a column's place and its unit would be read apart.
         let rows: Vec<&UnderLoadRow> = self.table.under_load.iter().collect();
         // Each latency column in the unit its largest figure reads best in, as the text table.
         let unit_of = |f: &dyn Fn(&UnderLoadRow) -> Option<Stats>| {
@@ -842,19 +876,14 @@ impl<'a> Page<'a> {
                 },
             ),
         ];
-        b.push_str(&table(
+        table(
             "ul-table",
             "Latency under load per cell and path: the UDP probes' latency idle and under the \
              bulk streams' load, what the load added, the responsiveness, the probes lost under \
              load and the load's rate; each run's figure, mean over runs",
             &cols,
             &rows,
-        ));
-        Some(Section {
-            id: "under-load",
-            title: "Latency under load".into(),
-            body: b,
-        })
+        )
     }
 
     // ---- each path ---------------------------------------------------------------------
