@@ -145,10 +145,7 @@ pub(crate) fn mss(s: &str) -> Result<u32, String> {
         .trim()
         .parse()
         .map_err(|_| format!("`{s}` is not a number of bytes"))?;
-    if !(88..=65_495).contains(&v) {
-        return Err("MSS must be between 88 and 65495 bytes".into());
-    }
-    Ok(v)
+    xbench::config::check_mss(v)
 }
 
 /// Request and response sizes: `REQ,RESP` (netperf's `-r`), or one size for both.

@@ -27,6 +27,23 @@ pub const MAX_RR_LEN: u32 = 16 << 20;
 pub const MAX_BURST: u32 = 1024;
 /// Highest pacing rate per flow (transactions per second).
 pub const MAX_RATE_PER_FLOW: f64 = 10_000_000.0;
+/// The TCP maximum segment sizes a test may ask for (`-M`), bytes.
+pub const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=65_495;
+
+/// `bytes` if a test may ask for it as its MSS ([`MSS_RANGE`]), else why not: the one rule
+/// `-M`'s parser, the builders and [`TestSpec::validate`] share, in the words they all give.
+pub fn check_mss(bytes: u32) -> Result<u32, String> {
+    if MSS_RANGE.contains(&bytes) {
+        Ok(bytes)
+    } else {
+        Err(format!(
+            "MSS must be between {} and {} bytes",
+            MSS_RANGE.start(),
+            MSS_RANGE.end()
+        ))
+    }
+}
+
 /// Why a request/response pacing rate (`--rate`, a suite's `rate`) was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -475,9 +492,9 @@ impl TestSpec {
             return err("-w", "window must be between 1K and 1G".into());
         }
         if let Some(m) = self.socket.mss
-            && !(88..=65_495).contains(&m)
+            && let Err(why) = check_mss(m)
         {
-            return err("-M", "MSS must be between 88 and 65495 bytes".into());
+            return err("-M", why);
         }
         if let Some(c) = &self.socket.congestion
             && !is_congestion_name(c)

@@ -127,8 +127,8 @@ impl Common {
     }
 
     fn mss(&mut self, bytes: u32) {
-        if !(88..=65_495).contains(&bytes) {
-            self.refuse("-M", "MSS must be between 88 and 65495 bytes");
+        if let Err(why) = crate::config::check_mss(bytes) {
+            self.refuse("-M", why);
         }
         self.spec.socket.mss = Some(bytes);
     }
