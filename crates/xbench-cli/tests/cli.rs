@@ -70,9 +70,13 @@ fn local_json_report_validates_against_the_schema() {
         n(&d["sender"]["bytes"]) + n(&d["after_end"]["sent_bytes"]),
         "every byte sent arrived, inside the window or after it"
     );
-    assert_eq!(
-        d["receiver"]["seconds"], 1.0,
-        "the window is the asked second"
+    // The window is the asked second as the sender's clock measured it: never shorter, a
+    // little longer when a busy machine woke the end mark late.
+    assert_eq!(d["receiver"]["seconds"], d["sender"]["seconds"]);
+    assert_eq!(d["receiver"]["seconds"], doc["summary"]["measured_s"]);
+    assert!(
+        d["receiver"]["seconds"].as_f64().unwrap() >= 1.0,
+        "the window is the asked second: {d}"
     );
     assert!(d["receiver"]["bits_per_second"].as_f64().unwrap() > 1e6);
     // Every TCP direction is diagnosed, with the figures its verdict rests on.

@@ -155,10 +155,9 @@ fn assert_tcp_figures(doc: &Value, report: &Value, d: &str, suffix: &str, client
     assert_eq!(received["sender"], client_sends);
     assert_consistent("sum_sent", sent);
     assert_consistent("sum_received", received);
-    assert!(close(
-        f(&received["seconds"]),
-        f(&report["summary"]["measured_s"])
-    ));
+    // Each direction's window is its senders' own; the report's is the longest of them.
+    assert!(close(f(&received["seconds"]), f(&x["receiver"]["seconds"])));
+    assert!(f(&received["seconds"]) <= f(&report["summary"]["measured_s"]));
     // Per stream: each of xbench's streams once, sender and receiver as xbench measured them.
     for s in x["per_stream"].as_array().unwrap() {
         let ours = end["streams"]

@@ -33,8 +33,10 @@
 //!
 //! let up = &report.summary.directions[0];
 //! let received = up.receiver.expect("the server reported");
-//! // Every rate covers the one measured window: the asked half second.
-//! assert_eq!(received.seconds, 0.5);
+//! // Every rate covers the one measured window: the asked half second, as the sender's clock
+//! // read it (a busy machine wakes the end mark a little late, never early).
+//! assert_eq!(received.seconds, up.sender.expect("our own figure").seconds);
+//! assert!(received.seconds >= 0.5);
 //! assert!(received.bits_per_second > 0.0);
 //! // Every byte sent arrived, inside the window or just after it (it was in flight).
 //! assert_eq!(

@@ -513,8 +513,11 @@ pub struct Summary {
     /// One entry per direction the test used.
     pub directions: Vec<DirectionSummary>,
     /// The measured window, seconds: from the end of the `-O` warm-up to the end mark. For a
-    /// timed test that ran to its end, exactly the asked duration; for a byte count (`-n`),
-    /// until the last byte was delivered; when cut short, until the interruption.
+    /// timed test that ran to its end, the asked duration as the senders' clock measured it
+    /// (their end mark falls when the runtime wakes, a few milliseconds late on a busy
+    /// machine; with streams both ways, the longer of the two directions' windows); for a
+    /// byte count (`-n`), until the last byte was delivered; when cut short, until the
+    /// interruption.
     pub measured_s: f64,
 }
 

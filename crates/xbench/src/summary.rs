@@ -3,9 +3,10 @@
 //! totals with the receive-window ceiling and CPU cost.
 //!
 //! Every rate of a test divides what moved inside one measured window by that window, the
-//! same for sender and receiver and for every stream ([`Window`]), as iperf3 and netperf
-//! define it: a stream still draining a retransmission back-off after the end cannot stretch
-//! the window and drag the rate down; its tail is reported apart ([`AfterEnd`]).
+//! same for sender and receiver and for every stream of a direction ([`Window`]), as iperf3
+//! and netperf define it: a stream still draining a retransmission back-off after the end
+//! cannot stretch the window and drag the rate down; its tail is reported apart
+//! ([`AfterEnd`]).
 //!
 //! Pure functions over [`SideInterval`] and [`SideResults`]; no sockets, no clocks.
 
@@ -37,9 +38,19 @@ pub type Directions = BTreeMap<u16, StreamDirection>;
 /// The measured window of a test, which every rate of it divides by.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Window {
-    /// A window of this many seconds: the asked duration of a timed test that ran to its end,
-    /// or the time until the user or a failure cut it short.
+    /// A window of this many seconds: the time until the user or a failure cut the test
+    /// short (or, for a peer that reports no clock of its own, the asked duration).
     Fixed(f64),
+    /// A timed test that ran to its end mark: each direction's window is its senders' own,
+    /// from the end of their warm-up to their end mark as their clock read it. The window's
+    /// bytes are the senders' (what arrived of them: see `stream_summary`), so their clock is
+    /// the one to divide by. The mark falls when the runtime wakes, a little after the asked
+    /// duration on a busy machine; dividing by the asked duration would read high by that
+    /// lateness. `asked` is the fallback for a direction with no figures from either end.
+    EndMark {
+        /// The asked duration, seconds.
+        asked: f64,
+    },
     /// A byte count (`-n`): each direction's window ends when its receivers have the last
     /// byte (the sender's own span when no receiver reported).
     UntilLastByte,
@@ -97,19 +108,20 @@ pub fn summarize<'a>(
                     .filter(move |(_, d)| **d == direction)
                     .map(|(&id, _)| id)
             };
+            let longest = |side, role| {
+                ids()
+                    .filter_map(|id| find(side, id, role))
+                    .map(|r| r.transfer.seconds)
+                    .reduce(f64::max)
+            };
             let seconds = match window {
                 Window::Fixed(s) => s,
-                Window::UntilLastByte => {
-                    let longest = |side, role| {
-                        ids()
-                            .filter_map(|id| find(side, id, role))
-                            .map(|r| r.transfer.seconds)
-                            .reduce(f64::max)
-                    };
-                    longest(receiver_side, Role::Receiver)
-                        .or_else(|| longest(sender_side, Role::Sender))
-                        .unwrap_or(0.0)
-                }
+                Window::EndMark { asked } => longest(sender_side, Role::Sender)
+                    .or_else(|| longest(receiver_side, Role::Receiver))
+                    .unwrap_or(asked),
+                Window::UntilLastByte => longest(receiver_side, Role::Receiver)
+                    .or_else(|| longest(sender_side, Role::Sender))
+                    .unwrap_or(0.0),
             };
             let per_stream = ids()
                 .map(|id| {
@@ -124,13 +136,15 @@ pub fn summarize<'a>(
             direction_summary(direction, per_stream, seconds)
         })
         .collect();
+    let longest = directions
+        .iter()
+        .filter_map(|d| d.sender.or(d.receiver))
+        .map(|t| t.seconds)
+        .reduce(f64::max);
     let measured_s = match window {
         Window::Fixed(s) => s,
-        Window::UntilLastByte => directions
-            .iter()
-            .filter_map(|d| d.sender.or(d.receiver))
-            .map(|t| t.seconds)
-            .fold(0.0, f64::max),
+        Window::EndMark { asked } => longest.unwrap_or(asked),
+        Window::UntilLastByte => longest.unwrap_or(0.0),
     };
     Summary {
         directions,
@@ -904,6 +918,51 @@ mod tests {
             .map(|i| i.sum[0].received.unwrap().bytes)
             .sum();
         assert_eq!(measured, d.receiver.unwrap().bytes);
+    }
+
+    /// A timed test's end mark falls when each end's runtime wakes, on a busy machine
+    /// milliseconds after the asked duration: each direction divides by its senders' own
+    /// window, never by the asked one (which would read high by the lateness).
+    #[test]
+    fn a_late_end_mark_is_divided_by_the_senders_own_window() {
+        let dirs: Directions = [
+            (0, StreamDirection::ClientToServer),
+            (1, StreamDirection::ServerToClient),
+        ]
+        .into();
+        // The client's mark fell 16 ms late, the server's 4 ms; receivers' spans differ again.
+        let client = SideResults {
+            streams: vec![
+                result(0, Role::Sender, 1_016_000, 0, 1.016),
+                result(1, Role::Receiver, 1_004_000, 0, 1.016),
+            ],
+            cpu: CpuUsage::default(),
+        };
+        let server = SideResults {
+            streams: vec![
+                result(0, Role::Receiver, 1_016_000, 0, 1.004),
+                result(1, Role::Sender, 1_004_000, 0, 1.004),
+            ],
+            cpu: CpuUsage::default(),
+        };
+        let s = summarize(
+            &dirs,
+            &client,
+            Some(&server),
+            Window::EndMark { asked: 1.0 },
+        );
+        let up = &s.directions[0];
+        let down = &s.directions[1];
+        assert_eq!(up.sender.unwrap().seconds, 1.016);
+        assert_eq!(up.receiver.unwrap().seconds, 1.016, "the sender's window");
+        assert_eq!(up.receiver.unwrap().bits_per_second, 8_000_000.0);
+        assert_eq!(down.receiver.unwrap().seconds, 1.004);
+        assert_eq!(down.receiver.unwrap().bits_per_second, 8_000_000.0);
+        assert_eq!(s.measured_s, 1.016, "the longer of the two");
+        // No figures from either end for a direction: the asked duration.
+        let lone: Directions = [(2, StreamDirection::ClientToServer)].into();
+        let s = summarize(&lone, &client, None, Window::EndMark { asked: 1.0 });
+        assert_eq!(s.measured_s, 1.0);
     }
 
     fn tcp_at(rwnd_limited_pct: f64) -> TcpTotals {

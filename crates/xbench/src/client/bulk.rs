@@ -180,7 +180,9 @@ impl<'c> Running<'c> {
             (EndCondition::Bytes(_), Outcome::Completed) => Window::UntilLastByte,
             (EndCondition::Duration(d), Outcome::Completed) => {
                 self.cut(on_event);
-                Window::Fixed(d.as_secs_f64())
+                Window::EndMark {
+                    asked: d.as_secs_f64(),
+                }
             }
             _ => {
                 let now = self.cut(on_event);

@@ -49,6 +49,10 @@ pub(crate) struct Sampler {
     next_boundary: Option<Duration>,
     next_tick: Duration,
     measuring: bool,
+    /// When the measured window began (time since `start`): the sample that read the warm-up's
+    /// last counts, which falls a little after the scheduled boundary on a busy machine. The
+    /// window's bytes count from that reading, so its seconds must too.
+    measure_from: Duration,
     /// When the measured window ended (time since `start`), once [`Self::cut`] ran.
     cut: Option<Duration>,
 }
@@ -207,6 +211,7 @@ impl Sampler {
             next_boundary: schedule.next_boundary(Duration::ZERO),
             next_tick: TICK,
             measuring: schedule.omit().is_zero(),
+            measure_from: Duration::ZERO,
             cut: None,
         };
         if s.measuring {
@@ -260,6 +265,7 @@ impl Sampler {
         let iv = self.close_interval(t, self.schedule.is_omitted(boundary));
         if !self.measuring && boundary >= self.schedule.omit() {
             self.measuring = true;
+            self.measure_from = t;
             self.set_baseline();
         }
         self.next_boundary = self.schedule.next_boundary(t);
@@ -344,7 +350,7 @@ impl Sampler {
     fn stream_result(&self, tr: &Track, end: Option<&StreamEnd>, now: Instant) -> SideStreamResult {
         let total = end.map_or_else(|| tr.shared.bytes.0.load(Ordering::Relaxed), |e| e.bytes);
         let ended = end.map_or(now, |e| e.ended);
-        let measure_start = self.start + self.schedule.omit();
+        let measure_start = self.start + self.measure_from;
         let (to_mark, info_at_mark, window_end, after_end) = self.to_mark(tr, total, ended);
         let after_end = match tr.role {
             // `finish` has just sampled the connection.

@@ -442,7 +442,7 @@ async fn exchange_results(
     // The server's receivers close when it reads TEST_END; its results follow at once.
     expect_state(ctrl, addr, State::ExchangeResults, STEP_TIMEOUT).await?;
     let secs = match window {
-        Window::Fixed(s) => s,
+        Window::Fixed(s) | Window::EndMark { asked: s } => s,
         Window::UntilLastByte => 0.0,
     };
     let pct = |s: f64| if secs > 0.0 { 100.0 * s / secs } else { 0.0 };
@@ -496,7 +496,7 @@ fn server_side(
     window: Window,
 ) -> SideResults {
     let secs = match window {
-        Window::Fixed(s) => s,
+        Window::Fixed(s) | Window::EndMark { asked: s } => s,
         Window::UntilLastByte => 0.0,
     };
     let streams = layout
