@@ -129,6 +129,11 @@ impl Pacer {
         Some(self.start + at)
     }
 
+    /// Time between datagrams; `None` unpaced.
+    pub(crate) fn period(&self) -> Option<Duration> {
+        self.period_ns.map(|p| Duration::from_nanos(p as u64))
+    }
+
     /// Slots skipped so far.
     pub(crate) fn slipped(&self) -> u64 {
         self.slipped

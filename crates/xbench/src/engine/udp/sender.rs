@@ -5,7 +5,7 @@ use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::gso;
 use super::pacer::Pacer;
@@ -65,7 +65,11 @@ fn run(sock: &UdpSocket, plan: SendPlan, shared: &Shared) -> Result<CpuUsage, St
         }
         let due = pacer.due(now, batch.capacity());
         if due == 0 {
-            let wake = pacer.next_at().unwrap_or(now).min(plan.end);
+            let wake = match (pacer.next_at(), pacer.period()) {
+                (Some(next), Some(period)) => wake_at(now, next, period),
+                _ => now,
+            }
+            .min(plan.end);
             std::thread::sleep(wake.saturating_duration_since(now));
             continue;
         }
@@ -97,6 +101,25 @@ fn run(sock: &UdpSocket, plan: SendPlan, shared: &Shared) -> Result<CpuUsage, St
         user_s: cpu.user_s - cpu0.user_s,
         system_s: cpu.system_s - cpu0.system_s,
     })
+}
+
+/// How long a paced sender sleeps at the least between batches, and how many datagrams'
+/// worth. Woken for every datagram, a sender at `-b 1G` with 1,400-byte datagrams (one every
+/// 11 µs) spent 2.4-3.4 µs of CPU on each, nearly all of it going to sleep and waking up.
+/// Sleeping until [`BURST`] datagrams are due, or [`MIN_SLEEP`] has passed if that comes
+/// first, sends them in one `sendmmsg`: at 1 Gbit/s 32 datagrams (45 KB) every 360 µs, under
+/// half the burst of iperf3's 1 ms pacing tick, and far inside
+/// [`super::pacer::MAX_LATENESS`], so no slot is skipped for it. A stream slower than one
+/// datagram per [`MIN_SLEEP`] still sleeps until each is due, and sends it on time.
+const BURST: u32 = 32;
+
+/// See [`BURST`].
+const MIN_SLEEP: Duration = Duration::from_micros(500);
+
+/// When a paced sender with nothing due at `now` wakes next: when the next datagram is due,
+/// or later while the lateness stays within a [`BURST`] and [`MIN_SLEEP`].
+fn wake_at(now: Instant, next: Instant, period: Duration) -> Instant {
+    next.max(now + MIN_SLEEP.min(period * BURST))
 }
 
 /// Most bytes of datagram buffers a sender holds: `BATCH` datagrams of up to 16 KiB, fewer
@@ -223,5 +246,25 @@ fn transient(e: io::Error, done: usize) -> io::Result<usize> {
             Ok(done)
         }
         _ => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fast stream waits for a burst's worth, a middling one at most `MIN_SLEEP`, and a slow
+    /// one exactly until its next datagram is due.
+    #[test]
+    fn a_paced_sender_sleeps_for_a_burst_never_past_a_slow_streams_slot() {
+        let now = Instant::now();
+        let us = Duration::from_micros;
+        // 1,400 bytes at 1 Gbit/s: one every 11.2 µs; the next due in 5 µs.
+        let period = Duration::from_nanos(11_200);
+        assert_eq!(wake_at(now, now + us(5), period), now + period * BURST);
+        // One every 100 µs: 32 of them would be 3.2 ms; 500 µs at most.
+        assert_eq!(wake_at(now, now + us(40), us(100)), now + MIN_SLEEP);
+        // One every 5 ms: on time.
+        assert_eq!(wake_at(now, now + us(4_000), us(5_000)), now + us(4_000));
     }
 }
