@@ -27,7 +27,7 @@ use tracing::{info, warn};
 use crate::aws::ec2::{self, Found, RegionInventory, Selector};
 use crate::aws::{RegionClients, Timing, accelerator, aws_error, gateways, iam, s3, ssm};
 use crate::deployer::Deployer;
-use crate::error::Error;
+use crate::error::{Error, ignore_missing};
 use crate::state::{
     RunId, TAG_ACCELERATORS, TAG_DUE, TAG_PLACEMENT, TAG_REGIONS, TAG_RUN, TAG_TGW, parse_time,
 };
@@ -870,13 +870,6 @@ impl Deployer {
 fn deleted(region: &str, what: &str, id: &str, report: &mut DownReport) {
     info!("deleted {what} {id} in {region}");
     report.deleted.push(format!("{region} {what} {id}"));
-}
-
-fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
-    match r {
-        Err(e) if e.is_not_found() => Ok(()),
-        other => other,
-    }
 }
 
 /// Which optional services a run uses, from its state file and its resources' tags: a

@@ -11,7 +11,7 @@ use crate::aws::ec2::{Selector, tag_spec};
 use crate::aws::placement::group_name;
 use crate::aws::{RegionClients, aws_error};
 use crate::cidr::Ipv4Cidr;
-use crate::error::Error;
+use crate::error::{Error, not_found_is_none};
 use crate::hybrid::PrivateGateway;
 use crate::plan::{GroupKind, IngressPlan, IngressSource, RouteTarget, SubnetPlan, TgwPeeringPlan};
 
@@ -489,10 +489,11 @@ impl Build<'_> {
                     .and_then(|p| p.status())
                     .and_then(|s| s.code())
                     .map(|c| c.as_str().to_owned())),
-                Err(e) => {
-                    let e = aws_error("DescribeVpcPeeringConnections", &client.region, e);
-                    if e.is_not_found() { Ok(None) } else { Err(e) }
-                }
+                Err(e) => not_found_is_none(aws_error(
+                    "DescribeVpcPeeringConnections",
+                    &client.region,
+                    e,
+                )),
             }
         };
         let now = self

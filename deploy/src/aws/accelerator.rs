@@ -19,7 +19,7 @@ use aws_sdk_globalaccelerator::types::{
 
 use crate::aws::ec2::Selector;
 use crate::aws::{BoxFuture, Timing, aws_error};
-use crate::error::Error;
+use crate::error::{Error, ignore_missing, not_found_is_none};
 use crate::plan::{AcceleratorPlan, Protocol};
 use crate::regions::ACCELERATOR_API_REGION;
 use crate::state::{RunTags, TAG_KEY, TAG_RUN};
@@ -227,13 +227,6 @@ pub async fn delete(api: &dyn AcceleratorApi, arn: &str, timing: &Timing) -> Res
     ignore_missing(api.delete_accelerator(arn).await)
 }
 
-fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
-    match r {
-        Err(e) if e.is_not_found() => Ok(()),
-        other => other,
-    }
-}
-
 /// [`AcceleratorApi`] against AWS.
 #[derive(Debug, Clone)]
 pub struct GlobalAccelerator {
@@ -334,8 +327,7 @@ impl AcceleratorApi for GlobalAccelerator {
             {
                 Ok(out) => Ok(out.accelerator().map(|a| info(a, BTreeMap::new()))),
                 Err(e) => {
-                    let e = aws_error("DescribeAccelerator", ACCELERATOR_API_REGION, e);
-                    if e.is_not_found() { Ok(None) } else { Err(e) }
+                    not_found_is_none(aws_error("DescribeAccelerator", ACCELERATOR_API_REGION, e))
                 }
             }
         })
