@@ -994,33 +994,11 @@ async fn wait_attachment_gone(r: &RegionClients, id: &str, timing: &Timing) -> R
             &format!("transit gateway attachment {id} to be deleted"),
             &r.region,
             || async {
-                let out = r
-                    .ec2
-                    .describe_transit_gateway_attachments()
-                    .transit_gateway_attachment_ids(id)
-                    .send()
-                    .await;
-                match out {
-                    Ok(o) => Ok(o
-                        .transit_gateway_attachments()
-                        .iter()
-                        .filter(|a| a.transit_gateway_attachment_id() == Some(id))
-                        .all(|a| {
-                            matches!(
-                                a.state().map(|s| s.as_str()),
-                                Some("deleted" | "rejected" | "failed")
-                            )
-                        })
-                        .then_some(())),
-                    Err(e) => {
-                        let e = aws_error("DescribeTransitGatewayAttachments", &r.region, e);
-                        if e.is_not_found() {
-                            Ok(Some(()))
-                        } else {
-                            Err(e)
-                        }
-                    }
-                }
+                let gone = ec2::tgw_attachment(r, id).await?.is_none_or(|a| {
+                    a.state()
+                        .is_some_and(|s| ec2::ATTACHMENT_GONE.contains(&s.as_str()))
+                });
+                Ok(gone.then_some(()))
             },
         )
         .await

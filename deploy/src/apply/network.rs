@@ -7,7 +7,7 @@ use aws_sdk_ec2::types::{IpPermission, IpRange, ResourceType, Tag};
 use tracing::info;
 
 use super::{Build, VpcIds, missing, tolerate_exists};
-use crate::aws::ec2::{Selector, tag_spec};
+use crate::aws::ec2::{ATTACHMENT_GONE, Selector, tag_spec, tgw_attachment};
 use crate::aws::placement::group_name;
 use crate::aws::{RegionClients, aws_error};
 use crate::cidr::Ipv4Cidr;
@@ -822,30 +822,11 @@ impl Build<'_> {
                 ),
                 &r.region,
                 || async {
-                    let out = r
-                        .ec2
-                        .describe_transit_gateway_attachments()
-                        .transit_gateway_attachment_ids(id)
-                        .send()
-                        .await;
-                    let state = match out {
-                        Ok(o) => o
-                            .transit_gateway_attachments()
-                            .iter()
-                            .find(|a| a.transit_gateway_attachment_id() == Some(id))
-                            .and_then(|a| a.state())
-                            .map(|s| s.as_str().to_owned()),
-                        Err(e) => {
-                            let e = aws_error("DescribeTransitGatewayAttachments", &r.region, e);
-                            if e.is_not_found() {
-                                None
-                            } else {
-                                return Err(e);
-                            }
-                        }
-                    };
+                    let state = tgw_attachment(r, id)
+                        .await?
+                        .and_then(|a| a.state().map(|s| s.as_str().to_owned()));
                     match state.as_deref() {
-                        Some(s @ ("failed" | "rejected" | "deleted")) => Err(Error::Aws {
+                        Some(s) if ATTACHMENT_GONE.contains(&s) => Err(Error::Aws {
                             operation: "DescribeTransitGatewayAttachments",
                             region: r.region.clone(),
                             code: None,
