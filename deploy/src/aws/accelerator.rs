@@ -22,7 +22,7 @@ use crate::aws::{BoxFuture, Timing, aws_error};
 use crate::error::{Error, ignore_missing, not_found_is_none};
 use crate::plan::{AcceleratorPlan, Protocol};
 use crate::regions::ACCELERATOR_API_REGION;
-use crate::state::{RunTags, TAG_KEY, TAG_RUN};
+use crate::state::{RunTags, TAG_KEY};
 
 /// An accelerator as the API reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,11 +126,7 @@ pub async fn find(api: &dyn AcceleratorApi, sel: &Selector) -> Result<Vec<Accele
         .list_accelerators()
         .await?
         .into_iter()
-        .filter(|a| match (sel, a.tags.get(TAG_RUN)) {
-            (Selector::Run(id), Some(r)) => r == id.as_str(),
-            (Selector::AnyRun, Some(_)) => true,
-            (_, None) => false,
-        })
+        .filter(|a| sel.selects(&a.tags))
         .collect())
 }
 

@@ -41,12 +41,19 @@ impl Selector {
         }
     }
 
-    fn matches(&self, run: Option<&str>) -> bool {
+    /// Whether a resource of run `run` (`None`: no run tag) is selected: the one rule for
+    /// every kind of resource, EC2's and the other services'.
+    pub fn matches(&self, run: Option<&str>) -> bool {
         match (self, run) {
             (Selector::Run(id), Some(r)) => r == id.as_str(),
             (Selector::AnyRun, Some(_)) => true,
             (_, None) => false,
         }
+    }
+
+    /// Whether a resource with `tags` is selected, by its run tag.
+    pub fn selects(&self, tags: &BTreeMap<String, String>) -> bool {
+        self.matches(tags.get(TAG_RUN).map(String::as_str))
     }
 }
 
