@@ -434,13 +434,7 @@ impl Scenario {
 
     /// The distinct regions, in first-use order.
     pub fn regions(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for v in &self.vpcs {
-            if !out.contains(&v.region) {
-                out.push(v.region.clone());
-            }
-        }
-        out
+        crate::regions::distinct(self.vpcs.iter().map(|v| v.region.as_str()))
     }
 
     /// The instance type hosts in `vpc` use.
