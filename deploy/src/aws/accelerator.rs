@@ -681,6 +681,19 @@ impl FakeAccelerators {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The fake's state, with the call `op` recorded first: every call is, in order, so a test
+    /// can check what was asked.
+    fn call(&self, op: &str) -> std::sync::MutexGuard<'_, FakeState> {
+        let mut s = self.lock();
+        s.calls.push(op.into());
+        s
+    }
+
+    /// `op`'s refusal for an accelerator the fake does not have.
+    fn no_accelerator(op: &'static str) -> Error {
+        Self::refuse(op, "AcceleratorNotFoundException", "no such accelerator")
+    }
+
     fn refuse(op: &'static str, code: &str, message: &str) -> Error {
         Error::Aws {
             operation: op,
@@ -694,8 +707,7 @@ impl FakeAccelerators {
 impl AcceleratorApi for FakeAccelerators {
     fn list_accelerators(&self) -> BoxFuture<'_, Result<Vec<AcceleratorInfo>, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("ListAccelerators".into());
+            let s = self.call("ListAccelerators");
             Ok(s.accelerators.values().map(|a| a.info.clone()).collect())
         })
     }
@@ -705,8 +717,7 @@ impl AcceleratorApi for FakeAccelerators {
         arn: &'a str,
     ) -> BoxFuture<'a, Result<Option<AcceleratorInfo>, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("DescribeAccelerator".into());
+            let mut s = self.call("DescribeAccelerator");
             Ok(s.accelerators.get_mut(arn).map(|a| {
                 if a.pending > 0 {
                     a.pending -= 1;
@@ -724,8 +735,7 @@ impl AcceleratorApi for FakeAccelerators {
         tags: &'a [(String, String)],
     ) -> BoxFuture<'a, Result<AcceleratorInfo, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("CreateAccelerator".into());
+            let mut s = self.call("CreateAccelerator");
             if let Some(arn) = s.tokens.get(token).cloned()
                 && let Some(a) = s.accelerators.get(&arn)
             {
@@ -761,16 +771,12 @@ impl AcceleratorApi for FakeAccelerators {
 
     fn disable_accelerator<'a>(&'a self, arn: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("UpdateAccelerator".into());
+            let mut s = self.call("UpdateAccelerator");
             let polls = self.polls_per_change;
-            let a = s.accelerators.get_mut(arn).ok_or_else(|| {
-                Self::refuse(
-                    "UpdateAccelerator",
-                    "AcceleratorNotFoundException",
-                    "no such accelerator",
-                )
-            })?;
+            let a = s
+                .accelerators
+                .get_mut(arn)
+                .ok_or_else(|| Self::no_accelerator("UpdateAccelerator"))?;
             a.info.enabled = false;
             a.pending = polls;
             a.info.deployed = polls == 0;
@@ -780,15 +786,11 @@ impl AcceleratorApi for FakeAccelerators {
 
     fn delete_accelerator<'a>(&'a self, arn: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("DeleteAccelerator".into());
-            let a = s.accelerators.get(arn).ok_or_else(|| {
-                Self::refuse(
-                    "DeleteAccelerator",
-                    "AcceleratorNotFoundException",
-                    "no such accelerator",
-                )
-            })?;
+            let mut s = self.call("DeleteAccelerator");
+            let a = s
+                .accelerators
+                .get(arn)
+                .ok_or_else(|| Self::no_accelerator("DeleteAccelerator"))?;
             if a.info.enabled || a.pending > 0 {
                 return Err(Self::refuse(
                     "DeleteAccelerator",
@@ -813,8 +815,7 @@ impl AcceleratorApi for FakeAccelerators {
         arn: &'a str,
     ) -> BoxFuture<'a, Result<Vec<ListenerInfo>, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("ListListeners".into());
+            let s = self.call("ListListeners");
             Ok(s.accelerators
                 .get(arn)
                 .map(|a| a.listeners.values().map(|(l, _)| l.clone()).collect())
@@ -830,18 +831,14 @@ impl AcceleratorApi for FakeAccelerators {
         _token: &'a str,
     ) -> BoxFuture<'a, Result<ListenerInfo, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("CreateListener".into());
+            let mut s = self.call("CreateListener");
             s.next += 1;
             let n = s.next;
             let polls = self.polls_per_change;
-            let a = s.accelerators.get_mut(arn).ok_or_else(|| {
-                Self::refuse(
-                    "CreateListener",
-                    "AcceleratorNotFoundException",
-                    "no such accelerator",
-                )
-            })?;
+            let a = s
+                .accelerators
+                .get_mut(arn)
+                .ok_or_else(|| Self::no_accelerator("CreateListener"))?;
             let l = ListenerInfo {
                 arn: format!("{arn}/listener/l-{n}"),
                 protocol,
@@ -855,8 +852,7 @@ impl AcceleratorApi for FakeAccelerators {
 
     fn delete_listener<'a>(&'a self, arn: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("DeleteListener".into());
+            let mut s = self.call("DeleteListener");
             for a in s.accelerators.values_mut() {
                 if let Some((_, groups)) = a.listeners.get(arn) {
                     if !groups.is_empty() {
@@ -883,8 +879,7 @@ impl AcceleratorApi for FakeAccelerators {
         listener: &'a str,
     ) -> BoxFuture<'a, Result<Vec<EndpointGroupInfo>, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("ListEndpointGroups".into());
+            let s = self.call("ListEndpointGroups");
             Ok(s.accelerators
                 .values()
                 .find_map(|a| a.listeners.get(listener).map(|(_, g)| g.clone()))
@@ -900,8 +895,7 @@ impl AcceleratorApi for FakeAccelerators {
         _token: &'a str,
     ) -> BoxFuture<'a, Result<EndpointGroupInfo, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("CreateEndpointGroup".into());
+            let mut s = self.call("CreateEndpointGroup");
             s.next += 1;
             let n = s.next;
             for a in s.accelerators.values_mut() {
@@ -925,8 +919,7 @@ impl AcceleratorApi for FakeAccelerators {
 
     fn delete_endpoint_group<'a>(&'a self, arn: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("DeleteEndpointGroup".into());
+            let mut s = self.call("DeleteEndpointGroup");
             for a in s.accelerators.values_mut() {
                 for (_, groups) in a.listeners.values_mut() {
                     if let Some(i) = groups.iter().position(|g| g.arn == arn) {
