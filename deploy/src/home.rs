@@ -171,14 +171,7 @@ mod tests {
     use super::*;
     use crate::scenario::Scenario;
 
-    const BASE: &str = r#"
-name = "t"
-instance_type = "m5.large"
-[[vpc]]
-name = "aws"
-region = "us-east-1"
-cidr = "10.1.0.0/16"
-"#;
+    const BASE: &str = crate::scenario::one_vpc_scenario!();
 
     const HOME: &str = "kind = \"vpn\"\nvpn = \"ipsec\"\nclient_address = \"192.168.1.20\"\nserver = \"aws\"\non_prem_cidr = \"192.168.1.0/24\"\non_prem_public_ip = \"198.51.100.7\"\n";
 

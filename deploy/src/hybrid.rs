@@ -235,14 +235,7 @@ mod tests {
     use super::*;
     use crate::scenario::Scenario;
 
-    const BASE: &str = r#"
-name = "t"
-instance_type = "m5.large"
-[[vpc]]
-name = "aws"
-region = "us-east-1"
-cidr = "10.1.0.0/16"
-"#;
+    const BASE: &str = crate::scenario::one_vpc_scenario!();
 
     fn with(path: &str) -> Result<Scenario, ScenarioError> {
         Scenario::from_toml(&format!(
