@@ -434,3 +434,17 @@ impl Error {
         })
     }
 }
+
+/// `Ok(())` where AWS said the thing does not exist: deleting what is already gone is done.
+pub(crate) fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
+    match r {
+        Err(e) if e.is_not_found() => Ok(()),
+        other => other,
+    }
+}
+
+/// `Ok(None)` where AWS said the thing does not exist, else the error: for a lookup to which
+/// "gone" is an answer.
+pub(crate) fn not_found_is_none<T>(e: Error) -> Result<Option<T>, Error> {
+    if e.is_not_found() { Ok(None) } else { Err(e) }
+}

@@ -21,6 +21,7 @@ use std::net::Ipv4Addr;
 use serde::Serialize;
 
 use crate::cidr::Ipv4Cidr;
+use crate::hybrid::on_prem_block;
 use crate::scenario::{End, PathKind, PathSpec, ScenarioError, VpcSpec, VpnFlavour};
 
 /// Your end of a `vpn` path to your own host.
@@ -89,25 +90,7 @@ pub(crate) fn check(
             "needs on_prem_cidr = \"<the private block behind your VPN end, e.g. 192.168.1.0/24>\": it is routed into the tunnel on AWS's side".into(),
         ));
     };
-    let on_prem_cidr: Ipv4Cidr = cidr.parse().map_err(|source| ScenarioError::Cidr {
-        what: format!("path '{label}' on_prem_cidr"),
-        source,
-    })?;
-    let address = match ends {
-        (End::Address(a), _) | (_, End::Address(a)) => *a,
-        _ => unreachable!("is_home holds: one end is an address"),
-    };
-    if !on_prem_cidr.contains(address) {
-        return Err(bad(format!(
-            "your host's address {address} is not in on_prem_cidr {on_prem_cidr}; through the tunnel give its private address, inside that block"
-        )));
-    }
-    if let Some(v) = vpcs.iter().find(|v| v.cidr.overlaps(&on_prem_cidr)) {
-        return Err(bad(format!(
-            "on_prem_cidr {on_prem_cidr} overlaps vpc '{}' ({}); no route could tell them apart: give the VPC another block",
-            v.name, v.cidr
-        )));
-    }
+    let on_prem_cidr = on_prem_block(label, kind, cidr, ends, vpcs, "through the tunnel")?;
     let Some(public_ip) = fields.on_prem_public_ip else {
         return Err(bad(
             "needs on_prem_public_ip = \"<the public IPv4 your VPN end reaches AWS from>\" (what https://checkip.amazonaws.com shows from there): the gateway lets IKE in from that address only".into(),
@@ -188,14 +171,7 @@ mod tests {
     use super::*;
     use crate::scenario::Scenario;
 
-    const BASE: &str = r#"
-name = "t"
-instance_type = "m5.large"
-[[vpc]]
-name = "aws"
-region = "us-east-1"
-cidr = "10.1.0.0/16"
-"#;
+    const BASE: &str = crate::scenario::one_vpc_scenario!();
 
     const HOME: &str = "kind = \"vpn\"\nvpn = \"ipsec\"\nclient_address = \"192.168.1.20\"\nserver = \"aws\"\non_prem_cidr = \"192.168.1.0/24\"\non_prem_public_ip = \"198.51.100.7\"\n";
 

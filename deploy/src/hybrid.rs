@@ -134,18 +134,38 @@ pub(crate) fn check(
         ));
     }
     let via = PrivateGateway::parse(label, &via)?;
+    let over = format!("over {}", via.what());
+    let on_prem_cidr = on_prem_block(label, kind, &cidr, ends, vpcs, &over)?;
+    Ok(Some(HybridEnd { via, on_prem_cidr }))
+}
+
+/// Path `label`'s `on_prem_cidr`, the private block your host lives in, parsed and checked
+/// alike for a hybrid end and for your VPN end: it holds your host's address (the address end
+/// of `ends`; `through` says how that address is reached, for the message) and overlaps no VPC.
+pub(crate) fn on_prem_block(
+    label: &str,
+    kind: PathKind,
+    cidr: &str,
+    ends: (&End, &End),
+    vpcs: &[VpcSpec],
+    through: &str,
+) -> Result<Ipv4Cidr, ScenarioError> {
+    let bad_ends = |problem: String| ScenarioError::BadEnds {
+        path: label.to_owned(),
+        kind,
+        problem,
+    };
     let on_prem_cidr: Ipv4Cidr = cidr.parse().map_err(|source| ScenarioError::Cidr {
         what: format!("path '{label}' on_prem_cidr"),
         source,
     })?;
     let address = match ends {
         (End::Address(a), _) | (_, End::Address(a)) => *a,
-        _ => unreachable!("an existing path has one address end (checked before)"),
+        _ => unreachable!("a path with your own block has one address end (checked before)"),
     };
     if !on_prem_cidr.contains(address) {
         return Err(bad_ends(format!(
-            "your host's address {address} is not in on_prem_cidr {on_prem_cidr}; over {} give its private address, inside that block",
-            via.what()
+            "your host's address {address} is not in on_prem_cidr {on_prem_cidr}; {through} give its private address, inside that block"
         )));
     }
     if let Some(v) = vpcs.iter().find(|v| v.cidr.overlaps(&on_prem_cidr)) {
@@ -154,7 +174,7 @@ pub(crate) fn check(
             v.name, v.cidr
         )));
     }
-    Ok(Some(HybridEnd { via, on_prem_cidr }))
+    Ok(on_prem_cidr)
 }
 
 /// Checks hybrid paths against each other: one VPC attaches at most one virtual private
@@ -215,14 +235,7 @@ mod tests {
     use super::*;
     use crate::scenario::Scenario;
 
-    const BASE: &str = r#"
-name = "t"
-instance_type = "m5.large"
-[[vpc]]
-name = "aws"
-region = "us-east-1"
-cidr = "10.1.0.0/16"
-"#;
+    const BASE: &str = crate::scenario::one_vpc_scenario!();
 
     fn with(path: &str) -> Result<Scenario, ScenarioError> {
         Scenario::from_toml(&format!(

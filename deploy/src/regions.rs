@@ -62,6 +62,18 @@ pub fn suggest(name: &str) -> Option<&'static str> {
         .map(|(_, r)| r)
 }
 
+/// Each region of `regions` once, in first-use order: the order a scenario's and a plan's
+/// regions are visited in.
+pub fn distinct<'a>(regions: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in regions {
+        if !out.iter().any(|o| o == r) {
+            out.push(r.to_owned());
+        }
+    }
+    out
+}
+
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();

@@ -434,13 +434,7 @@ impl Scenario {
 
     /// The distinct regions, in first-use order.
     pub fn regions(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for v in &self.vpcs {
-            if !out.contains(&v.region) {
-                out.push(v.region.clone());
-            }
-        }
-        out
+        crate::regions::distinct(self.vpcs.iter().map(|v| v.region.as_str()))
     }
 
     /// The instance type hosts in `vpc` use.
@@ -1034,6 +1028,24 @@ fn ends_for_kind(
         )),
     }
 }
+
+/// The head of a scenario with one VPC, `aws` in us-east-1, that tests add their paths to: a
+/// literal, so that a test's whole scenario can still be one `concat!`ed constant.
+#[cfg(test)]
+macro_rules! one_vpc_scenario {
+    () => {
+        r#"
+name = "t"
+instance_type = "m5.large"
+[[vpc]]
+name = "aws"
+region = "us-east-1"
+cidr = "10.1.0.0/16"
+"#
+    };
+}
+#[cfg(test)]
+pub(crate) use one_vpc_scenario;
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,7 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
 use aws_smithy_types::date_time::{DateTime, Format};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::aws::s3::RunBucket;
@@ -255,20 +256,7 @@ impl StateDir {
 
     /// Reads a run's state file, if there is one.
     pub fn load(&self, run: &RunId) -> Result<Option<LocalState>, Error> {
-        let path = self.state_file(run);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map(Some)
-                .map_err(|e| Error::StateFile {
-                    path: path.display().to_string(),
-                    message: e.to_string(),
-                }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::StateFile {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            }),
-        }
+        read_json(&self.state_file(run))
     }
 
     /// Writes a run's state file (atomically: a crash leaves the old or the new file).
@@ -278,20 +266,7 @@ impl StateDir {
 
     /// Reads a run's outputs file, if there is one.
     pub fn load_outputs(&self, run: &RunId) -> Result<Option<Outputs>, Error> {
-        let path = self.outputs_file(run);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map(Some)
-                .map_err(|e| Error::StateFile {
-                    path: path.display().to_string(),
-                    message: e.to_string(),
-                }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::StateFile {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            }),
-        }
+        read_json(&self.outputs_file(run))
     }
 
     /// Every run with a state file here, oldest first (run ids start with their date).
@@ -381,6 +356,20 @@ impl StateDir {
         let path = self.outputs_file(&outputs.run_id);
         write_json(&path, outputs)?;
         Ok(path)
+    }
+}
+
+/// Reads the JSON file at `path`, `None` when there is none: the state and outputs files'
+/// one reader, the counterpart of [`write_json`].
+fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, Error> {
+    let fail = |e: &dyn fmt::Display| Error::StateFile {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| fail(&e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(fail(&e)),
     }
 }
 

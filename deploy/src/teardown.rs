@@ -27,7 +27,7 @@ use tracing::{info, warn};
 use crate::aws::ec2::{self, Found, RegionInventory, Selector};
 use crate::aws::{RegionClients, Timing, accelerator, aws_error, gateways, iam, s3, ssm};
 use crate::deployer::Deployer;
-use crate::error::Error;
+use crate::error::{Error, ignore_missing};
 use crate::state::{
     RunId, TAG_ACCELERATORS, TAG_DUE, TAG_PLACEMENT, TAG_REGIONS, TAG_RUN, TAG_TGW, parse_time,
 };
@@ -872,13 +872,6 @@ fn deleted(region: &str, what: &str, id: &str, report: &mut DownReport) {
     report.deleted.push(format!("{region} {what} {id}"));
 }
 
-fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
-    match r {
-        Err(e) if e.is_not_found() => Ok(()),
-        other => other,
-    }
-}
-
 /// Which optional services a run uses, from its state file and its resources' tags: a
 /// service it does not use need not answer `down`.
 #[derive(Debug, Clone, Default)]
@@ -1001,33 +994,11 @@ async fn wait_attachment_gone(r: &RegionClients, id: &str, timing: &Timing) -> R
             &format!("transit gateway attachment {id} to be deleted"),
             &r.region,
             || async {
-                let out = r
-                    .ec2
-                    .describe_transit_gateway_attachments()
-                    .transit_gateway_attachment_ids(id)
-                    .send()
-                    .await;
-                match out {
-                    Ok(o) => Ok(o
-                        .transit_gateway_attachments()
-                        .iter()
-                        .filter(|a| a.transit_gateway_attachment_id() == Some(id))
-                        .all(|a| {
-                            matches!(
-                                a.state().map(|s| s.as_str()),
-                                Some("deleted" | "rejected" | "failed")
-                            )
-                        })
-                        .then_some(())),
-                    Err(e) => {
-                        let e = aws_error("DescribeTransitGatewayAttachments", &r.region, e);
-                        if e.is_not_found() {
-                            Ok(Some(()))
-                        } else {
-                            Err(e)
-                        }
-                    }
-                }
+                let gone = ec2::tgw_attachment(r, id).await?.is_none_or(|a| {
+                    a.state()
+                        .is_some_and(|s| ec2::ATTACHMENT_GONE.contains(&s.as_str()))
+                });
+                Ok(gone.then_some(()))
             },
         )
         .await

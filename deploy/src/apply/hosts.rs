@@ -16,7 +16,7 @@ use tracing::info;
 use super::{Build, HostIds, missing};
 use crate::aws::ec2::tag_spec;
 use crate::aws::{RegionClients, aws_error};
-use crate::error::Error;
+use crate::error::{Error, not_found_is_none};
 use crate::ipsec::IpsecPsk;
 use crate::plan::{GroupKind, HostPlan, HostRole, IngressSource, PathClient, VpnEnd};
 use crate::scenario::VpnFlavour;
@@ -409,8 +409,7 @@ impl Build<'_> {
                     Ok(o) => o,
                     // A just-launched instance can be briefly unknown to Describe calls.
                     Err(e) => {
-                        let e = aws_error("DescribeInstances", &r.region, e);
-                        return if e.is_not_found() { Ok(None) } else { Err(e) };
+                        return not_found_is_none(aws_error("DescribeInstances", &r.region, e));
                     }
                 };
                 let Some(i) = out.reservations().iter().flat_map(|r| r.instances()).next() else {

@@ -8,7 +8,7 @@ use tracing::info;
 use super::Build;
 use crate::aws::gateways::{self, GatewayFacts};
 use crate::deployer::Deployer;
-use crate::error::Error;
+use crate::error::{Error, not_found_is_none};
 use crate::hybrid::PrivateGateway;
 use crate::plan::{Plan, PrivateGatewayPlan};
 use crate::state::{RunId, TAG_RUN};
@@ -71,10 +71,7 @@ async fn vpc_run(r: &crate::aws::RegionClients, vpc: &str) -> Result<Option<Stri
             .flat_map(|v| v.tags())
             .find(|t| t.key() == Some(TAG_RUN))
             .and_then(|t| t.value().map(str::to_owned))),
-        Err(e) => {
-            let e = crate::aws::aws_error("DescribeVpcs", &r.region, e);
-            if e.is_not_found() { Ok(None) } else { Err(e) }
-        }
+        Err(e) => not_found_is_none(crate::aws::aws_error("DescribeVpcs", &r.region, e)),
     }
 }
 

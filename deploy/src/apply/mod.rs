@@ -27,10 +27,12 @@ use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use aws_sdk_ec2::config::http::HttpResponse;
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use tracing::info;
 
 use crate::aws::ec2::{self, Found, RegionInventory, Selector};
-use crate::aws::{RegionClients, accelerator, ssm};
+use crate::aws::{RegionClients, accelerator, aws_error, ssm};
 use crate::binary::{Arch, XbenchBinary};
 use crate::deployer::Deployer;
 use crate::error::Error;
@@ -447,6 +449,25 @@ fn missing(operation: &'static str, region: &str, what: &'static str) -> Error {
         region: region.to_owned(),
         missing: what,
     }
+}
+
+/// The id a Create call answered with, which `id` picks out of the answer: the call's own
+/// error, or [`Error::Incomplete`] naming `what` when the answer lacks it. One place for both,
+/// so each call names its operation once.
+fn created<O, E>(
+    operation: &'static str,
+    region: &str,
+    what: &'static str,
+    sent: Result<O, SdkError<E, HttpResponse>>,
+    id: impl FnOnce(&O) -> Option<&str>,
+) -> Result<String, Error>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let out = sent.map_err(|e| aws_error(operation, region, e))?;
+    id(&out)
+        .map(str::to_owned)
+        .ok_or_else(|| missing(operation, region, what))
 }
 
 /// Treats "already exists" answers as success (re-runs and retries).

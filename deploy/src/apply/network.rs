@@ -6,12 +6,12 @@
 use aws_sdk_ec2::types::{IpPermission, IpRange, ResourceType, Tag};
 use tracing::info;
 
-use super::{Build, VpcIds, missing, tolerate_exists};
-use crate::aws::ec2::{Selector, tag_spec};
+use super::{Build, VpcIds, created, tolerate_exists};
+use crate::aws::ec2::{ATTACHMENT_GONE, Selector, tag_spec, tgw_attachment};
 use crate::aws::placement::group_name;
 use crate::aws::{RegionClients, aws_error};
 use crate::cidr::Ipv4Cidr;
-use crate::error::Error;
+use crate::error::{Error, not_found_is_none};
 use crate::hybrid::PrivateGateway;
 use crate::plan::{GroupKind, IngressPlan, IngressSource, RouteTarget, SubnetPlan, TgwPeeringPlan};
 
@@ -90,18 +90,16 @@ impl Build<'_> {
                 &key,
                 "vpc",
                 || async {
-                    let out = r
+                    let sent = r
                         .ec2
                         .create_vpc()
                         .cidr_block(cidr.to_string())
                         .tag_specifications(tag_spec(ResourceType::Vpc, self.tags, &key))
                         .send()
-                        .await
-                        .map_err(|e| aws_error("CreateVpc", region, e))?;
-                    out.vpc()
-                        .and_then(|v| v.vpc_id())
-                        .map(str::to_owned)
-                        .ok_or_else(|| missing("CreateVpc", region, "vpc id"))
+                        .await;
+                    created("CreateVpc", region, "vpc id", sent, |o| {
+                        o.vpc().and_then(|v| v.vpc_id())
+                    })
                 },
             )
             .await?;
@@ -135,7 +133,7 @@ impl Build<'_> {
                 &key,
                 "internet gateway",
                 || async {
-                    let out = r
+                    let sent = r
                         .ec2
                         .create_internet_gateway()
                         .tag_specifications(tag_spec(
@@ -144,12 +142,10 @@ impl Build<'_> {
                             &key,
                         ))
                         .send()
-                        .await
-                        .map_err(|e| aws_error("CreateInternetGateway", region, e))?;
-                    out.internet_gateway()
-                        .and_then(|g| g.internet_gateway_id())
-                        .map(str::to_owned)
-                        .ok_or_else(|| missing("CreateInternetGateway", region, "gateway id"))
+                        .await;
+                    created("CreateInternetGateway", region, "gateway id", sent, |o| {
+                        o.internet_gateway().and_then(|g| g.internet_gateway_id())
+                    })
                 },
             )
             .await?;
@@ -186,7 +182,7 @@ impl Build<'_> {
                 &key,
                 "security group",
                 || async {
-                    let out = r
+                    let sent = r
                         .ec2
                         .create_security_group()
                         .group_name(format!("xbench-{}-{name}-{suffix}", self.tags.run))
@@ -197,11 +193,10 @@ impl Build<'_> {
                         .vpc_id(vpc)
                         .tag_specifications(tag_spec(ResourceType::SecurityGroup, self.tags, &key))
                         .send()
-                        .await
-                        .map_err(|e| aws_error("CreateSecurityGroup", region, e))?;
-                    out.group_id()
-                        .map(str::to_owned)
-                        .ok_or_else(|| missing("CreateSecurityGroup", region, "group id"))
+                        .await;
+                    created("CreateSecurityGroup", region, "group id", sent, |o| {
+                        o.group_id()
+                    })
                 },
             )
             .await?;
@@ -225,7 +220,7 @@ impl Build<'_> {
                 &key,
                 "subnet",
                 || async {
-                    let out = r
+                    let sent = r
                         .ec2
                         .create_subnet()
                         .vpc_id(&ids.vpc)
@@ -233,12 +228,10 @@ impl Build<'_> {
                         .availability_zone(&ids.zone)
                         .tag_specifications(tag_spec(ResourceType::Subnet, self.tags, &key))
                         .send()
-                        .await
-                        .map_err(|e| aws_error("CreateSubnet", region, e))?;
-                    out.subnet()
-                        .and_then(|s| s.subnet_id())
-                        .map(str::to_owned)
-                        .ok_or_else(|| missing("CreateSubnet", region, "subnet id"))
+                        .await;
+                    created("CreateSubnet", region, "subnet id", sent, |o| {
+                        o.subnet().and_then(|s| s.subnet_id())
+                    })
                 },
             )
             .await?;
@@ -250,18 +243,16 @@ impl Build<'_> {
                 &key,
                 "route table",
                 || async {
-                    let out = r
+                    let sent = r
                         .ec2
                         .create_route_table()
                         .vpc_id(&ids.vpc)
                         .tag_specifications(tag_spec(ResourceType::RouteTable, self.tags, &key))
                         .send()
-                        .await
-                        .map_err(|e| aws_error("CreateRouteTable", region, e))?;
-                    out.route_table()
-                        .and_then(|t| t.route_table_id())
-                        .map(str::to_owned)
-                        .ok_or_else(|| missing("CreateRouteTable", region, "route table id"))
+                        .await;
+                    created("CreateRouteTable", region, "route table id", sent, |o| {
+                        o.route_table().and_then(|t| t.route_table_id())
+                    })
                 },
             )
             .await?;
@@ -433,7 +424,7 @@ impl Build<'_> {
         let (id, state) = match found {
             Some(f) => (f.id, f.state.unwrap_or_default()),
             None => {
-                let out = rr
+                let sent = rr
                     .ec2
                     .create_vpc_peering_connection()
                     .vpc_id(&req_vpc)
@@ -445,13 +436,17 @@ impl Build<'_> {
                         &tag_key,
                     ))
                     .send()
-                    .await
-                    .map_err(|e| aws_error("CreateVpcPeeringConnection", &rr.region, e))?;
-                let id = out
-                    .vpc_peering_connection()
-                    .and_then(|p| p.vpc_peering_connection_id())
-                    .ok_or_else(|| missing("CreateVpcPeeringConnection", &rr.region, "peering id"))?
-                    .to_owned();
+                    .await;
+                let id = created(
+                    "CreateVpcPeeringConnection",
+                    &rr.region,
+                    "peering id",
+                    sent,
+                    |o| {
+                        o.vpc_peering_connection()
+                            .and_then(|p| p.vpc_peering_connection_id())
+                    },
+                )?;
                 self.record(&rr.region, "vpc peering", &id)?;
                 (id, "initiating-request".to_owned())
             }
@@ -489,10 +484,11 @@ impl Build<'_> {
                     .and_then(|p| p.status())
                     .and_then(|s| s.code())
                     .map(|c| c.as_str().to_owned())),
-                Err(e) => {
-                    let e = aws_error("DescribeVpcPeeringConnections", &client.region, e);
-                    if e.is_not_found() { Ok(None) } else { Err(e) }
-                }
+                Err(e) => not_found_is_none(aws_error(
+                    "DescribeVpcPeeringConnections",
+                    &client.region,
+                    e,
+                )),
             }
         };
         let now = self
@@ -577,18 +573,16 @@ impl Build<'_> {
                 &key,
                 "transit gateway",
                 || async {
-                    let out = r
+                    let sent = r
                         .ec2
                         .create_transit_gateway()
                         .description(format!("xbench-deploy run {}", self.tags.run))
                         .tag_specifications(tag_spec(ResourceType::TransitGateway, self.tags, &key))
                         .send()
-                        .await
-                        .map_err(|e| aws_error("CreateTransitGateway", region, e))?;
-                    out.transit_gateway()
-                        .and_then(|t| t.transit_gateway_id())
-                        .map(str::to_owned)
-                        .ok_or_else(|| missing("CreateTransitGateway", region, "id"))
+                        .await;
+                    created("CreateTransitGateway", region, "id", sent, |o| {
+                        o.transit_gateway().and_then(|t| t.transit_gateway_id())
+                    })
                 },
             )
             .await?;
@@ -657,7 +651,7 @@ impl Build<'_> {
             Some(a) => a,
             None => {
                 let key = format!("tgw-attach/{vpc}");
-                let out = r
+                let sent = r
                     .ec2
                     .create_transit_gateway_vpc_attachment()
                     .transit_gateway_id(tgw)
@@ -669,15 +663,17 @@ impl Build<'_> {
                         &key,
                     ))
                     .send()
-                    .await
-                    .map_err(|e| aws_error("CreateTransitGatewayVpcAttachment", region, e))?;
-                let a = out
-                    .transit_gateway_vpc_attachment()
-                    .and_then(|a| a.transit_gateway_attachment_id())
-                    .map(str::to_owned)
-                    .ok_or_else(|| {
-                        missing("CreateTransitGatewayVpcAttachment", region, "attachment id")
-                    })?;
+                    .await;
+                let a = created(
+                    "CreateTransitGatewayVpcAttachment",
+                    region,
+                    "attachment id",
+                    sent,
+                    |o| {
+                        o.transit_gateway_vpc_attachment()
+                            .and_then(|a| a.transit_gateway_attachment_id())
+                    },
+                )?;
                 self.record(region, "tgw vpc attachment", &a)?;
                 a
             }
@@ -706,7 +702,7 @@ impl Build<'_> {
         let (id, state) = match existing {
             Some(x) => x,
             None => {
-                let out = rr
+                let sent = rr
                     .ec2
                     .create_transit_gateway_peering_attachment()
                     .transit_gateway_id(&req_tgw)
@@ -719,21 +715,17 @@ impl Build<'_> {
                         &key,
                     ))
                     .send()
-                    .await
-                    .map_err(|e| {
-                        aws_error("CreateTransitGatewayPeeringAttachment", &rr.region, e)
-                    })?;
-                let id = out
-                    .transit_gateway_peering_attachment()
-                    .and_then(|a| a.transit_gateway_attachment_id())
-                    .map(str::to_owned)
-                    .ok_or_else(|| {
-                        missing(
-                            "CreateTransitGatewayPeeringAttachment",
-                            &rr.region,
-                            "attachment id",
-                        )
-                    })?;
+                    .await;
+                let id = created(
+                    "CreateTransitGatewayPeeringAttachment",
+                    &rr.region,
+                    "attachment id",
+                    sent,
+                    |o| {
+                        o.transit_gateway_peering_attachment()
+                            .and_then(|a| a.transit_gateway_attachment_id())
+                    },
+                )?;
                 self.record(&rr.region, "tgw peering attachment", &id)?;
                 (id, "initiating".to_owned())
             }
@@ -821,30 +813,11 @@ impl Build<'_> {
                 ),
                 &r.region,
                 || async {
-                    let out = r
-                        .ec2
-                        .describe_transit_gateway_attachments()
-                        .transit_gateway_attachment_ids(id)
-                        .send()
-                        .await;
-                    let state = match out {
-                        Ok(o) => o
-                            .transit_gateway_attachments()
-                            .iter()
-                            .find(|a| a.transit_gateway_attachment_id() == Some(id))
-                            .and_then(|a| a.state())
-                            .map(|s| s.as_str().to_owned()),
-                        Err(e) => {
-                            let e = aws_error("DescribeTransitGatewayAttachments", &r.region, e);
-                            if e.is_not_found() {
-                                None
-                            } else {
-                                return Err(e);
-                            }
-                        }
-                    };
+                    let state = tgw_attachment(r, id)
+                        .await?
+                        .and_then(|a| a.state().map(|s| s.as_str().to_owned()));
                     match state.as_deref() {
-                        Some(s @ ("failed" | "rejected" | "deleted")) => Err(Error::Aws {
+                        Some(s) if ATTACHMENT_GONE.contains(&s) => Err(Error::Aws {
                             operation: "DescribeTransitGatewayAttachments",
                             region: r.region.clone(),
                             code: None,

@@ -19,10 +19,10 @@ use aws_sdk_globalaccelerator::types::{
 
 use crate::aws::ec2::Selector;
 use crate::aws::{BoxFuture, Timing, aws_error};
-use crate::error::Error;
+use crate::error::{Error, ignore_missing, not_found_is_none};
 use crate::plan::{AcceleratorPlan, Protocol};
 use crate::regions::ACCELERATOR_API_REGION;
-use crate::state::{RunTags, TAG_KEY, TAG_RUN};
+use crate::state::{RunTags, TAG_KEY};
 
 /// An accelerator as the API reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,11 +126,7 @@ pub async fn find(api: &dyn AcceleratorApi, sel: &Selector) -> Result<Vec<Accele
         .list_accelerators()
         .await?
         .into_iter()
-        .filter(|a| match (sel, a.tags.get(TAG_RUN)) {
-            (Selector::Run(id), Some(r)) => r == id.as_str(),
-            (Selector::AnyRun, Some(_)) => true,
-            (_, None) => false,
-        })
+        .filter(|a| sel.selects(&a.tags))
         .collect())
 }
 
@@ -225,13 +221,6 @@ pub async fn delete(api: &dyn AcceleratorApi, arn: &str, timing: &Timing) -> Res
         ignore_missing(api.delete_listener(&l.arn).await)?;
     }
     ignore_missing(api.delete_accelerator(arn).await)
-}
-
-fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
-    match r {
-        Err(e) if e.is_not_found() => Ok(()),
-        other => other,
-    }
 }
 
 /// [`AcceleratorApi`] against AWS.
@@ -334,8 +323,7 @@ impl AcceleratorApi for GlobalAccelerator {
             {
                 Ok(out) => Ok(out.accelerator().map(|a| info(a, BTreeMap::new()))),
                 Err(e) => {
-                    let e = aws_error("DescribeAccelerator", ACCELERATOR_API_REGION, e);
-                    if e.is_not_found() { Ok(None) } else { Err(e) }
+                    not_found_is_none(aws_error("DescribeAccelerator", ACCELERATOR_API_REGION, e))
                 }
             }
         })
@@ -693,6 +681,19 @@ impl FakeAccelerators {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The fake's state, with the call `op` recorded first: every call is, in order, so a test
+    /// can check what was asked.
+    fn call(&self, op: &str) -> std::sync::MutexGuard<'_, FakeState> {
+        let mut s = self.lock();
+        s.calls.push(op.into());
+        s
+    }
+
+    /// `op`'s refusal for an accelerator the fake does not have.
+    fn no_accelerator(op: &'static str) -> Error {
+        Self::refuse(op, "AcceleratorNotFoundException", "no such accelerator")
+    }
+
     fn refuse(op: &'static str, code: &str, message: &str) -> Error {
         Error::Aws {
             operation: op,
@@ -706,8 +707,7 @@ impl FakeAccelerators {
 impl AcceleratorApi for FakeAccelerators {
     fn list_accelerators(&self) -> BoxFuture<'_, Result<Vec<AcceleratorInfo>, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("ListAccelerators".into());
+            let s = self.call("ListAccelerators");
             Ok(s.accelerators.values().map(|a| a.info.clone()).collect())
         })
     }
@@ -717,8 +717,7 @@ impl AcceleratorApi for FakeAccelerators {
         arn: &'a str,
     ) -> BoxFuture<'a, Result<Option<AcceleratorInfo>, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("DescribeAccelerator".into());
+            let mut s = self.call("DescribeAccelerator");
             Ok(s.accelerators.get_mut(arn).map(|a| {
                 if a.pending > 0 {
                     a.pending -= 1;
@@ -736,8 +735,7 @@ impl AcceleratorApi for FakeAccelerators {
         tags: &'a [(String, String)],
     ) -> BoxFuture<'a, Result<AcceleratorInfo, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("CreateAccelerator".into());
+            let mut s = self.call("CreateAccelerator");
             if let Some(arn) = s.tokens.get(token).cloned()
                 && let Some(a) = s.accelerators.get(&arn)
             {
@@ -773,16 +771,12 @@ impl AcceleratorApi for FakeAccelerators {
 
     fn disable_accelerator<'a>(&'a self, arn: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("UpdateAccelerator".into());
+            let mut s = self.call("UpdateAccelerator");
             let polls = self.polls_per_change;
-            let a = s.accelerators.get_mut(arn).ok_or_else(|| {
-                Self::refuse(
-                    "UpdateAccelerator",
-                    "AcceleratorNotFoundException",
-                    "no such accelerator",
-                )
-            })?;
+            let a = s
+                .accelerators
+                .get_mut(arn)
+                .ok_or_else(|| Self::no_accelerator("UpdateAccelerator"))?;
             a.info.enabled = false;
             a.pending = polls;
             a.info.deployed = polls == 0;
@@ -792,15 +786,11 @@ impl AcceleratorApi for FakeAccelerators {
 
     fn delete_accelerator<'a>(&'a self, arn: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("DeleteAccelerator".into());
-            let a = s.accelerators.get(arn).ok_or_else(|| {
-                Self::refuse(
-                    "DeleteAccelerator",
-                    "AcceleratorNotFoundException",
-                    "no such accelerator",
-                )
-            })?;
+            let mut s = self.call("DeleteAccelerator");
+            let a = s
+                .accelerators
+                .get(arn)
+                .ok_or_else(|| Self::no_accelerator("DeleteAccelerator"))?;
             if a.info.enabled || a.pending > 0 {
                 return Err(Self::refuse(
                     "DeleteAccelerator",
@@ -825,8 +815,7 @@ impl AcceleratorApi for FakeAccelerators {
         arn: &'a str,
     ) -> BoxFuture<'a, Result<Vec<ListenerInfo>, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("ListListeners".into());
+            let s = self.call("ListListeners");
             Ok(s.accelerators
                 .get(arn)
                 .map(|a| a.listeners.values().map(|(l, _)| l.clone()).collect())
@@ -842,18 +831,14 @@ impl AcceleratorApi for FakeAccelerators {
         _token: &'a str,
     ) -> BoxFuture<'a, Result<ListenerInfo, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("CreateListener".into());
+            let mut s = self.call("CreateListener");
             s.next += 1;
             let n = s.next;
             let polls = self.polls_per_change;
-            let a = s.accelerators.get_mut(arn).ok_or_else(|| {
-                Self::refuse(
-                    "CreateListener",
-                    "AcceleratorNotFoundException",
-                    "no such accelerator",
-                )
-            })?;
+            let a = s
+                .accelerators
+                .get_mut(arn)
+                .ok_or_else(|| Self::no_accelerator("CreateListener"))?;
             let l = ListenerInfo {
                 arn: format!("{arn}/listener/l-{n}"),
                 protocol,
@@ -867,8 +852,7 @@ impl AcceleratorApi for FakeAccelerators {
 
     fn delete_listener<'a>(&'a self, arn: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("DeleteListener".into());
+            let mut s = self.call("DeleteListener");
             for a in s.accelerators.values_mut() {
                 if let Some((_, groups)) = a.listeners.get(arn) {
                     if !groups.is_empty() {
@@ -895,8 +879,7 @@ impl AcceleratorApi for FakeAccelerators {
         listener: &'a str,
     ) -> BoxFuture<'a, Result<Vec<EndpointGroupInfo>, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("ListEndpointGroups".into());
+            let s = self.call("ListEndpointGroups");
             Ok(s.accelerators
                 .values()
                 .find_map(|a| a.listeners.get(listener).map(|(_, g)| g.clone()))
@@ -912,8 +895,7 @@ impl AcceleratorApi for FakeAccelerators {
         _token: &'a str,
     ) -> BoxFuture<'a, Result<EndpointGroupInfo, Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("CreateEndpointGroup".into());
+            let mut s = self.call("CreateEndpointGroup");
             s.next += 1;
             let n = s.next;
             for a in s.accelerators.values_mut() {
@@ -937,8 +919,7 @@ impl AcceleratorApi for FakeAccelerators {
 
     fn delete_endpoint_group<'a>(&'a self, arn: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let mut s = self.lock();
-            s.calls.push("DeleteEndpointGroup".into());
+            let mut s = self.call("DeleteEndpointGroup");
             for a in s.accelerators.values_mut() {
                 for (_, groups) in a.listeners.values_mut() {
                     if let Some(i) = groups.iter().position(|g| g.arn == arn) {

@@ -10,10 +10,12 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use aws_sdk_ec2::types::{EnaSupport, Filter, LocationType, ResourceType, Tag, TagSpecification};
+use aws_sdk_ec2::types::{
+    EnaSupport, Filter, LocationType, ResourceType, Tag, TagSpecification, TransitGatewayAttachment,
+};
 
 use crate::aws::{RegionClients, aws_error};
-use crate::error::Error;
+use crate::error::{Error, not_found_is_none};
 use crate::state::{RunId, RunTags, TAG_KEY, TAG_RUN};
 
 /// The security group Global Accelerator creates in an endpoint's VPC.
@@ -39,12 +41,19 @@ impl Selector {
         }
     }
 
-    fn matches(&self, run: Option<&str>) -> bool {
+    /// Whether a resource of run `run` (`None`: no run tag) is selected: the one rule for
+    /// every kind of resource, EC2's and the other services'.
+    pub fn matches(&self, run: Option<&str>) -> bool {
         match (self, run) {
             (Selector::Run(id), Some(r)) => r == id.as_str(),
             (Selector::AnyRun, Some(_)) => true,
             (_, None) => false,
         }
+    }
+
+    /// Whether a resource with `tags` is selected, by its run tag.
+    pub fn selects(&self, tags: &BTreeMap<String, String>) -> bool {
+        self.matches(tags.get(TAG_RUN).map(String::as_str))
     }
 }
 
@@ -319,9 +328,35 @@ const VGW_ATTACHMENT: Kind = Kind {
     inherits: true,
 };
 const ATTACHMENT: Kind = Kind {
-    gone: &["deleted", "rejected", "failed"],
+    gone: ATTACHMENT_GONE,
     inherits: true,
 };
+
+/// The states of a Transit Gateway attachment that is gone or never will be available:
+/// discovery passes over it, `down` waits for one, `up` gives up on one.
+pub const ATTACHMENT_GONE: &[&str] = &["deleted", "rejected", "failed"];
+
+/// Transit Gateway attachment `id` as AWS lists it, `None` once AWS no longer knows it: what
+/// `up` waits on to be available and `down` to be deleted.
+pub async fn tgw_attachment(
+    r: &RegionClients,
+    id: &str,
+) -> Result<Option<TransitGatewayAttachment>, Error> {
+    let out = r
+        .ec2
+        .describe_transit_gateway_attachments()
+        .transit_gateway_attachment_ids(id)
+        .send()
+        .await;
+    match out {
+        Ok(o) => Ok(o
+            .transit_gateway_attachments()
+            .iter()
+            .find(|a| a.transit_gateway_attachment_id() == Some(id))
+            .cloned()),
+        Err(e) => not_found_is_none(aws_error("DescribeTransitGatewayAttachments", &r.region, e)),
+    }
+}
 
 /// The run of each VPC and Transit Gateway found so far.
 #[derive(Default)]

@@ -5,7 +5,7 @@
 //! [`crate::apply`]).
 
 use crate::aws::{RegionClients, aws_error};
-use crate::error::Error;
+use crate::error::{Error, not_found_is_none};
 use crate::hybrid::PrivateGateway;
 
 /// What AWS says about one gateway.
@@ -114,8 +114,4 @@ pub async fn vgw_attachment_state(
             .find(|(v, _)| v == vpc)
             .map(|(_, s)| s)
     }))
-}
-
-fn not_found_is_none<T>(e: Error) -> Result<Option<T>, Error> {
-    if e.is_not_found() { Ok(None) } else { Err(e) }
 }

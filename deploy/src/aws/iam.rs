@@ -17,7 +17,7 @@ use aws_sdk_iam::types::Tag;
 use crate::aws::ec2::Selector;
 use crate::aws::{Aws, aws_error};
 use crate::error::Error;
-use crate::state::{RunId, RunTags, TAG_RUN};
+use crate::state::{RunId, RunTags};
 
 /// The managed policy earlier versions attached (detached by `down` if found, so their runs
 /// still delete).
@@ -209,12 +209,7 @@ pub async fn find(aws: &Aws, sel: &Selector) -> Result<Vec<FoundRole>, Error> {
                 return Err(e);
             }
         };
-        let selected = match (sel, tags.get(TAG_RUN)) {
-            (Selector::Run(id), Some(r)) => r == id.as_str(),
-            (Selector::AnyRun, Some(_)) => true,
-            (_, None) => false,
-        };
-        if selected {
+        if sel.selects(&tags) {
             out.push(FoundRole { name, tags });
         }
     }

@@ -57,14 +57,6 @@ pub fn group_name(tags: &RunTags, key: &str) -> String {
     format!("xbench-{}-{key}", tags.run)
 }
 
-fn selected(sel: &Selector, tags: &BTreeMap<String, String>) -> bool {
-    match (sel, tags.get(TAG_RUN)) {
-        (Selector::Run(id), Some(r)) => r == id.as_str(),
-        (Selector::AnyRun, Some(_)) => true,
-        (_, None) => false,
-    }
-}
-
 /// [`PlacementGroupApi`] against EC2.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Ec2PlacementGroups;
@@ -101,7 +93,7 @@ impl PlacementGroupApi for Ec2PlacementGroups {
                         .filter_map(|t| Some((t.key()?.to_owned(), t.value()?.to_owned())))
                         .collect(),
                 })
-                .filter(|g| selected(sel, &g.tags))
+                .filter(|g| sel.selects(&g.tags))
                 .collect())
         })
     }
@@ -187,7 +179,7 @@ impl PlacementGroupApi for FakePlacementGroups {
             Ok(self
                 .lock()
                 .values()
-                .filter(|g| g.region == r.region && selected(sel, &g.tags))
+                .filter(|g| g.region == r.region && sel.selects(&g.tags))
                 .cloned()
                 .collect())
         })

@@ -22,7 +22,7 @@ use aws_sdk_s3::types::{
 use crate::aws::ec2::Selector;
 use crate::aws::{Aws, aws_error};
 use crate::error::Error;
-use crate::state::{RunId, RunTags, TAG_RUN};
+use crate::state::{RunId, RunTags};
 
 /// Where the binary lives in a run's bucket.
 pub const BINARY_KEY: &str = "xbench/xbench";
@@ -92,12 +92,7 @@ pub async fn find(aws: &Aws, sel: &Selector) -> Result<Vec<FoundBucket>, Error> 
             Err(e) if e.is_not_found() => continue,
             Err(e) => return Err(e),
         };
-        let selected = match (sel, tags.get(TAG_RUN)) {
-            (Selector::Run(id), Some(r)) => r == id.as_str(),
-            (Selector::AnyRun, Some(_)) => true,
-            (_, None) => false,
-        };
-        if selected {
+        if sel.selects(&tags) {
             found.push(FoundBucket {
                 bucket: RunBucket {
                     name: name.to_owned(),

@@ -195,9 +195,7 @@ pub async fn find_psks(
         else {
             continue;
         };
-        if let Selector::Run(id) = sel
-            && *id != run
-        {
+        if !sel.matches(Some(run.as_str())) {
             continue;
         }
         let tags = r

@@ -553,13 +553,7 @@ impl Plan {
     /// The distinct regions with resources, in first-use order (the accelerator API region is
     /// not included: see [`Plan::needs_accelerator_api`]).
     pub fn regions(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for v in &self.vpcs {
-            if !out.contains(&v.region) {
-                out.push(v.region.clone());
-            }
-        }
-        out
+        crate::regions::distinct(self.vpcs.iter().map(|v| v.region.as_str()))
     }
 
     /// Who may connect to server host `server`: the client subnets of its peering, Transit

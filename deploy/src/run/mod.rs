@@ -886,6 +886,36 @@ impl<F: Future<Output = ()>> Cancel<F> {
 mod tests {
     use super::*;
 
+    /// [`run`] to the end, never cancelled.
+    async fn run_to_end(
+        suite: &Suite,
+        paths: &[RunPath],
+        exec: &dyn Executor,
+        opts: &RunOptions,
+        on_event: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    ) -> RunSummary {
+        run(suite, paths, exec, opts, on_event, std::future::pending())
+            .await
+            .unwrap()
+    }
+
+    /// The waits for a repeat's time [`run`] announced, as (repeat, of, until).
+    async fn waits_of(
+        suite: &Suite,
+        paths: &[RunPath],
+        exec: &dyn Executor,
+        opts: &RunOptions,
+    ) -> Vec<(u32, u32, std::time::SystemTime)> {
+        let mut waits = Vec::new();
+        let mut on_event = |e: RunEvent<'_>| {
+            if let RunEvent::Waiting { repeat, of, until } = e {
+                waits.push((repeat, of, until));
+            }
+        };
+        run_to_end(suite, paths, exec, opts, &mut on_event).await;
+        waits
+    }
+
     fn path(clients: u16) -> RunPath {
         RunPath {
             label: "peering".into(),
@@ -1001,16 +1031,7 @@ mod tests {
                 failed.push(reason);
             }
         };
-        let summary = run(
-            &suite,
-            &paths,
-            &exec,
-            &opts,
-            &mut on_event,
-            std::future::pending(),
-        )
-        .await
-        .unwrap();
+        let summary = run_to_end(&suite, &paths, &exec, &opts, &mut on_event).await;
         assert!(!summary.complete(), "{summary:?}");
         assert_eq!(failed.len(), 1, "{failed:?}");
         assert!(failed[0].contains("started 250 ms apart"), "{}", failed[0]);
@@ -1028,16 +1049,7 @@ mod tests {
             RunEvent::Failed { reason, .. } => panic!("{reason}"),
             _ => {}
         };
-        let summary = run(
-            &suite,
-            &paths,
-            &exec,
-            &opts,
-            &mut on_event,
-            std::future::pending(),
-        )
-        .await
-        .unwrap();
+        let summary = run_to_end(&suite, &paths, &exec, &opts, &mut on_event).await;
         assert!(summary.complete(), "{summary:?}");
         assert_eq!(collected, 1);
         let merged: TestReport =
@@ -1065,23 +1077,8 @@ mod tests {
         let exec = Failing(std::sync::Mutex::new(Vec::new()));
         let mut opts = RunOptions::new(&out);
         opts.give_up_after = 10;
-        let mut waits = Vec::new();
         let paths = [path(1)];
-        let mut on_event = |e: RunEvent<'_>| {
-            if let RunEvent::Waiting { repeat, of, until } = e {
-                waits.push((repeat, of, until));
-            }
-        };
-        run(
-            &suite,
-            &paths,
-            &exec,
-            &opts,
-            &mut on_event,
-            std::future::pending(),
-        )
-        .await
-        .unwrap();
+        let waits = waits_of(&suite, &paths, &exec, &opts).await;
         let asked = exec.0.lock().unwrap().clone();
         assert_eq!(asked.len(), 2);
         assert_eq!(waits.len(), 1, "{waits:?}");
@@ -1094,23 +1091,8 @@ mod tests {
         assert!(gap <= Duration::from_secs(3), "{gap:?}");
 
         // Resumed after both repeats were due: nothing waits.
-        waits.clear();
         opts.resume = true;
-        let mut on_event = |e: RunEvent<'_>| {
-            if let RunEvent::Waiting { repeat, of, until } = e {
-                waits.push((repeat, of, until));
-            }
-        };
-        run(
-            &suite,
-            &paths,
-            &exec,
-            &opts,
-            &mut on_event,
-            std::future::pending(),
-        )
-        .await
-        .unwrap();
+        let waits = waits_of(&suite, &paths, &exec, &opts).await;
         assert!(waits.is_empty(), "{waits:?}");
         assert_eq!(exec.0.lock().unwrap().len(), 4);
         std::fs::remove_dir_all(&out).unwrap();

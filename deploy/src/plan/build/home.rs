@@ -101,13 +101,9 @@ mod tests {
     };
     use crate::scenario::Scenario;
 
-    const HOME: &str = r#"
-name = "h"
-instance_type = "m5.large"
-[[vpc]]
-name = "aws"
-region = "us-east-1"
-cidr = "10.1.0.0/16"
+    const HOME: &str = concat!(
+        crate::scenario::one_vpc_scenario!(),
+        r#"
 [[path]]
 kind = "vpn"
 vpn = "ipsec"
@@ -117,7 +113,8 @@ server = "aws"
 on_prem_cidr = "192.168.1.0/24"
 on_prem_public_ip = "198.51.100.7"
 accelerator = true
-"#;
+"#
+    );
 
     #[test]
     fn your_vpn_end_gets_one_gateway_a_route_rules_and_an_ike_accelerator() {

@@ -99,13 +99,9 @@ mod tests {
     use crate::plan::{PathTarget, Plan, RouteTarget};
     use crate::scenario::Scenario;
 
-    const TWO: &str = r#"
-name = "h"
-instance_type = "m5.large"
-[[vpc]]
-name = "aws"
-region = "us-east-1"
-cidr = "10.1.0.0/16"
+    const TWO: &str = concat!(
+        crate::scenario::one_vpc_scenario!(),
+        r#"
 [[path]]
 kind = "existing"
 label = "to-dc"
@@ -120,7 +116,8 @@ client_address = "172.16.3.4"
 server = "aws"
 via = "tgw-12345678"
 on_prem_cidr = "172.16.0.0/20"
-"#;
+"#
+    );
 
     #[test]
     fn hybrid_paths_route_to_your_gateways_and_price_the_tgw_attachment() {
