@@ -44,12 +44,13 @@
 #![allow(clippy::unwrap_used)] // and panics on a broken setup
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 use xbench_benches::harness::{
     build_xbench, env_or, free_port, load_average, median, report_bars, wait_listening,
+    wait_with_usage,
 };
 
 fn main() {
@@ -99,6 +100,27 @@ struct Bulk {
     gbps: f64,
     client_s_per_gb: f64,
     server_s_per_gb: f64,
+}
+
+impl Bulk {
+    /// `gbps`, and each end's CPU seconds over the `bytes` received, per GB.
+    fn new(gbps: f64, bytes: f64, client_cpu: f64, server_cpu: f64) -> Self {
+        Bulk {
+            gbps,
+            client_s_per_gb: client_cpu / (bytes / 1e9),
+            server_s_per_gb: server_cpu / (bytes / 1e9),
+        }
+    }
+
+    /// From a JSON receiver summary with `bytes` and `bits_per_second` (iperf3's
+    /// `sum_received`, xbench's direction receiver alike), `tool` naming who reported none.
+    fn received(r: &Value, tool: &str, client_cpu: f64, server_cpu: f64) -> Result<Self, String> {
+        let bytes = r["bytes"]
+            .as_f64()
+            .ok_or_else(|| format!("{tool} reported no bytes"))?;
+        let gbps = r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9;
+        Ok(Bulk::new(gbps, bytes, client_cpu, server_cpu))
+    }
 }
 
 /// The tools of the throughput part, in table order: iperf3 (the baseline of issue 20's bars),
@@ -258,33 +280,28 @@ fn bulk_verdict(
 fn run_tcp_reference(bin: &PathBuf, streams: usize, secs: u64, copy: bool) -> Result<Bulk, String> {
     let port = free_port();
     let mode = if copy { "copy" } else { "trunc" };
-    let server = Command::new(bin)
-        .args(["server", &port.to_string(), &streams.to_string(), mode])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
+    let server = spawn(
+        Command::new(bin).args(["server", &port.to_string(), &streams.to_string(), mode]),
+        Stdio::piped(),
+    )?;
     wait_listening(port)?;
-    let client = Command::new(bin)
-        .args([
+    let ((out, client_cpu), (got, server_cpu)) = client_then_server(
+        Command::new(bin).args([
             "client",
             &port.to_string(),
             &streams.to_string(),
             &secs.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (got, server_cpu) = finish(server)?;
+        ]),
+        server,
+    )?;
     let bytes = field("tcp_reference", &got, "bytes")?;
     let seconds = field("tcp_reference", &out, "seconds")?;
-    Ok(Bulk {
-        gbps: bytes * 8.0 / seconds / 1e9,
-        client_s_per_gb: client_cpu / (bytes / 1e9),
-        server_s_per_gb: server_cpu / (bytes / 1e9),
-    })
+    Ok(Bulk::new(
+        bytes * 8.0 / seconds / 1e9,
+        bytes,
+        client_cpu,
+        server_cpu,
+    ))
 }
 
 /// The throughput part's `-P` values: `XBENCH_BENCH_STREAMS`, a comma list, or all four.
@@ -304,30 +321,20 @@ fn stream_counts() -> Vec<usize> {
 
 fn run_iperf3(streams: usize, secs: u64) -> Result<Bulk, String> {
     let port = free_port();
-    let server = Command::new("iperf3")
-        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
-    let client = Command::new("iperf3")
-        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
-        .args(["-t", &secs.to_string(), "-P", &streams.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (_, server_cpu) = finish(server)?;
+    let server = iperf3_server(port)?;
+    let ((out, client_cpu), (_, server_cpu)) = client_then_server(
+        Command::new("iperf3")
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
+            .args(["-t", &secs.to_string(), "-P", &streams.to_string()]),
+        server,
+    )?;
     let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("iperf3 -J: {e}"))?;
-    let r = &doc["end"]["sum_received"];
-    let bytes = r["bytes"].as_f64().ok_or("iperf3 reported no bytes")?;
-    Ok(Bulk {
-        gbps: r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9,
-        client_s_per_gb: client_cpu / (bytes / 1e9),
-        server_s_per_gb: server_cpu / (bytes / 1e9),
-    })
+    Bulk::received(
+        &doc["end"]["sum_received"],
+        "iperf3",
+        client_cpu,
+        server_cpu,
+    )
 }
 
 fn run_xbench_bulk(
@@ -344,21 +351,10 @@ fn run_xbench_bulk(
     if copy {
         cmd.arg("--recv-copy");
     }
-    let client = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (_, server_cpu) = finish(server)?;
+    let ((out, client_cpu), (_, server_cpu)) = client_then_server(&mut cmd, server)?;
     let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("xbench --json: {e}"))?;
     let r = &doc["summary"]["directions"][0]["receiver"];
-    let bytes = r["bytes"].as_f64().ok_or("xbench reported no bytes")?;
-    Ok(Bulk {
-        gbps: r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9,
-        client_s_per_gb: client_cpu / (bytes / 1e9),
-        server_s_per_gb: server_cpu / (bytes / 1e9),
-    })
+    Bulk::received(r, "xbench", client_cpu, server_cpu)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -594,36 +590,32 @@ fn crr_lines(runs: LatencyRuns, misses: &mut Vec<String>) {
 
 fn run_sockperf(secs: u64) -> Result<Rtt, String> {
     let port = free_port();
-    let mut server = Command::new("sockperf")
-        .args([
+    let server = listening(
+        Command::new("sockperf").args([
             "server",
             "--tcp",
             "-i",
             "127.0.0.1",
             "-p",
             &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
-    let out = Command::new("sockperf")
-        .args([
-            "ping-pong",
-            "--tcp",
-            "--full-rtt",
-            "-m",
-            "14",
-            "-i",
-            "127.0.0.1",
-        ])
-        .args(["-p", &port.to_string(), "-t", &secs.to_string()])
-        .output()
-        .map_err(|e| e.to_string());
-    let _ = server.kill();
-    let _ = server.wait();
-    let text = String::from_utf8_lossy(&out?.stdout).to_string();
+        ]),
+        port,
+    )?;
+    let out = output_then_stop(
+        Command::new("sockperf")
+            .args([
+                "ping-pong",
+                "--tcp",
+                "--full-rtt",
+                "-m",
+                "14",
+                "-i",
+                "127.0.0.1",
+            ])
+            .args(["-p", &port.to_string(), "-t", &secs.to_string()]),
+        server,
+    )?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
     // "====> avg-rtt=24.872 (std-dev=…)" and "percentile 99.000 =  48.421", microseconds.
     let mean = text
         .split("avg-")
@@ -645,27 +637,20 @@ fn run_sockperf(secs: u64) -> Result<Rtt, String> {
 
 fn run_qperf(secs: u64) -> Result<Rtt, String> {
     let port = free_port();
-    let mut server = Command::new("qperf")
-        .args(["-lp", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
-    let out = Command::new("qperf")
-        .args([
-            "-lp",
-            &port.to_string(),
-            "127.0.0.1",
-            "-t",
-            &secs.to_string(),
-        ])
-        .args(["-m", "14", "tcp_lat"])
-        .output()
-        .map_err(|e| e.to_string());
-    let _ = server.kill();
-    let _ = server.wait();
-    let text = String::from_utf8_lossy(&out?.stdout).to_string();
+    let server = listening(Command::new("qperf").args(["-lp", &port.to_string()]), port)?;
+    let out = output_then_stop(
+        Command::new("qperf")
+            .args([
+                "-lp",
+                &port.to_string(),
+                "127.0.0.1",
+                "-t",
+                &secs.to_string(),
+            ])
+            .args(["-m", "14", "tcp_lat"]),
+        server,
+    )?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
     // "latency = 11.3 us": half the round trip.
     let rest = text
         .split("latency")
@@ -806,20 +791,14 @@ fn build_c_reference(name: &str, what: &str) -> Option<PathBuf> {
 /// The C reference loop's transactions per second, 14-byte request and response.
 fn run_crr_reference(bin: &PathBuf, secs: u64) -> Result<f64, String> {
     let port = free_port();
-    let mut server = Command::new(bin)
-        .args(["server", &port.to_string(), "14"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
-    let out = Command::new(bin)
-        .args(["client", &port.to_string(), "14", &secs.to_string()])
-        .output()
-        .map_err(|e| e.to_string());
-    let _ = server.kill();
-    let _ = server.wait();
-    let out = out?;
+    let server = listening(
+        Command::new(bin).args(["server", &port.to_string(), "14"]),
+        port,
+    )?;
+    let out = output_then_stop(
+        Command::new(bin).args(["client", &port.to_string(), "14", &secs.to_string()]),
+        server,
+    )?;
     let text = String::from_utf8_lossy(&out.stdout);
     // "transactions N seconds S mean_us M"
     let words: Vec<&str> = text.split_whitespace().collect();
@@ -1002,27 +981,21 @@ fn udp_verdict(
 /// CPU per datagram.
 fn run_udp_reference(bin: &PathBuf, len: u32, secs: u64) -> Result<Datagrams, String> {
     let port = free_port();
-    let server = Command::new(bin)
-        .args(["server", &port.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
+    let server = spawn(
+        Command::new(bin).args(["server", &port.to_string()]),
+        Stdio::piped(),
+    )?;
     // A UDP server does not listen: give it a moment to bind.
     std::thread::sleep(Duration::from_millis(200));
-    let client = Command::new(bin)
-        .args([
+    let ((out, client_cpu), (got, server_cpu)) = client_then_server(
+        Command::new(bin).args([
             "client",
             &port.to_string(),
             &len.to_string(),
             &secs.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (got, server_cpu) = finish(server)?;
+        ]),
+        server,
+    )?;
     let field = |b: &[u8], k: &str| field("udp_reference", b, k);
     let (sent, seconds) = (field(&out, "datagrams")?, field(&out, "seconds")?);
     let (received, bytes) = (field(&got, "datagrams")?, field(&got, "bytes")?);
@@ -1040,22 +1013,13 @@ fn run_udp_reference(bin: &PathBuf, len: u32, secs: u64) -> Result<Datagrams, St
 
 fn run_iperf3_udp(len: u32, rate: &str, secs: u64) -> Result<Datagrams, String> {
     let port = free_port();
-    let server = Command::new("iperf3")
-        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
-    let client = Command::new("iperf3")
-        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J", "-u"])
-        .args(["-t", &secs.to_string(), "-l", &len.to_string(), "-b", rate])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (_, server_cpu) = finish(server)?;
+    let server = iperf3_server(port)?;
+    let ((out, client_cpu), (_, server_cpu)) = client_then_server(
+        Command::new("iperf3")
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J", "-u"])
+            .args(["-t", &secs.to_string(), "-l", &len.to_string(), "-b", rate]),
+        server,
+    )?;
     let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("iperf3 -J: {e}"))?;
     let s = &doc["end"]["sum"];
     let sent = s["packets"].as_f64().ok_or("iperf3 reported no packets")?;
@@ -1074,22 +1038,19 @@ fn run_iperf3_udp(len: u32, rate: &str, secs: u64) -> Result<Datagrams, String> 
 fn run_xbench_udp(xbench: &PathBuf, len: u32, rate: &str, secs: u64) -> Result<Datagrams, String> {
     let port = free_port();
     let server = one_off_server(xbench, port, &[])?;
-    let client = Command::new(xbench)
-        .args([
-            "client",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "--json",
-            "-u",
-        ])
-        .args(["-t", &secs.to_string(), "-l", &len.to_string(), "-b", rate])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (_, server_cpu) = finish(server)?;
+    let ((out, client_cpu), (_, server_cpu)) = client_then_server(
+        Command::new(xbench)
+            .args([
+                "client",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "--json",
+                "-u",
+            ])
+            .args(["-t", &secs.to_string(), "-l", &len.to_string(), "-b", rate]),
+        server,
+    )?;
     let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("xbench --json: {e}"))?;
     let f = &doc["udp"]["directions"][0]["figures"];
     let sent = f["sent"]["datagrams"]
@@ -1142,53 +1103,73 @@ fn one_off_server(
     port: u16,
     extra: &[&std::ffi::OsStr],
 ) -> Result<std::process::Child, String> {
-    let server = Command::new(xbench)
-        .args([
-            "server",
-            "--one-off",
-            "-B",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
+    listening(
+        Command::new(xbench)
+            .args([
+                "server",
+                "--one-off",
+                "-B",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .args(extra),
+        port,
+    )
+}
+
+/// `iperf3 -s -1` (one test, then it exits) on loopback port `port`, once it listens.
+fn iperf3_server(port: u16) -> Result<Child, String> {
+    listening(
+        Command::new("iperf3").args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()]),
+        port,
+    )
+}
+
+/// Starts `cmd` with its stderr discarded and its stdout `stdout` (piped where what it
+/// prints is read): every tool of every part is started alike.
+fn spawn(cmd: &mut Command, stdout: Stdio) -> Result<Child, String> {
+    cmd.stdout(stdout)
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// A server (`cmd`, its stdout discarded) once it listens on `port`.
+fn listening(cmd: &mut Command, port: u16) -> Result<Child, String> {
+    let server = spawn(cmd, Stdio::null())?;
     wait_listening(port)?;
     Ok(server)
 }
 
-/// Waits for a child and returns its stdout and the CPU seconds (user + system) it used.
-fn finish(mut child: Child) -> Result<(Vec<u8>, f64), String> {
+/// Runs `client` to its end against `server` (one that exits after its one test), then
+/// waits for the server: what each printed and the CPU seconds each used, client first.
+fn client_then_server(client: &mut Command, server: Child) -> Result<(Finished, Finished), String> {
+    let client = finish(spawn(client, Stdio::piped())?)?;
+    Ok((client, finish(server)?))
+}
+
+/// Runs `client` to its end against `server` (a tool's own, which stays up until killed),
+/// then stops the server.
+fn output_then_stop(client: &mut Command, mut server: Child) -> Result<Output, String> {
+    let out = client.output().map_err(|e| e.to_string());
+    let _ = server.kill();
+    let _ = server.wait();
+    out
+}
+
+/// What a child printed on stdout, and the CPU seconds (user + system) it used.
+type Finished = (Vec<u8>, f64);
+
+/// Waits for a child (at most 120 s) and returns what it printed and the CPU it used.
+fn finish(mut child: Child) -> Result<Finished, String> {
     use std::io::Read;
     let mut out = Vec::new();
     if let Some(mut s) = child.stdout.take() {
         let _ = s.read_to_end(&mut out);
     }
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data, filled by wait4 on success.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        // SAFETY: waits for our own child; `status` and `ru` are valid for writing.
-        let rc = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
-        if rc == pid {
-            break;
-        }
-        if rc < 0 {
-            return Err(format!("wait4: {}", std::io::Error::last_os_error()));
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            return Err("a process did not exit within 120 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Ok((out, tv(ru.ru_utime) + tv(ru.ru_stime)))
+    let exited = wait_with_usage(&mut child, Duration::from_secs(120), "a process")?;
+    Ok((out, exited.cpu_seconds))
 }
 
 /// First quartile, median and third quartile; `None` for no values.
