@@ -441,8 +441,7 @@ fn subtitle(runs: &[&Run]) -> String {
         (Some(a), Some(b)) => parts.push(format!("{a} to {b}")),
         _ => {}
     }
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     if !labels.is_empty() {
         parts.push(format!(
             "path{}: {}",
@@ -570,8 +569,7 @@ type SweepGroups = BTreeMap<(usize, CellKey, StreamDirection), BTreeMap<u64, Vec
 
 /// Throughput vs one swept dimension: a series per (label, other settings, direction).
 fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartData, ChartError> {
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     let groups = sweep_groups(runs, dim, &labels);
     if groups.is_empty() {
         return Err(ChartError::Nothing {
@@ -589,11 +587,7 @@ fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartD
     }
     let xs = x_values(&groups);
     let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
-    let namer = SeriesNamer::new(
-        groups
-            .keys()
-            .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
-    );
+    let namer = SeriesNamer::for_lines(&labels, &groups);
     let unit = scale.unit_for(largest(groups.values().flat_map(|by_x| {
         by_x.values()
             .filter_map(|vals| Stats::of(&vals.iter().map(|v| v.0).collect::<Vec<_>>()))
@@ -621,7 +615,7 @@ fn sweep_groups(runs: &[&Run], dim: Dimension, labels: &[String]) -> SweepGroups
         let Measure::Throughput(dirs) = &r.measure else {
             continue;
         };
-        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        let li = label_index(labels, &r.label);
         for d in dirs {
             groups
                 .entry((li, r.key.without(dim), d.direction))
@@ -753,8 +747,7 @@ fn sweep_data(dim: Dimension, xs: &[u64], unit: ThroughputUnit, series: Vec<Seri
 /// offered rates as `-b` writes them, in order (unpaced last: it offers whatever the sender
 /// can).
 fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     let groups = udp_groups(runs, &labels);
     if groups.is_empty() {
         return Err(ChartError::Nothing {
@@ -824,7 +817,7 @@ fn udp_groups(runs: &[&Run], labels: &[String]) -> UdpGroups {
             Some(0) | None => u64::MAX,
             Some(b) => b,
         };
-        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        let li = label_index(labels, &r.label);
         let rest = CellKey {
             bitrate: None,
             ..r.key.clone()
@@ -845,11 +838,7 @@ fn udp_groups(runs: &[&Run], labels: &[String]) -> UdpGroups {
 /// the mean of the runs with its 95 % CI.
 fn udp_series(groups: &UdpGroups, labels: &[String], xs: &[u64]) -> (Vec<Series>, Vec<Series>) {
     let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
-    let namer = SeriesNamer::new(
-        groups
-            .keys()
-            .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
-    );
+    let namer = SeriesNamer::for_lines(labels, groups);
     let mut loss = Vec::new();
     let mut jitter = Vec::new();
     for ((li, rest, dir), by_x) in groups {
@@ -883,8 +872,7 @@ fn udp_series(groups: &UdpGroups, labels: &[String], xs: &[u64]) -> (Vec<Series>
 
 /// Latency by percentile: a curve per (label, cell) from the runs' merged histograms.
 fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     let mut groups: BTreeMap<(usize, CellKey), Distribution> = BTreeMap::new();
     for r in runs {
         let Measure::Rr(rr) = &r.measure else {
@@ -894,7 +882,7 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
         let Ok(d) = Distribution::decode(&rr.histogram) else {
             continue;
         };
-        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        let li = label_index(&labels, &r.label);
         groups.entry((li, r.key.clone())).or_default().add(&d);
     }
     groups.retain(|_, d| d.count() > 0);
@@ -904,13 +892,7 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             reason: "no request/response runs with latency histograms".into(),
         });
     }
-    let namer = SeriesNamer::new(groups.keys().map(|(l, k)| {
-        (
-            labels[*l].clone(),
-            k.clone(),
-            StreamDirection::ClientToServer,
-        )
-    }));
+    let namer = SeriesNamer::for_c2s_lines(&labels, &groups);
     // One unit for the axis, by the largest median: a 20 ms path reads 20, not 20,000 µs.
     let unit = TimeUnit::for_micros(largest(
         groups.values().map(|d| d.quantile_ns(0.5) as f64 / 1e3),
@@ -964,14 +946,13 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
 type UnderLoadGroups<'a> = BTreeMap<(usize, CellKey), Vec<&'a UnderLoadResult>>;
 
 fn under_load_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     let mut groups: UnderLoadGroups<'_> = BTreeMap::new();
     for r in runs {
         let Measure::UnderLoad(u) = &r.measure else {
             continue;
         };
-        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        let li = label_index(&labels, &r.label);
         groups.entry((li, r.key.clone())).or_default().push(u);
     }
     groups.retain(|_, g| {
@@ -984,13 +965,7 @@ fn under_load_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             reason: "no latency-under-load run with an answered probe in its timeline".into(),
         });
     }
-    let namer = SeriesNamer::new(groups.keys().map(|(l, k)| {
-        (
-            labels[*l].clone(),
-            k.clone(),
-            StreamDirection::ClientToServer,
-        )
-    }));
+    let namer = SeriesNamer::for_c2s_lines(&labels, &groups);
     let lines = Lines {
         groups: &groups,
         labels: &labels,
@@ -1291,8 +1266,7 @@ fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
             retr.push(line(steps(d, |p| p.retransmits as f64)));
         }
     }
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     let cwnd_desc = scale_sizes(&mut cwnd);
     let cell = if distinct(runs, |r| Some(r.key.clone())) == 1 {
         format!(" — {}", runs[0].key.describe())
@@ -1487,11 +1461,42 @@ struct SeriesNamer {
     keys: Vec<(String, CellKey, StreamDirection)>,
 }
 
+/// Where `label` stands in `labels` (the runs' labels in order): the first part of a line's
+/// key, so lines sort, and take their colours, in the order the paths were given.
+fn label_index(labels: &[String], label: &str) -> usize {
+    labels.iter().position(|l| l == label).unwrap_or(0)
+}
+
 impl SeriesNamer {
     fn new(keys: impl Iterator<Item = (String, CellKey, StreamDirection)>) -> Self {
         SeriesNamer {
             keys: keys.collect(),
         }
+    }
+
+    /// For lines keyed (label index, cell, direction), as the sweep and UDP charts group
+    /// their runs.
+    fn for_lines<V>(
+        labels: &[String],
+        groups: &BTreeMap<(usize, CellKey, StreamDirection), V>,
+    ) -> Self {
+        Self::new(
+            groups
+                .keys()
+                .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
+        )
+    }
+
+    /// For lines keyed (label index, cell), all client → server: request/response latency
+    /// and latency under load.
+    fn for_c2s_lines<V>(labels: &[String], groups: &BTreeMap<(usize, CellKey), V>) -> Self {
+        Self::new(groups.keys().map(|(l, k)| {
+            (
+                labels[*l].clone(),
+                k.clone(),
+                StreamDirection::ClientToServer,
+            )
+        }))
     }
 
     fn name(&self, label: &str, rest: &CellKey, dir: StreamDirection) -> String {
@@ -2398,36 +2403,10 @@ mod tests {
 
     /// A UDP run at `mbps` offered with `loss` % lost and `jitter` ms.
     fn udp(label: &str, mbps: u64, loss: f64, jitter: f64) -> Run {
-        let mut spec = xbench::config::TestSpec::throughput();
-        if let xbench::config::Workload::Throughput(t) = &mut spec.workload {
-            t.udp = Some(xbench::config::UdpSpec {
-                datagram_len: 1400,
-                bitrate: Some(mbps * 1_000_000),
-            });
-        }
-        Run {
-            path: format!("{label}/udp-{mbps}.json").into(),
-            label: label.into(),
-            key: CellKey::of_spec(&spec),
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Udp(vec![crate::run::UdpResult {
-                direction: StreamDirection::ClientToServer,
-                offered_bps: Some(mbps as f64 * 1e6),
-                sent_bps: mbps as f64 * 1e6,
-                received_bps: mbps as f64 * 1e6 * (1.0 - loss / 100.0),
-                sent_datagrams: 1000,
-                received_datagrams: 1000 - (loss * 10.0) as u64,
-                lost: (loss * 10.0) as u64,
-                lost_pct: loss,
-                out_of_order: 0,
-                duplicates: Some(0),
-                jitter_ms: jitter,
-                rxq_drops: Some(0),
-                timeline: vec![],
-            }]),
-        }
+        let lost = (loss * 10.0) as u64;
+        let mut r = crate::run::fixtures::udp(label, mbps * 1_000_000, 1000, lost, loss, jitter);
+        r.path = format!("{label}/udp-{mbps}.json").into();
+        r
     }
 
     /// Loss and jitter vs offered rate: two panels, a line per path with a point per rate in

@@ -595,19 +595,8 @@ impl Csv {
     }
 
     fn throughput(&mut self, r: &ThroughputRow, ceiling: Option<f64>) {
-        let k = &r.cell;
-        let row = [
-            "throughput".to_owned(),
-            dir_name(r.direction).to_owned(),
-            r.label.clone(),
-            r.cell_name.clone(),
-            tool_name(k),
-            count_field(k.streams.map(u64::from)),
-            count_field(k.window),
-            String::new(),
-            String::new(),
-            String::new(),
-        ];
+        let direction = dir_name(r.direction).to_owned();
+        let row = bulk_fields("throughput", direction, &r.label, &r.cell_name, &r.cell);
         let unit = self.unit;
         let bps = r.bits_per_second.scaled(unit.factor());
         self.line(&row, "throughput", unit.label(), &bps);
@@ -652,19 +641,8 @@ impl Csv {
     }
 
     fn udp(&mut self, r: &UdpRow) {
-        let k = &r.cell;
-        let row = [
-            "udp".to_owned(),
-            dir_name(r.direction).to_owned(),
-            r.label.clone(),
-            r.cell_name.clone(),
-            tool_name(k),
-            count_field(k.streams.map(u64::from)),
-            count_field(k.window),
-            String::new(),
-            String::new(),
-            String::new(),
-        ];
+        let direction = dir_name(r.direction).to_owned();
+        let row = bulk_fields("udp", direction, &r.label, &r.cell_name, &r.cell);
         let (f, label) = (self.unit.factor(), self.unit.label());
         if let Some(o) = r.offered_bits_per_second
             && let Some(offered) = Stats::of(&vec![o * f; r.runs])
@@ -687,27 +665,16 @@ impl Csv {
     }
 
     fn under_load(&mut self, r: &UnderLoadRow) {
-        let k = &r.cell;
         // The load's direction as `--under-load` names it; the streams are per direction.
-        let row = [
-            "under_load".to_owned(),
-            k.direction.map_or(String::new(), |d| {
-                match d {
-                    crate::cell::TestDirection::ClientToServer => "up",
-                    crate::cell::TestDirection::ServerToClient => "down",
-                    crate::cell::TestDirection::Bidir => "both",
-                }
-                .to_owned()
-            }),
-            r.label.clone(),
-            r.cell_name.clone(),
-            tool_name(k),
-            count_field(k.streams.map(u64::from)),
-            count_field(k.window),
-            String::new(),
-            String::new(),
-            String::new(),
-        ];
+        let direction = r.cell.direction.map_or(String::new(), |d| {
+            match d {
+                crate::cell::TestDirection::ClientToServer => "up",
+                crate::cell::TestDirection::ServerToClient => "down",
+                crate::cell::TestDirection::Bidir => "both",
+            }
+            .to_owned()
+        });
+        let row = bulk_fields("under_load", direction, &r.label, &r.cell_name, &r.cell);
         for (metric, s) in [
             ("idle_p50_latency", &r.idle_p50_us),
             ("loaded_p50_latency", &r.loaded_p50_us),
@@ -725,6 +692,30 @@ impl Csv {
         let load = r.bulk_bits_per_second.scaled(self.unit.factor());
         self.line(&row, "load_rate", self.unit.label(), &load);
     }
+}
+
+/// The first fields of a CSV line of a cell that moves bulk data (throughput, UDP, latency
+/// under load): test, direction, path, cell, tool, streams and window, the request/response
+/// fields empty.
+fn bulk_fields(
+    test: &str,
+    direction: String,
+    label: &str,
+    cell_name: &str,
+    k: &crate::cell::CellKey,
+) -> [String; 10] {
+    [
+        test.to_owned(),
+        direction,
+        label.to_owned(),
+        cell_name.to_owned(),
+        tool_name(k),
+        count_field(k.streams.map(u64::from)),
+        count_field(k.window),
+        String::new(),
+        String::new(),
+        String::new(),
+    ]
 }
 
 fn dir_name(d: StreamDirection) -> &'static str {
@@ -952,36 +943,17 @@ mod tests {
     }
 
     fn udp_run(label: &str, lost: u64, jitter: f64) -> Run {
-        let mut spec = xbench::config::TestSpec::throughput();
-        if let xbench::config::Workload::Throughput(t) = &mut spec.workload {
-            t.udp = Some(xbench::config::UdpSpec {
-                datagram_len: 1400,
-                bitrate: Some(200_000_000),
-            });
+        let lost_pct = lost as f64 / 200.0;
+        let mut r = crate::run::fixtures::udp(label, 200_000_000, 20_000, lost, lost_pct, jitter);
+        r.path = format!("{label}.json").into();
+        if let Measure::Udp(dirs) = &mut r.measure {
+            let d = &mut dirs[0];
+            d.received_bps = 200e6 * (1.0 - lost as f64 / 20_000.0);
+            d.out_of_order = 3;
+            d.duplicates = Some(1);
+            d.rxq_drops = Some(lost / 2);
         }
-        Run {
-            path: format!("{label}.json").into(),
-            label: label.into(),
-            key: CellKey::of_spec(&spec),
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Udp(vec![crate::run::UdpResult {
-                direction: StreamDirection::ClientToServer,
-                offered_bps: Some(200e6),
-                sent_bps: 200e6,
-                received_bps: 200e6 * (1.0 - lost as f64 / 20_000.0),
-                sent_datagrams: 20_000,
-                received_datagrams: 20_000 - lost,
-                lost,
-                lost_pct: lost as f64 / 200.0,
-                out_of_order: 3,
-                duplicates: Some(1),
-                jitter_ms: jitter,
-                rxq_drops: Some(lost / 2),
-                timeline: vec![],
-            }]),
-        }
+        r
     }
 
     /// A UDP cell: offered, sent and received rates, loss as a count and a share, reordering,

@@ -432,9 +432,10 @@ fn saved_files<'a>(runs: impl Iterator<Item = &'a Run>) -> Vec<PathBuf> {
 }
 
 /// Labels in the order runs first name them.
-pub(crate) fn labels_in_order(runs: &[Run]) -> Vec<String> {
+pub(crate) fn labels_in_order<R: std::borrow::Borrow<Run>>(runs: &[R]) -> Vec<String> {
     let mut labels: Vec<String> = Vec::new();
     for r in runs {
+        let r = r.borrow();
         if !labels.contains(&r.label) {
             labels.push(r.label.clone());
         }
