@@ -10,6 +10,37 @@ use xbench::report::{
 use xbench::units::{ByteSize, RateScale, ThroughputUnit, TimeUnit, count, format_micros};
 use xbench::{ClientConfig, TestSpec};
 
+/// What the text of every bulk test (TCP, UDP, latency under load) is told before its first
+/// line, in one place so each says it alike.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Shown {
+    /// How every rate is shown (`-f`).
+    pub(crate) rate: RateScale,
+    /// The server is the in-process one (`--local`, or no host): the first line says so.
+    pub(crate) local: bool,
+}
+
+impl Shown {
+    /// Every rate in `unit` (`-f`; `None` picks a unit per figure), the server in-process or
+    /// not (`local`).
+    pub(crate) fn new(unit: Option<ThroughputUnit>, local: bool) -> Self {
+        Shown {
+            rate: RateScale(unit),
+            local,
+        }
+    }
+
+    /// The first line once connected: to whom, and the server's software and protocol.
+    pub(crate) fn connected_line(&self, config: &ClientConfig, server: &PeerInfo) -> String {
+        format!(
+            "{}: {} (protocol {})\n",
+            connected(config, self.local),
+            server.software,
+            server.protocol
+        )
+    }
+}
+
 /// Renders one test's events as text.
 #[derive(Debug)]
 pub(crate) struct Text {
@@ -17,45 +48,21 @@ pub(crate) struct Text {
     multi: bool,
     /// Both directions: print a direction column.
     bidir: bool,
-    /// How every rate is shown (`-f`).
-    rate: RateScale,
-    /// The server is the in-process one (`--local`, or no host).
-    local: bool,
+    shown: Shown,
     header_done: bool,
 }
 
 pub(crate) const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
 
 impl Text {
-    pub(crate) fn new(spec: &TestSpec) -> Self {
-        let Workload::Throughput(tp) = &spec.workload else {
-            return Text {
-                multi: false,
-                bidir: false,
-                rate: RateScale::AUTO,
-                local: false,
-                header_done: false,
-            };
-        };
+    pub(crate) fn new(spec: &TestSpec, shown: Shown) -> Self {
+        let tp = spec.as_throughput();
         Text {
-            multi: tp.streams.get() > 1,
-            bidir: tp.direction == Direction::Bidir,
-            rate: RateScale::AUTO,
-            local: false,
+            multi: tp.is_some_and(|t| t.streams.get() > 1),
+            bidir: tp.is_some_and(|t| t.direction == Direction::Bidir),
+            shown,
             header_done: false,
         }
-    }
-
-    /// The server is the in-process one of `--local`: the first line says so.
-    pub(crate) fn local(mut self, local: bool) -> Self {
-        self.local = local;
-        self
-    }
-
-    /// Every rate in `unit` (`-f`); `None` picks a unit per figure.
-    pub(crate) fn unit(mut self, unit: Option<ThroughputUnit>) -> Self {
-        self.rate = RateScale(unit);
-        self
     }
 
     /// Lines printed once the data connections are up.
@@ -65,14 +72,7 @@ impl Text {
         server: &PeerInfo,
         streams: &[StreamInfo],
     ) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "{}: {} (protocol {})",
-            connected(config, self.local),
-            server.software,
-            server.protocol
-        );
+        let mut s = self.shown.connected_line(config, server);
         let _ = writeln!(s, "{}", describe_spec(&config.spec));
         for st in streams {
             let _ = writeln!(
@@ -128,7 +128,7 @@ impl Text {
                     "[{:>3}]{} {span} {}{}{omitted}",
                     st.stream,
                     self.dir_col(st.direction),
-                    transfer_cols(self.rate, &st.sent, st.received.as_ref()),
+                    transfer_cols(self.shown.rate, &st.sent, st.received.as_ref()),
                     tcp_cols(st.tcp.as_ref()),
                 );
             }
@@ -137,7 +137,7 @@ impl Text {
                     s,
                     "[SUM]{} {span} {}{:>7}{omitted}",
                     self.dir_col(sum.direction),
-                    transfer_cols(self.rate, &sum.sent, sum.received.as_ref()),
+                    transfer_cols(self.shown.rate, &sum.sent, sum.received.as_ref()),
                     sum.retransmits,
                 );
             }
@@ -146,7 +146,7 @@ impl Text {
                 s,
                 "[{:>3}] {span} {}{}{omitted}",
                 st.stream,
-                transfer_cols(self.rate, &st.sent, st.received.as_ref()),
+                transfer_cols(self.shown.rate, &st.sent, st.received.as_ref()),
                 tcp_cols(st.tcp.as_ref()),
             );
         }
@@ -162,7 +162,7 @@ impl Text {
             if self.bidir { " Dir" } else { "" }
         );
         let span = format!("{:6.2}-{:<6.2} s", 0.0, r.summary.measured_s);
-        let pair = |t: &Transfer| pair(self.rate, t);
+        let pair = |t: &Transfer| pair(self.shown.rate, t);
         for d in &r.summary.directions {
             let dir = self.dir_col(d.direction);
             if self.multi {
@@ -206,7 +206,7 @@ impl Text {
         }
         s.push('\n');
         for d in &r.summary.directions {
-            explain(&mut s, d, r, self.rate);
+            explain(&mut s, d, r, self.shown.rate);
         }
         let cpu = &r.cpu;
         let per_gb = |v: Option<f64>| v.map_or_else(String::new, |v| format!(" ({v:.3} s/GB)"));

@@ -10,7 +10,7 @@ use xbench::report::{TestReport, UdpFigures, UdpInterval};
 use xbench::units::{ByteSize, count, format_micros};
 use xbench::{ClientConfig, TestSpec};
 
-use super::text::{connected, outcome_line};
+use super::text::{Shown, outcome_line};
 
 /// Renders one UDP test's events as text.
 #[derive(Debug, Default)]
@@ -18,8 +18,7 @@ pub(crate) struct UdpText {
     /// More than one stream per direction: per-stream lines and a `[SUM]` line.
     multi: bool,
     bidir: bool,
-    rate: xbench::units::RateScale,
-    local: bool,
+    shown: Shown,
     header_done: bool,
 }
 
@@ -27,13 +26,12 @@ const HEADER: &str =
     "Interval           Transfer      Bitrate        Jitter     Lost/Total Datagrams   Reord  Dup";
 
 impl UdpText {
-    pub(crate) fn new(spec: &TestSpec, rate: xbench::units::RateScale, local: bool) -> Self {
+    pub(crate) fn new(spec: &TestSpec, shown: Shown) -> Self {
         let tp = spec.as_throughput();
         UdpText {
             multi: tp.is_some_and(|t| t.streams.get() > 1),
             bidir: tp.is_some_and(|t| t.direction == Direction::Bidir),
-            rate,
-            local,
+            shown,
             header_done: false,
         }
     }
@@ -45,18 +43,13 @@ impl UdpText {
         server: &xbench::report::PeerInfo,
         streams: &[xbench::report::StreamInfo],
     ) -> String {
-        let mut s = format!(
-            "{}: {} (protocol {})\n",
-            connected(config, self.local),
-            server.software,
-            server.protocol
-        );
+        let mut s = self.shown.connected_line(config, server);
         if let Some(tp) = config.spec.as_throughput()
             && let Some(u) = tp.udp
         {
             let rate = u.bitrate.map_or_else(
                 || "unpaced (-b 0)".to_owned(),
-                |b| format!("{} asked, all streams", self.rate.show(b as f64)),
+                |b| format!("{} asked, all streams", self.shown.rate.show(b as f64)),
             );
             let _ = writeln!(
                 s,
@@ -213,14 +206,14 @@ impl UdpText {
             s,
             "{}: received {}",
             d.direction.label(),
-            self.rate.show(got)
+            self.shown.rate.show(got)
         );
         match d.asked_bits_per_second {
             Some(a) if a > 0.0 => {
                 let _ = write!(
                     s,
                     " of {} asked ({:.1} %)",
-                    self.rate.show(a),
+                    self.shown.rate.show(a),
                     got * 100.0 / a
                 );
             }
@@ -266,7 +259,7 @@ impl UdpText {
             return format!(
                 "{:>10}  {:>13}  {:>9}  {:<22}",
                 ByteSize(f.sent.bytes).to_string(),
-                self.rate.show(f.sent.bits_per_second),
+                self.shown.rate.show(f.sent.bits_per_second),
                 "-",
                 "(no report)"
             );
@@ -275,7 +268,7 @@ impl UdpText {
         format!(
             "{:>10}  {:>13}  {:>9}  {:<22} {:>5} {:>4}",
             ByteSize(r.count.bytes).to_string(),
-            self.rate.show(r.count.bits_per_second),
+            self.shown.rate.show(r.count.bits_per_second),
             format_micros(r.jitter_ms * 1e3),
             format!("{}/{} ({})", count(r.lost), count(total), pct(r.lost_pct)),
             count(r.out_of_order),
