@@ -195,6 +195,27 @@ pub struct ChartData {
     pub not_drawn: usize,
 }
 
+impl ChartData {
+    /// A chart of `kind` with no subtitle and nothing left out yet: [`plan`] adds those once
+    /// it knows the runs the chart was drawn from.
+    fn new(
+        kind: ChartKind,
+        title: String,
+        rate_unit: Option<ThroughputUnit>,
+        panels: Vec<Panel>,
+    ) -> Self {
+        ChartData {
+            kind,
+            title,
+            subtitle: String::new(),
+            rate_unit,
+            panels,
+            left_out: 0,
+            not_drawn: 0,
+        }
+    }
+}
+
 /// The most runs a timeline overlays. Ten palette colours and a dashed second round keep a
 /// dozen lines apart; more would be a tangle no key can untie. Each path gets its share: the
 /// first run of every path, then the second, and so on.
@@ -218,6 +239,22 @@ pub struct Panel {
     pub bands: Vec<Band>,
     /// The lines.
     pub series: Vec<Series>,
+}
+
+impl Panel {
+    /// Latency against the percentile on a log scale in `unit`, as the request/response and
+    /// latency-under-load charts both draw it.
+    fn by_percentile(title: String, unit: TimeUnit, series: Vec<Series>) -> Self {
+        Panel {
+            title,
+            x_desc: "Percentile".into(),
+            y_desc: format!("Latency ({}, log scale)", unit.label()),
+            x_axis: XAxis::Nines,
+            log_y: true,
+            bands: Vec::new(),
+            series,
+        }
+    }
 }
 
 /// A shaded stretch of a panel's x axis, from `from` to `to` in x's units.
@@ -719,16 +756,15 @@ fn sweep_data(dim: Dimension, xs: &[u64], unit: ThroughputUnit, series: Vec<Seri
             xs.iter().map(|w| short_size(*w)).collect(),
         ),
     };
-    ChartData {
-        kind: if dim == Dimension::Streams {
+    ChartData::new(
+        if dim == Dimension::Streams {
             ChartKind::Streams
         } else {
             ChartKind::Window
         },
         title,
-        rate_unit: Some(unit),
-        subtitle: String::new(),
-        panels: vec![Panel {
+        Some(unit),
+        vec![Panel {
             title: String::new(),
             x_desc,
             y_desc: format!("Receiver throughput ({})", unit.label()),
@@ -737,9 +773,7 @@ fn sweep_data(dim: Dimension, xs: &[u64], unit: ThroughputUnit, series: Vec<Seri
             bands: Vec::new(),
             series,
         }],
-        left_out: 0,
-        not_drawn: 0,
-    }
+    )
 }
 
 /// UDP loss and jitter vs the offered rate (`-b`): two panels, a line per (label, other
@@ -787,18 +821,15 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
         bands: Vec::new(),
         series,
     };
-    Ok(ChartData {
-        kind: ChartKind::Udp,
-        title: "UDP loss and jitter vs offered rate (mean of runs, bars: 95 % CI)".into(),
-        rate_unit: None,
-        subtitle: String::new(),
-        panels: vec![
+    Ok(ChartData::new(
+        ChartKind::Udp,
+        "UDP loss and jitter vs offered rate (mean of runs, bars: 95 % CI)".into(),
+        None,
+        vec![
             panel("Loss", "Datagrams lost (% of sent)", loss),
             panel("Jitter", &jitter_desc, jitter),
         ],
-        left_out: 0,
-        not_drawn: 0,
-    })
+    ))
 }
 
 /// UDP runs' figures by line of the chart: series key (label index, the cell without its
@@ -910,23 +941,12 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             points,
         });
     }
-    Ok(ChartData {
-        kind: ChartKind::Latency,
-        title: "Request/response latency by percentile (all runs of a path merged)".into(),
-        rate_unit: None,
-        subtitle: String::new(),
-        panels: vec![Panel {
-            title: String::new(),
-            x_desc: "Percentile".into(),
-            y_desc: format!("Latency ({}, log scale)", unit.label()),
-            x_axis: XAxis::Nines,
-            log_y: true,
-            bands: Vec::new(),
-            series,
-        }],
-        left_out: 0,
-        not_drawn: 0,
-    })
+    Ok(ChartData::new(
+        ChartKind::Latency,
+        "Request/response latency by percentile (all runs of a path merged)".into(),
+        None,
+        vec![Panel::by_percentile(String::new(), unit, series)],
+    ))
 }
 
 /// Latency under load: two panels, a line per (label, cell).
@@ -973,15 +993,12 @@ fn under_load_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
     };
     let mut panels = vec![lines.over_time()];
     panels.extend(lines.by_percentile());
-    Ok(ChartData {
-        kind: ChartKind::UnderLoad,
-        title: "Latency under load: probes' median over time, the load's phases shaded".into(),
-        rate_unit: None,
-        subtitle: String::new(),
+    Ok(ChartData::new(
+        ChartKind::UnderLoad,
+        "Latency under load: probes' median over time, the load's phases shaded".into(),
+        None,
         panels,
-        left_out: 0,
-        not_drawn: 0,
-    })
+    ))
 }
 
 /// The under-load chart's lines: each label's cell, its runs, its name and colour.
@@ -1136,16 +1153,14 @@ impl Lines<'_> {
                 });
             }
         }
-        (!cdf.is_empty()).then(|| Panel {
-            title: "UDP probes by percentile: loaded (solid) against idle before the load \
-                    (dashed), runs merged"
-                .into(),
-            x_desc: "Percentile".into(),
-            y_desc: format!("Latency ({}, log scale)", unit.label()),
-            x_axis: XAxis::Nines,
-            log_y: true,
-            bands: Vec::new(),
-            series: cdf,
+        (!cdf.is_empty()).then(|| {
+            Panel::by_percentile(
+                "UDP probes by percentile: loaded (solid) against idle before the load \
+                 (dashed), runs merged"
+                    .into(),
+                unit,
+                cdf,
+            )
         })
     }
 }
@@ -1216,24 +1231,21 @@ fn single_timeline(run: &Run, unit: ThroughputUnit) -> ChartData {
         cwnd.extend(stream_cwnds(d, arrow, cwnd.len()));
     }
     let cwnd_desc = scale_sizes(&mut cwnd);
-    ChartData {
-        kind: ChartKind::Timeline,
-        title: format!(
+    ChartData::new(
+        ChartKind::Timeline,
+        format!(
             "One run per interval: {} — {} ({})",
             run.label,
             run.key.describe(),
             run.path.display()
         ),
-        rate_unit: Some(unit),
-        subtitle: String::new(),
-        panels: vec![
+        Some(unit),
+        vec![
             timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
             timeline_panel("Congestion window per stream", cwnd_desc, cwnd),
             timeline_panel("Retransmits", "Segments per interval".into(), retr),
         ],
-        left_out: 0,
-        not_drawn: 0,
-    }
+    )
 }
 
 /// Several runs' intervals overlaid from each run's start, a line per run (and direction) in
@@ -1273,23 +1285,20 @@ fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
     } else {
         String::new()
     };
-    ChartData {
-        kind: ChartKind::Timeline,
-        title: format!(
+    ChartData::new(
+        ChartKind::Timeline,
+        format!(
             "{} runs per interval, overlaid: {}{cell}",
             runs.len(),
             labels.join(", ")
         ),
-        rate_unit: Some(unit),
-        subtitle: String::new(),
-        panels: vec![
+        Some(unit),
+        vec![
             timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
             timeline_panel("Congestion window, all streams of a run", cwnd_desc, cwnd),
             timeline_panel("Retransmits", "Segments per interval".into(), retr),
         ],
-        left_out: 0,
-        not_drawn: 0,
-    }
+    )
 }
 
 /// The largest of `figures` (0 for none): what an axis's unit is chosen by.
