@@ -415,36 +415,31 @@ fn chosen_kind(
 /// An error when `kind` draws TCP throughput and there is none, only latency-under-load or UDP
 /// runs: the message says which chart those take.
 fn drawable(kind: ChartKind, tp: &[&Run], udp: &[&Run], ul: &[&Run]) -> Result<(), ChartError> {
-    if matches!(
+    let draws_tcp = matches!(
         kind,
         ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
-    ) && tp.is_empty()
-        && !ul.is_empty()
-    {
-        return Err(ChartError::Nothing {
-            kind: kind.name(),
-            reason: format!(
-                "it draws TCP throughput runs, and these are latency-under-load runs ({}); \
-                 without --chart they get their own chart",
-                some_files(ul)
-            ),
-        });
+    );
+    if !draws_tcp || !tp.is_empty() {
+        return Ok(());
     }
-    if matches!(
-        kind,
-        ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
-    ) && tp.is_empty()
-        && !udp.is_empty()
-    {
-        return Err(ChartError::Nothing {
-            kind: kind.name(),
-            reason: format!(
-                "it draws TCP throughput runs, and these are UDP ({}); use --chart udp",
-                some_files(udp)
-            ),
-        });
-    }
-    Ok(())
+    let reason = if !ul.is_empty() {
+        format!(
+            "it draws TCP throughput runs, and these are latency-under-load runs ({}); \
+             without --chart they get their own chart",
+            some_files(ul)
+        )
+    } else if !udp.is_empty() {
+        format!(
+            "it draws TCP throughput runs, and these are UDP ({}); use --chart udp",
+            some_files(udp)
+        )
+    } else {
+        return Ok(());
+    };
+    Err(ChartError::Nothing {
+        kind: kind.name(),
+        reason,
+    })
 }
 
 /// What a reader of a report needs under the title: `24 runs × 2 s, 2026-11-27, paths:
@@ -2042,36 +2037,22 @@ fn trim_number(v: f64) -> String {
 mod tests {
     use super::*;
     use crate::cell::{Kind, Tool};
-    use crate::run::{DirectionResult, RrResult, TimelinePoint};
+    use crate::run::{RrResult, TimelinePoint};
 
     fn tp(label: &str, p: u16, w: Option<u64>, mbps: f64) -> Run {
-        Run {
-            path: format!("{label}/P{p}.json").into(),
-            label: label.into(),
-            key: CellKey {
-                streams: Some(p),
-                window: w,
-                ..CellKey::of_spec(&xbench::config::TestSpec::throughput())
-            },
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Throughput(vec![DirectionResult {
-                direction: StreamDirection::ClientToServer,
+        let mut r = crate::run::fixtures::tcp(label, p, mbps, 1, Some(1000.0));
+        r.path = format!("{label}/P{p}.json").into();
+        r.key.window = w;
+        if let Measure::Throughput(dirs) = &mut r.measure {
+            dirs[0].timeline = vec![TimelinePoint {
+                start_s: 0.0,
+                end_s: 1.0,
                 bits_per_second: mbps * 1e6,
                 retransmits: 1,
-                rtt_mean_us: Some(1000.0),
-                window_ceiling_bps: None,
-                verdict: None,
-                timeline: vec![TimelinePoint {
-                    start_s: 0.0,
-                    end_s: 1.0,
-                    bits_per_second: mbps * 1e6,
-                    retransmits: 1,
-                    cwnd_bytes: vec![65536; p as usize],
-                }],
-            }]),
+                cwnd_bytes: vec![65536; p as usize],
+            }];
         }
+        r
     }
 
     /// Issue 31: the title sat against the top edge, nothing said how many runs of what length,

@@ -962,28 +962,10 @@ mod tests {
     use xbench::config::TestSpec;
 
     use super::*;
-    use crate::run::{DirectionResult, RrResult};
+    use crate::run::RrResult;
 
     fn tp(label: &str, streams: u16, mbps: f64) -> Run {
-        let mut key = CellKey::of_spec(&TestSpec::throughput());
-        key.streams = Some(streams);
-        Run {
-            path: PathBuf::new(),
-            label: label.into(),
-            key,
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Throughput(vec![DirectionResult {
-                direction: StreamDirection::ClientToServer,
-                bits_per_second: mbps * 1e6,
-                retransmits: 0,
-                rtt_mean_us: None,
-                window_ceiling_bps: None,
-                verdict: None,
-                timeline: vec![],
-            }]),
-        }
+        crate::run::fixtures::tcp(label, streams, mbps, 0, None)
     }
 
     fn rr(label: &str, p99: f64) -> Run {

@@ -744,29 +744,12 @@ fn csv_field(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::cell::{CellKey, Tool};
-    use crate::run::{DirectionResult, Measure, Run};
+    use crate::run::{Measure, Run};
 
     fn run(label: &str, p: u16, mbps: f64) -> Run {
-        Run {
-            path: format!("{label}/{p}.json").into(),
-            label: label.into(),
-            key: CellKey {
-                streams: Some(p),
-                ..CellKey::of_spec(&xbench::config::TestSpec::throughput())
-            },
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Throughput(vec![DirectionResult {
-                direction: StreamDirection::ClientToServer,
-                bits_per_second: mbps * 1e6,
-                retransmits: 2,
-                rtt_mean_us: Some(88_000.0),
-                window_ceiling_bps: None,
-                verdict: None,
-                timeline: vec![],
-            }]),
-        }
+        let mut r = crate::run::fixtures::tcp(label, p, mbps, 2, Some(88_000.0));
+        r.path = format!("{label}/{p}.json").into();
+        r
     }
 
     fn sample() -> Comparison {

@@ -1001,6 +1001,37 @@ pub(crate) mod fixtures {
         }
     }
 
+    /// A TCP run on `label` with `streams` streams, client → server at `mbps`, with
+    /// `retransmits` and `rtt_mean_us`; no timeline, no file, no start time.
+    pub(crate) fn tcp(
+        label: &str,
+        streams: u16,
+        mbps: f64,
+        retransmits: u64,
+        rtt_mean_us: Option<f64>,
+    ) -> Run {
+        Run {
+            path: PathBuf::new(),
+            label: label.into(),
+            key: CellKey {
+                streams: Some(streams),
+                ..CellKey::of_spec(&TestSpec::throughput())
+            },
+            started_at: String::new(),
+            length_s: None,
+            facts: Default::default(),
+            measure: Measure::Throughput(vec![DirectionResult {
+                direction: StreamDirection::ClientToServer,
+                bits_per_second: mbps * 1e6,
+                retransmits,
+                rtt_mean_us,
+                window_ceiling_bps: None,
+                verdict: None,
+                timeline: vec![],
+            }]),
+        }
+    }
+
     /// A UDP run on `label`, client → server, of 1,400-byte datagrams at `offered` bit/s:
     /// `sent` datagrams, `lost` of them lost (`lost_pct` as the run put it), `jitter_ms`;
     /// none reordered, duplicated or dropped in the receive buffer; no file.

@@ -434,30 +434,11 @@ mod tests {
     use xbench::config::TestSpec;
 
     use super::*;
-    use crate::run::{DirectionResult, Measure, Run};
+    use crate::run::{Measure, Run};
     use crate::units::ThroughputUnit;
 
     fn tp(label: &str, p: u16, mbps: f64) -> Run {
-        Run {
-            facts: Default::default(),
-            path: PathBuf::new(),
-            label: label.into(),
-            key: CellKey {
-                streams: Some(p),
-                ..CellKey::of_spec(&TestSpec::throughput())
-            },
-            started_at: String::new(),
-            length_s: None,
-            measure: Measure::Throughput(vec![DirectionResult {
-                direction: StreamDirection::ClientToServer,
-                bits_per_second: mbps * 1e6,
-                retransmits: 0,
-                rtt_mean_us: None,
-                window_ceiling_bps: None,
-                verdict: None,
-                timeline: vec![],
-            }]),
-        }
+        crate::run::fixtures::tcp(label, p, mbps, 0, None)
     }
 
     fn sentences(runs: &[Run]) -> Vec<String> {
