@@ -41,13 +41,43 @@ impl Shown {
     }
 }
 
+/// The columns of a bulk test's table (TCP or UDP), from its spec.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Columns {
+    /// More than one stream per direction: per-stream lines and a `[SUM]` line.
+    pub(crate) multi: bool,
+    /// Both directions: a direction column.
+    pub(crate) bidir: bool,
+}
+
+impl Columns {
+    pub(crate) fn of(spec: &TestSpec) -> Self {
+        let tp = spec.as_throughput();
+        Columns {
+            multi: tp.is_some_and(|t| t.streams.get() > 1),
+            bidir: tp.is_some_and(|t| t.direction == Direction::Bidir),
+        }
+    }
+
+    /// The direction column's heading: ` Dir`, or nothing when one direction runs.
+    pub(crate) fn dir_heading(self) -> &'static str {
+        if self.bidir { " Dir" } else { "" }
+    }
+
+    /// A line's direction column: ` C→S` or ` S→C`, or nothing when one direction runs.
+    pub(crate) fn dir(self, d: StreamDirection) -> &'static str {
+        match (self.bidir, d) {
+            (false, _) => "",
+            (true, StreamDirection::ClientToServer) => " C→S",
+            (true, StreamDirection::ServerToClient) => " S→C",
+        }
+    }
+}
+
 /// Renders one test's events as text.
 #[derive(Debug)]
 pub(crate) struct Text {
-    /// More than one stream per direction: print per-stream lines and a `[SUM]` line.
-    multi: bool,
-    /// Both directions: print a direction column.
-    bidir: bool,
+    columns: Columns,
     shown: Shown,
     header_done: bool,
 }
@@ -56,10 +86,8 @@ pub(crate) const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - -
 
 impl Text {
     pub(crate) fn new(spec: &TestSpec, shown: Shown) -> Self {
-        let tp = spec.as_throughput();
         Text {
-            multi: tp.is_some_and(|t| t.streams.get() > 1),
-            bidir: tp.is_some_and(|t| t.direction == Direction::Bidir),
+            columns: Columns::of(spec),
             shown,
             header_done: false,
         }
@@ -113,21 +141,21 @@ impl Text {
             let _ = writeln!(
                 s,
                 "[ ID]{} Interval          Transfer      Bitrate      Received   Retr      Cwnd   sRTT (var)",
-                if self.bidir { " Dir" } else { "" }
+                self.columns.dir_heading()
             );
         }
         let omitted = if iv.omitted { "  (omitted)" } else { "" };
         let span = format!("{:6.2}-{:<6.2} s", iv.start_s, iv.end_s);
-        if self.multi || self.bidir {
+        if self.columns.multi || self.columns.bidir {
             for st in &iv.streams {
-                if !self.multi {
+                if !self.columns.multi {
                     break;
                 }
                 let _ = writeln!(
                     s,
                     "[{:>3}]{} {span} {}{}{omitted}",
                     st.stream,
-                    self.dir_col(st.direction),
+                    self.columns.dir(st.direction),
                     transfer_cols(self.shown.rate, &st.sent, st.received.as_ref()),
                     tcp_cols(st.tcp.as_ref()),
                 );
@@ -136,7 +164,7 @@ impl Text {
                 let _ = writeln!(
                     s,
                     "[SUM]{} {span} {}{:>7}{omitted}",
-                    self.dir_col(sum.direction),
+                    self.columns.dir(sum.direction),
                     transfer_cols(self.shown.rate, &sum.sent, sum.received.as_ref()),
                     sum.retransmits,
                 );
@@ -159,13 +187,13 @@ impl Text {
         let _ = writeln!(
             s,
             "[ ID]{} Interval          Sent                     Received                  Retr  RTT min/mean/max     Max cwnd",
-            if self.bidir { " Dir" } else { "" }
+            self.columns.dir_heading()
         );
         let span = format!("{:6.2}-{:<6.2} s", 0.0, r.summary.measured_s);
         let pair = |t: &Transfer| pair(self.shown.rate, t);
         for d in &r.summary.directions {
-            let dir = self.dir_col(d.direction);
-            if self.multi {
+            let dir = self.columns.dir(d.direction);
+            if self.columns.multi {
                 for st in &d.per_stream {
                     let tcp = st.tcp.as_ref();
                     let _ = writeln!(
@@ -190,7 +218,7 @@ impl Text {
             let _ = writeln!(
                 s,
                 "[{}]{dir} {span} {}  {}{:>6}  {:<19} {:>9}",
-                if self.multi { "SUM" } else { "  0" },
+                if self.columns.multi { "SUM" } else { "  0" },
                 d.sender
                     .as_ref()
                     .map_or_else(|| format!("{:<24}", "(no report)"), pair),
@@ -229,14 +257,6 @@ impl Text {
         }
         s.push_str(&outcome_line(r));
         s
-    }
-
-    fn dir_col(&self, d: StreamDirection) -> &'static str {
-        match (self.bidir, d) {
-            (false, _) => "",
-            (true, StreamDirection::ClientToServer) => " C→S",
-            (true, StreamDirection::ServerToClient) => " S→C",
-        }
     }
 }
 

@@ -5,19 +5,17 @@
 
 use std::fmt::Write as _;
 
-use xbench::config::{Direction, StreamDirection};
+use xbench::config::StreamDirection;
 use xbench::report::{TestReport, UdpFigures, UdpInterval};
 use xbench::units::{ByteSize, count, format_micros};
 use xbench::{ClientConfig, TestSpec};
 
-use super::text::{Shown, outcome_line};
+use super::text::{Columns, Shown, outcome_line};
 
 /// Renders one UDP test's events as text.
 #[derive(Debug, Default)]
 pub(crate) struct UdpText {
-    /// More than one stream per direction: per-stream lines and a `[SUM]` line.
-    multi: bool,
-    bidir: bool,
+    columns: Columns,
     shown: Shown,
     header_done: bool,
 }
@@ -27,10 +25,8 @@ const HEADER: &str =
 
 impl UdpText {
     pub(crate) fn new(spec: &TestSpec, shown: Shown) -> Self {
-        let tp = spec.as_throughput();
         UdpText {
-            multi: tp.is_some_and(|t| t.streams.get() > 1),
-            bidir: tp.is_some_and(|t| t.direction == Direction::Bidir),
+            columns: Columns::of(spec),
             shown,
             header_done: false,
         }
@@ -92,23 +88,23 @@ impl UdpText {
         let mut s = String::new();
         if !self.header_done {
             self.header_done = true;
-            let _ = writeln!(s, "[ ID]{} {HEADER}", if self.bidir { " Dir" } else { "" });
+            let _ = writeln!(s, "[ ID]{} {HEADER}", self.columns.dir_heading());
         }
         let omitted = if iv.omitted { "  (omitted)" } else { "" };
         let span = format!("{:6.2}-{:<6.2} s", iv.start_s, iv.end_s);
-        if self.multi {
+        if self.columns.multi {
             for st in &iv.streams {
                 let _ = writeln!(
                     s,
                     "[{:>3}]{} {span} {}{omitted}",
                     st.stream,
-                    self.dir_col(st.direction),
+                    self.columns.dir(st.direction),
                     self.cols(&st.figures)
                 );
             }
         }
         for sum in &iv.sum {
-            let id = if self.multi {
+            let id = if self.columns.multi {
                 "SUM".to_owned()
             } else {
                 format!(
@@ -122,7 +118,7 @@ impl UdpText {
             let _ = writeln!(
                 s,
                 "[{id}]{} {span} {}{omitted}",
-                self.dir_col(sum.direction),
+                self.columns.dir(sum.direction),
                 self.cols(&sum.figures)
             );
         }
@@ -138,11 +134,11 @@ impl UdpText {
             s.push_str(&outcome_line(r));
             return s;
         };
-        let _ = writeln!(s, "[ ID]{} {HEADER}", if self.bidir { " Dir" } else { "" });
+        let _ = writeln!(s, "[ ID]{} {HEADER}", self.columns.dir_heading());
         let span = format!("{:6.2}-{:<6.2} s", 0.0, r.summary.measured_s);
         for d in &u.directions {
-            let dir = self.dir_col(d.direction);
-            if self.multi {
+            let dir = self.columns.dir(d.direction);
+            if self.columns.multi {
                 for st in &d.per_stream {
                     let _ = writeln!(
                         s,
@@ -152,7 +148,7 @@ impl UdpText {
                     );
                 }
             }
-            let id = if self.multi {
+            let id = if self.columns.multi {
                 "SUM".to_owned()
             } else {
                 format!("{:>3}", d.per_stream.first().map_or(0, |p| p.stream))
@@ -274,14 +270,6 @@ impl UdpText {
             count(r.out_of_order),
             count(r.duplicates),
         )
-    }
-
-    fn dir_col(&self, d: StreamDirection) -> &'static str {
-        match (self.bidir, d) {
-            (false, _) => "",
-            (true, StreamDirection::ClientToServer) => " C→S",
-            (true, StreamDirection::ServerToClient) => " S→C",
-        }
     }
 }
 
