@@ -617,10 +617,7 @@ fn run_sockperf(secs: u64) -> Result<Rtt, String> {
     )?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     // "====> avg-rtt=24.872 (std-dev=…)" and "percentile 99.000 =  48.421", microseconds.
-    let mean = text
-        .split("avg-")
-        .nth(1)
-        .and_then(|r| r.split('=').nth(1))
+    let mean = after_equals(&text, "avg-")
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse::<f64>().ok())
         .ok_or_else(|| format!("no average in sockperf's output: {text}"))?;
@@ -652,10 +649,7 @@ fn run_qperf(secs: u64) -> Result<Rtt, String> {
     )?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     // "latency = 11.3 us": half the round trip.
-    let rest = text
-        .split("latency")
-        .nth(1)
-        .and_then(|r| r.split('=').nth(1))
+    let rest = after_equals(&text, "latency")
         .ok_or_else(|| format!("no latency in qperf's output: {text}"))?;
     let mut it = rest.split_whitespace();
     let v: f64 = it
@@ -1086,6 +1080,12 @@ fn field(program: &str, printed: &[u8], key: &str) -> Result<f64, String> {
         .and_then(|_| words.next())
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| format!("{program} printed {text:?}, no {key}"))
+}
+
+/// What a tool printed between the first `=` after `word` and the next `=`: `24.872
+/// (std-dev` of sockperf's `avg-rtt=24.872 (std-dev=0.312)` after `avg-`.
+fn after_equals<'a>(text: &'a str, word: &str) -> Option<&'a str> {
+    text.split(word).nth(1).and_then(|r| r.split('=').nth(1))
 }
 
 fn installed(cmd: &str) -> bool {
