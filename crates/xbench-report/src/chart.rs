@@ -41,7 +41,7 @@ use crate::cell::{CellKey, Dimension, short_size};
 use crate::compare::median;
 use crate::run::{DirectionResult, Measure, Run, TimelinePoint, UnderLoadResult};
 use crate::stats::Stats;
-use crate::units::{RateScale, ThroughputUnit, TimeUnit, number};
+use crate::units::{RateScale, ThroughputUnit, TimeUnit, largest, number};
 
 pub(crate) mod key;
 
@@ -1294,11 +1294,6 @@ fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
             timeline_panel("Retransmits", "Segments per interval".into(), retr),
         ],
     )
-}
-
-/// The largest of `figures` (0 for none): what an axis's unit is chosen by.
-fn largest(figures: impl Iterator<Item = f64>) -> f64 {
-    figures.map(f64::abs).fold(0.0, f64::max)
 }
 
 /// Congestion windows, drawn in KiB, rescaled to MiB when the largest is a MiB or more; the

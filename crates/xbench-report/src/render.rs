@@ -10,8 +10,8 @@ use xbench::config::StreamDirection;
 use crate::cell::Kind;
 use crate::load::Warning;
 use crate::stats::Stats;
-use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow, UnderLoadRow};
-use crate::units::{RateScale, ThroughputUnit, TimeUnit, number, percent};
+use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow, UnderLoadRow, UnderLoadUnits};
+use crate::units::{RateScale, ThroughputUnit, TimeUnit, largest, number, percent};
 
 /// Version of the comparison JSON layout. Bump when a field changes meaning or is removed.
 pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
@@ -377,13 +377,12 @@ fn under_load_section(out: &mut String, rows: &[UnderLoadRow], scale: RateScale,
     if rows.is_empty() {
         return;
     }
-    let unit_of = |f: &dyn Fn(&UnderLoadRow) -> Option<Stats>| {
-        TimeUnit::for_micros(largest(rows.iter().filter_map(|r| f(r).map(|s| s.mean))))
-    };
-    let idle = unit_of(&|r| r.idle_p50_us);
-    let loaded = unit_of(&|r| r.loaded_p50_us);
-    let p99 = unit_of(&|r| r.loaded_p99_us);
-    let incr = unit_of(&|r| r.increase_p50_us);
+    let UnderLoadUnits {
+        idle,
+        loaded,
+        p99,
+        increase: incr,
+    } = UnderLoadUnits::of(rows);
     let load = scale.unit_for(largest(rows.iter().map(|r| r.bulk_bits_per_second.mean)));
     let title = format!(
         "Latency under load: UDP probes' latency idle and loaded, each run's figure, mean over \
@@ -435,11 +434,6 @@ fn under_load_section(out: &mut String, rows: &[UnderLoadRow], scale: RateScale,
         })
         .collect();
     table(out, &title, &head, body, md);
-}
-
-/// The largest of `figures` (0 for none): what a column's or a table's unit is chosen by.
-fn largest(figures: impl Iterator<Item = f64>) -> f64 {
-    figures.map(f64::abs).fold(0.0, f64::max)
 }
 
 fn opt(v: Option<f64>) -> String {
