@@ -2034,6 +2034,15 @@ mod tests {
     use crate::cell::{Kind, Tool};
     use crate::run::{RrResult, TimelinePoint};
 
+    /// Every text of a drawn SVG, trimmed, in document order.
+    fn svg_texts<'a>(doc: &'a roxmltree::Document<'a>) -> Vec<&'a str> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .map(str::trim)
+            .collect()
+    }
+
     fn tp(label: &str, p: u16, w: Option<u64>, mbps: f64) -> Run {
         let mut r = crate::run::fixtures::tcp(label, p, mbps, 1, Some(1000.0));
         r.path = format!("{label}/P{p}.json").into();
@@ -2140,12 +2149,7 @@ mod tests {
         assert_ne!(s[0].colour, s[1].colour);
         let svg = to_svg(&c).unwrap();
         let doc = roxmltree::Document::parse(&svg).unwrap();
-        let texts: Vec<&str> = doc
-            .descendants()
-            .filter(|n| n.has_tag_name("text"))
-            .filter_map(|n| n.text())
-            .map(str::trim)
-            .collect();
+        let texts = svg_texts(&doc);
         for want in [
             "peering",
             "vpn",
@@ -2551,12 +2555,7 @@ mod tests {
 
         let svg = to_svg(&c).unwrap();
         let doc = roxmltree::Document::parse(&svg).unwrap();
-        let texts: Vec<&str> = doc
-            .descendants()
-            .filter(|n| n.has_tag_name("text"))
-            .filter_map(|n| n.text())
-            .map(str::trim)
-            .collect();
+        let texts = svg_texts(&doc);
         // One polyline per run in each of the three panels, in the run's own colour; in the
         // throughput panel (drawn first) the faster path above the slower (smaller y).
         let mut tops = Vec::new();

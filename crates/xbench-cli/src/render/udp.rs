@@ -28,7 +28,7 @@ impl UdpText {
         UdpText {
             columns: Columns::of(spec),
             shown,
-            header_done: false,
+            ..Self::default()
         }
     }
 
