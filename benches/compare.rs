@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use xbench_benches::harness::{
-    build_xbench, env_or, free_port, load_average, median, report_bars, wait_listening,
+    build_xbench, env_or, free_port, load_average, median, median_of, report_bars, wait_listening,
     wait_with_usage,
 };
 
@@ -201,17 +201,20 @@ fn bulk_table(streams: &[usize], results: &[[Vec<Bulk>; 5]], misses: &mut Vec<St
         "CPU ÷ C"
     );
     for (i, &p) in streams.iter().enumerate() {
-        let med = |v: &[Bulk], f: fn(&Bulk) -> f64| median(v.iter().map(f).collect());
-        let cpu = |v: &[Bulk]| med(v, |b| b.client_s_per_gb) + med(v, |b| b.server_s_per_gb);
+        let cpu =
+            |v: &[Bulk]| median_of(v, |b| b.client_s_per_gb) + median_of(v, |b| b.server_s_per_gb);
         let iperf = &results[i][0];
-        let base = med(iperf, |b| b.gbps);
+        let base = median_of(iperf, |b| b.gbps);
         for (tool, name) in BULK_TOOLS.iter().enumerate() {
             let v = &results[i][tool];
             if v.is_empty() {
                 continue;
             }
-            let g = med(v, |b| b.gbps);
-            let (c, s) = (med(v, |b| b.client_s_per_gb), med(v, |b| b.server_s_per_gb));
+            let g = median_of(v, |b| b.gbps);
+            let (c, s) = (
+                median_of(v, |b| b.client_s_per_gb),
+                median_of(v, |b| b.server_s_per_gb),
+            );
             let ratio = g / base;
             let verdict = bulk_verdict(tool, p, name, ratio, c + s, cpu(iperf), misses);
             // Issue 36's bars: within 3 % of the bare loop in the same receive mode, CPU per
@@ -222,7 +225,7 @@ fn bulk_table(streams: &[usize], results: &[[Vec<Bulk>; 5]], misses: &mut Vec<St
             };
             let (vs_c, cpu_vs_c) = match against_c {
                 Some(loop_) => {
-                    let (r, k) = (g / med(loop_, |b| b.gbps), (c + s) / cpu(loop_));
+                    let (r, k) = (g / median_of(loop_, |b| b.gbps), (c + s) / cpu(loop_));
                     if r < 0.97 || k > 1.1 {
                         misses.push(format!(
                             "-P {p}: {name} {r:.2}× the C loop's rate (bar 0.97×), {k:.2}× its CPU per GB (bar 1.1×)"
@@ -478,15 +481,14 @@ fn rtt_table(results: &[Vec<Rtt>; 3], misses: &mut Vec<String>) {
         "tool", "mean RTT µs", "p99 RTT µs", "vs sockperf"
     );
     let p99s = |v: &[Rtt]| -> Vec<f64> { v.iter().filter_map(|r| r.p99_us).collect() };
-    let sock_mean =
-        (!results[0].is_empty()).then(|| median(results[0].iter().map(|r| r.mean_us).collect()));
+    let sock_mean = (!results[0].is_empty()).then(|| median_of(&results[0], |r| r.mean_us));
     let sock_p99 = quartiles(p99s(&results[0]));
     for (t, name) in RTT_TOOLS.iter().enumerate() {
         let v = &results[t];
         if v.is_empty() {
             continue;
         }
-        let mean = median(v.iter().map(|r| r.mean_us).collect());
+        let mean = median_of(v, |r| r.mean_us);
         let q = quartiles(p99s(v));
         let vs = sock_mean.map_or_else(|| "-".into(), |s| format!("{:.2}×", mean / s));
         println!(
@@ -895,21 +897,20 @@ fn udp_table(results: &[[Vec<Datagrams>; 3]], misses: &mut Vec<String>) {
         "÷ C loop"
     );
     for (i, &(len, rate)) in UDP_CASES.iter().enumerate() {
-        let med = |v: &[Datagrams], f: fn(&Datagrams) -> f64| median(v.iter().map(f).collect());
-        let base = med(&results[i][0], |d| d.per_s);
+        let base = median_of(&results[i][0], |d| d.per_s);
         for (tool, name) in [(0, "iperf3"), (1, "xbench"), (2, "C loop GSO/GRO")] {
             let v = &results[i][tool];
             if v.is_empty() {
                 continue;
             }
-            let per_s = med(v, |d| d.per_s);
-            let (gbps, loss) = (med(v, |d| d.gbps), med(v, |d| d.lost_pct));
+            let per_s = median_of(v, |d| d.per_s);
+            let (gbps, loss) = (median_of(v, |d| d.gbps), median_of(v, |d| d.lost_pct));
             let ratio = per_s / base;
             let verdict = udp_verdict(tool, len, rate, ratio, gbps, loss, misses);
             // Issue 36's bar: received datagrams/s at least 0.95× the bare GSO/GRO loop's.
             let vs_c = match &results[i][2] {
                 c if tool == 1 && !c.is_empty() => {
-                    let r = per_s / med(c, |d| d.per_s);
+                    let r = per_s / median_of(c, |d| d.per_s);
                     if r < 0.95 {
                         misses.push(format!(
                             "UDP -l {len} unpaced: xbench {r:.2}× the C GSO/GRO loop's datagrams/s (bar 0.95×)"
@@ -927,8 +928,8 @@ fn udp_table(results: &[[Vec<Datagrams>; 3]], misses: &mut Vec<String>) {
                 per_s,
                 gbps,
                 loss,
-                med(v, |d| d.client_ns),
-                med(v, |d| d.server_ns),
+                median_of(v, |d| d.client_ns),
+                median_of(v, |d| d.server_ns),
                 ratio,
                 verdict,
                 vs_c

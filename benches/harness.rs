@@ -147,6 +147,12 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The median of one figure (`figure`) over `runs`; NaN for none. What every table of the
+/// interleaved rounds shows.
+pub fn median_of<T>(runs: &[T], figure: impl Fn(&T) -> f64) -> f64 {
+    median(runs.iter().map(figure).collect())
+}
+
 /// The bench's closing lines: the machine's load at the end, and the bars missed (`misses`)
 /// or that all were met; with `XBENCH_BENCH_STRICT=1`, exits 1 when one was missed. Shared, so
 /// every bench ends and fails alike.

@@ -46,7 +46,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use xbench_benches::harness::{
-    build_xbench, env_or, free_port, load_average, median, report_bars, wait_listening,
+    build_xbench, env_or, free_port, load_average, median_of, report_bars, wait_listening,
     wait_with_usage,
 };
 
@@ -280,7 +280,7 @@ impl Row {
         if rows.is_empty() {
             return None;
         }
-        let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
+        let m = |f: fn(&Row) -> f64| median_of(rows, f);
         Some(Row {
             tps: m(|r| r.tps),
             client_peak: m(|r| r.client_peak),
