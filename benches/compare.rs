@@ -288,15 +288,8 @@ fn run_tcp_reference(bin: &PathBuf, streams: usize, secs: u64, copy: bool) -> Re
         Stdio::piped(),
     )?;
     wait_listening(port)?;
-    let ((out, client_cpu), (got, server_cpu)) = client_then_server(
-        Command::new(bin).args([
-            "client",
-            &port.to_string(),
-            &streams.to_string(),
-            &secs.to_string(),
-        ]),
-        server,
-    )?;
+    let ((out, client_cpu), (got, server_cpu)) =
+        client_then_server(&mut reference_client(bin, port, streams, secs), server)?;
     let bytes = field("tcp_reference", &got, "bytes")?;
     let seconds = field("tcp_reference", &out, "seconds")?;
     Ok(Bulk::new(
@@ -756,6 +749,19 @@ fn build_crr_reference() -> Option<PathBuf> {
     build_c_reference("crr_reference", "C reference CRR loop")
 }
 
+/// A C reference loop's client, as each takes its arguments: `NAME client PORT ARG SECS`, ARG
+/// its streams, datagram length or message size.
+fn reference_client(bin: &PathBuf, port: u16, arg: impl ToString, secs: u64) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "client",
+        &port.to_string(),
+        &arg.to_string(),
+        &secs.to_string(),
+    ]);
+    cmd
+}
+
 /// Compiles `benches/NAME.c` (with threads) next to the release binaries; `None` (and a line
 /// saying why) when there is no C compiler.
 fn build_c_reference(name: &str, what: &str) -> Option<PathBuf> {
@@ -791,10 +797,7 @@ fn run_crr_reference(bin: &PathBuf, secs: u64) -> Result<f64, String> {
         Command::new(bin).args(["server", &port.to_string(), "14"]),
         port,
     )?;
-    let out = output_then_stop(
-        Command::new(bin).args(["client", &port.to_string(), "14", &secs.to_string()]),
-        server,
-    )?;
+    let out = output_then_stop(&mut reference_client(bin, port, 14, secs), server)?;
     let text = String::from_utf8_lossy(&out.stdout);
     // "transactions N seconds S mean_us M"
     let words: Vec<&str> = text.split_whitespace().collect();
@@ -982,15 +985,8 @@ fn run_udp_reference(bin: &PathBuf, len: u32, secs: u64) -> Result<Datagrams, St
     )?;
     // A UDP server does not listen: give it a moment to bind.
     std::thread::sleep(Duration::from_millis(200));
-    let ((out, client_cpu), (got, server_cpu)) = client_then_server(
-        Command::new(bin).args([
-            "client",
-            &port.to_string(),
-            &len.to_string(),
-            &secs.to_string(),
-        ]),
-        server,
-    )?;
+    let ((out, client_cpu), (got, server_cpu)) =
+        client_then_server(&mut reference_client(bin, port, len, secs), server)?;
     let field = |b: &[u8], k: &str| field("udp_reference", b, k);
     let (sent, seconds) = (field(&out, "datagrams")?, field(&out, "seconds")?);
     let (received, bytes) = (field(&got, "datagrams")?, field(&got, "bytes")?);
