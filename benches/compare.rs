@@ -44,12 +44,13 @@
 #![allow(clippy::unwrap_used)] // and panics on a broken setup
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 use xbench_benches::harness::{
-    build_xbench, env_or, free_port, load_average, median, report_bars, wait_listening,
+    build_xbench, env_or, free_port, load_average, median, median_of, report_bars, wait_listening,
+    wait_with_usage,
 };
 
 fn main() {
@@ -99,6 +100,27 @@ struct Bulk {
     gbps: f64,
     client_s_per_gb: f64,
     server_s_per_gb: f64,
+}
+
+impl Bulk {
+    /// `gbps`, and each end's CPU seconds over the `bytes` received, per GB.
+    fn new(gbps: f64, bytes: f64, client_cpu: f64, server_cpu: f64) -> Self {
+        Bulk {
+            gbps,
+            client_s_per_gb: client_cpu / (bytes / 1e9),
+            server_s_per_gb: server_cpu / (bytes / 1e9),
+        }
+    }
+
+    /// From a JSON receiver summary with `bytes` and `bits_per_second` (iperf3's
+    /// `sum_received`, xbench's direction receiver alike), `tool` naming who reported none.
+    fn received(r: &Value, tool: &str, client_cpu: f64, server_cpu: f64) -> Result<Self, String> {
+        let bytes = r["bytes"]
+            .as_f64()
+            .ok_or_else(|| format!("{tool} reported no bytes"))?;
+        let gbps = r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9;
+        Ok(Bulk::new(gbps, bytes, client_cpu, server_cpu))
+    }
 }
 
 /// The tools of the throughput part, in table order: iperf3 (the baseline of issue 20's bars),
@@ -179,17 +201,20 @@ fn bulk_table(streams: &[usize], results: &[[Vec<Bulk>; 5]], misses: &mut Vec<St
         "CPU ÷ C"
     );
     for (i, &p) in streams.iter().enumerate() {
-        let med = |v: &[Bulk], f: fn(&Bulk) -> f64| median(v.iter().map(f).collect());
-        let cpu = |v: &[Bulk]| med(v, |b| b.client_s_per_gb) + med(v, |b| b.server_s_per_gb);
+        let cpu =
+            |v: &[Bulk]| median_of(v, |b| b.client_s_per_gb) + median_of(v, |b| b.server_s_per_gb);
         let iperf = &results[i][0];
-        let base = med(iperf, |b| b.gbps);
+        let base = median_of(iperf, |b| b.gbps);
         for (tool, name) in BULK_TOOLS.iter().enumerate() {
             let v = &results[i][tool];
             if v.is_empty() {
                 continue;
             }
-            let g = med(v, |b| b.gbps);
-            let (c, s) = (med(v, |b| b.client_s_per_gb), med(v, |b| b.server_s_per_gb));
+            let g = median_of(v, |b| b.gbps);
+            let (c, s) = (
+                median_of(v, |b| b.client_s_per_gb),
+                median_of(v, |b| b.server_s_per_gb),
+            );
             let ratio = g / base;
             let verdict = bulk_verdict(tool, p, name, ratio, c + s, cpu(iperf), misses);
             // Issue 36's bars: within 3 % of the bare loop in the same receive mode, CPU per
@@ -200,7 +225,7 @@ fn bulk_table(streams: &[usize], results: &[[Vec<Bulk>; 5]], misses: &mut Vec<St
             };
             let (vs_c, cpu_vs_c) = match against_c {
                 Some(loop_) => {
-                    let (r, k) = (g / med(loop_, |b| b.gbps), (c + s) / cpu(loop_));
+                    let (r, k) = (g / median_of(loop_, |b| b.gbps), (c + s) / cpu(loop_));
                     if r < 0.97 || k > 1.1 {
                         misses.push(format!(
                             "-P {p}: {name} {r:.2}× the C loop's rate (bar 0.97×), {k:.2}× its CPU per GB (bar 1.1×)"
@@ -258,33 +283,21 @@ fn bulk_verdict(
 fn run_tcp_reference(bin: &PathBuf, streams: usize, secs: u64, copy: bool) -> Result<Bulk, String> {
     let port = free_port();
     let mode = if copy { "copy" } else { "trunc" };
-    let server = Command::new(bin)
-        .args(["server", &port.to_string(), &streams.to_string(), mode])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
+    let server = spawn(
+        Command::new(bin).args(["server", &port.to_string(), &streams.to_string(), mode]),
+        Stdio::piped(),
+    )?;
     wait_listening(port)?;
-    let client = Command::new(bin)
-        .args([
-            "client",
-            &port.to_string(),
-            &streams.to_string(),
-            &secs.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (got, server_cpu) = finish(server)?;
+    let ((out, client_cpu), (got, server_cpu)) =
+        client_then_server(&mut reference_client(bin, port, streams, secs), server)?;
     let bytes = field("tcp_reference", &got, "bytes")?;
     let seconds = field("tcp_reference", &out, "seconds")?;
-    Ok(Bulk {
-        gbps: bytes * 8.0 / seconds / 1e9,
-        client_s_per_gb: client_cpu / (bytes / 1e9),
-        server_s_per_gb: server_cpu / (bytes / 1e9),
-    })
+    Ok(Bulk::new(
+        bytes * 8.0 / seconds / 1e9,
+        bytes,
+        client_cpu,
+        server_cpu,
+    ))
 }
 
 /// The throughput part's `-P` values: `XBENCH_BENCH_STREAMS`, a comma list, or all four.
@@ -304,30 +317,20 @@ fn stream_counts() -> Vec<usize> {
 
 fn run_iperf3(streams: usize, secs: u64) -> Result<Bulk, String> {
     let port = free_port();
-    let server = Command::new("iperf3")
-        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
-    let client = Command::new("iperf3")
-        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
-        .args(["-t", &secs.to_string(), "-P", &streams.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (_, server_cpu) = finish(server)?;
+    let server = iperf3_server(port)?;
+    let ((out, client_cpu), (_, server_cpu)) = client_then_server(
+        Command::new("iperf3")
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
+            .args(["-t", &secs.to_string(), "-P", &streams.to_string()]),
+        server,
+    )?;
     let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("iperf3 -J: {e}"))?;
-    let r = &doc["end"]["sum_received"];
-    let bytes = r["bytes"].as_f64().ok_or("iperf3 reported no bytes")?;
-    Ok(Bulk {
-        gbps: r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9,
-        client_s_per_gb: client_cpu / (bytes / 1e9),
-        server_s_per_gb: server_cpu / (bytes / 1e9),
-    })
+    Bulk::received(
+        &doc["end"]["sum_received"],
+        "iperf3",
+        client_cpu,
+        server_cpu,
+    )
 }
 
 fn run_xbench_bulk(
@@ -344,21 +347,10 @@ fn run_xbench_bulk(
     if copy {
         cmd.arg("--recv-copy");
     }
-    let client = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (_, server_cpu) = finish(server)?;
+    let ((out, client_cpu), (_, server_cpu)) = client_then_server(&mut cmd, server)?;
     let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("xbench --json: {e}"))?;
     let r = &doc["summary"]["directions"][0]["receiver"];
-    let bytes = r["bytes"].as_f64().ok_or("xbench reported no bytes")?;
-    Ok(Bulk {
-        gbps: r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9,
-        client_s_per_gb: client_cpu / (bytes / 1e9),
-        server_s_per_gb: server_cpu / (bytes / 1e9),
-    })
+    Bulk::received(r, "xbench", client_cpu, server_cpu)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -482,15 +474,14 @@ fn rtt_table(results: &[Vec<Rtt>; 3], misses: &mut Vec<String>) {
         "tool", "mean RTT µs", "p99 RTT µs", "vs sockperf"
     );
     let p99s = |v: &[Rtt]| -> Vec<f64> { v.iter().filter_map(|r| r.p99_us).collect() };
-    let sock_mean =
-        (!results[0].is_empty()).then(|| median(results[0].iter().map(|r| r.mean_us).collect()));
+    let sock_mean = (!results[0].is_empty()).then(|| median_of(&results[0], |r| r.mean_us));
     let sock_p99 = quartiles(p99s(&results[0]));
     for (t, name) in RTT_TOOLS.iter().enumerate() {
         let v = &results[t];
         if v.is_empty() {
             continue;
         }
-        let mean = median(v.iter().map(|r| r.mean_us).collect());
+        let mean = median_of(v, |r| r.mean_us);
         let q = quartiles(p99s(v));
         let vs = sock_mean.map_or_else(|| "-".into(), |s| format!("{:.2}×", mean / s));
         println!(
@@ -594,41 +585,34 @@ fn crr_lines(runs: LatencyRuns, misses: &mut Vec<String>) {
 
 fn run_sockperf(secs: u64) -> Result<Rtt, String> {
     let port = free_port();
-    let mut server = Command::new("sockperf")
-        .args([
+    let server = listening(
+        Command::new("sockperf").args([
             "server",
             "--tcp",
             "-i",
             "127.0.0.1",
             "-p",
             &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
-    let out = Command::new("sockperf")
-        .args([
-            "ping-pong",
-            "--tcp",
-            "--full-rtt",
-            "-m",
-            "14",
-            "-i",
-            "127.0.0.1",
-        ])
-        .args(["-p", &port.to_string(), "-t", &secs.to_string()])
-        .output()
-        .map_err(|e| e.to_string());
-    let _ = server.kill();
-    let _ = server.wait();
-    let text = String::from_utf8_lossy(&out?.stdout).to_string();
+        ]),
+        port,
+    )?;
+    let out = output_then_stop(
+        Command::new("sockperf")
+            .args([
+                "ping-pong",
+                "--tcp",
+                "--full-rtt",
+                "-m",
+                "14",
+                "-i",
+                "127.0.0.1",
+            ])
+            .args(["-p", &port.to_string(), "-t", &secs.to_string()]),
+        server,
+    )?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
     // "====> avg-rtt=24.872 (std-dev=…)" and "percentile 99.000 =  48.421", microseconds.
-    let mean = text
-        .split("avg-")
-        .nth(1)
-        .and_then(|r| r.split('=').nth(1))
+    let mean = after_equals(&text, "avg-")
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse::<f64>().ok())
         .ok_or_else(|| format!("no average in sockperf's output: {text}"))?;
@@ -645,32 +629,22 @@ fn run_sockperf(secs: u64) -> Result<Rtt, String> {
 
 fn run_qperf(secs: u64) -> Result<Rtt, String> {
     let port = free_port();
-    let mut server = Command::new("qperf")
-        .args(["-lp", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
-    let out = Command::new("qperf")
-        .args([
-            "-lp",
-            &port.to_string(),
-            "127.0.0.1",
-            "-t",
-            &secs.to_string(),
-        ])
-        .args(["-m", "14", "tcp_lat"])
-        .output()
-        .map_err(|e| e.to_string());
-    let _ = server.kill();
-    let _ = server.wait();
-    let text = String::from_utf8_lossy(&out?.stdout).to_string();
+    let server = listening(Command::new("qperf").args(["-lp", &port.to_string()]), port)?;
+    let out = output_then_stop(
+        Command::new("qperf")
+            .args([
+                "-lp",
+                &port.to_string(),
+                "127.0.0.1",
+                "-t",
+                &secs.to_string(),
+            ])
+            .args(["-m", "14", "tcp_lat"]),
+        server,
+    )?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
     // "latency = 11.3 us": half the round trip.
-    let rest = text
-        .split("latency")
-        .nth(1)
-        .and_then(|r| r.split('=').nth(1))
+    let rest = after_equals(&text, "latency")
         .ok_or_else(|| format!("no latency in qperf's output: {text}"))?;
     let mut it = rest.split_whitespace();
     let v: f64 = it
@@ -775,6 +749,19 @@ fn build_crr_reference() -> Option<PathBuf> {
     build_c_reference("crr_reference", "C reference CRR loop")
 }
 
+/// A C reference loop's client, as each takes its arguments: `NAME client PORT ARG SECS`, ARG
+/// its streams, datagram length or message size.
+fn reference_client(bin: &PathBuf, port: u16, arg: impl ToString, secs: u64) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "client",
+        &port.to_string(),
+        &arg.to_string(),
+        &secs.to_string(),
+    ]);
+    cmd
+}
+
 /// Compiles `benches/NAME.c` (with threads) next to the release binaries; `None` (and a line
 /// saying why) when there is no C compiler.
 fn build_c_reference(name: &str, what: &str) -> Option<PathBuf> {
@@ -806,20 +793,11 @@ fn build_c_reference(name: &str, what: &str) -> Option<PathBuf> {
 /// The C reference loop's transactions per second, 14-byte request and response.
 fn run_crr_reference(bin: &PathBuf, secs: u64) -> Result<f64, String> {
     let port = free_port();
-    let mut server = Command::new(bin)
-        .args(["server", &port.to_string(), "14"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
-    let out = Command::new(bin)
-        .args(["client", &port.to_string(), "14", &secs.to_string()])
-        .output()
-        .map_err(|e| e.to_string());
-    let _ = server.kill();
-    let _ = server.wait();
-    let out = out?;
+    let server = listening(
+        Command::new(bin).args(["server", &port.to_string(), "14"]),
+        port,
+    )?;
+    let out = output_then_stop(&mut reference_client(bin, port, 14, secs), server)?;
     let text = String::from_utf8_lossy(&out.stdout);
     // "transactions N seconds S mean_us M"
     let words: Vec<&str> = text.split_whitespace().collect();
@@ -922,21 +900,20 @@ fn udp_table(results: &[[Vec<Datagrams>; 3]], misses: &mut Vec<String>) {
         "÷ C loop"
     );
     for (i, &(len, rate)) in UDP_CASES.iter().enumerate() {
-        let med = |v: &[Datagrams], f: fn(&Datagrams) -> f64| median(v.iter().map(f).collect());
-        let base = med(&results[i][0], |d| d.per_s);
+        let base = median_of(&results[i][0], |d| d.per_s);
         for (tool, name) in [(0, "iperf3"), (1, "xbench"), (2, "C loop GSO/GRO")] {
             let v = &results[i][tool];
             if v.is_empty() {
                 continue;
             }
-            let per_s = med(v, |d| d.per_s);
-            let (gbps, loss) = (med(v, |d| d.gbps), med(v, |d| d.lost_pct));
+            let per_s = median_of(v, |d| d.per_s);
+            let (gbps, loss) = (median_of(v, |d| d.gbps), median_of(v, |d| d.lost_pct));
             let ratio = per_s / base;
             let verdict = udp_verdict(tool, len, rate, ratio, gbps, loss, misses);
             // Issue 36's bar: received datagrams/s at least 0.95× the bare GSO/GRO loop's.
             let vs_c = match &results[i][2] {
                 c if tool == 1 && !c.is_empty() => {
-                    let r = per_s / med(c, |d| d.per_s);
+                    let r = per_s / median_of(c, |d| d.per_s);
                     if r < 0.95 {
                         misses.push(format!(
                             "UDP -l {len} unpaced: xbench {r:.2}× the C GSO/GRO loop's datagrams/s (bar 0.95×)"
@@ -954,8 +931,8 @@ fn udp_table(results: &[[Vec<Datagrams>; 3]], misses: &mut Vec<String>) {
                 per_s,
                 gbps,
                 loss,
-                med(v, |d| d.client_ns),
-                med(v, |d| d.server_ns),
+                median_of(v, |d| d.client_ns),
+                median_of(v, |d| d.server_ns),
                 ratio,
                 verdict,
                 vs_c
@@ -1002,27 +979,14 @@ fn udp_verdict(
 /// CPU per datagram.
 fn run_udp_reference(bin: &PathBuf, len: u32, secs: u64) -> Result<Datagrams, String> {
     let port = free_port();
-    let server = Command::new(bin)
-        .args(["server", &port.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
+    let server = spawn(
+        Command::new(bin).args(["server", &port.to_string()]),
+        Stdio::piped(),
+    )?;
     // A UDP server does not listen: give it a moment to bind.
     std::thread::sleep(Duration::from_millis(200));
-    let client = Command::new(bin)
-        .args([
-            "client",
-            &port.to_string(),
-            &len.to_string(),
-            &secs.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (got, server_cpu) = finish(server)?;
+    let ((out, client_cpu), (got, server_cpu)) =
+        client_then_server(&mut reference_client(bin, port, len, secs), server)?;
     let field = |b: &[u8], k: &str| field("udp_reference", b, k);
     let (sent, seconds) = (field(&out, "datagrams")?, field(&out, "seconds")?);
     let (received, bytes) = (field(&got, "datagrams")?, field(&got, "bytes")?);
@@ -1040,22 +1004,13 @@ fn run_udp_reference(bin: &PathBuf, len: u32, secs: u64) -> Result<Datagrams, St
 
 fn run_iperf3_udp(len: u32, rate: &str, secs: u64) -> Result<Datagrams, String> {
     let port = free_port();
-    let server = Command::new("iperf3")
-        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    wait_listening(port)?;
-    let client = Command::new("iperf3")
-        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J", "-u"])
-        .args(["-t", &secs.to_string(), "-l", &len.to_string(), "-b", rate])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (_, server_cpu) = finish(server)?;
+    let server = iperf3_server(port)?;
+    let ((out, client_cpu), (_, server_cpu)) = client_then_server(
+        Command::new("iperf3")
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J", "-u"])
+            .args(["-t", &secs.to_string(), "-l", &len.to_string(), "-b", rate]),
+        server,
+    )?;
     let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("iperf3 -J: {e}"))?;
     let s = &doc["end"]["sum"];
     let sent = s["packets"].as_f64().ok_or("iperf3 reported no packets")?;
@@ -1074,22 +1029,19 @@ fn run_iperf3_udp(len: u32, rate: &str, secs: u64) -> Result<Datagrams, String> 
 fn run_xbench_udp(xbench: &PathBuf, len: u32, rate: &str, secs: u64) -> Result<Datagrams, String> {
     let port = free_port();
     let server = one_off_server(xbench, port, &[])?;
-    let client = Command::new(xbench)
-        .args([
-            "client",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "--json",
-            "-u",
-        ])
-        .args(["-t", &secs.to_string(), "-l", &len.to_string(), "-b", rate])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let (out, client_cpu) = finish(client)?;
-    let (_, server_cpu) = finish(server)?;
+    let ((out, client_cpu), (_, server_cpu)) = client_then_server(
+        Command::new(xbench)
+            .args([
+                "client",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "--json",
+                "-u",
+            ])
+            .args(["-t", &secs.to_string(), "-l", &len.to_string(), "-b", rate]),
+        server,
+    )?;
     let doc: Value = serde_json::from_slice(&out).map_err(|e| format!("xbench --json: {e}"))?;
     let f = &doc["udp"]["directions"][0]["figures"];
     let sent = f["sent"]["datagrams"]
@@ -1127,6 +1079,12 @@ fn field(program: &str, printed: &[u8], key: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("{program} printed {text:?}, no {key}"))
 }
 
+/// What a tool printed between the first `=` after `word` and the next `=`: `24.872
+/// (std-dev` of sockperf's `avg-rtt=24.872 (std-dev=0.312)` after `avg-`.
+fn after_equals<'a>(text: &'a str, word: &str) -> Option<&'a str> {
+    text.split(word).nth(1).and_then(|r| r.split('=').nth(1))
+}
+
 fn installed(cmd: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {cmd}")])
@@ -1142,53 +1100,73 @@ fn one_off_server(
     port: u16,
     extra: &[&std::ffi::OsStr],
 ) -> Result<std::process::Child, String> {
-    let server = Command::new(xbench)
-        .args([
-            "server",
-            "--one-off",
-            "-B",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
+    listening(
+        Command::new(xbench)
+            .args([
+                "server",
+                "--one-off",
+                "-B",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .args(extra),
+        port,
+    )
+}
+
+/// `iperf3 -s -1` (one test, then it exits) on loopback port `port`, once it listens.
+fn iperf3_server(port: u16) -> Result<Child, String> {
+    listening(
+        Command::new("iperf3").args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()]),
+        port,
+    )
+}
+
+/// Starts `cmd` with its stderr discarded and its stdout `stdout` (piped where what it
+/// prints is read): every tool of every part is started alike.
+fn spawn(cmd: &mut Command, stdout: Stdio) -> Result<Child, String> {
+    cmd.stdout(stdout)
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// A server (`cmd`, its stdout discarded) once it listens on `port`.
+fn listening(cmd: &mut Command, port: u16) -> Result<Child, String> {
+    let server = spawn(cmd, Stdio::null())?;
     wait_listening(port)?;
     Ok(server)
 }
 
-/// Waits for a child and returns its stdout and the CPU seconds (user + system) it used.
-fn finish(mut child: Child) -> Result<(Vec<u8>, f64), String> {
+/// Runs `client` to its end against `server` (one that exits after its one test), then
+/// waits for the server: what each printed and the CPU seconds each used, client first.
+fn client_then_server(client: &mut Command, server: Child) -> Result<(Finished, Finished), String> {
+    let client = finish(spawn(client, Stdio::piped())?)?;
+    Ok((client, finish(server)?))
+}
+
+/// Runs `client` to its end against `server` (a tool's own, which stays up until killed),
+/// then stops the server.
+fn output_then_stop(client: &mut Command, mut server: Child) -> Result<Output, String> {
+    let out = client.output().map_err(|e| e.to_string());
+    let _ = server.kill();
+    let _ = server.wait();
+    out
+}
+
+/// What a child printed on stdout, and the CPU seconds (user + system) it used.
+type Finished = (Vec<u8>, f64);
+
+/// Waits for a child (at most 120 s) and returns what it printed and the CPU it used.
+fn finish(mut child: Child) -> Result<Finished, String> {
     use std::io::Read;
     let mut out = Vec::new();
     if let Some(mut s) = child.stdout.take() {
         let _ = s.read_to_end(&mut out);
     }
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data, filled by wait4 on success.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        // SAFETY: waits for our own child; `status` and `ru` are valid for writing.
-        let rc = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
-        if rc == pid {
-            break;
-        }
-        if rc < 0 {
-            return Err(format!("wait4: {}", std::io::Error::last_os_error()));
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            return Err("a process did not exit within 120 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Ok((out, tv(ru.ru_utime) + tv(ru.ru_stime)))
+    let exited = wait_with_usage(&mut child, Duration::from_secs(120), "a process")?;
+    Ok((out, exited.cpu_seconds))
 }
 
 /// First quartile, median and third quartile; `None` for no values.

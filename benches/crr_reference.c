@@ -24,11 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
+#include "reference.h"
 
 /* Reads exactly n bytes; 0 on success. */
 static int read_full(int fd, char *buf, size_t n) {
@@ -39,15 +35,6 @@ static int read_full(int fd, char *buf, size_t n) {
         got += (size_t)r;
     }
     return 0;
-}
-
-static struct sockaddr_in loopback(int port) {
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((unsigned short)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return a;
 }
 
 static int server(int port, size_t size, char *buf) {

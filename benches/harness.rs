@@ -1,10 +1,11 @@
 //! What the process-level benches (`compare`, `rr_flows`) share: building the shipped binary,
-//! finding a port and waiting for a server on it, reading the machine's load, the medians
-//! their interleaved rounds report, and the bars missed.
+//! finding a port and waiting for a server on it, waiting for a child with its CPU and
+//! memory, reading the machine's load, the medians their interleaved rounds report, and the
+//! bars missed.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// `name`'s value parsed, or `default` when it is unset or does not parse.
@@ -87,6 +88,51 @@ pub fn wait_listening(port: u16) -> Result<(), String> {
     Err(format!("nothing listened on port {port} within 10 s"))
 }
 
+/// How a child that [`wait_with_usage`] waited for ended, from the kernel's rusage of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Exited {
+    /// It exited with status 0.
+    pub success: bool,
+    /// User + system CPU seconds.
+    pub cpu_seconds: f64,
+    /// Peak RSS, bytes.
+    pub peak_rss_bytes: f64,
+}
+
+/// Waits for `child` (at most `limit`; then it is killed and the error names it `what`) and
+/// returns its exit and rusage. `wait4`, not `Child::wait`: the CPU and memory figures every
+/// bench reports are the kernel's count for that one process.
+pub fn wait_with_usage(child: &mut Child, limit: Duration, what: &str) -> Result<Exited, String> {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data, filled by wait4 on success.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let deadline = Instant::now() + limit;
+    loop {
+        // SAFETY: waits for our own child; `status` and `ru` are valid for writing.
+        let rc = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if rc == pid {
+            break;
+        }
+        if rc < 0 {
+            return Err(format!("wait4: {}", std::io::Error::last_os_error()));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{what} did not exit within {} s", limit.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Ok(Exited {
+        success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        cpu_seconds: tv(ru.ru_utime) + tv(ru.ru_stime),
+        // ru_maxrss is in KiB on Linux.
+        peak_rss_bytes: ru.ru_maxrss as f64 * 1024.0,
+    })
+}
+
 /// The median; NaN for no values.
 pub fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
@@ -99,6 +145,12 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
+}
+
+/// The median of one figure (`figure`) over `runs`; NaN for none. What every table of the
+/// interleaved rounds shows.
+pub fn median_of<T>(runs: &[T], figure: impl Fn(&T) -> f64) -> f64 {
+    median(runs.iter().map(figure).collect())
 }
 
 /// The bench's closing lines: the machine's load at the end, and the bars missed (`misses`)

@@ -42,11 +42,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use xbench_benches::harness::{
-    build_xbench, env_or, free_port, load_average, median, report_bars, wait_listening,
+    build_xbench, env_or, free_port, load_average, median_of, report_bars, wait_listening,
+    wait_with_usage,
 };
 
 /// Issue 22's memory bar: bytes each flow may add to either end's peak RSS.
@@ -279,7 +280,7 @@ impl Row {
         if rows.is_empty() {
             return None;
         }
-        let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
+        let m = |f: fn(&Row) -> f64| median_of(rows, f);
         Some(Row {
             tps: m(|r| r.tps),
             client_peak: m(|r| r.client_peak),
@@ -476,36 +477,13 @@ fn finish(mut child: Child) -> Result<Finished, String> {
         let _ = stderr.read_to_end(&mut v);
         v
     });
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data, filled by wait4 on success.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        // SAFETY: waits for our own child; `status` and `ru` are valid for writing.
-        let rc = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
-        if rc == pid {
-            break;
-        }
-        if rc < 0 {
-            return Err(format!("wait4: {}", std::io::Error::last_os_error()));
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err("the client did not exit within 180 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    let exited = wait_with_usage(&mut child, Duration::from_secs(180), "the client")?;
     Ok((
         out.join().unwrap_or_default(),
         err.join().unwrap_or_default(),
-        ok,
-        tv(ru.ru_utime) + tv(ru.ru_stime),
-        // ru_maxrss is in KiB on Linux.
-        ru.ru_maxrss as f64 * 1024.0,
+        exited.success,
+        exited.cpu_seconds,
+        exited.peak_rss_bytes,
     ))
 }
 

@@ -24,14 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reference.h"
+
 #define BLOCK (128 * 1024)
 #define MAX_STREAMS 1024
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 struct stream {
     pthread_t thread;
@@ -74,15 +70,6 @@ static void *send_loop(void *arg) {
     }
     close(s->fd);
     return NULL;
-}
-
-static struct sockaddr_in loopback(int port) {
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((unsigned short)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return a;
 }
 
 static int server(int port, int n, int trunc) {

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reference.h"
+
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
@@ -33,21 +35,6 @@
 
 #define BATCH 64          /* buffers per recvmmsg, and most segments per GSO send */
 #define BUF (64 * 1024)   /* a GRO run is at most 64 KiB */
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static struct sockaddr_in loopback(int port) {
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((unsigned short)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return a;
-}
 
 static int server(int port) {
     int fd = socket(AF_INET, SOCK_DGRAM, 0);

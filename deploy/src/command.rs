@@ -94,36 +94,8 @@ pub fn quote(s: &str) -> String {
 /// Settings that differ between the spec a run reports and the one planned, as
 /// `socket.window: ran 262144, planned null`; empty when they agree.
 pub fn spec_differences(ran: &TestSpec, planned: &TestSpec) -> Vec<String> {
-    let (Ok(a), Ok(b)) = (serde_json::to_value(ran), serde_json::to_value(planned)) else {
-        return vec!["the test settings could not be compared".into()];
-    };
-    let mut out = Vec::new();
-    walk("", &a, &b, &mut out);
-    out
-}
-
-fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
-    match (a, b) {
-        (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
-            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-            for k in keys {
-                let null = serde_json::Value::Null;
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                walk(
-                    &p,
-                    x.get(k).unwrap_or(&null),
-                    y.get(k).unwrap_or(&null),
-                    out,
-                );
-            }
-        }
-        _ if a != b => out.push(format!("{path}: ran {a}, planned {b}")),
-        _ => {}
-    }
+    xbench_sweep::spec_differences(ran, planned, ["ran", "planned"])
+        .unwrap_or_else(|| vec!["the test settings could not be compared".into()])
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ use crate::cell::{CellKey, Dimension, short_size};
 use crate::compare::median;
 use crate::run::{DirectionResult, Measure, Run, TimelinePoint, UnderLoadResult};
 use crate::stats::Stats;
-use crate::units::{RateScale, ThroughputUnit, TimeUnit, number};
+use crate::units::{RateScale, ThroughputUnit, TimeUnit, largest, number};
 
 pub(crate) mod key;
 
@@ -195,6 +195,27 @@ pub struct ChartData {
     pub not_drawn: usize,
 }
 
+impl ChartData {
+    /// A chart of `kind` with no subtitle and nothing left out yet: [`plan`] adds those once
+    /// it knows the runs the chart was drawn from.
+    fn new(
+        kind: ChartKind,
+        title: String,
+        rate_unit: Option<ThroughputUnit>,
+        panels: Vec<Panel>,
+    ) -> Self {
+        ChartData {
+            kind,
+            title,
+            subtitle: String::new(),
+            rate_unit,
+            panels,
+            left_out: 0,
+            not_drawn: 0,
+        }
+    }
+}
+
 /// The most runs a timeline overlays. Ten palette colours and a dashed second round keep a
 /// dozen lines apart; more would be a tangle no key can untie. Each path gets its share: the
 /// first run of every path, then the second, and so on.
@@ -218,6 +239,22 @@ pub struct Panel {
     pub bands: Vec<Band>,
     /// The lines.
     pub series: Vec<Series>,
+}
+
+impl Panel {
+    /// Latency against the percentile on a log scale in `unit`, as the request/response and
+    /// latency-under-load charts both draw it.
+    fn by_percentile(title: String, unit: TimeUnit, series: Vec<Series>) -> Self {
+        Panel {
+            title,
+            x_desc: "Percentile".into(),
+            y_desc: format!("Latency ({}, log scale)", unit.label()),
+            x_axis: XAxis::Nines,
+            log_y: true,
+            bands: Vec::new(),
+            series,
+        }
+    }
 }
 
 /// A shaded stretch of a panel's x axis, from `from` to `to` in x's units.
@@ -378,36 +415,31 @@ fn chosen_kind(
 /// An error when `kind` draws TCP throughput and there is none, only latency-under-load or UDP
 /// runs: the message says which chart those take.
 fn drawable(kind: ChartKind, tp: &[&Run], udp: &[&Run], ul: &[&Run]) -> Result<(), ChartError> {
-    if matches!(
+    let draws_tcp = matches!(
         kind,
         ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
-    ) && tp.is_empty()
-        && !ul.is_empty()
-    {
-        return Err(ChartError::Nothing {
-            kind: kind.name(),
-            reason: format!(
-                "it draws TCP throughput runs, and these are latency-under-load runs ({}); \
-                 without --chart they get their own chart",
-                some_files(ul)
-            ),
-        });
+    );
+    if !draws_tcp || !tp.is_empty() {
+        return Ok(());
     }
-    if matches!(
-        kind,
-        ChartKind::Streams | ChartKind::Window | ChartKind::Timeline
-    ) && tp.is_empty()
-        && !udp.is_empty()
-    {
-        return Err(ChartError::Nothing {
-            kind: kind.name(),
-            reason: format!(
-                "it draws TCP throughput runs, and these are UDP ({}); use --chart udp",
-                some_files(udp)
-            ),
-        });
-    }
-    Ok(())
+    let reason = if !ul.is_empty() {
+        format!(
+            "it draws TCP throughput runs, and these are latency-under-load runs ({}); \
+             without --chart they get their own chart",
+            some_files(ul)
+        )
+    } else if !udp.is_empty() {
+        format!(
+            "it draws TCP throughput runs, and these are UDP ({}); use --chart udp",
+            some_files(udp)
+        )
+    } else {
+        return Ok(());
+    };
+    Err(ChartError::Nothing {
+        kind: kind.name(),
+        reason,
+    })
 }
 
 /// What a reader of a report needs under the title: `24 runs × 2 s, 2026-11-27, paths:
@@ -441,8 +473,7 @@ fn subtitle(runs: &[&Run]) -> String {
         (Some(a), Some(b)) => parts.push(format!("{a} to {b}")),
         _ => {}
     }
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     if !labels.is_empty() {
         parts.push(format!(
             "path{}: {}",
@@ -570,8 +601,7 @@ type SweepGroups = BTreeMap<(usize, CellKey, StreamDirection), BTreeMap<u64, Vec
 
 /// Throughput vs one swept dimension: a series per (label, other settings, direction).
 fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartData, ChartError> {
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     let groups = sweep_groups(runs, dim, &labels);
     if groups.is_empty() {
         return Err(ChartError::Nothing {
@@ -589,11 +619,7 @@ fn sweep_chart(runs: &[&Run], dim: Dimension, scale: RateScale) -> Result<ChartD
     }
     let xs = x_values(&groups);
     let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
-    let namer = SeriesNamer::new(
-        groups
-            .keys()
-            .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
-    );
+    let namer = SeriesNamer::for_lines(&labels, &groups);
     let unit = scale.unit_for(largest(groups.values().flat_map(|by_x| {
         by_x.values()
             .filter_map(|vals| Stats::of(&vals.iter().map(|v| v.0).collect::<Vec<_>>()))
@@ -621,7 +647,7 @@ fn sweep_groups(runs: &[&Run], dim: Dimension, labels: &[String]) -> SweepGroups
         let Measure::Throughput(dirs) = &r.measure else {
             continue;
         };
-        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        let li = label_index(labels, &r.label);
         for d in dirs {
             groups
                 .entry((li, r.key.without(dim), d.direction))
@@ -725,16 +751,15 @@ fn sweep_data(dim: Dimension, xs: &[u64], unit: ThroughputUnit, series: Vec<Seri
             xs.iter().map(|w| short_size(*w)).collect(),
         ),
     };
-    ChartData {
-        kind: if dim == Dimension::Streams {
+    ChartData::new(
+        if dim == Dimension::Streams {
             ChartKind::Streams
         } else {
             ChartKind::Window
         },
         title,
-        rate_unit: Some(unit),
-        subtitle: String::new(),
-        panels: vec![Panel {
+        Some(unit),
+        vec![Panel {
             title: String::new(),
             x_desc,
             y_desc: format!("Receiver throughput ({})", unit.label()),
@@ -743,9 +768,7 @@ fn sweep_data(dim: Dimension, xs: &[u64], unit: ThroughputUnit, series: Vec<Seri
             bands: Vec::new(),
             series,
         }],
-        left_out: 0,
-        not_drawn: 0,
-    }
+    )
 }
 
 /// UDP loss and jitter vs the offered rate (`-b`): two panels, a line per (label, other
@@ -753,8 +776,7 @@ fn sweep_data(dim: Dimension, xs: &[u64], unit: ThroughputUnit, series: Vec<Seri
 /// offered rates as `-b` writes them, in order (unpaced last: it offers whatever the sender
 /// can).
 fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     let groups = udp_groups(runs, &labels);
     if groups.is_empty() {
         return Err(ChartError::Nothing {
@@ -794,18 +816,15 @@ fn udp_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
         bands: Vec::new(),
         series,
     };
-    Ok(ChartData {
-        kind: ChartKind::Udp,
-        title: "UDP loss and jitter vs offered rate (mean of runs, bars: 95 % CI)".into(),
-        rate_unit: None,
-        subtitle: String::new(),
-        panels: vec![
+    Ok(ChartData::new(
+        ChartKind::Udp,
+        "UDP loss and jitter vs offered rate (mean of runs, bars: 95 % CI)".into(),
+        None,
+        vec![
             panel("Loss", "Datagrams lost (% of sent)", loss),
             panel("Jitter", &jitter_desc, jitter),
         ],
-        left_out: 0,
-        not_drawn: 0,
-    })
+    ))
 }
 
 /// UDP runs' figures by line of the chart: series key (label index, the cell without its
@@ -824,7 +843,7 @@ fn udp_groups(runs: &[&Run], labels: &[String]) -> UdpGroups {
             Some(0) | None => u64::MAX,
             Some(b) => b,
         };
-        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        let li = label_index(labels, &r.label);
         let rest = CellKey {
             bitrate: None,
             ..r.key.clone()
@@ -845,11 +864,7 @@ fn udp_groups(runs: &[&Run], labels: &[String]) -> UdpGroups {
 /// the mean of the runs with its 95 % CI.
 fn udp_series(groups: &UdpGroups, labels: &[String], xs: &[u64]) -> (Vec<Series>, Vec<Series>) {
     let pos = |x: u64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
-    let namer = SeriesNamer::new(
-        groups
-            .keys()
-            .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
-    );
+    let namer = SeriesNamer::for_lines(labels, groups);
     let mut loss = Vec::new();
     let mut jitter = Vec::new();
     for ((li, rest, dir), by_x) in groups {
@@ -883,8 +898,7 @@ fn udp_series(groups: &UdpGroups, labels: &[String], xs: &[u64]) -> (Vec<Series>
 
 /// Latency by percentile: a curve per (label, cell) from the runs' merged histograms.
 fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     let mut groups: BTreeMap<(usize, CellKey), Distribution> = BTreeMap::new();
     for r in runs {
         let Measure::Rr(rr) = &r.measure else {
@@ -894,7 +908,7 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
         let Ok(d) = Distribution::decode(&rr.histogram) else {
             continue;
         };
-        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        let li = label_index(&labels, &r.label);
         groups.entry((li, r.key.clone())).or_default().add(&d);
     }
     groups.retain(|_, d| d.count() > 0);
@@ -904,13 +918,7 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             reason: "no request/response runs with latency histograms".into(),
         });
     }
-    let namer = SeriesNamer::new(groups.keys().map(|(l, k)| {
-        (
-            labels[*l].clone(),
-            k.clone(),
-            StreamDirection::ClientToServer,
-        )
-    }));
+    let namer = SeriesNamer::for_c2s_lines(&labels, &groups);
     // One unit for the axis, by the largest median: a 20 ms path reads 20, not 20,000 µs.
     let unit = TimeUnit::for_micros(largest(
         groups.values().map(|d| d.quantile_ns(0.5) as f64 / 1e3),
@@ -928,23 +936,12 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             points,
         });
     }
-    Ok(ChartData {
-        kind: ChartKind::Latency,
-        title: "Request/response latency by percentile (all runs of a path merged)".into(),
-        rate_unit: None,
-        subtitle: String::new(),
-        panels: vec![Panel {
-            title: String::new(),
-            x_desc: "Percentile".into(),
-            y_desc: format!("Latency ({}, log scale)", unit.label()),
-            x_axis: XAxis::Nines,
-            log_y: true,
-            bands: Vec::new(),
-            series,
-        }],
-        left_out: 0,
-        not_drawn: 0,
-    })
+    Ok(ChartData::new(
+        ChartKind::Latency,
+        "Request/response latency by percentile (all runs of a path merged)".into(),
+        None,
+        vec![Panel::by_percentile(String::new(), unit, series)],
+    ))
 }
 
 /// Latency under load: two panels, a line per (label, cell).
@@ -964,14 +961,13 @@ fn latency_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
 type UnderLoadGroups<'a> = BTreeMap<(usize, CellKey), Vec<&'a UnderLoadResult>>;
 
 fn under_load_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     let mut groups: UnderLoadGroups<'_> = BTreeMap::new();
     for r in runs {
         let Measure::UnderLoad(u) = &r.measure else {
             continue;
         };
-        let li = labels.iter().position(|l| *l == r.label).unwrap_or(0);
+        let li = label_index(&labels, &r.label);
         groups.entry((li, r.key.clone())).or_default().push(u);
     }
     groups.retain(|_, g| {
@@ -984,13 +980,7 @@ fn under_load_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
             reason: "no latency-under-load run with an answered probe in its timeline".into(),
         });
     }
-    let namer = SeriesNamer::new(groups.keys().map(|(l, k)| {
-        (
-            labels[*l].clone(),
-            k.clone(),
-            StreamDirection::ClientToServer,
-        )
-    }));
+    let namer = SeriesNamer::for_c2s_lines(&labels, &groups);
     let lines = Lines {
         groups: &groups,
         labels: &labels,
@@ -998,15 +988,12 @@ fn under_load_chart(runs: &[&Run]) -> Result<ChartData, ChartError> {
     };
     let mut panels = vec![lines.over_time()];
     panels.extend(lines.by_percentile());
-    Ok(ChartData {
-        kind: ChartKind::UnderLoad,
-        title: "Latency under load: probes' median over time, the load's phases shaded".into(),
-        rate_unit: None,
-        subtitle: String::new(),
+    Ok(ChartData::new(
+        ChartKind::UnderLoad,
+        "Latency under load: probes' median over time, the load's phases shaded".into(),
+        None,
         panels,
-        left_out: 0,
-        not_drawn: 0,
-    })
+    ))
 }
 
 /// The under-load chart's lines: each label's cell, its runs, its name and colour.
@@ -1161,16 +1148,14 @@ impl Lines<'_> {
                 });
             }
         }
-        (!cdf.is_empty()).then(|| Panel {
-            title: "UDP probes by percentile: loaded (solid) against idle before the load \
-                    (dashed), runs merged"
-                .into(),
-            x_desc: "Percentile".into(),
-            y_desc: format!("Latency ({}, log scale)", unit.label()),
-            x_axis: XAxis::Nines,
-            log_y: true,
-            bands: Vec::new(),
-            series: cdf,
+        (!cdf.is_empty()).then(|| {
+            Panel::by_percentile(
+                "UDP probes by percentile: loaded (solid) against idle before the load \
+                 (dashed), runs merged"
+                    .into(),
+                unit,
+                cdf,
+            )
         })
     }
 }
@@ -1241,24 +1226,21 @@ fn single_timeline(run: &Run, unit: ThroughputUnit) -> ChartData {
         cwnd.extend(stream_cwnds(d, arrow, cwnd.len()));
     }
     let cwnd_desc = scale_sizes(&mut cwnd);
-    ChartData {
-        kind: ChartKind::Timeline,
-        title: format!(
+    ChartData::new(
+        ChartKind::Timeline,
+        format!(
             "One run per interval: {} — {} ({})",
             run.label,
             run.key.describe(),
             run.path.display()
         ),
-        rate_unit: Some(unit),
-        subtitle: String::new(),
-        panels: vec![
+        Some(unit),
+        vec![
             timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
             timeline_panel("Congestion window per stream", cwnd_desc, cwnd),
             timeline_panel("Retransmits", "Segments per interval".into(), retr),
         ],
-        left_out: 0,
-        not_drawn: 0,
-    }
+    )
 }
 
 /// Several runs' intervals overlaid from each run's start, a line per run (and direction) in
@@ -1291,36 +1273,27 @@ fn overlaid_timeline(runs: &[&Run], unit: ThroughputUnit) -> ChartData {
             retr.push(line(steps(d, |p| p.retransmits as f64)));
         }
     }
-    let labels =
-        crate::table::labels_in_order(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+    let labels = crate::table::labels_in_order(runs);
     let cwnd_desc = scale_sizes(&mut cwnd);
     let cell = if distinct(runs, |r| Some(r.key.clone())) == 1 {
         format!(" — {}", runs[0].key.describe())
     } else {
         String::new()
     };
-    ChartData {
-        kind: ChartKind::Timeline,
-        title: format!(
+    ChartData::new(
+        ChartKind::Timeline,
+        format!(
             "{} runs per interval, overlaid: {}{cell}",
             runs.len(),
             labels.join(", ")
         ),
-        rate_unit: Some(unit),
-        subtitle: String::new(),
-        panels: vec![
+        Some(unit),
+        vec![
             timeline_panel("Throughput", format!("Rate ({})", unit.label()), rate),
             timeline_panel("Congestion window, all streams of a run", cwnd_desc, cwnd),
             timeline_panel("Retransmits", "Segments per interval".into(), retr),
         ],
-        left_out: 0,
-        not_drawn: 0,
-    }
-}
-
-/// The largest of `figures` (0 for none): what an axis's unit is chosen by.
-fn largest(figures: impl Iterator<Item = f64>) -> f64 {
-    figures.map(f64::abs).fold(0.0, f64::max)
+    )
 }
 
 /// Congestion windows, drawn in KiB, rescaled to MiB when the largest is a MiB or more; the
@@ -1487,11 +1460,42 @@ struct SeriesNamer {
     keys: Vec<(String, CellKey, StreamDirection)>,
 }
 
+/// Where `label` stands in `labels` (the runs' labels in order): the first part of a line's
+/// key, so lines sort, and take their colours, in the order the paths were given.
+fn label_index(labels: &[String], label: &str) -> usize {
+    labels.iter().position(|l| l == label).unwrap_or(0)
+}
+
 impl SeriesNamer {
     fn new(keys: impl Iterator<Item = (String, CellKey, StreamDirection)>) -> Self {
         SeriesNamer {
             keys: keys.collect(),
         }
+    }
+
+    /// For lines keyed (label index, cell, direction), as the sweep and UDP charts group
+    /// their runs.
+    fn for_lines<V>(
+        labels: &[String],
+        groups: &BTreeMap<(usize, CellKey, StreamDirection), V>,
+    ) -> Self {
+        Self::new(
+            groups
+                .keys()
+                .map(|(l, k, d)| (labels[*l].clone(), k.clone(), *d)),
+        )
+    }
+
+    /// For lines keyed (label index, cell), all client → server: request/response latency
+    /// and latency under load.
+    fn for_c2s_lines<V>(labels: &[String], groups: &BTreeMap<(usize, CellKey), V>) -> Self {
+        Self::new(groups.keys().map(|(l, k)| {
+            (
+                labels[*l].clone(),
+                k.clone(),
+                StreamDirection::ClientToServer,
+            )
+        }))
     }
 
     fn name(&self, label: &str, rest: &CellKey, dir: StreamDirection) -> String {
@@ -2028,36 +2032,31 @@ fn trim_number(v: f64) -> String {
 mod tests {
     use super::*;
     use crate::cell::{Kind, Tool};
-    use crate::run::{DirectionResult, RrResult, TimelinePoint};
+    use crate::run::{RrResult, TimelinePoint};
+
+    /// Every text of a drawn SVG, trimmed, in document order.
+    fn svg_texts<'a>(doc: &'a roxmltree::Document<'a>) -> Vec<&'a str> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .map(str::trim)
+            .collect()
+    }
 
     fn tp(label: &str, p: u16, w: Option<u64>, mbps: f64) -> Run {
-        Run {
-            path: format!("{label}/P{p}.json").into(),
-            label: label.into(),
-            key: CellKey {
-                streams: Some(p),
-                window: w,
-                ..CellKey::of_spec(&xbench::config::TestSpec::throughput())
-            },
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Throughput(vec![DirectionResult {
-                direction: StreamDirection::ClientToServer,
+        let mut r = crate::run::fixtures::tcp(label, p, mbps, 1, Some(1000.0));
+        r.path = format!("{label}/P{p}.json").into();
+        r.key.window = w;
+        if let Measure::Throughput(dirs) = &mut r.measure {
+            dirs[0].timeline = vec![TimelinePoint {
+                start_s: 0.0,
+                end_s: 1.0,
                 bits_per_second: mbps * 1e6,
                 retransmits: 1,
-                rtt_mean_us: Some(1000.0),
-                window_ceiling_bps: None,
-                verdict: None,
-                timeline: vec![TimelinePoint {
-                    start_s: 0.0,
-                    end_s: 1.0,
-                    bits_per_second: mbps * 1e6,
-                    retransmits: 1,
-                    cwnd_bytes: vec![65536; p as usize],
-                }],
-            }]),
+                cwnd_bytes: vec![65536; p as usize],
+            }];
         }
+        r
     }
 
     /// Issue 31: the title sat against the top edge, nothing said how many runs of what length,
@@ -2150,12 +2149,7 @@ mod tests {
         assert_ne!(s[0].colour, s[1].colour);
         let svg = to_svg(&c).unwrap();
         let doc = roxmltree::Document::parse(&svg).unwrap();
-        let texts: Vec<&str> = doc
-            .descendants()
-            .filter(|n| n.has_tag_name("text"))
-            .filter_map(|n| n.text())
-            .map(str::trim)
-            .collect();
+        let texts = svg_texts(&doc);
         for want in [
             "peering",
             "vpn",
@@ -2398,36 +2392,10 @@ mod tests {
 
     /// A UDP run at `mbps` offered with `loss` % lost and `jitter` ms.
     fn udp(label: &str, mbps: u64, loss: f64, jitter: f64) -> Run {
-        let mut spec = xbench::config::TestSpec::throughput();
-        if let xbench::config::Workload::Throughput(t) = &mut spec.workload {
-            t.udp = Some(xbench::config::UdpSpec {
-                datagram_len: 1400,
-                bitrate: Some(mbps * 1_000_000),
-            });
-        }
-        Run {
-            path: format!("{label}/udp-{mbps}.json").into(),
-            label: label.into(),
-            key: CellKey::of_spec(&spec),
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Udp(vec![crate::run::UdpResult {
-                direction: StreamDirection::ClientToServer,
-                offered_bps: Some(mbps as f64 * 1e6),
-                sent_bps: mbps as f64 * 1e6,
-                received_bps: mbps as f64 * 1e6 * (1.0 - loss / 100.0),
-                sent_datagrams: 1000,
-                received_datagrams: 1000 - (loss * 10.0) as u64,
-                lost: (loss * 10.0) as u64,
-                lost_pct: loss,
-                out_of_order: 0,
-                duplicates: Some(0),
-                jitter_ms: jitter,
-                rxq_drops: Some(0),
-                timeline: vec![],
-            }]),
-        }
+        let lost = (loss * 10.0) as u64;
+        let mut r = crate::run::fixtures::udp(label, mbps * 1_000_000, 1000, lost, loss, jitter);
+        r.path = format!("{label}/udp-{mbps}.json").into();
+        r
     }
 
     /// Loss and jitter vs offered rate: two panels, a line per path with a point per rate in
@@ -2587,12 +2555,7 @@ mod tests {
 
         let svg = to_svg(&c).unwrap();
         let doc = roxmltree::Document::parse(&svg).unwrap();
-        let texts: Vec<&str> = doc
-            .descendants()
-            .filter(|n| n.has_tag_name("text"))
-            .filter_map(|n| n.text())
-            .map(str::trim)
-            .collect();
+        let texts = svg_texts(&doc);
         // One polyline per run in each of the three panels, in the run's own colour; in the
         // throughput panel (drawn first) the faster path above the slower (smaller y).
         let mut tops = Vec::new();

@@ -962,28 +962,10 @@ mod tests {
     use xbench::config::TestSpec;
 
     use super::*;
-    use crate::run::{DirectionResult, RrResult};
+    use crate::run::RrResult;
 
     fn tp(label: &str, streams: u16, mbps: f64) -> Run {
-        let mut key = CellKey::of_spec(&TestSpec::throughput());
-        key.streams = Some(streams);
-        Run {
-            path: PathBuf::new(),
-            label: label.into(),
-            key,
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Throughput(vec![DirectionResult {
-                direction: StreamDirection::ClientToServer,
-                bits_per_second: mbps * 1e6,
-                retransmits: 0,
-                rtt_mean_us: None,
-                window_ceiling_bps: None,
-                verdict: None,
-                timeline: vec![],
-            }]),
-        }
+        crate::run::fixtures::tcp(label, streams, mbps, 0, None)
     }
 
     fn rr(label: &str, p99: f64) -> Run {
@@ -1238,36 +1220,8 @@ mod tests {
 
     /// A UDP run at 100 Mbit/s offered that lost `loss` %.
     fn udp(label: &str, loss: f64) -> Run {
-        let mut spec = TestSpec::throughput();
-        if let xbench::config::Workload::Throughput(t) = &mut spec.workload {
-            t.udp = Some(xbench::config::UdpSpec {
-                datagram_len: 1400,
-                bitrate: Some(100_000_000),
-            });
-        }
-        Run {
-            path: PathBuf::new(),
-            label: label.into(),
-            key: CellKey::of_spec(&spec),
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Udp(vec![crate::run::UdpResult {
-                direction: StreamDirection::ClientToServer,
-                offered_bps: Some(100e6),
-                sent_bps: 100e6,
-                received_bps: 100e6 * (1.0 - loss / 100.0),
-                sent_datagrams: 10_000,
-                received_datagrams: 10_000 - (loss * 100.0) as u64,
-                lost: (loss * 100.0) as u64,
-                lost_pct: loss,
-                out_of_order: 0,
-                duplicates: Some(0),
-                jitter_ms: 0.1,
-                rxq_drops: Some(0),
-                timeline: vec![],
-            }]),
-        }
+        let lost = (loss * 100.0) as u64;
+        crate::run::fixtures::udp(label, 100_000_000, 10_000, lost, loss, 0.1)
     }
 
     /// UDP cells are checked by default on the received rate and the loss: a path that starts

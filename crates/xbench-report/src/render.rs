@@ -10,8 +10,8 @@ use xbench::config::StreamDirection;
 use crate::cell::Kind;
 use crate::load::Warning;
 use crate::stats::Stats;
-use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow, UnderLoadRow};
-use crate::units::{RateScale, ThroughputUnit, TimeUnit, number, percent};
+use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow, UnderLoadRow, UnderLoadUnits};
+use crate::units::{RateScale, ThroughputUnit, TimeUnit, largest, number, percent};
 
 /// Version of the comparison JSON layout. Bump when a field changes meaning or is removed.
 pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
@@ -377,13 +377,12 @@ fn under_load_section(out: &mut String, rows: &[UnderLoadRow], scale: RateScale,
     if rows.is_empty() {
         return;
     }
-    let unit_of = |f: &dyn Fn(&UnderLoadRow) -> Option<Stats>| {
-        TimeUnit::for_micros(largest(rows.iter().filter_map(|r| f(r).map(|s| s.mean))))
-    };
-    let idle = unit_of(&|r| r.idle_p50_us);
-    let loaded = unit_of(&|r| r.loaded_p50_us);
-    let p99 = unit_of(&|r| r.loaded_p99_us);
-    let incr = unit_of(&|r| r.increase_p50_us);
+    let UnderLoadUnits {
+        idle,
+        loaded,
+        p99,
+        increase: incr,
+    } = UnderLoadUnits::of(rows);
     let load = scale.unit_for(largest(rows.iter().map(|r| r.bulk_bits_per_second.mean)));
     let title = format!(
         "Latency under load: UDP probes' latency idle and loaded, each run's figure, mean over \
@@ -435,11 +434,6 @@ fn under_load_section(out: &mut String, rows: &[UnderLoadRow], scale: RateScale,
         })
         .collect();
     table(out, &title, &head, body, md);
-}
-
-/// The largest of `figures` (0 for none): what a column's or a table's unit is chosen by.
-fn largest(figures: impl Iterator<Item = f64>) -> f64 {
-    figures.map(f64::abs).fold(0.0, f64::max)
 }
 
 fn opt(v: Option<f64>) -> String {
@@ -595,19 +589,8 @@ impl Csv {
     }
 
     fn throughput(&mut self, r: &ThroughputRow, ceiling: Option<f64>) {
-        let k = &r.cell;
-        let row = [
-            "throughput".to_owned(),
-            dir_name(r.direction).to_owned(),
-            r.label.clone(),
-            r.cell_name.clone(),
-            tool_name(k),
-            count_field(k.streams.map(u64::from)),
-            count_field(k.window),
-            String::new(),
-            String::new(),
-            String::new(),
-        ];
+        let direction = dir_name(r.direction).to_owned();
+        let row = bulk_fields("throughput", direction, &r.label, &r.cell_name, &r.cell);
         let unit = self.unit;
         let bps = r.bits_per_second.scaled(unit.factor());
         self.line(&row, "throughput", unit.label(), &bps);
@@ -652,19 +635,8 @@ impl Csv {
     }
 
     fn udp(&mut self, r: &UdpRow) {
-        let k = &r.cell;
-        let row = [
-            "udp".to_owned(),
-            dir_name(r.direction).to_owned(),
-            r.label.clone(),
-            r.cell_name.clone(),
-            tool_name(k),
-            count_field(k.streams.map(u64::from)),
-            count_field(k.window),
-            String::new(),
-            String::new(),
-            String::new(),
-        ];
+        let direction = dir_name(r.direction).to_owned();
+        let row = bulk_fields("udp", direction, &r.label, &r.cell_name, &r.cell);
         let (f, label) = (self.unit.factor(), self.unit.label());
         if let Some(o) = r.offered_bits_per_second
             && let Some(offered) = Stats::of(&vec![o * f; r.runs])
@@ -687,27 +659,16 @@ impl Csv {
     }
 
     fn under_load(&mut self, r: &UnderLoadRow) {
-        let k = &r.cell;
         // The load's direction as `--under-load` names it; the streams are per direction.
-        let row = [
-            "under_load".to_owned(),
-            k.direction.map_or(String::new(), |d| {
-                match d {
-                    crate::cell::TestDirection::ClientToServer => "up",
-                    crate::cell::TestDirection::ServerToClient => "down",
-                    crate::cell::TestDirection::Bidir => "both",
-                }
-                .to_owned()
-            }),
-            r.label.clone(),
-            r.cell_name.clone(),
-            tool_name(k),
-            count_field(k.streams.map(u64::from)),
-            count_field(k.window),
-            String::new(),
-            String::new(),
-            String::new(),
-        ];
+        let direction = r.cell.direction.map_or(String::new(), |d| {
+            match d {
+                crate::cell::TestDirection::ClientToServer => "up",
+                crate::cell::TestDirection::ServerToClient => "down",
+                crate::cell::TestDirection::Bidir => "both",
+            }
+            .to_owned()
+        });
+        let row = bulk_fields("under_load", direction, &r.label, &r.cell_name, &r.cell);
         for (metric, s) in [
             ("idle_p50_latency", &r.idle_p50_us),
             ("loaded_p50_latency", &r.loaded_p50_us),
@@ -725,6 +686,30 @@ impl Csv {
         let load = r.bulk_bits_per_second.scaled(self.unit.factor());
         self.line(&row, "load_rate", self.unit.label(), &load);
     }
+}
+
+/// The first fields of a CSV line of a cell that moves bulk data (throughput, UDP, latency
+/// under load): test, direction, path, cell, tool, streams and window, the request/response
+/// fields empty.
+fn bulk_fields(
+    test: &str,
+    direction: String,
+    label: &str,
+    cell_name: &str,
+    k: &crate::cell::CellKey,
+) -> [String; 10] {
+    [
+        test.to_owned(),
+        direction,
+        label.to_owned(),
+        cell_name.to_owned(),
+        tool_name(k),
+        count_field(k.streams.map(u64::from)),
+        count_field(k.window),
+        String::new(),
+        String::new(),
+        String::new(),
+    ]
 }
 
 fn dir_name(d: StreamDirection) -> &'static str {
@@ -753,29 +738,12 @@ fn csv_field(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::cell::{CellKey, Tool};
-    use crate::run::{DirectionResult, Measure, Run};
+    use crate::run::{Measure, Run};
 
     fn run(label: &str, p: u16, mbps: f64) -> Run {
-        Run {
-            path: format!("{label}/{p}.json").into(),
-            label: label.into(),
-            key: CellKey {
-                streams: Some(p),
-                ..CellKey::of_spec(&xbench::config::TestSpec::throughput())
-            },
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Throughput(vec![DirectionResult {
-                direction: StreamDirection::ClientToServer,
-                bits_per_second: mbps * 1e6,
-                retransmits: 2,
-                rtt_mean_us: Some(88_000.0),
-                window_ceiling_bps: None,
-                verdict: None,
-                timeline: vec![],
-            }]),
-        }
+        let mut r = crate::run::fixtures::tcp(label, p, mbps, 2, Some(88_000.0));
+        r.path = format!("{label}/{p}.json").into();
+        r
     }
 
     fn sample() -> Comparison {
@@ -952,36 +920,17 @@ mod tests {
     }
 
     fn udp_run(label: &str, lost: u64, jitter: f64) -> Run {
-        let mut spec = xbench::config::TestSpec::throughput();
-        if let xbench::config::Workload::Throughput(t) = &mut spec.workload {
-            t.udp = Some(xbench::config::UdpSpec {
-                datagram_len: 1400,
-                bitrate: Some(200_000_000),
-            });
+        let lost_pct = lost as f64 / 200.0;
+        let mut r = crate::run::fixtures::udp(label, 200_000_000, 20_000, lost, lost_pct, jitter);
+        r.path = format!("{label}.json").into();
+        if let Measure::Udp(dirs) = &mut r.measure {
+            let d = &mut dirs[0];
+            d.received_bps = 200e6 * (1.0 - lost as f64 / 20_000.0);
+            d.out_of_order = 3;
+            d.duplicates = Some(1);
+            d.rxq_drops = Some(lost / 2);
         }
-        Run {
-            path: format!("{label}.json").into(),
-            label: label.into(),
-            key: CellKey::of_spec(&spec),
-            started_at: String::new(),
-            length_s: None,
-            facts: Default::default(),
-            measure: Measure::Udp(vec![crate::run::UdpResult {
-                direction: StreamDirection::ClientToServer,
-                offered_bps: Some(200e6),
-                sent_bps: 200e6,
-                received_bps: 200e6 * (1.0 - lost as f64 / 20_000.0),
-                sent_datagrams: 20_000,
-                received_datagrams: 20_000 - lost,
-                lost,
-                lost_pct: lost as f64 / 200.0,
-                out_of_order: 3,
-                duplicates: Some(1),
-                jitter_ms: jitter,
-                rxq_drops: Some(lost / 2),
-                timeline: vec![],
-            }]),
-        }
+        r
     }
 
     /// A UDP cell: offered, sent and received rates, loss as a count and a share, reordering,

@@ -849,7 +849,7 @@ mod tests {
     }
 }
 
-/// Latency-under-load runs built in code, for the tests of every module that shows them.
+/// Runs built in code (latency under load, UDP), for the tests of every module that shows them.
 #[cfg(test)]
 pub(crate) mod fixtures {
     use std::path::PathBuf;
@@ -998,6 +998,81 @@ pub(crate) mod fixtures {
                 }],
                 probes,
             })),
+        }
+    }
+
+    /// A TCP run on `label` with `streams` streams, client → server at `mbps`, with
+    /// `retransmits` and `rtt_mean_us`; no timeline, no file, no start time.
+    pub(crate) fn tcp(
+        label: &str,
+        streams: u16,
+        mbps: f64,
+        retransmits: u64,
+        rtt_mean_us: Option<f64>,
+    ) -> Run {
+        Run {
+            path: PathBuf::new(),
+            label: label.into(),
+            key: CellKey {
+                streams: Some(streams),
+                ..CellKey::of_spec(&TestSpec::throughput())
+            },
+            started_at: String::new(),
+            length_s: None,
+            facts: Default::default(),
+            measure: Measure::Throughput(vec![DirectionResult {
+                direction: StreamDirection::ClientToServer,
+                bits_per_second: mbps * 1e6,
+                retransmits,
+                rtt_mean_us,
+                window_ceiling_bps: None,
+                verdict: None,
+                timeline: vec![],
+            }]),
+        }
+    }
+
+    /// A UDP run on `label`, client → server, of 1,400-byte datagrams at `offered` bit/s:
+    /// `sent` datagrams, `lost` of them lost (`lost_pct` as the run put it), `jitter_ms`;
+    /// none reordered, duplicated or dropped in the receive buffer; no file.
+    pub(crate) fn udp(
+        label: &str,
+        offered: u64,
+        sent: u64,
+        lost: u64,
+        lost_pct: f64,
+        jitter_ms: f64,
+    ) -> Run {
+        let mut spec = TestSpec::throughput();
+        if let Workload::Throughput(t) = &mut spec.workload {
+            t.udp = Some(xbench::config::UdpSpec {
+                datagram_len: 1400,
+                bitrate: Some(offered),
+            });
+        }
+        let offered = offered as f64;
+        Run {
+            path: PathBuf::new(),
+            label: label.into(),
+            key: CellKey::of_spec(&spec),
+            started_at: String::new(),
+            length_s: None,
+            facts: Default::default(),
+            measure: Measure::Udp(vec![super::UdpResult {
+                direction: StreamDirection::ClientToServer,
+                offered_bps: Some(offered),
+                sent_bps: offered,
+                received_bps: offered * (1.0 - lost_pct / 100.0),
+                sent_datagrams: sent,
+                received_datagrams: sent - lost,
+                lost,
+                lost_pct,
+                out_of_order: 0,
+                duplicates: Some(0),
+                jitter_ms,
+                rxq_drops: Some(0),
+                timeline: vec![],
+            }]),
         }
     }
 }

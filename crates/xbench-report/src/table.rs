@@ -15,6 +15,7 @@ use xbench::diagnosis::Verdict;
 use crate::cell::CellKey;
 use crate::run::{Measure, Run, UdpResult, UnderLoadResult};
 use crate::stats::Stats;
+use crate::units::{TimeUnit, largest};
 
 /// Every row of a comparison.
 #[derive(Debug, Clone, Serialize)]
@@ -104,6 +105,32 @@ pub struct UnderLoadRow {
     pub bulk_bits_per_second: Stats,
     /// The runs' files.
     pub files: Vec<PathBuf>,
+}
+
+/// The units of an under-load table's latency columns, each the one its largest mean reads
+/// best in (an idle path in µs beside a loaded one in ms), for the text and the HTML table
+/// alike.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UnderLoadUnits {
+    pub(crate) idle: TimeUnit,
+    pub(crate) loaded: TimeUnit,
+    pub(crate) p99: TimeUnit,
+    pub(crate) increase: TimeUnit,
+}
+
+impl UnderLoadUnits {
+    pub(crate) fn of<R: std::borrow::Borrow<UnderLoadRow>>(rows: &[R]) -> Self {
+        let unit_of = |f: fn(&UnderLoadRow) -> Option<&Stats>| {
+            let means = rows.iter().filter_map(|r| f(r.borrow()).map(|s| s.mean));
+            TimeUnit::for_micros(largest(means))
+        };
+        UnderLoadUnits {
+            idle: unit_of(|r| r.idle_p50_us.as_ref()),
+            loaded: unit_of(|r| r.loaded_p50_us.as_ref()),
+            p99: unit_of(|r| r.loaded_p99_us.as_ref()),
+            increase: unit_of(|r| r.increase_p50_us.as_ref()),
+        }
+    }
 }
 
 /// One label's runs of one throughput cell, one direction.
@@ -432,9 +459,10 @@ fn saved_files<'a>(runs: impl Iterator<Item = &'a Run>) -> Vec<PathBuf> {
 }
 
 /// Labels in the order runs first name them.
-pub(crate) fn labels_in_order(runs: &[Run]) -> Vec<String> {
+pub(crate) fn labels_in_order<R: std::borrow::Borrow<Run>>(runs: &[R]) -> Vec<String> {
     let mut labels: Vec<String> = Vec::new();
     for r in runs {
+        let r = r.borrow();
         if !labels.contains(&r.label) {
             labels.push(r.label.clone());
         }

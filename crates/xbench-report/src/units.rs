@@ -6,6 +6,12 @@
 
 pub use xbench::units::{RateScale, ThroughputUnit, TimeUnit, UnknownUnit, number};
 
+/// The largest of `figures` by size (0 for none): what an axis's, a column's or a table's
+/// unit is chosen by.
+pub(crate) fn largest(figures: impl Iterator<Item = f64>) -> f64 {
+    figures.map(f64::abs).fold(0.0, f64::max)
+}
+
 /// A share in percent as loss is read: `0 %` only when exactly none, else enough digits that a
 /// single datagram in millions does not show as zero (`0.0001 %`).
 pub(crate) fn percent(p: f64) -> String {

@@ -66,6 +66,7 @@
 #![deny(missing_docs)]
 
 mod args;
+mod diff;
 mod error;
 mod plan;
 pub mod rebuild;
@@ -73,6 +74,7 @@ mod run;
 mod target;
 
 pub use args::RenderError;
+pub use diff::spec_differences;
 pub use error::SweepError;
 pub use plan::{PlannedRun, SweepPlan};
 pub use run::{RunRecord, RunStatus, SweepEnd, SweepEvent, SweepOutcome, SweepSummary, run};

@@ -408,40 +408,14 @@ fn holds_runs(dir: &Path) -> std::io::Result<bool> {
     Ok(false)
 }
 
-/// Settings that differ between two specs, as `socket.window: 262144 ≠ null`.
+/// Settings that differ between a saved run's spec and the planned one, as
+/// `end.duration: saved 10.0, now 5.0`.
 fn differences(
     saved: &xbench::config::TestSpec,
     planned: &xbench::config::TestSpec,
 ) -> Vec<String> {
-    fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
-        match (a, b) {
-            (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
-                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-                for k in keys {
-                    let null = serde_json::Value::Null;
-                    let p = if path.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{path}.{k}")
-                    };
-                    walk(
-                        &p,
-                        x.get(k).unwrap_or(&null),
-                        y.get(k).unwrap_or(&null),
-                        out,
-                    );
-                }
-            }
-            _ if a != b => out.push(format!("{path}: saved {a}, now {b}")),
-            _ => {}
-        }
-    }
-    let (Ok(a), Ok(b)) = (serde_json::to_value(saved), serde_json::to_value(planned)) else {
-        return vec!["the test settings".into()];
-    };
-    let mut out = Vec::new();
-    walk("", &a, &b, &mut out);
-    out
+    crate::diff::spec_differences(saved, planned, ["saved", "now"])
+        .unwrap_or_else(|| vec!["the test settings".into()])
 }
 
 /// The caller's cancel future, shared by every run of the sweep and never polled again once

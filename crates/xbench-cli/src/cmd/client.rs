@@ -16,10 +16,11 @@ use crate::plan::{Single, Style};
 use crate::render::iperf3_json;
 use crate::render::json::{self, Event};
 use crate::render::netperf;
+use crate::render::out;
 use crate::render::rr::RrText;
+use crate::render::text::{Shown, Text};
 use crate::render::udp::UdpText;
 use crate::render::under_load::UnderLoadText;
-use crate::render::{out, text::Text};
 
 pub(crate) async fn run(test: Single) -> anyhow::Result<Exit> {
     let Single {
@@ -156,12 +157,12 @@ impl Live {
         Live {
             style,
             unit,
-            text: Text::new(spec).unit(unit).local(local),
+            text: Text::new(spec, Shown::new(unit, local)),
             rr_text: RrText::default()
                 .local(local)
                 .connections_only(config.connections_only.is_some()),
-            udp_text: UdpText::new(spec, xbench::units::RateScale(unit), local),
-            ul_text: UnderLoadText::new(spec).unit(unit).local(local),
+            udp_text: UdpText::new(spec, Shown::new(unit, local)),
+            ul_text: UnderLoadText::new(spec, Shown::new(unit, local)),
             kind,
             warned: std::collections::HashSet::new(),
             write_err: None,
@@ -264,8 +265,10 @@ impl Live {
         let mut rendered = match (&self.style, self.kind) {
             (Style::Text, Kind::Rr) => self.rr_text.summary(report),
             (Style::Text, Kind::Udp) => self.udp_text.summary(report),
-            (Style::Text, Kind::UnderLoad) => self.ul_text.summary(report, unit),
-            (Style::Text, Kind::Bulk) => Text::new(&config.spec).unit(unit).summary(report),
+            (Style::Text, Kind::UnderLoad) => self.ul_text.summary(report),
+            (Style::Text, Kind::Bulk) => {
+                Text::new(&config.spec, Shown::new(unit, false)).summary(report)
+            }
             (Style::Json, _) => json::document(report),
             (Style::Iperf3Json, _) => iperf3_json::document(report, iperf3),
             (Style::JsonStream, _) => json::event_line(&Event::End { report }),

@@ -10,52 +10,87 @@ use xbench::report::{
 use xbench::units::{ByteSize, RateScale, ThroughputUnit, TimeUnit, count, format_micros};
 use xbench::{ClientConfig, TestSpec};
 
+/// What the text of every bulk test (TCP, UDP, latency under load) is told before its first
+/// line, in one place so each says it alike.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Shown {
+    /// How every rate is shown (`-f`).
+    pub(crate) rate: RateScale,
+    /// The server is the in-process one (`--local`, or no host): the first line says so.
+    pub(crate) local: bool,
+}
+
+impl Shown {
+    /// Every rate in `unit` (`-f`; `None` picks a unit per figure), the server in-process or
+    /// not (`local`).
+    pub(crate) fn new(unit: Option<ThroughputUnit>, local: bool) -> Self {
+        Shown {
+            rate: RateScale(unit),
+            local,
+        }
+    }
+
+    /// The first line once connected: to whom, and the server's software and protocol.
+    pub(crate) fn connected_line(&self, config: &ClientConfig, server: &PeerInfo) -> String {
+        format!(
+            "{}: {} (protocol {})\n",
+            connected(config, self.local),
+            server.software,
+            server.protocol
+        )
+    }
+}
+
+/// The columns of a bulk test's table (TCP or UDP), from its spec.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Columns {
+    /// More than one stream per direction: per-stream lines and a `[SUM]` line.
+    pub(crate) multi: bool,
+    /// Both directions: a direction column.
+    pub(crate) bidir: bool,
+}
+
+impl Columns {
+    pub(crate) fn of(spec: &TestSpec) -> Self {
+        let tp = spec.as_throughput();
+        Columns {
+            multi: tp.is_some_and(|t| t.streams.get() > 1),
+            bidir: tp.is_some_and(|t| t.direction == Direction::Bidir),
+        }
+    }
+
+    /// The direction column's heading: ` Dir`, or nothing when one direction runs.
+    pub(crate) fn dir_heading(self) -> &'static str {
+        if self.bidir { " Dir" } else { "" }
+    }
+
+    /// A line's direction column: ` C→S` or ` S→C`, or nothing when one direction runs.
+    pub(crate) fn dir(self, d: StreamDirection) -> &'static str {
+        match (self.bidir, d) {
+            (false, _) => "",
+            (true, StreamDirection::ClientToServer) => " C→S",
+            (true, StreamDirection::ServerToClient) => " S→C",
+        }
+    }
+}
+
 /// Renders one test's events as text.
 #[derive(Debug)]
 pub(crate) struct Text {
-    /// More than one stream per direction: print per-stream lines and a `[SUM]` line.
-    multi: bool,
-    /// Both directions: print a direction column.
-    bidir: bool,
-    /// How every rate is shown (`-f`).
-    rate: RateScale,
-    /// The server is the in-process one (`--local`, or no host).
-    local: bool,
+    columns: Columns,
+    shown: Shown,
     header_done: bool,
 }
 
 pub(crate) const RULE: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n";
 
 impl Text {
-    pub(crate) fn new(spec: &TestSpec) -> Self {
-        let Workload::Throughput(tp) = &spec.workload else {
-            return Text {
-                multi: false,
-                bidir: false,
-                rate: RateScale::AUTO,
-                local: false,
-                header_done: false,
-            };
-        };
+    pub(crate) fn new(spec: &TestSpec, shown: Shown) -> Self {
         Text {
-            multi: tp.streams.get() > 1,
-            bidir: tp.direction == Direction::Bidir,
-            rate: RateScale::AUTO,
-            local: false,
+            columns: Columns::of(spec),
+            shown,
             header_done: false,
         }
-    }
-
-    /// The server is the in-process one of `--local`: the first line says so.
-    pub(crate) fn local(mut self, local: bool) -> Self {
-        self.local = local;
-        self
-    }
-
-    /// Every rate in `unit` (`-f`); `None` picks a unit per figure.
-    pub(crate) fn unit(mut self, unit: Option<ThroughputUnit>) -> Self {
-        self.rate = RateScale(unit);
-        self
     }
 
     /// Lines printed once the data connections are up.
@@ -65,14 +100,7 @@ impl Text {
         server: &PeerInfo,
         streams: &[StreamInfo],
     ) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "{}: {} (protocol {})",
-            connected(config, self.local),
-            server.software,
-            server.protocol
-        );
+        let mut s = self.shown.connected_line(config, server);
         let _ = writeln!(s, "{}", describe_spec(&config.spec));
         for st in streams {
             let _ = writeln!(
@@ -113,22 +141,22 @@ impl Text {
             let _ = writeln!(
                 s,
                 "[ ID]{} Interval          Transfer      Bitrate      Received   Retr      Cwnd   sRTT (var)",
-                if self.bidir { " Dir" } else { "" }
+                self.columns.dir_heading()
             );
         }
         let omitted = if iv.omitted { "  (omitted)" } else { "" };
         let span = format!("{:6.2}-{:<6.2} s", iv.start_s, iv.end_s);
-        if self.multi || self.bidir {
+        if self.columns.multi || self.columns.bidir {
             for st in &iv.streams {
-                if !self.multi {
+                if !self.columns.multi {
                     break;
                 }
                 let _ = writeln!(
                     s,
                     "[{:>3}]{} {span} {}{}{omitted}",
                     st.stream,
-                    self.dir_col(st.direction),
-                    transfer_cols(self.rate, &st.sent, st.received.as_ref()),
+                    self.columns.dir(st.direction),
+                    transfer_cols(self.shown.rate, &st.sent, st.received.as_ref()),
                     tcp_cols(st.tcp.as_ref()),
                 );
             }
@@ -136,8 +164,8 @@ impl Text {
                 let _ = writeln!(
                     s,
                     "[SUM]{} {span} {}{:>7}{omitted}",
-                    self.dir_col(sum.direction),
-                    transfer_cols(self.rate, &sum.sent, sum.received.as_ref()),
+                    self.columns.dir(sum.direction),
+                    transfer_cols(self.shown.rate, &sum.sent, sum.received.as_ref()),
                     sum.retransmits,
                 );
             }
@@ -146,7 +174,7 @@ impl Text {
                 s,
                 "[{:>3}] {span} {}{}{omitted}",
                 st.stream,
-                transfer_cols(self.rate, &st.sent, st.received.as_ref()),
+                transfer_cols(self.shown.rate, &st.sent, st.received.as_ref()),
                 tcp_cols(st.tcp.as_ref()),
             );
         }
@@ -159,13 +187,13 @@ impl Text {
         let _ = writeln!(
             s,
             "[ ID]{} Interval          Sent                     Received                  Retr  RTT min/mean/max     Max cwnd",
-            if self.bidir { " Dir" } else { "" }
+            self.columns.dir_heading()
         );
         let span = format!("{:6.2}-{:<6.2} s", 0.0, r.summary.measured_s);
-        let pair = |t: &Transfer| pair(self.rate, t);
+        let pair = |t: &Transfer| pair(self.shown.rate, t);
         for d in &r.summary.directions {
-            let dir = self.dir_col(d.direction);
-            if self.multi {
+            let dir = self.columns.dir(d.direction);
+            if self.columns.multi {
                 for st in &d.per_stream {
                     let tcp = st.tcp.as_ref();
                     let _ = writeln!(
@@ -190,7 +218,7 @@ impl Text {
             let _ = writeln!(
                 s,
                 "[{}]{dir} {span} {}  {}{:>6}  {:<19} {:>9}",
-                if self.multi { "SUM" } else { "  0" },
+                if self.columns.multi { "SUM" } else { "  0" },
                 d.sender
                     .as_ref()
                     .map_or_else(|| format!("{:<24}", "(no report)"), pair),
@@ -206,7 +234,7 @@ impl Text {
         }
         s.push('\n');
         for d in &r.summary.directions {
-            explain(&mut s, d, r, self.rate);
+            explain(&mut s, d, r, self.shown.rate);
         }
         let cpu = &r.cpu;
         let per_gb = |v: Option<f64>| v.map_or_else(String::new, |v| format!(" ({v:.3} s/GB)"));
@@ -229,14 +257,6 @@ impl Text {
         }
         s.push_str(&outcome_line(r));
         s
-    }
-
-    fn dir_col(&self, d: StreamDirection) -> &'static str {
-        match (self.bidir, d) {
-            (false, _) => "",
-            (true, StreamDirection::ClientToServer) => " C→S",
-            (true, StreamDirection::ServerToClient) => " S→C",
-        }
     }
 }
 

@@ -5,21 +5,18 @@
 
 use std::fmt::Write as _;
 
-use xbench::config::{Direction, StreamDirection};
+use xbench::config::StreamDirection;
 use xbench::report::{TestReport, UdpFigures, UdpInterval};
 use xbench::units::{ByteSize, count, format_micros};
 use xbench::{ClientConfig, TestSpec};
 
-use super::text::{connected, outcome_line};
+use super::text::{Columns, Shown, outcome_line};
 
 /// Renders one UDP test's events as text.
 #[derive(Debug, Default)]
 pub(crate) struct UdpText {
-    /// More than one stream per direction: per-stream lines and a `[SUM]` line.
-    multi: bool,
-    bidir: bool,
-    rate: xbench::units::RateScale,
-    local: bool,
+    columns: Columns,
+    shown: Shown,
     header_done: bool,
 }
 
@@ -27,14 +24,11 @@ const HEADER: &str =
     "Interval           Transfer      Bitrate        Jitter     Lost/Total Datagrams   Reord  Dup";
 
 impl UdpText {
-    pub(crate) fn new(spec: &TestSpec, rate: xbench::units::RateScale, local: bool) -> Self {
-        let tp = spec.as_throughput();
+    pub(crate) fn new(spec: &TestSpec, shown: Shown) -> Self {
         UdpText {
-            multi: tp.is_some_and(|t| t.streams.get() > 1),
-            bidir: tp.is_some_and(|t| t.direction == Direction::Bidir),
-            rate,
-            local,
-            header_done: false,
+            columns: Columns::of(spec),
+            shown,
+            ..Self::default()
         }
     }
 
@@ -45,18 +39,13 @@ impl UdpText {
         server: &xbench::report::PeerInfo,
         streams: &[xbench::report::StreamInfo],
     ) -> String {
-        let mut s = format!(
-            "{}: {} (protocol {})\n",
-            connected(config, self.local),
-            server.software,
-            server.protocol
-        );
+        let mut s = self.shown.connected_line(config, server);
         if let Some(tp) = config.spec.as_throughput()
             && let Some(u) = tp.udp
         {
             let rate = u.bitrate.map_or_else(
                 || "unpaced (-b 0)".to_owned(),
-                |b| format!("{} asked, all streams", self.rate.show(b as f64)),
+                |b| format!("{} asked, all streams", self.shown.rate.show(b as f64)),
             );
             let _ = writeln!(
                 s,
@@ -99,23 +88,23 @@ impl UdpText {
         let mut s = String::new();
         if !self.header_done {
             self.header_done = true;
-            let _ = writeln!(s, "[ ID]{} {HEADER}", if self.bidir { " Dir" } else { "" });
+            let _ = writeln!(s, "[ ID]{} {HEADER}", self.columns.dir_heading());
         }
         let omitted = if iv.omitted { "  (omitted)" } else { "" };
         let span = format!("{:6.2}-{:<6.2} s", iv.start_s, iv.end_s);
-        if self.multi {
+        if self.columns.multi {
             for st in &iv.streams {
                 let _ = writeln!(
                     s,
                     "[{:>3}]{} {span} {}{omitted}",
                     st.stream,
-                    self.dir_col(st.direction),
+                    self.columns.dir(st.direction),
                     self.cols(&st.figures)
                 );
             }
         }
         for sum in &iv.sum {
-            let id = if self.multi {
+            let id = if self.columns.multi {
                 "SUM".to_owned()
             } else {
                 format!(
@@ -129,7 +118,7 @@ impl UdpText {
             let _ = writeln!(
                 s,
                 "[{id}]{} {span} {}{omitted}",
-                self.dir_col(sum.direction),
+                self.columns.dir(sum.direction),
                 self.cols(&sum.figures)
             );
         }
@@ -145,11 +134,11 @@ impl UdpText {
             s.push_str(&outcome_line(r));
             return s;
         };
-        let _ = writeln!(s, "[ ID]{} {HEADER}", if self.bidir { " Dir" } else { "" });
+        let _ = writeln!(s, "[ ID]{} {HEADER}", self.columns.dir_heading());
         let span = format!("{:6.2}-{:<6.2} s", 0.0, r.summary.measured_s);
         for d in &u.directions {
-            let dir = self.dir_col(d.direction);
-            if self.multi {
+            let dir = self.columns.dir(d.direction);
+            if self.columns.multi {
                 for st in &d.per_stream {
                     let _ = writeln!(
                         s,
@@ -159,7 +148,7 @@ impl UdpText {
                     );
                 }
             }
-            let id = if self.multi {
+            let id = if self.columns.multi {
                 "SUM".to_owned()
             } else {
                 format!("{:>3}", d.per_stream.first().map_or(0, |p| p.stream))
@@ -213,14 +202,14 @@ impl UdpText {
             s,
             "{}: received {}",
             d.direction.label(),
-            self.rate.show(got)
+            self.shown.rate.show(got)
         );
         match d.asked_bits_per_second {
             Some(a) if a > 0.0 => {
                 let _ = write!(
                     s,
                     " of {} asked ({:.1} %)",
-                    self.rate.show(a),
+                    self.shown.rate.show(a),
                     got * 100.0 / a
                 );
             }
@@ -266,7 +255,7 @@ impl UdpText {
             return format!(
                 "{:>10}  {:>13}  {:>9}  {:<22}",
                 ByteSize(f.sent.bytes).to_string(),
-                self.rate.show(f.sent.bits_per_second),
+                self.shown.rate.show(f.sent.bits_per_second),
                 "-",
                 "(no report)"
             );
@@ -275,20 +264,12 @@ impl UdpText {
         format!(
             "{:>10}  {:>13}  {:>9}  {:<22} {:>5} {:>4}",
             ByteSize(r.count.bytes).to_string(),
-            self.rate.show(r.count.bits_per_second),
+            self.shown.rate.show(r.count.bits_per_second),
             format_micros(r.jitter_ms * 1e3),
             format!("{}/{} ({})", count(r.lost), count(total), pct(r.lost_pct)),
             count(r.out_of_order),
             count(r.duplicates),
         )
-    }
-
-    fn dir_col(&self, d: StreamDirection) -> &'static str {
-        match (self.bidir, d) {
-            (false, _) => "",
-            (true, StreamDirection::ClientToServer) => " C→S",
-            (true, StreamDirection::ServerToClient) => " S→C",
-        }
     }
 }
 

@@ -9,23 +9,22 @@ use xbench::report::{PeerInfo, StreamInfo, TestReport};
 use xbench::under_load::{
     PhaseLatency, ProbeResults, RowBulk, RowLatency, TimelineRow, UnderLoadReport,
 };
-use xbench::units::{ByteSize, RateScale, ThroughputUnit, count, format_micros};
+use xbench::units::{ByteSize, RateScale, count, format_micros};
 use xbench::{ClientConfig, TestSpec};
 
-use super::text::{Text, connected};
+use super::text::{Shown, Text};
 
 /// Renders a latency-under-load test's events as text.
 #[derive(Debug)]
 pub(crate) struct UnderLoadText {
-    rate: RateScale,
-    local: bool,
+    shown: Shown,
     tcp: bool,
     directions: &'static [StreamDirection],
     header_done: bool,
 }
 
 impl UnderLoadText {
-    pub(crate) fn new(spec: &TestSpec) -> Self {
+    pub(crate) fn new(spec: &TestSpec, shown: Shown) -> Self {
         let (tcp, directions) = match &spec.workload {
             Workload::Throughput(tp) => (
                 tp.under_load.is_some_and(|u| u.tcp_probe),
@@ -34,24 +33,11 @@ impl UnderLoadText {
             _ => (false, &[][..]),
         };
         UnderLoadText {
-            rate: RateScale::AUTO,
-            local: false,
+            shown,
             tcp,
             directions,
             header_done: false,
         }
-    }
-
-    /// The server is the in-process one of `--local`.
-    pub(crate) fn local(mut self, local: bool) -> Self {
-        self.local = local;
-        self
-    }
-
-    /// Every rate in `unit` (`-f`).
-    pub(crate) fn unit(mut self, unit: Option<ThroughputUnit>) -> Self {
-        self.rate = RateScale(unit);
-        self
     }
 
     /// Lines printed once the probes run.
@@ -61,14 +47,7 @@ impl UnderLoadText {
         server: &PeerInfo,
         _streams: &[StreamInfo],
     ) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "{}: {} (protocol {})",
-            connected(config, self.local),
-            server.software,
-            server.protocol
-        );
+        let mut s = self.shown.connected_line(config, server);
         let _ = writeln!(s, "{}", describe(&config.spec));
         s
     }
@@ -105,7 +84,7 @@ impl UnderLoadText {
         }
         for d in self.directions {
             match r.bulk.iter().find(|b| b.direction == *d) {
-                Some(b) => s.push_str(&bulk_cols(self.rate, b)),
+                Some(b) => s.push_str(&bulk_cols(self.shown.rate, b)),
                 None => {
                     let _ = write!(s, " │ {:>10} {:>6} {:>9} {:>9}", "", "", "", "");
                 }
@@ -120,7 +99,7 @@ impl UnderLoadText {
     }
 
     /// What the load added, the responsiveness, then the bulk streams' own summary.
-    pub(crate) fn summary(&self, r: &TestReport, unit: Option<ThroughputUnit>) -> String {
+    pub(crate) fn summary(&self, r: &TestReport) -> String {
         let mut s = String::new();
         if let Some(ul) = &r.under_load {
             s.push_str(super::text::RULE);
@@ -145,7 +124,7 @@ impl UnderLoadText {
             s.push('\n');
             s.push('\n');
         }
-        s.push_str(&Text::new(&r.spec).unit(unit).summary(r));
+        s.push_str(&Text::new(&r.spec, self.shown).summary(r));
         s
     }
 }

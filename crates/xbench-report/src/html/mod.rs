@@ -36,8 +36,8 @@ use crate::chart::{self, ChartData, ChartKind};
 use crate::load::{DEFAULT_FILE_LIMIT, LoadError, Loaded};
 use crate::run::Run;
 use crate::stats::Stats;
-use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow, UnderLoadRow};
-use crate::units::{RateScale, TimeUnit, number, percent};
+use crate::table::{Comparison, RrRow, ThroughputRow, UdpRow, UnderLoadRow, UnderLoadUnits};
+use crate::units::{RateScale, TimeUnit, largest, number, percent};
 
 /// What the page says beyond the runs themselves.
 #[derive(Debug, Clone, Default)]
@@ -793,13 +793,12 @@ impl<'a> Page<'a> {
         // unit chosen for it above; split, a column's place and its unit would be read apart.
         let rows: Vec<&UnderLoadRow> = self.table.under_load.iter().collect();
         // Each latency column in the unit its largest figure reads best in, as the text table.
-        let unit_of = |f: &dyn Fn(&UnderLoadRow) -> Option<Stats>| {
-            TimeUnit::for_micros(largest(rows.iter().filter_map(|r| f(r).map(|s| s.mean))))
-        };
-        let idle = unit_of(&|r| r.idle_p50_us);
-        let loaded = unit_of(&|r| r.loaded_p50_us);
-        let p99 = unit_of(&|r| r.loaded_p99_us);
-        let incr = unit_of(&|r| r.increase_p50_us);
+        let UnderLoadUnits {
+            idle,
+            loaded,
+            p99,
+            increase: incr,
+        } = UnderLoadUnits::of(&rows);
         let load = self
             .options
             .unit
@@ -1227,10 +1226,6 @@ fn bytes(b: u64) -> String {
     } else {
         format!("{} KiB", number(b as f64 / 1024.0))
     }
-}
-
-fn largest(v: impl Iterator<Item = f64>) -> f64 {
-    v.map(f64::abs).fold(0.0, f64::max)
 }
 
 fn both_directions(mut dirs: impl Iterator<Item = StreamDirection>) -> bool {

@@ -3,40 +3,25 @@
 
 use std::path::PathBuf;
 
-use xbench::config::{StreamDirection, TestSpec};
-
 use super::*;
-use crate::run::{DirectionResult, Measure, TimelinePoint};
+use crate::run::{Measure, TimelinePoint};
 
 fn tp(label: &str, p: u16, mbps: f64, i: usize) -> Run {
-    Run {
-        facts: Default::default(),
-        path: PathBuf::new(),
-        label: label.into(),
-        key: CellKey {
-            streams: Some(p),
-            ..CellKey::of_spec(&TestSpec::throughput())
-        },
-        started_at: format!("2026-11-2{}T10:00:00Z", 7 + i % 2),
-        length_s: Some(2.0),
-        measure: Measure::Throughput(vec![DirectionResult {
-            direction: StreamDirection::ClientToServer,
-            bits_per_second: mbps * 1e6,
-            retransmits: 3,
-            rtt_mean_us: Some(900.0),
-            window_ceiling_bps: None,
-            verdict: None,
-            timeline: (0..4)
-                .map(|t| TimelinePoint {
-                    start_s: t as f64 * 0.5,
-                    end_s: (t + 1) as f64 * 0.5,
-                    bits_per_second: mbps * 1e6,
-                    retransmits: 1,
-                    cwnd_bytes: vec![64 * 1024; usize::from(p)],
-                })
-                .collect(),
-        }]),
+    let mut r = crate::run::fixtures::tcp(label, p, mbps, 3, Some(900.0));
+    r.started_at = format!("2026-11-2{}T10:00:00Z", 7 + i % 2);
+    r.length_s = Some(2.0);
+    if let Measure::Throughput(dirs) = &mut r.measure {
+        dirs[0].timeline = (0..4)
+            .map(|t| TimelinePoint {
+                start_s: t as f64 * 0.5,
+                end_s: (t + 1) as f64 * 0.5,
+                bits_per_second: mbps * 1e6,
+                retransmits: 1,
+                cwnd_bytes: vec![64 * 1024; usize::from(p)],
+            })
+            .collect();
     }
+    r
 }
 
 fn loaded() -> Loaded {
