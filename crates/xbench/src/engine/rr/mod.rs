@@ -13,6 +13,7 @@
 
 pub(crate) mod at_once;
 pub(crate) mod client;
+pub(crate) mod driver;
 pub(crate) mod poll;
 pub(crate) mod server;
 pub(crate) mod tally;
