@@ -22,12 +22,12 @@ use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::driver::{self, Core, FlowBase, FlowIo, Setup, phase};
+use super::driver::{self, Core, FlowBase, FlowIo, Timing};
 use super::poll::{Event, Interest, worker_poll};
 use super::{Control, Failures, FlowSnapshot, RUNNING, Report, RetransGate, TcpTrack, Worker};
 use crate::auth::SessionKey;
@@ -41,23 +41,14 @@ use crate::proto::{Cookie, DATA_GREETING_LEN, DataHello};
 pub(crate) struct Plan {
     pub(crate) request_len: u64,
     pub(crate) response_len: u64,
-    pub(crate) burst: usize,
-    /// Paced: time between one flow's transactions.
-    pub(crate) period: Option<Duration>,
-    /// Time zero of the test; latencies and schedules are nanoseconds since then.
-    pub(crate) base: Instant,
-    /// A flow with a transaction outstanding and no byte received for this long has failed.
-    pub(crate) stall_timeout: Duration,
+    /// A flow stalls when it has a transaction outstanding (or, `--crr`, awaits the server's
+    /// close) and no byte has arrived for `stall_timeout`.
+    pub(crate) timing: Timing,
     /// `--crr`: where and how to open each transaction's connection.
     pub(crate) connect: Option<Connect>,
-    /// Each flow keeps a [`FlowSketch`](crate::latency::FlowSketch) of its own latency (`--per-flow`).
-    pub(crate) per_flow: bool,
     /// `--crr`: a failed connection is counted and the flow goes on (`--connections-only`);
     /// `None`, it ends the flow.
     pub(crate) keep_opening: Option<KeepOpening>,
-    /// Time a paced transaction from when its request was queued, not from when it was due
-    /// ([`crate::ClientConfig::latency_from_send`]: latency probes).
-    pub(crate) from_send: bool,
 }
 
 /// How `--connections-only`'s openers treat a new connection that fails: counted by kind, and
@@ -121,21 +112,13 @@ pub(crate) fn spawn(
             let _ = s.set_nodelay(true);
             poll.add(s.as_raw_fd(), slot as u64, Interest::Read)?;
         }
-        let phase = phase(plan.period, id, flows_total);
-        state.push(Flow::new(id, sock, phase, plan.per_flow));
+        let phase = plan.timing.phase(id, flows_total);
+        state.push(Flow::new(id, sock, phase, plan.timing.per_flow));
     }
-    let setup = Setup {
-        index,
-        name: format!("xb-rr-client-{index}"),
-        base: plan.base,
-        period: plan.period,
-        burst: plan.burst,
-        poll,
-        waker,
-        control,
-        tx,
-    };
-    driver::spawn(setup, TcpClient::new(plan, state))
+    let name = format!("xb-rr-client-{index}");
+    let timing = plan.timing.clone();
+    let io = TcpClient::new(plan, state);
+    driver::spawn(index, name, &timing, (poll, waker), control, tx, io)
 }
 
 /// Largest single write; requests bigger than this go out in pieces.
@@ -281,7 +264,7 @@ impl FlowIo for TcpClient {
             return;
         }
         let req = self.plan.request_len;
-        let from_send = self.plan.from_send;
+        let from_send = self.plan.timing.from_send;
         let f = &mut self.flows[i];
         let mut started = false;
         match f.conn {
@@ -371,7 +354,7 @@ impl FlowIo for TcpClient {
     }
 
     fn check_stalls(&mut self, core: &mut Core, now: u64) {
-        let stall_timeout = self.plan.stall_timeout;
+        let stall_timeout = self.plan.timing.stall_timeout;
         let limit = crate::latency::as_ns(stall_timeout);
         // Openers: an attempt not answered in time is a measurement, not a stall.
         let attempt_limit = self
@@ -532,7 +515,7 @@ impl TcpClient {
             Some(r) => (r, true),
             None => {
                 let opened: u64 = self.flows.iter().map(|f| f.opened).sum();
-                let secs = self.plan.base.elapsed().as_secs_f64().max(1e-3);
+                let secs = self.plan.timing.base.elapsed().as_secs_f64().max(1e-3);
                 let share = self.flows.len().max(1) as f64;
                 (
                     opened as f64 / secs * c.sources.flows() as f64 / share,
@@ -900,6 +883,7 @@ fn connect_error(e: &io::Error, addr: SocketAddr) -> String {
 mod tests {
     use std::net::TcpListener;
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
 
     use tokio::sync::mpsc::unbounded_channel;
 
@@ -947,10 +931,14 @@ mod tests {
         let plan = Plan {
             request_len: 1,
             response_len: 1,
-            burst: 1,
-            period: None,
-            base: Instant::now(),
-            stall_timeout: Duration::from_secs(10),
+            timing: Timing {
+                burst: 1,
+                period: None,
+                base: Instant::now(),
+                stall_timeout: Duration::from_secs(10),
+                per_flow: false,
+                from_send: false,
+            },
             connect: Some(Connect {
                 addr,
                 sources: FlowPlan::new(1, &[], crate::client::flow_plan::PortRange::default())
@@ -960,9 +948,7 @@ mod tests {
                 cookie: Cookie([7; COOKIE_LEN]),
                 key: None,
             }),
-            per_flow: false,
             keep_opening,
-            from_send: false,
         };
         let control = Arc::new(Control::default());
         let (tx, mut rx) = unbounded_channel();

@@ -110,12 +110,33 @@ impl FlowBase {
     }
 }
 
-/// Where flow `id` of `flows_total` starts in the pacing period, ns: flow i of n starts i/n
-/// of a period late, so paced flows do not all fire at once.
-pub(crate) fn phase(period: Option<Duration>, id: u16, flows_total: usize) -> u64 {
-    period.map_or(0, |p| {
-        (p.as_nanos() * u128::from(id) / flows_total.max(1) as u128) as u64
-    })
+/// How a client worker paces and times its transactions, whatever the transport.
+#[derive(Debug, Clone)]
+pub(crate) struct Timing {
+    /// Transactions a flow keeps in flight at most.
+    pub(crate) burst: usize,
+    /// Paced: time between one flow's transactions.
+    pub(crate) period: Option<Duration>,
+    /// Time zero of the test; latencies and schedules are nanoseconds since then.
+    pub(crate) base: Instant,
+    /// A flow waiting this long for its peer has failed (what waiting is, is the
+    /// transport's).
+    pub(crate) stall_timeout: Duration,
+    /// Each flow keeps a [`FlowSketch`] of its own latency (`--per-flow`).
+    pub(crate) per_flow: bool,
+    /// Time a paced transaction from when its request was sent, not from when it was due
+    /// ([`crate::ClientConfig::latency_from_send`]: latency probes).
+    pub(crate) from_send: bool,
+}
+
+impl Timing {
+    /// Where flow `id` of `flows_total` starts in the period, ns: flow i of n starts i/n of
+    /// a period late, so paced flows do not all fire at once.
+    pub(crate) fn phase(&self, id: u16, flows_total: usize) -> u64 {
+        self.period.map_or(0, |p| {
+            (p.as_nanos() * u128::from(id) / flows_total.max(1) as u128) as u64
+        })
+    }
 }
 
 /// What a transport shares with the driver: the clock, the pacing queue, the worker's
@@ -200,38 +221,31 @@ pub(crate) struct Driver<T> {
     io: T,
 }
 
-/// What a client worker is started with, beside its transport.
-pub(crate) struct Setup {
-    pub(crate) index: usize,
-    /// The worker thread's name.
-    pub(crate) name: String,
-    pub(crate) base: Instant,
-    pub(crate) period: Option<Duration>,
-    pub(crate) burst: usize,
-    /// With the waker already in it.
-    pub(crate) poll: Poll,
-    pub(crate) waker: Arc<Waker>,
-    pub(crate) control: Arc<Control>,
-    pub(crate) tx: UnboundedSender<Report>,
-}
-
-/// Starts a client worker's thread driving `io`.
-pub(crate) fn spawn<T: FlowIo + Send + 'static>(s: Setup, io: T) -> io::Result<Worker> {
-    let waker = Arc::clone(&s.waker);
+/// Starts client worker `index`'s thread, named `name`, driving `io` by `timing`; `poll` has
+/// the worker's sockets and `waker` in it ([`worker_poll`](super::poll::worker_poll)).
+pub(crate) fn spawn<T: FlowIo + Send + 'static>(
+    index: usize,
+    name: String,
+    timing: &Timing,
+    (poll, waker): (Poll, Arc<Waker>),
+    control: Arc<Control>,
+    tx: UnboundedSender<Report>,
+    io: T,
+) -> io::Result<Worker> {
     let core = Core {
-        base: s.base,
-        period_ns: s.period.map(as_ns),
-        burst: s.burst,
-        poll: s.poll,
-        waker: s.waker,
+        base: timing.base,
+        period_ns: timing.period.map(as_ns),
+        burst: timing.burst,
+        poll,
+        waker: Arc::clone(&waker),
         rec: Recorder::new(),
-        control: s.control,
-        tx: s.tx,
+        control,
+        tx,
         due: BinaryHeap::new(),
-        epochs: Epochs::new(s.index),
+        epochs: Epochs::new(index),
         next_stall_check: 0,
     };
-    let thread = std::thread::Builder::new().name(s.name).spawn(move || {
+    let thread = std::thread::Builder::new().name(name).spawn(move || {
         precise_timers();
         Driver { core, io }.run();
     })?;

@@ -14,11 +14,11 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::super::driver::{self, Core, FlowBase, FlowIo, Setup, phase};
+use super::super::driver::{self, Core, FlowBase, FlowIo, Timing};
 use super::super::poll::{Event, Interest, worker_poll};
 use super::super::{Control, FlowSnapshot, RUNNING, Report, UdpCounts, Worker};
 use super::{Arrival, UdpFlow, recv_header, send};
@@ -30,22 +30,11 @@ use crate::latency::as_ns;
 pub(crate) struct Plan {
     pub(crate) request_len: usize,
     pub(crate) response_len: usize,
-    pub(crate) burst: usize,
-    /// Paced: time between one flow's transactions.
-    pub(crate) period: Option<Duration>,
-    /// Time zero of the test; latencies and schedules are nanoseconds since then.
-    pub(crate) base: Instant,
+    /// A flow stalls when it has had no response at all for `stall_timeout`: at least twice
+    /// the timeout, so a slow timeout is not mistaken for a dead server.
+    pub(crate) timing: Timing,
     /// A request unanswered this long after it was sent is lost (`--rr-timeout`).
     pub(crate) timeout: Duration,
-    /// A flow that has had no response at all for this long has failed (at least twice the
-    /// timeout, so a slow timeout is not mistaken for a dead server).
-    pub(crate) stall_timeout: Duration,
-    /// Each flow keeps a [`FlowSketch`](crate::latency::FlowSketch) of its own latency
-    /// (`--per-flow`).
-    pub(crate) per_flow: bool,
-    /// Time a paced transaction from when its request was sent, not from when it was due
-    /// ([`crate::ClientConfig::latency_from_send`]: latency probes).
-    pub(crate) from_send: bool,
 }
 
 /// Lost requests a flow remembers, to tell a late response from a duplicate: 4 KiB a flow at
@@ -71,21 +60,13 @@ pub(crate) fn spawn(
     for (slot, f) in flows.into_iter().enumerate() {
         f.sock.set_nonblocking(false)?;
         poll.add(f.sock.as_raw_fd(), slot as u64, Interest::Read)?;
-        let phase = phase(plan.period, f.id, flows_total);
-        state.push(Flow::new(f, phase, plan.per_flow));
+        let phase = plan.timing.phase(f.id, flows_total);
+        state.push(Flow::new(f, phase, plan.timing.per_flow));
     }
-    let setup = Setup {
-        index,
-        name: format!("xb-rr-udp-client-{index}"),
-        base: plan.base,
-        period: plan.period,
-        burst: plan.burst,
-        poll,
-        waker,
-        control,
-        tx,
-    };
-    driver::spawn(setup, UdpClient::new(plan, state))
+    let name = format!("xb-rr-udp-client-{index}");
+    let timing = plan.timing.clone();
+    let io = UdpClient::new(plan, state);
+    driver::spawn(index, name, &timing, (poll, waker), control, tx, io)
 }
 
 /// A request in flight.
@@ -363,7 +344,7 @@ impl FlowIo for UdpClient {
     }
 
     fn check_stalls(&mut self, core: &mut Core, now: u64) {
-        let limit = as_ns(self.plan.stall_timeout);
+        let limit = as_ns(self.plan.timing.stall_timeout);
         for i in 0..self.flows.len() {
             let f = &self.flows[i];
             let stalled = f
@@ -375,7 +356,7 @@ impl FlowIo for UdpClient {
             let why = format!(
                 "no response for {:.1} s — has the server stopped answering, or is something \
                  between client and server dropping UDP?",
-                self.plan.stall_timeout.as_secs_f64()
+                self.plan.timing.stall_timeout.as_secs_f64()
             );
             self.fail(core, i, why);
         }
@@ -428,7 +409,7 @@ impl UdpClient {
             let f = &mut self.flows[i];
             match header.filter(|h| len == want && h.token == f.udp.token) {
                 Some(h) => {
-                    if let Some(ns) = f.response(h.seq, now, self.plan.from_send) {
+                    if let Some(ns) = f.response(h.seq, now, self.plan.timing.from_send) {
                         core.rec.record(ns);
                         if core.period_ns.is_some() {
                             core.schedule(i, &mut f.base);
@@ -469,6 +450,7 @@ fn refused_or(e: &io::Error, during: &str) -> String {
 #[cfg(test)]
 mod tests {
     use std::net::UdpSocket;
+    use std::time::Instant;
 
     use super::*;
     use crate::engine::rr::{DRAINING, Workers};
@@ -532,13 +514,15 @@ mod tests {
         let plan = Plan {
             request_len: 32,
             response_len: 40,
-            burst: 4,
-            period: None,
-            base: Instant::now(),
+            timing: Timing {
+                burst: 4,
+                period: None,
+                base: Instant::now(),
+                stall_timeout: Duration::from_secs(5),
+                per_flow: false,
+                from_send: false,
+            },
             timeout: Duration::from_millis(20),
-            stall_timeout: Duration::from_secs(5),
-            per_flow: false,
-            from_send: false,
         };
         let control = Arc::new(Control::default());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
