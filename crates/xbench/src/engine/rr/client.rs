@@ -29,7 +29,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::driver::{self, Core, FlowBase, FlowIo, Timing};
 use super::poll::{Event, Interest, worker_poll};
-use super::{Control, Failures, FlowSnapshot, RUNNING, Report, RetransGate, TcpTrack, Worker};
+use super::{
+    Control, Failures, FlowSnapshot, RUNNING, Report, RetransGate, TcpTrack, Worker, discard,
+};
 use crate::auth::SessionKey;
 use crate::client::flow_plan::FlowPlan;
 use crate::config::SocketOptions;
@@ -575,25 +577,15 @@ impl TcpClient {
         // loop needs (it hears of a socket again only when more arrives).
         let want =
             (resp.saturating_mul(f.inflight.len().max(1) as u64)).clamp(1, 1 << 30) as usize + 1;
-        let mut token = [0u8; 64];
-        // MSG_TRUNC: TCP discards the bytes without copying them out (tcp(7)); only their count
-        // matters. SAFETY: with MSG_TRUNC the kernel writes nothing, so `want` may exceed the
-        // token buffer, which is live for the call either way.
-        let n = unsafe {
-            libc::recv(
-                s.as_raw_fd(),
-                token.as_mut_ptr().cast(),
-                want,
-                libc::MSG_TRUNC,
-            )
+        let n = match discard(s, want) {
+            Ok(n) => n,
+            Err(e) => {
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
+                    _ => Err(Stop::io(&e, format!("connection failed: {e}"), true)),
+                };
+            }
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
-                _ => Err(Stop::io(&e, format!("connection failed: {e}"), true)),
-            };
-        }
         let now = now.unwrap_or_else(|| core.now());
         if n == 0 {
             return match f.conn {
