@@ -248,14 +248,17 @@ struct TcpClient {
 }
 
 impl FlowIo for TcpClient {
+    #[inline]
     fn len(&self) -> usize {
         self.flows.len()
     }
 
+    #[inline]
     fn base(&self, i: usize) -> &FlowBase {
         &self.flows[i].base
     }
 
+    #[inline]
     fn base_mut(&mut self, i: usize) -> &mut FlowBase {
         &mut self.flows[i].base
     }
@@ -303,11 +306,13 @@ impl FlowIo for TcpClient {
 
     /// A flow at its burst limit (or mid-`--crr` exchange) is rescheduled when a response
     /// frees a slot.
+    #[inline]
     fn has_room(&self, core: &Core, i: usize) -> bool {
         let f = &self.flows[i];
         f.conn == Conn::Persistent && f.inflight.len() < core.burst
     }
 
+    #[inline]
     fn on_event(&mut self, core: &mut Core, i: usize, ev: &Event, now: u64) {
         if let Err(e) = self.event(core, i, ev, now) {
             self.stop(core, i, e, now);
@@ -334,6 +339,7 @@ impl FlowIo for TcpClient {
             && s.set_write_timeout(Some(SLICE)).is_ok()
     }
 
+    #[inline]
     fn blocking_step(&mut self, core: &mut Core) -> bool {
         let r = if self.flows[0].unsent > 0 {
             self.flush(core, 0)
@@ -532,6 +538,7 @@ impl TcpClient {
         )
     }
 
+    #[inline]
     fn event(&mut self, core: &mut Core, i: usize, ev: &Event, now: u64) -> Result<(), Stop> {
         let (readable, writable) = (ev.readable || ev.closed, ev.writable);
         if self.flows[i].conn == Conn::Connecting && writable {

@@ -92,6 +92,7 @@ impl FlowBase {
 
     /// Counts a completed transaction of `ns` in the flow's own figures (the worker's
     /// histogram is [`Core::rec`]).
+    #[inline]
     pub(crate) fn count(&mut self, ns: u64) {
         if let Some(sk) = self.sketch.as_mut() {
             sk.record(ns);
@@ -162,12 +163,14 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    #[inline]
     pub(crate) fn now(&self) -> u64 {
         as_ns(self.base.elapsed())
     }
 
     /// When a transaction of `f` may start now: now, unpaced; its due time, paced, which
     /// then moves a period on. `None` when none may (not due yet, or the window is over).
+    #[inline]
     pub(crate) fn next_start(&self, f: &mut FlowBase, now: u64) -> Option<u64> {
         match self.period_ns {
             None if self.control.may_start(now) => Some(now),
@@ -181,6 +184,7 @@ impl Core {
     }
 
     /// Queues flow `i` for its next intended start, once (paced only).
+    #[inline]
     pub(crate) fn schedule(&mut self, i: usize, f: &mut FlowBase) {
         if self.period_ns.is_some() && !f.failed {
             self.queue(i, f, f.next_due);
@@ -188,6 +192,7 @@ impl Core {
     }
 
     /// Queues flow `i` to start at `at`, unless it is queued already.
+    #[inline]
     pub(crate) fn queue(&mut self, i: usize, f: &mut FlowBase, at: u64) {
         if !f.scheduled {
             f.scheduled = true;

@@ -179,14 +179,17 @@ struct UdpClient {
 }
 
 impl FlowIo for UdpClient {
+    #[inline]
     fn len(&self) -> usize {
         self.flows.len()
     }
 
+    #[inline]
     fn base(&self, i: usize) -> &FlowBase {
         &self.flows[i].base
     }
 
+    #[inline]
     fn base_mut(&mut self, i: usize) -> &mut FlowBase {
         &mut self.flows[i].base
     }
@@ -241,11 +244,13 @@ impl FlowIo for UdpClient {
         }
     }
 
+    #[inline]
     fn has_room(&self, core: &Core, i: usize) -> bool {
         let f = &self.flows[i];
         f.inflight.len() < core.burst && !f.blocked
     }
 
+    #[inline]
     fn on_event(&mut self, core: &mut Core, i: usize, ev: &Event, now: u64) {
         if ev.writable && self.flows[i].blocked {
             self.flows[i].blocked = false;
@@ -279,6 +284,7 @@ impl FlowIo for UdpClient {
         true
     }
 
+    #[inline]
     fn blocking_step(&mut self, core: &mut Core) -> bool {
         let now = core.now();
         if self.flows[0].inflight.is_empty() {
@@ -316,6 +322,7 @@ impl FlowIo for UdpClient {
         self.dontwait = libc::MSG_DONTWAIT;
     }
 
+    #[inline]
     fn next_timer(&self) -> u64 {
         self.next_timeout_check
     }
