@@ -27,6 +27,7 @@ use crate::check;
 use crate::config::{EndCondition, RrSpec, StreamDirection};
 use crate::control::sleep_until_opt;
 use crate::engine::rr::client::KeepOpening;
+use crate::engine::rr::driver::Timing;
 use crate::engine::rr::udp::UdpFlow;
 use crate::engine::rr::{
     self, Control, DRAINING, Failures, FlowSnapshot, Report, STOPPED, UdpCounts, Workers,
@@ -370,10 +371,7 @@ fn spawn_workers(
     let plan = rr::client::Plan {
         request_len: u64::from(spec.request_len.get()),
         response_len: u64::from(spec.response_len.get()),
-        burst: spec.burst.get() as usize,
-        period: spec.period(),
-        base: start,
-        stall_timeout: config.stall_timeout,
+        timing: timing(config, spec, start, config.stall_timeout),
         connect: match spec.connect_per_transaction {
             // Each flow holds one connection at a time, from its own address of the list.
             true => Some(rr::client::Connect {
@@ -390,9 +388,7 @@ fn spawn_workers(
             }),
             false => None,
         },
-        per_flow: config.per_flow,
         keep_opening,
-        from_send: config.latency_from_send,
     };
     let n_workers = rr::worker_count(flows);
     let mut shares: Vec<Vec<(u16, Option<std::net::TcpStream>)>> =
@@ -422,6 +418,18 @@ fn spawn_workers(
     Ok((Workers::new(control, spawned), reports))
 }
 
+/// How every client worker paces and times its flows, from `start` on.
+fn timing(config: &ClientConfig, spec: &RrSpec, start: Instant, stall_timeout: Duration) -> Timing {
+    Timing {
+        burst: spec.burst.get() as usize,
+        period: spec.period(),
+        base: start,
+        stall_timeout,
+        per_flow: config.per_flow,
+        from_send: config.latency_from_send,
+    }
+}
+
 /// The workers' controls, with a timed test's end mark: they start no transaction due after
 /// it, however late this controller wakes to it.
 fn control_for(config: &ClientConfig) -> Arc<Control> {
@@ -440,16 +448,12 @@ fn spawn_udp_workers(
     start: Instant,
 ) -> Result<(Workers, mpsc::UnboundedReceiver<Report>), Error> {
     let timeout = spec.udp.unwrap_or_default().timeout;
+    let stall_timeout = config.stall_timeout.max(timeout.saturating_mul(2));
     let plan = rr::udp::client::Plan {
         request_len: spec.request_len.get() as usize,
         response_len: spec.response_len.get() as usize,
-        burst: spec.burst.get() as usize,
-        period: spec.period(),
-        base: start,
+        timing: timing(config, spec, start, stall_timeout),
         timeout,
-        stall_timeout: config.stall_timeout.max(timeout.saturating_mul(2)),
-        per_flow: config.per_flow,
-        from_send: config.latency_from_send,
     };
     let total = flows.len();
     let n_workers = rr::worker_count(total);

@@ -10,35 +10,32 @@
 //! does not run out of ports.
 //!
 //! Latency goes into one HDR histogram per worker per interval, whatever the number of flows;
-//! a flow keeps its counters and, with `--per-flow`, a small [`FlowSketch`].
+//! a flow keeps its counters and, with `--per-flow`, a small [`FlowSketch`](crate::latency::FlowSketch).
 //!
 //! A `--crr` flow whose connection fails has failed: the path it measures is broken. Under
 //! [`KeepOpening`] (`--connections-only`'s openers) a new connection that is refused, times out
 //! or is reset before its answer is instead counted by kind ([`Failures`]) and the flow opens
 //! the next one after a back-off: there, failures are the measurement.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::poll::{Event, Interest, Poll, Waker, precise_timers};
+use super::driver::{self, Core, FlowBase, FlowIo, Timing};
+use super::poll::{Event, Interest, worker_poll};
 use super::{
-    Control, DRAINING, Epochs, Failures, FlowSnapshot, RUNNING, Report, RetransGate, STOPPED,
-    TcpTrack, Worker, tell,
+    Control, Failures, FlowSnapshot, RUNNING, Report, RetransGate, TcpTrack, Worker, discard,
 };
 use crate::auth::SessionKey;
 use crate::client::flow_plan::FlowPlan;
 use crate::config::SocketOptions;
-use crate::engine::cpu::thread_cpu;
 use crate::engine::sockopt;
-use crate::latency::{FlowSketch, Recorder};
 use crate::proto::{Cookie, DATA_GREETING_LEN, DataHello};
 
 /// How a client worker runs its flows.
@@ -46,23 +43,14 @@ use crate::proto::{Cookie, DATA_GREETING_LEN, DataHello};
 pub(crate) struct Plan {
     pub(crate) request_len: u64,
     pub(crate) response_len: u64,
-    pub(crate) burst: usize,
-    /// Paced: time between one flow's transactions.
-    pub(crate) period: Option<Duration>,
-    /// Time zero of the test; latencies and schedules are nanoseconds since then.
-    pub(crate) base: Instant,
-    /// A flow with a transaction outstanding and no byte received for this long has failed.
-    pub(crate) stall_timeout: Duration,
+    /// A flow stalls when it has a transaction outstanding (or, `--crr`, awaits the server's
+    /// close) and no byte has arrived for `stall_timeout`.
+    pub(crate) timing: Timing,
     /// `--crr`: where and how to open each transaction's connection.
     pub(crate) connect: Option<Connect>,
-    /// Each flow keeps a [`FlowSketch`] of its own latency (`--per-flow`).
-    pub(crate) per_flow: bool,
     /// `--crr`: a failed connection is counted and the flow goes on (`--connections-only`);
     /// `None`, it ends the flow.
     pub(crate) keep_opening: Option<KeepOpening>,
-    /// Time a paced transaction from when its request was queued, not from when it was due
-    /// ([`crate::ClientConfig::latency_from_send`]: latency probes).
-    pub(crate) from_send: bool,
 }
 
 /// How `--connections-only`'s openers treat a new connection that fails: counted by kind, and
@@ -109,7 +97,7 @@ pub(crate) struct Connect {
 }
 
 /// Starts a client worker over `flows` (`(flow id, connection)`; connections are `None` with
-/// `--crr`). `phase` spreads paced flows over the period so they do not all fire at once.
+/// `--crr`). `flows_total` spreads paced flows over the period so they do not all fire at once.
 pub(crate) fn spawn(
     index: usize,
     plan: Plan,
@@ -118,55 +106,25 @@ pub(crate) fn spawn(
     tx: UnboundedSender<Report>,
     flows_total: usize,
 ) -> io::Result<Worker> {
-    let waker = Arc::new(Waker::new()?);
-    let poll = Poll::edge_triggered(flows.len() + 1)?;
-    poll.add(waker.raw(), WAKER, Interest::Read)?;
+    let (poll, waker) = worker_poll(flows.len(), true)?;
     let mut state = Vec::with_capacity(flows.len());
     for (slot, (id, sock)) in flows.into_iter().enumerate() {
-        let phase = plan.period.map_or(0, |p| {
-            // Flow i of n starts i/n of a period late.
-            (p.as_nanos() * u128::from(id) / flows_total.max(1) as u128) as u64
-        });
         if let Some(s) = &sock {
             s.set_nonblocking(true)?;
             let _ = s.set_nodelay(true);
             poll.add(s.as_raw_fd(), slot as u64, Interest::Read)?;
         }
-        state.push(Flow::new(id, sock, phase, plan.per_flow));
+        let phase = plan.timing.phase(id, flows_total);
+        state.push(Flow::new(id, sock, phase, plan.timing.per_flow));
     }
-    let w = Arc::clone(&waker);
-    let thread = std::thread::Builder::new()
-        .name(format!("xb-rr-client-{index}"))
-        .spawn(move || {
-            precise_timers();
-            let mut worker = ClientWorker {
-                plan,
-                poll,
-                waker: w,
-                flows: state,
-                rec: Recorder::new(),
-                control,
-                tx,
-                due: BinaryHeap::new(),
-                zeros: Vec::new(),
-                epochs: Epochs::new(index),
-                next_stall_check: 0,
-                gate: RetransGate::default(),
-                rtt_next: 0,
-            };
-            worker.run();
-        })?;
-    Ok(Worker {
-        waker,
-        conns: None,
-        thread: Some(thread),
-    })
+    let name = format!("xb-rr-client-{index}");
+    let timing = plan.timing.clone();
+    let io = TcpClient::new(plan, state);
+    driver::spawn(index, name, &timing, (poll, waker), control, tx, io)
 }
 
-const WAKER: u64 = u64::MAX;
 /// Largest single write; requests bigger than this go out in pieces.
 const CHUNK: usize = 256 * 1024;
-const STALL_CHECK_NS: u64 = 100_000_000;
 /// Most flows a worker reads the smoothed RTT of at each snapshot; with more, it reads this
 /// many in turn (flows `k·RTT_SAMPLE ..` at the k-th snapshot, wrapping), and the interval's
 /// RTT figures are those of the flows read. Each read is a `getsockopt(TCP_INFO)` that takes
@@ -196,7 +154,7 @@ enum Conn {
 
 #[derive(Debug)]
 struct Flow {
-    id: u16,
+    base: FlowBase,
     sock: Option<TcpStream>,
     conn: Conn,
     /// Start times (intended, when paced) of transactions whose request has been queued.
@@ -212,22 +170,14 @@ struct Flow {
     opened: u64,
     /// Bytes of the current response received so far.
     rx: u64,
-    /// Paced: intended start of the next transaction, ns since base.
-    next_due: u64,
     /// Writable interest registered.
     want_write: bool,
     /// Last time a byte arrived or a transaction started from idle, ns.
     last_progress: u64,
-    /// `--per-flow`: this flow's latency since the last snapshot.
-    sketch: Option<FlowSketch>,
-    transactions: u64,
     connections: u64,
     retransmits: u64,
     srtt_us: Option<u32>,
     tcp: TcpTrack,
-    failed: bool,
-    /// Has an entry in the pacing queue.
-    scheduled: bool,
     /// [`KeepOpening`]: new connections that failed since the last snapshot.
     failures: Failures,
     /// [`KeepOpening`]: failures in a row, for the back-off.
@@ -237,7 +187,7 @@ struct Flow {
 impl Flow {
     fn new(id: u16, sock: Option<TcpStream>, phase: u64, per_flow: bool) -> Self {
         Flow {
-            id,
+            base: FlowBase::new(id, phase, per_flow),
             conn: if sock.is_some() {
                 Conn::Persistent
             } else {
@@ -250,17 +200,12 @@ impl Flow {
             hello: [0; DATA_GREETING_LEN],
             opened: 0,
             rx: 0,
-            next_due: phase,
             want_write: false,
             last_progress: 0,
-            sketch: per_flow.then(FlowSketch::new),
-            transactions: 0,
             connections: 0,
             retransmits: 0,
             srtt_us: None,
             tcp: TcpTrack::default(),
-            failed: false,
-            scheduled: false,
             failures: Failures::default(),
             streak: 0,
         }
@@ -280,141 +225,135 @@ impl Flow {
             srtt_us = if rtt { self.srtt_us } else { None };
         }
         FlowSnapshot {
-            flow: self.id,
-            transactions: std::mem::take(&mut self.transactions),
-            sketch: self.sketch.as_mut().map(std::mem::take),
             retransmits: std::mem::take(&mut self.retransmits),
             srtt_us,
             connections: std::mem::take(&mut self.connections),
-            udp: None,
             failures: std::mem::take(&mut self.failures),
+            ..self.base.snapshot()
         }
     }
 }
 
-struct ClientWorker {
+/// TCP's side of a client worker ([`FlowIo`]): persistent connections (`--rr`), or one
+/// connection per transaction (`--crr`).
+struct TcpClient {
     plan: Plan,
-    poll: Poll,
-    waker: Arc<Waker>,
     flows: Vec<Flow>,
-    /// Latency of every flow's transactions since the last snapshot: one histogram for the
-    /// worker, not one per flow (issue 22: 280 KB a flow).
-    rec: Recorder,
-    control: Arc<Control>,
-    tx: UnboundedSender<Report>,
-    /// Paced flows by next intended start.
-    due: BinaryHeap<Reverse<(u64, usize)>>,
     /// What requests are made of; their content does not matter to the server.
     zeros: Vec<u8>,
-    epochs: Epochs,
-    next_stall_check: u64,
     /// Whether the flows' retransmit counters need reading at a snapshot.
     gate: RetransGate,
     /// The first flow whose RTT the next snapshot reads (see [`RTT_SAMPLE`]).
     rtt_next: usize,
 }
 
-impl ClientWorker {
-    fn now(&self) -> u64 {
-        crate::latency::as_ns(self.plan.base.elapsed())
+impl FlowIo for TcpClient {
+    #[inline]
+    fn len(&self) -> usize {
+        self.flows.len()
     }
 
-    fn run(&mut self) {
-        self.zeros = vec![0u8; (self.plan.request_len as usize).clamp(1, CHUNK)];
-        let now = self.now();
-        for i in 0..self.flows.len() {
-            if self.plan.period.is_some() {
-                self.schedule(i);
-            } else {
-                self.start_due(i, now);
-            }
-        }
-        if self.flows.len() == 1
-            && self.flows[0].conn == Conn::Persistent
-            && self.plan.period.is_none()
-            && self.plan.burst == 1
-        {
-            self.run_blocking();
-        }
-        let mut events = Vec::with_capacity(64);
-        loop {
-            let state = self.control.state();
-            if state == STOPPED || (state == DRAINING && self.all_idle() && !self.paced_left()) {
-                break;
-            }
-            let deadline = self.deadline(state);
-            events.clear();
-            if let Err(e) = self.poll.wait(deadline, |ev| events.push(ev)) {
-                self.fail(None, format!("event loop failed: {e}"));
-                break;
-            }
-            let now = self.now();
-            for ev in &events {
-                if ev.token == WAKER {
-                    self.waker.drain();
-                    continue;
-                }
-                let i = ev.token as usize;
-                if i >= self.flows.len() || self.flows[i].failed {
-                    continue;
-                }
-                if let Err(e) = self.on_event(i, ev, now) {
-                    self.stop(i, e, now);
-                }
-            }
-            if self.control.state() != STOPPED {
-                self.start_paced(now);
-            }
-            self.housekeeping(now);
-        }
-        let flows = self.snapshots();
-        tell(
-            &self.tx,
-            Report::Done {
-                flows,
-                latency: Some(std::mem::take(&mut self.rec)),
-                cpu: thread_cpu(),
-            },
-        );
+    #[inline]
+    fn base(&self, i: usize) -> &FlowBase {
+        &self.flows[i].base
     }
 
-    /// One unpaced ping-pong flow: blocking `recv`/`send` instead of the epoll loop, so a
-    /// transaction costs two system calls (as sockperf's does) instead of three. The socket
-    /// times out every [`SLICE`] so interval boundaries, stops and stalls are still seen.
-    /// Returns to the epoll loop (which then sees the stop) when the test ends or the flow
-    /// fails.
-    fn run_blocking(&mut self) {
-        let Some(s) = self.flows[0].sock.as_ref() else {
+    #[inline]
+    fn base_mut(&mut self, i: usize) -> &mut FlowBase {
+        &mut self.flows[i].base
+    }
+
+    /// Starts every transaction flow `i` may start now.
+    fn start_due(&mut self, core: &mut Core, i: usize, now: u64) {
+        if self.flows[i].base.failed {
             return;
-        };
-        let ok = s.set_nonblocking(false).is_ok()
-            && s.set_read_timeout(Some(SLICE)).is_ok()
-            && s.set_write_timeout(Some(SLICE)).is_ok();
-        if ok {
-            loop {
-                let state = self.control.state();
-                // Past the end with nothing in flight: the epoll loop waits for the controller
-                // (a blocking read would sleep a whole slice).
-                let over = self.all_idle() && !self.control.may_start(self.now());
-                if state == STOPPED || (state == DRAINING && self.all_idle()) || over {
-                    break;
-                }
-                if self.flows[0].failed {
-                    break;
-                }
-                let r = if self.flows[0].unsent > 0 {
-                    self.flush(0)
-                } else {
-                    self.read(0, None)
-                };
-                if let Err(e) = r {
-                    self.fail(Some(0), e.into_message());
-                    break;
-                }
-                let now = self.now();
-                self.housekeeping(now);
-            }
         }
+        let req = self.plan.request_len;
+        let from_send = self.plan.timing.from_send;
+        let f = &mut self.flows[i];
+        let mut started = false;
+        match f.conn {
+            Conn::Persistent => {
+                while f.inflight.len() < core.burst {
+                    let Some(t) = core.next_start(&mut f.base, now) else {
+                        break;
+                    };
+                    if f.inflight.is_empty() {
+                        f.last_progress = now;
+                    }
+                    f.inflight.push_back(if from_send { now } else { t });
+                    f.unsent += req;
+                    started = true;
+                }
+            }
+            Conn::Idle => {
+                let Some(t) = core.next_start(&mut f.base, now) else {
+                    return;
+                };
+                f.inflight.push_back(if from_send { now } else { t });
+                f.last_progress = now;
+                if let Err(e) = self.connect(core, i) {
+                    self.stop(core, i, e, now);
+                }
+                return;
+            }
+            _ => return,
+        }
+        if started && let Err(e) = self.flush(core, i) {
+            self.stop(core, i, e, now);
+        }
+    }
+
+    /// A flow at its burst limit (or mid-`--crr` exchange) is rescheduled when a response
+    /// frees a slot.
+    #[inline]
+    fn has_room(&self, core: &Core, i: usize) -> bool {
+        let f = &self.flows[i];
+        f.conn == Conn::Persistent && f.inflight.len() < core.burst
+    }
+
+    #[inline]
+    fn on_event(&mut self, core: &mut Core, i: usize, ev: &Event, now: u64) {
+        if let Err(e) = self.event(core, i, ev, now) {
+            self.stop(core, i, e, now);
+        }
+    }
+
+    fn all_idle(&self) -> bool {
+        self.flows
+            .iter()
+            .all(|f| f.base.failed || (f.inflight.is_empty() && f.conn != Conn::Closing))
+    }
+
+    fn ping_pong(&self) -> bool {
+        self.flows[0].conn == Conn::Persistent
+    }
+
+    /// Blocking `recv`/`send` that time out every [`SLICE`].
+    fn enter_blocking(&mut self) -> bool {
+        let Some(s) = self.flows[0].sock.as_ref() else {
+            return false;
+        };
+        s.set_nonblocking(false).is_ok()
+            && s.set_read_timeout(Some(SLICE)).is_ok()
+            && s.set_write_timeout(Some(SLICE)).is_ok()
+    }
+
+    #[inline]
+    fn blocking_step(&mut self, core: &mut Core) -> bool {
+        let r = if self.flows[0].unsent > 0 {
+            self.flush(core, 0)
+        } else {
+            self.read(core, 0, None)
+        };
+        if let Err(e) = r {
+            self.fail(core, 0, e.into_message());
+            return false;
+        }
+        true
+    }
+
+    fn leave_blocking(&mut self) {
         if let Some(s) = self.flows[0].sock.as_ref() {
             let _ = s.set_read_timeout(None);
             let _ = s.set_write_timeout(None);
@@ -422,16 +361,56 @@ impl ClientWorker {
         }
     }
 
-    /// Interval snapshots and stall checks, between events.
-    fn housekeeping(&mut self, now: u64) {
-        if let Some(epoch) = self.epochs.due(&self.control) {
-            let flows = self.snapshots();
-            let latency = Some(std::mem::take(&mut self.rec));
-            tell(&self.tx, self.epochs.snapshot(epoch, flows, latency));
+    fn check_stalls(&mut self, core: &mut Core, now: u64) {
+        let stall_timeout = self.plan.timing.stall_timeout;
+        let limit = crate::latency::as_ns(stall_timeout);
+        // Openers: an attempt not answered in time is a measurement, not a stall.
+        let attempt_limit = self
+            .plan
+            .keep_opening
+            .map(|k| crate::latency::as_ns(k.timeout));
+        // Under way, unanswered: such a flow's wait is bounded by the attempt's timeout.
+        let attempt =
+            |c: Conn| attempt_limit.is_some() && matches!(c, Conn::Connecting | Conn::Exchanging);
+        let timed_out: Vec<usize> = match attempt_limit {
+            None => Vec::new(),
+            Some(l) => (self.flows.iter().enumerate())
+                .filter(|(_, f)| {
+                    !f.base.failed && attempt(f.conn) && now.saturating_sub(f.last_progress) > l
+                })
+                .map(|(i, _)| i)
+                .collect(),
+        };
+        for i in timed_out {
+            self.give_up_attempt(core, i, Failure::TimedOut, now);
         }
-        if now >= self.next_stall_check {
-            self.next_stall_check = now + STALL_CHECK_NS;
-            self.check_stalls(now);
+        let stalled: Vec<usize> = self
+            .flows
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| {
+                let waiting = !f.inflight.is_empty() || f.conn == Conn::Closing;
+                !f.base.failed
+                    && !attempt(f.conn)
+                    && waiting
+                    && now.saturating_sub(f.last_progress) > limit
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for i in stalled {
+            let what = match self.flows[i].conn {
+                Conn::Connecting => "the connection did not open",
+                Conn::Closing => "the server did not close the connection after its response",
+                _ => "no response",
+            };
+            self.fail(
+                core,
+                i,
+                format!(
+                    "{what} for {:.1} s — has the server stopped answering?",
+                    stall_timeout.as_secs_f64()
+                ),
+            );
         }
     }
 
@@ -448,119 +427,20 @@ impl ClientWorker {
             .map(|(i, f)| f.snapshot(retrans, rtt_turn(i, first, n)))
             .collect()
     }
+}
 
-    fn all_idle(&self) -> bool {
-        self.flows
-            .iter()
-            .all(|f| f.failed || (f.inflight.is_empty() && f.conn != Conn::Closing))
-    }
-
-    fn deadline(&self, state: u8) -> Option<Instant> {
-        let stall = self.plan.base + Duration::from_nanos(self.next_stall_check);
-        let paced = (state != STOPPED)
-            .then(|| {
-                self.due
-                    .peek()
-                    .filter(|Reverse((t, _))| self.control.may_start(*t))
-                    .map(|Reverse((t, _))| self.plan.base + Duration::from_nanos(*t))
-            })
-            .flatten();
-        Some(paced.map_or(stall, |p| p.min(stall)))
-    }
-
-    /// A paced transaction is due inside the window and not started yet (a worker running
-    /// late at the end).
-    fn paced_left(&self) -> bool {
-        self.due
-            .peek()
-            .is_some_and(|Reverse((t, _))| self.control.may_start(*t))
-    }
-
-    fn start_paced(&mut self, now: u64) {
-        while let Some(&Reverse((t, i))) = self.due.peek() {
-            // The controller may stop the test while we loop, or the window end: a flow that
-            // cannot start then keeps its due time, and rescheduling it would spin here for
-            // ever.
-            if t > now || !self.control.may_start(t) {
-                break;
-            }
-            self.due.pop();
-            self.flows[i].scheduled = false;
-            self.start_due(i, now);
-            // A flow at its burst limit (or mid-`--crr` exchange) is rescheduled when a
-            // response frees a slot.
-            let f = &self.flows[i];
-            if f.conn == Conn::Persistent && f.inflight.len() < self.plan.burst {
-                self.schedule(i);
-            }
+impl TcpClient {
+    fn new(plan: Plan, flows: Vec<Flow>) -> Self {
+        TcpClient {
+            zeros: vec![0u8; (plan.request_len as usize).clamp(1, CHUNK)],
+            plan,
+            flows,
+            gate: RetransGate::default(),
+            rtt_next: 0,
         }
     }
 
-    /// Queues flow `i` for its next intended start, once.
-    fn schedule(&mut self, i: usize) {
-        let f = &mut self.flows[i];
-        if self.plan.period.is_some() && !f.scheduled && !f.failed {
-            f.scheduled = true;
-            self.due.push(Reverse((f.next_due, i)));
-        }
-    }
-
-    /// Starts every transaction flow `i` may start now.
-    fn start_due(&mut self, i: usize, now: u64) {
-        if self.flows[i].failed {
-            return;
-        }
-        let period = self.plan.period.map(crate::latency::as_ns);
-        let req = self.plan.request_len;
-        let burst = self.plan.burst;
-        let from_send = self.plan.from_send;
-        let f = &mut self.flows[i];
-        let mut started = false;
-        match f.conn {
-            Conn::Persistent => {
-                while f.inflight.len() < burst {
-                    let t = match period {
-                        None if self.control.may_start(now) => now,
-                        Some(p) if f.next_due <= now && self.control.may_start(f.next_due) => {
-                            let t = f.next_due;
-                            f.next_due += p;
-                            t
-                        }
-                        _ => break,
-                    };
-                    if f.inflight.is_empty() {
-                        f.last_progress = now;
-                    }
-                    f.inflight.push_back(if from_send { now } else { t });
-                    f.unsent += req;
-                    started = true;
-                }
-            }
-            Conn::Idle => {
-                let t = match period {
-                    None if self.control.may_start(now) => now,
-                    Some(p) if f.next_due <= now && self.control.may_start(f.next_due) => {
-                        let t = f.next_due;
-                        f.next_due += p;
-                        t
-                    }
-                    _ => return,
-                };
-                f.inflight.push_back(if from_send { now } else { t });
-                f.last_progress = now;
-                if let Err(e) = self.connect(i) {
-                    self.stop(i, e, now);
-                }
-                return;
-            }
-            _ => return,
-        }
-        if started && let Err(e) = self.flush(i) {
-            self.stop(i, e, now);
-        }
-    }
-
-    fn connect(&mut self, i: usize) -> Result<(), Stop> {
+    fn connect(&mut self, core: &mut Core, i: usize) -> Result<(), Stop> {
         let Some(c) = &self.plan.connect else {
             return Err("internal: --crr flow without a target".to_owned().into());
         };
@@ -576,7 +456,7 @@ impl ClientWorker {
         sockopt::apply(SockRef::from(&sock), &c.socket, &mut ignored)
             .map_err(|e| Stop::Fatal(e.to_string()))?;
         let _ = sock.set_tcp_nodelay(true);
-        if let Some(ip) = c.sources.source(usize::from(self.flows[i].id)) {
+        if let Some(ip) = c.sources.source(usize::from(self.flows[i].base.id)) {
             // The port is picked at connect() by 4-tuple, as for held flows.
             sockopt::bind_address_only(&sock);
             sock.bind(&SocketAddr::new(ip, 0).into())
@@ -596,7 +476,7 @@ impl ClientWorker {
         let fd = stream.as_raw_fd();
         let f = &mut self.flows[i];
         // Numbered by the flow's connections so far: each greeting's tag is new.
-        f.hello = DataHello::new(c.cookie, f.id, f.opened, c.key.as_ref()).greeting();
+        f.hello = DataHello::new(c.cookie, f.base.id, f.opened, c.key.as_ref()).greeting();
         f.opened += 1;
         f.sock = Some(stream);
         f.unsent = DATA_GREETING_LEN as u64 + self.plan.request_len;
@@ -630,7 +510,7 @@ impl ClientWorker {
             f.want_write = true;
             Interest::Write
         };
-        self.poll
+        core.poll
             .add(fd, i as u64, interest)
             .map_err(|e| Stop::Fatal(e.to_string()))?;
         Ok(())
@@ -643,7 +523,7 @@ impl ClientWorker {
             Some(r) => (r, true),
             None => {
                 let opened: u64 = self.flows.iter().map(|f| f.opened).sum();
-                let secs = self.plan.base.elapsed().as_secs_f64().max(1e-3);
+                let secs = self.plan.timing.base.elapsed().as_secs_f64().max(1e-3);
                 let share = self.flows.len().max(1) as f64;
                 (
                     opened as f64 / secs * c.sources.flows() as f64 / share,
@@ -658,7 +538,8 @@ impl ClientWorker {
         )
     }
 
-    fn on_event(&mut self, i: usize, ev: &Event, now: u64) -> Result<(), Stop> {
+    #[inline]
+    fn event(&mut self, core: &mut Core, i: usize, ev: &Event, now: u64) -> Result<(), Stop> {
         let (readable, writable) = (ev.readable || ev.closed, ev.writable);
         if self.flows[i].conn == Conn::Connecting && writable {
             let Some(s) = &self.flows[i].sock else {
@@ -672,19 +553,19 @@ impl ClientWorker {
                 return Err(Stop::io(&e, connect_error(&e, c.addr), false));
             }
             self.flows[i].conn = Conn::Exchanging;
-            self.set_interest(i)?;
+            self.set_interest(core, i)?;
         }
         if writable && self.flows[i].unsent > 0 {
-            self.flush(i)?;
+            self.flush(core, i)?;
         }
         if readable {
             let opened = self.flows[i].opened;
-            self.read(i, Some(now))?;
+            self.read(core, i, Some(now))?;
             // Edge-triggered: a hang-up that came with data is not reported again, so read
             // on to it (on this connection: a --crr flow may have opened its next one).
             let f = &self.flows[i];
-            if ev.closed && !f.failed && f.sock.is_some() && f.opened == opened {
-                self.read(i, Some(now))?;
+            if ev.closed && !f.base.failed && f.sock.is_some() && f.opened == opened {
+                self.read(core, i, Some(now))?;
             }
         }
         Ok(())
@@ -692,11 +573,10 @@ impl ClientWorker {
 
     /// Reads what arrived on flow `i`. `now` is when it was known to have arrived (after an
     /// epoll wake-up), or `None` to read the clock after the `recv` (a blocking read).
-    fn read(&mut self, i: usize, now: Option<u64>) -> Result<(), Stop> {
+    fn read(&mut self, core: &mut Core, i: usize, now: Option<u64>) -> Result<(), Stop> {
         // Long on purpose: the request/response worker's read, run per epoll event; the recv, the
         // latency records and the next send's scheduling stay in one frame over the borrowed flow.
         let resp = self.plan.response_len;
-        let base = self.plan.base;
         let f = &mut self.flows[i];
         let Some(s) = &f.sock else { return Ok(()) };
         // One byte more than the responses outstanding: a read that fills it is a server
@@ -704,33 +584,23 @@ impl ClientWorker {
         // loop needs (it hears of a socket again only when more arrives).
         let want =
             (resp.saturating_mul(f.inflight.len().max(1) as u64)).clamp(1, 1 << 30) as usize + 1;
-        let mut token = [0u8; 64];
-        // MSG_TRUNC: TCP discards the bytes without copying them out (tcp(7)); only their count
-        // matters. SAFETY: with MSG_TRUNC the kernel writes nothing, so `want` may exceed the
-        // token buffer, which is live for the call either way.
-        let n = unsafe {
-            libc::recv(
-                s.as_raw_fd(),
-                token.as_mut_ptr().cast(),
-                want,
-                libc::MSG_TRUNC,
-            )
+        let n = match discard(s, want) {
+            Ok(n) => n,
+            Err(e) => {
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
+                    _ => Err(Stop::io(&e, format!("connection failed: {e}"), true)),
+                };
+            }
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
-                _ => Err(Stop::io(&e, format!("connection failed: {e}"), true)),
-            };
-        }
-        let now = now.unwrap_or_else(|| crate::latency::as_ns(base.elapsed()));
+        let now = now.unwrap_or_else(|| core.now());
         if n == 0 {
             return match f.conn {
                 Conn::Closing => {
-                    self.close_crr(i, now);
+                    self.close_crr(core, i, now);
                     Ok(())
                 }
-                _ if f.inflight.is_empty() && self.control.state() != RUNNING => Ok(()),
+                _ if f.inflight.is_empty() && core.control.state() != RUNNING => Ok(()),
                 _ => Err(Stop::Attempt(
                     Failure::Reset,
                     format!(
@@ -753,16 +623,13 @@ impl ClientWorker {
             };
             f.rx -= resp;
             let ns = now.saturating_sub(start);
-            self.rec.record(ns);
-            if let Some(sk) = f.sketch.as_mut() {
-                sk.record(ns);
-            }
-            f.transactions += 1;
+            core.rec.record(ns);
+            f.base.count(ns);
             completed += 1;
         }
         if completed > 0 {
             match f.conn {
-                Conn::Persistent => self.start_due(i, now),
+                Conn::Persistent => self.start_due(core, i, now),
                 Conn::Exchanging => {
                     self.flows[i].streak = 0;
                     // Wait for the server's FIN: closing first would leave this end in
@@ -770,41 +637,39 @@ impl ClientWorker {
                     // server sends it right behind the response, so it has usually arrived
                     // by now: look once more before going back to epoll.
                     self.flows[i].conn = Conn::Closing;
-                    return self.read(i, None);
+                    return self.read(core, i, None);
                 }
                 _ => {}
             }
-            if self.flows[i].conn == Conn::Persistent
-                && self.flows[i].inflight.len() < self.plan.burst
-            {
-                self.schedule(i);
+            if self.has_room(core, i) {
+                core.schedule(i, &mut self.flows[i].base);
             }
         }
         Ok(())
     }
 
     /// The server has closed a `--crr` connection after its response.
-    fn close_crr(&mut self, i: usize, now: u64) {
-        if let Some(s) = self.flows[i].sock.take() {
-            let (r, srtt) = self.flows[i].tcp.sample(&s);
-            self.flows[i].retransmits += r;
-            self.flows[i].srtt_us = srtt.or(self.flows[i].srtt_us);
+    fn close_crr(&mut self, core: &mut Core, i: usize, now: u64) {
+        let f = &mut self.flows[i];
+        if let Some(s) = f.sock.take() {
+            let (r, srtt) = f.tcp.sample(&s);
+            f.retransmits += r;
+            f.srtt_us = srtt.or(f.srtt_us);
             // No EPOLL_CTL_DEL: the socket is this flow's alone, and closing its only
             // descriptor takes it out of the epoll set.
             drop(s);
         }
-        let f = &mut self.flows[i];
         f.conn = Conn::Idle;
         f.want_write = false;
         f.unsent = 0;
-        if self.plan.period.is_some() {
-            self.schedule(i);
+        if core.period_ns.is_some() {
+            core.schedule(i, &mut f.base);
         } else {
-            self.start_due(i, now);
+            self.start_due(core, i, now);
         }
     }
 
-    fn flush(&mut self, i: usize) -> Result<(), Stop> {
+    fn flush(&mut self, core: &mut Core, i: usize) -> Result<(), Stop> {
         let f = &mut self.flows[i];
         let Some(s) = &f.sock else { return Ok(()) };
         if f.conn == Conn::Connecting {
@@ -843,12 +708,12 @@ impl ClientWorker {
         }
         if blocked != f.want_write {
             f.want_write = blocked;
-            self.set_interest(i)?;
+            self.set_interest(core, i)?;
         }
         Ok(())
     }
 
-    fn set_interest(&mut self, i: usize) -> Result<(), Stop> {
+    fn set_interest(&mut self, core: &mut Core, i: usize) -> Result<(), Stop> {
         let f = &self.flows[i];
         let Some(s) = &f.sock else { return Ok(()) };
         let interest = if f.want_write {
@@ -856,78 +721,27 @@ impl ClientWorker {
         } else {
             Interest::Read
         };
-        self.poll
+        core.poll
             .modify(s.as_raw_fd(), i as u64, interest)
             .map_err(|e| Stop::Fatal(e.to_string()))
     }
 
-    fn check_stalls(&mut self, now: u64) {
-        let limit = crate::latency::as_ns(self.plan.stall_timeout);
-        // Openers: an attempt not answered in time is a measurement, not a stall.
-        let attempt_limit = self
-            .plan
-            .keep_opening
-            .map(|k| crate::latency::as_ns(k.timeout));
-        // Under way, unanswered: such a flow's wait is bounded by the attempt's timeout.
-        let attempt =
-            |c: Conn| attempt_limit.is_some() && matches!(c, Conn::Connecting | Conn::Exchanging);
-        let timed_out: Vec<usize> = match attempt_limit {
-            None => Vec::new(),
-            Some(l) => (self.flows.iter().enumerate())
-                .filter(|(_, f)| {
-                    !f.failed && attempt(f.conn) && now.saturating_sub(f.last_progress) > l
-                })
-                .map(|(i, _)| i)
-                .collect(),
-        };
-        for i in timed_out {
-            self.give_up_attempt(i, Failure::TimedOut, now);
-        }
-        let stalled: Vec<usize> = self
-            .flows
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| {
-                let waiting = !f.inflight.is_empty() || f.conn == Conn::Closing;
-                !f.failed
-                    && !attempt(f.conn)
-                    && waiting
-                    && now.saturating_sub(f.last_progress) > limit
-            })
-            .map(|(i, _)| i)
-            .collect();
-        for i in stalled {
-            let what = match self.flows[i].conn {
-                Conn::Connecting => "the connection did not open",
-                Conn::Closing => "the server did not close the connection after its response",
-                _ => "no response",
-            };
-            self.fail(
-                Some(i),
-                format!(
-                    "{what} for {:.1} s — has the server stopped answering?",
-                    self.plan.stall_timeout.as_secs_f64()
-                ),
-            );
-        }
-    }
-
     /// Flow `i` met `e`: under [`KeepOpening`] a failed new connection is counted and the flow
     /// goes on; anything else ends the flow.
-    fn stop(&mut self, i: usize, e: Stop, now: u64) {
+    fn stop(&mut self, core: &mut Core, i: usize, e: Stop, now: u64) {
         let f = &self.flows[i];
         let crr = f.conn != Conn::Persistent && self.plan.keep_opening.is_some();
         match e {
             // The answer is in and counted; only the server's close is missing.
-            Stop::Attempt(..) if crr && f.conn == Conn::Closing => self.close_crr(i, now),
-            Stop::Attempt(kind, _) if crr => self.give_up_attempt(i, kind, now),
-            Stop::Attempt(_, m) | Stop::Fatal(m) => self.fail(Some(i), m),
+            Stop::Attempt(..) if crr && f.conn == Conn::Closing => self.close_crr(core, i, now),
+            Stop::Attempt(kind, _) if crr => self.give_up_attempt(core, i, kind, now),
+            Stop::Attempt(_, m) | Stop::Fatal(m) => self.fail(core, i, m),
         }
     }
 
     /// Counts flow `i`'s attempt as failed by `kind`, closes it, and sets the next one up:
     /// after a back-off (unpaced) or at the flow's next slot (paced).
-    fn give_up_attempt(&mut self, i: usize, kind: Failure, now: u64) {
+    fn give_up_attempt(&mut self, core: &mut Core, i: usize, kind: Failure, now: u64) {
         let f = &mut self.flows[i];
         // Closing the only descriptor takes the socket out of the epoll set.
         drop(f.sock.take());
@@ -943,29 +757,22 @@ impl ClientWorker {
             Failure::Reset => f.failures.reset += 1,
         }
         f.streak = f.streak.saturating_add(1);
-        if self.plan.period.is_some() {
-            self.schedule(i);
-        } else if !f.scheduled {
-            f.scheduled = true;
+        if core.period_ns.is_some() {
+            core.schedule(i, &mut f.base);
+        } else {
             let at = now + crate::latency::as_ns(backoff(f.streak));
-            self.due.push(Reverse((at, i)));
+            core.queue(i, &mut f.base, at);
         }
     }
 
-    fn fail(&mut self, i: Option<usize>, error: String) {
-        let flow = match i {
-            Some(i) => {
-                let f = &mut self.flows[i];
-                f.failed = true;
-                f.inflight.clear();
-                if let Some(s) = f.sock.take() {
-                    self.poll.delete(s.as_raw_fd());
-                }
-                Some(f.id)
-            }
-            None => None,
-        };
-        tell(&self.tx, Report::Failed { flow, error });
+    /// Ends flow `i` with `error`: its socket closed, its transactions abandoned.
+    fn fail(&mut self, core: &mut Core, i: usize, error: String) {
+        let f = &mut self.flows[i];
+        f.inflight.clear();
+        if let Some(s) = f.sock.take() {
+            core.poll.delete(s.as_raw_fd());
+        }
+        core.fail(&mut f.base, error);
     }
 }
 
@@ -1075,10 +882,12 @@ fn connect_error(e: &io::Error, addr: SocketAddr) -> String {
 mod tests {
     use std::net::TcpListener;
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
 
     use tokio::sync::mpsc::unbounded_channel;
 
     use super::*;
+    use crate::engine::rr::STOPPED;
     use crate::proto::COOKIE_LEN;
 
     #[test]
@@ -1121,10 +930,14 @@ mod tests {
         let plan = Plan {
             request_len: 1,
             response_len: 1,
-            burst: 1,
-            period: None,
-            base: Instant::now(),
-            stall_timeout: Duration::from_secs(10),
+            timing: Timing {
+                burst: 1,
+                period: None,
+                base: Instant::now(),
+                stall_timeout: Duration::from_secs(10),
+                per_flow: false,
+                from_send: false,
+            },
             connect: Some(Connect {
                 addr,
                 sources: FlowPlan::new(1, &[], crate::client::flow_plan::PortRange::default())
@@ -1134,9 +947,7 @@ mod tests {
                 cookie: Cookie([7; COOKIE_LEN]),
                 key: None,
             }),
-            per_flow: false,
             keep_opening,
-            from_send: false,
         };
         let control = Arc::new(Control::default());
         let (tx, mut rx) = unbounded_channel();

@@ -13,13 +13,16 @@
 
 pub(crate) mod at_once;
 pub(crate) mod client;
+pub(crate) mod driver;
 pub(crate) mod poll;
 pub(crate) mod server;
 pub(crate) mod tally;
 pub(crate) mod udp;
 pub(crate) mod workers;
 
+use std::io;
 use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
@@ -314,6 +317,28 @@ fn retrans_segs(snmp: &str) -> Option<u64> {
 pub(crate) fn worker_count(flows: usize) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     flows.clamp(1, cores.max(1))
+}
+
+/// Takes up to `len` bytes off `sock`'s stream without copying them out: with `MSG_TRUNC`
+/// TCP discards them in the kernel (tcp(7)). Requests and responses carry nothing; only their
+/// length counts. The bytes taken, 0 at the end of the stream.
+#[inline]
+pub(crate) fn discard(sock: &TcpStream, len: usize) -> io::Result<usize> {
+    let mut token = [0u8; 64];
+    // SAFETY: with MSG_TRUNC the kernel writes nothing, so `len` may exceed the token buffer,
+    // which is live for the call either way.
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            token.as_mut_ptr().cast(),
+            len,
+            libc::MSG_TRUNC,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 /// Sends to the controller; a gone controller just means nobody is listening any more.

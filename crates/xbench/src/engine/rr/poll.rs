@@ -10,6 +10,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -184,6 +185,22 @@ impl Poll {
         }
         Ok(rc as usize)
     }
+}
+
+/// The token a worker's [`Waker`] is added with; a flow's (or connection's) token is its index.
+pub(crate) const WAKER: u64 = u64::MAX;
+
+/// A worker's poll for `sockets` sockets (edge-triggered with `edge`) with its waker already
+/// in it, under [`WAKER`].
+pub(crate) fn worker_poll(sockets: usize, edge: bool) -> io::Result<(Poll, Arc<Waker>)> {
+    let waker = Arc::new(Waker::new()?);
+    let poll = if edge {
+        Poll::edge_triggered(sockets + 1)?
+    } else {
+        Poll::new(sockets + 1)?
+    };
+    poll.add(waker.raw(), WAKER, Interest::Read)?;
+    Ok((poll, waker))
 }
 
 /// Wakes a worker blocked in [`Poll::wait`] from another thread (an `eventfd`).

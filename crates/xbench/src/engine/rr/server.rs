@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::at_once::Arrived;
-use super::poll::{Interest, Poll, Waker};
-use super::{Control, Epochs, FlowSnapshot, Report, RetransGate, STOPPED, TcpTrack, Worker, tell};
+use super::poll::{Interest, Poll, WAKER, Waker, worker_poll};
+use super::{
+    Control, Epochs, FlowSnapshot, Report, RetransGate, STOPPED, TcpTrack, Worker, discard, tell,
+};
 use crate::engine::cpu::thread_cpu;
 use crate::report::CpuUsage;
 
@@ -47,9 +49,7 @@ pub(crate) fn spawn(
     control: Arc<Control>,
     tx: UnboundedSender<Report>,
 ) -> io::Result<Worker> {
-    let waker = Arc::new(Waker::new()?);
-    let poll = Poll::edge_triggered(flows.len() + 1)?;
-    poll.add(waker.raw(), WAKER, Interest::Read)?;
+    let (poll, waker) = worker_poll(flows.len(), true)?;
     let (conn_tx, conn_rx) = std::sync::mpsc::channel();
     let mut worker = ServerWorker {
         plan,
@@ -79,7 +79,6 @@ pub(crate) fn spawn(
     })
 }
 
-const WAKER: u64 = u64::MAX;
 const CHUNK: usize = 256 * 1024;
 /// How often a `--crr` worker looks for connections past their deadline.
 const SWEEP: Duration = Duration::from_secs(1);
@@ -400,30 +399,21 @@ impl ServerWorker {
         let Some(c) = self.conns[slot].as_mut() else {
             return Ok(Some(0));
         };
-        let mut token = [0u8; 64];
-        // SAFETY: with MSG_TRUNC the kernel discards TCP data without writing to the buffer
-        // (tcp(7)); the token buffer is live for the call.
-        let n = unsafe {
-            libc::recv(
-                c.sock.as_raw_fd(),
-                token.as_mut_ptr().cast(),
-                len,
-                libc::MSG_TRUNC,
-            )
+        let n = match discard(&c.sock, len) {
+            Ok(n) => n,
+            Err(e) => {
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock => Ok(None),
+                    // Nothing read: report a full read, so `read` tries again.
+                    io::ErrorKind::Interrupted => Ok(Some(len)),
+                    io::ErrorKind::ConnectionReset => {
+                        self.close(slot, None);
+                        Ok(Some(0))
+                    }
+                    _ => Err(e.to_string()),
+                };
+            }
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock => Ok(None),
-                // Nothing read: report a full read, so `read` tries again.
-                io::ErrorKind::Interrupted => Ok(Some(len)),
-                io::ErrorKind::ConnectionReset => {
-                    self.close(slot, None);
-                    Ok(Some(0))
-                }
-                _ => Err(e.to_string()),
-            };
-        }
         if n == 0 {
             // The client is done with this connection (end of test, or of its --crr exchange).
             self.close(slot, None);
@@ -445,7 +435,7 @@ impl ServerWorker {
             let flow = c.flow;
             self.count(flow).transactions += complete;
         }
-        Ok(Some(n as usize))
+        Ok(Some(n))
     }
 
     fn flush(&mut self, slot: usize) -> Result<(), String> {

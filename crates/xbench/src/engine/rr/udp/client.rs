@@ -10,44 +10,31 @@
 //! already answered are duplicates; anything else (wrong length or token, a sequence number
 //! never sent) is ignored. A flow that hears nothing at all for the stall limit has failed.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::super::poll::{Interest, Poll, Waker, precise_timers};
-use super::super::{
-    Control, DRAINING, Epochs, FlowSnapshot, RUNNING, Report, STOPPED, UdpCounts, Worker, tell,
-};
+use super::super::driver::{self, Core, FlowBase, FlowIo, Timing};
+use super::super::poll::{Event, Interest, worker_poll};
+use super::super::{Control, FlowSnapshot, RUNNING, Report, UdpCounts, Worker};
 use super::{Arrival, UdpFlow, recv_header, send};
-use crate::engine::cpu::thread_cpu;
 use crate::engine::udp::wire::{HEADER_LEN, Header};
-use crate::latency::{FlowSketch, Recorder, as_ns};
+use crate::latency::as_ns;
 
 /// How a client worker runs its flows.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     pub(crate) request_len: usize,
     pub(crate) response_len: usize,
-    pub(crate) burst: usize,
-    /// Paced: time between one flow's transactions.
-    pub(crate) period: Option<Duration>,
-    /// Time zero of the test; latencies and schedules are nanoseconds since then.
-    pub(crate) base: Instant,
+    /// A flow stalls when it has had no response at all for `stall_timeout`: at least twice
+    /// the timeout, so a slow timeout is not mistaken for a dead server.
+    pub(crate) timing: Timing,
     /// A request unanswered this long after it was sent is lost (`--rr-timeout`).
     pub(crate) timeout: Duration,
-    /// A flow that has had no response at all for this long has failed (at least twice the
-    /// timeout, so a slow timeout is not mistaken for a dead server).
-    pub(crate) stall_timeout: Duration,
-    /// Each flow keeps a [`FlowSketch`] of its own latency (`--per-flow`).
-    pub(crate) per_flow: bool,
-    /// Time a paced transaction from when its request was sent, not from when it was due
-    /// ([`crate::ClientConfig::latency_from_send`]: latency probes).
-    pub(crate) from_send: bool,
 }
 
 /// Lost requests a flow remembers, to tell a late response from a duplicate: 4 KiB a flow at
@@ -55,11 +42,9 @@ pub(crate) struct Plan {
 /// request counts as a duplicate.
 pub(crate) const LATE_MEMORY: usize = 512;
 
-const WAKER: u64 = u64::MAX;
 /// How long a lone ping-pong flow's blocking `recv` waits at most before looking at its
 /// controls (see the TCP client's `SLICE`).
 const SLICE: Duration = Duration::from_millis(500);
-const STALL_CHECK_NS: u64 = 100_000_000;
 
 /// Starts a client worker over `flows`; `flows_total` spreads paced flows over the period.
 pub(crate) fn spawn(
@@ -70,46 +55,18 @@ pub(crate) fn spawn(
     tx: UnboundedSender<Report>,
     flows_total: usize,
 ) -> io::Result<Worker> {
-    let waker = Arc::new(Waker::new()?);
-    let poll = Poll::new(flows.len() + 1)?;
-    poll.add(waker.raw(), WAKER, Interest::Read)?;
+    let (poll, waker) = worker_poll(flows.len(), false)?;
     let mut state = Vec::with_capacity(flows.len());
     for (slot, f) in flows.into_iter().enumerate() {
-        let phase = plan.period.map_or(0, |p| {
-            // Flow i of n starts i/n of a period late.
-            (p.as_nanos() * u128::from(f.id) / flows_total.max(1) as u128) as u64
-        });
         f.sock.set_nonblocking(false)?;
         poll.add(f.sock.as_raw_fd(), slot as u64, Interest::Read)?;
-        state.push(Flow::new(f, phase, plan.per_flow));
+        let phase = plan.timing.phase(f.id, flows_total);
+        state.push(Flow::new(f, phase, plan.timing.per_flow));
     }
-    let w = Arc::clone(&waker);
-    let thread = std::thread::Builder::new()
-        .name(format!("xb-rr-udp-client-{index}"))
-        .spawn(move || {
-            precise_timers();
-            let mut worker = ClientWorker {
-                request: vec![0u8; plan.request_len.max(HEADER_LEN)],
-                plan,
-                poll,
-                waker: w,
-                flows: state,
-                rec: Recorder::new(),
-                control,
-                tx,
-                due: BinaryHeap::new(),
-                epochs: Epochs::new(index),
-                next_timeout_check: 0,
-                next_stall_check: 0,
-                dontwait: libc::MSG_DONTWAIT,
-            };
-            worker.run();
-        })?;
-    Ok(Worker {
-        waker,
-        conns: None,
-        thread: Some(thread),
-    })
+    let name = format!("xb-rr-udp-client-{index}");
+    let timing = plan.timing.clone();
+    let io = UdpClient::new(plan, state);
+    driver::spawn(index, name, &timing, (poll, waker), control, tx, io)
 }
 
 /// A request in flight.
@@ -123,52 +80,38 @@ struct Outstanding {
 }
 
 struct Flow {
+    base: FlowBase,
     udp: UdpFlow,
     next_seq: u64,
     /// In flight, by sequence number (sent in order).
     inflight: VecDeque<Outstanding>,
     /// The latest lost sequence numbers, ascending.
     timed_out: VecDeque<u64>,
-    /// Paced: intended start of the next transaction, ns since base.
-    next_due: u64,
-    /// Has an entry in the pacing queue.
-    scheduled: bool,
     /// The socket's send buffer was full: waiting to be writable.
     blocked: bool,
     /// When the oldest request sent since the last response left, ns.
     unanswered_since: Option<u64>,
-    /// `--per-flow`: this flow's latency since the last snapshot.
-    sketch: Option<FlowSketch>,
-    transactions: u64,
     counts: UdpCounts,
-    failed: bool,
 }
 
 impl Flow {
     fn new(udp: UdpFlow, phase: u64, per_flow: bool) -> Self {
         Flow {
+            base: FlowBase::new(udp.id, phase, per_flow),
             udp,
             next_seq: 0,
             inflight: VecDeque::new(),
             timed_out: VecDeque::new(),
-            next_due: phase,
-            scheduled: false,
             blocked: false,
             unanswered_since: None,
-            sketch: per_flow.then(FlowSketch::new),
-            transactions: 0,
             counts: UdpCounts::default(),
-            failed: false,
         }
     }
 
     fn snapshot(&mut self) -> FlowSnapshot {
         FlowSnapshot {
-            flow: self.udp.id,
-            transactions: std::mem::take(&mut self.transactions),
-            sketch: self.sketch.as_mut().map(std::mem::take),
             udp: Some(std::mem::take(&mut self.counts)),
-            ..FlowSnapshot::default()
+            ..self.base.snapshot()
         }
     }
 
@@ -182,10 +125,7 @@ impl Flow {
                 sent: now,
             });
             let ns = now.saturating_sub(if from_send { o.sent } else { o.start });
-            if let Some(sk) = self.sketch.as_mut() {
-                sk.record(ns);
-            }
-            self.transactions += 1;
+            self.base.count(ns);
             self.unanswered_since = self.inflight.front().map(|o| o.sent);
             return Some(ns);
         }
@@ -224,256 +164,45 @@ impl Flow {
     }
 }
 
-struct ClientWorker {
+/// UDP's side of a client worker ([`FlowIo`]): a datagram each way per transaction, and
+/// request timeouts as its own timer.
+struct UdpClient {
     plan: Plan,
-    poll: Poll,
-    waker: Arc<Waker>,
     flows: Vec<Flow>,
-    /// Latency of every flow's transactions since the last snapshot: one histogram for the
-    /// worker, not one per flow.
-    rec: Recorder,
-    control: Arc<Control>,
-    tx: UnboundedSender<Report>,
-    /// Paced flows by next intended start.
-    due: BinaryHeap<Reverse<(u64, usize)>>,
     /// A request: header, then zeros.
     request: Vec<u8>,
-    epochs: Epochs,
     next_timeout_check: u64,
-    next_stall_check: u64,
     /// `MSG_DONTWAIT` in the epoll loop, 0 for the blocking ping-pong.
     dontwait: i32,
+    /// The blocking ping-pong's receive timeout in force.
+    armed: Option<Duration>,
 }
 
-impl ClientWorker {
-    fn now(&self) -> u64 {
-        as_ns(self.plan.base.elapsed())
+impl FlowIo for UdpClient {
+    #[inline]
+    fn len(&self) -> usize {
+        self.flows.len()
     }
 
-    fn run(&mut self) {
-        self.request.truncate(self.plan.request_len);
-        let now = self.now();
-        for i in 0..self.flows.len() {
-            if self.plan.period.is_some() {
-                self.schedule(i);
-            } else {
-                self.start_due(i, now);
-            }
-        }
-        if self.flows.len() == 1 && self.plan.period.is_none() && self.plan.burst == 1 {
-            self.run_blocking();
-        }
-        let mut events = Vec::with_capacity(64);
-        loop {
-            let state = self.control.state();
-            if state == STOPPED || (state == DRAINING && self.all_idle() && !self.paced_left()) {
-                break;
-            }
-            let deadline = self.deadline(state);
-            events.clear();
-            if let Err(e) = self.poll.wait(Some(deadline), |ev| events.push(ev)) {
-                self.fail(None, format!("event loop failed: {e}"));
-                break;
-            }
-            let now = self.now();
-            for ev in &events {
-                if ev.token == WAKER {
-                    self.waker.drain();
-                    continue;
-                }
-                let i = ev.token as usize;
-                if i >= self.flows.len() || self.flows[i].failed {
-                    continue;
-                }
-                if ev.writable && self.flows[i].blocked {
-                    self.flows[i].blocked = false;
-                    let fd = self.flows[i].udp.sock.as_raw_fd();
-                    if let Err(e) = self.poll.modify(fd, i as u64, Interest::Read) {
-                        self.fail(Some(i), e.to_string());
-                        continue;
-                    }
-                    self.start_due(i, now);
-                }
-                if ev.readable || ev.closed {
-                    self.receive(i, Some(now));
-                }
-            }
-            if self.control.state() != STOPPED {
-                self.start_paced(now);
-            }
-            self.housekeeping(now);
-        }
-        let flows = self.flows.iter_mut().map(Flow::snapshot).collect();
-        tell(
-            &self.tx,
-            Report::Done {
-                flows,
-                latency: Some(std::mem::take(&mut self.rec)),
-                cpu: thread_cpu(),
-            },
-        );
+    #[inline]
+    fn base(&self, i: usize) -> &FlowBase {
+        &self.flows[i].base
     }
 
-    /// One unpaced ping-pong flow: a blocking `send` and a blocking `recv` per transaction,
-    /// the `recv` waiting at most until the request's timeout (or [`SLICE`], to look at the
-    /// controls). Returns to the epoll loop when the test ends or the flow fails.
-    fn run_blocking(&mut self) {
-        self.dontwait = 0;
-        let mut current = None;
-        loop {
-            let state = self.control.state();
-            // Past the end with nothing in flight: the epoll loop waits for the controller.
-            let over = self.all_idle() && !self.control.may_start(self.now());
-            if state == STOPPED || (state == DRAINING && self.all_idle()) || over {
-                break;
-            }
-            if self.flows[0].failed {
-                break;
-            }
-            let now = self.now();
-            if self.flows[0].inflight.is_empty() {
-                self.start_due(0, now);
-            }
-            let timeout_ns = as_ns(self.plan.timeout);
-            let wait = match self.flows[0].inflight.front() {
-                Some(o) => Duration::from_nanos(
-                    o.sent
-                        .saturating_add(timeout_ns)
-                        .saturating_sub(now)
-                        .max(100_000),
-                )
-                .min(SLICE),
-                None => SLICE.min(Duration::from_millis(10)),
-            };
-            // Re-armed only when the timeout in force would sleep past the request's deadline
-            // (by more than a millisecond) or is less than half the wait: a `setsockopt` per
-            // transaction would cost a third system call.
-            let stale = current
-                .is_none_or(|c: Duration| c > wait + Duration::from_millis(1) || c < wait / 2);
-            if stale {
-                if self.flows[0].udp.sock.set_read_timeout(Some(wait)).is_err() {
-                    break;
-                }
-                current = Some(wait);
-            }
-            self.receive(0, None);
-            let now = self.now();
-            self.housekeeping(now);
-        }
-        let _ = self.flows[0].udp.sock.set_read_timeout(None);
-        self.dontwait = libc::MSG_DONTWAIT;
-    }
-
-    /// Reads what arrived on flow `i`: everything waiting in the epoll loop, one datagram
-    /// (or the receive timeout) in the blocking one. `now` is when the first one was known to
-    /// have arrived (the epoll wake-up), or `None` to read the clock after the `recv`; later
-    /// ones may have arrived since, and read the clock.
-    fn receive(&mut self, i: usize, mut now: Option<u64>) {
-        let want = self.plan.response_len;
-        loop {
-            let f = &mut self.flows[i];
-            let arrival = match recv_header(&f.udp.sock, self.dontwait) {
-                Ok(a) => a,
-                Err(e) => {
-                    if self.control.state() == RUNNING {
-                        let why = refused_or(&e, "receiving a response");
-                        self.fail(Some(i), why);
-                    }
-                    return;
-                }
-            };
-            let (len, header) = match arrival {
-                Arrival::Nothing => return,
-                Arrival::Handshake if self.dontwait == 0 => return,
-                Arrival::Handshake => continue,
-                Arrival::Datagram { len, header } => (len, header),
-            };
-            let now = now
-                .take()
-                .unwrap_or_else(|| as_ns(self.plan.base.elapsed()));
-            let f = &mut self.flows[i];
-            match header.filter(|h| len == want && h.token == f.udp.token) {
-                Some(h) => {
-                    if let Some(ns) = f.response(h.seq, now, self.plan.from_send) {
-                        self.rec.record(ns);
-                        if self.plan.period.is_some() {
-                            self.schedule(i);
-                        } else if self.dontwait != 0 {
-                            self.start_due(i, self.now());
-                        }
-                    }
-                }
-                None => f.counts.ignored += 1,
-            }
-            if self.dontwait == 0 {
-                return;
-            }
-        }
-    }
-
-    fn all_idle(&self) -> bool {
-        self.flows.iter().all(|f| f.failed || f.inflight.is_empty())
-    }
-
-    fn deadline(&self, state: u8) -> Instant {
-        let mut t = self.next_timeout_check.min(self.next_stall_check);
-        if state != STOPPED
-            && let Some(Reverse((due, _))) = self.due.peek()
-            && self.control.may_start(*due)
-        {
-            t = t.min(*due);
-        }
-        self.plan.base + Duration::from_nanos(t)
-    }
-
-    /// A paced request is due inside the window and not sent yet (a worker running late at
-    /// the end).
-    fn paced_left(&self) -> bool {
-        self.due
-            .peek()
-            .is_some_and(|Reverse((t, _))| self.control.may_start(*t))
-    }
-
-    fn start_paced(&mut self, now: u64) {
-        while let Some(&Reverse((t, i))) = self.due.peek() {
-            if t > now || !self.control.may_start(t) {
-                break;
-            }
-            self.due.pop();
-            self.flows[i].scheduled = false;
-            self.start_due(i, now);
-            let f = &self.flows[i];
-            if f.inflight.len() < self.plan.burst && !f.blocked {
-                self.schedule(i);
-            }
-        }
-    }
-
-    /// Queues flow `i` for its next intended start, once.
-    fn schedule(&mut self, i: usize) {
-        let f = &mut self.flows[i];
-        if self.plan.period.is_some() && !f.scheduled && !f.failed {
-            f.scheduled = true;
-            self.due.push(Reverse((f.next_due, i)));
-        }
+    #[inline]
+    fn base_mut(&mut self, i: usize) -> &mut FlowBase {
+        &mut self.flows[i].base
     }
 
     /// Sends every request flow `i` may send now.
-    fn start_due(&mut self, i: usize, now: u64) {
-        if self.flows[i].failed || self.flows[i].blocked {
+    fn start_due(&mut self, core: &mut Core, i: usize, now: u64) {
+        if self.flows[i].base.failed || self.flows[i].blocked {
             return;
         }
-        let period = self.plan.period.map(as_ns);
-        while self.flows[i].inflight.len() < self.plan.burst {
+        while self.flows[i].inflight.len() < core.burst {
             let f = &mut self.flows[i];
-            let start = match period {
-                None if self.control.may_start(now) => now,
-                Some(p) if f.next_due <= now && self.control.may_start(f.next_due) => {
-                    let t = f.next_due;
-                    f.next_due += p;
-                    t
-                }
-                _ => break,
+            let Some(start) = core.next_start(&mut f.base, now) else {
+                break;
             };
             let seq = f.next_seq;
             Header {
@@ -496,47 +225,114 @@ impl ClientWorker {
                 }
                 Ok(false) => {
                     // The slot is kept: the same start goes out once the socket has room.
-                    if period.is_some() {
-                        f.next_due = start;
+                    if core.period_ns.is_some() {
+                        f.base.next_due = start;
                     }
                     f.blocked = true;
                     let fd = f.udp.sock.as_raw_fd();
-                    if let Err(e) = self.poll.modify(fd, i as u64, Interest::ReadWrite) {
-                        self.fail(Some(i), e.to_string());
+                    if let Err(e) = core.poll.modify(fd, i as u64, Interest::ReadWrite) {
+                        self.fail(core, i, e.to_string());
                     }
                     return;
                 }
                 Err(e) => {
                     let why = refused_or(&e, "sending a request");
-                    self.fail(Some(i), why);
+                    self.fail(core, i, why);
                     return;
                 }
             }
         }
     }
 
-    /// Interval snapshots, timeouts and stall checks, between events.
-    fn housekeeping(&mut self, now: u64) {
-        if let Some(epoch) = self.epochs.due(&self.control) {
-            let flows = self.flows.iter_mut().map(Flow::snapshot).collect();
-            let latency = Some(std::mem::take(&mut self.rec));
-            tell(&self.tx, self.epochs.snapshot(epoch, flows, latency));
+    #[inline]
+    fn has_room(&self, core: &Core, i: usize) -> bool {
+        let f = &self.flows[i];
+        f.inflight.len() < core.burst && !f.blocked
+    }
+
+    #[inline]
+    fn on_event(&mut self, core: &mut Core, i: usize, ev: &Event, now: u64) {
+        if ev.writable && self.flows[i].blocked {
+            self.flows[i].blocked = false;
+            let fd = self.flows[i].udp.sock.as_raw_fd();
+            if let Err(e) = core.poll.modify(fd, i as u64, Interest::Read) {
+                self.fail(core, i, e.to_string());
+                return;
+            }
+            self.start_due(core, i, now);
         }
-        if now >= self.next_timeout_check {
-            self.expire(now);
-        }
-        if now >= self.next_stall_check {
-            self.next_stall_check = now + STALL_CHECK_NS;
-            self.check_stalls(now);
+        if ev.readable || ev.closed {
+            self.receive(core, i, Some(now));
         }
     }
 
+    fn all_idle(&self) -> bool {
+        self.flows
+            .iter()
+            .all(|f| f.base.failed || f.inflight.is_empty())
+    }
+
+    fn ping_pong(&self) -> bool {
+        true
+    }
+
+    /// A blocking `send` and a blocking `recv` per transaction, the `recv` waiting at most
+    /// until the request's timeout (or [`SLICE`], to look at the controls).
+    fn enter_blocking(&mut self) -> bool {
+        self.dontwait = 0;
+        self.armed = None;
+        true
+    }
+
+    #[inline]
+    fn blocking_step(&mut self, core: &mut Core) -> bool {
+        let now = core.now();
+        if self.flows[0].inflight.is_empty() {
+            self.start_due(core, 0, now);
+        }
+        let timeout_ns = as_ns(self.plan.timeout);
+        let wait = match self.flows[0].inflight.front() {
+            Some(o) => Duration::from_nanos(
+                o.sent
+                    .saturating_add(timeout_ns)
+                    .saturating_sub(now)
+                    .max(100_000),
+            )
+            .min(SLICE),
+            None => SLICE.min(Duration::from_millis(10)),
+        };
+        // Re-armed only when the timeout in force would sleep past the request's deadline
+        // (by more than a millisecond) or is less than half the wait: a `setsockopt` per
+        // transaction would cost a third system call.
+        let stale = self
+            .armed
+            .is_none_or(|c: Duration| c > wait + Duration::from_millis(1) || c < wait / 2);
+        if stale {
+            if self.flows[0].udp.sock.set_read_timeout(Some(wait)).is_err() {
+                return false;
+            }
+            self.armed = Some(wait);
+        }
+        self.receive(core, 0, None);
+        true
+    }
+
+    fn leave_blocking(&mut self) {
+        let _ = self.flows[0].udp.sock.set_read_timeout(None);
+        self.dontwait = libc::MSG_DONTWAIT;
+    }
+
+    #[inline]
+    fn next_timer(&self) -> u64 {
+        self.next_timeout_check
+    }
+
     /// Declares lost every request past its timeout and lets its flow go on.
-    fn expire(&mut self, now: u64) {
+    fn on_timer(&mut self, core: &mut Core, now: u64) {
         let timeout_ns = as_ns(self.plan.timeout);
         let mut next = now.saturating_add(timeout_ns);
         for i in 0..self.flows.len() {
-            if self.flows[i].failed {
+            if self.flows[i].base.failed {
                 continue;
             }
             let (lost, deadline) = self.flows[i].expire(now, timeout_ns);
@@ -544,47 +340,106 @@ impl ClientWorker {
                 next = next.min(d);
             }
             if lost > 0 {
-                if self.plan.period.is_some() {
-                    self.schedule(i);
+                if core.period_ns.is_some() {
+                    core.schedule(i, &mut self.flows[i].base);
                 } else if self.dontwait != 0 {
-                    self.start_due(i, now);
+                    self.start_due(core, i, now);
                 }
             }
         }
         self.next_timeout_check = next;
     }
 
-    fn check_stalls(&mut self, now: u64) {
-        let limit = as_ns(self.plan.stall_timeout);
+    fn check_stalls(&mut self, core: &mut Core, now: u64) {
+        let limit = as_ns(self.plan.timing.stall_timeout);
         for i in 0..self.flows.len() {
             let f = &self.flows[i];
             let stalled = f
                 .unanswered_since
                 .is_some_and(|t| now.saturating_sub(t) > limit);
-            if f.failed || !stalled {
+            if f.base.failed || !stalled {
                 continue;
             }
             let why = format!(
                 "no response for {:.1} s — has the server stopped answering, or is something \
                  between client and server dropping UDP?",
-                self.plan.stall_timeout.as_secs_f64()
+                self.plan.timing.stall_timeout.as_secs_f64()
             );
-            self.fail(Some(i), why);
+            self.fail(core, i, why);
         }
     }
 
-    fn fail(&mut self, i: Option<usize>, error: String) {
-        let flow = match i {
-            Some(i) => {
-                let f = &mut self.flows[i];
-                f.failed = true;
-                f.inflight.clear();
-                self.poll.delete(f.udp.sock.as_raw_fd());
-                Some(f.udp.id)
+    fn snapshots(&mut self) -> Vec<FlowSnapshot> {
+        self.flows.iter_mut().map(Flow::snapshot).collect()
+    }
+}
+
+impl UdpClient {
+    fn new(plan: Plan, flows: Vec<Flow>) -> Self {
+        let mut request = vec![0u8; plan.request_len.max(HEADER_LEN)];
+        request.truncate(plan.request_len);
+        UdpClient {
+            plan,
+            flows,
+            request,
+            next_timeout_check: 0,
+            dontwait: libc::MSG_DONTWAIT,
+            armed: None,
+        }
+    }
+
+    /// Reads what arrived on flow `i`: everything waiting in the epoll loop, one datagram
+    /// (or the receive timeout) in the blocking one. `now` is when the first one was known to
+    /// have arrived (the epoll wake-up), or `None` to read the clock after the `recv`; later
+    /// ones may have arrived since, and read the clock.
+    fn receive(&mut self, core: &mut Core, i: usize, mut now: Option<u64>) {
+        let want = self.plan.response_len;
+        loop {
+            let f = &mut self.flows[i];
+            let arrival = match recv_header(&f.udp.sock, self.dontwait) {
+                Ok(a) => a,
+                Err(e) => {
+                    if core.control.state() == RUNNING {
+                        let why = refused_or(&e, "receiving a response");
+                        self.fail(core, i, why);
+                    }
+                    return;
+                }
+            };
+            let (len, header) = match arrival {
+                Arrival::Nothing => return,
+                Arrival::Handshake if self.dontwait == 0 => return,
+                Arrival::Handshake => continue,
+                Arrival::Datagram { len, header } => (len, header),
+            };
+            let now = now.take().unwrap_or_else(|| core.now());
+            let f = &mut self.flows[i];
+            match header.filter(|h| len == want && h.token == f.udp.token) {
+                Some(h) => {
+                    if let Some(ns) = f.response(h.seq, now, self.plan.timing.from_send) {
+                        core.rec.record(ns);
+                        if core.period_ns.is_some() {
+                            core.schedule(i, &mut f.base);
+                        } else if self.dontwait != 0 {
+                            let now = core.now();
+                            self.start_due(core, i, now);
+                        }
+                    }
+                }
+                None => f.counts.ignored += 1,
             }
-            None => None,
-        };
-        tell(&self.tx, Report::Failed { flow, error });
+            if self.dontwait == 0 {
+                return;
+            }
+        }
+    }
+
+    /// Ends flow `i` with `error`: its socket out of the loop, its requests abandoned.
+    fn fail(&mut self, core: &mut Core, i: usize, error: String) {
+        let f = &mut self.flows[i];
+        f.inflight.clear();
+        core.poll.delete(f.udp.sock.as_raw_fd());
+        core.fail(&mut f.base, error);
     }
 }
 
@@ -602,9 +457,11 @@ fn refused_or(e: &io::Error, during: &str) -> String {
 #[cfg(test)]
 mod tests {
     use std::net::UdpSocket;
+    use std::time::Instant;
 
     use super::*;
-    use crate::engine::rr::Workers;
+    use crate::engine::rr::{DRAINING, Workers};
+    use crate::latency::FlowSketch;
 
     const TOKEN: u64 = 0x5eed_f00d_0123_4567;
 
@@ -640,6 +497,16 @@ mod tests {
         })
     }
 
+    /// A flow on a socket of its own, unpaced, with a sketch when `per_flow`.
+    fn lone_flow(per_flow: bool) -> Flow {
+        let udp = UdpFlow {
+            id: 0,
+            sock: UdpSocket::bind("127.0.0.1:0").unwrap(),
+            token: TOKEN,
+        };
+        Flow::new(udp, 0, per_flow)
+    }
+
     /// Issue 16's loss rule: a lost response costs its flow one timeout, is counted as lost
     /// exactly, and a response that comes after the timeout is late, not a sample.
     #[test]
@@ -654,13 +521,15 @@ mod tests {
         let plan = Plan {
             request_len: 32,
             response_len: 40,
-            burst: 4,
-            period: None,
-            base: Instant::now(),
+            timing: Timing {
+                burst: 4,
+                period: None,
+                base: Instant::now(),
+                stall_timeout: Duration::from_secs(5),
+                per_flow: false,
+                from_send: false,
+            },
             timeout: Duration::from_millis(20),
-            stall_timeout: Duration::from_secs(5),
-            per_flow: false,
-            from_send: false,
         };
         let control = Arc::new(Control::default());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -737,15 +606,7 @@ mod tests {
     #[test]
     fn latency_runs_from_the_due_time_or_from_the_send() {
         for (from_send, want) in [(false, 1_000), (true, 700)] {
-            let mut f = Flow::new(
-                UdpFlow {
-                    id: 0,
-                    sock: UdpSocket::bind("127.0.0.1:0").unwrap(),
-                    token: TOKEN,
-                },
-                0,
-                true,
-            );
+            let mut f = lone_flow(true);
             f.inflight.push_back(Outstanding {
                 seq: 0,
                 start: 1_000,
@@ -758,15 +619,7 @@ mod tests {
 
     #[test]
     fn late_and_duplicate_responses_are_counted_apart() {
-        let mut f = Flow::new(
-            UdpFlow {
-                id: 0,
-                sock: UdpSocket::bind("127.0.0.1:0").unwrap(),
-                token: TOKEN,
-            },
-            0,
-            true,
-        );
+        let mut f = lone_flow(true);
         for seq in 0..3 {
             f.inflight.push_back(Outstanding {
                 seq,
@@ -792,26 +645,18 @@ mod tests {
                 f.counts.late,
                 f.counts.duplicates,
                 f.counts.ignored,
-                f.transactions
+                f.base.transactions
             ),
             (1, 2, 1, 2)
         );
-        assert_eq!(f.sketch.as_ref().map(FlowSketch::count), Some(2));
+        assert_eq!(f.base.sketch.as_ref().map(FlowSketch::count), Some(2));
     }
 
     /// A flow losing every request keeps at most LATE_MEMORY of them in mind (issue 22: a
     /// flow's memory is bounded whatever the loss), and still knows the newest as late.
     #[test]
     fn a_flow_losing_everything_remembers_a_bounded_number_of_requests() {
-        let mut f = Flow::new(
-            UdpFlow {
-                id: 0,
-                sock: UdpSocket::bind("127.0.0.1:0").unwrap(),
-                token: TOKEN,
-            },
-            0,
-            false,
-        );
+        let mut f = lone_flow(false);
         let n = 4 * LATE_MEMORY as u64 + 3;
         for seq in 0..n {
             f.inflight.push_back(Outstanding {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::super::poll::{Interest, Poll, Waker};
+use super::super::poll::{Interest, Poll, WAKER, Waker, worker_poll};
 use super::super::{Control, Epochs, FlowSnapshot, Report, STOPPED, UdpCounts, Worker, tell};
 use super::{Arrival, ReplayWindow, UdpFlow, recv_header, send};
 use crate::engine::cpu::thread_cpu;
@@ -27,7 +27,6 @@ pub(crate) struct Plan {
     pub(crate) response_len: usize,
 }
 
-const WAKER: u64 = u64::MAX;
 /// How long a lone flow's blocking `recv` waits before looking at its controls (see the TCP
 /// server's `SLICE`: a short one costs the tail).
 const SLICE: Duration = Duration::from_millis(500);
@@ -43,9 +42,7 @@ pub(crate) fn spawn(
     control: Arc<Control>,
     tx: UnboundedSender<Report>,
 ) -> io::Result<Worker> {
-    let waker = Arc::new(Waker::new()?);
-    let poll = Poll::new(flows.len() + 1)?;
-    poll.add(waker.raw(), WAKER, Interest::Read)?;
+    let (poll, waker) = worker_poll(flows.len(), false)?;
     let mut state = Vec::with_capacity(flows.len());
     for (slot, f) in flows.into_iter().enumerate() {
         // Blocking sends (bounded by SEND_WAIT), receives that do not block in the epoll loop.
