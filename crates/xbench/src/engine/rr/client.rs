@@ -574,8 +574,8 @@ impl TcpClient {
     /// Reads what arrived on flow `i`. `now` is when it was known to have arrived (after an
     /// epoll wake-up), or `None` to read the clock after the `recv` (a blocking read).
     fn read(&mut self, core: &mut Core, i: usize, now: Option<u64>) -> Result<(), Stop> {
-        // Long on purpose: the request/response worker's read, run per epoll event; the recv, the
-        // latency records and the next send's scheduling stay in one frame over the borrowed flow.
+        // The request/response worker's read, run per epoll event: the recv, the latency
+        // records and the next send's scheduling stay in one frame over the borrowed flow.
         let resp = self.plan.response_len;
         let f = &mut self.flows[i];
         let Some(s) = &f.sock else { return Ok(()) };
