@@ -8,8 +8,11 @@
 //! [`Control::epoch`] and waking them, and each worker answers with a [`Report::Snapshot`] of
 //! its flows. A client worker records the latency of all its flows in one histogram per
 //! interval (a flow keeps only counters, and a small sketch with `--per-flow`), so memory
-//! grows with workers, not flows. UDP flows (`--rr -u`, [`udp`]) have workers of their own that speak the same
-//! protocol. Nothing here knows the control protocol or prints.
+//! grows with workers, not flows. UDP flows (`--rr -u`, [`udp`]) speak the same protocol over
+//! datagrams. Both client workers run on one [`driver`]: the event loop, pacing, epochs and
+//! stall checks are written once, generic over the transport's `FlowIo` (what a TCP or a UDP
+//! flow does to start a transaction and to take in what arrived). Nothing here knows the
+//! control protocol or prints.
 
 pub(crate) mod at_once;
 pub(crate) mod client;
