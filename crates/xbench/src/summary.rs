@@ -38,8 +38,9 @@ pub type Directions = BTreeMap<u16, StreamDirection>;
 /// The measured window of a test, which every rate of it divides by.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Window {
-    /// A window of this many seconds: the time until the user or a failure cut the test
-    /// short (or, for a peer that reports no clock of its own, the asked duration).
+    /// A window of this many seconds, for both ends: the time until the user or a failure
+    /// cut the test short, or the client's own window against an iperf3 server, which
+    /// reports no clock of its own.
     Fixed(f64),
     /// A timed test that ran to its end mark: each direction's window is its senders' own,
     /// from the end of their warm-up to their end mark as their clock read it. The window's

@@ -245,6 +245,12 @@ impl Sampler {
         Some(self.start + t)
     }
 
+    /// When the measured window began: the reading that ended the warm-up (the start itself
+    /// without one). Before that reading, the start.
+    pub(crate) fn window_start(&self) -> Instant {
+        self.start + self.measure_from
+    }
+
     /// Whether [`Self::cut`] has run.
     pub(crate) fn is_cut(&self) -> bool {
         self.cut.is_some()

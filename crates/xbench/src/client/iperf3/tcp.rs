@@ -100,7 +100,14 @@ pub(super) async fn run(
     }
     let spec = &config.spec;
     let window = match (spec.end, &outcome) {
-        (EndCondition::Duration(d), Outcome::Completed) => Window::Fixed(d.as_secs_f64()),
+        // The window our counts cover: the end mark read when the runtime woke, on a busy
+        // machine a little after the asked duration (iperf3's own client divides by its
+        // elapsed time too). iperf3's server reports no clock of its own to divide its
+        // figures by, so both ends' share ours.
+        (EndCondition::Duration(_), Outcome::Completed) => Window::Fixed(
+            end.saturating_duration_since(sampler.window_start())
+                .as_secs_f64(),
+        ),
         _ => Window::Fixed(
             end.saturating_duration_since(start + spec.omit)
                 .as_secs_f64(),
