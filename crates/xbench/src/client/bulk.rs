@@ -8,7 +8,6 @@
 //! before (`client`), the stream threads (`engine`), or the arithmetic of merging
 //! ([`crate::summary`]).
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,6 +17,7 @@ use super::cancel::GiveUp;
 use super::config::ClientConfig;
 use super::connect::empty_socket_report;
 use super::event::{ClientEvent, OnEvent};
+use super::pairing::Pairing;
 use super::session::{ReportBody, Session, ended_by, send};
 use crate::check;
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
@@ -28,9 +28,7 @@ use crate::engine::schedule::Schedule;
 use crate::engine::stream::{self, Budget, Payload, SendMode};
 use crate::error::Error;
 use crate::proto::{Finish, Message, Ready, StreamLayout};
-use crate::report::{
-    Interval, Outcome, SideInterval, SideResults, SocketReport, StreamInfo, TestReport,
-};
+use crate::report::{Outcome, SideInterval, SideResults, SocketReport, StreamInfo, TestReport};
 use crate::summary::{self, Directions, Window};
 
 /// Runs an accepted throughput test and reports it.
@@ -78,7 +76,7 @@ struct Running<'c> {
     infos: Vec<StreamInfo>,
     group: Group,
     sampler: Sampler,
-    merger: Merger,
+    merger: Pairing<SideInterval>,
     /// When data started to flow, for the report.
     started_at: SystemTime,
     /// Time zero of this end's clock, for senders and receivers alike.
@@ -112,7 +110,7 @@ impl<'c> Running<'c> {
         });
         let schedule = Schedule::for_spec(&test.config.spec);
         let sampler = Sampler::new(start, schedule, group.handles());
-        let merger = Merger::new(test.dirs.clone());
+        let merger = Pairing::new(test.dirs.clone());
         Ok(Running {
             test,
             infos,
@@ -644,78 +642,6 @@ fn warn_of_undelivered(
             why.join("; ")
         ));
     }
-}
-
-/// One interval's halves: the client's, and the server's in one part per clock it keeps.
-type Halves = (Option<SideInterval>, Vec<SideInterval>);
-
-/// Pairs the client's and the server's intervals by index and emits each once.
-struct Merger {
-    dirs: Directions,
-    pending: BTreeMap<u32, Halves>,
-    done: Vec<Interval>,
-}
-
-impl Merger {
-    fn new(dirs: Directions) -> Self {
-        Merger {
-            dirs,
-            pending: BTreeMap::new(),
-            done: Vec::new(),
-        }
-    }
-
-    fn client(&mut self, iv: SideInterval, on_event: &mut (dyn FnMut(ClientEvent) + Send)) {
-        let idx = iv.index;
-        self.pending.entry(idx).or_default().0 = Some(iv);
-        // A server report more than one interval late is not waited for.
-        let streams = self.dirs.len();
-        self.emit(
-            |i, (c, s)| c.is_some() && (server_complete(s, streams) || i + 1 < idx),
-            on_event,
-        );
-    }
-
-    fn server(&mut self, iv: SideInterval, on_event: &mut (dyn FnMut(ClientEvent) + Send)) {
-        let idx = iv.index;
-        self.pending.entry(idx).or_default().1.push(iv);
-        let streams = self.dirs.len();
-        self.emit(
-            |_, (c, s)| c.is_some() && server_complete(s, streams),
-            on_event,
-        );
-    }
-
-    fn emit(
-        &mut self,
-        ready: impl Fn(u32, &Halves) -> bool,
-        on_event: &mut (dyn FnMut(ClientEvent) + Send),
-    ) {
-        while let Some((&i, pair)) = self.pending.first_key_value() {
-            if !ready(i, pair) {
-                break;
-            }
-            let Some((_, (c, s))) = self.pending.pop_first() else {
-                break;
-            };
-            if let Some(iv) = summary::merge_interval(&self.dirs, c.as_ref(), &s) {
-                on_event(ClientEvent::Interval(iv.clone()));
-                self.done.push(iv);
-            }
-        }
-    }
-
-    /// Emits what is left: every interval ends at or before its end's end mark, so nothing
-    /// needs folding; a half that never came shows as missing.
-    fn finish(mut self, on_event: &mut (dyn FnMut(ClientEvent) + Send)) -> Vec<Interval> {
-        self.emit(|_, _| true, on_event);
-        self.done
-    }
-}
-
-/// Whether the server's parts of an interval cover every stream (the server has them all).
-fn server_complete(parts: &[SideInterval], streams: usize) -> bool {
-    parts.iter().map(|p| p.streams.len()).sum::<usize>() >= streams
 }
 
 #[cfg(test)]

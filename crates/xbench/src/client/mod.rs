@@ -15,6 +15,7 @@ mod event;
 pub mod flow_plan;
 mod iperf3;
 mod outcome;
+mod pairing;
 mod rr;
 mod session;
 mod udp;

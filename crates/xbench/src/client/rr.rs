@@ -1077,6 +1077,16 @@ impl Accumulator {
         if !self.report_intervals {
             return;
         }
+        // Counts for an interval that already went out without them (they came more than an
+        // interval late: a loaded path or machine) complete it in the report. Waiting in
+        // `ready`, they would have no client interval left to come and would hold back every
+        // interval after them.
+        if self.done.last().is_some_and(|d| d.index >= iv.index) {
+            if let Ok(k) = self.done.binary_search_by_key(&iv.index, |d| d.index) {
+                self.done[k].server_retransmits = Some(iv.retransmits);
+            }
+            return;
+        }
         let r = self.ready.entry(iv.index).or_insert(Ready {
             client: None,
             server: None,
@@ -1095,6 +1105,12 @@ impl Accumulator {
             .find(|(_, r)| r.client.is_some())
             .map(|(i, _)| *i);
         while let Some((&i, r)) = self.ready.first_key_value() {
+            // Server counts whose client interval will never come (the client's come in
+            // order, and a newer one is here, or the test is over) have nothing to go with.
+            if r.client.is_none() && (all || newest_client.is_some_and(|n| n > i)) {
+                self.ready.pop_first();
+                continue;
+            }
             let late = newest_client.is_some_and(|n| n > i + 1);
             if r.client.is_none() || !(r.server.is_some() || late || all) {
                 break;
@@ -1613,5 +1629,64 @@ mod tests {
         assert_eq!(seen, vec![(0, 10), (1, 24)]);
         // Nothing is lost: the totals hold every transaction.
         assert_eq!(acc.flows.iter().map(|f| f.transactions).sum::<u64>(), 34);
+    }
+
+    /// The server's counts for an interval that went out without them (more than an interval
+    /// late, as through a full queue on a loaded machine) complete it in the report and hold
+    /// back no later interval. Seen
+    /// under `--under-load both`: the probes' intervals stopped where such counts came, and
+    /// the loaded phase reported no probe at all.
+    #[test]
+    fn server_counts_after_their_interval_went_out_hold_nothing_back() {
+        let spec = RrSpec::default();
+        let mut acc = Accumulator::new(&spec, 1, true, false);
+        let seen = std::sync::Mutex::new(Vec::new());
+        let mut on_event = |ev: ClientEvent| {
+            if let ClientEvent::RrInterval(iv) = ev {
+                seen.lock().unwrap().push((iv.index, iv.server_retransmits));
+            }
+        };
+        let span = |index: u32| Span {
+            index,
+            start_s: f64::from(index),
+            end_s: f64::from(index + 1),
+            omitted: false,
+        };
+        let server = |index: u32| SideRrInterval {
+            index,
+            start_s: f64::from(index),
+            end_s: f64::from(index + 1),
+            omitted: false,
+            transactions: 1,
+            retransmits: u64::from(index),
+            connections: 0,
+        };
+        for index in 0..3 {
+            acc.close_interval(index + 1, span(index));
+            acc.report(snap(0, index + 1, 0, 1), &mut on_event);
+        }
+        // Interval 0 went out without the server's counts, which come now, late.
+        assert_eq!(*seen.lock().unwrap(), [(0, None)]);
+        acc.server_interval(server(0), &mut on_event);
+        for index in 1..4 {
+            if index == 3 {
+                acc.close_interval(4, span(3));
+                acc.report(snap(0, 4, 0, 1), &mut on_event);
+            }
+            acc.server_interval(server(index), &mut on_event);
+        }
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [(0, None), (1, Some(1)), (2, Some(2)), (3, Some(3))]
+        );
+        // The late counts complete interval 0 in the report.
+        assert_eq!(acc.done[0].server_retransmits, Some(0));
+        // Counts for an interval the client never had go at the end, and nothing with them.
+        acc.server_interval(server(9), &mut on_event);
+        acc.close_interval(5, span(4));
+        acc.report(snap(0, 5, 0, 1), &mut on_event);
+        let rr = acc.into_report(&spec, None, 5.0, &mut Vec::new());
+        let indices: Vec<u32> = rr.intervals.iter().map(|iv| iv.index).collect();
+        assert_eq!(indices, [0, 1, 2, 3, 4]);
     }
 }

@@ -9,7 +9,6 @@
 //! sent back the server's challenge (a return-routability check, [`crate::proto::path`]). Not the stream threads
 //! (`engine::udp`) nor the merging arithmetic ([`crate::summary::udp`]).
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::{SocketAddr, UdpSocket};
 use std::pin::Pin;
@@ -23,6 +22,7 @@ use super::cancel::{GiveUp, interruptible};
 use super::config::ClientConfig;
 use super::event::{ClientEvent, OnEvent};
 use super::flow_plan::round_robin;
+use super::pairing::Pairing;
 use super::session::{ReportBody, Session, ended_by, send};
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec, UdpSpec};
 use crate::control::sleep_until_opt;
@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::proto::{DataHello, Finish, Message, PathCheck, Ready, StreamLayout};
 use crate::report::{
     CpuReport, Outcome, Role, SideUdpInterval, SideUdpResults, StreamInfo, Summary, TestReport,
-    UdpDirectionSummary, UdpInterval, UdpReport,
+    UdpDirectionSummary, UdpReport,
 };
 use crate::summary::{self, Directions};
 
@@ -168,7 +168,7 @@ struct Running<'c> {
     infos: Vec<StreamInfo>,
     streams: Vec<UdpStream>,
     clocks: Vec<UdpClock>,
-    merger: Merger,
+    merger: Pairing<SideUdpInterval>,
     started_at: SystemTime,
     start: Instant,
     warnings: Vec<String>,
@@ -231,7 +231,7 @@ impl<'c> Running<'c> {
             })
             .collect();
         let dirs = layout.directions();
-        let merger = Merger::new(dirs.clone());
+        let merger = Pairing::new(dirs.clone());
         Ok(Running {
             session,
             config,
@@ -589,67 +589,5 @@ fn cpu_report(client: &SideUdpResults, server: Option<&SideUdpResults>) -> CpuRe
         server_s_per_gb: server.and_then(per_gb),
         client_us_per_transaction: None,
         server_us_per_transaction: None,
-    }
-}
-
-/// Pairs the client's and the server's intervals by index and emits each once: when both
-/// cover every stream, or when a later interval shows the other half is not coming.
-struct Merger {
-    dirs: Directions,
-    pending: BTreeMap<u32, (Vec<SideUdpInterval>, Vec<SideUdpInterval>)>,
-    done: Vec<UdpInterval>,
-}
-
-impl Merger {
-    fn new(dirs: Directions) -> Self {
-        Merger {
-            dirs,
-            pending: BTreeMap::new(),
-            done: Vec::new(),
-        }
-    }
-
-    fn client(&mut self, iv: SideUdpInterval, on_event: OnEvent<'_>) {
-        let idx = iv.index;
-        self.pending.entry(idx).or_default().0.push(iv);
-        self.emit(Some(idx), on_event);
-    }
-
-    fn server(&mut self, iv: SideUdpInterval, on_event: OnEvent<'_>) {
-        self.pending.entry(iv.index).or_default().1.push(iv);
-        self.emit(None, on_event);
-    }
-
-    /// Emits intervals in order while the first is complete (or, with `latest`, more than
-    /// one interval older than it).
-    fn emit(&mut self, latest: Option<u32>, on_event: OnEvent<'_>) {
-        let n = self.dirs.len();
-        let covers =
-            |parts: &[SideUdpInterval]| parts.iter().map(|p| p.streams.len()).sum::<usize>() >= n;
-        while let Some((&i, (c, s))) = self.pending.first_key_value() {
-            let stale = latest.is_some_and(|l| i + 1 < l);
-            if !((covers(c) && covers(s)) || stale) {
-                break;
-            }
-            self.pop_first(on_event);
-        }
-    }
-
-    fn pop_first(&mut self, on_event: OnEvent<'_>) {
-        let Some((_, (mut c, s))) = self.pending.pop_first() else {
-            return;
-        };
-        c.extend(s);
-        if let Some(iv) = summary::udp::merge_interval(&self.dirs, None, &c) {
-            on_event(ClientEvent::UdpInterval(iv.clone()));
-            self.done.push(iv);
-        }
-    }
-
-    fn finish(mut self, on_event: OnEvent<'_>) -> Vec<UdpInterval> {
-        while !self.pending.is_empty() {
-            self.pop_first(on_event);
-        }
-        self.done
     }
 }
