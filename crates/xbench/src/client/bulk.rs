@@ -18,7 +18,7 @@ use super::config::ClientConfig;
 use super::connect::empty_socket_report;
 use super::event::{ClientEvent, OnEvent};
 use super::pairing::Pairing;
-use super::session::{ReportBody, Session, ended_by, send};
+use super::session::{ReportBody, Session, ended_by, no_results, send, send_finish};
 use crate::check;
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::control::sleep_until_opt;
@@ -27,7 +27,7 @@ use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
 use crate::engine::stream::{self, Budget, Payload, SendMode};
 use crate::error::Error;
-use crate::proto::{Finish, Message, Ready, StreamLayout};
+use crate::proto::{Message, Ready, StreamLayout};
 use crate::report::{Outcome, SideInterval, SideResults, SocketReport, StreamInfo, TestReport};
 use crate::summary::{self, Directions, Window};
 
@@ -301,22 +301,20 @@ impl<'c> Ended<'c> {
             running: mut r,
             mut outcome,
             window,
-            mut control_open,
+            control_open,
         } = self;
         r.group.stop_senders();
         let interrupted = outcome == Outcome::Interrupted;
         let config = r.test.config;
         let addr = r.test.session.addr.clone();
-        let finish = Message::Finish(Finish { interrupted });
-        if control_open && send(&mut r.test.session.wr, &finish, &addr).await.is_err() {
-            control_open = false;
-        }
+        // Why the server's results did not come, for a test that otherwise completed.
+        let mut missing_why = send_finish(&mut r.test.session, interrupted, control_open)
+            .await
+            .err();
+        let control_open = missing_why.is_none();
         let ended_at = Instant::now();
         let limits = DrainLimits::new(config.drain_timeout, interrupted);
         let mut server_results: Option<SideResults> = None;
-        // Why the server's results did not come, for a test that otherwise completed.
-        let mut missing_why =
-            (!control_open).then(|| format!("the control connection to {addr} had failed"));
         let mut receivers_done = false;
         let mut drain_over = false;
         while control_open && (server_results.is_none() || !receivers_done) {
@@ -324,19 +322,9 @@ impl<'c> Ended<'c> {
                 msg = r.test.session.rd.next(), if server_results.is_none() => match msg {
                     Ok(Some(Message::Interval(iv))) => r.merger.server(iv, on_event),
                     Ok(Some(Message::Results(res))) => server_results = Some(res),
-                    Ok(Some(Message::Error(e))) => {
-                        if outcome == Outcome::Completed {
-                            outcome = Outcome::Failed { error: format!("the server ended the test: {}", e.message) };
-                        }
-                        break;
-                    }
                     other => {
-                        let why = match other {
-                            Err(e) => format!("the control connection to {addr} failed before the server's results came: {e}"),
-                            _ => format!("{addr} closed the control connection before sending its results"),
-                        };
-                        r.test.warnings.push(why.clone());
-                        missing_why = Some(why);
+                        let why = no_results(other, &addr, &mut outcome, &mut r.test.warnings);
+                        missing_why = why.or(missing_why);
                         break;
                     }
                 },

@@ -534,3 +534,49 @@ pub(crate) fn ended_by(msg: Result<Option<Message>, ProtoError>, addr: &str) -> 
         ),
     }
 }
+
+/// Sends `Finish`, which ends the test's data at the server and asks for its results:
+/// `Err` with why those results will be missing when the control connection is already
+/// known to have failed (`open` false) or cannot carry it.
+pub(crate) async fn send_finish(
+    session: &mut Session,
+    interrupted: bool,
+    open: bool,
+) -> Result<(), String> {
+    let finish = Message::Finish(crate::proto::Finish { interrupted });
+    match open && send(&mut session.wr, &finish, &session.addr).await.is_ok() {
+        true => Ok(()),
+        false => Err(format!(
+            "the control connection to {} had failed",
+            session.addr
+        )),
+    }
+}
+
+/// A control message read after `Finish` that is neither the test's intervals nor its
+/// results, which end the wait for them: the server ended the test (a test that had
+/// completed then failed), or the control connection failed, closed or carried something
+/// else (said in `warnings`). Returns why the results are missing, for the latter.
+pub(crate) fn no_results(
+    msg: Result<Option<Message>, ProtoError>,
+    addr: &str,
+    outcome: &mut Outcome,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
+    let why = match msg {
+        Ok(Some(Message::Error(e))) => {
+            if *outcome == Outcome::Completed {
+                *outcome = Outcome::Failed {
+                    error: format!("the server ended the test: {}", e.message),
+                };
+            }
+            return None;
+        }
+        Err(e) => {
+            format!("the control connection to {addr} failed before the server's results came: {e}")
+        }
+        Ok(_) => format!("{addr} closed the control connection before sending its results"),
+    };
+    warnings.push(why.clone());
+    Some(why)
+}

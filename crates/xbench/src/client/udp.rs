@@ -23,14 +23,14 @@ use super::config::ClientConfig;
 use super::event::{ClientEvent, OnEvent};
 use super::flow_plan::round_robin;
 use super::pairing::Pairing;
-use super::session::{ReportBody, Session, ended_by, send};
+use super::session::{ReportBody, Session, ended_by, no_results, send, send_finish};
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec, UdpSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::udp::clock::UdpClock;
 use crate::engine::udp::sender::SendPlan;
 use crate::engine::udp::{self, GRACE, UdpStream, receiver, sender, socket, wire};
 use crate::error::Error;
-use crate::proto::{DataHello, Finish, Message, PathCheck, Ready, StreamLayout};
+use crate::proto::{DataHello, Message, PathCheck, Ready, StreamLayout};
 use crate::report::{
     CpuReport, Outcome, Role, SideUdpInterval, SideUdpResults, StreamInfo, Summary, TestReport,
     UdpDirectionSummary, UdpReport,
@@ -375,34 +375,23 @@ impl<'c> Ended<'c> {
             running: mut r,
             mut outcome,
             window_s,
-            mut control_open,
+            control_open,
         } = self;
         let interrupted = outcome == Outcome::Interrupted;
         let addr = r.session.addr.clone();
-        let finish = Message::Finish(Finish { interrupted });
-        if control_open && send(&mut r.session.wr, &finish, &addr).await.is_err() {
-            control_open = false;
-        }
+        let mut missing_why = send_finish(&mut r.session, interrupted, control_open)
+            .await
+            .err();
         let grace_until = Instant::now() + GRACE;
         let results_until = grace_until + r.config.drain_timeout;
         let mut server = None;
-        let mut missing_why =
-            (!control_open).then(|| format!("the control connection to {addr} had failed"));
-        while control_open && server.is_none() {
+        while missing_why.is_none() && server.is_none() {
             tokio::select! {
                 msg = r.session.rd.next() => match msg {
                     Ok(Some(Message::UdpInterval(iv))) => r.merger.server(iv, on_event),
                     Ok(Some(Message::UdpResults(res))) => server = Some(res),
-                    Ok(Some(Message::Error(e))) => {
-                        if outcome == Outcome::Completed {
-                            outcome = Outcome::Failed { error: format!("the server ended the test: {}", e.message) };
-                        }
-                        break;
-                    }
-                    _ => {
-                        let why = format!("{addr} closed the control connection before sending its results");
-                        r.warnings.push(why.clone());
-                        missing_why = Some(why);
+                    other => {
+                        missing_why = no_results(other, &addr, &mut outcome, &mut r.warnings);
                         break;
                     }
                 },
