@@ -646,16 +646,16 @@ impl RawTest {
                 .ok_or_else(|| bad("length", format!("{bytes} is not 1 byte to 4 GiB")))?;
         }
         if let Some(b) = &self.bitrate {
-            t.bitrate = Some(match b {
-                NumberOrText::Number(v) => whole(*v).ok_or_else(|| {
-                    bad("bitrate", "not a whole number of bits per second".into())
-                })?,
-                NumberOrText::Text(s) => {
-                    BitRate::parse(s)
-                        .map_err(|e| bad("bitrate", e.to_string()))?
-                        .0
-                }
-            });
+            // The command line's `-b` rule: a bare number too small to be bits per second was
+            // meant with a unit.
+            let text = match b {
+                NumberOrText::Number(v) => whole(*v)
+                    .ok_or_else(|| bad("bitrate", "not a whole number of bits per second".into()))?
+                    .to_string(),
+                NumberOrText::Text(s) => s.clone(),
+            };
+            let cap = BitRate::parse_cap(&text).map_err(|e| bad("bitrate", e.to_string()))?;
+            t.bitrate = Some(cap.bits_per_second());
         }
         Ok(t)
     }
@@ -882,6 +882,23 @@ mod tests {
         assert!(matches!(e, SuiteError::DuplicateCell { .. }), "{e}");
         let e = suite("[[test]]\nrr = true\ncongestion = \"../x\"\n").unwrap_err();
         assert!(e.to_string().contains("congestion"), "{e}");
+    }
+
+    /// `bitrate` follows `xbench client -b`'s rule: a bare number too small to be bits per
+    /// second is refused as a missing unit, written as a number or as text (the spec's own
+    /// 8 kbit/s floor refused it before, without saying the unit was missing).
+    #[test]
+    fn a_bitrate_follows_the_command_lines_rule() {
+        let cap = |v: &str| {
+            let s = suite(&format!("[[test]]\nbitrate = {v}\n"))?;
+            Ok::<_, SuiteError>(s.cells()[0].as_throughput().unwrap().bitrate)
+        };
+        assert_eq!(cap("\"100M\"").unwrap(), Some(100_000_000));
+        assert_eq!(cap("20000000").unwrap(), Some(20_000_000));
+        for small in ["100", "\"100\""] {
+            let e = cap(small).unwrap_err().to_string();
+            assert!(e.contains("bitrate") && e.contains("100M"), "{e}");
+        }
     }
 
     #[test]

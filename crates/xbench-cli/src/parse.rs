@@ -319,28 +319,16 @@ pub(crate) fn bitrate(s: &str) -> Result<u64, String> {
     Ok(v.bits_per_second())
 }
 
-/// The most bits per second a bare number given to `-b` may be and still be read as a
-/// mistake: iperf3 reads `-b 1000000` as bits per second, and so does xbench, but a bare
-/// number below xbench's smallest rate (`-b 100`) was meant with a unit.
-const BARE_BITRATE_FLOOR: u64 = 8_000;
-
-/// The client's `-b`: bits per second, where 0 is iperf3's "no cap" (with `-u`, unpaced).
+/// The client's `-b`: bits per second, where 0 is iperf3's "no cap" (with `-u`, unpaced), by
+/// the library's rule for a send cap ([`xbench::units::BitRate::parse_cap`]).
 pub(crate) fn bitrate_or_zero(s: &str) -> Result<u64, String> {
     let t = s.trim();
     if t.starts_with('-') {
         return Err(format!("`{t}` is negative"));
     }
-    let v = xbench::units::BitRate::parse(t)
-        .map_err(|e| e.to_string())?
-        .bits_per_second();
-    let bare = t.ends_with(|c: char| c.is_ascii_digit() || c == '.');
-    if bare && v != 0 && v < BARE_BITRATE_FLOOR {
-        return Err(format!(
-            "{}; a bare number is bits per second, as in iperf3",
-            xbench::units::UnitError::MissingRateUnit(t.to_owned())
-        ));
-    }
-    Ok(v)
+    xbench::units::BitRate::parse_cap(t)
+        .map(|v| v.bits_per_second())
+        .map_err(|e| e.to_string())
 }
 
 /// The client's `-b`: one rate or a list (`100M,200M`), each as [`bitrate_or_zero`] reads it,

@@ -20,6 +20,10 @@ use serde::{Deserialize, Serialize};
 #[serde(transparent)]
 pub struct ByteSize(pub u64);
 
+/// The smallest bare number [`BitRate::parse_cap`] takes as bits per second; below it, a
+/// bare number was meant with a unit.
+pub const BARE_RATE_FLOOR: u64 = 8_000;
+
 /// A rate in bits per second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -54,6 +58,10 @@ pub enum UnitError {
     /// A bare number where a rate needs a unit (`--ceiling 100` is not 100 bit/s).
     #[error("{}", missing_rate_unit(.0))]
     MissingRateUnit(String),
+    /// A bare number too small to be a send cap in bits per second (`-b 100`), which was
+    /// meant with a unit.
+    #[error("{}; a bare number is bits per second, as in iperf3", missing_rate_unit(.0))]
+    BareRateTooSmall(String),
     /// The value does not fit in 64 bits.
     #[error("`{0}` is too large")]
     TooLarge(String),
@@ -165,6 +173,20 @@ impl BitRate {
             return Err(UnitError::MissingRateUnit(s.trim().to_owned()));
         }
         Self::parse(s)
+    }
+
+    /// Parses a send cap as iperf3's `-b` reads it, the one rule for the command line and
+    /// for deploy's suites: a bare number is bits per second and `0` is no cap, but a bare
+    /// number below [`BARE_RATE_FLOOR`] is refused, as `-b 100` was surely meant with a unit
+    /// (100 bit/s is below any rate xbench sends at).
+    pub fn parse_cap(s: &str) -> Result<Self, UnitError> {
+        let t = s.trim();
+        let v = Self::parse(t)?;
+        let bare = t.ends_with(|c: char| c.is_ascii_digit() || c == '.');
+        if bare && v.0 != 0 && v.0 < BARE_RATE_FLOOR {
+            return Err(UnitError::BareRateTooSmall(t.to_owned()));
+        }
+        Ok(v)
     }
 
     /// Bits per second.
@@ -634,6 +656,17 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_send_cap_refuses_a_bare_number_too_small_to_be_bits_per_second() {
+        assert_eq!(BitRate::parse_cap("100M"), Ok(BitRate(100_000_000)));
+        assert_eq!(BitRate::parse_cap("8000"), Ok(BitRate(8_000)));
+        assert_eq!(BitRate::parse_cap("0"), Ok(BitRate(0)));
+        assert_eq!(BitRate::parse_cap("100k"), Ok(BitRate(100_000)));
+        let e = BitRate::parse_cap("100").unwrap_err();
+        assert!(matches!(e, UnitError::BareRateTooSmall(_)), "{e}");
+        assert!(e.to_string().contains("100M"), "{e}");
+    }
 
     #[test]
     fn sizes_are_binary_like_iperf3() {
