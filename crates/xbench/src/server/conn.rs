@@ -235,16 +235,10 @@ pub(super) fn attach_at_once(
     if !matches!(Preamble::decode(pre), Ok(p) if p.channel == Channel::Data) {
         return Some(sock);
     }
-    // Take the greeting off the socket: what follows it is the test's.
-    // SAFETY: as above.
-    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
-    if n != DATA_GREETING_LEN as isize {
-        // Peeked bytes are there to read; only a reset in between gets here.
-        debug!(%peer, "a data connection went away while its greeting was read");
-        return None;
-    }
+    // The greeting stays on the socket for its test to take: a `--crr` connection answered
+    // here takes it with its request, one system call instead of two (issue 36).
     let hello: &[u8; DATA_HELLO_LEN] = buf[PREAMBLE_LEN..].try_into().ok()?;
-    attach(DataHello::decode(hello), sock, peer, ctx);
+    attach(DataHello::decode(hello), sock, peer, ctx, DATA_GREETING_LEN);
     None
 }
 
@@ -267,13 +261,14 @@ async fn attach_data(mut stream: TcpStream, peer: SocketAddr, ctx: &Ctx) {
             return;
         }
     };
-    attach(hello, std, peer, ctx);
+    attach(hello, std, peer, ctx, 0);
 }
 
-/// Hands a data connection that greeted with `hello` to its test, or logs why not.
-fn attach(hello: DataHello, sock: std::net::TcpStream, peer: SocketAddr, ctx: &Ctx) {
+/// Hands a data connection that greeted with `hello` to its test, or logs why not; `unread`
+/// bytes of the greeting are still on it ([`super::registry::Registry::attach`]).
+fn attach(hello: DataHello, sock: std::net::TcpStream, peer: SocketAddr, ctx: &Ctx, unread: usize) {
     let (cookie, id) = (hello.cookie, hello.id);
-    match ctx.registry.attach(&hello, sock, peer) {
+    match ctx.registry.attach(&hello, sock, peer, unread) {
         Ok(()) => {}
         Err(e) if e.is_intrusion() => {
             warn!(%peer, ?cookie, stream = id, "refused a data connection: {e}");

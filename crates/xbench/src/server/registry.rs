@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use super::gate::{Gate, Refusal};
 use crate::auth::DataTag;
 use crate::engine::rr::Handoff;
+use crate::engine::rr::at_once::take_greeting;
 use crate::proto::{Cookie, DataHello};
 
 /// A data connection on its way to its test: id, socket, peer, its greeting's tag.
@@ -127,29 +128,44 @@ impl Registry {
     }
 
     /// Hands a data connection that greeted with `hello` to its test, if its test's gate
-    /// lets it in.
+    /// lets it in. `unread` bytes of the greeting are still on the connection (peeked, not
+    /// taken): a `--crr` test answering it at once takes them with its request, in one
+    /// system call; any other route takes them first.
     pub(crate) fn attach(
         &self,
         hello: &DataHello,
         sock: TcpStream,
         peer: SocketAddr,
+        unread: usize,
     ) -> Result<(), AttachError> {
         let route = {
             let tests = self.tests.lock().unwrap_or_else(PoisonError::into_inner);
-            tests
-                .get(&hello.cookie)
-                .cloned()
-                .ok_or(AttachError::UnknownCookie)?
+            tests.get(&hello.cookie).cloned()
         };
-        route
-            .gate
-            .admit(hello, peer)
-            .map_err(AttachError::Refused)?;
+        let admitted = match route {
+            None => Err(AttachError::UnknownCookie),
+            Some(r) => r
+                .gate
+                .admit(hello, peer)
+                .map(|()| r)
+                .map_err(AttachError::Refused),
+        };
+        let route = match admitted {
+            Ok(r) => r,
+            Err(e) => {
+                // Taken, so the connection refused closes (a FIN), not resets.
+                take_greeting(&sock, unread);
+                return Err(e);
+            }
+        };
         let id = hello.id;
         if let Some((handoff, _)) = route.direct {
             // The gate checked the id against the test's flows.
-            handoff.give(id, sock);
+            handoff.give(id, sock, unread);
             return Ok(());
+        }
+        if !take_greeting(&sock, unread) {
+            return Ok(()); // gone while it greeted: nothing to attach
         }
         let conn = (id, sock, peer, hello.tag);
         route.tx.try_send(conn).map_err(|e| match e {

@@ -302,7 +302,7 @@ impl Answering {
     fn crr_conn(&mut self, conn: Option<DataConn>) {
         match conn {
             Some((flow, sock, _, _)) if usize::from(flow) < self.flows => {
-                self.handoff.give(flow, sock)
+                self.handoff.give(flow, sock, 0)
             }
             Some((flow, _, from, _)) => {
                 debug!(%from, flow, "dropped a --crr connection naming no flow of its test")

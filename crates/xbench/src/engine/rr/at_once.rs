@@ -63,51 +63,74 @@ impl Answerer {
 
     /// Reads `conn`'s request, answers it and closes the connection, as far as that goes
     /// without waiting; counts what it did in `control`'s tally. The close is inside the
-    /// CPU time charged: it sends the FIN.
-    pub(crate) fn answer(&self, flow: u16, conn: TcpStream, control: &Control) -> Outcome {
+    /// CPU time charged: it sends the FIN. `unread` bytes of the connection's greeting are
+    /// still on it (the accept path peeked them): the request's read takes them too, one
+    /// system call for both; a connection handed on has them taken.
+    pub(crate) fn answer(
+        &self,
+        flow: u16,
+        conn: TcpStream,
+        control: &Control,
+        unread: usize,
+    ) -> Outcome {
         let Some(tally) = control.at_once.flow(flow) else {
-            return Outcome::Unfinished(conn, Arrived::default());
+            return match take_greeting(&conn, unread) {
+                true => Outcome::Unfinished(conn, Arrived::default()),
+                false => Outcome::Finished,
+            };
         };
         if control.state() == STOPPED {
             return Outcome::Finished;
         }
         let Some(weight) = control.at_once.sample() else {
-            return self.exchange(conn, control, tally);
+            return self.exchange(conn, control, tally, unread);
         };
         let cpu = thread_cpu();
-        let outcome = self.exchange(conn, control, tally);
+        let outcome = self.exchange(conn, control, tally, unread);
         control.at_once.charge(cpu, weight);
         outcome
     }
 
     /// [`Self::answer`]'s exchange; `conn` is closed as this returns, unless handed back.
-    fn exchange(&self, conn: TcpStream, control: &Control, tally: &FlowTally) -> Outcome {
+    fn exchange(
+        &self,
+        conn: TcpStream,
+        control: &Control,
+        tally: &FlowTally,
+        unread: usize,
+    ) -> Outcome {
         // Long on purpose: the --crr accept path; the request's recv, the response's send and
         // the close run in one pass on the accepting thread, with no call boundary between.
         let fd = conn.as_raw_fd();
         let mut token = [0u8; 64];
         // SAFETY: with MSG_TRUNC the kernel discards TCP data without writing to the buffer
-        // (tcp(7)); the token buffer is live for the call. Reading no more than a request
-        // leaves a second one (a client breaking the rules) for the worker to refuse.
+        // (tcp(7)); the token buffer is live for the call. Reading the greeting's rest and no
+        // more than a request leaves a second one (a client breaking the rules) for the
+        // worker to refuse.
         let n = unsafe {
             libc::recv(
                 fd,
                 token.as_mut_ptr().cast(),
-                self.request_len as usize,
+                unread + self.request_len as usize,
                 libc::MSG_TRUNC | libc::MSG_DONTWAIT,
             )
         };
-        if n <= 0 {
+        // The greeting's bytes were peeked, so they are there to take: fewer means the
+        // connection went away (and one handed on must not carry them).
+        if n <= 0 || (n as usize) < unread {
             let e = io::Error::last_os_error();
-            if n == 0 || e.kind() == io::ErrorKind::ConnectionReset {
+            if n >= 0 || unread > 0 || e.kind() == io::ErrorKind::ConnectionReset {
                 // Gone before asking (as a worker would, close it without a word).
                 tally.connections.fetch_add(1, Ordering::Relaxed);
                 return Outcome::Finished;
             }
             return Outcome::Unfinished(conn, Arrived::default());
         }
+        let rx = (n as usize - unread) as u64;
+        if rx == 0 {
+            return Outcome::Unfinished(conn, Arrived::default());
+        }
         control.activity.fetch_add(1, Ordering::Relaxed);
-        let rx = n as u64;
         if rx < self.request_len {
             return Outcome::Unfinished(conn, Arrived { rx, owed: 0 });
         }
@@ -187,6 +210,12 @@ impl Answerer {
     }
 }
 
+/// Takes the `len` bytes of `conn`'s greeting the accept path peeked and left (see
+/// [`Answerer::answer`]); false when they are not all there (the connection went away).
+pub(crate) fn take_greeting(conn: &TcpStream, len: usize) -> bool {
+    len == 0 || super::discard(conn, len).is_ok_and(|n| n == len)
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
@@ -218,7 +247,7 @@ mod tests {
         let a = Answerer::new(14, 20).unwrap();
         c.write_all(&[7u8; 14]).unwrap();
         // Loopback delivers before write returns.
-        assert!(matches!(a.answer(1, s, &ctl), Outcome::Finished));
+        assert!(matches!(a.answer(1, s, &ctl, 0), Outcome::Finished));
         let mut got = Vec::new();
         c.read_to_end(&mut got).unwrap();
         assert_eq!(got, vec![0u8; 20], "the response, then the server's close");
@@ -230,6 +259,42 @@ mod tests {
         assert!(ctl.at_once.take().0.is_empty(), "taken once");
     }
 
+    /// The greeting the accept path peeked is taken with the request, in one read; handed
+    /// on without a request, the connection has it taken and nothing more.
+    #[test]
+    fn the_greetings_rest_is_taken_with_the_request() {
+        let (mut c, s) = pair();
+        let ctl = control(1);
+        let a = Answerer::new(14, 20).unwrap();
+        c.write_all(&[9u8; 49]).unwrap();
+        c.write_all(&[7u8; 14]).unwrap();
+        assert!(matches!(a.answer(0, s, &ctl, 49), Outcome::Finished));
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        assert_eq!(got, vec![0u8; 20]);
+        assert_eq!(ctl.at_once.take().0[0].1.transactions, 1);
+
+        let (mut c, s) = pair();
+        c.write_all(&[9u8; 49]).unwrap();
+        let Outcome::Unfinished(s, arrived) = a.answer(0, s, &ctl, 49) else {
+            panic!("answered with no request");
+        };
+        assert_eq!(arrived, Arrived::default());
+        c.write_all(&[7u8; 14]).unwrap();
+        let mut req = [0u8; 64];
+        let n = (&s).read(&mut req).unwrap();
+        assert_eq!(&req[..n], &[7u8; 14], "only the request is left");
+        // A flow the tally does not know goes on with its greeting taken too.
+        let (mut c, s) = pair();
+        c.write_all(&[9u8; 49]).unwrap();
+        let Outcome::Unfinished(s, _) = a.answer(7, s, &ctl, 49) else {
+            panic!("answered an unknown flow");
+        };
+        c.write_all(&[7u8; 3]).unwrap();
+        let n = (&s).read(&mut req).unwrap();
+        assert_eq!(&req[..n], &[7u8; 3]);
+    }
+
     #[test]
     fn a_partial_request_goes_to_a_worker_with_what_was_read() {
         let (mut c, s) = pair();
@@ -237,7 +302,7 @@ mod tests {
         let a = Answerer::new(14, 14).unwrap();
         c.write_all(&[0u8; 5]).unwrap();
         assert!(matches!(
-            a.answer(0, s, &ctl),
+            a.answer(0, s, &ctl, 0),
             Outcome::Unfinished(_, Arrived { rx: 5, owed: 0 })
         ));
         assert!(ctl.at_once.take().0.is_empty(), "nothing counted yet");
@@ -248,14 +313,14 @@ mod tests {
         let (mut c, s) = pair();
         let ctl = control(1);
         let a = Answerer::new(4, 4).unwrap();
-        let Outcome::Unfinished(s, arrived) = a.answer(0, s, &ctl) else {
+        let Outcome::Unfinished(s, arrived) = a.answer(0, s, &ctl, 0) else {
             panic!("answered with no request");
         };
         assert_eq!(arrived, Arrived::default());
         // Kept open past the answer's close, to see what it left unread.
         let kept = s.try_clone().unwrap();
         c.write_all(&[0u8; 8]).unwrap();
-        assert!(matches!(a.answer(0, s, &ctl), Outcome::Finished));
+        assert!(matches!(a.answer(0, s, &ctl, 0), Outcome::Finished));
         let s = kept;
         let mut rest = [0u8; 8];
         // SAFETY: `rest` is writable for its length.
@@ -276,7 +341,7 @@ mod tests {
         let ctl = control(1);
         let a = Answerer::new(1, 1).unwrap();
         assert!(matches!(
-            a.answer(5, s, &ctl),
+            a.answer(5, s, &ctl, 0),
             Outcome::Unfinished(_, Arrived { rx: 0, owed: 0 })
         ));
         assert!(Answerer::new(1, MAX_RESPONSE + 1).is_none());
@@ -289,7 +354,7 @@ mod tests {
         ctl.state.store(STOPPED, Ordering::Relaxed);
         let a = Answerer::new(1, 1).unwrap();
         c.write_all(&[0u8]).unwrap();
-        assert!(matches!(a.answer(0, s, &ctl), Outcome::Finished));
+        assert!(matches!(a.answer(0, s, &ctl, 0), Outcome::Finished));
         assert!(ctl.at_once.take().0.is_empty());
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
-use super::at_once::{Answerer, Arrived, Outcome};
+use super::at_once::{Answerer, Arrived, Outcome, take_greeting};
 use super::poll::Waker;
 use super::{Control, STOPPED};
 
@@ -50,16 +50,19 @@ pub(crate) struct Handoff {
 }
 
 impl Handoff {
-    pub(crate) fn give(&self, flow: u16, conn: TcpStream) {
+    /// Takes flow `flow`'s new connection, whose first `unread` bytes are the rest of its
+    /// greeting, peeked by the accept path and not yet taken (0 once read).
+    pub(crate) fn give(&self, flow: u16, conn: TcpStream, unread: usize) {
         if self.targets.is_empty() {
             return;
         }
         let (conn, arrived) = match &self.answerer {
-            Some(a) => match a.answer(flow, conn, &self.control) {
+            Some(a) => match a.answer(flow, conn, &self.control, unread) {
                 Outcome::Finished => return,
                 Outcome::Unfinished(conn, arrived) => (conn, arrived),
             },
-            None => (conn, Arrived::default()),
+            None if take_greeting(&conn, unread) => (conn, Arrived::default()),
+            None => return,
         };
         let admitted = self
             .control
