@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt;
 use super::governor::{Governor, PacedSocket, Share};
 use super::metrics::{Direction, Moved, Transport};
 use super::test::SessionEnd;
-use super::test::{Idle, Test, TestEnd, log_test, on_control};
+use super::test::{IDLE_LOOK, Test, TestEnd, Watchdog, Watched, log_test, on_control};
 use crate::check;
 use crate::config::{EndCondition, StreamDirection, TestSpec, ThroughputSpec};
 use crate::control::sleep_until_opt;
@@ -220,10 +220,7 @@ impl Measuring {
     /// overruns, stalls, vanishes, or the server shuts down.
     async fn run(&mut self, spec: &TestSpec) -> TestEnd {
         let hard_stop = self.t.hard_stop(spec, self.start);
-        let mut abort = self.t.ctx.abort.clone();
-        let idle_limit = self.t.ctx.limits.idle_timeout;
-        let mut idle = Idle::new(self.total_bytes());
-        let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
+        let mut watch = Watchdog::new(&self.t.ctx, hard_stop, IDLE_LOOK, self.total_bytes());
         loop {
             let next = self.next_wakeup();
             tokio::select! {
@@ -234,13 +231,15 @@ impl Measuring {
                         return TestEnd::ClientGone(e);
                     }
                 }
-                _ = idle_tick.tick() => {
-                    if idle.stalled(self.total_bytes(), idle_limit) {
-                        return TestEnd::Idle(format!("no data moved for {idle_limit:?}"));
+                w = watch.next() => match w {
+                    Watched::Tick if watch.stalled(self.total_bytes()) => {
+                        let limit = watch.idle_limit();
+                        return TestEnd::Idle(format!("no data moved for {limit:?}"));
                     }
-                }
-                _ = tokio::time::sleep_until(hard_stop.into()) => return TestEnd::Overran,
-                () = async { let _ = abort.wait_for(|a| *a).await; } => return TestEnd::ShuttingDown,
+                    Watched::Tick => {}
+                    Watched::Overran => return TestEnd::Overran,
+                    Watched::ShuttingDown => return TestEnd::ShuttingDown,
+                },
             }
         }
     }

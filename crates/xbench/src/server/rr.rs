@@ -18,7 +18,7 @@ use tracing::debug;
 use super::governor::{Governor, PACED_RR_ANSWER, PacedSocket, Share};
 use super::metrics;
 use super::test::SessionEnd;
-use super::test::{Idle, Test, TestEnd, log_test, on_control};
+use super::test::{IDLE_LOOK, Test, TestEnd, Watchdog, Watched, log_test, on_control};
 use crate::check;
 use crate::config::{RrSpec, TestSpec};
 use crate::control::sleep_until_opt;
@@ -264,15 +264,14 @@ impl Answering {
     /// Cuts intervals and sends them as the workers answer, until the client finishes the
     /// test, or it overruns, goes quiet, vanishes, or the server shuts down.
     async fn run(&mut self, rr_spec: &RrSpec) -> TestEnd {
-        let hard_stop = self.hard_stop;
-        let mut abort = self.t.ctx.abort.clone();
-        let idle_limit = self.t.ctx.limits.idle_timeout;
-        let mut idle = Idle::new(0);
-        let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
+        let mut watch = Watchdog::new(&self.t.ctx, self.hard_stop, IDLE_LOOK, 0);
         // A paced test slower than one transaction per idle period is quiet, not dead.
-        let check_idle = rr_spec
+        if rr_spec
             .period()
-            .is_none_or(|p| p.saturating_mul(2) < idle_limit);
+            .is_some_and(|p| p.saturating_mul(2) >= watch.idle_limit())
+        {
+            watch = watch.quiet_is_fine();
+        }
         loop {
             let boundary_at = self.boundaries.next_at();
             tokio::select! {
@@ -285,14 +284,17 @@ impl Answering {
                     }
                 }
                 _ = sleep_until_opt(boundary_at) => self.close_interval(),
-                _ = idle_tick.tick(), if check_idle => {
-                    let progress = self.workers.control.activity.load(std::sync::atomic::Ordering::Relaxed);
-                    if idle.stalled(progress, idle_limit) {
-                        return TestEnd::Idle(format!("no request arrived for {idle_limit:?}"));
+                w = watch.next() => match w {
+                    Watched::Tick => {
+                        let progress = self.workers.control.activity.load(std::sync::atomic::Ordering::Relaxed);
+                        if watch.stalled(progress) {
+                            let limit = watch.idle_limit();
+                            return TestEnd::Idle(format!("no request arrived for {limit:?}"));
+                        }
                     }
-                }
-                _ = tokio::time::sleep_until(hard_stop.into()) => return TestEnd::Overran,
-                () = async { let _ = abort.wait_for(|a| *a).await; } => return TestEnd::ShuttingDown,
+                    Watched::Overran => return TestEnd::Overran,
+                    Watched::ShuttingDown => return TestEnd::ShuttingDown,
+                },
             }
         }
     }

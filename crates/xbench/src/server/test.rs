@@ -239,6 +239,78 @@ impl Test {
     }
 }
 
+/// How often a running test's progress is looked at for [`Watchdog::stalled`].
+pub(super) const IDLE_LOOK: Duration = Duration::from_secs(1);
+
+/// What ends a running test from outside its own traffic, the same for every server test
+/// (xbench's bulk, UDP and request/response, iperf3's TCP and UDP): running past its hard
+/// stop, nothing moving for the idle limit, the server shutting down. A test's loop selects
+/// on [`Watchdog::next`] beside its own work, and on a [`Watched::Tick`] tells it what moved
+/// ([`Watchdog::stalled`]), as its own counter is what it can read without a borrow across
+/// the `select!`.
+#[derive(Debug)]
+pub(super) struct Watchdog {
+    hard_stop: Instant,
+    abort: tokio::sync::watch::Receiver<bool>,
+    idle: Idle,
+    idle_limit: Duration,
+    /// Whether quiet counts at all (a paced test slower than the limit is quiet, not dead).
+    check_idle: bool,
+    tick: tokio::time::Interval,
+}
+
+/// What [`Watchdog::next`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Watched {
+    /// Time to look at the test's progress ([`Watchdog::stalled`]).
+    Tick,
+    /// Past the hard stop.
+    Overran,
+    /// The server is shutting down.
+    ShuttingDown,
+}
+
+impl Watchdog {
+    /// A watchdog for a test that must end by `hard_stop` and move something every
+    /// `idle_limit` (looked at every `every`); `progress` is its counter now.
+    pub(super) fn new(ctx: &Ctx, hard_stop: Instant, every: Duration, progress: u64) -> Self {
+        Watchdog {
+            hard_stop,
+            abort: ctx.abort.clone(),
+            idle: Idle::new(progress),
+            idle_limit: ctx.limits.idle_timeout,
+            check_idle: true,
+            tick: tokio::time::interval(every),
+        }
+    }
+
+    /// Never ends the test for being quiet (it still ends it for overrunning).
+    pub(super) fn quiet_is_fine(mut self) -> Self {
+        self.check_idle = false;
+        self
+    }
+
+    /// The idle limit, for the message that ends a quiet test.
+    pub(super) fn idle_limit(&self) -> Duration {
+        self.idle_limit
+    }
+
+    /// Resolves at the next look at the test's progress, or when it must end.
+    pub(super) async fn next(&mut self) -> Watched {
+        let abort = &mut self.abort;
+        tokio::select! {
+            _ = self.tick.tick(), if self.check_idle => Watched::Tick,
+            () = tokio::time::sleep_until(self.hard_stop.into()) => Watched::Overran,
+            () = async { let _ = abort.wait_for(|a| *a).await; } => Watched::ShuttingDown,
+        }
+    }
+
+    /// Whether the test has been quiet for the idle limit, its counter now at `progress`.
+    pub(super) fn stalled(&mut self, progress: u64) -> bool {
+        self.idle.stalled(progress, self.idle_limit)
+    }
+}
+
 /// Notices a test in which nothing moves: its client left without closing, or stalled.
 #[derive(Debug)]
 pub(super) struct Idle {

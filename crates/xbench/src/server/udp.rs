@@ -26,7 +26,7 @@ use tracing::info;
 use super::gate::{Claims, Gate, Refusal};
 use super::path::parse_hello;
 use super::test::SessionEnd;
-use super::test::{Idle, Test, TestEnd, UdpConn, log_test, on_control};
+use super::test::{IDLE_LOOK, Test, TestEnd, UdpConn, Watchdog, Watched, log_test, on_control};
 use super::{metrics, path};
 use crate::auth::SessionKey;
 use crate::config::{StreamDirection, TestSpec, ThroughputSpec};
@@ -380,10 +380,7 @@ impl Measuring {
     /// stop.
     async fn run(&mut self, spec: &TestSpec) -> TestEnd {
         let hard_stop = self.t.hard_stop(spec, self.start);
-        let mut abort = self.t.ctx.abort.clone();
-        let idle_limit = self.t.ctx.limits.idle_timeout;
-        let mut idle = Idle::new(self.moved());
-        let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
+        let mut watch = Watchdog::new(&self.t.ctx, hard_stop, IDLE_LOOK, self.moved());
         loop {
             let next = self.clocks.iter().filter_map(UdpClock::next_wakeup).min();
             tokio::select! {
@@ -394,13 +391,15 @@ impl Measuring {
                         return TestEnd::ClientGone(e);
                     }
                 }
-                _ = idle_tick.tick() => {
-                    if idle.stalled(self.moved(), idle_limit) {
-                        return TestEnd::ClientGone(format!("no datagram moved for {idle_limit:?}"));
+                w = watch.next() => match w {
+                    Watched::Tick if watch.stalled(self.moved()) => {
+                        let limit = watch.idle_limit();
+                        return TestEnd::ClientGone(format!("no datagram moved for {limit:?}"));
                     }
-                }
-                _ = tokio::time::sleep_until(hard_stop.into()) => return TestEnd::Overran,
-                () = async { let _ = abort.wait_for(|a| *a).await; } => return TestEnd::ShuttingDown,
+                    Watched::Tick => {}
+                    Watched::Overran => return TestEnd::Overran,
+                    Watched::ShuttingDown => return TestEnd::ShuttingDown,
+                },
             }
         }
     }

@@ -16,6 +16,7 @@ use crate::report::Role;
 use crate::server::budget::Need;
 use crate::server::context::Ctx;
 use crate::server::peer_text::bounded;
+use crate::server::test::{Watchdog, Watched};
 use crate::units::format_bits_per_second;
 
 /// What an iperf3 client asked for, checked against this server's limits.
@@ -131,9 +132,7 @@ impl Watch<'_> {
                 false => plan.duration + plan.omit,
             }
             + ctx.limits.overrun_grace;
-        let mut abort = ctx.abort.clone();
-        let mut idle = crate::server::test::Idle::new(0);
-        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut watch = Watchdog::new(ctx, hard_stop, Duration::from_millis(250), progress());
         let mut byte = [0u8; 1];
         let omit_at = tokio::time::Instant::from_std(start + plan.omit);
         loop {
@@ -161,22 +160,24 @@ impl Watch<'_> {
                     window_start = Instant::now();
                     omitted = true;
                 }
-                _ = tick.tick() => {
-                    if idle.stalled(progress(), ctx.limits.idle_timeout) {
-                        info!(%peer, "ended an {what} in which no data moved for {:?}", ctx.limits.idle_timeout);
-                        return None;
+                w = watch.next() => match w {
+                    Watched::Tick => {
+                        if watch.stalled(progress()) {
+                            info!(%peer, "ended an {what} in which no data moved for {:?}", watch.idle_limit());
+                            return None;
+                        }
                     }
-                    if Instant::now() >= hard_stop {
+                    Watched::Overran => {
                         info!(%peer, "cut off an {what} that ran past its end (--max-duration, or its client stalled)");
                         let _ = send_state(ctrl, State::ServerTerminate).await;
                         return None;
                     }
-                }
-                _ = abort.changed() => {
-                    info!(%peer, "server shutting down: an iperf3 test is cut short");
-                    let _ = send_state(ctrl, State::ServerTerminate).await;
-                    return None;
-                }
+                    Watched::ShuttingDown => {
+                        info!(%peer, "server shutting down: an iperf3 test is cut short");
+                        let _ = send_state(ctrl, State::ServerTerminate).await;
+                        return None;
+                    }
+                },
             }
         }
     }
