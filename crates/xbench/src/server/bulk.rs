@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt;
 use super::governor::{Governor, PacedSocket, Share};
 use super::metrics::{Direction, Moved, Transport};
 use super::test::SessionEnd;
-use super::test::{IDLE_LOOK, Test, TestEnd, Watchdog, Watched, log_test, on_control};
+use super::test::{IDLE_LOOK, Test, TestEnd, Watchdog, log_test, on_control};
 use crate::check;
 use crate::config::{EndCondition, StreamDirection, TestSpec, ThroughputSpec};
 use crate::control::sleep_until_opt;
@@ -231,15 +231,12 @@ impl Measuring {
                         return TestEnd::ClientGone(e);
                     }
                 }
-                w = watch.next() => match w {
-                    Watched::Tick if watch.stalled(self.total_bytes()) => {
-                        let limit = watch.idle_limit();
-                        return TestEnd::Idle(format!("no data moved for {limit:?}"));
+                w = watch.next() => {
+                    let quiet = |l| TestEnd::Idle(format!("no data moved for {l:?}"));
+                    if let Some(end) = watch.ended(w, self.total_bytes(), quiet) {
+                        return end;
                     }
-                    Watched::Tick => {}
-                    Watched::Overran => return TestEnd::Overran,
-                    Watched::ShuttingDown => return TestEnd::ShuttingDown,
-                },
+                }
             }
         }
     }

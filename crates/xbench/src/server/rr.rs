@@ -18,7 +18,7 @@ use tracing::debug;
 use super::governor::{Governor, PACED_RR_ANSWER, PacedSocket, Share};
 use super::metrics;
 use super::test::SessionEnd;
-use super::test::{IDLE_LOOK, Test, TestEnd, Watchdog, Watched, log_test, on_control};
+use super::test::{IDLE_LOOK, Test, TestEnd, Watchdog, log_test, on_control};
 use crate::check;
 use crate::config::{RrSpec, TestSpec};
 use crate::control::sleep_until_opt;
@@ -284,17 +284,13 @@ impl Answering {
                     }
                 }
                 _ = sleep_until_opt(boundary_at) => self.close_interval(),
-                w = watch.next() => match w {
-                    Watched::Tick => {
-                        let progress = self.workers.control.activity.load(std::sync::atomic::Ordering::Relaxed);
-                        if watch.stalled(progress) {
-                            let limit = watch.idle_limit();
-                            return TestEnd::Idle(format!("no request arrived for {limit:?}"));
-                        }
+                w = watch.next() => {
+                    let progress = self.workers.control.activity.load(std::sync::atomic::Ordering::Relaxed);
+                    let quiet = |l| TestEnd::Idle(format!("no request arrived for {l:?}"));
+                    if let Some(end) = watch.ended(w, progress, quiet) {
+                        return end;
                     }
-                    Watched::Overran => return TestEnd::Overran,
-                    Watched::ShuttingDown => return TestEnd::ShuttingDown,
-                },
+                }
             }
         }
     }

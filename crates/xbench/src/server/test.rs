@@ -309,6 +309,23 @@ impl Watchdog {
     pub(super) fn stalled(&mut self, progress: u64) -> bool {
         self.idle.stalled(progress, self.idle_limit)
     }
+
+    /// How an xbench test ends after [`Watchdog::next`] saw `w`, its counter now at
+    /// `progress`: `None` while it goes on, `quiet`'s end (given the idle limit) when it has
+    /// been quiet too long.
+    pub(super) fn ended(
+        &mut self,
+        w: Watched,
+        progress: u64,
+        quiet: impl FnOnce(Duration) -> TestEnd,
+    ) -> Option<TestEnd> {
+        match w {
+            Watched::Tick if self.stalled(progress) => Some(quiet(self.idle_limit)),
+            Watched::Tick => None,
+            Watched::Overran => Some(TestEnd::Overran),
+            Watched::ShuttingDown => Some(TestEnd::ShuttingDown),
+        }
+    }
 }
 
 /// Notices a test in which nothing moves: its client left without closing, or stalled.

@@ -26,7 +26,7 @@ use tracing::info;
 use super::gate::{Claims, Gate, Refusal};
 use super::path::parse_hello;
 use super::test::SessionEnd;
-use super::test::{IDLE_LOOK, Test, TestEnd, UdpConn, Watchdog, Watched, log_test, on_control};
+use super::test::{IDLE_LOOK, Test, TestEnd, UdpConn, Watchdog, log_test, on_control};
 use super::{metrics, path};
 use crate::auth::SessionKey;
 use crate::config::{StreamDirection, TestSpec, ThroughputSpec};
@@ -391,15 +391,12 @@ impl Measuring {
                         return TestEnd::ClientGone(e);
                     }
                 }
-                w = watch.next() => match w {
-                    Watched::Tick if watch.stalled(self.moved()) => {
-                        let limit = watch.idle_limit();
-                        return TestEnd::ClientGone(format!("no datagram moved for {limit:?}"));
+                w = watch.next() => {
+                    let quiet = |l| TestEnd::ClientGone(format!("no datagram moved for {l:?}"));
+                    if let Some(end) = watch.ended(w, self.moved(), quiet) {
+                        return end;
                     }
-                    Watched::Tick => {}
-                    Watched::Overran => return TestEnd::Overran,
-                    Watched::ShuttingDown => return TestEnd::ShuttingDown,
-                },
+                }
             }
         }
     }
