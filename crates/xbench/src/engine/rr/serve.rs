@@ -1,0 +1,232 @@
+//! The server worker's event loop, once for every transport: a [`Server`] owns the loop (the
+//! stop check, the epoll wait and its waker, handing each socket's event to the transport),
+//! the blocking loop of a lone flow, the interval handshake and the worker's last reports,
+//! and a [`ServeIo`] (TCP's `server::TcpServe`, UDP's `udp::server::UdpServe`) says what
+//! answering is on its sockets: what a readable socket is answered with, what one blocking
+//! step is, what its flows' figures are.
+//!
+//! A module of its own rather than more of [`driver`](super::driver): a client worker starts
+//! transactions on a schedule, times them and watches its flows for stalls, and its driver's
+//! `Core` and `FlowIo` are mostly that (the pacing queue, the latency recorder, the stall
+//! clock). A server worker only answers what arrives, so it would carry all of that unused on
+//! its hot path; the two loops share only a few lines of shape (wait, drain the waker,
+//! answer an epoch), and each reads better whole.
+//!
+//! Static dispatch on purpose, as in the client's driver: this is the server's `--rr` /
+//! `--crr` / `--rr -u` hot path, and a generic [`Server`] compiles to the loop each transport
+//! had of its own, with the same system calls per transaction (the blocking ping-pong path:
+//! one receive and one send).
+
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::poll::{Event, Poll, WAKER, Waker};
+use super::workers::ConnSender;
+use super::{Control, Epochs, FlowSnapshot, Report, STOPPED, Worker, tell};
+use crate::engine::cpu::thread_cpu;
+use crate::report::CpuUsage;
+
+/// A transport's side of a server worker: its sockets, and how they are answered. The
+/// [`Server`] calls these; they call back into [`Core`] for the epoll set, the controls, the
+/// send budget and failure reports.
+pub(crate) trait ServeIo {
+    /// What a failed epoll wait is reported as, before the error (each transport keeps the
+    /// words it always had: the controller passes them on to the user).
+    const LOOP_FAILED: &'static str;
+    /// Whether the worker serves its lone flow with blocking calls instead of epoll.
+    fn blocking(&self) -> bool;
+    /// Readies the lone flow for blocking calls; false when it could not be (the epoll loop
+    /// serves it then).
+    fn enter_blocking(&mut self) -> bool;
+    /// One blocking pass over the lone flow: at most one wait for what arrives, and its
+    /// answer. Says whether the flow is still there to serve.
+    fn blocking_step(&mut self, core: &mut Core) -> Step;
+    /// Gives the lone flow back to the epoll loop.
+    fn leave_blocking(&mut self);
+    /// When the epoll wait returns at the latest with nothing arrived, so the transport's
+    /// [`sweep`](ServeIo::sweep) runs; `None` to wait for events only.
+    fn deadline(&self) -> Option<Instant>;
+    /// A socket of the transport reported `ev` (never the waker's).
+    fn on_event(&mut self, core: &mut Core, ev: &Event);
+    /// After a pass's events, before its housekeeping: TCP takes the `--crr` connections the
+    /// accept path handed over.
+    fn take_new(&mut self, _core: &mut Core) {}
+    /// After a pass's housekeeping: TCP closes the `--crr` connections past their deadline.
+    fn sweep(&mut self, _core: &mut Core) {}
+    /// Every flow's figures since the last snapshot.
+    fn snapshots(&mut self, core: &Core) -> Vec<FlowSnapshot>;
+    /// The worker's CPU time for its last report, read after the last
+    /// [`snapshots`](ServeIo::snapshots): its thread's, plus what the transport charges to it.
+    fn cpu(&self, _core: &Core) -> CpuUsage {
+        thread_cpu()
+    }
+}
+
+/// What a blocking step leaves the [`Server`] to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Served (or waited a slice for nothing): keep on.
+    Served,
+    /// The flow has ended (closed, or failed and closed): answer a due interval, then serve on
+    /// from the epoll loop, which keeps answering intervals until the test stops.
+    Ended,
+    /// The flow failed and the worker has nothing else to serve: its last report goes out now.
+    Quit,
+}
+
+/// What a transport shares with the server loop: the epoll set, the controls, and the line to
+/// the controller.
+pub(crate) struct Core {
+    pub(crate) poll: Poll,
+    waker: Arc<Waker>,
+    pub(crate) control: Arc<Control>,
+    tx: UnboundedSender<Report>,
+    epochs: Epochs,
+}
+
+impl Core {
+    /// Server worker `index`'s side of the loop: `poll` has the worker's `waker` in it
+    /// ([`worker_poll`](super::poll::worker_poll)), and the transport adds its sockets.
+    pub(crate) fn new(
+        index: usize,
+        (poll, waker): (Poll, Arc<Waker>),
+        control: Arc<Control>,
+        tx: UnboundedSender<Report>,
+    ) -> Self {
+        Core {
+            poll,
+            waker,
+            control,
+            tx,
+            epochs: Epochs::new(index),
+        }
+    }
+
+    /// Which worker this is (the first one reports the `--crr` answers of the accept path).
+    pub(crate) fn worker(&self) -> usize {
+        self.epochs.worker()
+    }
+
+    /// Tells the controller that `flow` (`None`: the worker) failed with `error`, which ends
+    /// the test.
+    pub(crate) fn failed(&self, flow: Option<u16>, error: String) {
+        tell(&self.tx, Report::Failed { flow, error });
+    }
+
+    /// Answers the controller's interval boundary, if one has passed since the last answer,
+    /// with `io`'s snapshots.
+    pub(crate) fn housekeeping<T: ServeIo>(&mut self, io: &mut T) {
+        if let Some(epoch) = self.epochs.due(&self.control) {
+            let flows = io.snapshots(self);
+            tell(&self.tx, self.epochs.snapshot(epoch, flows, None));
+        }
+    }
+
+    /// Waits until the test's send budget (`--max-send-rate`) lets the next answer go,
+    /// answering interval boundaries with `io`'s snapshots meanwhile; false if the test
+    /// stopped first.
+    #[inline]
+    pub(crate) fn paced<T: ServeIo>(&mut self, io: &mut T) -> bool {
+        let Some(b) = self.control.send_budget.clone() else {
+            return true;
+        };
+        let control = Arc::clone(&self.control);
+        b.wait(|| control.state() == STOPPED, || self.housekeeping(io))
+    }
+}
+
+/// A server worker: the transport `T`'s sockets, answered from one epoll loop (or, for a lone
+/// flow the transport can serve so, blocking calls).
+pub(crate) struct Server<T> {
+    core: Core,
+    io: T,
+}
+
+/// Starts a server worker's thread, named `name`, answering `io`'s sockets, which are in
+/// `core`'s epoll set already; `conns` is where the accept path hands it new `--crr`
+/// connections (TCP's, which `io` takes in [`ServeIo::take_new`]).
+pub(crate) fn spawn<T: ServeIo + Send + 'static>(
+    name: String,
+    core: Core,
+    io: T,
+    conns: Option<ConnSender>,
+) -> io::Result<Worker> {
+    let waker = Arc::clone(&core.waker);
+    let thread = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || Server { core, io }.run())?;
+    Ok(Worker {
+        waker,
+        conns,
+        thread: Some(thread),
+    })
+}
+
+impl<T: ServeIo> Server<T> {
+    /// Serves until the controller stops the test (or the worker fails), then sends the
+    /// worker's last figures.
+    fn run(mut self) {
+        let serve_on = !self.io.blocking() || self.run_blocking();
+        if serve_on {
+            self.run_epoll();
+        }
+        let flows = self.io.snapshots(&self.core);
+        let cpu = self.io.cpu(&self.core);
+        tell(
+            &self.core.tx,
+            Report::Done {
+                flows,
+                latency: None,
+                cpu,
+            },
+        );
+    }
+
+    /// The lone flow with blocking calls: the transport's [`ServeIo::blocking_step`] waits a
+    /// bounded slice at most, so interval boundaries and the stop are still seen. Returns
+    /// whether the epoll loop serves on (not after [`Step::Quit`]).
+    fn run_blocking(&mut self) -> bool {
+        let mut step = Step::Served;
+        if self.io.enter_blocking() {
+            while self.core.control.state() != STOPPED {
+                step = self.io.blocking_step(&mut self.core);
+                if step == Step::Quit {
+                    break;
+                }
+                self.core.housekeeping(&mut self.io);
+                if step == Step::Ended {
+                    break;
+                }
+            }
+        }
+        self.io.leave_blocking();
+        step != Step::Quit
+    }
+
+    /// The epoll loop: every socket's events to the transport, then its new connections, the
+    /// interval handshake and its sweep, until the test stops.
+    fn run_epoll(&mut self) {
+        let mut events = Vec::with_capacity(64);
+        while self.core.control.state() != STOPPED {
+            events.clear();
+            let deadline = self.io.deadline();
+            if let Err(e) = self.core.poll.wait(deadline, |ev| events.push(ev)) {
+                self.core.failed(None, format!("{}: {e}", T::LOOP_FAILED));
+                break;
+            }
+            for ev in &events {
+                if ev.token == WAKER {
+                    self.core.waker.drain();
+                    continue;
+                }
+                self.io.on_event(&mut self.core, ev);
+            }
+            self.io.take_new(&mut self.core);
+            self.core.housekeeping(&mut self.io);
+            self.io.sweep(&mut self.core);
+        }
+    }
+}
