@@ -42,7 +42,8 @@ pub(crate) trait ServeIo {
     /// serves it then).
     fn enter_blocking(&mut self) -> bool;
     /// One blocking pass over the lone flow: at most one wait for what arrives, and its
-    /// answer. Says whether the flow is still there to serve.
+    /// answer. Says whether the flow is still there to serve, and if not, whether the worker
+    /// serves on ([`Step`]).
     fn blocking_step(&mut self, core: &mut Core) -> Step;
     /// Gives the lone flow back to the epoll loop.
     fn leave_blocking(&mut self);
@@ -228,5 +229,127 @@ impl<T: ServeIo> Server<T> {
             self.core.housekeeping(&mut self.io);
             self.io.sweep(&mut self.core);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+    use super::*;
+    use crate::engine::rr::poll::worker_poll;
+
+    /// A transport with no sockets that writes down what the loop asked of it, and steps
+    /// the test through the blocking path as `steps` says.
+    struct Script {
+        steps: Vec<Step>,
+        log: Arc<Mutex<Vec<&'static str>>>,
+        control: Arc<Control>,
+    }
+
+    impl Script {
+        fn note(&self, what: &'static str) {
+            self.log.lock().unwrap().push(what);
+        }
+    }
+
+    impl ServeIo for Script {
+        const LOOP_FAILED: &'static str = "script loop failed";
+        fn blocking(&self) -> bool {
+            !self.steps.is_empty()
+        }
+        fn enter_blocking(&mut self) -> bool {
+            self.note("enter");
+            true
+        }
+        fn blocking_step(&mut self, _core: &mut Core) -> Step {
+            self.note("step");
+            // An interval boundary passes during the step.
+            self.control.epoch.fetch_add(1, Ordering::Relaxed);
+            self.steps.remove(0)
+        }
+        fn leave_blocking(&mut self) {
+            self.note("leave");
+        }
+        fn deadline(&self) -> Option<Instant> {
+            self.note("deadline");
+            Some(Instant::now() + Duration::from_millis(1))
+        }
+        fn on_event(&mut self, _core: &mut Core, _ev: &Event) {
+            self.note("event");
+        }
+        fn take_new(&mut self, _core: &mut Core) {
+            self.note("take_new");
+            // And another before the epoll pass's housekeeping.
+            self.control.epoch.fetch_add(1, Ordering::Relaxed);
+        }
+        fn sweep(&mut self, _core: &mut Core) {
+            self.note("sweep");
+            self.control.state.store(STOPPED, Ordering::Relaxed);
+        }
+        fn snapshots(&mut self, _core: &Core) -> Vec<FlowSnapshot> {
+            self.note("snapshots");
+            vec![FlowSnapshot::counted(7, 1)]
+        }
+    }
+
+    /// Runs a worker over `steps` on this thread; what it did and what it reported.
+    fn serve(steps: Vec<Step>) -> (Vec<&'static str>, UnboundedReceiver<Report>) {
+        let control = Arc::new(Control::default());
+        let (tx, rx) = unbounded_channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let core = Core::new(3, worker_poll(0, false).unwrap(), Arc::clone(&control), tx);
+        let io = Script {
+            steps,
+            log: Arc::clone(&log),
+            control,
+        };
+        Server { core, io }.run();
+        let log = log.lock().unwrap().clone();
+        (log, rx)
+    }
+
+    #[test]
+    fn an_ended_flow_answers_its_interval_then_the_epoll_loop_serves_on() {
+        let (log, mut rx) = serve(vec![Step::Served, Step::Ended]);
+        let blocking = ["enter", "step", "snapshots", "step", "snapshots", "leave"];
+        // One epoll pass (its new connections, then the interval, then the sweep, which
+        // stops the test here), then Done.
+        let epoll = ["deadline", "take_new", "snapshots", "sweep", "snapshots"];
+        assert_eq!(log, [&blocking[..], &epoll[..]].concat());
+        for epoch in [1, 2, 3] {
+            let r = rx.try_recv().unwrap();
+            let answered = matches!(
+                r,
+                Report::Snapshot { worker: 3, epoch: e, latency: None, .. } if e == epoch
+            );
+            assert!(answered, "{r:?}");
+        }
+        let r = rx.try_recv().unwrap();
+        assert!(matches!(r, Report::Done { latency: None, .. }), "{r:?}");
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_quitting_flow_reports_done_at_once_without_the_epoll_loop() {
+        let (log, mut rx) = serve(vec![Step::Served, Step::Quit]);
+        // No interval answered after the failing step, no epoll pass: straight to Done,
+        // though the test was never stopped.
+        assert_eq!(
+            log,
+            ["enter", "step", "snapshots", "step", "leave", "snapshots"]
+        );
+        let r = rx.try_recv().unwrap();
+        assert!(matches!(r, Report::Snapshot { epoch: 1, .. }), "{r:?}");
+        let r = rx.try_recv().unwrap();
+        assert!(
+            matches!(r, Report::Done { ref flows, .. } if flows.len() == 1),
+            "{r:?}"
+        );
+        assert!(rx.try_recv().is_err());
     }
 }
