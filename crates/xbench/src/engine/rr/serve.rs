@@ -15,7 +15,11 @@
 //! Static dispatch on purpose, as in the client's driver: this is the server's `--rr` /
 //! `--crr` / `--rr -u` hot path, and a generic [`Server`] compiles to the loop each transport
 //! had of its own, with the same system calls per transaction (the blocking ping-pong path:
-//! one receive and one send).
+//! one receive and one send). The transports mark what the loop calls on every pass or
+//! transaction `#[inline]` (`blocking_step`, `on_event`, `deadline`, `take_new`, `sweep`):
+//! left out of line, they cost the TCP worker 12 % more user-space instructions per
+//! ping-pong transaction and 29 % more on the epoll path (callgrind, against the loops each
+//! transport had before; with the hints, 3 % and 2 %, the rest the `Core` argument).
 
 use std::io;
 use std::sync::Arc;

@@ -154,6 +154,7 @@ impl ServeIo for TcpServe {
             && c.sock.set_write_timeout(Some(SLICE)).is_ok()
     }
 
+    #[inline]
     fn blocking_step(&mut self, core: &mut Core) -> Step {
         let slot = 0;
         // One read a pass: a blocking one more, after a full buffer, would wait out the
@@ -181,10 +182,12 @@ impl ServeIo for TcpServe {
     }
 
     /// --crr connections have deadlines; nothing else needs a timer.
+    #[inline]
     fn deadline(&self) -> Option<Instant> {
         self.plan.one_per_connection.then(|| Instant::now() + SWEEP)
     }
 
+    #[inline]
     fn on_event(&mut self, core: &mut Core, ev: &Event) {
         let slot = ev.token as usize;
         if let Err(e) = self.answer(core, slot, ev.readable || ev.closed, ev.writable) {
@@ -196,6 +199,7 @@ impl ServeIo for TcpServe {
         }
     }
 
+    #[inline]
     fn take_new(&mut self, core: &mut Core) {
         while let Ok((flow, s, arrived)) = self.incoming.try_recv() {
             if let Err(e) = self.add(core, flow, Arc::new(s), arrived) {
@@ -207,6 +211,7 @@ impl ServeIo for TcpServe {
         }
     }
 
+    #[inline]
     fn sweep(&mut self, core: &mut Core) {
         if self.plan.one_per_connection {
             self.close_overdue(core);

@@ -107,6 +107,7 @@ impl ServeIo for UdpServe {
     }
 
     /// A failed socket ends the worker: it has no other flow to serve.
+    #[inline]
     fn blocking_step(&mut self, core: &mut Core) -> Step {
         match self.answer(core, 0, 0) {
             Ok(()) => Step::Served,
@@ -120,10 +121,12 @@ impl ServeIo for UdpServe {
     fn leave_blocking(&mut self) {}
 
     /// The epoll wait looks at its controls every [`SLICE`] at least.
+    #[inline]
     fn deadline(&self) -> Option<Instant> {
         Some(Instant::now() + SLICE)
     }
 
+    #[inline]
     fn on_event(&mut self, core: &mut Core, ev: &Event) {
         if let Some(i) = usize::try_from(ev.token)
             .ok()
