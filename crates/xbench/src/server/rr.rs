@@ -6,7 +6,8 @@
 //! against, the log line).
 //!
 //! Not the session before the test ([`session`](super::session)), and not the workers' event
-//! loops (`engine::rr::server`).
+//! loops (`engine::rr::serve`, and the transports' `engine::rr::server` and
+//! `engine::rr::udp::server`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //!
 //! Static dispatch on purpose: this is the `--rr` / `--crr` / `--rr -u` hot path, and a
 //! generic driver compiles to the loop each transport had of its own. Not for servers, which
-//! answer rather than start transactions and have no schedule.
+//! answer rather than start transactions and have no schedule: theirs is [`serve`](super::serve).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -11,13 +11,15 @@
 //! grows with workers, not flows. UDP flows (`--rr -u`, [`udp`]) speak the same protocol over
 //! datagrams. Both client workers run on one [`driver`]: the event loop, pacing, epochs and
 //! stall checks are written once, generic over the transport's `FlowIo` (what a TCP or a UDP
-//! flow does to start a transaction and to take in what arrived). Nothing here knows the
-//! control protocol or prints.
+//! flow does to start a transaction and to take in what arrived). Both server workers run on
+//! one [`serve`] loop the same way, generic over the transport's `ServeIo` (what answering a
+//! TCP connection or a UDP flow is). Nothing here knows the control protocol or prints.
 
 pub(crate) mod at_once;
 pub(crate) mod client;
 pub(crate) mod driver;
 pub(crate) mod poll;
+pub(crate) mod serve;
 pub(crate) mod server;
 pub(crate) mod tally;
 pub(crate) mod udp;

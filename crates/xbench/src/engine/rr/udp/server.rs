@@ -5,19 +5,21 @@
 //! socket connected to the address that proved it holds the test's cookie, so the kernel drops
 //! datagrams from anywhere else. Work per datagram is one `recv` of its header and at most one
 //! `send`; anything else is counted as ignored and dropped.
+//!
+//! The worker's loop is [`serve`]'s; what is UDP's is here ([`UdpServe`]).
 
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::super::poll::{Interest, Poll, WAKER, Waker, worker_poll};
-use super::super::{Control, Epochs, FlowSnapshot, Report, STOPPED, UdpCounts, Worker, tell};
+use super::super::poll::{Event, Interest, worker_poll};
+use super::super::serve::{self, Core, ServeIo, Step};
+use super::super::{Control, FlowSnapshot, Report, UdpCounts, Worker};
 use super::{Arrival, ReplayWindow, UdpFlow, recv_header, send};
-use crate::engine::cpu::thread_cpu;
 use crate::engine::udp::wire::HEADER_LEN;
 
 /// What a server worker answers.
@@ -59,26 +61,20 @@ pub(crate) fn spawn(
     }
     let mut response = vec![0u8; plan.response_len.max(HEADER_LEN)];
     response.truncate(plan.response_len);
-    let mut worker = ServerWorker {
+    let io = UdpServe {
         plan,
-        poll,
-        waker: Arc::clone(&waker),
         flows: state,
-        control,
-        tx,
         response,
-        epochs: Epochs::new(index),
     };
-    let thread = std::thread::Builder::new()
-        .name(format!("xb-rr-udp-server-{index}"))
-        .spawn(move || worker.run())?;
-    Ok(Worker {
-        waker,
-        conns: None,
-        thread: Some(thread),
-    })
+    serve::spawn(
+        format!("xb-rr-udp-server-{index}"),
+        Core::new(index, (poll, waker), control, tx),
+        io,
+        None,
+    )
 }
 
+/// One flow's socket, the requests it has answered, and its counts since the last snapshot.
 struct Flow {
     flow: UdpFlow,
     window: ReplayWindow,
@@ -88,71 +84,79 @@ struct Flow {
     ignored: u64,
 }
 
-struct ServerWorker {
+/// UDP's side of a server worker: its flows' sockets, and what answering a datagram is.
+struct UdpServe {
     plan: Plan,
-    poll: Poll,
-    waker: Arc<Waker>,
     flows: Vec<Flow>,
-    control: Arc<Control>,
-    tx: UnboundedSender<Report>,
     /// A response: the request's header, then zeros.
     response: Vec<u8>,
-    epochs: Epochs,
 }
 
-impl ServerWorker {
-    fn run(&mut self) {
-        if self.flows.len() == 1 {
-            // One flow: a blocking `recv` per request, no epoll round.
-            while self.control.state() != STOPPED {
-                if let Err(e) = self.answer(0, 0) {
-                    self.failed(0, &e);
-                    break;
-                }
-                self.housekeeping();
-            }
-        } else {
-            let mut ready = Vec::with_capacity(64);
-            while self.control.state() != STOPPED {
-                ready.clear();
-                let deadline = std::time::Instant::now() + SLICE;
-                if let Err(e) = self.poll.wait(Some(deadline), |ev| ready.push(ev.token)) {
-                    tell(
-                        &self.tx,
-                        Report::Failed {
-                            flow: None,
-                            error: format!("event loop failed: {e}"),
-                        },
-                    );
-                    break;
-                }
-                for &t in &ready {
-                    if t == WAKER {
-                        self.waker.drain();
-                    } else if let Some(i) =
-                        usize::try_from(t).ok().filter(|&i| i < self.flows.len())
-                        && let Err(e) = self.answer(i, libc::MSG_DONTWAIT)
-                    {
-                        self.failed(i, &e);
-                    }
-                }
-                self.housekeeping();
-            }
-        }
-        let flows = self.snapshot();
-        tell(
-            &self.tx,
-            Report::Done {
-                flows,
-                latency: None,
-                cpu: thread_cpu(),
-            },
-        );
+impl ServeIo for UdpServe {
+    const LOOP_FAILED: &'static str = "event loop failed";
+
+    /// One flow: a blocking `recv` per request, no epoll round.
+    fn blocking(&self) -> bool {
+        self.flows.len() == 1
     }
 
+    /// The sockets block already (with a [`SLICE`] timeout); the epoll path reads with
+    /// `MSG_DONTWAIT`.
+    fn enter_blocking(&mut self) -> bool {
+        true
+    }
+
+    /// A failed socket ends the worker: it has no other flow to serve.
+    #[inline]
+    fn blocking_step(&mut self, core: &mut Core) -> Step {
+        match self.answer(core, 0, 0) {
+            Ok(()) => Step::Served,
+            Err(e) => {
+                self.failed(core, 0, &e);
+                Step::Quit
+            }
+        }
+    }
+
+    fn leave_blocking(&mut self) {}
+
+    /// The epoll wait looks at its controls every [`SLICE`] at least.
+    #[inline]
+    fn deadline(&self) -> Option<Instant> {
+        Some(Instant::now() + SLICE)
+    }
+
+    #[inline]
+    fn on_event(&mut self, core: &mut Core, ev: &Event) {
+        if let Some(i) = usize::try_from(ev.token)
+            .ok()
+            .filter(|&i| i < self.flows.len())
+            && let Err(e) = self.answer(core, i, libc::MSG_DONTWAIT)
+        {
+            self.failed(core, i, &e);
+        }
+    }
+
+    fn snapshots(&mut self, _core: &Core) -> Vec<FlowSnapshot> {
+        self.flows
+            .iter_mut()
+            .map(|f| FlowSnapshot {
+                flow: f.flow.id,
+                transactions: std::mem::take(&mut f.transactions),
+                udp: Some(UdpCounts {
+                    ignored: std::mem::take(&mut f.ignored),
+                    ..UdpCounts::default()
+                }),
+                ..FlowSnapshot::default()
+            })
+            .collect()
+    }
+}
+
+impl UdpServe {
     /// Answers what is waiting on flow `i`: every datagram with `MSG_DONTWAIT`, one (waiting
     /// up to [`SLICE`] for it) without.
-    fn answer(&mut self, i: usize, flags: i32) -> io::Result<()> {
+    fn answer(&mut self, core: &mut Core, i: usize, flags: i32) -> io::Result<()> {
         let want = self.plan.request_len;
         loop {
             let f = &mut self.flows[i];
@@ -167,11 +171,11 @@ impl ServerWorker {
                 Arrival::Handshake => continue,
                 Arrival::Datagram { len, header } => (len, header),
             };
-            self.control.activity.fetch_add(1, Ordering::Relaxed);
+            core.control.activity.fetch_add(1, Ordering::Relaxed);
             let ok = header.filter(|h| len == want && h.token == f.flow.token);
             match ok {
                 Some(h) if f.window.admit(h.seq) => {
-                    if !self.paced() {
+                    if !core.paced(self) {
                         return Ok(()); // stopped while waiting for the send budget
                     }
                     let f = &mut self.flows[i];
@@ -183,7 +187,7 @@ impl ServerWorker {
                         }
                         return Err(e);
                     }
-                    if let Some(b) = &self.control.send_budget {
+                    if let Some(b) = &core.control.send_budget {
                         b.charge(b.udp_datagram(self.response.len() as u64));
                     }
                     f.transactions += 1;
@@ -196,47 +200,10 @@ impl ServerWorker {
         }
     }
 
-    /// Waits until the test's send budget (`--max-send-rate`) lets the next response go,
-    /// keeping up with interval boundaries meanwhile; false if the test stopped first.
-    fn paced(&mut self) -> bool {
-        let Some(b) = self.control.send_budget.clone() else {
-            return true;
-        };
-        let control = Arc::clone(&self.control);
-        b.wait(|| control.state() == STOPPED, || self.housekeeping())
-    }
-
-    fn failed(&mut self, i: usize, e: &io::Error) {
+    /// Takes flow `i`'s socket out of the epoll set and fails the flow with `e`.
+    fn failed(&mut self, core: &mut Core, i: usize, e: &io::Error) {
         let flow = self.flows[i].flow.id;
-        self.poll.delete(self.flows[i].flow.sock.as_raw_fd());
-        tell(
-            &self.tx,
-            Report::Failed {
-                flow: Some(flow),
-                error: format!("UDP socket failed: {e}"),
-            },
-        );
-    }
-
-    fn housekeeping(&mut self) {
-        if let Some(epoch) = self.epochs.due(&self.control) {
-            let flows = self.snapshot();
-            tell(&self.tx, self.epochs.snapshot(epoch, flows, None));
-        }
-    }
-
-    fn snapshot(&mut self) -> Vec<FlowSnapshot> {
-        self.flows
-            .iter_mut()
-            .map(|f| FlowSnapshot {
-                flow: f.flow.id,
-                transactions: std::mem::take(&mut f.transactions),
-                udp: Some(UdpCounts {
-                    ignored: std::mem::take(&mut f.ignored),
-                    ..UdpCounts::default()
-                }),
-                ..FlowSnapshot::default()
-            })
-            .collect()
+        core.poll.delete(self.flows[i].flow.sock.as_raw_fd());
+        core.failed(Some(flow), format!("UDP socket failed: {e}"));
     }
 }
