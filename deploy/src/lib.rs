@@ -58,7 +58,7 @@ pub mod regions;
 pub mod run;
 pub mod scenario;
 pub mod state;
-pub mod suite;
+pub use xbench_sweep::suite;
 pub mod teardown;
 pub mod transfer;
 pub mod userdata;

@@ -71,6 +71,7 @@ mod error;
 mod plan;
 pub mod rebuild;
 mod run;
+pub mod suite;
 mod target;
 
 pub use args::RenderError;
@@ -78,4 +79,5 @@ pub use diff::spec_differences;
 pub use error::SweepError;
 pub use plan::{PlannedRun, SweepPlan};
 pub use run::{RunRecord, RunStatus, SweepEnd, SweepEvent, SweepOutcome, SweepSummary, run};
+pub use suite::{Suite, SuiteError, SuiteTest};
 pub use target::Target;

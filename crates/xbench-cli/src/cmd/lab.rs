@@ -20,7 +20,7 @@ use xbench_lab::delay::{DelayLine, DelayLineSpec, DelayLineStats};
 use xbench_lab::state::LabState;
 use xbench_lab::sys::netns::{self, Detach};
 use xbench_lab::{Backend, Impairment, Lab, LabError, LabSpec, PathInfo, PathKind, PathSpec};
-use xbench_sweep::{SweepPlan, Target};
+use xbench_sweep::{Suite, SuiteTest, SweepPlan, Target};
 
 use crate::cli::{
     DelayLineArgs, Impair, LabArgs, LabCommand, PathArg, RunArgs, TopologyArgs, UpArgs, WhereArgs,
@@ -180,75 +180,99 @@ struct Case {
     plan: SweepPlan,
 }
 
-/// The suite on the path `label` at `target`: a throughput sweep over stream counts, UDP at the
-/// offered rates of `--udp`, then request/response latency, each `--repeat` times, saved under `--out` (resumed, so a rerun
-/// into the same directory adds what is missing instead of refusing).
-fn suite(a: &RunArgs, target: &Target, label: &str) -> Vec<Case> {
+/// The suite the flags ask for: a throughput sweep over stream counts, UDP at the offered
+/// rates of `--udp`, latency under load, then request/response latency, each `--repeat` times.
+/// It is the same [`Suite`] a deployment reads from its scenario, so the lab and the cloud run
+/// one definition of a suite.
+fn flag_suite(a: &RunArgs) -> Suite {
     let mut spec = TestSpec::throughput();
     spec.end = EndCondition::Duration(a.time);
     if let Some(o) = a.omit {
         spec.omit = o;
     }
-    let sweep = |spec: TestSpec| SweepPlan {
-        repeat: a.repeat,
-        save: Some(a.out.clone()),
-        resume: true,
-        ..SweepPlan::new(target.clone(), spec, label)
-    };
-    let mut throughput = sweep(spec.clone());
-    // The throughput runs probe their path's hops too: each report says which routers it
-    // crossed and where the delay sits (issue 33). A few probes a second change no rate.
-    throughput.target.trace = true;
+    let mut throughput = SuiteTest::new(spec.clone());
     throughput.streams = a.streams.clone();
     throughput.spec.socket.window = a.window.map(|w| w.0);
-    let mut cases = vec![Case {
-        name: "throughput",
-        plan: throughput,
-    }];
+    let mut tests = vec![throughput];
     if let Some(rates) = &a.udp {
         // One stream per test, the default window: loss and jitter are the path's, at each
         // offered rate.
-        let mut udp = spec.clone();
-        udp.workload = Workload::Throughput(ThroughputSpec {
-            udp: Some(UdpSpec::default()),
-            ..ThroughputSpec::default()
+        let mut udp = SuiteTest::new(TestSpec {
+            workload: Workload::Throughput(ThroughputSpec {
+                udp: Some(UdpSpec::default()),
+                ..ThroughputSpec::default()
+            }),
+            ..spec.clone()
         });
-        let mut plan = sweep(udp);
-        plan.bitrates = rates.0.clone();
-        plan.datagram_lens = a
-            .udp_length
-            .as_ref()
+        udp.bitrates = rates.0.clone();
+        udp.datagram_lens = (a.udp_length.as_ref())
             .map(|l| l.0.iter().map(|n| n.get()).collect())
             .unwrap_or_default();
-        cases.push(Case {
-            name: "udp",
-            plan: plan.normalized(),
-        });
+        tests.push(udp);
     }
     if let Some(dir) = a.under_load {
         // The default window and probes; the load is the four streams each way of flent's
         // RRUL, whatever --streams sweeps.
-        let mut ul = spec.clone();
-        ul.workload = Workload::Throughput(ThroughputSpec {
-            streams: std::num::NonZeroU16::MIN.saturating_add(3),
-            direction: dir.direction(),
-            under_load: Some(UnderLoadSpec::default()),
-            ..ThroughputSpec::default()
-        });
-        cases.push(Case {
-            name: "under load",
-            plan: sweep(ul),
-        });
+        tests.push(SuiteTest::new(TestSpec {
+            workload: Workload::Throughput(ThroughputSpec {
+                streams: std::num::NonZeroU16::MIN.saturating_add(3),
+                direction: dir.direction(),
+                under_load: Some(UnderLoadSpec::default()),
+                ..ThroughputSpec::default()
+            }),
+            ..spec.clone()
+        }));
     }
     if !a.no_rr {
         // Latency runs keep the default window.
         spec.workload = TestSpec::request_response().workload;
-        cases.push(Case {
-            name: "latency",
-            plan: sweep(spec),
-        });
+        tests.push(SuiteTest::new(spec));
     }
-    cases
+    Suite {
+        repeat: a.repeat,
+        pause: Duration::ZERO,
+        every: None,
+        tests,
+        trace: false,
+    }
+}
+
+/// The suite on the path `label` at `target`: one sweep per test, saved under `out` and
+/// resumed, so a rerun into the same directory adds what is missing instead of refusing.
+fn cases(suite: &Suite, out: &Path, target: &Target, label: &str) -> Vec<Case> {
+    (suite.tests.iter())
+        .map(|test| {
+            let mut plan = test.plan(target.clone(), label);
+            plan.repeat = suite.repeat;
+            plan.pause = suite.pause;
+            plan.save = Some(out.to_path_buf());
+            plan.resume = true;
+            let name = case_name(&test.spec);
+            // Throughput runs probe their path's hops too: each report says which routers it
+            // crossed and where the delay sits (issue 33). A few probes a second change no
+            // rate. `trace = true` in a suite asks it of every test.
+            plan.target.trace = suite.trace || name == "throughput";
+            if name == "udp" {
+                plan = plan.normalized();
+            }
+            Case { name, plan }
+        })
+        .collect()
+}
+
+/// The heading of a test's runs in the lab's output.
+fn case_name(spec: &TestSpec) -> &'static str {
+    if let Some(r) = spec.as_rr() {
+        return match r.connect_per_transaction {
+            true => "connect latency",
+            false => "latency",
+        };
+    }
+    match spec.as_throughput() {
+        Some(t) if t.under_load.is_some() => "under load",
+        Some(t) if t.udp.is_some() => "udp",
+        _ => "throughput",
+    }
 }
 
 fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
@@ -264,7 +288,8 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
     let exe = std::env::current_exe().context("cannot find the xbench executable")?;
     out(&paths_table(lab.paths())).context("writing output")?;
 
-    let failed = run_cases(a, &lab, &exe, cancel)?;
+    let suite = flag_suite(a);
+    let failed = run_cases(a, &suite, &lab, &exe, cancel)?;
     let mut s = String::new();
     for p in lab.paths() {
         if let Some(d) = lab.delay_line_stats(&p.label) {
@@ -318,6 +343,7 @@ fn open_lab(a: &RunArgs, cancel: &AtomicBool, command: &str) -> anyhow::Result<O
 /// each named by path and case.
 fn run_cases(
     a: &RunArgs,
+    suite: &Suite,
     lab: &Lab,
     exe: &Path,
     cancel: &AtomicBool,
@@ -326,7 +352,7 @@ fn run_cases(
     'paths: for p in lab.paths() {
         let mut target = Target::new(p.server_addr.to_string());
         target.port = p.server_port;
-        for c in suite(a, &target, &p.label) {
+        for c in cases(suite, &a.out, &target, &p.label) {
             if cancel.load(Ordering::Relaxed) {
                 break 'paths;
             }
@@ -655,7 +681,7 @@ mod tests {
             port: 5202,
             ..Target::new("198.18.0.2")
         };
-        let s = suite(&a, &target, "transit");
+        let s = cases(&flag_suite(&a), &a.out, &target, "transit");
         assert_eq!(s.len(), 2);
         let (tp, rr) = (&s[0].plan, &s[1].plan);
         assert_eq!(tp.run_count(), 6);
@@ -718,7 +744,7 @@ mod tests {
         else {
             panic!("lab run");
         };
-        let s = suite(&a, &Target::new("198.18.0.2"), "vpn");
+        let s = cases(&flag_suite(&a), &a.out, &Target::new("198.18.0.2"), "vpn");
         let names: Vec<&str> = s.iter().map(|c| c.name).collect();
         assert_eq!(names, ["throughput", "udp"]);
         let udp = &s[1].plan;

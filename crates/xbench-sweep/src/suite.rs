@@ -1,7 +1,10 @@
-//! What `run` measures: a scenario's `[suite]` (or a `--suite FILE`), written in xbench's own
-//! terms, checked into typed values and expanded into cells with the xbench-report library's
-//! own sweep expansion ([`SweepPlan::cells`]), so a suite means exactly what the same lists on
-//! `xbench client` mean.
+//! A suite: the tests a path comparison runs on every path, each with the lists it sweeps.
+//!
+//! One definition serves both places that compare paths: `xbench lab run` builds its suite
+//! from its flags, and `xbench-deploy run` reads a scenario's `[suite]` (or a `--suite FILE`),
+//! written in xbench's own terms and checked into typed values here. Either way a test is
+//! expanded into cells by this crate's sweep expansion ([`SweepPlan::cells`]), so a suite means
+//! exactly what the same lists on `xbench client` mean.
 //!
 //! ```toml
 //! [suite]
@@ -32,12 +35,15 @@
 //! ```
 //!
 //! Keys are `xbench client`'s long flag names; a key xbench does not have is refused (serde's
-//! `deny_unknown_fields`), naming the key. Not for running anything: see [`crate::run`].
+//! `deny_unknown_fields`), naming the key. This module runs nothing: each test becomes a
+//! [`SweepPlan`] ([`SuiteTest::plan`]) that [`crate::run`] runs, or that a deployment writes
+//! as `xbench client` command lines.
 
 use std::collections::BTreeSet;
 use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
 
+use crate::{SweepError, SweepPlan, Target};
 use serde::Deserialize;
 use xbench::config::{
     Direction, EndCondition, FlowCount, MAX_FLOWS, ReceiveMode, RrSpec, SocketOptions, TestSpec,
@@ -46,7 +52,6 @@ use xbench::config::{
 use xbench::under_load::UnderLoadSpec;
 use xbench::units::{BitRate, ByteSize};
 use xbench_report::cell::CellKey;
-use xbench_sweep::{SweepError, SweepPlan, Target};
 
 /// Time a run takes beyond its test: connecting, the server's results, the SSM or lab round
 /// trip. Used for the expected length of a suite (and so its cost), never for timeouts.
@@ -85,6 +90,10 @@ pub struct SuiteTest {
     pub rr_sizes: Vec<(NonZeroU32, NonZeroU32)>,
     /// `--flows` values; empty keeps the spec's.
     pub flows: Vec<FlowCount>,
+    /// `-b` values of a UDP test, bits per second; empty keeps the spec's.
+    pub bitrates: Vec<u64>,
+    /// `-l` values of a UDP test, datagram payload bytes; empty keeps the spec's.
+    pub datagram_lens: Vec<u32>,
 }
 
 /// Why a suite was refused; each message names the key.
@@ -201,19 +210,41 @@ pub fn expected_run(spec: &TestSpec) -> Duration {
 }
 
 impl SuiteTest {
+    /// A test of `spec` that sweeps nothing: one cell, until lists are set.
+    pub fn new(spec: TestSpec) -> SuiteTest {
+        SuiteTest {
+            spec,
+            streams: Vec::new(),
+            windows: Vec::new(),
+            rr_sizes: Vec::new(),
+            flows: Vec::new(),
+            bitrates: Vec::new(),
+            datagram_lens: Vec::new(),
+        }
+    }
+
     /// The cells of this test, through the library's sweep expansion.
     pub fn cells(&self) -> Vec<TestSpec> {
         self.sweep().cells()
     }
 
-    fn sweep(&self) -> SweepPlan {
+    /// The test at `target`, saved (when the caller sets `save`) under `label`: one run of
+    /// each cell, no pause; the suite's repeats and pause are the caller's to apply, as the
+    /// lab runs one sweep per test and a deployment interleaves paths between runs.
+    pub fn plan(&self, target: Target, label: &str) -> SweepPlan {
         SweepPlan {
             streams: self.streams.clone(),
             windows: self.windows.clone(),
             rr_sizes: self.rr_sizes.clone(),
             flows: self.flows.clone(),
-            ..SweepPlan::new(Target::new("suite"), self.spec.clone(), "suite")
+            bitrates: self.bitrates.clone(),
+            datagram_lens: self.datagram_lens.clone(),
+            ..SweepPlan::new(target, self.spec.clone(), label)
         }
+    }
+
+    fn sweep(&self) -> SweepPlan {
+        self.plan(Target::new("suite"), "suite")
     }
 }
 
@@ -238,7 +269,7 @@ pub fn hint(message: &str) -> &'static str {
 /// The `[suite]` table as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub(crate) struct RawSuite {
+pub struct RawSuite {
     time: Option<TimeValue>,
     omit: Option<TimeValue>,
     interval: Option<TimeValue>,
@@ -341,8 +372,8 @@ fn time(test: usize, key: &str, v: &TimeValue) -> Result<Duration, SuiteError> {
 }
 
 impl RawSuite {
-    /// Parses the `[suite]` table of a scenario.
-    pub(crate) fn check(self) -> Result<Suite, SuiteError> {
+    /// Checks the `[suite]` table of a scenario (or a suite file) into a [`Suite`].
+    pub fn check(self) -> Result<Suite, SuiteError> {
         let bad = |key: &str, problem: &str| SuiteError::BadValue {
             test: 0,
             key: key.to_owned(),
@@ -462,11 +493,11 @@ impl RawTest {
             spec.validate()
                 .map_err(|e| bad(flag_key(e.field), e.reason.clone()))?;
             let test = SuiteTest {
-                spec,
                 streams: streams.clone(),
                 windows: windows.clone(),
                 rr_sizes: rr_sizes.clone(),
                 flows: flows.clone(),
+                ..SuiteTest::new(spec)
             };
             test.sweep().check().map_err(|e| match e {
                 SweepError::Duplicate { flag, value } => bad(
