@@ -907,13 +907,19 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) place: WhereArgs,
 
+    /// Run the tests of this suite file instead of the suite the flags below make: the file
+    /// `xbench-deploy run --suite` takes (a scenario's [suite] keys at the top level), so the
+    /// lab and the cloud paths can run one suite. -t and --repeat still apply to it.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["streams", "omit", "window", "no_rr", "under_load", "udp", "udp_length"])]
+    pub(crate) suite: Option<PathBuf>,
+
     /// Parallel stream counts of the throughput sweep.
     #[arg(long, value_name = "N,…", value_delimiter = ',', default_value = "1,2,4,8", value_parser = parse::streams)]
     pub(crate) streams: Vec<std::num::NonZeroU16>,
 
-    /// Length of each test: seconds, or with a unit.
-    #[arg(short = 't', long = "time", value_name = "SECS", default_value = "10", value_parser = parse::positive_duration)]
-    pub(crate) time: Duration,
+    /// Length of each test: seconds, or with a unit [default: 10, or the suite file's].
+    #[arg(short = 't', long = "time", value_name = "SECS", value_parser = parse::positive_duration)]
+    pub(crate) time: Option<Duration>,
 
     /// Leave the first SECS of each test out (TCP slow start).
     #[arg(short = 'O', long = "omit", value_name = "SECS", value_parser = parse::duration)]
@@ -923,9 +929,10 @@ pub(crate) struct RunArgs {
     #[arg(short = 'w', long = "window", value_name = "BYTES", value_parser = parse::size_with_unit)]
     pub(crate) window: Option<ByteSize>,
 
-    /// Runs of every test on every path (round robin, as `xbench client --repeat`).
-    #[arg(long, value_name = "N", default_value = "1", value_parser = parse::lab_repeat)]
-    pub(crate) repeat: NonZeroU32,
+    /// Runs of every test on every path (round robin, as `xbench client --repeat`) [default:
+    /// 1, or the suite file's].
+    #[arg(long, value_name = "N", value_parser = parse::lab_repeat)]
+    pub(crate) repeat: Option<NonZeroU32>,
 
     /// Leave out the request/response (latency) test.
     #[arg(long)]

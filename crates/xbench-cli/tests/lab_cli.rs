@@ -84,6 +84,31 @@ fn lab_bad_input_is_refused_with_status_2_before_root_is_needed() {
         2,
         "jitter 6ms exceeds the delay",
     );
+    // A suite file is read before anything is built, and replaces the suite's flags.
+    let run = |extra: &[&str]| {
+        let mut a = vec!["lab", "run", "--state-dir", d, "--prefix", "xbtbad-"];
+        a.extend(extra);
+        a.extend(["--out", "/tmp/xbench-lab-test-bad-input/out"]);
+        xbench(&a)
+    };
+    assert_status(
+        &run(&["--suite", "/nonexistent/suite.toml"]),
+        2,
+        "--suite /nonexistent/suite.toml: No such file",
+    );
+    let bad = Path::new(d).join("bad-suite.toml");
+    std::fs::create_dir_all(d).unwrap();
+    std::fs::write(&bad, "[[test]]\nparallel = 0\n").unwrap();
+    assert_status(
+        &run(&["--suite", bad.to_str().unwrap()]),
+        2,
+        "suite test 1: parallel: 0 is not 1 to 65535",
+    );
+    assert_status(
+        &run(&["--suite", bad.to_str().unwrap(), "--streams", "1"]),
+        2,
+        "cannot be used with",
+    );
     assert!(netns_with("xbtbad-").is_empty());
 }
 
@@ -270,6 +295,84 @@ fn root_lab_run_writes_one_report_per_path_and_stream_count() {
         netns_with("xbtrun-").is_empty(),
         "run removes the lab it built"
     );
+}
+
+/// `lab run --suite FILE` runs the suite file a deployment runs (issue 35: one suite
+/// definition for the lab and the cloud): its tests and lists, `-t` and `--repeat` from the
+/// command line over the file's, and a note that `every` does not spread a lab's repeats.
+#[test]
+fn root_lab_run_runs_a_deployments_suite_file() {
+    if !root_or_skip("root_lab_run_runs_a_deployments_suite_file") {
+        return;
+    }
+    let _s = serial();
+    let d = state_dir("cli-suite");
+    let out = d.join("out");
+    let file = d.join("suite.toml");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        &file,
+        "time = 30\nrepeat = 5\nevery = \"4h\"\n[[test]]\nparallel = [1, 3]\n\
+         direction = \"down\"\n[[test]]\nrr = true\nrr-size = [\"1,1\", \"100,2K\"]\n",
+    )
+    .unwrap();
+    let o = xbench(&[
+        "lab",
+        "run",
+        "--paths",
+        "direct",
+        "--suite",
+        file.to_str().unwrap(),
+        "-t",
+        "1",
+        "--repeat",
+        "1",
+        "--prefix",
+        "xbtsuite-",
+        "--state-dir",
+        d.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("every (14400 s) is for real paths"));
+    let mut reports = Vec::new();
+    for cell in std::fs::read_dir(out.join("direct")).unwrap() {
+        for f in std::fs::read_dir(cell.unwrap().path()).unwrap() {
+            let f = f.unwrap().path();
+            let r: TestReport =
+                serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+            reports.push(r);
+        }
+    }
+    assert_eq!(reports.len(), 4, "one run of each of the four cells");
+    for r in &reports {
+        assert_eq!(
+            r.spec.end,
+            xbench::config::EndCondition::Duration(Duration::from_secs(1)),
+            "-t overrides the file's time"
+        );
+    }
+    let mut streams: Vec<(u16, xbench::config::Direction)> = (reports.iter())
+        .filter_map(|r| {
+            r.spec
+                .as_throughput()
+                .map(|t| (t.streams.get(), t.direction))
+        })
+        .collect();
+    streams.sort_by_key(|s| s.0);
+    let down = xbench::config::Direction::ServerToClient;
+    assert_eq!(streams, [(1, down), (3, down)]);
+    let mut sizes: Vec<(u32, u32)> = (reports.iter())
+        .filter_map(|r| {
+            r.spec
+                .as_rr()
+                .map(|t| (t.request_len.get(), t.response_len.get()))
+        })
+        .collect();
+    sizes.sort();
+    assert_eq!(sizes, [(1, 1), (100, 2048)]);
+    assert!(netns_with("xbtsuite-").is_empty(), "run removes the lab");
 }
 
 /// `lab run --udp`: UDP at each offered rate over an emulated path, saved beside the TCP runs,

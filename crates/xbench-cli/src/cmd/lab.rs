@@ -6,6 +6,7 @@
 //! ([`xbench_sweep::SweepPlan`]), run as `xbench client` in each path's client namespace with
 //! the arguments [`xbench_sweep::SweepPlan::client_args`] writes, never flags assembled here.
 
+use std::num::NonZeroU32;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use xbench_lab::delay::{DelayLine, DelayLineSpec, DelayLineStats};
 use xbench_lab::state::LabState;
 use xbench_lab::sys::netns::{self, Detach};
 use xbench_lab::{Backend, Impairment, Lab, LabError, LabSpec, PathInfo, PathKind, PathSpec};
+use xbench_sweep::suite::expected_run;
 use xbench_sweep::{Suite, SuiteTest, SweepPlan, Target};
 
 use crate::cli::{
@@ -180,13 +182,37 @@ struct Case {
     plan: SweepPlan,
 }
 
+/// A test's length when neither `-t` nor a suite file gives one, as `xbench client`'s.
+const DEFAULT_TIME: Duration = Duration::from_secs(10);
+
+/// The suite to run: the `--suite` file's, with `-t` and `--repeat` applied, or the one the
+/// flags ask for. Read before the lab is built, so a bad file costs no set-up.
+fn suite(a: &RunArgs) -> anyhow::Result<Suite> {
+    let Some(file) = &a.suite else {
+        return Ok(flag_suite(a));
+    };
+    let usage = |e: String| UsageError(format!("--suite {}: {e}", file.display()));
+    let text = std::fs::read_to_string(file).map_err(|e| usage(e.to_string()))?;
+    let suite = Suite::from_toml(&text).map_err(|e| usage(e.to_string()))?;
+    if let Some(every) = suite.every {
+        // Spreading repeats over hours samples a real path's busy and quiet times; a lab
+        // path's conditions are the ones it was built with, at any hour.
+        eprintln!(
+            "note: the suite's every ({} s) is for real paths; the lab runs its repeats back \
+             to back",
+            every.as_secs()
+        );
+    }
+    Ok(suite.with_overrides(a.time, a.repeat))
+}
+
 /// The suite the flags ask for: a throughput sweep over stream counts, UDP at the offered
 /// rates of `--udp`, latency under load, then request/response latency, each `--repeat` times.
 /// It is the same [`Suite`] a deployment reads from its scenario, so the lab and the cloud run
 /// one definition of a suite.
 fn flag_suite(a: &RunArgs) -> Suite {
     let mut spec = TestSpec::throughput();
-    spec.end = EndCondition::Duration(a.time);
+    spec.end = EndCondition::Duration(a.time.unwrap_or(DEFAULT_TIME));
     if let Some(o) = a.omit {
         spec.omit = o;
     }
@@ -229,7 +255,7 @@ fn flag_suite(a: &RunArgs) -> Suite {
         tests.push(SuiteTest::new(spec));
     }
     Suite {
-        repeat: a.repeat,
+        repeat: a.repeat.unwrap_or(NonZeroU32::MIN),
         pause: Duration::ZERO,
         every: None,
         tests,
@@ -277,6 +303,7 @@ fn case_name(spec: &TestSpec) -> &'static str {
 
 fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
     let command = command_line();
+    let suite = suite(a)?;
     // The results directory before the lab: one we cannot write fails now, not after the suite.
     std::fs::create_dir_all(&a.out)
         .and_then(|()| xbench::file::check_dir_writable(&a.out))
@@ -288,7 +315,6 @@ fn run_suite(a: &RunArgs, cancel: &AtomicBool) -> anyhow::Result<Exit> {
     let exe = std::env::current_exe().context("cannot find the xbench executable")?;
     out(&paths_table(lab.paths())).context("writing output")?;
 
-    let suite = flag_suite(a);
     let failed = run_cases(a, &suite, &lab, &exe, cancel)?;
     let mut s = String::new();
     for p in lab.paths() {
@@ -357,7 +383,7 @@ fn run_cases(
                 break 'paths;
             }
             out(&format!("\n{} — {}\n", p.label, c.name)).context("writing output")?;
-            if let Err(e) = run_case(exe, p, &c, a.time, cancel) {
+            if let Err(e) = run_case(exe, p, &c, cancel) {
                 failed.push(format!("{} {}: {e}", p.label, c.name));
             }
         }
@@ -386,13 +412,7 @@ fn path_notes(lab: &Lab) -> Vec<xbench_report::html::PathNote> {
 /// Runs one sweep of the suite as `xbench client` in the path's client namespace (a process of
 /// its own: a namespace belongs to a thread, and the client's runtime and stream threads must
 /// all be in it); it prints a line per run and saves each one.
-fn run_case(
-    exe: &Path,
-    p: &PathInfo,
-    c: &Case,
-    time: Duration,
-    cancel: &AtomicBool,
-) -> Result<(), String> {
+fn run_case(exe: &Path, p: &PathInfo, c: &Case, cancel: &AtomicBool) -> Result<(), String> {
     let args = c
         .plan
         .client_args()
@@ -404,9 +424,11 @@ fn run_case(
         .stderr(Stdio::inherit());
     let mut child = netns::spawn_in(&p.client_netns, &mut cmd, Detach::No)
         .map_err(|e| format!("cannot start the client: {e}"))?;
-    // Each run takes its time plus set-up and drain; a sweep far past that is stuck.
+    // Each run takes its expected time (omit, test, idle phases, set-up) and its pause; a
+    // sweep 30 s a run past that is stuck.
     let runs = u32::try_from(c.plan.run_count()).unwrap_or(u32::MAX);
-    let limit = Instant::now() + (time + Duration::from_secs(30)) * runs;
+    let one = expected_run(&c.plan.spec) + c.plan.pause + Duration::from_secs(30);
+    let limit = Instant::now() + one.saturating_mul(runs);
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
