@@ -31,11 +31,12 @@ use super::cancel::{GiveUp, interruptible};
 use super::config::ClientConfig;
 use super::event::{ClientEvent, OnEvent};
 use super::rr;
-use super::session::{Session, ended_by, send};
+use super::rr_finish::{RrFinish, finish_rr};
+use super::session::{Session, ended_by};
 use crate::config::{EndCondition, FlowCount, RrSpec, SpecError, Workload};
 use crate::engine::rr::client::KeepOpening;
 use crate::error::Error;
-use crate::proto::{Finish, IdCount, Message, Tally};
+use crate::proto::{IdCount, Message, Tally};
 use crate::report::{Attempts, ConnectionSetup, HeldFlows, Opening, Outcome, TestReport};
 
 /// Runs a `--connections-only` test: holds the spec's flows ([`hold`]), opens new
@@ -414,8 +415,8 @@ async fn check_one(s: TcpStream, patience: Duration) -> Held {
     }
 }
 
-/// Ends the held test as any request/response test ends: `Finish`, the server's results
-/// (at most 5 s), then this end's count per flow (one transaction for each flow that
+/// Ends the held test as any request/response test ends ([`finish_rr`]): `Finish`, the
+/// server's results, then this end's count per flow (one transaction for each flow that
 /// answered the check), which the server checks against its own.
 async fn finish_held(
     holder: &mut Session,
@@ -424,50 +425,41 @@ async fn finish_held(
     warnings: &mut Vec<String>,
 ) {
     let addr = holder.addr.clone();
-    if send(
-        &mut holder.wr,
-        &Message::Finish(Finish { interrupted }),
-        &addr,
+    // A second Ctrl-C went to the openers' test; the held one waits out its bounds.
+    let mut give_up = GiveUp::new(std::future::pending());
+    let tally = |_: &()| Tally {
+        counts: (checks.iter())
+            .filter_map(|&(id, h)| {
+                Some(IdCount {
+                    id: id?,
+                    count: u64::from(h == Held::Open),
+                })
+            })
+            .collect(),
+    };
+    // The held test's intervals say nothing the report uses.
+    let end = finish_rr(
+        holder,
+        interrupted,
+        true,
+        &mut give_up,
+        &mut (),
+        |(), _| {},
+        tally,
     )
-    .await
-    .is_err()
-    {
-        warnings.push(format!(
+    .await;
+    match end {
+        RrFinish::NotSent(_) => warnings.push(format!(
             "{addr}: the held flows' test could not be finished"
-        ));
-        return;
-    }
-    let until = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        match tokio::time::timeout_at(until, holder.rd.next()).await {
-            Ok(Ok(Some(Message::RrInterval(_)))) => {}
-            Ok(Ok(Some(Message::RrResults(_)))) => {
-                let tally = Tally {
-                    counts: (checks.iter())
-                        .filter_map(|&(id, h)| {
-                            Some(IdCount {
-                                id: id?,
-                                count: u64::from(h == Held::Open),
-                            })
-                        })
-                        .collect(),
-                };
-                let _ = send(&mut holder.wr, &Message::Tally(tally), &addr).await;
-                holder.await_server_close().await;
-                return;
-            }
-            Ok(Ok(Some(Message::Error(e)))) => {
-                warnings.push(format!(
-                    "the server reported on the held flows: {}",
-                    e.message
-                ));
-                return;
-            }
-            _ => {
-                warnings.push(format!("{addr} did not send the held flows' results"));
-                return;
-            }
+        )),
+        RrFinish::ServerError(message) => {
+            warnings.push(format!("the server reported on the held flows: {message}"))
         }
+        RrFinish::TimedOut | RrFinish::Closed => {
+            warnings.push(format!("{addr} did not send the held flows' results"));
+        }
+        // A give-up that never fires is never seen.
+        RrFinish::Results(_) | RrFinish::GaveUp => {}
     }
 }
 

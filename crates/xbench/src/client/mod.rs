@@ -17,6 +17,7 @@ mod iperf3;
 mod outcome;
 mod pairing;
 mod rr;
+mod rr_finish;
 mod session;
 mod udp;
 mod under_load;

@@ -22,7 +22,8 @@ use super::cancel::{GiveUp, interruptible};
 use super::config::ClientConfig;
 use super::event::{ClientEvent, OnEvent};
 use super::flow_plan::{FlowPlan, PortRange};
-use super::session::{ReportBody, Session, ended_by, send};
+use super::rr_finish::{RESULTS_WAIT, RrFinish, finish_rr};
+use super::session::{ReportBody, Session, ended_by};
 use crate::check;
 use crate::config::{EndCondition, RrSpec, StreamDirection};
 use crate::control::sleep_until_opt;
@@ -36,7 +37,7 @@ use crate::engine::schedule::{Boundaries, Schedule, Span};
 use crate::engine::udp::{socket, wire};
 use crate::error::Error;
 use crate::latency::{Distribution, FlowSketch};
-use crate::proto::{Finish, IdCount, Message, Tally};
+use crate::proto::{IdCount, Message, Tally};
 use crate::report::{
     Attempts, CpuReport, CpuUsage, Opening, Outcome, Pacing, RrFlowSummary, RrInterval, RrReport,
     RrSummary, RrUdpSummary, RttStats, SideRrFlow, SideRrInterval, SideRrResults, StreamInfo,
@@ -619,7 +620,8 @@ struct Drained<'c> {
 }
 
 impl<'c> Drained<'c> {
-    /// Sends `Finish` and waits (at most 5 s, and not after `give_up`) for the server's counts.
+    /// Sends `Finish` and waits (at most 5 s, and not after `give_up`) for the server's counts
+    /// ([`finish_rr`]); says in this test's words what a missing answer means.
     async fn collect<G: Future<Output = ()>>(
         self,
         give_up: &mut GiveUp<G>,
@@ -634,58 +636,42 @@ impl<'c> Drained<'c> {
         } = self;
         let interrupted = outcome == Outcome::Interrupted;
         let addr = t.session.addr.clone();
-        let finish = Message::Finish(Finish { interrupted });
+        let end = finish_rr(
+            &mut t.session,
+            interrupted,
+            control_open,
+            give_up,
+            &mut t.acc,
+            |acc, iv| acc.server_interval(iv, on_event),
+            Accumulator::tally,
+        )
+        .await;
         let mut server: Option<SideRrResults> = None;
-        let mut missing_why = Some(format!("the control connection to {addr} had failed"));
-        if control_open && !give_up.fired() && send(&mut t.session.wr, &finish, &addr).await.is_ok()
-        {
-            missing_why = None;
-            let until = tokio::time::Instant::now() + RESULTS_WAIT;
-            loop {
-                let next = tokio::select! {
-                    m = tokio::time::timeout_at(until, t.session.rd.next()) => m,
-                    () = give_up.wait() => {
-                        outcome = Outcome::Interrupted;
-                        t.warnings.push(
-                            "interrupted again while finishing: the server's counts were not \
-                             waited for"
-                                .into(),
-                        );
-                        break;
-                    }
-                };
-                match next {
-                    Ok(Ok(Some(Message::RrInterval(iv)))) => t.acc.server_interval(iv, on_event),
-                    Ok(Ok(Some(Message::RrResults(res)))) => {
-                        server = Some(res);
-                        // Our workers have stopped: these counts are final. The server
-                        // checks its own against them.
-                        let tally = Message::Tally(t.acc.tally());
-                        let _ = send(&mut t.session.wr, &tally, &addr).await;
-                        if !give_up.fired() {
-                            t.session.await_server_close().await;
-                        }
-                        break;
-                    }
-                    Ok(Ok(Some(Message::Error(e)))) => {
-                        t.warnings
-                            .push(format!("the server reported: {}", e.message));
-                        missing_why = Some(format!("the server ended the test: {}", e.message));
-                        break;
-                    }
-                    Err(_) => {
-                        t.warnings.push(format!("{addr} did not send its results"));
-                        missing_why = Some(super::outcome::results_timed_out(&addr, RESULTS_WAIT));
-                        break;
-                    }
-                    _ => {
-                        t.warnings.push(format!("{addr} did not send its results"));
-                        missing_why = Some(format!(
-                            "{addr} closed the control connection before sending its results"
-                        ));
-                        break;
-                    }
-                }
+        let mut missing_why = None;
+        match end {
+            RrFinish::Results(res) => server = Some(res),
+            RrFinish::NotSent(why) => missing_why = Some(why),
+            RrFinish::GaveUp => {
+                outcome = Outcome::Interrupted;
+                t.warnings.push(
+                    "interrupted again while finishing: the server's counts were not waited \
+                     for"
+                    .into(),
+                );
+            }
+            RrFinish::ServerError(message) => {
+                t.warnings.push(format!("the server reported: {message}"));
+                missing_why = Some(format!("the server ended the test: {message}"));
+            }
+            RrFinish::TimedOut => {
+                t.warnings.push(format!("{addr} did not send its results"));
+                missing_why = Some(super::outcome::results_timed_out(&addr, RESULTS_WAIT));
+            }
+            RrFinish::Closed => {
+                t.warnings.push(format!("{addr} did not send its results"));
+                missing_why = Some(format!(
+                    "{addr} closed the control connection before sending its results"
+                ));
             }
         }
         Collected {
@@ -811,9 +797,6 @@ fn answered_unasked(spec: &RrSpec, rr: &RrReport, tally: Tally) -> Option<String
     let answered = (rr.flows.iter()).filter_map(|f| Some((f.flow, f.server_transactions?)));
     check::answered_unasked(answered, &tally, in_flight).map(|u| u.to_string())
 }
-
-/// How long the client waits for the server's counts after `Finish`.
-const RESULTS_WAIT: Duration = Duration::from_secs(5);
 
 fn flow_error(flow: Option<u16>, error: &str) -> String {
     match flow {
