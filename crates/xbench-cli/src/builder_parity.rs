@@ -54,3 +54,25 @@ fn builders_refuse_in_the_flags_words() {
         l().sizes(1, (16 << 20) + 1).build(),
     );
 }
+
+/// Every setting the library names in a refusal is a flag of `xbench client` or `xbench
+/// server` under both of its names, so a message quoting `field.flag()` points at a real flag
+/// and a suite key spelt `field.long()` is that flag's long name.
+#[test]
+fn every_field_the_library_names_is_a_flag_by_both_names() {
+    use clap::CommandFactory;
+    let cli = crate::cli::Cli::command();
+    let args: Vec<&clap::Arg> = ["client", "server"]
+        .iter()
+        .flat_map(|name| cli.find_subcommand(name).unwrap().get_arguments())
+        .collect();
+    for &field in xbench::config::Field::ALL {
+        let arg = args
+            .iter()
+            .find(|a| a.get_long() == Some(field.long()))
+            .unwrap_or_else(|| panic!("no --{} for {field:?}", field.long()));
+        if let Some(short) = field.flag().strip_prefix('-').filter(|s| s.len() == 1) {
+            assert_eq!(arg.get_short().map(String::from).as_deref(), Some(short));
+        }
+    }
+}

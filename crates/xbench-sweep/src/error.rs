@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use xbench::config::Field;
+
 /// A plan that cannot run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -9,23 +11,23 @@ pub enum SweepError {
     /// A list names a value twice.
     #[error("{flag} lists {value} twice; each value is one cell")]
     Duplicate {
-        /// The flag, as on the command line.
-        flag: &'static str,
+        /// The list's setting; the message quotes its flag.
+        flag: Field,
         /// The repeated value.
         value: String,
     },
     /// A list does not apply to the test's kind.
     #[error("{flag} does not apply to {kind} tests")]
     NotApplicable {
-        /// The flag.
-        flag: &'static str,
+        /// The list's setting; the message quotes its flag.
+        flag: Field,
         /// "throughput" or "request/response".
         kind: &'static str,
     },
     /// A list that sweeps UDP tests only was given for a TCP test.
     #[error("a list of {flag} values sweeps UDP tests only; add -u, or give one value")]
     UdpOnly {
-        /// The flag.
+        /// The flag as written (`-b …/stream` for a per-stream rate).
         flag: &'static str,
     },
     /// A cell is not a test the server would take.

@@ -5,7 +5,7 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use xbench::config::{RrSpec, TestSpec, ThroughputSpec, Workload};
+use xbench::config::{Field, RrSpec, TestSpec, ThroughputSpec, Workload};
 use xbench_report::cell::CellKey;
 use xbench_report::layout;
 
@@ -102,29 +102,29 @@ impl SweepPlan {
         let is_rr = self.spec.as_rr().is_some();
         if is_rr && !self.streams.is_empty() {
             return Err(SweepError::NotApplicable {
-                flag: "-P",
+                flag: Field::Streams,
                 kind: "request/response",
             });
         }
         if !is_rr && !self.rr_sizes.is_empty() {
             return Err(SweepError::NotApplicable {
-                flag: "-r",
+                flag: Field::RrSize,
                 kind: "throughput",
             });
         }
         if !is_rr && !self.flows.is_empty() {
             return Err(SweepError::NotApplicable {
-                flag: "--flows",
+                flag: Field::Flows,
                 kind: "throughput",
             });
         }
         let is_udp = self.spec.as_throughput().is_some_and(|t| t.udp.is_some());
         for (flag, given) in [
-            ("-b", !self.bitrates.is_empty()),
-            ("-l", !self.datagram_lens.is_empty()),
+            (Field::Bitrate, !self.bitrates.is_empty()),
+            (Field::Length, !self.datagram_lens.is_empty()),
         ] {
             if given && !is_udp {
-                return Err(SweepError::UdpOnly { flag });
+                return Err(SweepError::UdpOnly { flag: flag.flag() });
             }
         }
         if self.bitrate_per_stream && self.bitrates.is_empty() {
@@ -132,14 +132,16 @@ impl SweepPlan {
                 flag: "-b …/stream",
             });
         }
-        no_duplicates("-P", &self.streams, |v| v.to_string())?;
-        no_duplicates("-b", &self.bitrates, |v| {
+        no_duplicates(Field::Streams, &self.streams, |v| v.to_string())?;
+        no_duplicates(Field::Bitrate, &self.bitrates, |v| {
             xbench_report::cell::short_rate(*v)
         })?;
-        no_duplicates("-l", &self.datagram_lens, |v| v.to_string())?;
-        no_duplicates("-w", &self.windows, |v| xbench_report::cell::short_size(*v))?;
-        no_duplicates("-r", &self.rr_sizes, |(q, r)| format!("{q},{r}"))?;
-        no_duplicates("--flows", &self.flows, |v| v.to_string())?;
+        no_duplicates(Field::Length, &self.datagram_lens, |v| v.to_string())?;
+        no_duplicates(Field::Window, &self.windows, |v| {
+            xbench_report::cell::short_size(*v)
+        })?;
+        no_duplicates(Field::RrSize, &self.rr_sizes, |(q, r)| format!("{q},{r}"))?;
+        no_duplicates(Field::Flows, &self.flows, |v| v.to_string())?;
         // Every cell must be a test the server would take (a rate below one datagram a second
         // at one of the sizes, …), found before the first run rather than at it.
         for c in self.cells() {
@@ -373,7 +375,7 @@ fn total_rate(listed: u64, per_stream: bool, streams: NonZeroU16) -> Option<u64>
 }
 
 fn no_duplicates<T: PartialEq>(
-    flag: &'static str,
+    flag: Field,
     list: &[T],
     show: impl Fn(&T) -> String,
 ) -> Result<(), SweepError> {
@@ -453,14 +455,17 @@ mod tests {
     fn bad_plans_are_refused() {
         assert!(matches!(
             plan(&[1, 2, 1], 1).check(),
-            Err(SweepError::Duplicate { flag: "-P", .. })
+            Err(SweepError::Duplicate {
+                flag: Field::Streams,
+                ..
+            })
         ));
         let mut p = plan(&[], 1);
         p.flows = vec![xbench::config::FlowCount::MIN];
         assert!(matches!(
             p.check(),
             Err(SweepError::NotApplicable {
-                flag: "--flows",
+                flag: Field::Flows,
                 ..
             })
         ));
@@ -578,7 +583,10 @@ mod tests {
         p.bitrates = vec![100_000_000, 100_000_000];
         assert!(matches!(
             p.check(),
-            Err(SweepError::Duplicate { flag: "-b", .. })
+            Err(SweepError::Duplicate {
+                flag: Field::Bitrate,
+                ..
+            })
         ));
         // 8 bit/s is below one 64-byte datagram a second.
         let mut p = udp_plan();

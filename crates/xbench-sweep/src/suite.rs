@@ -491,7 +491,7 @@ impl RawTest {
             }
             // The library's own bounds, as `xbench client` applies them.
             spec.validate()
-                .map_err(|e| bad(flag_key(e.field), e.reason.clone()))?;
+                .map_err(|e| bad(e.field.long(), e.reason.clone()))?;
             let test = SuiteTest {
                 streams: streams.clone(),
                 windows: windows.clone(),
@@ -501,16 +501,16 @@ impl RawTest {
             };
             test.sweep().check().map_err(|e| match e {
                 SweepError::Duplicate { flag, value } => bad(
-                    flag_key(flag),
+                    flag.long(),
                     format!("lists {value} twice; each value is one cell"),
                 ),
                 // A cell the server would refuse, named by its suite key, not its flag.
-                SweepError::Spec(e) => bad(flag_key(e.field), e.reason),
+                SweepError::Spec(e) => bad(e.field.long(), e.reason),
                 other => bad("test", other.to_string()),
             })?;
             for cell in test.cells() {
                 cell.validate()
-                    .map_err(|e| bad(flag_key(e.field), e.reason.clone()))?;
+                    .map_err(|e| bad(e.field.long(), e.reason.clone()))?;
             }
             out.push(test);
         }
@@ -779,26 +779,6 @@ fn rate_value(v: &NumberOrText) -> Result<f64, String> {
         NumberOrText::Text(t) => xbench::config::parse_rate_per_flow(t),
     }
     .map_err(|e| e.to_string())
-}
-
-/// The suite key for the flag the library names in a [`xbench::config::SpecError`].
-fn flag_key(field: &str) -> &'static str {
-    match field {
-        "-t" => "time",
-        "-O" => "omit",
-        "-i" => "interval",
-        "-w" => "window",
-        "-M" => "set-mss",
-        "-C" => "congestion",
-        "-P" => "parallel",
-        "-b" => "bitrate",
-        "-l" => "length",
-        "-r" => "rr-size",
-        "--flows" => "flows",
-        "--burst" => "burst",
-        "--rate" => "rate",
-        _ => "test",
-    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::field::Field;
+
 /// Most streams one test may ask for, client side. The server has its own, lower, limit.
 pub const MAX_STREAMS: u16 = 1024;
 /// Largest block one `send()` writes (bytes).
@@ -431,8 +433,9 @@ pub struct SocketOptions {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {reason}")]
 pub struct SpecError {
-    /// The offending field, named like the CLI flag.
-    pub field: &'static str,
+    /// The offending setting: its flag is what the message quotes, its long name a suite's
+    /// key.
+    pub field: Field,
     /// What is wrong and what is allowed.
     pub reason: String,
 }
@@ -465,42 +468,48 @@ impl TestSpec {
         let err = |field, reason: String| Err(SpecError { field, reason });
         match self.end {
             EndCondition::Duration(d) if d.is_zero() => {
-                return err("-t", "duration must be greater than zero".into());
+                return err(Field::Time, "duration must be greater than zero".into());
             }
             EndCondition::Duration(d) if d > MAX_DURATION => {
-                return err("-t", format!("duration must be at most {MAX_DURATION:?}"));
+                return err(
+                    Field::Time,
+                    format!("duration must be at most {MAX_DURATION:?}"),
+                );
             }
             EndCondition::Bytes(0) => {
-                return err("-n", "byte count must be greater than zero".into());
+                return err(Field::Bytes, "byte count must be greater than zero".into());
             }
             _ => {}
         }
         if self.omit > MAX_DURATION {
-            return err("-O", format!("omit must be at most {MAX_DURATION:?}"));
+            return err(
+                Field::Omit,
+                format!("omit must be at most {MAX_DURATION:?}"),
+            );
         }
         if let Some(i) = self.interval
             && i < MIN_INTERVAL
         {
             return err(
-                "-i",
+                Field::Interval,
                 format!("interval must be at least {MIN_INTERVAL:?} (or 0 for none)"),
             );
         }
         if let Some(w) = self.socket.window
             && !(1024..=(1 << 30)).contains(&w)
         {
-            return err("-w", "window must be between 1K and 1G".into());
+            return err(Field::Window, "window must be between 1K and 1G".into());
         }
         if let Some(m) = self.socket.mss
             && let Err(why) = check_mss(m)
         {
-            return err("-M", why);
+            return err(Field::Mss, why);
         }
         if let Some(c) = &self.socket.congestion
             && !is_congestion_name(c)
         {
             return err(
-                "-C",
+                Field::Congestion,
                 format!(
                     "`{}` is not a congestion control name (like cubic or bbr)",
                     c.chars()
@@ -539,7 +548,7 @@ fn check_rr(r: &RrSpec, end: EndCondition) -> Result<(), SpecError> {
     // --flows is 1..=MAX_FLOWS by its type (FlowCount); no check needed.
     if r.request_len.get() > MAX_RR_LEN || r.response_len.get() > MAX_RR_LEN {
         return err(
-            "-r",
+            Field::RrSize,
             format!(
                 "requests and responses are at most {} MiB",
                 MAX_RR_LEN >> 20
@@ -547,11 +556,14 @@ fn check_rr(r: &RrSpec, end: EndCondition) -> Result<(), SpecError> {
         );
     }
     if r.burst.get() > MAX_BURST {
-        return err("--burst", format!("at most {MAX_BURST} in flight per flow"));
+        return err(
+            Field::Burst,
+            format!("at most {MAX_BURST} in flight per flow"),
+        );
     }
     if r.connect_per_transaction && r.burst.get() > 1 {
         return err(
-            "--burst",
+            Field::Burst,
             "--crr carries one transaction per connection; use --flows for \
              concurrency"
                 .into(),
@@ -570,7 +582,7 @@ fn check_rr(r: &RrSpec, end: EndCondition) -> Result<(), SpecError> {
 fn check_throughput(t: &ThroughputSpec, spec: &TestSpec) -> Result<(), SpecError> {
     let err = |field, reason: String| Err(SpecError { field, reason });
     if t.streams.get() > MAX_STREAMS {
-        return err("-P", format!("at most {MAX_STREAMS} streams"));
+        return err(Field::Streams, format!("at most {MAX_STREAMS} streams"));
     }
     if let Some(ul) = &t.under_load {
         ul.validate(spec, t)?;
@@ -579,11 +591,11 @@ fn check_throughput(t: &ThroughputSpec, spec: &TestSpec) -> Result<(), SpecError
         return check_udp(u, t.streams.get(), spec.end);
     }
     if t.bitrate.is_some_and(|b| b < 8_000) {
-        return err("-b", "a bitrate must be at least 8 kbit/s".into());
+        return err(Field::Bitrate, "a bitrate must be at least 8 kbit/s".into());
     }
     if t.block_len.get() > MAX_BLOCK_LEN {
         return err(
-            "-l",
+            Field::Length,
             format!("block length must be at most {} MiB", MAX_BLOCK_LEN >> 20),
         );
     }
@@ -597,7 +609,7 @@ fn check_udp(u: &UdpSpec, streams: u16, end: EndCondition) -> Result<(), SpecErr
     let err = |field, reason: String| Err(SpecError { field, reason });
     if !(UDP_HEADER_LEN..=MAX_DATAGRAM_LEN).contains(&u.datagram_len) {
         return err(
-            "-l",
+            Field::Length,
             format!(
                 "a UDP datagram must be between {UDP_HEADER_LEN} bytes (xbench's header) and \
                  {MAX_DATAGRAM_LEN} bytes (the largest UDP payload)"
@@ -609,7 +621,7 @@ fn check_udp(u: &UdpSpec, streams: u16, end: EndCondition) -> Result<(), SpecErr
         && b < floor
     {
         return err(
-            "-b",
+            Field::Bitrate,
             format!(
                 "{b} bit/s is below one {}-byte datagram per second per stream ({floor} bit/s \
                  for {streams} stream(s)); raise -b or lower -l",
@@ -624,7 +636,7 @@ fn check_udp(u: &UdpSpec, streams: u16, end: EndCondition) -> Result<(), SpecErr
 fn timed(end: EndCondition, what: &str) -> Result<(), SpecError> {
     if matches!(end, EndCondition::Bytes(_)) {
         return Err(SpecError {
-            field: "-n",
+            field: Field::Bytes,
             reason: format!("{what} tests run for a time (-t), not a byte count"),
         });
     }
@@ -637,14 +649,14 @@ fn check_udp_rr(r: &RrSpec, u: &UdpRrSpec) -> Result<(), SpecError> {
     let err = |field, reason: String| Err(SpecError { field, reason });
     if r.connect_per_transaction {
         return err(
-            "--crr",
+            Field::Crr,
             "--crr opens a TCP connection per transaction; UDP has none (use --rr -u)".into(),
         );
     }
     let fits = |n: u32| (UDP_HEADER_LEN..=MAX_DATAGRAM_LEN).contains(&n);
     if !fits(r.request_len.get()) || !fits(r.response_len.get()) {
         return err(
-            "-r",
+            Field::RrSize,
             format!(
                 "with -u a request and a response are one datagram each: between \
                  {UDP_HEADER_LEN} bytes (xbench's header) and {MAX_DATAGRAM_LEN} bytes (the \
@@ -655,7 +667,7 @@ fn check_udp_rr(r: &RrSpec, u: &UdpRrSpec) -> Result<(), SpecError> {
     }
     if !(MIN_RR_TIMEOUT..=MAX_RR_TIMEOUT).contains(&u.timeout) {
         return err(
-            "--rr-timeout",
+            Field::RrTimeout,
             format!(
                 "{:?} is out of range: between {MIN_RR_TIMEOUT:?} and {MAX_RR_TIMEOUT:?}",
                 u.timeout
@@ -707,7 +719,7 @@ fn check_rate(rate: f64, end: EndCondition) -> Result<(), SpecError> {
     };
     let shortest = Duration::try_from_secs_f64(1.0 / MAX_RATE_PER_FLOW).unwrap_or_default();
     Err(SpecError {
-        field: "--rate",
+        field: Field::Rate,
         reason: format!(
             "{shown}/s per flow{gap} is out of range: the time between one flow's transactions \
              must be at most {test} ({longest:?}) and at least {shortest:?} \
@@ -841,10 +853,10 @@ mod tests {
     fn hostile_specs_are_refused() {
         let mut s = TestSpec::throughput();
         s.end = EndCondition::Duration(Duration::ZERO);
-        assert_eq!(s.validate().unwrap_err().field, "-t");
+        assert_eq!(s.validate().unwrap_err().field.flag(), "-t");
         let mut s = TestSpec::throughput();
         s.socket.congestion = Some("../../etc".into());
-        assert_eq!(s.validate().unwrap_err().field, "-C");
+        assert_eq!(s.validate().unwrap_err().field.flag(), "-C");
         let j = r#"{"workload":{"throughput":{"streams":0,"direction":"bidir","block_len":1}},
                   "end":{"bytes":5},"omit":0,"interval":null,"socket":{"window":null,"mss":null,"nodelay":false,"congestion":null}}"#;
         assert!(
@@ -873,7 +885,7 @@ mod tests {
         // Issue 14: 1e-300/s was accepted and the test ran unpaced.
         for rate in [1e-300, 0.0, -1.0, f64::NAN, f64::INFINITY, 1e8, 0.09] {
             let e = paced(rate, 10).validate().unwrap_err();
-            assert_eq!(e.field, "--rate", "{rate}");
+            assert_eq!(e.field.flag(), "--rate", "{rate}");
             assert!(e.reason.contains("out of range"), "{rate}: {}", e.reason);
             assert!(e.reason.contains("-t (10s)"), "{rate}: {}", e.reason);
         }

@@ -61,6 +61,7 @@ mod control;
 pub mod diagnosis;
 mod engine;
 mod error;
+pub mod field;
 pub mod file;
 mod hex;
 pub mod host;

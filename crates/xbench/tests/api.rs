@@ -12,7 +12,7 @@ use xbench::{LocalServer, StreamDirection, Test};
 #[track_caller]
 fn refused(r: Result<xbench::TestSpec, SpecError>, field: &str, reason: &str) {
     let e = r.expect_err("must be refused");
-    assert_eq!(e.field, field, "{e}");
+    assert_eq!(e.field.flag(), field, "{e}");
     assert!(e.reason.contains(reason), "{e}");
     assert!(e.to_string().starts_with(&format!("{field}: ")), "{e}");
 }
@@ -131,7 +131,7 @@ fn a_udp_latency_test_builds_and_runs_locally() {
     assert_eq!(rr.udp.map(|u| u.timeout), Some(Duration::from_millis(250)));
     assert_eq!(rr.request_len.get(), 64);
     let err = Test::latency().udp().sizes(1, 1).build().unwrap_err();
-    assert_eq!(err.field, "-r");
+    assert_eq!(err.field.flag(), "-r");
     let report = xbench::blocking::run_local(spec).unwrap();
     assert!(report.completed(), "{:?}", report.outcome);
     let u = report.rr.as_ref().unwrap().summary.udp.clone().unwrap();
@@ -261,7 +261,7 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
         max_handshakes: 199,
         ..Limits::default()
     });
-    assert_eq!(e.field, "--max-handshakes");
+    assert_eq!(e.field.flag(), "--max-handshakes");
     assert_eq!(
         e.reason,
         "199 gives one client address 99 connections in their handshake (--client-share 50%), \
@@ -319,7 +319,7 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
         client_share: 0,
         ..Limits::default()
     });
-    assert_eq!(e.field, "--client-share");
+    assert_eq!(e.field.flag(), "--client-share");
     // With all of the handshakes for one address, a client's burst needs no second one.
     Limits {
         max_flows: 100,
@@ -336,7 +336,7 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
         ..Limits::default()
     });
     assert_eq!(
-        (e.field, e.reason.as_str()),
+        (e.field.flag(), e.reason.as_str()),
         (
             "--max-flows",
             "at most 65536 (the most flows a client may ask for)"
@@ -347,7 +347,7 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
         ..Limits::default()
     });
     assert_eq!(
-        (e.field, e.reason.as_str()),
+        (e.field.flag(), e.reason.as_str()),
         ("--max-tests", "must be at least 1")
     );
     let e = check(Limits {
@@ -355,7 +355,7 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
         ..Limits::default()
     });
     assert_eq!(
-        (e.field, e.reason.as_str()),
+        (e.field.flag(), e.reason.as_str()),
         ("--max-duration", "at most 604800 s (a week)")
     );
     let e = check(Limits {
@@ -363,7 +363,7 @@ fn server_limits_are_checked_as_the_cli_checks_them() {
         ..Limits::default()
     });
     assert_eq!(
-        (e.field, e.reason.as_str()),
+        (e.field.flag(), e.reason.as_str()),
         ("--max-block-len", "at most 64 MiB")
     );
 }

@@ -386,7 +386,7 @@ fn udp_request_response_bounds_are_refused_by_flag() {
     let check = |r: RrSpec| {
         let mut s = TestSpec::request_response();
         s.workload = Workload::RequestResponse(r);
-        s.validate().err().map(|e| e.field)
+        s.validate().err().map(|e| e.field.flag())
     };
     assert_eq!(check(udp_rr(1, 1, 24, 65_507)), None);
     assert_eq!(check(udp_rr(1, 1, 23, 24)), Some("-r"));

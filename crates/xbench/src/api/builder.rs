@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::client::ClientConfig;
 use crate::config::{
-    Direction, EndCondition, FlowCount, MAX_BLOCK_LEN, MAX_BURST, MAX_FLOWS, MAX_RR_LEN,
+    Direction, EndCondition, Field, FlowCount, MAX_BLOCK_LEN, MAX_BURST, MAX_FLOWS, MAX_RR_LEN,
     MAX_STREAMS, MIN_INTERVAL, ReceiveMode, RrSpec, SpecError, TestSpec, ThroughputSpec,
     UDP_HEADER_LEN, UdpRrSpec, Workload,
 };
@@ -80,7 +80,7 @@ impl Common {
     }
 
     /// Records the first refusal; later ones would only describe a spec already refused.
-    fn refuse(&mut self, field: &'static str, reason: impl Into<String>) {
+    fn refuse(&mut self, field: Field, reason: impl Into<String>) {
         if self.error.is_none() {
             self.error = Some(SpecError {
                 field,
@@ -105,7 +105,7 @@ impl Common {
     fn duration(&mut self, d: Duration) {
         if d.is_zero() {
             self.refuse(
-                "-t",
+                Field::Time,
                 "must be greater than 0 (xbench has no endless mode; give a duration)",
             );
         }
@@ -114,21 +114,21 @@ impl Common {
 
     fn interval(&mut self, d: Duration) {
         if !d.is_zero() && d < MIN_INTERVAL {
-            self.refuse("-i", "must be 0 (off) or at least 0.1 seconds");
+            self.refuse(Field::Interval, "must be 0 (off) or at least 0.1 seconds");
         }
         self.spec.interval = (!d.is_zero()).then_some(d);
     }
 
     fn window(&mut self, bytes: u64) {
         if bytes == 0 {
-            self.refuse("-w", "must be greater than 0");
+            self.refuse(Field::Window, "must be greater than 0");
         }
         self.spec.socket.window = Some(bytes);
     }
 
     fn mss(&mut self, bytes: u32) {
         if let Err(why) = crate::config::check_mss(bytes) {
-            self.refuse("-M", why);
+            self.refuse(Field::Mss, why);
         }
         self.spec.socket.mss = Some(bytes);
     }
@@ -204,10 +204,10 @@ impl ThroughputBuilder {
     /// Parallel TCP streams per direction (`-P`), 1 to [`MAX_STREAMS`].
     pub fn streams(mut self, n: u32) -> Self {
         match NonZeroU16::new(u16::try_from(n).unwrap_or(u16::MAX)) {
-            None => self.common.refuse("-P", "must be at least 1"),
+            None => self.common.refuse(Field::Streams, "must be at least 1"),
             Some(_) if n > u32::from(MAX_STREAMS) => self
                 .common
-                .refuse("-P", format!("at most {MAX_STREAMS} streams")),
+                .refuse(Field::Streams, format!("at most {MAX_STREAMS} streams")),
             Some(s) => self.tp.streams = s,
         }
         self
@@ -216,7 +216,7 @@ impl ThroughputBuilder {
     /// Ends the test after this many bytes per direction (`-n`) instead of a time.
     pub fn bytes(mut self, n: u64) -> Self {
         if n == 0 {
-            self.common.refuse("-n", "must be greater than 0");
+            self.common.refuse(Field::Bytes, "must be greater than 0");
         }
         self.common.spec.end = EndCondition::Bytes(n);
         self
@@ -237,10 +237,11 @@ impl ThroughputBuilder {
     /// Bytes per `send()`/`recv()` (`-l`), 1 to [`MAX_BLOCK_LEN`]; 128 KiB by default.
     pub fn block_len(mut self, bytes: u64) -> Self {
         match u32::try_from(bytes).ok().and_then(NonZeroU32::new) {
-            _ if bytes > u64::from(MAX_BLOCK_LEN) => self
-                .common
-                .refuse("-l", format!("at most {} MiB", MAX_BLOCK_LEN >> 20)),
-            None => self.common.refuse("-l", "must be greater than 0"),
+            _ if bytes > u64::from(MAX_BLOCK_LEN) => self.common.refuse(
+                Field::Length,
+                format!("at most {} MiB", MAX_BLOCK_LEN >> 20),
+            ),
+            None => self.common.refuse(Field::Length, "must be greater than 0"),
             Some(b) => self.tp.block_len = b,
         }
         self
@@ -250,7 +251,7 @@ impl ThroughputBuilder {
     /// 8 kbit/s. The kernel paces the connection.
     pub fn bitrate(mut self, bits_per_second: u64) -> Self {
         if bits_per_second == 0 {
-            self.common.refuse("-b", "must be greater than 0");
+            self.common.refuse(Field::Bitrate, "must be greater than 0");
         }
         self.tp.bitrate = Some(bits_per_second);
         self
@@ -279,7 +280,7 @@ impl LatencyBuilder {
             Some(f) => self.rr.flows = f,
             _ => self
                 .common
-                .refuse("--flows", format!("must be between 1 and {MAX_FLOWS}")),
+                .refuse(Field::Flows, format!("must be between 1 and {MAX_FLOWS}")),
         }
         self
     }
@@ -292,7 +293,7 @@ impl LatencyBuilder {
                 rr.request_len = q;
                 rr.response_len = p;
             }
-            (Err(e), _) | (_, Err(e)) => self.common.refuse("-r", e),
+            (Err(e), _) | (_, Err(e)) => self.common.refuse(Field::RrSize, e),
         }
         self
     }
@@ -303,7 +304,7 @@ impl LatencyBuilder {
             Some(b) if n <= MAX_BURST => self.rr.burst = b,
             _ => self
                 .common
-                .refuse("--burst", format!("must be between 1 and {MAX_BURST}")),
+                .refuse(Field::Burst, format!("must be between 1 and {MAX_BURST}")),
         }
         self
     }
@@ -313,7 +314,7 @@ impl LatencyBuilder {
     pub fn rate(mut self, per_flow_per_second: f64) -> Self {
         let r = per_flow_per_second;
         if let Err(e) = crate::config::rate_per_flow(r, &r.to_string()) {
-            self.common.refuse("--rate", e.to_string());
+            self.common.refuse(Field::Rate, e.to_string());
         }
         self.rr.rate_per_flow = Some(r);
         self
@@ -345,7 +346,7 @@ impl LatencyBuilder {
     pub fn rr_timeout(mut self, timeout: Duration) -> Self {
         if timeout.is_zero() {
             self.common.refuse(
-                "--rr-timeout",
+                Field::RrTimeout,
                 "must be greater than 0 (xbench has no endless mode; give a duration)",
             );
         }

@@ -4,7 +4,7 @@
 //! defences run it with limits no operator should choose (three handshake slots).
 
 use crate::client::DEFAULT_MAX_CONNECTING;
-use crate::config::{MAX_BLOCK_LEN, MAX_DURATION, MAX_FLOWS, SpecError};
+use crate::config::{Field, MAX_BLOCK_LEN, MAX_DURATION, MAX_FLOWS, SpecError};
 use crate::server::budget::Sizes;
 use crate::server::{Limits, ServerConfig};
 
@@ -27,52 +27,52 @@ impl Limits {
         let err = |field, reason: String| Err(SpecError { field, reason });
         let at_least_one = "must be at least 1".to_owned();
         if self.max_streams == 0 {
-            return err("--max-streams", at_least_one);
+            return err(Field::MaxStreams, at_least_one);
         }
         if self.max_flows == 0 {
-            return err("--max-flows", at_least_one);
+            return err(Field::MaxFlows, at_least_one);
         }
         if self.max_flows > MAX_FLOWS {
             return err(
-                "--max-flows",
+                Field::MaxFlows,
                 format!("at most {MAX_FLOWS} (the most flows a client may ask for)"),
             );
         }
         if self.max_tests == 0 {
-            return err("--max-tests", at_least_one);
+            return err(Field::MaxTests, at_least_one);
         }
         if self.max_tests_per_client == 0 {
-            return err("--max-tests-per-client", at_least_one);
+            return err(Field::MaxTestsPerClient, at_least_one);
         }
         if self.max_block_len == 0 {
-            return err("--max-block-len", "must be greater than 0".into());
+            return err(Field::MaxBlockLen, "must be greater than 0".into());
         }
         if self.max_block_len > MAX_BLOCK_LEN {
             return err(
-                "--max-block-len",
+                Field::MaxBlockLen,
                 format!("at most {} MiB", MAX_BLOCK_LEN >> 20),
             );
         }
         if self.max_duration.is_zero() {
             return err(
-                "--max-duration",
+                Field::MaxDuration,
                 "must be greater than 0 (xbench has no endless mode; give a duration)".into(),
             );
         }
         if self.max_duration > MAX_DURATION {
             return err(
-                "--max-duration",
+                Field::MaxDuration,
                 format!("at most {} s (a week)", MAX_DURATION.as_secs()),
             );
         }
         if self.client_share == 0 || self.client_share > 100 {
             return err(
-                "--client-share",
+                Field::ClientShare,
                 format!("{}% is not a share: 1% to 100%", self.client_share),
             );
         }
         if self.max_threads == 0 {
-            return err("--max-threads", at_least_one);
+            return err(Field::MaxThreads, at_least_one);
         }
         // A request/response client opens up to --max-connecting connections at once (all of
         // them, before clients paced their setup), each holding a handshake slot of its
@@ -83,7 +83,7 @@ impl Limits {
         if share < at_once {
             let needed = (at_once * 100).div_ceil(usize::from(self.client_share));
             return err(
-                "--max-handshakes",
+                Field::MaxHandshakes,
                 format!(
                     "{} gives one client address {share} connections in their handshake \
                      (--client-share {}%), fewer than a client opens at once ({at_once}: \

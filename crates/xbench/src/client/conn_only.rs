@@ -33,7 +33,7 @@ use super::event::{ClientEvent, OnEvent};
 use super::rr;
 use super::rr_finish::{RrFinish, finish_rr};
 use super::session::{Session, ended_by};
-use crate::config::{EndCondition, FlowCount, RrSpec, SpecError, Workload};
+use crate::config::{EndCondition, Field, FlowCount, RrSpec, SpecError, Workload};
 use crate::engine::rr::client::KeepOpening;
 use crate::error::Error;
 use crate::proto::{IdCount, Message, Tally};
@@ -310,7 +310,7 @@ fn how_they_ended(a: &Attempts, timeout_s: f64) -> String {
 fn check(config: &ClientConfig) -> Result<RrSpec, Error> {
     let bad = |reason: &str| {
         Err(Error::Spec(SpecError {
-            field: "--connections-only",
+            field: Field::ConnectionsOnly,
             reason: reason.into(),
         }))
     };

@@ -165,7 +165,7 @@ fn check_any(config: &ClientConfig) -> Result<(), Error> {
         let reason = "its latency probes are xbench's UDP request/response, which an iperf3 \
                       server (--iperf3) does not run";
         return Err(Error::Spec(crate::config::SpecError {
-            field: "--under-load",
+            field: crate::config::Field::UnderLoad,
             reason: reason.into(),
         }));
     }

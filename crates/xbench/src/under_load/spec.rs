@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{EndCondition, MAX_BURST, SpecError, TestSpec, ThroughputSpec, secs};
+use crate::config::{EndCondition, Field, MAX_BURST, SpecError, TestSpec, ThroughputSpec, secs};
 
 /// Fewest probes a second: below one, a second of the timeline holds no sample.
 pub const MIN_PROBE_RATE: f64 = 1.0;
@@ -79,25 +79,25 @@ impl UnderLoadSpec {
         let err = |field, reason: String| Err(SpecError { field, reason });
         if tp.udp.is_some() {
             return err(
-                "--under-load",
+                Field::UnderLoad,
                 "the load is TCP bulk streams; leave out -u".into(),
             );
         }
         if matches!(spec.end, EndCondition::Bytes(_)) {
             return err(
-                "--under-load",
+                Field::UnderLoad,
                 "the load phase lasts a time (-t), not a byte count (-n)".into(),
             );
         }
         if spec.interval.is_none() {
             return err(
-                "-i",
+                Field::Interval,
                 "--under-load reports its timeline per interval: give -i above 0".into(),
             );
         }
         if !(MIN_PROBE_RATE..=MAX_PROBE_RATE).contains(&self.probe_rate) {
             return err(
-                "--probe-rate",
+                Field::ProbeRate,
                 format!(
                     "{} probes a second is out of range: between {MIN_PROBE_RATE} and \
                      {MAX_PROBE_RATE}",
@@ -107,7 +107,7 @@ impl UnderLoadSpec {
         }
         if !(MIN_IDLE..=MAX_IDLE).contains(&self.idle) {
             return err(
-                "--idle",
+                Field::Idle,
                 format!(
                     "{:?} is out of range: between {MIN_IDLE:?} and {MAX_IDLE:?}",
                     self.idle
@@ -116,7 +116,7 @@ impl UnderLoadSpec {
         }
         if !(MIN_PROBE_TIMEOUT..=MAX_PROBE_TIMEOUT).contains(&self.probe_timeout) {
             return err(
-                "--probe-timeout",
+                Field::ProbeTimeout,
                 format!(
                     "{:?} is out of range: between {MIN_PROBE_TIMEOUT:?} and \
                      {MAX_PROBE_TIMEOUT:?}",
@@ -129,7 +129,7 @@ impl UnderLoadSpec {
         let in_flight = (self.probe_rate * self.probe_timeout.as_secs_f64()).ceil() + 1.0;
         if in_flight > f64::from(MAX_BURST) {
             return err(
-                "--probe-timeout",
+                Field::ProbeTimeout,
                 format!(
                     "{} probes a second for {:?} each may hold {in_flight} in flight, more than \
                      the {MAX_BURST} a flow allows: lower --probe-rate or --probe-timeout",
@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn bounds_and_shapes_are_refused_naming_the_flag() {
-        let bad = |ul: UnderLoadSpec| spec_with(ul).validate().unwrap_err().field;
+        let bad = |ul: UnderLoadSpec| spec_with(ul).validate().unwrap_err().field.flag();
         let d = UnderLoadSpec::default();
         assert_eq!(
             bad(UnderLoadSpec {
@@ -213,10 +213,10 @@ mod tests {
         .unwrap();
         let mut s = spec_with(d);
         s.interval = None;
-        assert_eq!(s.validate().unwrap_err().field, "-i");
+        assert_eq!(s.validate().unwrap_err().field.flag(), "-i");
         let mut s = spec_with(d);
         s.end = EndCondition::Bytes(1 << 20);
-        assert_eq!(s.validate().unwrap_err().field, "--under-load");
+        assert_eq!(s.validate().unwrap_err().field.flag(), "--under-load");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::client::config::ClientConfig;
 use crate::client::connect::{connect_any, resolve};
 use crate::client::event::OnEvent;
 use crate::client::flow_plan::BindList;
-use crate::config::{Direction, EndCondition, SpecError, ThroughputSpec, Workload};
+use crate::config::{Direction, EndCondition, Field, SpecError, ThroughputSpec, Workload};
 use crate::error::Error;
 use crate::proto::iperf3::{self as wire, COOKIE_LEN, Params, State};
 use crate::report::TestReport;
@@ -137,7 +137,7 @@ pub(crate) async fn run(
 fn supported(config: &ClientConfig) -> Result<&ThroughputSpec, Error> {
     let no = |reason: &str| {
         Error::Spec(SpecError {
-            field: "--iperf3",
+            field: Field::Iperf3,
             reason: reason.into(),
         })
     };
