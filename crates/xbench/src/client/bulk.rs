@@ -10,22 +10,21 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::cancel::GiveUp;
 use super::config::ClientConfig;
-use super::connect::empty_socket_report;
 use super::event::{ClientEvent, OnEvent};
 use super::pairing::Pairing;
 use super::session::{ReportBody, Session, ended_by, no_results, send, send_finish};
+use super::tcp_streams;
 use crate::check;
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::group::Group;
 use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
-use crate::engine::stream::{self, Budget, Payload, SendMode};
+use crate::engine::stream::SendMode;
 use crate::error::Error;
 use crate::proto::{Message, Ready, StreamLayout};
 use crate::report::{Outcome, SideInterval, SideResults, SocketReport, StreamInfo, TestReport};
@@ -103,7 +102,19 @@ impl<'c> Running<'c> {
         // now.
         let started_at = SystemTime::now();
         let start = Instant::now();
-        let (group, infos) = start_streams(&test, tp, layout, data, ready)?;
+        let send_mode = match tp.zerocopy {
+            true => SendMode::Sendfile,
+            false => SendMode::Copy,
+        };
+        let ends = (test.session.client_addr, test.session.server_addr);
+        let (group, infos) = tcp_streams::start(
+            test.config.spec.end,
+            tp,
+            send_mode,
+            (layout, data),
+            ends,
+            &ready.sockets,
+        )?;
         on_event(ClientEvent::Started {
             server: test.session.server.clone(),
             streams: infos.clone(),
@@ -201,77 +212,6 @@ impl<'c> Running<'c> {
         }
         now
     }
-}
-
-/// Starts a sender (paced as `-b` asks) or a receiver thread per data connection, in stream-id
-/// order, and describes each stream for the report; the sockets' other options were set
-/// before they connected.
-fn start_streams(
-    test: &Test<'_>,
-    tp: &ThroughputSpec,
-    layout: StreamLayout,
-    data: Vec<(std::net::TcpStream, SocketReport)>,
-    ready: Ready,
-) -> Result<(Group, Vec<StreamInfo>), Error> {
-    let session = &test.session;
-    let send_budget = match test.config.spec.end {
-        EndCondition::Bytes(n) => Some(Budget::new(n)),
-        EndCondition::Duration(_) => None,
-    };
-    let send_mode = if tp.zerocopy {
-        SendMode::Sendfile
-    } else {
-        SendMode::Copy
-    };
-    let block = tp.block_len.get() as usize;
-    let payload = match layout.contains(StreamDirection::ClientToServer) {
-        true => match Payload::new(block, send_mode) {
-            Ok(p) => Some(Arc::new(p)),
-            Err(e) => return Err(Error::io("preparing the payload", e)),
-        },
-        false => None,
-    };
-    // Dropped on an early return, which stops the streams already started.
-    let mut handles: Vec<stream::StreamHandle> = Vec::with_capacity(data.len());
-    let mut infos = Vec::with_capacity(data.len());
-    for ((id, direction), (sock, report)) in layout.iter().zip(data) {
-        infos.push(StreamInfo {
-            id,
-            direction,
-            client_addr: sock.local_addr().unwrap_or(session.client_addr),
-            server_addr: sock.peer_addr().unwrap_or(session.server_addr),
-            client_socket: report,
-            server_socket: ready
-                .sockets
-                .get(usize::from(id))
-                .cloned()
-                .unwrap_or_else(empty_socket_report),
-        });
-        let h = match (direction, &payload) {
-            (StreamDirection::ClientToServer, Some(p)) => {
-                if let Err(e) = crate::engine::sockopt::pace(&sock, tp.bitrate) {
-                    drop(Group::new(handles));
-                    return Err(e);
-                }
-                stream::spawn_sender(id, sock, Arc::clone(p), send_budget.clone())
-            }
-            // The payload exists whenever a stream sends; kept as an error, not a panic.
-            (StreamDirection::ClientToServer, None) => {
-                Err(std::io::Error::other("no payload for a sending stream"))
-            }
-            (StreamDirection::ServerToClient, _) => {
-                stream::spawn_receiver(id, sock, block, tp.receive)
-            }
-        };
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                drop(Group::new(handles));
-                return Err(Error::io("starting a stream thread", e));
-            }
-        }
-    }
-    Ok((Group::new(handles), infos))
 }
 
 /// A test past its end mark: the window is closed, the drain and the server's results are

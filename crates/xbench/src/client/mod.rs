@@ -19,6 +19,7 @@ mod pairing;
 mod rr;
 mod rr_finish;
 mod session;
+mod tcp_streams;
 mod udp;
 mod under_load;
 

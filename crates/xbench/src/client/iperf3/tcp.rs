@@ -9,7 +9,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,18 +20,19 @@ use crate::client::config::ClientConfig;
 use crate::client::connect::connect_one;
 use crate::client::event::{ClientEvent, OnEvent};
 use crate::client::flow_plan::round_robin;
+use crate::client::tcp_streams;
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::control::sleep_until_opt;
 use crate::engine::group::Group;
 use crate::engine::sampler::Sampler;
 use crate::engine::schedule::Schedule;
-use crate::engine::stream::{self, Budget, Payload, SendMode, StreamHandle};
+use crate::engine::stream::SendMode;
 use crate::error::Error;
 use crate::proto::StreamLayout;
 use crate::proto::iperf3::{self as wire, COOKIE_LEN, Results, State, StreamResult};
 use crate::report::{
     CpuUsage, Outcome, Role, SCHEMA_VERSION, SideResults, SideStreamResult, SocketReport,
-    StreamInfo, TestReport, Transfer,
+    TestReport, Transfer,
 };
 use crate::summary::{self, Window};
 use crate::time::rfc3339;
@@ -69,7 +69,17 @@ pub(super) async fn run(
     expect_state(&mut ctrl, &addr, State::TestRunning, STEP_TIMEOUT).await?;
     let started_at = SystemTime::now();
     let start = Instant::now();
-    let (group, infos) = start_streams(config, tp, layout, data, client_addr, server_addr)?;
+    // iperf3's own sockets: no sendfile (its -Z is not asked of it) and no server socket
+    // report.
+    let ends = (client_addr, server_addr);
+    let (group, infos) = tcp_streams::start(
+        config.spec.end,
+        tp,
+        SendMode::Copy,
+        (layout, data),
+        ends,
+        &[],
+    )?;
     on_event(ClientEvent::Started {
         server: iperf3_peer(),
         streams: infos.clone(),
@@ -347,63 +357,6 @@ async fn open_data(
         })?);
     }
     Ok(out)
-}
-
-fn start_streams(
-    config: &ClientConfig,
-    tp: &ThroughputSpec,
-    layout: StreamLayout,
-    data: Vec<(std::net::TcpStream, SocketReport)>,
-    client_addr: SocketAddr,
-    server_addr: SocketAddr,
-) -> Result<(Group, Vec<StreamInfo>), Error> {
-    let budget = match config.spec.end {
-        EndCondition::Bytes(n) => Some(Budget::new(n)),
-        EndCondition::Duration(_) => None,
-    };
-    let block = tp.block_len.get() as usize;
-    let payload = match layout.contains(StreamDirection::ClientToServer) {
-        true => Some(Arc::new(
-            Payload::new(block, SendMode::Copy)
-                .map_err(|e| Error::io("preparing the payload", e))?,
-        )),
-        false => None,
-    };
-    let mut handles: Vec<StreamHandle> = Vec::with_capacity(data.len());
-    let mut infos = Vec::with_capacity(data.len());
-    for ((id, direction), (sock, report)) in layout.iter().zip(data) {
-        infos.push(StreamInfo {
-            id,
-            direction,
-            client_addr: sock.local_addr().unwrap_or(client_addr),
-            server_addr: sock.peer_addr().unwrap_or(server_addr),
-            client_socket: report,
-            server_socket: crate::client::connect::empty_socket_report(),
-        });
-        let h = match (direction, &payload) {
-            (StreamDirection::ClientToServer, Some(p)) => {
-                if let Err(e) = crate::engine::sockopt::pace(&sock, tp.bitrate) {
-                    drop(Group::new(handles));
-                    return Err(e);
-                }
-                stream::spawn_sender(id, sock, Arc::clone(p), budget.clone())
-            }
-            (StreamDirection::ClientToServer, None) => {
-                Err(std::io::Error::other("no payload for a sending stream"))
-            }
-            (StreamDirection::ServerToClient, _) => {
-                stream::spawn_receiver(id, sock, block, tp.receive)
-            }
-        };
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                drop(Group::new(handles));
-                return Err(Error::io("starting a stream thread", e));
-            }
-        }
-    }
-    Ok((Group::new(handles), infos))
 }
 
 /// Whether a byte-count test is done: our senders have sent the count and our receivers have
