@@ -33,10 +33,9 @@ use crate::config::{FlowCount, TestSpec, Workload};
 use crate::error::Error;
 use crate::host::monitor::Restarter;
 use crate::report::{
-    CpuReport, CpuUsage, InterfaceInterval, Outcome, SCHEMA_VERSION, Summary, TestReport,
-    TraceProtocol, TraceReport,
+    CpuReport, CpuUsage, InterfaceInterval, Outcome, Summary, TestReport, TraceProtocol,
+    TraceReport,
 };
-use crate::time::rfc3339;
 use crate::trace::{TraceConfig, Tracer};
 
 use self::cancel::{GiveUp, interruptible, wait_until};
@@ -281,16 +280,7 @@ fn throughput(spec: &TestSpec) -> bool {
 /// document (`--json-file`) that says so. The control connection's addresses and the server's
 /// software are `None`: the test never got far enough to report them.
 pub fn nothing_measured(config: &ClientConfig, started_at: SystemTime, why: &Error) -> TestReport {
-    TestReport {
-        schema_version: SCHEMA_VERSION,
-        xbench_version: env!("CARGO_PKG_VERSION").to_owned(),
-        started_at: rfc3339(started_at),
-        label: config.label.clone(),
-        host: config.host.clone(),
-        client_addr: None,
-        server_addr: None,
-        server: None,
-        spec: config.spec.clone(),
+    let body = session::ReportBody {
         streams: Vec::new(),
         intervals: Vec::new(),
         summary: Summary {
@@ -309,10 +299,8 @@ pub fn nothing_measured(config: &ClientConfig, started_at: SystemTime, why: &Err
         },
         outcome: Outcome::Interrupted,
         warnings: vec![why.to_string()],
-        under_load: None,
-        hosts: None,
-        trace: None,
-    }
+    };
+    body.into_report(config, started_at, None, None)
 }
 
 /// What the client's interface monitor adds to a test's events: its span restarts when the

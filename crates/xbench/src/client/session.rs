@@ -252,27 +252,10 @@ impl Session {
     ) -> TestReport {
         let mut hosts = self.hosts(config);
         hosts.path_mtu = crate::host::mtu::check(&hosts, &body.summary, &body.streams);
+        let ends = Some((self.client_addr, self.server_addr));
         TestReport {
-            schema_version: SCHEMA_VERSION,
-            xbench_version: env!("CARGO_PKG_VERSION").to_owned(),
-            started_at: rfc3339(started_at),
-            label: config.label.clone(),
-            host: config.host.clone(),
-            client_addr: Some(self.client_addr),
-            server_addr: Some(self.server_addr),
-            server: Some(self.server.clone()),
-            spec: config.spec.clone(),
-            streams: body.streams,
-            intervals: body.intervals,
-            summary: body.summary,
-            rr: body.rr,
-            udp: body.udp,
-            cpu: body.cpu,
-            outcome: body.outcome,
-            warnings: body.warnings,
-            under_load: None,
             hosts: Some(hosts),
-            trace: None,
+            ..body.into_report(config, started_at, ends, Some(self.server.clone()))
         }
     }
 
@@ -309,6 +292,44 @@ pub(crate) struct ReportBody {
     pub(crate) cpu: CpuReport,
     pub(crate) outcome: Outcome,
     pub(crate) warnings: Vec<String>,
+}
+
+impl ReportBody {
+    /// The report of a test `config` ran from `started_at`, between `ends` (the control
+    /// connection's client and server addresses, `None` before it was made) with the server
+    /// `server` said it runs. Every client test's report is assembled here, so a field added
+    /// to [`TestReport`] is filled in one place; the parts only some tests have (hosts,
+    /// under load, the path's hops) are theirs to set on the result.
+    pub(crate) fn into_report(
+        self,
+        config: &ClientConfig,
+        started_at: SystemTime,
+        ends: Option<(SocketAddr, SocketAddr)>,
+        server: Option<PeerInfo>,
+    ) -> TestReport {
+        TestReport {
+            schema_version: SCHEMA_VERSION,
+            xbench_version: env!("CARGO_PKG_VERSION").to_owned(),
+            started_at: rfc3339(started_at),
+            label: config.label.clone(),
+            host: config.host.clone(),
+            client_addr: ends.map(|e| e.0),
+            server_addr: ends.map(|e| e.1),
+            server,
+            spec: config.spec.clone(),
+            streams: self.streams,
+            intervals: self.intervals,
+            summary: self.summary,
+            rr: self.rr,
+            udp: self.udp,
+            cpu: self.cpu,
+            outcome: self.outcome,
+            warnings: self.warnings,
+            under_load: None,
+            hosts: None,
+            trace: None,
+        }
+    }
 }
 
 /// The control handshake: preambles, Hello/Welcome, and with a key the mutual proof; returns

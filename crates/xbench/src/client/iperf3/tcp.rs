@@ -20,6 +20,7 @@ use crate::client::config::ClientConfig;
 use crate::client::connect::connect_one;
 use crate::client::event::{ClientEvent, OnEvent};
 use crate::client::flow_plan::round_robin;
+use crate::client::session::ReportBody;
 use crate::client::tcp_streams;
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::control::sleep_until_opt;
@@ -31,11 +32,9 @@ use crate::error::Error;
 use crate::proto::StreamLayout;
 use crate::proto::iperf3::{self as wire, COOKIE_LEN, Results, State, StreamResult};
 use crate::report::{
-    CpuUsage, Outcome, Role, SCHEMA_VERSION, SideResults, SideStreamResult, SocketReport,
-    TestReport, Transfer,
+    CpuUsage, Outcome, Role, SideResults, SideStreamResult, SocketReport, TestReport, Transfer,
 };
 use crate::summary::{self, Window};
-use crate::time::rfc3339;
 
 use super::steps::{STEP_TIMEOUT, expect_state, iperf3_peer, mid_test_end, shown};
 
@@ -147,16 +146,7 @@ pub(super) async fn run(
     let server = judge(server, ours, config, start, &mut outcome, &mut warnings);
     let summary = summary::summarize(&dirs, &client, server.as_ref(), window);
     let cpu = summary::cpu_report(&client, server.as_ref());
-    Ok(TestReport {
-        schema_version: SCHEMA_VERSION,
-        xbench_version: env!("CARGO_PKG_VERSION").to_owned(),
-        started_at: rfc3339(started_at),
-        label: config.label.clone(),
-        host: config.host.clone(),
-        client_addr: Some(client_addr),
-        server_addr: Some(server_addr),
-        server: Some(iperf3_peer()),
-        spec: config.spec.clone(),
+    let body = ReportBody {
         streams: infos,
         intervals,
         summary,
@@ -165,10 +155,9 @@ pub(super) async fn run(
         cpu,
         outcome,
         warnings,
-        under_load: None,
-        hosts: None,
-        trace: None,
-    })
+    };
+    let ends = Some((client_addr, server_addr));
+    Ok(body.into_report(config, started_at, ends, Some(iperf3_peer())))
 }
 
 /// Samples intervals until the end mark (the last byte counted out, for `-n`), the user or

@@ -19,6 +19,7 @@ use super::steps::{STEP_TIMEOUT, expect_state, iperf3_peer, mid_test_end, shown}
 use crate::client::cancel::interruptible;
 use crate::client::config::ClientConfig;
 use crate::client::event::{ClientEvent, OnEvent};
+use crate::client::session::ReportBody;
 use crate::config::{EndCondition, StreamDirection, ThroughputSpec};
 use crate::engine::udp::iperf3::{
     self as data, CONNECT_MSG, CONNECT_REPLY, Iperf3Counts, Iperf3Stream, OLD_CONNECT_REPLY,
@@ -28,11 +29,10 @@ use crate::error::Error;
 use crate::proto::StreamLayout;
 use crate::proto::iperf3::{self as wire, Results, State, StreamResult};
 use crate::report::{
-    CpuReport, CpuUsage, Outcome, Role, SCHEMA_VERSION, SideUdpResults, SideUdpStream, StreamInfo,
-    Summary, TestReport, UdpReport,
+    CpuReport, CpuUsage, Outcome, Role, SideUdpResults, SideUdpStream, StreamInfo, Summary,
+    TestReport, UdpReport,
 };
 use crate::summary::udp::summarize;
-use crate::time::rfc3339;
 
 /// How long a stream waits for the answer to its connect datagram before sending it again.
 const CONNECT_WAIT: Duration = Duration::from_secs(1);
@@ -379,16 +379,7 @@ fn report(
         client_us_per_transaction: None,
         server_us_per_transaction: None,
     };
-    TestReport {
-        schema_version: SCHEMA_VERSION,
-        xbench_version: env!("CARGO_PKG_VERSION").to_owned(),
-        started_at: rfc3339(started_at),
-        label: config.label.clone(),
-        host: config.host.clone(),
-        client_addr: Some(client_addr),
-        server_addr: Some(server_addr),
-        server: Some(iperf3_peer()),
-        spec: config.spec.clone(),
+    let body = ReportBody {
         streams: infos,
         intervals: Vec::new(),
         summary: Summary {
@@ -410,10 +401,9 @@ fn report(
         cpu,
         outcome,
         warnings,
-        under_load: None,
-        hosts: None,
-        trace: None,
-    }
+    };
+    let ends = Some((client_addr, server_addr));
+    body.into_report(config, started_at, ends, Some(iperf3_peer()))
 }
 
 /// Opens the streams one after another, as iperf3's server accepts them: each socket sends a
