@@ -18,15 +18,14 @@
 
 mod lab_common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::fd::OwnedFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use xbench::client::ClientEvent;
 use xbench::{ClientConfig, EndCondition};
 use xbench_lab::sys::netns;
-use xbench_lab::{Impairment, Lab, PathKind, PathSpec};
+use xbench_lab::{Impairment, Lab, PathKind, PathSpec, reference};
 
 use lab_common::*;
 
@@ -121,12 +120,12 @@ fn root_lab_delay_10ms_each_way_rr_reads_what_a_ping_pong_reads() {
     // 250 round trips of 20 ms: the 5 s of xbench's test.
     let pinger = {
         let p = p.clone();
-        std::thread::spawn(move || ping_pong(&p, 250))
+        std::thread::spawn(move || reference::ping_pong(&p, 250).unwrap())
     };
     let r = {
         let p = p.clone();
         std::thread::spawn(move || {
-            realtime_thread();
+            reference::realtime_thread().unwrap();
             xbench_client(&p, &["--rr", "-t", "5"])
         })
         .join()
@@ -171,46 +170,6 @@ fn root_lab_delay_10ms_each_way_rr_reads_what_a_ping_pong_reads() {
     );
 }
 
-/// A 1-byte TCP echo, `n` round trips, from the path's client namespace to a listener in its
-/// server namespace, both ends real-time threads ([`realtime_thread`]).
-fn ping_pong(p: &xbench_lab::PathInfo, n: usize) -> Vec<Duration> {
-    let target = SocketAddr::from((p.server_addr, 7));
-    let listener = netns::run_in(&p.server_netns, || TcpListener::bind(target))
-        .unwrap()
-        .unwrap();
-    let server = std::thread::spawn(move || {
-        realtime_thread();
-        let (mut s, _) = listener.accept().unwrap();
-        s.set_nodelay(true).unwrap();
-        let mut b = [0u8; 1];
-        while s.read_exact(&mut b).is_ok() {
-            s.write_all(&b).unwrap();
-        }
-    });
-    let client_ns = p.client_netns.clone();
-    let client = std::thread::spawn(move || {
-        realtime_thread();
-        let mut c = netns::run_in(&client_ns, || {
-            TcpStream::connect_timeout(&target, Duration::from_secs(10))
-        })
-        .unwrap()
-        .unwrap();
-        c.set_nodelay(true).unwrap();
-        let mut out = Vec::with_capacity(n);
-        let mut b = [7u8; 1];
-        for _ in 0..n {
-            let t = Instant::now();
-            c.write_all(&b).unwrap();
-            c.read_exact(&mut b).unwrap();
-            out.push(t.elapsed());
-        }
-        out
-    });
-    let out = client.join().unwrap();
-    server.join().unwrap();
-    out
-}
-
 /// The lab's xbench server process.
 fn lab_server_pid(lab: &Lab) -> u32 {
     let procs = &lab.state().processes;
@@ -221,7 +180,7 @@ fn lab_server_pid(lab: &Lab) -> u32 {
         .pid
 }
 
-/// Every thread of process `pid` in `SCHED_FIFO` at priority 10 (see [`realtime_thread`]).
+/// Every thread of process `pid` in `SCHED_FIFO` at priority 10 (see [`reference::realtime_thread`]).
 fn realtime_process(pid: u32) {
     let param = libc::sched_param { sched_priority: 10 };
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
@@ -235,21 +194,6 @@ fn realtime_process(pid: u32) {
             "SCHED_FIFO for {pid}/{tid}: {e}"
         );
     }
-}
-
-/// Puts the calling thread in `SCHED_FIFO` at priority 10, below the delay line's 20.
-///
-/// The ping-pong's two ends are the instrument, not what is measured: as ordinary threads on
-/// a loaded 2-core machine each woke milliseconds after its byte arrived, waiting for a core
-/// behind busy processes, and the round trips measured the scheduler (p50 23.5 ms, p99 491 ms
-/// over a 10 ms line). Real-time ends wake at once, so the round trip is again the line's two
-/// delays and the kernel's path; a line that delays wrongly or releases late still shows in
-/// full. Below the line's priority, they never hold up its releases.
-fn realtime_thread() {
-    let param = libc::sched_param { sched_priority: 10 };
-    // SAFETY: pid 0 is the calling thread; `param` is valid for the call.
-    let ok = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
-    assert!(ok, "SCHED_FIFO: {}", std::io::Error::last_os_error());
 }
 
 /// 1 % random loss: retransmits > 0, and the retransmits xbench reports equal the client
@@ -547,8 +491,8 @@ fn stress_lab_delay_line_accuracy_at_200_and_500_mbit() {
             let q = |f: f64| v[((v.len() - 1) as f64 * f) as usize].as_secs_f64() * 1e3;
             (q(0.0), q(0.5), q(0.99))
         };
-        let base = stats(&mut ping_pong(plain, 400));
-        let rtt = stats(&mut ping_pong(delayed, 400));
+        let base = stats(&mut reference::ping_pong(plain, 400).unwrap());
+        let rtt = stats(&mut reference::ping_pong(delayed, 400).unwrap());
         let before = lab.delay_line_stats("delayed").unwrap();
         let line_pid = lab
             .state()

@@ -39,6 +39,7 @@ pub mod delay;
 mod error;
 mod lab;
 pub mod plan;
+pub mod reference;
 mod spec;
 pub mod state;
 pub mod sys;

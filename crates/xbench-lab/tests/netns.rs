@@ -9,13 +9,10 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use xbench_lab::sys::netns;
-use xbench_lab::{Impairment, Lab, PathKind, PathSpec};
+use xbench_lab::{Impairment, Lab, PathKind, PathSpec, reference};
 
 use common::{netns_with, root_or_skip, serial, spec};
 
@@ -45,7 +42,7 @@ fn root_netns_every_path_kind_carries_traffic_and_is_removed() {
     assert!(made.contains(&"xbtk-vpn-gb".to_string()), "{made:?}");
     for p in lab.paths() {
         // `Lab::up` probed each path; echo a few bytes to be sure data flows both ways.
-        let rtt = ping_pong(&p.client_netns, &p.server_netns, p.server_addr, 5);
+        let rtt = reference::ping_pong(p, 5).unwrap();
         let floor = 2 * p.impairment.delay;
         assert!(rtt[0] >= floor, "{}: {rtt:?}", p.label);
     }
@@ -80,7 +77,7 @@ fn root_netns_delay_line_10ms_each_way_gives_20ms_rtt() {
     );
     let lab = Lab::up(&spec, &AtomicBool::new(false)).expect("lab up");
     let p = &lab.paths()[0];
-    let mut rtt = ping_pong(&p.client_netns, &p.server_netns, p.server_addr, 300);
+    let mut rtt = reference::ping_pong(p, 300).unwrap();
     rtt.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (min, p50, p99, max) = (
@@ -106,67 +103,6 @@ fn root_netns_delay_line_10ms_each_way_gives_20ms_rtt() {
     assert!(p50 <= Duration::from_micros(21_500), "p50 {p50:?}");
     drop(lab);
     assert!(netns_with("xbtr-").is_empty());
-}
-
-/// Puts the calling thread in `SCHED_FIFO` at priority 10, below the delay line's 20.
-///
-/// The ping-pong's two ends are the instrument, not what is measured: as ordinary threads on
-/// a loaded 2-core machine (CI runs test binaries side by side) each woke a few milliseconds
-/// after its byte arrived, waiting for a core behind busy processes, and the round trips
-/// measured the scheduler: p50 26 ms over a 10 ms line whose own lateness was 24 µs p50.
-/// Real-time ends wake at once, so the round trip is again the line's two delays and the
-/// kernel's path; a line that delays wrongly or releases late still shows in full. Below
-/// the line's priority, they never hold up its releases.
-fn realtime_thread() {
-    let param = libc::sched_param { sched_priority: 10 };
-    // SAFETY: pid 0 is the calling thread; `param` is valid for the call.
-    let ok = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
-    assert!(ok, "SCHED_FIFO: {}", std::io::Error::last_os_error());
-}
-
-/// A TCP echo of one byte, `n` times, from `client_ns` to a listener in `server_ns`, both ends
-/// real-time threads ([`realtime_thread`]); returns each round trip.
-pub fn ping_pong(
-    client_ns: &str,
-    server_ns: &str,
-    addr: std::net::Ipv4Addr,
-    n: usize,
-) -> Vec<Duration> {
-    let target = SocketAddr::from((addr, 7));
-    let client_ns = client_ns.to_owned();
-    let listener = netns::run_in(server_ns, || TcpListener::bind(target))
-        .unwrap()
-        .unwrap();
-    let server = std::thread::spawn(move || {
-        realtime_thread();
-        let (mut s, _) = listener.accept().unwrap();
-        s.set_nodelay(true).unwrap();
-        let mut b = [0u8; 1];
-        while s.read_exact(&mut b).is_ok() {
-            s.write_all(&b).unwrap();
-        }
-    });
-    let client = std::thread::spawn(move || {
-        realtime_thread();
-        let mut c = netns::run_in(&client_ns, || {
-            TcpStream::connect_timeout(&target, Duration::from_secs(10))
-        })
-        .unwrap()
-        .unwrap();
-        c.set_nodelay(true).unwrap();
-        let mut out = Vec::with_capacity(n);
-        let mut b = [7u8; 1];
-        for _ in 0..n {
-            let t = Instant::now();
-            c.write_all(&b).unwrap();
-            c.read_exact(&mut b).unwrap();
-            out.push(t.elapsed());
-        }
-        out
-    });
-    let out = client.join().unwrap();
-    server.join().unwrap();
-    out
 }
 
 #[test]
@@ -226,7 +162,7 @@ fn root_netns_jitter_stays_within_its_bounds_and_varies() {
     );
     let lab = Lab::up(&spec, &AtomicBool::new(false)).expect("lab up");
     let p = &lab.paths()[0];
-    let mut rtt = ping_pong(&p.client_netns, &p.server_netns, p.server_addr, 300);
+    let mut rtt = reference::ping_pong(p, 300).unwrap();
     rtt.sort();
     let (lo, hi) = (rtt[0], rtt[rtt.len() - 1]);
     let (p10, p90) = (rtt[rtt.len() / 10], rtt[rtt.len() * 9 / 10]);
