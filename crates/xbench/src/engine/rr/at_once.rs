@@ -7,9 +7,11 @@
 //!
 //! The figures of connections answered here are kept in atomics per flow, which the first
 //! worker adds to its own at every snapshot; so is the CPU time spent here, so the test is
-//! still charged for answering its transactions. That time is sampled (see [`super::tally`]):
-//! read around every answer, the thread's clock cost two system calls of the seven an
-//! answered connection otherwise makes here.
+//! still charged for answering its transactions: the thread's time from the end of one answer
+//! to the end of the next, so the accept and the wake-up that led to a connection are charged
+//! with its exchange. That time is sampled (see [`super::tally`]): read at every answer, the
+//! thread's clock would cost a system call of the six an answered connection otherwise makes
+//! here.
 
 use std::io;
 use std::net::TcpStream;
@@ -18,7 +20,6 @@ use std::sync::atomic::Ordering;
 
 use super::tally::FlowTally;
 use super::{Control, STOPPED, TcpTrack};
-use crate::engine::cpu::thread_cpu;
 
 /// Largest response answered at once: a fresh socket's send buffer takes it whole (the
 /// smallest `tcp_wmem` default is 16 KiB). Larger ones go to the workers, which can wait for
@@ -82,12 +83,10 @@ impl Answerer {
         if control.state() == STOPPED {
             return Outcome::Finished;
         }
-        let Some(weight) = control.at_once.sample() else {
-            return self.exchange(conn, control, tally, unread);
-        };
-        let cpu = thread_cpu();
+        let sample = control.at_once.sample();
+        let start = control.at_once.start(&sample);
         let outcome = self.exchange(conn, control, tally, unread);
-        control.at_once.charge(cpu, weight);
+        control.at_once.finish(&sample, start);
         outcome
     }
 
