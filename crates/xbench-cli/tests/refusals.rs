@@ -98,8 +98,15 @@ impl Descriptors for ServerProc {
 fn a_client_refused_by_max_handshakes_reads_why_and_exits_1() {
     let server = ServerProc::start(&["--max-flows", "1", "--max-handshakes", "2"]);
     let addr = format!("127.0.0.1:{}", server.port);
+    // Two connections that send a byte of their preamble and stall hold both slots (one that
+    // sends nothing holds none for a second: the kernel keeps it from `accept`).
     let silent: Vec<_> = (0..2)
-        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            let preamble = xbench::proto::Preamble::new(xbench::proto::Channel::Control).encode();
+            std::io::Write::write_all(&mut s, &preamble[..1]).unwrap();
+            s
+        })
         .collect();
     std::thread::sleep(Duration::from_millis(200));
     for _ in 0..3 {

@@ -122,10 +122,15 @@ async fn a_client_over_the_handshake_limit_is_told_the_server_is_busy() {
         ..Limits::default()
     })
     .await;
-    // Three silent connections hold every slot.
+    // Three connections that send a byte of their preamble and stop hold every slot. (One
+    // that sends nothing holds none: the kernel keeps it from `accept` for a second,
+    // TCP_DEFER_ACCEPT.)
     let mut silent = Vec::new();
     for _ in 0..3 {
-        silent.push(TcpStream::connect(server.addr).await.unwrap());
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        let preamble = proto::Preamble::new(proto::Channel::Control).encode();
+        s.write_all(&preamble[..1]).await.unwrap();
+        silent.push(s);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Every refused client reads the reason, not a reset.

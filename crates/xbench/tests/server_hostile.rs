@@ -153,14 +153,24 @@ async fn a_flood_of_silent_connections_costs_sockets_not_the_server() {
             ..Limits::default()
         },
         |addr| async move {
+            // Each sends one byte of its preamble and falls silent. (Connections that send
+            // nothing at all cost the server less still: the kernel keeps them from `accept`
+            // for a second, TCP_DEFER_ACCEPT, and `a_silent_connection_is_dropped` covers
+            // what happens after.)
+            let stalled = || async {
+                let mut s = TcpStream::connect(addr).await.unwrap();
+                let preamble = proto::Preamble::new(proto::Channel::Control).encode();
+                s.write_all(&preamble[..1]).await.unwrap();
+                s
+            };
             let mut silent = Vec::new();
             for _ in 0..20 {
-                silent.push(TcpStream::connect(addr).await.unwrap());
+                silent.push(stalled().await);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-            // Every slot is held: the next connection, silent too, is closed once its
+            // Every slot is held: the next connection, stalled too, is closed once its
             // refusal's time is up (a control connection would be told why).
-            let mut extra = TcpStream::connect(addr).await.unwrap();
+            let mut extra = stalled().await;
             closed_within(&mut extra, Duration::from_millis(2500)).await;
             // The silent ones time out and give their slots back.
             for mut s in silent {
