@@ -317,13 +317,17 @@ async fn iperf3_data_connections_get_their_roles_in_connect_order() {
     ctrl.write_all(params).await.unwrap();
     ctrl.read_exact(&mut state).await.unwrap();
     assert_eq!(state[0], 10, "CREATE_STREAMS");
-    // Connected in order: `first` is the client's sender, `second` its receiver; but the
-    // second says its cookie first.
+    // Accepted in order: `first` is the client's sender, `second` its receiver; but the
+    // second finishes its cookie first. (The server's listener hands a connection to
+    // `accept` when its first bytes arrive, TCP_DEFER_ACCEPT, so accept order is the order
+    // of first bytes: for an iperf3 client, which sends each cookie as it connects, its
+    // connect order.)
     let mut first = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    first.write_all(&cookie[..1]).await.unwrap();
     let mut second = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     second.write_all(cookie).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    first.write_all(cookie).await.unwrap();
+    first.write_all(&cookie[1..]).await.unwrap();
     let mut started = [0u8; 2];
     ctrl.read_exact(&mut started).await.unwrap();
     assert_eq!(started, [1, 2], "TEST_START, TEST_RUNNING");
