@@ -78,11 +78,11 @@ fn run(sock: &UdpSocket, token: u64, shared: &Shared) -> Result<CpuUsage, String
             let at = m.stamp.unwrap_or(fallback);
             match m.segment.filter(|g| *g < m.len) {
                 // A GRO train: datagrams of `g` bytes back to back (the last may be shorter).
+                // Without MSG_TRUNC a message is never longer than its buffer, so `bytes` is
+                // the whole train.
                 Some(g) => {
-                    for off in (0..m.len).step_by(g) {
-                        let end = (off + g).min(m.len).min(m.bytes.len());
-                        let bytes = m.bytes.get(off..end).unwrap_or_default();
-                        account(&mut stats, token, bytes, end.saturating_sub(off), at);
+                    for d in m.bytes.chunks(g) {
+                        account(&mut stats, token, d, d.len(), at);
                     }
                 }
                 None => account(&mut stats, token, m.bytes, m.len, at),
