@@ -78,6 +78,11 @@ impl PathCheck {
     }
 }
 
+/// Whether a datagram of `len` bytes may be a handshake datagram ([`is_handshake_datagram`]).
+pub(crate) fn is_handshake_datagram_len(len: usize) -> bool {
+    matches!(len, DATA_GREETING_LEN | PATH_CHECK_LEN)
+}
+
 /// Whether a datagram of `len` bytes starting with `head` belongs to a UDP socket's opening (a
 /// data greeting, which a client repeats until `Ready`, or a path check, of which a late copy
 /// may arrive after it): the stream threads neither count nor ignore it, so a report does not

@@ -138,7 +138,7 @@ pub(crate) fn batching(streams: &[UdpStream]) -> String {
     let senders: Vec<_> = streams.iter().filter(|s| s.role == Role::Sender).collect();
     if senders.iter().any(|s| s.shared.gso.load(Ordering::Relaxed)) {
         parts.push(format!(
-            "sends: UDP GSO (UDP_SEGMENT), up to {} datagrams per sendmsg",
+            "sends: UDP GSO (UDP_SEGMENT), up to {} datagrams per send",
             gso::MAX_SEGMENTS
         ));
     } else if !senders.is_empty() {

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::gso;
 use super::socket::BATCH;
 use super::stats::RecvStats;
-use super::wire::Header;
+use super::wire::{self, HEADER_LEN, Header};
 use super::{Shared, UdpStream};
 use crate::engine::cpu::thread_cpu;
 use crate::report::{CpuUsage, Role};
@@ -78,13 +78,9 @@ fn run(sock: &UdpSocket, token: u64, shared: &Shared) -> Result<CpuUsage, String
             let at = m.stamp.unwrap_or(fallback);
             match m.segment.filter(|g| *g < m.len) {
                 // A GRO train: datagrams of `g` bytes back to back (the last may be shorter).
-                Some(g) => {
-                    for off in (0..m.len).step_by(g) {
-                        let end = (off + g).min(m.len).min(m.bytes.len());
-                        let bytes = m.bytes.get(off..end).unwrap_or_default();
-                        account(&mut stats, token, bytes, end.saturating_sub(off), at);
-                    }
-                }
+                // Without MSG_TRUNC a message is never longer than its buffer, so `bytes` is
+                // the whole train.
+                Some(g) => account_train(&mut stats, token, m.bytes, g, at),
                 None => account(&mut stats, token, m.bytes, m.len, at),
             }
         }
@@ -108,6 +104,66 @@ fn account(stats: &mut RecvStats, token: u64, head: &[u8], len: usize, at: u64) 
             stats.on_datagram(h.seq, h.sent_ns, at, len, h.warm_up);
         }
         _ => stats.on_ignored(),
+    }
+}
+
+/// Accounts a GRO train: `bytes` cut into datagrams of `g` bytes (the last may be shorter),
+/// which arrived at `at`. Runs of the stream's datagrams with consecutive numbers and one send
+/// time go to [`RecvStats::on_run`] (one GSO send of the sender's is such a run); anything else
+/// datagram by datagram. Every header is read and checked either way.
+fn account_train(stats: &mut RecvStats, token: u64, bytes: &[u8], g: usize, at: u64) {
+    if g < HEADER_LEN || crate::proto::path::is_handshake_datagram_len(g) {
+        // A handshake datagram may hide among these; a train the sender never makes.
+        for d in bytes.chunks(g) {
+            account(stats, token, d, d.len(), at);
+        }
+        return;
+    }
+    /// Datagrams so far in a run: the first's number, how many, their time word.
+    struct Run {
+        first: u64,
+        count: u64,
+        time: u64,
+    }
+    let flush = |stats: &mut RecvStats, r: Run| {
+        let h = Header::from_words([token, r.first, r.time]);
+        stats.on_run(h.seq, r.count, h.sent_ns, at, g, h.warm_up);
+    };
+    let mut run: Option<Run> = None;
+    let mut datagrams = bytes.chunks_exact(g);
+    for d in datagrams.by_ref() {
+        let Some(head) = d.first_chunk() else {
+            continue; // never: `g` is at least a header
+        };
+        let [t, seq, time] = wire::words(head);
+        if t != token {
+            if let Some(r) = run.take() {
+                flush(stats, r);
+            }
+            stats.on_ignored();
+            continue;
+        }
+        if let Some(r) = &mut run
+            && time == r.time
+            && r.first.checked_add(r.count) == Some(seq)
+        {
+            r.count += 1;
+            continue;
+        }
+        if let Some(r) = run.replace(Run {
+            first: seq,
+            count: 1,
+            time,
+        }) {
+            flush(stats, r);
+        }
+    }
+    if let Some(r) = run {
+        flush(stats, r);
+    }
+    let rest = datagrams.remainder();
+    if !rest.is_empty() {
+        account(stats, token, rest, rest.len(), at);
     }
 }
 
@@ -348,7 +404,7 @@ mod tests {
             .write(d);
         }
         for t in [&train, &second] {
-            match gso::send(&tx, t, 100) {
+            match gso::set_segment(&tx, 100).and_then(|()| gso::send_segmented(&tx, t)) {
                 Ok(_) => {}
                 // No GSO here: send them one by one.
                 Err(e) if gso::unsupported(&e) => {

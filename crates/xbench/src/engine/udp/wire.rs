@@ -30,25 +30,44 @@ pub(crate) struct Header {
 impl Header {
     /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`.
     pub(crate) fn write(&self, buf: &mut [u8]) {
-        let time = (self.sent_ns & !WARM_UP) | if self.warm_up { WARM_UP } else { 0 };
         buf[..8].copy_from_slice(&self.token.to_be_bytes());
+        self.write_after_token(buf);
+    }
+
+    /// Writes all but the token (bytes 8 to [`HEADER_LEN`] of `buf`): a sender's buffers keep
+    /// its stream's token from the first write, and only the number and time change.
+    pub(crate) fn write_after_token(&self, buf: &mut [u8]) {
+        let time = (self.sent_ns & !WARM_UP) | if self.warm_up { WARM_UP } else { 0 };
         buf[8..16].copy_from_slice(&self.seq.to_be_bytes());
         buf[16..24].copy_from_slice(&time.to_be_bytes());
     }
 
     /// Reads a header; `None` for a datagram too short to hold one.
     pub(crate) fn read(buf: &[u8]) -> Option<Self> {
-        let word = |i: usize| -> Option<u64> {
-            Some(u64::from_be_bytes(buf.get(i..i + 8)?.try_into().ok()?))
-        };
-        let time = word(16)?;
-        Some(Header {
-            token: word(0)?,
-            seq: word(8)?,
+        Some(Self::from_words(words(buf.first_chunk()?)))
+    }
+
+    /// The header whose words (see [`words`]) are these.
+    pub(crate) fn from_words([token, seq, time]: [u64; 3]) -> Self {
+        Header {
+            token,
+            seq,
             sent_ns: time & !WARM_UP,
             warm_up: time & WARM_UP != 0,
-        })
+        }
     }
+}
+
+/// A header's three words as they are on the wire: token, sequence number, and the time word
+/// (send time and warm-up flag together, so one comparison tells whether two datagrams were
+/// sent at the same time in the same phase).
+pub(crate) fn words(h: &[u8; HEADER_LEN]) -> [u64; 3] {
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&h[i..i + 8]);
+        u64::from_be_bytes(w)
+    };
+    [word(0), word(8), word(16)]
 }
 
 /// The token of the stream whose greeting carried `tag`.
