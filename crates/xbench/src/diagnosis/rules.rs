@@ -286,6 +286,22 @@ fn send_buffer_full(v: &Values<'_>, reader: Reader) -> Diagnosis {
             ],
             vec![],
         ),
+        // A reader we cannot see (an iperf3 server) shows nothing to disagree with: the
+        // buffer filled with data acknowledged late, and the likely late end is that reader
+        // (a starved iperf3 server on loopback: 1.3 Gbit/s, the buffer's ceiling 17.6, the
+        // sender on its buffer 18 % of the time and asleep 95 %).
+        Some(u) if u < SNDBUF_CEILING_SHARE && matches!(reader, Reader::Unseen { .. }) => verdict(
+            v,
+            Verdict::Receiver,
+            Confidence::Likely,
+            &[
+                FigureName::Rate,
+                FigureName::SendBufferCeiling,
+                FigureName::SndbufLimited,
+                FigureName::RttMean,
+            ],
+            vec![Unknown::ReaderUnseen],
+        ),
         Some(u) if u < SNDBUF_CEILING_SHARE => {
             cannot_tell(v, SNDBUF_FIGURES, vec![Unknown::FiguresDisagree])
         }
@@ -1338,6 +1354,16 @@ mod tests {
         let d = kept_up.diagnose();
         assert_eq!(d.verdict, Verdict::CannotTell, "{d:?}");
         assert_eq!(d.cannot_tell, vec![Unknown::FiguresDisagree]);
+        // An iperf3 server reports no reader: nothing disagrees, and the reader is the
+        // likely late end, said to be unseen (CI: 1.3 Gbit/s, ceiling 17.6, 18 % on the
+        // buffer, the figures then called disagreeing).
+        let unseen = Inputs {
+            reader_thread: None,
+            receive_queue_pct: None,
+            ..i
+        };
+        let d = check(&unseen, Verdict::Receiver, Some(Confidence::Likely));
+        assert_eq!(d.cannot_tell, vec![Unknown::ReaderUnseen]);
     }
 
     /// Lab, 40 ms, the client's `net.ipv4.tcp_wmem` capped at 128 KiB, CUBIC: 25 Mbit/s
