@@ -282,13 +282,68 @@ pub fn encode_histogram<C: Counter>(h: &Histogram<C>) -> String {
 }
 
 /// Decodes base64 of a V2 (deflate or plain) histogram.
+///
+/// The HdrHistogram reader allocates the payload length its header claims before it reads a
+/// byte of the payload, so a file of a few hundred bytes claiming 4 GiB made `xbench report`
+/// allocate 4 GiB (the fuzzer found it: `fuzz/fuzz_targets/histogram.rs`). The header is
+/// checked here first: a compressed histogram is inflated to at most [`MAX_HISTOGRAM_BYTES`],
+/// and a payload must be no longer than the bytes that follow its header.
 pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, HistogramError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(s.trim())
         .map_err(|e| HistogramError(e.to_string()))?;
+    let plain = match cookie(&bytes) {
+        Some(V2_COMPRESSED_COOKIE) => inflate(&bytes)?,
+        _ => bytes,
+    };
+    if cookie(&plain) == Some(V2_COOKIE) {
+        let claimed = plain
+            .get(4..8)
+            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        let present = plain.len().saturating_sub(V2_HEADER_LEN);
+        if claimed > present {
+            return Err(HistogramError(format!(
+                "the header claims a {claimed}-byte payload where {present} bytes follow it"
+            )));
+        }
+    }
     Deserializer::new()
-        .deserialize(&mut io::Cursor::new(bytes))
+        .deserialize(&mut io::Cursor::new(plain))
         .map_err(|e| HistogramError(format!("{e:?}")))
+}
+
+/// The V2 encoding's cookies (HdrHistogram's: a base with the word size, 0x10, or-ed in),
+/// plain and deflate-compressed.
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+/// A V2 header: cookie, payload length, normalizing offset, significant digits, lowest and
+/// highest value, integer-to-double ratio.
+const V2_HEADER_LEN: usize = 40;
+/// The largest plain histogram read: far above any xbench writes (1 ns to an hour at three
+/// digits is about 33,000 counters, under 300 KB at 9 bytes each).
+pub const MAX_HISTOGRAM_BYTES: u64 = 16 << 20;
+
+fn cookie(bytes: &[u8]) -> Option<u32> {
+    bytes
+        .get(..4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// A compressed histogram's plain form, at most [`MAX_HISTOGRAM_BYTES`] of it.
+fn inflate(bytes: &[u8]) -> Result<Vec<u8>, HistogramError> {
+    use std::io::Read;
+    let data = bytes.get(8..).unwrap_or_default();
+    let mut plain = Vec::new();
+    flate2::read::ZlibDecoder::new(data)
+        .take(MAX_HISTOGRAM_BYTES + 1)
+        .read_to_end(&mut plain)
+        .map_err(|e| HistogramError(format!("inflating: {e}")))?;
+    if plain.len() as u64 > MAX_HISTOGRAM_BYTES {
+        return Err(HistogramError(format!(
+            "larger than {MAX_HISTOGRAM_BYTES} bytes inflated"
+        )));
+    }
+    Ok(plain)
 }
 
 /// Sub-buckets per power of two in a [`FlowSketch`]: a bucket is at most 1/8 of its values
@@ -486,6 +541,43 @@ pub fn as_ns(d: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
+
+    /// A header that claims more payload than follows is refused before anything the size of
+    /// the claim is allocated: plain, compressed, and the fuzzer's find (a compressed
+    /// histogram whose inner header claimed gigabytes; libFuzzer stopped it as out of
+    /// memory).
+    #[test]
+    fn a_histogram_claiming_more_than_it_holds_is_refused_unallocated() {
+        use base64::Engine;
+        let mut plain = Vec::new();
+        plain.extend_from_slice(&V2_COOKIE.to_be_bytes());
+        plain.extend_from_slice(&u32::MAX.to_be_bytes());
+        plain.extend_from_slice(&0u32.to_be_bytes());
+        plain.extend_from_slice(&3u32.to_be_bytes());
+        plain.extend_from_slice(&1u64.to_be_bytes());
+        plain.extend_from_slice(&1_000_000u64.to_be_bytes());
+        plain.extend_from_slice(&1.0f64.to_be_bytes());
+        plain.extend_from_slice(&[0u8; 16]);
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let e = decode_histogram(&b64(&plain)).unwrap_err().to_string();
+        assert!(e.contains("claims a 4294967295-byte payload"), "{e}");
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut z, &plain).unwrap();
+        let mut compressed = V2_COMPRESSED_COOKIE.to_be_bytes().to_vec();
+        let body = z.finish().unwrap();
+        compressed.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        compressed.extend_from_slice(&body);
+        let e = decode_histogram(&b64(&compressed)).unwrap_err().to_string();
+        assert!(e.contains("claims a 4294967295-byte payload"), "{e}");
+        // Its deflate stream breaks after the inner header: inflated whole first, it is
+        // refused for that, before any allocation its header asks for.
+        let e = Distribution::decode(FUZZ_OOM).unwrap_err().to_string();
+        assert!(e.contains("inflating"), "{e}");
+    }
+
+    /// `fuzz/artifacts/histogram/oom-7ba5fc4b…`, found by CI's 60 s fuzz run on 2026-11-30.
+    const FUZZ_OOM: &str = "HISTFAAABR94nD1VTYsdRRStvnX7vnr16vV0Om9exnEcX8hoYpzgwAyZzBgyWYQEY1AkYcAP9B+IbkXERRAECfiBC3Hjyo37rPwB/gLxJ7gTxGWI59xqkg6vu6punXvuuR+z9fD7s09PyMFTF8d347+rX5+e/FM3/rsrwbTvwu6t97/n2zRjcxAOrofuI9ekVFrBdWSbD1iJ02QcdZwt01romPTY2NW8aM/rU+2qBwMa4Sf+9DTeS3NCWYEJ0or+26OAXUBcwQAb4gfHWEaTjHrWh4FjLzz9fi+K3KOvY73WZEX5QzM55iah/h6FXaH8hzM9nF1Xd6B0XmM06ncAVCE3QXvGyd8Fh/r2Aryqa6Px1Gex/O4kScNVkcYZmx/CIi/fR7COOlaHT+8q11r9TZmP6TkcyJ5hlutdRSLeEX5X1GmnS3jWYk+JOpQhcRT12/kCc2mMvPPicoV5XydIuJ97/4TRMwdfh/CbIa1a8nLL5Hcawit9RtU6g5W667kRZhcQXCv00b+baDGVCPP+DsBVQ87CusOGICgycPDgtY1cTNOG9bkrfR9K7pErPIjXOgArMUvBJVAW+Av8YaykB8pJuhJwI6lSqQwDxJBwHyuooohDPCzoDCLi0WWUAqLFGXMOBSTiGE+kgxYvkdY3xCYiSAbAJxqVmzjSGd4TsblMUR5zZAvmc+y4clMY6AQ7LZZTmvBY1vC8IL80ciQXRd6VE5HHIlfkaSMfyQW5z+81eVvOyfvyCrAib8AnUSP9jvCtVGakHhEI8ojljEaR4TJ1Gj2/o6XfrgiR985hawwFVCPP+DsBVQ87CusOGICgycPDpRflrLnhdAWs0PTix/7PWzUbCOHngGWACa060zvKuMwSl4TyaufwiYUbHLhMzGpuXkGWBKhuo8OojZO4FolhIv8IxScGHu+dQosPL7YAFrLbSw/n2zRjcxAOrofuI9ekVFrBdWSbD1iJ02QcdZwt01romPTY2NW8aM/rU+2qBwMa4Sf+9DTeS3NCWYEJ0or+26OAXUBcwQAb4gfHWEaTjHrWh4FjLzz9fi+K3KOvY73WZEX5QzM55iah/h6FXaH8hzM9nF1Xd6B0XmM06ncAVCE3QXvGyd8Fh/r2Aryqa6Px1Gex/O4kScNVkcYZmx/CIi/fR7COOlaHT+8q11r9TZmP6TkcyJ5hlutdRSLeEX5X1GmnS3jWYk+JOpQhcRT12/kCc2mMvPPicoV5XydIuJ97/4TRMwdfh/CbIa1a8nLL5Hcawit9RtU6g5W667kRZhcQXCv00b+baDGVCPK7pErPIjXOgArMUvBJVAW+Av8YaykB8pJuhJwI6lSqQwDxJBwHyuooohDPCzoDCLi0WWUAqLFGXMOBSTiGE+kgxYvkdY3xCYiSAbAJxqVmzjSGd4TsblMUR5zZAvmc+y4clMY6AQ7LZZTmvBY1vC8IL80ciQXRd6VE5HHIlfkaSMfyQW5z+81eVvOyfvyCrAib8AnUSP9jvCtVGakHhEI8ojljEaR4TJ1Gj2/o6XfrgiR985hawwFVCPP+DsBVQ87CusOGICgycPDpRflrLnhdAWs0PTix/7PWzUbCOHngGWACa060zvKuMwSl4TyaufwiYUbHLhMzGpuXkGWBKhuo8OojZO4FolhIv8IxSXydIuJ97/4TRMwdfh/CbIa1a8nLL5Hcawit9RtU6g5W667kRZhcQXCv00b+baDGk6l8q/IXtPlDIf/XJn838mcjvzfyPzJIWhY=";
+
     use super::*;
 
     #[test]
