@@ -14,6 +14,31 @@ use crate::Error;
 use crate::config::SocketOptions;
 use crate::report::SocketReport;
 
+/// Sets the integer socket option `opt` at `level` on `fd`: the options socket2 has no
+/// method for (UDP GRO and GSO, `SO_RCVBUFFORCE`, `TCP_DEFER_ACCEPT`), in one unsafe block.
+pub(crate) fn set_int(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value is a live c_int of the size given; a bad `fd` is an error
+    // return, not undefined behaviour.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            std::ptr::from_ref(&value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
 /// Applies `opts` to a socket. `warnings` collects kernel caps worth telling the user about.
 pub(crate) fn apply(
     sock: SockRef<'_>,

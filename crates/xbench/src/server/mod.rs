@@ -343,21 +343,8 @@ const DEFER_ACCEPT_SECS: libc::c_int = 1;
 /// slots and timeouts as before; until then it holds no slot.
 fn defer_accept(sock: &Socket) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let secs = DEFER_ACCEPT_SECS;
-    // SAFETY: a live socket, and an int option value that outlives the call.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_DEFER_ACCEPT,
-            std::ptr::from_ref(&secs).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    match r {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
+    let (fd, level) = (sock.as_raw_fd(), libc::IPPROTO_TCP);
+    crate::engine::sockopt::set_int(fd, level, libc::TCP_DEFER_ACCEPT, DEFER_ACCEPT_SECS)
 }
 
 /// The error of a server that cannot listen: each address tried (with what it was for), in

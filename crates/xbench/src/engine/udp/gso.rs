@@ -23,18 +23,7 @@ const UDP_GRO: libc::c_int = 104;
 
 /// Asks the kernel to coalesce datagrams for `sock` (GRO); false where it cannot.
 pub(crate) fn enable_gro(sock: &UdpSocket) -> bool {
-    let on: libc::c_int = 1;
-    // SAFETY: `sock` is an open socket; the option value is a live c_int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            SOL_UDP,
-            UDP_GRO,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    rc == 0
+    crate::engine::sockopt::set_int(sock.as_raw_fd(), SOL_UDP, UDP_GRO, 1).is_ok()
 }
 
 /// Whether a control message is GRO's segment size, and the size.
@@ -69,20 +58,7 @@ pub(crate) fn set_segment(sock: &UdpSocket, len: usize) -> io::Result<()> {
     let len = libc::c_int::from(
         u16::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
     );
-    // SAFETY: `sock` is an open socket; the option value is a live c_int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            SOL_UDP,
-            UDP_SEGMENT,
-            (&len as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::engine::sockopt::set_int(sock.as_raw_fd(), SOL_UDP, UDP_SEGMENT, len)
 }
 
 /// Sends `buf` in one call, cut into datagrams of the size [`set_segment`] set; returns the

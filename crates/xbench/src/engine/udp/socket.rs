@@ -72,20 +72,7 @@ pub(crate) fn prepare_receiver(sock: &UdpSocket, window: Option<u64>) -> io::Res
 
 /// Sets the `SOL_SOCKET` option `opt` of socket `fd` to `value`.
 fn setsockopt_int(fd: std::os::fd::RawFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: `fd` is an open socket; the option value is a live c_int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            opt,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::engine::sockopt::set_int(fd, libc::SOL_SOCKET, opt, value)
 }
 
 /// What a UDP stream's socket reports: the buffers asked for and granted (no MSS, no
